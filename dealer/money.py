@@ -1,0 +1,55 @@
+"""Exact money: stakes and payouts as :class:`~decimal.Decimal`, never floats.
+
+``decks.md`` §4: "X:1" pays X times the stake *and* returns the stake; a
+payout that is not a whole number of the table's minor unit is rounded
+(HOUSE OPTION ``ROUNDING``: ``DOWN`` by default, or ``HALF_UP``).
+"""
+
+from __future__ import annotations
+
+from decimal import ROUND_DOWN, ROUND_HALF_UP, Decimal, InvalidOperation
+from enum import StrEnum
+
+
+class Rounding(StrEnum):
+    DOWN = "DOWN"
+    HALF_UP = "HALF_UP"
+
+
+_MODES = {Rounding.DOWN: ROUND_DOWN, Rounding.HALF_UP: ROUND_HALF_UP}
+
+
+class MoneyError(ValueError):
+    """An amount that is not exact money in the table's units."""
+
+
+def to_money(value: str | int | Decimal) -> Decimal:
+    """Parse an amount given as a string, int or Decimal. Floats are refused: they are not exact."""
+    if isinstance(value, bool) or isinstance(value, float):
+        raise MoneyError(f"amount {value!r} must be a decimal string or integer, never a float")
+    try:
+        d = Decimal(value)
+    except (InvalidOperation, TypeError, ValueError):
+        raise MoneyError(f"amount {value!r} is not a number") from None
+    if not d.is_finite():
+        raise MoneyError(f"amount {value!r} is not finite")
+    return d
+
+
+def check_stake(stake: Decimal, minor_unit: Decimal) -> None:
+    """A stake must be positive and a whole number of minor units."""
+    if stake <= 0:
+        raise MoneyError(f"stake {stake} must be positive")
+    if stake % minor_unit != 0:
+        raise MoneyError(f"stake {stake} is not a whole number of the minor unit {minor_unit}")
+
+
+def quantize(amount: Decimal, minor_unit: Decimal, rounding: Rounding = Rounding.DOWN) -> Decimal:
+    """Round ``amount`` to a whole number of ``minor_unit`` with the table's rounding mode."""
+    units = (amount / minor_unit).to_integral_value(rounding=_MODES[Rounding(rounding)])
+    return (units * minor_unit).quantize(minor_unit) if minor_unit < 1 else units * minor_unit
+
+
+def win_amount(stake: Decimal, ratio: Decimal, minor_unit: Decimal, rounding: Rounding = Rounding.DOWN) -> Decimal:
+    """What a winning bet wins at ``ratio``:1 (the stake comes back on top of this)."""
+    return quantize(stake * ratio, minor_unit, rounding)

@@ -1,0 +1,98 @@
+"""Events into the sans-IO core. Every accepted event is journaled exactly as defined here.
+
+Time is data: each event carries ``at`` (epoch milliseconds) stamped by the driver that
+received it, so replaying the journal reproduces every decision and every message byte.
+The models double as the wire format of the ``actions`` topic (see ``ACTION_TYPES``).
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
+
+from dealer.money import to_money
+
+Id = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:\-]+$")]
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    at: int = Field(default=0, ge=0, description="epoch milliseconds, stamped by the receiving driver")
+
+
+class OpenRound(_Event):
+    type: Literal["open_round"] = "open_round"
+    round_id: Id
+    betting_closes_at: int | None = Field(default=None, ge=0, description="epoch ms deadline of the betting timer")
+
+
+class PlaceBet(_Event):
+    type: Literal["place_bet"] = "place_bet"
+    bet_id: Id
+    player_id: Id
+    bet_type: Annotated[str, Field(min_length=1, max_length=32)]
+    stake: Decimal = Field(description="decimal string in the table currency, e.g. \"10.00\"")
+
+    @field_validator("stake", mode="before")
+    @classmethod
+    def _exact(cls, v: object) -> Decimal:
+        return to_money(v)  # type: ignore[arg-type]
+
+
+class CloseBetting(_Event):
+    type: Literal["close_betting"] = "close_betting"
+    by: Literal["timer", "dealer", "supervisor"] = "dealer"
+
+
+class ScanRead(_Event):
+    """A valid read of a card code (the code may still be foreign or a duplicate)."""
+
+    type: Literal["scan_read"] = "scan_read"
+    reader: str
+    code: Annotated[str, Field(min_length=1, max_length=8)]
+    seq: int | None = None
+
+
+class ReadFailed(_Event):
+    type: Literal["read_failed"] = "read_failed"
+    reader: str
+    reason: Literal["noread", "misread", "corrupt_frame", "frame_lost", "device_fault"]
+    detail: str = ""
+
+
+class LinkDown(_Event):
+    type: Literal["link_down"] = "link_down"
+    link: str
+    reason: str = ""
+
+
+class LinkUp(_Event):
+    type: Literal["link_up"] = "link_up"
+    link: str
+
+
+class SupervisorVoid(_Event):
+    type: Literal["supervisor_void"] = "supervisor_void"
+    supervisor: Id
+    reason: Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class ResultDelivered(_Event):
+    """The broker acknowledged the round's result (outbox row removed in the same commit)."""
+
+    type: Literal["result_delivered"] = "result_delivered"
+    round_id: Id
+    outbox_id: int
+
+
+Event = Annotated[
+    Union[OpenRound, PlaceBet, CloseBetting, ScanRead, ReadFailed, LinkDown, LinkUp, SupervisorVoid, ResultDelivered],
+    Field(discriminator="type"),
+]
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+
+#: What dealer stations, players and supervisors may send on ``.../actions``.
+Action = Annotated[Union[PlaceBet, CloseBetting, SupervisorVoid], Field(discriminator="type")]
+ACTION_ADAPTER: TypeAdapter[Action] = TypeAdapter(Action)

@@ -1,0 +1,98 @@
+"""Messages the backend publishes (pydantic v2). Their JSON Schemas live in ``docs/schemas/``.
+
+Three streams leave a table, each on its own topic (see ``docs/mqtt-topics.md``):
+``results`` (one :class:`RoundResult` per round, durable via the outbox), ``events``
+(:class:`RoundEvent` as things happen) and ``prompts`` (:class:`StationPrompt` for the
+dealer station). Money travels as decimal strings; ratios are "X" in "X:1".
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from dealer.games.base import Outcome
+from dealer.money import Rounding
+
+
+class _Msg(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class BetTypeResult(_Msg):
+    """How every bet of one type resolves; amounts follow from :func:`dealer.settlement.settle_bet`."""
+
+    outcome: Outcome
+    ratio: Decimal = Field(description="X of X:1, meaningful for WIN (the stake is returned on top)")
+    category: str | None = None
+
+
+class HandResult(_Msg):
+    cards: list[str]
+    category: str
+
+
+class BetsSummary(_Msg):
+    """The bets the backend accepted before betting closed, for settlement to reconcile."""
+
+    count: int = 0
+    stakes: dict[str, Decimal] = Field(default_factory=dict, description="total stake per bet type")
+
+
+class MoneyRules(_Msg):
+    currency: str
+    minor_unit: Decimal
+    rounding: Rounding
+
+
+class RoundResult(_Msg):
+    """The single settlement instruction for a round. ``idempotency_key`` is unique per round."""
+
+    schema_id: Literal["studio.v1.round_result"] = "studio.v1.round_result"
+    idempotency_key: str
+    table_id: str
+    round_id: str
+    game: str
+    outcome: Literal["COMPLETED", "CANCELLED", "VOIDED"]
+    reason: str | None = None
+    refund_all: bool
+    cards: dict[str, str] = Field(default_factory=dict, description="position -> card code (burns excluded)")
+    hands: dict[str, HandResult] = Field(default_factory=dict)
+    winner: str | None = None
+    bets: dict[str, BetTypeResult] = Field(default_factory=dict, description="empty when refund_all")
+    details: dict[str, Any] = Field(default_factory=dict)
+    accepted_bets: BetsSummary
+    money: MoneyRules
+    opened_at: int
+    closed_at: int | None = None
+    finished_at: int
+
+
+PromptKind = Literal["NEXT", "RESCAN", "ALERT", "WAIT", "REJECTED", "DONE"]
+
+
+class StationPrompt(_Msg):
+    """What the dealer station shows: the next position to deal, or why to rescan."""
+
+    schema_id: Literal["studio.v1.prompt"] = "studio.v1.prompt"
+    table_id: str
+    round_id: str | None = None
+    kind: PromptKind
+    position: str | None = None
+    step: int | None = Field(default=None, description="1-based index of position in the deal plan")
+    of: int | None = Field(default=None, description="number of positions in the deal plan")
+    reason: str | None = None
+    count: int | None = Field(default=None, description="identical rejections in a row at this position")
+    message: str
+    at: int
+
+
+class RoundEvent(_Msg):
+    schema_id: Literal["studio.v1.event"] = "studio.v1.event"
+    table_id: str
+    round_id: str | None = None
+    event: str
+    at: int
+    data: dict[str, Any] = Field(default_factory=dict)

@@ -1,0 +1,360 @@
+"""The round state machine: pure, no IO, no clock (h11-style).
+
+Events from :mod:`dealer.events` go in through :meth:`Round.handle`; a :class:`Step`
+comes out saying whether the event was accepted, whether it must be journaled, and
+which effects to release (station prompts, round events, the round result). The
+transition table :data:`TRANSITIONS` reads like the rulebook: anything not in it is
+rejected with a clear reason and changes nothing.
+
+The error rules of ``decks.md`` §5 live here, for every game: a no-read, misread,
+corrupt or lost frame, device fault, foreign card or duplicate card never advances the
+deal; it prompts a RESCAN and, after ``alert_after`` identical rejections in a row, a
+supervisor ALERT. A link failure while betting is open cancels the round (refund all);
+after betting has closed the round continues.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from enum import StrEnum
+from typing import Union
+
+from dealer.events import (
+    CloseBetting,
+    Event,
+    LinkDown,
+    OpenRound,
+    PlaceBet,
+    ReadFailed,
+    ResultDelivered,
+    ScanRead,
+    SupervisorVoid,
+)
+from dealer.games.base import Face, Game
+from dealer.messages import (
+    BetsSummary,
+    BetTypeResult,
+    HandResult,
+    MoneyRules,
+    RoundEvent,
+    RoundResult,
+    StationPrompt,
+)
+from dealer.money import MoneyError, Rounding, check_stake
+
+
+class Phase(StrEnum):
+    BETTING_OPEN = "BETTING_OPEN"
+    BETTING_CLOSED = "BETTING_CLOSED"  # the round has started (teen-patti-2020.md §6)
+    DEALING = "DEALING"
+    RESULT = "RESULT"  # result computed, waiting in the outbox for the broker's PUBACK
+    SETTLED = "SETTLED"  # result delivered to settlement
+    CANCELLED = "CANCELLED"  # failure before the round started: refund all
+    VOID = "VOID"  # supervisor void: refund all
+
+
+#: Phases in which the round is still being played.
+ACTIVE = frozenset({Phase.BETTING_OPEN, Phase.BETTING_CLOSED, Phase.DEALING})
+
+
+@dataclass(frozen=True, slots=True)
+class BetLimit:
+    min: Decimal
+    max: Decimal
+
+
+@dataclass(frozen=True)
+class TableRules:
+    """Everything the pure core needs to know about a table (built from configuration)."""
+
+    table_id: str
+    game: Game
+    currency: str = "EUR"
+    minor_unit: Decimal = Decimal("0.01")
+    rounding: Rounding = Rounding.DOWN
+    limits: Mapping[str, BetLimit] = field(default_factory=dict)
+    alert_after: int = 3
+
+    @property
+    def money(self) -> MoneyRules:
+        return MoneyRules(currency=self.currency, minor_unit=self.minor_unit, rounding=self.rounding)
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """An event the machine refused. Nothing changed; the reason is for the sender and the log."""
+
+    event_type: str
+    reason: str
+
+
+Effect = Union[StationPrompt, RoundEvent, RoundResult, Rejection]
+
+
+@dataclass(slots=True)
+class Step:
+    accepted: bool
+    journal: bool = False
+    effects: list[Effect] = field(default_factory=list)
+
+    @property
+    def rejection(self) -> Rejection | None:
+        return next((e for e in self.effects if isinstance(e, Rejection)), None)
+
+
+_READ_FAILURE_TEXT = {
+    "noread": "the scanner could not read the card",
+    "misread": "the scanner misread the card",
+    "corrupt_frame": "the scanner's message arrived damaged",
+    "frame_lost": "a scanner message was lost on the line",
+    "device_fault": "the scanner reported a fault",
+    "foreign_card": "the card is not part of this game's deck",
+    "duplicate_card": "the card was already registered in this round",
+}
+
+
+class Round:
+    """One round at one table, from betting open to settled (or cancelled / void)."""
+
+    def __init__(self, rules: TableRules, opened: OpenRound) -> None:
+        self.rules = rules
+        self.round_id = opened.round_id
+        self.opened_at = opened.at
+        self.betting_closes_at = opened.betting_closes_at
+        self.closed_at: int | None = None
+        self.phase = Phase.BETTING_OPEN
+        self.plan = rules.game.deal_plan()
+        self.next_index = 0
+        self.cards: dict[str, str] = {}
+        self.bets: dict[str, PlaceBet] = {}
+        self._held: dict[str, set[str]] = {}
+        self._reject_key: tuple[str, str] | None = None
+        self.reject_count = 0
+        self.result: RoundResult | None = None
+        self.delivered = False
+
+    # -- public -----------------------------------------------------------------------
+
+    @property
+    def table_id(self) -> str:
+        return self.rules.table_id
+
+    @property
+    def expected_position(self) -> str | None:
+        return self.plan[self.next_index].name if self.next_index < len(self.plan) else None
+
+    def handle(self, event: Event) -> Step:
+        action = TRANSITIONS.get((self.phase, event.type))
+        if action is None:
+            return self._reject(event, self._why_not(event))
+        return action(self, event)
+
+    def prompt_now(self, at: int) -> StationPrompt:
+        """What the dealer station should show right now (used after a restart)."""
+        if self.phase == Phase.BETTING_OPEN:
+            return self._prompt("WAIT", at, message="betting is open: do not deal")
+        if self.phase in (Phase.BETTING_CLOSED, Phase.DEALING):
+            return self._next_prompt(at)
+        return self._prompt("DONE", at, message=f"round {self.phase.lower()}")
+
+    # -- transitions ------------------------------------------------------------------
+
+    def _place_bet(self, ev: PlaceBet) -> Step:
+        r = self.rules
+        reason: str | None = None
+        if ev.bet_id in self.bets:
+            reason = f"duplicate bet id {ev.bet_id!r}"
+        else:
+            reason = r.game.check_bet(ev.bet_type, frozenset(self._held.get(ev.player_id, ())))
+        if reason is None:
+            try:
+                check_stake(ev.stake, r.minor_unit)
+            except MoneyError as exc:
+                reason = str(exc)
+        limit = r.limits.get(ev.bet_type)
+        if reason is None and limit is not None and not (limit.min <= ev.stake <= limit.max):
+            reason = f"stake {ev.stake} outside the table limits {limit.min}..{limit.max} for {ev.bet_type}"
+        if reason is not None:
+            step = self._reject(ev, reason)
+            step.effects.append(self._event("bet_rejected", ev.at, bet_id=ev.bet_id, reason=reason))
+            return step
+        self.bets[ev.bet_id] = ev
+        self._held.setdefault(ev.player_id, set()).add(ev.bet_type)
+        data = {"bet_id": ev.bet_id, "player_id": ev.player_id, "bet_type": ev.bet_type, "stake": str(ev.stake)}
+        return Step(True, True, [self._event("bet_accepted", ev.at, **data)])
+
+    def _close_betting(self, ev: CloseBetting) -> Step:
+        self.phase = Phase.BETTING_CLOSED
+        self.closed_at = ev.at
+        return Step(True, True, [
+            self._event("betting_closed", ev.at, by=ev.by, bets=len(self.bets)),
+            self._next_prompt(ev.at),
+        ])
+
+    def _scan(self, ev: ScanRead) -> Step:
+        if ev.code not in self.rules.game.deck:
+            return self._rescan(ev, "foreign_card", ev.code)
+        if ev.code in self.cards.values():
+            return self._rescan(ev, "duplicate_card", ev.code)
+        pos = self.plan[self.next_index]
+        self.cards[pos.name] = ev.code
+        self.next_index += 1
+        self.phase = Phase.DEALING
+        self._reject_key, self.reject_count = None, 0
+        public = pos.face == Face.UP and not pos.burn
+        effects: list[Effect] = [self._event(
+            "card_registered", ev.at, position=pos.name, step=self.next_index,
+            card=ev.code if public else None,
+        )]
+        if self.next_index < len(self.plan):
+            effects.append(self._next_prompt(ev.at))
+            return Step(True, True, effects)
+        return Step(True, True, effects + self._finish(ev.at))
+
+    def _read_failed(self, ev: ReadFailed) -> Step:
+        return self._rescan(ev, ev.reason, ev.detail)
+
+    def _cancel_on_link(self, ev: LinkDown) -> Step:
+        reason = f"link {ev.link} down before the round started" + (f": {ev.reason}" if ev.reason else "")
+        return Step(True, True, self._refund_all(Phase.CANCELLED, "CANCELLED", reason, ev.at))
+
+    def _link_noted(self, ev: LinkDown) -> Step:
+        """After betting closed a link failure does not stop the round (decks.md §5.3)."""
+        return Step(True, False, [self._event("link_down_round_continues", ev.at, link=ev.link)])
+
+    def _void(self, ev: SupervisorVoid) -> Step:
+        reason = f"voided by supervisor {ev.supervisor}: {ev.reason}"
+        return Step(True, True, self._refund_all(Phase.VOID, "VOIDED", reason, ev.at))
+
+    def _delivered(self, ev: ResultDelivered) -> Step:
+        if self.delivered:
+            return self._reject(ev, f"the result of round {self.round_id} was already delivered")
+        self.delivered = True
+        if self.phase == Phase.RESULT:
+            self.phase = Phase.SETTLED
+        return Step(True, True, [self._event("round_settled", ev.at, outbox_id=ev.outbox_id)])
+
+    # -- helpers ----------------------------------------------------------------------
+
+    def _rescan(self, ev: ScanRead | ReadFailed, reason: str, detail: str) -> Step:
+        key = (reason, detail)
+        self.reject_count = self.reject_count + 1 if key == self._reject_key else 1
+        self._reject_key = key
+        pos = self.expected_position
+        text = _READ_FAILURE_TEXT[reason]
+        effects: list[Effect] = [
+            self._event("scan_rejected", ev.at, position=pos, reason=reason, detail=detail, count=self.reject_count),
+            self._prompt("RESCAN", ev.at, reason=reason, count=self.reject_count,
+                         message=f"RESCAN {pos}: {text}" + (f" ({detail})" if detail else "")),
+        ]
+        if self.reject_count % self.rules.alert_after == 0:
+            effects.append(self._prompt(
+                "ALERT", ev.at, reason=reason, count=self.reject_count,
+                message=f"SUPERVISOR: {self.reject_count} identical rejections at {pos} ({reason}"
+                        + (f" {detail}" if detail else "") + "); check the shoe; the round is paused",
+            ))
+        return Step(True, True, effects)
+
+    def _finish(self, at: int) -> list[Effect]:
+        r = self.rules
+        public = {p.name: self.cards[p.name] for p in self.plan if not p.burn}
+        outcome = r.game.resolve(public)
+        self.phase = Phase.RESULT
+        self.result = RoundResult(
+            idempotency_key=f"{self.table_id}:{self.round_id}",
+            table_id=self.table_id, round_id=self.round_id, game=r.game.name,
+            outcome="COMPLETED", refund_all=False, cards=public,
+            hands={k: HandResult(cards=list(h.cards), category=h.category) for k, h in outcome.hands.items()},
+            winner=outcome.winner,
+            bets={k: BetTypeResult(outcome=b.outcome, ratio=b.ratio, category=b.category) for k, b in outcome.bets.items()},
+            details=outcome.details, accepted_bets=self._bets_summary(), money=r.money,
+            opened_at=self.opened_at, closed_at=self.closed_at, finished_at=at,
+        )
+        return [
+            self._event("round_result", at, winner=outcome.winner,
+                        hands={k: h.category for k, h in outcome.hands.items()}),
+            self._prompt("DONE", at, message=f"round complete: winner {outcome.winner}"),
+            self.result,
+        ]
+
+    def _refund_all(self, phase: Phase, outcome: str, reason: str, at: int) -> list[Effect]:
+        self.phase = phase
+        public = {p.name: self.cards[p.name] for p in self.plan[: self.next_index] if not p.burn}
+        self.result = RoundResult(
+            idempotency_key=f"{self.table_id}:{self.round_id}",
+            table_id=self.table_id, round_id=self.round_id, game=self.rules.game.name,
+            outcome=outcome, reason=reason, refund_all=True, cards=public,  # type: ignore[arg-type]
+            accepted_bets=self._bets_summary(), money=self.rules.money,
+            opened_at=self.opened_at, closed_at=self.closed_at, finished_at=at,
+        )
+        return [
+            self._event(f"round_{outcome.lower()}", at, reason=reason),
+            self._prompt("DONE", at, reason=reason, message=f"round {outcome.lower()}: every bet is refunded"),
+            self.result,
+        ]
+
+    def _bets_summary(self) -> BetsSummary:
+        stakes: dict[str, Decimal] = {}
+        for bet in self.bets.values():
+            stakes[bet.bet_type] = stakes.get(bet.bet_type, Decimal(0)) + bet.stake
+        return BetsSummary(count=len(self.bets), stakes=stakes)
+
+    def _why_not(self, event: Event) -> str:
+        t, p, rid = event.type, self.phase, self.round_id
+        if t in ("scan_read", "read_failed"):
+            if p == Phase.BETTING_OPEN:
+                return "card scanned while betting is open: the deal starts after betting closes"
+            return f"the deal of round {rid} is over ({p.value}): no card is expected"
+        if t == "place_bet":
+            return f"betting is closed for round {rid} ({p.value})"
+        if t == "close_betting":
+            return f"betting is not open in round {rid} ({p.value})"
+        if t == "supervisor_void":
+            return f"round {rid} is already {p.value}: a round with a result cannot be voided"
+        if t == "result_delivered":
+            return f"round {rid} has no result waiting for delivery ({p.value})"
+        return f"{t} is not allowed in round {rid} while {p.value}"
+
+    def _reject(self, event: Event, reason: str) -> Step:
+        return Step(False, False, [Rejection(event.type, reason)])
+
+    def _event(self, name: str, at: int, **data: object) -> RoundEvent:
+        return RoundEvent(table_id=self.table_id, round_id=self.round_id, event=name, at=at, data=data)
+
+    def _prompt(self, kind: str, at: int, *, message: str, reason: str | None = None,
+                count: int | None = None) -> StationPrompt:
+        pos = self.expected_position if kind in ("NEXT", "RESCAN", "ALERT") else None
+        return StationPrompt(
+            table_id=self.table_id, round_id=self.round_id, kind=kind,  # type: ignore[arg-type]
+            position=pos, step=self.next_index + 1 if pos else None, of=len(self.plan) if pos else None,
+            reason=reason, count=count, message=message, at=at,
+        )
+
+    def _next_prompt(self, at: int) -> StationPrompt:
+        pos = self.plan[self.next_index]
+        face = "burn card" if pos.burn else f"face {pos.face.lower()}"
+        return self._prompt("NEXT", at, message=f"deal {pos.name} ({face})")
+
+
+_Action = Callable[[Round, "Event"], Step]
+
+#: (phase, event type) -> transition. Everything else is rejected by :meth:`Round._why_not`.
+TRANSITIONS: dict[tuple[Phase, str], _Action] = {
+    (Phase.BETTING_OPEN, "place_bet"): Round._place_bet,
+    (Phase.BETTING_OPEN, "close_betting"): Round._close_betting,
+    (Phase.BETTING_OPEN, "link_down"): Round._cancel_on_link,
+    (Phase.BETTING_OPEN, "supervisor_void"): Round._void,
+    (Phase.BETTING_CLOSED, "scan_read"): Round._scan,
+    (Phase.BETTING_CLOSED, "read_failed"): Round._read_failed,
+    (Phase.BETTING_CLOSED, "link_down"): Round._link_noted,
+    (Phase.BETTING_CLOSED, "supervisor_void"): Round._void,
+    (Phase.DEALING, "scan_read"): Round._scan,
+    (Phase.DEALING, "read_failed"): Round._read_failed,
+    (Phase.DEALING, "link_down"): Round._link_noted,
+    (Phase.DEALING, "supervisor_void"): Round._void,
+    (Phase.RESULT, "result_delivered"): Round._delivered,
+    (Phase.CANCELLED, "result_delivered"): Round._delivered,
+    (Phase.VOID, "result_delivered"): Round._delivered,
+}  # type: ignore[dict-item]

@@ -1,0 +1,108 @@
+"""One table: the current round, rounds whose results still wait for delivery, link state.
+
+Pure like :mod:`dealer.round`. The table decides what a round never could on its own:
+whether a new round may open (never while a link is down or a round is in play), which
+round a delivery acknowledgement belongs to, and the next round id.
+"""
+
+from __future__ import annotations
+
+import re
+
+from dealer.events import Event, LinkDown, LinkUp, OpenRound, ResultDelivered
+from dealer.messages import RoundEvent, StationPrompt
+from dealer.round import ACTIVE, Rejection, Round, Step, TableRules
+
+_SEQ = re.compile(r"-(\d+)$")
+
+
+class Table:
+    def __init__(self, rules: TableRules) -> None:
+        self.rules = rules
+        self.current: Round | None = None
+        self.undelivered: dict[str, Round] = {}
+        self.links_down: dict[str, str] = {}
+        self.last_seq = 0
+
+    @property
+    def table_id(self) -> str:
+        return self.rules.table_id
+
+    def next_round_id(self) -> str:
+        return f"{self.table_id}-{self.last_seq + 1:06d}"
+
+    @property
+    def in_play(self) -> bool:
+        return self.current is not None and self.current.phase in ACTIVE
+
+    def can_open(self) -> str | None:
+        """Why a new round may not open now, or None."""
+        if self.in_play:
+            assert self.current is not None
+            return f"round {self.current.round_id} is still in play ({self.current.phase.value})"
+        if self.links_down:
+            return "link(s) down: " + ", ".join(f"{k} ({v})" if v else k for k, v in sorted(self.links_down.items()))
+        return None
+
+    def handle(self, event: Event) -> Step:
+        if isinstance(event, OpenRound):
+            return self._open(event)
+        if isinstance(event, ResultDelivered):
+            rnd = self.undelivered.get(event.round_id)
+            if rnd is None:
+                return _reject(event.type, f"no undelivered result for round {event.round_id}")
+            step = rnd.handle(event)
+            if rnd.delivered:
+                del self.undelivered[event.round_id]
+            return step
+        if isinstance(event, LinkDown):
+            self.links_down[event.link] = event.reason
+            note = self._event("link_down", event.at, link=event.link, reason=event.reason)
+            step = self.current.handle(event) if self.current and self.current.phase in ACTIVE else Step(True)
+            step.accepted = True
+            step.effects = [e for e in step.effects if not isinstance(e, Rejection)] + [note]
+            self._track_result()
+            return step
+        if isinstance(event, LinkUp):
+            was_down = self.links_down.pop(event.link, None) is not None
+            return Step(True, False, [self._event("link_up", event.at, link=event.link)] if was_down else [])
+        if self.current is None:
+            return _reject(event.type, f"no round is open at table {self.table_id}")
+        step = self.current.handle(event)
+        self._track_result()
+        return step
+
+    def prompt_now(self, at: int) -> StationPrompt:
+        if self.current is not None and self.current.phase in ACTIVE:
+            return self.current.prompt_now(at)
+        why = self.can_open()
+        return StationPrompt(table_id=self.table_id, kind="WAIT", at=at,
+                             message=f"waiting: {why}" if why else "waiting for the next round")
+
+    def _open(self, ev: OpenRound) -> Step:
+        why = self.can_open()
+        m = _SEQ.search(ev.round_id)
+        if why is None and (not ev.round_id.startswith(f"{self.table_id}-") or m is None or int(m.group(1)) <= self.last_seq):
+            why = f"round id {ev.round_id!r} is not new for table {self.table_id} (next is {self.next_round_id()})"
+        if why is not None:
+            return _reject(ev.type, why)
+        assert m is not None
+        self.last_seq = int(m.group(1))
+        self.current = Round(self.rules, ev)
+        opened = self._event("round_opened", ev.at, game=self.rules.game.name,
+                             betting_closes_at=ev.betting_closes_at)
+        opened = opened.model_copy(update={"round_id": ev.round_id})
+        return Step(True, True, [opened, self.current.prompt_now(ev.at)])
+
+    def _track_result(self) -> None:
+        cur = self.current
+        if cur is not None and cur.result is not None and not cur.delivered:
+            self.undelivered.setdefault(cur.round_id, cur)
+
+    def _event(self, name: str, at: int, **data: object) -> RoundEvent:
+        rid = self.current.round_id if self.current is not None else None
+        return RoundEvent(table_id=self.table_id, round_id=rid, event=name, at=at, data=data)
+
+
+def _reject(event_type: str, reason: str) -> Step:
+    return Step(False, False, [Rejection(event_type, reason)])

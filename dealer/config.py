@@ -1,0 +1,160 @@
+"""Service configuration: a TOML file, overridable by ``DEALER_*`` environment variables.
+
+Validated strictly with pydantic v2 (unknown keys are errors), so a typo in a config
+file stops the service at start-up with a message naming the key, instead of running
+a table with a silently ignored setting. Environment overrides use ``__`` for nesting,
+e.g. ``DEALER_MQTT__URL=mqtt://broker:1883`` or ``DEALER_SERVICE__METRICS_PORT=0``.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
+
+from dealer.games import game_class
+from dealer.money import Rounding, to_money
+from dealer.round import BetLimit, TableRules
+
+
+class ConfigError(ValueError):
+    """The configuration is invalid; the message names every offending key."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _exact(v: object) -> Decimal:
+    return to_money(v)  # type: ignore[arg-type]
+
+
+class LimitConfig(_Strict):
+    min: Decimal
+    max: Decimal
+
+    _v = field_validator("min", "max", mode="before")(classmethod(lambda cls, v: _exact(v)))
+
+    @model_validator(mode="after")
+    def _order(self) -> "LimitConfig":
+        if not (0 < self.min <= self.max):
+            raise ValueError(f"limits need 0 < min <= max, got min={self.min} max={self.max}")
+        return self
+
+
+class ScannerConfig(_Strict):
+    kind: Literal["serial", "mqtt"] = "serial"
+    reader_id: str = Field(pattern=r"^[A-Z0-9-]{1,16}$")
+    port: str | None = Field(default=None, description="serial device path (serial scanners)")
+    baudrate: int = 115200
+    heartbeat_timeout: float = Field(default=5.0, gt=0)
+
+    @model_validator(mode="after")
+    def _port(self) -> "ScannerConfig":
+        if self.kind == "serial" and not self.port:
+            raise ValueError("a serial scanner needs 'port'")
+        return self
+
+
+class TableConfig(_Strict):
+    id: str = Field(pattern=r"^[A-Za-z0-9_]{1,32}$")
+    game: str
+    currency: str = Field(default="EUR", pattern=r"^[A-Z]{3}$")
+    minor_unit: Decimal = Decimal("0.01")
+    rounding: Rounding = Rounding.DOWN
+    betting_seconds: float = Field(default=15.0, gt=0)
+    pause_seconds: float = Field(default=3.0, ge=0)
+    auto_rounds: bool = True
+    alert_after: int = Field(default=3, ge=1)
+    limits: dict[str, LimitConfig] = Field(default_factory=dict)
+    options: dict[str, Any] = Field(default_factory=dict, description="the game's house options and pay tables")
+    scanner: ScannerConfig
+
+    _mu = field_validator("minor_unit", mode="before")(classmethod(lambda cls, v: _exact(v)))
+
+    @model_validator(mode="after")
+    def _game(self) -> "TableConfig":
+        cls = game_class(self.game)
+        cls.Options.model_validate(self.options)
+        unknown = set(self.limits) - set(cls.bet_types)
+        if unknown:
+            raise ValueError(f"limits for unknown bet types {sorted(unknown)} (game {self.game} has {list(cls.bet_types)})")
+        if self.minor_unit <= 0:
+            raise ValueError("minor_unit must be positive")
+        return self
+
+    def rules(self) -> TableRules:
+        game = game_class(self.game).from_options(self.options)
+        return TableRules(
+            table_id=self.id, game=game, currency=self.currency, minor_unit=self.minor_unit,
+            rounding=self.rounding, alert_after=self.alert_after,
+            limits={k: BetLimit(v.min, v.max) for k, v in self.limits.items()},
+        )
+
+
+class MqttConfig(_Strict):
+    url: str | None = Field(default=None, description="mqtt://host:port; unset = local in-process bus")
+    client_id: str = "dealer-backend"
+    username: str | None = None
+    password: str | None = None
+    keepalive: int = Field(default=10, ge=1)
+
+
+class ServiceSection(_Strict):
+    node_id: str = "studio-host-1"
+    journal_path: Path = Path("dealer-journal.sqlite")
+    fsync: bool = True
+    metrics_port: int | None = Field(default=9108, ge=0, le=65535, description="None disables, 0 = any free port")
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="DEALER_", env_nested_delimiter="__", extra="forbid")
+
+    service: ServiceSection = Field(default_factory=ServiceSection)
+    mqtt: MqttConfig = Field(default_factory=MqttConfig)
+    tables: list[TableConfig] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _unique(self) -> "Settings":
+        ids = [t.id for t in self.tables]
+        if len(ids) != len(set(ids)):
+            raise ValueError(f"duplicate table ids in {ids}")
+        readers = [t.scanner.reader_id for t in self.tables]
+        if len(readers) != len(set(readers)):
+            raise ValueError(f"duplicate scanner reader ids in {readers}")
+        return self
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+                                   env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
+                                   file_secret_settings: PydanticBaseSettingsSource) -> tuple[PydanticBaseSettingsSource, ...]:
+        toml = _TOML_FILE.get("path")
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if toml is not None:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml))
+        return tuple(sources)
+
+
+_TOML_FILE: dict[str, Path] = {}
+
+
+def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
+    """Load and validate; raise :class:`ConfigError` with every problem listed."""
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file {p} does not exist")
+        _TOML_FILE["path"] = p
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        lines = [f"  {'.'.join(str(x) for x in e['loc']) or '(top)'}: {e['msg']}" for e in exc.errors()]
+        raise ConfigError("invalid configuration:\n" + "\n".join(lines)) from None
+    except ValueError as exc:  # TOML syntax errors and the like
+        raise ConfigError(f"invalid configuration: {exc}") from None
+    finally:
+        _TOML_FILE.pop("path", None)

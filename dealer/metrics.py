@@ -1,0 +1,44 @@
+"""Prometheus metrics for studio operations (names follow Prometheus conventions).
+
+Each service owns its own :class:`CollectorRegistry` so several services (tests, the
+benchmark) can run in one process. Labels are low-cardinality: table, game, result,
+reason, link; never a round id or a card.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+# Fine buckets at the low end: the budget for scan-to-publish is a few milliseconds.
+LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0, 5.0)
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.scan_reads = Counter("dealer_scan_reads", "Scanner inputs by result (ok, noread, misread, corrupt, lost, fault)",
+                                  ["table", "result"], registry=r)
+        self.rescans = Counter("dealer_rescans", "RESCAN prompts sent to the dealer station, by reason",
+                               ["table", "reason"], registry=r)
+        self.alerts = Counter("dealer_supervisor_alerts", "Supervisor alerts raised", ["table", "reason"], registry=r)
+        self.rounds = Counter("dealer_rounds", "Rounds finished, by outcome (completed, cancelled, voided)",
+                              ["table", "game", "outcome"], registry=r)
+        self.rejections = Counter("dealer_rejected_events", "Events refused by the core (illegal or malformed)",
+                                  ["table", "type"], registry=r)
+        self.bad_messages = Counter("dealer_bad_messages", "Malformed messages received (bad JSON, schema)",
+                                    ["topic_kind"], registry=r)
+        self.scan_to_publish = Histogram("dealer_scan_to_publish_seconds",
+                                         "From scanner bytes received to the card event acknowledged by the broker",
+                                         buckets=LATENCY_BUCKETS, registry=r)
+        self.journal_commit = Histogram("dealer_journal_commit_seconds", "SQLite journal group commit (fsync)",
+                                        buckets=LATENCY_BUCKETS, registry=r)
+        self.outbox_pending = Gauge("dealer_outbox_pending", "Results waiting in the outbox for a PUBACK", registry=r)
+        self.link_up = Gauge("dealer_link_up", "1 when a link (broker, scanner) is up", ["link"], registry=r)
+        self.publish_failures = Counter("dealer_publish_failures", "Non-durable publishes dropped while the bus was down",
+                                        ["kind"], registry=r)
+
+    def serve(self, port: int, addr: str = "127.0.0.1") -> int:
+        """Serve ``/metrics`` over HTTP; returns the bound port (``port=0`` picks a free one)."""
+        server, _thread = start_http_server(port, addr=addr, registry=self.registry)
+        return int(server.server_address[1])

@@ -1,0 +1,40 @@
+"""Versioned MQTT topic names (``docs/mqtt-topics.md``)."""
+
+from __future__ import annotations
+
+PREFIX = "studio/v1"
+
+
+def table_topic(table_id: str, leaf: str) -> str:
+    return f"{PREFIX}/tables/{table_id}/{leaf}"
+
+
+def results(table_id: str) -> str:
+    return table_topic(table_id, "results")
+
+
+def events(table_id: str) -> str:
+    return table_topic(table_id, "events")
+
+
+def prompts(table_id: str) -> str:
+    return table_topic(table_id, "prompts")
+
+
+def actions(table_id: str) -> str:
+    return table_topic(table_id, "actions")
+
+
+def scanner(table_id: str) -> str:
+    return table_topic(table_id, "scanner")
+
+
+def backend_status(node_id: str) -> str:
+    return f"{PREFIX}/backends/{node_id}/status"
+
+
+def table_of(topic: str) -> str | None:
+    parts = topic.split("/")
+    if len(parts) == 5 and parts[0] == "studio" and parts[1] == "v1" and parts[2] == "tables":
+        return parts[3]
+    return None

@@ -36,8 +36,9 @@ class Settlement:
 def settle_bet(bet_type: str, stake: Decimal | str | int, result: RoundResult) -> Settlement:
     """Exact settlement of one bet of ``bet_type`` with ``stake`` against a round result."""
     amount = to_money(stake)
+    zero = Decimal(0).quantize(result.money.minor_unit) if result.money.minor_unit < 1 else Decimal(0)
     if result.refund_all:
-        return Settlement("REFUND", amount, Decimal(0), amount)
+        return Settlement("REFUND", amount, zero, amount)
     try:
         res = result.bets[bet_type]
     except KeyError:
@@ -46,5 +47,5 @@ def settle_bet(bet_type: str, stake: Decimal | str | int, result: RoundResult) -
         won = win_amount(amount, res.ratio, result.money.minor_unit, result.money.rounding)
         return Settlement("WIN", amount, won, amount + won)
     if res.outcome == Outcome.PUSH:
-        return Settlement("PUSH", amount, Decimal(0), amount)
-    return Settlement("LOSE", amount, Decimal(0), Decimal(0))
+        return Settlement("PUSH", amount, zero, amount)
+    return Settlement("LOSE", amount, zero, zero)

@@ -1,0 +1,43 @@
+"""Production entry point behind ``dealer run``: build the bus, serve metrics, run the service."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+
+import structlog
+
+from dealer import topics
+from dealer.config import Settings
+from dealer.metrics import Metrics
+from dealer.service import Service
+from drivers.bus import Bus, LocalBus
+from drivers.mqtt import MqttBus
+
+log = structlog.get_logger("dealer.runner")
+
+
+def build_bus(settings: Settings) -> Bus:
+    m = settings.mqtt
+    if m.url is None:
+        return LocalBus()
+    return MqttBus(m.url, client_id=m.client_id, username=m.username, password=m.password, keepalive=m.keepalive,
+                   status_topic=topics.backend_status(settings.service.node_id))
+
+
+async def run_service(settings: Settings) -> None:
+    metrics = Metrics()
+    if settings.service.metrics_port is not None:
+        port = metrics.serve(settings.service.metrics_port)
+        log.info("metrics serving", port=port, path="/metrics")
+    service = Service(settings, bus=build_bus(settings), metrics=metrics)
+    task = asyncio.create_task(service.run())
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, task.cancel)
+    log.info("backend started", node=settings.service.node_id, tables=list(service.tables),
+             journal=str(settings.service.journal_path))
+    try:
+        await task
+    except asyncio.CancelledError:
+        log.info("backend stopped")

@@ -1,0 +1,46 @@
+"""JSON Schemas of every wire message, generated from the pydantic models.
+
+They are committed under ``docs/schemas/`` for consumers in other languages; a test
+regenerates them and fails if the committed files drifted from the models.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from dealer.events import ACTION_ADAPTER
+from dealer.messages import RoundEvent, RoundResult, StationPrompt
+from drivers.scanner_json import ScannerMessage
+
+SCHEMAS: dict[str, TypeAdapter[Any]] = {
+    "round-result.json": TypeAdapter(RoundResult),
+    "round-event.json": TypeAdapter(RoundEvent),
+    "station-prompt.json": TypeAdapter(StationPrompt),
+    "action.json": ACTION_ADAPTER,
+    "scanner-message.json": TypeAdapter(ScannerMessage),
+}
+
+
+def render(name: str) -> str:
+    schema = SCHEMAS[name].json_schema(mode="serialization" if name != "action.json" and name != "scanner-message.json" else "validation")
+    schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": f"studio/v1/{name}", **schema}
+    return json.dumps(schema, indent=2, sort_keys=True) + "\n"
+
+
+def write_schemas(out: Path) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name in SCHEMAS:
+        p = out / name
+        p.write_text(render(name))
+        paths.append(p)
+    return paths
+
+
+def check_schemas(out: Path) -> list[str]:
+    """Names of committed schemas that are missing or differ from the models."""
+    return [n for n in SCHEMAS if not (out / n).is_file() or (out / n).read_text() != render(n)]

@@ -1,0 +1,451 @@
+"""The backend service: drivers at the edge, the pure core in the middle.
+
+One asyncio task (:meth:`Service._core_loop`) owns every :class:`~dealer.table.Table`. It
+takes events off a queue in batches, applies them to the tables, writes the journal rows
+(and outbox rows for results) of the whole batch in one SQLite transaction with one fsync
+(group commit) in a writer thread, and only then releases the effects: prompts and round
+events are published, results are handed to the outbox relay. The relay publishes each
+outbox row at QoS 1 and, after the PUBACK, feeds a ``result_delivered`` event back through
+the same loop, whose commit deletes the row. Timers (betting period, pause between rounds)
+are plain ``call_later`` handles that submit events; the core never sees a clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+from pydantic import BaseModel, ValidationError
+
+from dealer import topics
+from dealer.config import Settings, TableConfig
+from dealer.events import (
+    ACTION_ADAPTER,
+    CloseBetting,
+    Event,
+    LinkDown,
+    LinkUp,
+    OpenRound,
+    ReadFailed,
+    ResultDelivered,
+    ScanRead,
+)
+from dealer.journal import Batch, Journal, OutboxRow
+from dealer.messages import RoundEvent, RoundResult, StationPrompt
+from dealer.metrics import Metrics
+from dealer.round import Phase, Rejection, Step
+from dealer.table import Table
+from drivers.bus import Bus, BusError
+from drivers.scan import LinkStatus, ScanInput, ScanKind
+from drivers.scanner_json import MqttScannerIngest
+
+log = structlog.get_logger("dealer.service")
+
+Observer = Callable[[str, Any], None]  # (kind, message): kind in event/prompt/result/rejection
+
+_FAIL_REASON = {
+    ScanKind.NOREAD: "noread",
+    ScanKind.MISREAD: "misread",
+    ScanKind.CORRUPT: "corrupt_frame",
+    ScanKind.LOST: "frame_lost",
+    ScanKind.FAULT: "device_fault",
+}
+
+
+def wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(slots=True)
+class _Item:
+    table_id: str
+    event: Event
+    received_ns: int = 0
+    future: asyncio.Future[Step] | None = None
+
+
+@dataclass(slots=True)
+class _Links:
+    """Live link state of one table, as its drivers last reported it (never journaled)."""
+
+    up: dict[str, bool | None] = field(default_factory=dict)  # None: not reported yet
+
+    @property
+    def ready(self) -> bool:
+        return all(v is True for v in self.up.values())
+
+
+class Service:
+    def __init__(self, settings: Settings, *, bus: Bus, journal: Journal | None = None,
+                 metrics: Metrics | None = None, clock: Callable[[], int] = wall_ms,
+                 broker_link: bool | None = None) -> None:
+        self.settings = settings
+        self.bus = bus
+        self.journal = journal or Journal(settings.service.journal_path, fsync=settings.service.fsync)
+        self.metrics = metrics or Metrics()
+        self.now_ms = clock
+        self.configs: dict[str, TableConfig] = {t.id: t for t in settings.tables}
+        self.tables: dict[str, Table] = {t.id: Table(t.rules()) for t in settings.tables}
+        self.links: dict[str, _Links] = {t: _Links() for t in self.tables}
+        self._broker_link = bus.name == "broker" if broker_link is None else broker_link
+        for tid, cfg in self.configs.items():
+            self.links[tid].up[self.scanner_link(cfg)] = None
+            if self._broker_link:
+                self.links[tid].up["broker"] = None
+        self._observers: list[Observer] = []
+        self._queue: asyncio.Queue[_Item] = asyncio.Queue()
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal")
+        self._pending: dict[int, OutboxRow] = {}
+        self._inflight: set[int] = set()
+        self._outbox_wake = asyncio.Event()
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._bg: list[asyncio.Task[Any]] = []
+        self.ready = asyncio.Event()
+        self._scanner_ingest = MqttScannerIngest(
+            {cfg.scanner.reader_id: tid for tid, cfg in self.configs.items() if cfg.scanner.kind == "mqtt"},
+            on_input=self._on_scan_input, on_link=self._on_scan_link, on_bad=self._on_bad_message,
+        )
+        self._serial_links: list[Any] = []
+
+    # -- public API -------------------------------------------------------------------
+
+    @staticmethod
+    def scanner_link(cfg: TableConfig) -> str:
+        return f"scanner:{cfg.scanner.reader_id}"
+
+    def add_observer(self, observer: Observer) -> None:
+        self._observers.append(observer)
+
+    def submit(self, table_id: str, event: Event, *, received_ns: int = 0) -> asyncio.Future[Step]:
+        """Queue an event for a table; the future resolves to the core's :class:`Step`."""
+        fut: asyncio.Future[Step] = asyncio.get_running_loop().create_future()
+        if table_id not in self.tables:
+            reason = f"unknown table {table_id!r} (this backend runs {', '.join(sorted(self.tables))})"
+            fut.set_result(Step(False, False, [Rejection(event.type, reason)]))
+            self.metrics.rejections.labels(table="unknown", type=event.type).inc()
+            log.warning("event rejected", table_id=table_id, type=event.type, reason=reason)
+            return fut
+        if event.at == 0:
+            event = event.model_copy(update={"at": self.now_ms()})
+        self._queue.put_nowait(_Item(table_id, event, received_ns, fut))
+        return fut
+
+    def open_round(self, table_id: str) -> asyncio.Future[Step]:
+        table, cfg = self.tables[table_id], self.configs[table_id]
+        now = self.now_ms()
+        return self.submit(table_id, OpenRound(round_id=table.next_round_id(), at=now,
+                                               betting_closes_at=now + int(cfg.betting_seconds * 1000)))
+
+    @property
+    def outbox_pending(self) -> int:
+        return len(self._pending)
+
+    async def run(self) -> None:
+        """Replay the journal, start every driver and loop until cancelled."""
+        await self.start()
+        try:
+            await asyncio.gather(*self._bg)
+        finally:
+            await self.stop()
+
+    async def start(self) -> None:
+        self._replay()
+        for tid in self.tables:
+            self.bus.subscribe(topics.actions(tid), self._on_action)
+            if self.configs[tid].scanner.kind == "mqtt":
+                self.bus.subscribe(topics.scanner(tid), self._scanner_ingest.handle)
+        self.bus.on_connection(self._on_bus)
+        self._bg = [
+            asyncio.create_task(self._core_loop(), name="core"),
+            asyncio.create_task(self._relay(), name="outbox"),
+            asyncio.create_task(self.bus.run(), name="bus"),
+        ]
+        if self._scanner_ingest.readers:
+            self._bg.append(asyncio.create_task(self._scanner_ingest.watchdog(self._heartbeat_timeouts()), name="mqtt-scanner-watchdog"))
+        for cfg in self.configs.values():
+            if cfg.scanner.kind == "serial":
+                self._bg.append(asyncio.create_task(self._serial(cfg), name=f"serial-{cfg.id}"))
+        self._outbox_wake.set()
+        self.ready.set()
+
+    async def stop(self) -> None:
+        for task in self._bg:
+            task.cancel()
+        for handle in self._timers.values():
+            handle.cancel()
+        await asyncio.gather(*self._bg, return_exceptions=True)
+        self._writer.shutdown(wait=True)
+        self.journal.close()
+
+    # -- start-up ---------------------------------------------------------------------
+
+    def _replay(self) -> None:
+        now = self.now_ms()
+        for tid, table in self.tables.items():
+            n = 0
+            for ev in self.journal.replay(tid):
+                step = table.handle(ev)
+                n += 1
+                if not step.accepted:
+                    log.error("journal replay rejected an event", table_id=tid, event=ev.type, reason=step.rejection)
+            table.links_down.clear()  # link state is live, re-reported by the drivers
+            cur = table.current
+            log.info("table restored", table_id=tid, replayed=n,
+                     round_id=cur.round_id if cur else None, phase=cur.phase.value if cur else None,
+                     position=cur.expected_position if cur else None)
+        for row in self.journal.pending():
+            self._pending[row.id] = row
+        self.metrics.outbox_pending.set(len(self._pending))
+        for tid, table in self.tables.items():
+            self._release_prompt(table.prompt_now(now))
+            self._schedule(tid)
+
+    def _heartbeat_timeouts(self) -> dict[str, float]:
+        return {c.scanner.reader_id: c.scanner.heartbeat_timeout for c in self.configs.values() if c.scanner.kind == "mqtt"}
+
+    # -- the core loop ----------------------------------------------------------------
+
+    async def _core_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            items = [await self._queue.get()]
+            while not self._queue.empty() and len(items) < 1000:
+                items.append(self._queue.get_nowait())
+            batch = Batch()
+            steps: list[tuple[_Item, Step]] = []
+            for item in items:
+                step = self._apply(item, batch)
+                steps.append((item, step))
+            new_rows: list[OutboxRow] = []
+            if batch:
+                t0 = time.perf_counter()
+                new_rows = await loop.run_in_executor(self._writer, self.journal.commit, batch)
+                self.metrics.journal_commit.observe(time.perf_counter() - t0)
+            for oid in batch.delivered:
+                self._pending.pop(oid, None)
+                self._inflight.discard(oid)
+            for row in new_rows:
+                self._pending[row.id] = row
+            self.metrics.outbox_pending.set(len(self._pending))
+            if new_rows:
+                self._outbox_wake.set()
+            touched = set()
+            for item, step in steps:
+                self._release(item, step)
+                touched.add(item.table_id)
+                if item.future is not None and not item.future.done():
+                    item.future.set_result(step)
+            for tid in touched:
+                self._schedule(tid)
+
+    def _apply(self, item: _Item, batch: Batch) -> Step:
+        table = self.tables[item.table_id]
+        ev = item.event
+        try:
+            step = table.handle(ev)
+        except Exception as exc:  # a bug must not take the table down; the event changed nothing we journal
+            log.exception("core raised", table_id=item.table_id, event=ev.type)
+            return Step(False, False, [Rejection(ev.type, f"internal error: {exc}")])
+        if step.journal:
+            round_id = getattr(ev, "round_id", None) or (table.current.round_id if table.current else None)
+            batch.events.append((item.table_id, round_id, ev))
+            for eff in step.effects:
+                if isinstance(eff, RoundResult):
+                    batch.outbox.append((eff.idempotency_key, topics.results(eff.table_id),
+                                         eff.model_dump_json().encode(), eff.table_id, eff.round_id))
+            if isinstance(ev, ResultDelivered):
+                batch.delivered.append(ev.outbox_id)
+        return step
+
+    def _release(self, item: _Item, step: Step) -> None:
+        tid = item.table_id
+        structlog.contextvars.bind_contextvars(table_id=tid, round_id=getattr(item.event, "round_id", None) or (
+            self.tables[tid].current.round_id if self.tables[tid].current else None))
+        try:
+            self._count_scan(tid, item.event, step)
+            for eff in step.effects:
+                if isinstance(eff, StationPrompt):
+                    self._release_prompt(eff)
+                elif isinstance(eff, RoundEvent):
+                    latency_from = item.received_ns if eff.event == "card_registered" else 0
+                    self._publish_soft(topics.events(tid), eff, "event", latency_from)
+                    if eff.event in ("round_result", "round_cancelled", "round_voided"):
+                        game = self.configs[tid].game
+                        self.metrics.rounds.labels(table=tid, game=game, outcome=eff.event.removeprefix("round_")).inc()
+                    log.info(eff.event, **{k: v for k, v in eff.data.items() if k != "card" or v is not None})
+                elif isinstance(eff, RoundResult):
+                    self._notify("result", eff)
+                elif isinstance(eff, Rejection):
+                    self.metrics.rejections.labels(table=tid, type=eff.event_type).inc()
+                    log.warning("event rejected", type=eff.event_type, reason=eff.reason)
+                    self._notify("rejection", eff)
+                    self._publish_soft(topics.events(tid), RoundEvent(
+                        table_id=tid, round_id=None, event="rejected", at=item.event.at,
+                        data={"type": eff.event_type, "reason": eff.reason}), "event")
+        finally:
+            structlog.contextvars.unbind_contextvars("table_id", "round_id")
+
+    def _count_scan(self, tid: str, ev: Event, step: Step) -> None:
+        if isinstance(ev, ScanRead):
+            rejected = next((e for e in step.effects if isinstance(e, RoundEvent) and e.event == "scan_rejected"), None)
+            result = "ok" if rejected is None else str(rejected.data["reason"])
+            self.metrics.scan_reads.labels(table=tid, result=result).inc()
+        elif isinstance(ev, ReadFailed):
+            self.metrics.scan_reads.labels(table=tid, result=ev.reason).inc()
+
+    def _release_prompt(self, prompt: StationPrompt) -> None:
+        if prompt.kind == "RESCAN":
+            self.metrics.rescans.labels(table=prompt.table_id, reason=prompt.reason or "").inc()
+        elif prompt.kind == "ALERT":
+            self.metrics.alerts.labels(table=prompt.table_id, reason=prompt.reason or "").inc()
+            log.error("supervisor alert", table_id=prompt.table_id, message=prompt.message)
+        self._publish_soft(topics.prompts(prompt.table_id), prompt, "prompt")
+
+    def _notify(self, kind: str, msg: Any) -> None:
+        for obs in list(self._observers):
+            try:
+                obs(kind, msg)
+            except Exception:
+                log.exception("observer failed")
+
+    def _publish_soft(self, topic: str, msg: BaseModel, kind: str, latency_from: int = 0) -> None:
+        """Publish a prompt or round event now (QoS 1, not durable: stale ones are useless)."""
+        self._notify(kind, msg)
+        payload = msg.model_dump_json().encode()
+        task = asyncio.create_task(self._publish_task(topic, payload, kind, latency_from))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _publish_task(self, topic: str, payload: bytes, kind: str, latency_from: int) -> None:
+        try:
+            await self.bus.publish(topic, payload, qos=1)
+        except BusError:
+            self.metrics.publish_failures.labels(kind=kind).inc()
+            return
+        if latency_from:
+            self.metrics.scan_to_publish.observe((time.monotonic_ns() - latency_from) / 1e9)
+
+    # -- outbox relay -----------------------------------------------------------------
+
+    async def _relay(self) -> None:
+        while True:
+            await self._outbox_wake.wait()
+            self._outbox_wake.clear()
+            if not self.bus.connected:
+                continue
+            for oid in sorted(self._pending):
+                if oid not in self._inflight:
+                    self._inflight.add(oid)
+                    task = asyncio.create_task(self._deliver(self._pending[oid]))
+                    self._tasks.add(task)
+                    task.add_done_callback(self._tasks.discard)
+
+    async def _deliver(self, row: OutboxRow) -> None:
+        try:
+            await self.bus.publish(row.topic, row.payload, qos=1)
+        except BusError as exc:
+            log.warning("result publish failed; kept in outbox", key=row.key, reason=str(exc))
+            self._inflight.discard(row.id)
+            return
+        self.submit(row.table_id, ResultDelivered(round_id=row.round_id, outbox_id=row.id))
+
+    # -- links and drivers --------------------------------------------------------------
+
+    def _set_link(self, tid: str, link: str, up: bool, reason: str) -> None:
+        links = self.links[tid]
+        was = links.up.get(link)
+        links.up[link] = up
+        self.metrics.link_up.labels(link=link).set(1 if up else 0)
+        if was == up:
+            return
+        log.warning("link " + ("up" if up else "down"), table_id=tid, link=link, reason=reason)
+        ev: Event = LinkUp(link=link) if up else LinkDown(link=link, reason=reason)
+        self.submit(tid, ev)
+
+    def _on_bus(self, up: bool, reason: str) -> None:
+        if self._broker_link:
+            for tid in self.tables:
+                self._set_link(tid, "broker", up, reason)
+        if up:
+            self._outbox_wake.set()
+        else:
+            self._inflight.clear()
+
+    def _table_of_reader(self, reader: str) -> str | None:
+        for tid, cfg in self.configs.items():
+            if cfg.scanner.reader_id == reader:
+                return tid
+        return None
+
+    def _on_scan_input(self, table_id: str, inp: ScanInput) -> None:
+        at = self.now_ms()
+        ev: Event
+        if inp.kind == ScanKind.OK and inp.code is not None:
+            ev = ScanRead(reader=inp.reader, code=inp.code, seq=inp.seq, at=at)
+        else:
+            ev = ReadFailed(reader=inp.reader, reason=_FAIL_REASON[inp.kind], detail=inp.detail[:120], at=at)  # type: ignore[arg-type]
+        self._queue.put_nowait(_Item(table_id, ev, inp.received_ns or time.monotonic_ns()))
+
+    def _on_scan_link(self, table_id: str, status: LinkStatus) -> None:
+        self._set_link(table_id, f"scanner:{self.configs[table_id].scanner.reader_id}", status.up, status.reason)
+
+    def _on_bad_message(self, kind: str, reason: str) -> None:
+        self.metrics.bad_messages.labels(topic_kind=kind).inc()
+        log.warning("bad message", kind=kind, reason=reason[:300])
+
+    async def _serial(self, cfg: TableConfig) -> None:
+        from drivers.serial_link import SerialScannerLink
+
+        assert cfg.scanner.port is not None
+        link = SerialScannerLink(
+            cfg.scanner.port, baudrate=cfg.scanner.baudrate, expected_reader=cfg.scanner.reader_id,
+            heartbeat_timeout=cfg.scanner.heartbeat_timeout,
+            on_input=lambda inp: self._on_scan_input(cfg.id, inp),
+            on_link=lambda st: self._on_scan_link(cfg.id, st),
+        )
+        self._serial_links.append(link)
+        await link.run()
+
+    def _on_action(self, topic: str, payload: bytes) -> None:
+        tid = topics.table_of(topic)
+        if tid is None or tid not in self.tables:
+            self._on_bad_message("actions", f"action for unknown table on {topic}")
+            return
+        try:
+            action = ACTION_ADAPTER.validate_json(payload)
+        except ValidationError as exc:
+            reason = "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()[:5])
+            self._on_bad_message("actions", reason)
+            self._publish_soft(topics.events(tid), RoundEvent(
+                table_id=tid, event="rejected", at=self.now_ms(),
+                data={"type": "action", "reason": f"malformed action: {reason}"}), "event")
+            return
+        self.submit(tid, action.model_copy(update={"at": self.now_ms()}))
+
+    # -- scheduling ---------------------------------------------------------------------
+
+    def _schedule(self, tid: str) -> None:
+        """(Re)arm the table's one timer: betting deadline, or the pause before the next round."""
+        old = self._timers.pop(tid, None)
+        if old is not None:
+            old.cancel()
+        table, cfg = self.tables[tid], self.configs[tid]
+        loop = asyncio.get_running_loop()
+        cur = table.current
+        if cur is not None and cur.phase == Phase.BETTING_OPEN:
+            if cur.betting_closes_at is not None:
+                delay = max(0, cur.betting_closes_at - self.now_ms()) / 1000
+                self._timers[tid] = loop.call_later(delay, lambda: self.submit(tid, CloseBetting(by="timer")))
+        elif cfg.auto_rounds and table.can_open() is None and self.links[tid].ready:
+            self._timers[tid] = loop.call_later(cfg.pause_seconds, self._auto_open, tid)
+
+    def _auto_open(self, tid: str) -> None:
+        self._timers.pop(tid, None)
+        if self.tables[tid].can_open() is None and self.links[tid].ready:
+            self.open_round(tid)

@@ -1,0 +1,154 @@
+"""Reference settlement consumer: random bets in, exactly-once payouts out, a SQLite ledger.
+
+It plays the part of the systems that pay players. For every round it sees opening it
+places random bets through the table's ``actions`` topic, keeps the ones the backend
+accepts (``bet_accepted`` events), and when the round's result arrives it applies it
+**once** per idempotency key (a second delivery is counted and ignored) using
+:func:`dealer.settlement.settle_bet`, so payouts and refunds are computed exactly as any
+consumer would. It reconciles its bets with the result's ``accepted_bets`` summary.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+
+import structlog
+
+from dealer import topics
+from dealer.events import PlaceBet
+from dealer.messages import RoundEvent, RoundResult
+from dealer.settlement import settle_bet
+from drivers.bus import Bus, BusError
+
+log = structlog.get_logger("simulators.settlement")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS applied (key TEXT PRIMARY KEY, outcome TEXT NOT NULL, result TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS bets (bet_id TEXT PRIMARY KEY, round_id TEXT NOT NULL, player_id TEXT NOT NULL,
+                                 bet_type TEXT NOT NULL, stake TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS ledger (bet_id TEXT PRIMARY KEY, key TEXT NOT NULL, player_id TEXT NOT NULL,
+                                   bet_type TEXT NOT NULL, stake TEXT NOT NULL, outcome TEXT NOT NULL,
+                                   returned TEXT NOT NULL);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Payout:
+    key: str
+    bet_id: str
+    player_id: str
+    bet_type: str
+    stake: Decimal
+    outcome: str
+    returned: Decimal
+
+
+@dataclass
+class SettlementConsumer:
+    bus: Bus
+    table_ids: list[str]
+    ledger_path: str | Path
+    rng: random.Random = field(default_factory=random.Random)
+    players: int = 3
+    bet_types: tuple[str, ...] = ("player_a", "player_b", "tie", "pair_plus_a", "pair_plus_b", "six_card_bonus")
+    stakes: tuple[str, ...] = ("1.00", "5.00", "10.00", "15.00", "25.00")
+    place_bets: bool = True
+    on_payout: Callable[[RoundResult, list[Payout]], None] | None = None
+
+    def __post_init__(self) -> None:
+        self.db = sqlite3.connect(str(self.ledger_path), isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.executescript(_SCHEMA)
+        self.duplicates = 0
+        self.mismatches: list[str] = []
+        self.results_seen = 0
+        self._bet_seq = 0
+        for tid in self.table_ids:
+            self.bus.subscribe(topics.events(tid), self._on_event)
+            self.bus.subscribe(topics.results(tid), self._on_result)
+
+    # -- bets -------------------------------------------------------------------------
+
+    def _on_event(self, topic: str, payload: bytes) -> None:
+        ev = RoundEvent.model_validate_json(payload)
+        if ev.event == "round_opened" and self.place_bets:
+            self._place_random_bets(ev.table_id, str(ev.round_id))
+        elif ev.event == "bet_accepted":
+            d = ev.data
+            self.db.execute("INSERT OR IGNORE INTO bets VALUES (?, ?, ?, ?, ?)",
+                            (d["bet_id"], ev.round_id, d["player_id"], d["bet_type"], d["stake"]))
+
+    def _place_random_bets(self, table_id: str, round_id: str) -> None:
+        import asyncio
+
+        for p in range(1, self.players + 1):
+            for bet_type in self.rng.sample(self.bet_types, k=self.rng.randint(1, 3)):
+                self._bet_seq += 1
+                bet = PlaceBet(bet_id=f"{round_id}-b{self._bet_seq}", player_id=f"player{p}", bet_type=bet_type,
+                               stake=self.rng.choice(self.stakes))
+                payload = bet.model_dump_json(exclude={"at"}).encode()
+                asyncio.get_running_loop().create_task(self._send(topics.actions(table_id), payload))
+
+    async def _send(self, topic: str, payload: bytes) -> None:
+        try:
+            await self.bus.publish(topic, payload, qos=1)
+        except BusError as exc:
+            log.info("bet not sent", reason=str(exc))
+
+    # -- results ----------------------------------------------------------------------
+
+    def _on_result(self, topic: str, payload: bytes) -> None:
+        result = RoundResult.model_validate_json(payload)
+        self.results_seen += 1
+        with self.db:
+            cur = self.db.execute("INSERT OR IGNORE INTO applied VALUES (?, ?, ?)",
+                                  (result.idempotency_key, result.outcome, payload.decode()))
+            if cur.rowcount == 0:
+                self.duplicates += 1  # delivered again (at-least-once): already applied, ignore
+                return
+            rows = self.db.execute("SELECT bet_id, player_id, bet_type, stake FROM bets WHERE round_id = ?",
+                                   (result.round_id,)).fetchall()
+            payouts = []
+            for bet_id, player, bet_type, stake in rows:
+                s = settle_bet(bet_type, stake, result)
+                payouts.append(Payout(result.idempotency_key, bet_id, player, bet_type, s.stake, s.outcome, s.returned))
+                self.db.execute("INSERT INTO ledger VALUES (?, ?, ?, ?, ?, ?, ?)",
+                                (bet_id, result.idempotency_key, player, bet_type, str(s.stake), s.outcome, str(s.returned)))
+        self._reconcile(result, payouts)
+        if self.on_payout is not None:
+            self.on_payout(result, payouts)
+
+    def _reconcile(self, result: RoundResult, payouts: list[Payout]) -> None:
+        mine: dict[str, Decimal] = {}
+        for p in payouts:
+            mine[p.bet_type] = mine.get(p.bet_type, Decimal(0)) + p.stake
+        theirs = {k: v for k, v in result.accepted_bets.stakes.items()}
+        if len(payouts) != result.accepted_bets.count or mine != theirs:
+            msg = f"{result.idempotency_key}: ledger has {len(payouts)} bets {mine}, backend accepted {result.accepted_bets.count} {theirs}"
+            self.mismatches.append(msg)
+            log.warning("reconciliation mismatch", detail=msg)
+
+    # -- reporting --------------------------------------------------------------------
+
+    def applied_keys(self) -> list[str]:
+        return [k for (k,) in self.db.execute("SELECT key FROM applied ORDER BY rowid")]
+
+    def balances(self) -> dict[str, Decimal]:
+        """Net result per player (returned minus staked) over every settled bet."""
+        out: dict[str, Decimal] = {}
+        for player, stake, returned in self.db.execute("SELECT player_id, stake, returned FROM ledger"):
+            out[player] = out.get(player, Decimal(0)) + Decimal(returned) - Decimal(stake)
+        return dict(sorted(out.items()))
+
+    def applied_result(self, key: str) -> dict | None:
+        row = self.db.execute("SELECT result FROM applied WHERE key = ?", (key,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def close(self) -> None:
+        self.db.close()

@@ -1,0 +1,179 @@
+"""A simulated dealer at a table: shoe + reader transport + a dealer who follows the prompts.
+
+:class:`VirtualDealer` listens to the table's dealer-station prompts exactly as a human
+dealer reads the station screen: on ``NEXT`` it deals the next card over the reader, on
+``RESCAN`` it passes the same card again (or, when the backend says the card was foreign
+or a duplicate, the right card), on ``DONE`` it clears the table and reshuffles. Like a
+person, if the station shows nothing new a while after a pass it passes the card again.
+The reader's bytes go out through a :class:`ShoeLink`: a real PTY (serial) or MQTT.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import structlog
+
+from dealer import topics
+from dealer.messages import StationPrompt
+from drivers.bus import Bus, BusError
+from drivers.frames import FrameDecoder, FrameError
+from drivers.scanner_json import ScannerMessage
+from simulators.pty_port import PtyPort
+from simulators.shoe import FaultPlan, VirtualShoe, shuffled
+
+log = structlog.get_logger("simulators.station")
+
+
+class ShoeLink:
+    """Where the reader's bytes go."""
+
+    async def send(self, chunks: Sequence[bytes]) -> None:
+        raise NotImplementedError
+
+
+class PtyShoeLink(ShoeLink):
+    def __init__(self, port: PtyPort) -> None:
+        self.port = port
+
+    async def send(self, chunks: Sequence[bytes]) -> None:
+        for chunk in chunks:
+            self.port.write(chunk)
+
+
+class MqttShoeLink(ShoeLink):
+    """A scanner gateway: decodes the reader's serial bytes and forwards each good frame as JSON."""
+
+    def __init__(self, bus: Bus, table_id: str) -> None:
+        self.bus, self.topic = bus, topics.scanner(table_id)
+        self._decoder = FrameDecoder()
+
+    async def send(self, chunks: Sequence[bytes]) -> None:
+        for chunk in chunks:
+            for item in self._decoder.feed(chunk):
+                if isinstance(item, FrameError):
+                    continue  # the gateway drops what it cannot decode; the seq gap tells the backend
+                try:
+                    await self.bus.publish(self.topic, ScannerMessage.of(item).model_dump_json().encode(), qos=1)
+                except BusError:
+                    pass  # the gateway's link is down: the frame is lost, like on a wire
+
+
+@dataclass
+class DealerFaults:
+    """Dealer-side mistakes: passing a card that is not the one the deal needs."""
+
+    foreign: float = 0.0  # a card from another deck (e.g. a Hwatu card or a joker)
+    duplicate: float = 0.0  # a card already registered this round
+    script: Sequence[str] = ()  # "", "foreign", "duplicate" per deal, consumed first
+    _i: int = field(default=0, init=False)
+
+    def choose(self, rng: random.Random) -> str:
+        if self._i < len(self.script):
+            self._i += 1
+            return self.script[self._i - 1]
+        r = rng.random()
+        if r < self.foreign:
+            return "foreign"
+        return "duplicate" if r < self.foreign + self.duplicate else ""
+
+
+class VirtualDealer:
+    def __init__(self, table_id: str, shoe: VirtualShoe, link: ShoeLink, *, deck: Sequence[str],
+                 rng: random.Random | None = None, faults: FaultPlan | None = None,
+                 dealer_faults: DealerFaults | None = None, deal_interval: float = 0.05,
+                 heartbeat_interval: float = 0.5, patience: float = 2.0,
+                 scripted_rounds: Sequence[Sequence[str]] = ()) -> None:
+        self.table_id, self.shoe, self.link = table_id, shoe, link
+        self.full_deck = list(deck)
+        self.rng = rng or random.Random()
+        self.faults = faults or FaultPlan()
+        self.dealer_faults = dealer_faults or DealerFaults()
+        self.deal_interval, self.heartbeat_interval, self.patience = deal_interval, heartbeat_interval, patience
+        self.scripted = [list(r) for r in scripted_rounds]
+        self._prompts: asyncio.Queue[StationPrompt] = asyncio.Queue()
+        self.in_hand: str | None = None
+        self.dealt: list[str] = []
+        self.passes = 0
+        self.faults_injected: dict[str, int] = {}
+        self._round: str | None = None
+
+    def on_prompt(self, topic: str, payload: bytes) -> None:
+        self._prompts.put_nowait(StationPrompt.model_validate_json(payload))
+
+    def subscribe(self, bus: Bus) -> None:
+        bus.subscribe(topics.prompts(self.table_id), self.on_prompt)
+
+    async def run(self) -> None:
+        await self.link.send([self.shoe.boot()])
+        hb = asyncio.create_task(self._heartbeats())
+        try:
+            while True:
+                try:
+                    prompt = await asyncio.wait_for(self._prompts.get(), timeout=self.patience)
+                except TimeoutError:
+                    if self.in_hand is not None:  # nothing happened: pass the card again
+                        await self._pass(self.in_hand)
+                    continue
+                await self._follow(prompt)
+        finally:
+            hb.cancel()
+
+    async def _heartbeats(self) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat_interval)
+            await self.link.send([self.shoe.heartbeat()])
+
+    async def _follow(self, p: StationPrompt) -> None:
+        if p.round_id != self._round and p.round_id is not None:
+            self._round = p.round_id
+            self._new_shoe()
+        if p.kind == "NEXT" and p.step is not None:
+            registered = p.step - 1  # positions 1..step-1 hold registered cards
+            if self.in_hand is not None and len(self.dealt) + 1 == registered:
+                self.dealt.append(self.in_hand)  # the card in hand registered
+                self.in_hand = None
+            if self.in_hand is not None and len(self.dealt) == registered:
+                await self._pass(self.in_hand)  # still expected (e.g. after a backend restart)
+            elif self.in_hand is None and len(self.dealt) == registered:
+                await asyncio.sleep(self.deal_interval)
+                self.in_hand = self.shoe.next_card()
+                await self._pass(self._maybe_wrong(self.in_hand))
+            else:
+                log.warning("dealer out of step with the station", dealt=len(self.dealt), step=p.step)
+        elif p.kind == "RESCAN":
+            if self.in_hand is not None:
+                await asyncio.sleep(self.deal_interval / 2)
+                await self._pass(self.in_hand)
+        elif p.kind == "DONE":
+            if self.in_hand is not None:
+                self.dealt.append(self.in_hand)
+            self.in_hand = None
+
+    def _new_shoe(self) -> None:
+        deck = self.scripted.pop(0) if self.scripted else shuffled(self.full_deck, self.rng)
+        self.shoe.deck = list(deck)
+        self.in_hand, self.dealt = None, []
+
+    def _maybe_wrong(self, right: str) -> str:
+        kind = self.dealer_faults.choose(self.rng)
+        if kind == "foreign":
+            self._count("foreign_card")
+            return self.rng.choice(["JK", "01G", "11JD"])
+        if kind == "duplicate" and self.dealt:
+            self._count("duplicate_card")
+            return self.rng.choice(self.dealt)
+        return right
+
+    async def _pass(self, code: str) -> None:
+        self.passes += 1
+        cp = self.faults.pass_card(self.shoe, code, self.rng)
+        if cp.fault:
+            self._count(cp.fault)
+        await self.link.send(cp.chunks)
+
+    def _count(self, what: str) -> None:
+        self.faults_injected[what] = self.faults_injected.get(what, 0) + 1

@@ -39,6 +39,8 @@ class BetsSummary(_Msg):
 
     count: int = 0
     stakes: dict[str, Decimal] = Field(default_factory=dict, description="total stake per bet type")
+    bet_ids: list[str] = Field(default_factory=list, description="every accepted bet id, in acceptance order: "
+                               "settle exactly these; a bet not listed was never accepted")
 
 
 class MoneyRules(_Msg):

@@ -299,7 +299,7 @@ class Round:
         stakes: dict[str, Decimal] = {}
         for bet in self.bets.values():
             stakes[bet.bet_type] = stakes.get(bet.bet_type, Decimal(0)) + bet.stake
-        return BetsSummary(count=len(self.bets), stakes=stakes)
+        return BetsSummary(count=len(self.bets), stakes=stakes, bet_ids=list(self.bets))
 
     def _why_not(self, event: Event) -> str:
         t, p, rid = event.type, self.phase, self.round_id

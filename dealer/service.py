@@ -374,6 +374,9 @@ class Service:
                 self._set_link(tid, "broker", up, reason)
         if up:
             self._outbox_wake.set()
+            now = self.now_ms()
+            for table in self.tables.values():  # resync every dealer station after a (re)connect
+                self._release_prompt(table.prompt_now(now))
         else:
             self._inflight.clear()
 

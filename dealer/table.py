@@ -55,17 +55,21 @@ class Table:
             if rnd.delivered:
                 del self.undelivered[event.round_id]
             return step
+        # Link transitions are journaled when they change the table, so that a replay
+        # crossing an outage sees the same "may a round open?" answers as the live run did.
         if isinstance(event, LinkDown):
+            newly_down = event.link not in self.links_down
             self.links_down[event.link] = event.reason
             note = self._event("link_down", event.at, link=event.link, reason=event.reason)
             step = self.current.handle(event) if self.current and self.current.phase in ACTIVE else Step(True)
             step.accepted = True
+            step.journal = step.journal or newly_down
             step.effects = [e for e in step.effects if not isinstance(e, Rejection)] + [note]
             self._track_result()
             return step
         if isinstance(event, LinkUp):
             was_down = self.links_down.pop(event.link, None) is not None
-            return Step(True, False, [self._event("link_up", event.at, link=event.link)] if was_down else [])
+            return Step(True, was_down, [self._event("link_up", event.at, link=event.link)] if was_down else [])
         if self.current is None:
             return _reject(event.type, f"no round is open at table {self.table_id}")
         step = self.current.handle(event)

@@ -42,6 +42,7 @@ class MqttBus:
         backoff_initial: float = 0.05,
         backoff_max: float = 2.0,
         max_inflight: int = 1000,
+        persistent_session: bool = False,
     ) -> None:
         self.name = "broker"
         self.url = url
@@ -53,6 +54,8 @@ class MqttBus:
         self._publish_timeout = publish_timeout
         self._backoff = (backoff_initial, backoff_max)
         self._max_inflight = max_inflight
+        # A consumer that must not miss a QoS 1 message while it is offline keeps a session.
+        self._clean_session = not persistent_session
         self._subs: list[tuple[str, Handler]] = []
         self._listeners: list[ConnectionListener] = []
         self._client: aiomqtt.Client | None = None
@@ -99,7 +102,7 @@ class MqttBus:
             try:
                 async with aiomqtt.Client(
                     self.host, self.port, identifier=self.client_id, keepalive=self._keepalive,
-                    username=self._auth[0], password=self._auth[1], will=will,
+                    username=self._auth[0], password=self._auth[1], will=will, clean_session=self._clean_session,
                     max_inflight_messages=self._max_inflight, timeout=self._publish_timeout,
                     logger=logging.getLogger("aiomqtt"),
                 ) as client:

@@ -79,10 +79,6 @@ class SettlementConsumer:
         ev = RoundEvent.model_validate_json(payload)
         if ev.event == "round_opened" and self.place_bets:
             self._place_random_bets(ev.table_id, str(ev.round_id))
-        elif ev.event == "bet_accepted":
-            d = ev.data
-            self.db.execute("INSERT OR IGNORE INTO bets VALUES (?, ?, ?, ?, ?)",
-                            (d["bet_id"], ev.round_id, d["player_id"], d["bet_type"], d["stake"]))
 
     def _place_random_bets(self, table_id: str, round_id: str) -> None:
         import asyncio
@@ -93,6 +89,8 @@ class SettlementConsumer:
                 bet = PlaceBet(bet_id=f"{round_id}-b{self._bet_seq}", player_id=f"player{p}", bet_type=bet_type,
                                stake=self.rng.choice(self.stakes))
                 payload = bet.model_dump_json(exclude={"at"}).encode()
+                self.db.execute("INSERT OR IGNORE INTO bets VALUES (?, ?, ?, ?, ?)",
+                                (bet.bet_id, round_id, bet.player_id, bet.bet_type, str(bet.stake)))
                 asyncio.get_running_loop().create_task(self._send(topics.actions(table_id), payload))
 
     async def _send(self, topic: str, payload: bytes) -> None:
@@ -114,23 +112,29 @@ class SettlementConsumer:
                 return
             rows = self.db.execute("SELECT bet_id, player_id, bet_type, stake FROM bets WHERE round_id = ?",
                                    (result.round_id,)).fetchall()
+            accepted = set(result.accepted_bets.bet_ids)
             payouts = []
             for bet_id, player, bet_type, stake in rows:
-                s = settle_bet(bet_type, stake, result)
-                payouts.append(Payout(result.idempotency_key, bet_id, player, bet_type, s.stake, s.outcome, s.returned))
+                if bet_id in accepted:
+                    s = settle_bet(bet_type, stake, result)
+                    outcome, returned = s.outcome, s.returned
+                else:  # never accepted (sent too late, refused, or lost): the stake was never at risk
+                    outcome, returned = "NOT_ACCEPTED", Decimal(stake)
+                payouts.append(Payout(result.idempotency_key, bet_id, player, bet_type, Decimal(stake), outcome, returned))
                 self.db.execute("INSERT INTO ledger VALUES (?, ?, ?, ?, ?, ?, ?)",
-                                (bet_id, result.idempotency_key, player, bet_type, str(s.stake), s.outcome, str(s.returned)))
-        self._reconcile(result, payouts)
+                                (bet_id, result.idempotency_key, player, bet_type, stake, outcome, str(returned)))
+            unknown = accepted - {r[0] for r in rows}
+        self._reconcile(result, [p for p in payouts if p.outcome != "NOT_ACCEPTED"], unknown)
         if self.on_payout is not None:
             self.on_payout(result, payouts)
 
-    def _reconcile(self, result: RoundResult, payouts: list[Payout]) -> None:
+    def _reconcile(self, result: RoundResult, settled: list[Payout], unknown: set[str]) -> None:
         mine: dict[str, Decimal] = {}
-        for p in payouts:
+        for p in settled:
             mine[p.bet_type] = mine.get(p.bet_type, Decimal(0)) + p.stake
-        theirs = {k: v for k, v in result.accepted_bets.stakes.items()}
-        if len(payouts) != result.accepted_bets.count or mine != theirs:
-            msg = f"{result.idempotency_key}: ledger has {len(payouts)} bets {mine}, backend accepted {result.accepted_bets.count} {theirs}"
+        if unknown or mine != dict(result.accepted_bets.stakes):
+            msg = (f"{result.idempotency_key}: backend accepted bets this ledger does not hold {sorted(unknown)}, "
+                   f"or stakes differ: ledger {mine} vs backend {dict(result.accepted_bets.stakes)}")
             self.mismatches.append(msg)
             log.warning("reconciliation mismatch", detail=msg)
 

@@ -1,0 +1,305 @@
+"""Scanner frame codec and per-reader sequence rules (sans-IO; see docs/scanner-protocol.md).
+
+Wire format, one ASCII line per frame::
+
+    $<reader>,<seq>,<status>,<payload>*<crc>\r\n
+
+Three layers, none of which touches IO or a clock:
+
+* :func:`encode_frame` / :func:`decode_frame`: one frame <-> one line, strict.
+* :class:`FrameDecoder`: a byte stream in arbitrary chunks -> frames and errors; it never
+  raises, because a serial line delivers noise and the reader task must survive it.
+* :class:`ReaderSession`: frames of one reader -> :class:`~drivers.scan.ScanInput`, applying
+  the sequence rules (lost, repeated, restarted) that make a dropped frame visible.
+"""
+
+from __future__ import annotations
+
+import binascii
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+
+from drivers.scan import ScanInput, ScanKind
+
+MAX_FRAME_LEN = 64  # bytes, from '$' to '\n' inclusive
+SEQ_MOD = 2**32
+_SEQ_HALF = SEQ_MOD // 2  # serial-number arithmetic window (RFC 1982 style)
+
+FAULT_CODES = frozenset({"JAM", "COVER_OPEN", "LAMP", "SENSOR", "OVERTEMP"})
+
+_READER_RE = re.compile(r"[A-Z0-9-]{1,16}")
+_SEQ_RE = re.compile(r"0|[1-9][0-9]{0,9}")
+_CRC_RE = re.compile(r"[0-9A-F]{4}")
+
+
+class Status(StrEnum):
+    """Frame status. The first four are scan results and advance the sequence number."""
+
+    OK = "OK"
+    NOREAD = "NOREAD"
+    MISREAD = "MISREAD"
+    FAULT = "FAULT"
+    HB = "HB"
+    BOOT = "BOOT"
+
+    @property
+    def is_scan_result(self) -> bool:
+        return self not in (Status.HB, Status.BOOT)
+
+
+_PAYLOAD_RE: dict[Status, re.Pattern[str]] = {
+    Status.OK: re.compile(r"[0-9A-Z]{2,4}"),
+    Status.NOREAD: re.compile(r""),
+    Status.MISREAD: re.compile(r"[0-9A-Z?]{0,8}"),
+    Status.FAULT: re.compile("|".join(sorted(FAULT_CODES))),
+    Status.HB: re.compile(r""),
+    Status.BOOT: re.compile(r"[0-9A-Za-z.\-]{0,16}"),
+}
+_PAYLOAD_RULE = {
+    Status.OK: "a card code [0-9A-Z]{2,4}",
+    Status.NOREAD: "empty",
+    Status.MISREAD: "raw reader text [0-9A-Z?]{0,8}",
+    Status.FAULT: "one of " + ", ".join(sorted(FAULT_CODES)),
+    Status.HB: "empty",
+    Status.BOOT: "a firmware version [0-9A-Za-z.-]{0,16}",
+}
+
+
+class FrameError(ValueError):
+    """A frame that cannot be trusted. ``reason`` is a short, low-cardinality category
+    (``crc``, ``syntax``, ``torn``, ``overlong``, ``encoding``) for metrics; the message says
+    exactly what is wrong; ``raw`` holds the offending bytes (at most one frame's worth)."""
+
+    def __init__(self, message: str, *, reason: str = "syntax", raw: bytes = b"") -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.raw = raw
+
+
+def crc16(data: bytes) -> int:
+    """CRC-16/CCITT-FALSE (poly 0x1021, init 0xFFFF, no reflection, xorout 0)."""
+    return binascii.crc_hqx(data, 0xFFFF)
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One decoded frame. Constructing it validates every field, so a Frame is always
+    encodable and a bad one raises :class:`FrameError` at the place it was made."""
+
+    reader: str
+    seq: int
+    status: Status
+    payload: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.reader, str) or not _READER_RE.fullmatch(self.reader):
+            raise FrameError(f"reader id {self.reader!r} must match [A-Z0-9-]{{1,16}}")
+        if type(self.seq) is not int or not 0 <= self.seq < SEQ_MOD:
+            raise FrameError(f"seq {self.seq!r} must be an integer 0..{SEQ_MOD - 1}")
+        try:
+            status = Status(self.status)
+        except ValueError:
+            allowed = ", ".join(Status)
+            raise FrameError(
+                f"unknown status {self.status!r} (expected one of {allowed})") from None
+        object.__setattr__(self, "status", status)
+        if not isinstance(self.payload, str) or not _PAYLOAD_RE[status].fullmatch(self.payload):
+            raise FrameError(
+                f"{status} payload {self.payload!r} is invalid: must be {_PAYLOAD_RULE[status]}"
+            )
+        if status is Status.BOOT and self.seq != 0:
+            raise FrameError(f"BOOT frame must carry seq 0, not {self.seq}")
+
+    @property
+    def body(self) -> bytes:
+        """The checksummed bytes: everything between '$' and '*'."""
+        return f"{self.reader},{self.seq},{self.status},{self.payload}".encode("ascii")
+
+
+def encode_frame(frame: Frame) -> bytes:
+    """The exact wire bytes of ``frame``, terminator included."""
+    body = frame.body
+    line = b"$" + body + b"*" + f"{crc16(body):04X}".encode("ascii") + b"\r\n"
+    if len(line) > MAX_FRAME_LEN:
+        raise FrameError(f"encoded frame is {len(line)} bytes, over the {MAX_FRAME_LEN}-byte limit",
+                         reason="overlong", raw=line)
+    return line
+
+
+def decode_frame(line: bytes) -> Frame:
+    """Decode one line (``\\r\\n``, ``\\n`` or no terminator); raise :class:`FrameError`."""
+    raw = bytes(line[:MAX_FRAME_LEN])
+    if len(line) > MAX_FRAME_LEN:
+        raise FrameError(f"frame is {len(line)} bytes, over the {MAX_FRAME_LEN}-byte limit",
+                         reason="overlong", raw=raw)
+    body = line[:-2] if line.endswith(b"\r\n") else line[:-1] if line.endswith(b"\n") else line
+    for i, b in enumerate(body):
+        if not 0x20 <= b <= 0x7E:
+            raise FrameError(f"byte 0x{b:02X} at offset {i} is not printable ASCII",
+                             reason="encoding", raw=raw)
+    text = body.decode("ascii")
+    if not text.startswith("$"):
+        raise FrameError("frame must start with '$'", raw=raw)
+    star = text.find("*")
+    if star < 0:
+        raise FrameError("no '*' before the checksum", raw=raw)
+    inner, crc_text = text[1:star], text[star + 1 :]
+    if not _CRC_RE.fullmatch(crc_text):
+        raise FrameError(f"checksum {crc_text!r} must be 4 uppercase hex digits", raw=raw)
+    computed, stated = crc16(inner.encode("ascii")), int(crc_text, 16)
+    if computed != stated:
+        raise FrameError(f"bad CRC: frame says {stated:04X}, computed {computed:04X}",
+                         reason="crc", raw=raw)
+    fields = inner.split(",")
+    if len(fields) != 4:
+        raise FrameError(f"expected 4 comma-separated fields, got {len(fields)}", raw=raw)
+    reader, seq_text, status, payload = fields
+    if not _SEQ_RE.fullmatch(seq_text):
+        raise FrameError(f"seq {seq_text!r} must be a decimal number without leading zeros",
+                         raw=raw)
+    try:
+        return Frame(reader, int(seq_text), status, payload)  # type: ignore[arg-type]
+    except FrameError as err:
+        raise FrameError(str(err), raw=raw) from None
+
+
+class FrameDecoder:
+    """Incremental stream decoder: bytes in any chunking -> frames and errors, never raises.
+
+    It hunts for '$', collects up to '\\n', and decodes. A '$' inside a frame means the
+    previous frame was torn (reported, then decoding restarts at the new '$'); a frame that
+    passes :data:`MAX_FRAME_LEN` without '\\n' is reported once and skipped to the next '$'.
+    Bytes outside any frame are only counted (``garbage_bytes``): a frame destroyed before
+    its '$' still shows up as a sequence gap, so noise need not cost the dealer a rescan.
+    """
+
+    def __init__(self) -> None:
+        self._buf: bytearray | None = None  # None: hunting for '$'
+        self.garbage_bytes = 0
+
+    def reset(self) -> None:
+        """Forget a partial frame (the link was closed; its tail will never come)."""
+        self._buf = None
+
+    def feed(self, data: bytes) -> list[Frame | FrameError]:
+        out: list[Frame | FrameError] = []
+        pos, end = 0, len(data)
+        while pos < end:
+            if self._buf is None:
+                start = data.find(b"$", pos)
+                if start < 0:
+                    self.garbage_bytes += end - pos
+                    break
+                self.garbage_bytes += start - pos
+                self._buf = bytearray(b"$")
+                pos = start + 1
+                continue
+            nl, dollar = data.find(b"\n", pos), data.find(b"$", pos)
+            stop = min((i for i in (nl, dollar) if i >= 0), default=end)
+            room = MAX_FRAME_LEN - 1 - len(self._buf)  # bytes allowed before the '\n'
+            if stop - pos > room:
+                raw = bytes(self._buf + data[pos : pos + room + 1])
+                out.append(FrameError(f"no end of frame within {MAX_FRAME_LEN} bytes",
+                                      reason="overlong", raw=raw))
+                self._buf, pos = None, pos + room + 1
+            elif stop == nl:
+                line = bytes(self._buf + data[pos : nl + 1])
+                self._buf, pos = None, nl + 1
+                try:
+                    out.append(decode_frame(line))
+                except FrameError as err:
+                    out.append(err)
+            elif stop == dollar:
+                raw = bytes(self._buf + data[pos:dollar])
+                out.append(FrameError(f"torn frame: a new '$' arrived after {len(raw)} bytes "
+                                      "without an end of line", reason="torn", raw=raw))
+                self._buf, pos = None, dollar
+            else:
+                self._buf += data[pos:end]
+                pos = end
+        return out
+
+
+def error_input(reader: str, err: FrameError, received_ns: int) -> ScanInput:
+    """The CORRUPT input for a frame that arrived damaged: its read is unknown."""
+    return ScanInput(reader=reader, kind=ScanKind.CORRUPT, detail=str(err),
+                     received_ns=received_ns)
+
+
+_KIND = {Status.OK: ScanKind.OK, Status.NOREAD: ScanKind.NOREAD,
+         Status.MISREAD: ScanKind.MISREAD, Status.FAULT: ScanKind.FAULT}
+
+
+def _seq_range(first: int, last: int) -> str:
+    return f"{first}" if first == last else f"{first}..{last}"
+
+
+class ReaderSession:
+    """Sequence rules for one reader id (see "Sequence rules" in the protocol doc).
+
+    ``last_seq`` is the highest sequence number known to be used (``None`` until the first
+    frame: a session that starts mid-stream cannot know what came before).
+    """
+
+    def __init__(self, reader: str) -> None:
+        self.reader = reader
+        self.last_seq: int | None = None
+        self._last_result: Frame | None = None
+        self._lost_tail: int | None = None  # last seq of the latest LOST report
+        self.repeats = 0
+        self.restarts = 0
+        self.boots = 0
+        self.lost = 0
+        self.late = 0
+        self.firmware = ""
+        self.last_heartbeat_ns: int | None = None
+        self.last_seen_ns: int | None = None
+
+    def accept(self, frame: Frame, received_ns: int) -> list[ScanInput]:
+        if frame.reader != self.reader:
+            raise ValueError(f"frame from {frame.reader!r} given to the session of {self.reader!r}")
+        self.last_seen_ns = received_ns
+        if frame.status is Status.BOOT:
+            self.boots += 1
+            self.firmware = frame.payload
+            self.last_seq, self._last_result, self._lost_tail = 0, None, None
+            return []
+        is_result = frame.status.is_scan_result
+        if frame.status is Status.HB:
+            self.last_heartbeat_ns = received_ns
+        out: list[ScanInput] = []
+        base = self.last_seq
+        if base is not None:
+            step = (frame.seq - base) % SEQ_MOD
+            if step == 0 and is_result:
+                if frame == self._last_result:
+                    self.repeats += 1
+                    return []
+                if frame.seq == self._lost_tail:
+                    self.late += 1  # a heartbeat already reported this seq LOST
+                    return []
+                return [ScanInput(self.reader, ScanKind.CORRUPT, seq=frame.seq,
+                                  received_ns=received_ns,
+                                  detail=f"seq {frame.seq} already used, expected "
+                                  f"{(base + 1) % SEQ_MOD}")]
+            if step >= _SEQ_HALF:  # backwards without BOOT: the device restarted
+                self.restarts += 1
+                base = 0
+            # a scan result should be base+1; a heartbeat repeats the last used seq
+            last_missing = frame.seq - 1 if is_result else frame.seq
+            missing = (last_missing - base) % SEQ_MOD
+            if 0 < missing < _SEQ_HALF:
+                first, self._lost_tail = (base + 1) % SEQ_MOD, last_missing % SEQ_MOD
+                self.lost += missing
+                out.append(ScanInput(self.reader, ScanKind.LOST, seq=first,
+                                     received_ns=received_ns,
+                                     detail=f"missing seq {_seq_range(first, self._lost_tail)}"))
+        self.last_seq = frame.seq
+        if is_result:
+            self._last_result = frame
+            out.append(ScanInput(self.reader, _KIND[frame.status],
+                                 code=frame.payload if frame.status is Status.OK else None,
+                                 detail=frame.payload if frame.status is not Status.OK else "",
+                                 seq=frame.seq, received_ns=received_ns))
+        return out

@@ -1,0 +1,189 @@
+"""A virtual dealing shoe whose card reader speaks the scanner frame protocol.
+
+:class:`VirtualShoe` produces the exact bytes a reader would put on the wire, including
+the ways a real line fails (noise, torn and damaged frames, lost frames, retransmissions).
+It does no IO: write its bytes to a :class:`~simulators.pty_port.PtyPort` (or anywhere).
+:class:`FaultPlan` decides, per physical pass of a card over the reader, which fault
+happens, so scenario tests and the demo can inject faults reproducibly from a seed.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from drivers.frames import SEQ_MOD, Frame, Status, encode_frame
+
+_NOISE = bytes(b for b in range(256) if b != ord("$"))  # noise never starts a frame
+FAULTS = ("noread", "misread", "garbage", "torn", "bad_crc", "drop", "repeat")
+
+
+def shuffled(deck: Iterable[str], rng: random.Random) -> list[str]:
+    """A shuffled copy of ``deck``; the caller's seeded ``rng`` makes it reproducible."""
+    cards = list(deck)
+    rng.shuffle(cards)
+    return cards
+
+
+class VirtualShoe:
+    """A shoe with a reader: a deck of card codes, a reader id and the reader's seq counter.
+
+    Each method returns the bytes the reader sends for that event. Scan results advance
+    the counter exactly as firmware would, including the faulty ones (the reader did send
+    the frame; it is the line that lost or damaged it).
+    """
+
+    def __init__(self, reader: str = "SC1", deck: Iterable[str] = (), *,
+                 firmware: str = "sim-1.0") -> None:
+        self.reader = reader
+        self.deck: list[str] = list(deck)
+        self.firmware = firmware
+        self.seq = 0
+        self._last_result: bytes | None = None
+
+    def next_card(self) -> str:
+        """Take the next card off the top of the deck."""
+        if not self.deck:
+            raise IndexError("the shoe is empty")
+        return self.deck.pop(0)
+
+    def _frame(self, status: Status, payload: str = "") -> bytes:
+        return encode_frame(Frame(self.reader, self.seq, status, payload))
+
+    def _result(self, status: Status, payload: str = "") -> bytes:
+        self.seq = (self.seq + 1) % SEQ_MOD
+        self._last_result = self._frame(status, payload)
+        return self._last_result
+
+    # --- what a healthy reader sends ---------------------------------------------------
+
+    def boot(self) -> bytes:
+        """Power-up: announces the firmware and resets the counter to 0."""
+        self.seq, self._last_result = 0, None
+        return self._frame(Status.BOOT, self.firmware)
+
+    def heartbeat(self) -> bytes:
+        """Idle keep-alive carrying the last used seq (lets the backend see lost frames)."""
+        return self._frame(Status.HB)
+
+    def scan(self, code: str) -> bytes:
+        return self._result(Status.OK, code)
+
+    def noread(self) -> bytes:
+        return self._result(Status.NOREAD)
+
+    def misread(self, raw: str = "??") -> bytes:
+        return self._result(Status.MISREAD, raw)
+
+    def fault(self, code: str) -> bytes:
+        return self._result(Status.FAULT, code)
+
+    # --- what the line does to it ------------------------------------------------------
+
+    @staticmethod
+    def garbage(n: int, rng: random.Random) -> bytes:
+        """``n`` bytes of line noise without a '$' (so it never looks like a frame start)."""
+        return bytes(rng.choice(_NOISE) for _ in range(n))
+
+    def torn(self, code: str, keep: int | None = None) -> bytes:
+        """An OK frame cut after ``keep`` bytes (default: half); the rest is never sent.
+        The backend notices when the next frame's '$' arrives."""
+        full = self.scan(code)
+        keep = len(full) // 2 if keep is None else keep
+        if not 1 <= keep < len(full) - 1:
+            raise ValueError(f"keep must be 1..{len(full) - 2}, got {keep}")
+        return full[:keep]
+
+    def bad_crc(self, code: str) -> bytes:
+        """An OK frame whose checksum got a flipped bit on the wire."""
+        full = self.scan(code)
+        star = full.index(b"*")
+        crc = int(full[star + 1 : star + 5], 16) ^ 0x0001
+        return full[: star + 1] + f"{crc:04X}".encode("ascii") + b"\r\n"
+
+    def dropped(self, code: str) -> bytes:
+        """The reader sent an OK frame that the line lost entirely: consumes a seq, no bytes."""
+        self.scan(code)
+        return b""
+
+    def repeated(self) -> bytes:
+        """A verbatim retransmission of the last scan-result frame (harmless by design)."""
+        if self._last_result is None:
+            raise RuntimeError("nothing to repeat: no scan-result frame since boot")
+        return self._last_result
+
+
+@dataclass(frozen=True, slots=True)
+class CardPass:
+    """The bytes of one physical pass and whether it registers the card at the backend.
+
+    ``registers`` is False when the dealer must pass the card again (the backend will
+    prompt a RESCAN, possibly only when the next frame or heartbeat reveals the loss).
+    """
+
+    fault: str  # "" for a clean read, otherwise one of FAULTS
+    chunks: list[bytes]
+    registers: bool
+
+
+@dataclass
+class FaultPlan:
+    """Which fault happens on each pass of a card over the reader.
+
+    ``script`` (fault names, "" for clean) is consumed first, one entry per pass; after it
+    runs out each pass draws at most one fault with the given probabilities.
+    """
+
+    noread: float = 0.0
+    misread: float = 0.0
+    garbage: float = 0.0
+    torn: float = 0.0
+    bad_crc: float = 0.0
+    drop: float = 0.0
+    repeat: float = 0.0
+    script: Sequence[str] = ()
+    garbage_len: int = 12
+    _next: int = field(default=0, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        unknown = [f for f in self.script if f and f not in FAULTS]
+        if unknown:
+            raise ValueError(f"unknown faults in script: {unknown} (known: {', '.join(FAULTS)})")
+        probs = [getattr(self, f) for f in FAULTS]
+        if any(p < 0 for p in probs) or sum(probs) > 1:
+            raise ValueError("fault probabilities must be >= 0 and sum to at most 1")
+
+    def choose(self, rng: random.Random) -> str:
+        if self._next < len(self.script):
+            self._next += 1
+            return self.script[self._next - 1]
+        r = rng.random()
+        for name in FAULTS:
+            r -= getattr(self, name)
+            if r < 0:
+                return name
+        return ""
+
+    def pass_card(self, shoe: VirtualShoe, code: str, rng: random.Random) -> CardPass:
+        """The byte chunks for "the dealer passes card ``code`` over the reader" once."""
+        fault = self.choose(rng)
+        match fault:
+            case "":
+                return CardPass(fault, [shoe.scan(code)], True)
+            case "noread":
+                return CardPass(fault, [shoe.noread()], False)
+            case "misread":
+                return CardPass(fault, [shoe.misread()], False)
+            case "garbage":  # noise is skipped; the frame after it still registers
+                return CardPass(fault, [shoe.garbage(self.garbage_len, rng), shoe.scan(code)], True)
+            case "torn":
+                return CardPass(fault, [shoe.torn(code, rng.randint(1, 12))], False)
+            case "bad_crc":
+                return CardPass(fault, [shoe.bad_crc(code)], False)
+            case "drop":
+                shoe.dropped(code)
+                return CardPass(fault, [], False)
+            case "repeat":  # the retransmission is dropped: the card registers once
+                return CardPass(fault, [shoe.scan(code), shoe.repeated()], True)
+        raise AssertionError(fault)

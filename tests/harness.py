@@ -1,0 +1,120 @@
+"""Test harness: a backend service, a recording MQTT client and a hand-driven PTY shoe."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+from dealer.config import Settings, load_settings
+from dealer.service import Service
+from drivers.mqtt import MqttBus
+from simulators.pty_port import PtyPort
+from simulators.shoe import VirtualShoe
+
+TABLE = "T1"
+READER = "SC1"
+DEAL = ["AS", "KS", "AD", "KH", "AC", "KC"]  # A: three aces, B: three kings
+
+
+def settings_for(tmp: Path, broker_url: str | None, port_path: str, **table: Any) -> Settings:
+    cfg: dict[str, Any] = {
+        "id": TABLE, "game": "teen-patti", "betting_seconds": 0.3, "pause_seconds": 0.1,
+        "scanner": {"kind": "serial", "port": port_path, "reader_id": READER, "heartbeat_timeout": 30},
+    }
+    cfg.update(table)
+    return load_settings(
+        service={"journal_path": tmp / "journal.sqlite", "metrics_port": None},
+        mqtt={"url": broker_url, "client_id": f"backend-{uuid.uuid4().hex[:6]}"},
+        tables=[cfg],
+    )
+
+
+class Recorder:
+    """A subscriber with a persistent session that records everything under studio/v1/#."""
+
+    def __init__(self, url: str) -> None:
+        self.bus = MqttBus(url, client_id=f"recorder-{uuid.uuid4().hex[:8]}", persistent_session=True)
+        self.messages: list[tuple[str, dict[str, Any]]] = []
+        self.bus.subscribe("studio/v1/#", self._on)
+        self._task: asyncio.Task[None] | None = None
+
+    def _on(self, topic: str, payload: bytes) -> None:
+        self.messages.append((topic, json.loads(payload)))
+
+    async def start(self) -> "Recorder":
+        self._task = asyncio.create_task(self.bus.run())
+        await asyncio.wait_for(self.bus.wait_connected(), 10)
+        return self
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    def on(self, leaf: str) -> list[dict[str, Any]]:
+        return [m for t, m in self.messages if t.endswith("/" + leaf)]
+
+    def results(self, key: str | None = None) -> list[dict[str, Any]]:
+        return [m for m in self.on("results") if key is None or m["idempotency_key"] == key]
+
+    def prompts(self, kind: str | None = None) -> list[dict[str, Any]]:
+        return [m for m in self.on("prompts") if kind is None or m["kind"] == kind]
+
+    def events(self, name: str | None = None) -> list[dict[str, Any]]:
+        return [m for m in self.on("events") if name is None or m["event"] == name]
+
+    def last_prompt(self) -> dict[str, Any] | None:
+        p = self.prompts()
+        return p[-1] if p else None
+
+    def expects(self, position: str, round_id: str | None = None) -> bool:
+        p = self.last_prompt()
+        return bool(p and p["kind"] in ("NEXT", "RESCAN", "ALERT") and p["position"] == position
+                    and (round_id is None or p["round_id"] == round_id))
+
+    async def publish(self, topic: str, payload: dict[str, Any]) -> None:
+        await self.bus.publish(topic, json.dumps(payload).encode())
+
+
+class HandShoe:
+    """A shoe on a real PTY, driven card by card by the test (the test is the dealer)."""
+
+    def __init__(self, directory: Path, reader: str = READER, heartbeat: float = 0.2) -> None:
+        self.port = PtyPort(directory, "shoe")
+        self.shoe = VirtualShoe(reader)
+        self.port.write(self.shoe.boot())
+        self._hb = asyncio.get_running_loop().create_task(self._heartbeats(heartbeat))
+
+    async def _heartbeats(self, every: float) -> None:
+        while True:  # a live reader says so periodically, which also reveals lost frames
+            await asyncio.sleep(every)
+            self.port.write(self.shoe.heartbeat())
+
+    @property
+    def path(self) -> str:
+        return self.port.path
+
+    def write(self, data: bytes) -> None:
+        self.port.write(data)
+
+    def scan(self, code: str) -> None:
+        self.write(self.shoe.scan(code))
+
+    def close(self) -> None:
+        self._hb.cancel()
+        self.port.close()
+
+
+async def start_service(settings: Settings, **kw: Any) -> tuple[Service, asyncio.Task[None]]:
+    service = Service(settings, bus=MqttBus(settings.mqtt.url, client_id=settings.mqtt.client_id) if settings.mqtt.url else kw.pop("bus"), **kw)
+    task = asyncio.create_task(service.run())
+    await asyncio.wait_for(service.ready.wait(), 10)
+    return service, task
+
+
+async def stop_service(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)

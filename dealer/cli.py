@@ -71,7 +71,9 @@ def _cmd_schemas(args: argparse.Namespace) -> int:
 
 def _cmd_bench(args: argparse.Namespace) -> int:
     from dealer.bench import run_latency_bench
+    from dealer.logs import configure_logging
 
+    configure_logging("warning")
     result = asyncio.run(run_latency_bench(tables=args.tables, seconds=args.seconds, broker=args.broker,
                                            fsync=not args.no_fsync))
     print(json.dumps(result, sort_keys=True))

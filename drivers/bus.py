@@ -22,6 +22,31 @@ class BusError(ConnectionError):
     """Publishing failed: the bus is not connected or the connection broke before the ack."""
 
 
+class Router:
+    """Topic -> handlers. Exact topics are a dict lookup; only wildcard patterns are matched
+    one by one (a backend subscribes to a few exact topics per table, so a linear scan over
+    every subscription per message would dominate the CPU at hundreds of tables)."""
+
+    def __init__(self) -> None:
+        self._exact: dict[str, list[Handler]] = {}
+        self._wild: list[tuple[str, Handler]] = []
+
+    def add(self, pattern: str, handler: Handler) -> None:
+        if "+" in pattern or "#" in pattern:
+            self._wild.append((pattern, handler))
+        else:
+            self._exact.setdefault(pattern, []).append(handler)
+
+    @property
+    def patterns(self) -> list[str]:
+        return list(self._exact) + list(dict.fromkeys(p for p, _ in self._wild))
+
+    def handlers(self, topic: str) -> list[Handler]:
+        found = list(self._exact.get(topic, ()))
+        found += [h for p, h in self._wild if topic_matches_sub(p, topic)]
+        return found
+
+
 class Bus(Protocol):
     name: str
 
@@ -47,7 +72,7 @@ class LocalBus:
     name = "local"
 
     def __init__(self) -> None:
-        self._subs: list[tuple[str, Handler]] = []
+        self._router = Router()
         self._listeners: list[ConnectionListener] = []
         self._connected = True
 
@@ -56,7 +81,7 @@ class LocalBus:
         return self._connected
 
     def subscribe(self, pattern: str, handler: Handler) -> None:
-        self._subs.append((pattern, handler))
+        self._router.add(pattern, handler)
 
     def on_connection(self, listener: ConnectionListener) -> None:
         self._listeners.append(listener)
@@ -70,9 +95,8 @@ class LocalBus:
     async def publish(self, topic: str, payload: bytes, *, qos: int = 1) -> None:
         if not self._connected:
             raise BusError("local bus disconnected")
-        for pattern, handler in list(self._subs):
-            if topic_matches_sub(pattern, topic):
-                handler(topic, payload)
+        for handler in self._router.handlers(topic):
+            handler(topic, payload)
 
     async def run(self) -> None:
         for listener in list(self._listeners):

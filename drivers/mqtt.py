@@ -10,14 +10,42 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 from urllib.parse import urlparse
+
+from collections.abc import Iterator
+from typing import Any
 
 import aiomqtt
 import structlog
 
-from drivers.bus import BusError, ConnectionListener, Handler
+from drivers.bus import BusError, ConnectionListener, Handler, Router
 
 log = structlog.get_logger("drivers.mqtt")
+
+# paho leaves Nagle's algorithm on. After acknowledging an incoming QoS 1 message, the
+# next small PUBLISH then waits for the broker's delayed ACK: ~40 ms per card event.
+_SOCKET_OPTIONS = ((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),)
+
+
+class _Client(aiomqtt.Client):
+    """aiomqtt's client with an O(1) pending-call bookkeeping.
+
+    aiomqtt 2.x scans every pending call twice per publish (a membership test on a
+    generator and ``len(list(...))``) and logs a warning whenever more than ten are
+    pending. With hundreds of tables publishing concurrently that is quadratic and
+    floods the log, so this override keeps the same contract with dict lookups only.
+    """
+
+    @contextlib.contextmanager
+    def _pending_call(self, mid: int, value: Any, pending_dict: dict[int, Any]) -> Iterator[None]:
+        if mid in self._pending_subscribes or mid in self._pending_unsubscribes or mid in self._pending_publishes:
+            raise RuntimeError(f'There already exists a pending call for message ID "{mid}"')
+        pending_dict[mid] = value
+        try:
+            yield
+        finally:
+            pending_dict.pop(mid, None)
 
 
 def parse_broker_url(url: str) -> tuple[str, int]:
@@ -41,7 +69,7 @@ class MqttBus:
         publish_timeout: float = 10.0,
         backoff_initial: float = 0.05,
         backoff_max: float = 2.0,
-        max_inflight: int = 1000,
+        max_inflight: int = 100,
         persistent_session: bool = False,
     ) -> None:
         self.name = "broker"
@@ -56,7 +84,7 @@ class MqttBus:
         self._max_inflight = max_inflight
         # A consumer that must not miss a QoS 1 message while it is offline keeps a session.
         self._clean_session = not persistent_session
-        self._subs: list[tuple[str, Handler]] = []
+        self._router = Router()
         self._listeners: list[ConnectionListener] = []
         self._client: aiomqtt.Client | None = None
         self._connected_evt = asyncio.Event()
@@ -70,7 +98,7 @@ class MqttBus:
         await self._connected_evt.wait()
 
     def subscribe(self, pattern: str, handler: Handler) -> None:
-        self._subs.append((pattern, handler))
+        self._router.add(pattern, handler)
 
     def on_connection(self, listener: ConnectionListener) -> None:
         self._listeners.append(listener)
@@ -100,14 +128,16 @@ class MqttBus:
                 if self.status_topic else None
             )
             try:
-                async with aiomqtt.Client(
+                async with _Client(
                     self.host, self.port, identifier=self.client_id, keepalive=self._keepalive,
                     username=self._auth[0], password=self._auth[1], will=will, clean_session=self._clean_session,
                     max_inflight_messages=self._max_inflight, timeout=self._publish_timeout,
+                    socket_options=_SOCKET_OPTIONS,
                     logger=logging.getLogger("aiomqtt"),
                 ) as client:
-                    for pattern in dict.fromkeys(p for p, _ in self._subs):
-                        await client.subscribe(pattern, qos=1)
+                    patterns = self._router.patterns
+                    for i in range(0, len(patterns), 100):  # one SUBSCRIBE packet per 100 topics
+                        await client.subscribe([(p, 1) for p in patterns[i:i + 100]])
                     if self.status_topic:
                         await client.publish(self.status_topic, b'{"online": true}', qos=1, retain=True)
                     self._client = client
@@ -132,12 +162,11 @@ class MqttBus:
             delay = min(delay * 2, self._backoff[1])
 
     def _dispatch(self, topic: str, payload: bytes) -> None:
-        for pattern, handler in self._subs:
-            if aiomqtt.Topic(topic).matches(pattern):
-                try:
-                    handler(topic, payload)
-                except Exception:  # bad input must never kill the reader task
-                    log.exception("message handler failed", topic=topic)
+        for handler in self._router.handlers(topic):
+            try:
+                handler(topic, payload)
+            except Exception:  # bad input must never kill the reader task
+                log.exception("message handler failed", topic=topic)
 
 
 async def cancel_and_wait(task: asyncio.Task[object]) -> None:

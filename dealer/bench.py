@@ -68,7 +68,7 @@ def _sqlite_baseline(path: Path, n: int = 500) -> dict[str, Any]:
 
 def _settings(tmp: Path, url: str, n: int, fsync: bool):
     return load_settings(
-        service={"journal_path": tmp / "journal.sqlite", "metrics_port": None, "fsync": fsync, "node_id": "bench"},
+        service={"journal_path": tmp / "journal.sqlite", "metrics_enabled": False, "fsync": fsync, "node_id": "bench"},
         mqtt={"url": url, "client_id": "bench-backend"},
         tables=[{"id": tid, "game": "teen-patti", "betting_seconds": 1.0, "pause_seconds": 0.5,
                  "scanner": {"kind": "mqtt", "reader_id": reader, "heartbeat_timeout": 15}}

@@ -12,7 +12,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
 from dealer.games import game_class
@@ -75,15 +75,32 @@ class TableConfig(_Strict):
 
     _mu = field_validator("minor_unit", mode="before")(classmethod(lambda cls, v: _exact(v)))
 
+    @field_validator("game")
+    @classmethod
+    def _known_game(cls, v: str) -> str:
+        game_class(v)
+        return v
+
+    @field_validator("options")
+    @classmethod
+    def _options(cls, v: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        game = info.data.get("game")
+        if game is not None:  # errors come out located under ``options``
+            game_class(game).Options.model_validate(v)
+        return v
+
     @model_validator(mode="after")
-    def _game(self) -> "TableConfig":
-        cls = game_class(self.game)
-        cls.Options.model_validate(self.options)
-        unknown = set(self.limits) - set(cls.bet_types)
-        if unknown:
-            raise ValueError(f"limits for unknown bet types {sorted(unknown)} (game {self.game} has {list(cls.bet_types)})")
+    def _limits(self) -> "TableConfig":
         if self.minor_unit <= 0:
             raise ValueError("minor_unit must be positive")
+        unknown = set(self.limits) - set(game_class(self.game).bet_types)
+        if unknown:
+            raise ValueError(f"limits for unknown bet types {sorted(unknown)} (game {self.game} has "
+                             f"{list(game_class(self.game).bet_types)})")
+        for bet_type, lim in self.limits.items():
+            for name, amount in (("min", lim.min), ("max", lim.max)):
+                if amount % self.minor_unit:
+                    raise ValueError(f"limits.{bet_type}.{name} = {amount} is not a whole number of minor_unit {self.minor_unit}")
         return self
 
     def rules(self) -> TableRules:
@@ -107,7 +124,9 @@ class ServiceSection(_Strict):
     node_id: str = "studio-host-1"
     journal_path: Path = Path("dealer-journal.sqlite")
     fsync: bool = True
-    metrics_port: int | None = Field(default=9108, ge=0, le=65535, description="None disables, 0 = any free port")
+    metrics_enabled: bool = True
+    metrics_addr: str = Field(default="127.0.0.1", description="bind address of /metrics; 0.0.0.0 for a remote Prometheus")
+    metrics_port: int = Field(default=9108, ge=0, le=65535, description="0 = any free port")
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
 
@@ -156,5 +175,7 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
         raise ConfigError("invalid configuration:\n" + "\n".join(lines)) from None
     except ValueError as exc:  # TOML syntax errors and the like
         raise ConfigError(f"invalid configuration: {exc}") from None
+    except OSError as exc:  # unreadable file (permissions, a directory, ...)
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
     finally:
         _TOML_FILE.pop("path", None)

@@ -78,7 +78,7 @@ class RoundLog:
 
 def demo_settings(workdir: Path, port: str, *, broker: str | None, betting_seconds: float) -> Settings:
     return load_settings(
-        service={"journal_path": workdir / "journal.sqlite", "metrics_port": None, "node_id": "demo"},
+        service={"journal_path": workdir / "journal.sqlite", "metrics_enabled": False, "node_id": "demo"},
         mqtt={"url": broker, "client_id": "dealer-demo-backend"},
         tables=[{
             "id": TABLE, "game": "teen-patti", "currency": "EUR", "minor_unit": "0.01",

@@ -17,12 +17,13 @@ class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
-        self.scan_reads = Counter("dealer_scan_reads", "Scanner inputs by result (ok, noread, misread, corrupt, lost, fault)",
+        self.scan_reads = Counter("dealer_scan_reads", "Scanner inputs by result: ok, noread, misread, corrupt_frame, frame_lost, device_fault, "
+                                  "foreign_card, duplicate_card, rejected (no card expected)",
                                   ["table", "result"], registry=r)
         self.rescans = Counter("dealer_rescans", "RESCAN prompts sent to the dealer station, by reason",
                                ["table", "reason"], registry=r)
         self.alerts = Counter("dealer_supervisor_alerts", "Supervisor alerts raised", ["table", "reason"], registry=r)
-        self.rounds = Counter("dealer_rounds", "Rounds finished, by outcome (completed, cancelled, voided)",
+        self.rounds = Counter("dealer_rounds", "Rounds finished, by outcome: completed, cancelled, voided",
                               ["table", "game", "outcome"], registry=r)
         self.rejections = Counter("dealer_rejected_events", "Events refused by the core (illegal or malformed)",
                                   ["table", "type"], registry=r)

@@ -253,7 +253,7 @@ class Round:
             effects.append(self._prompt(
                 "ALERT", ev.at, reason=reason, count=self.reject_count,
                 message=f"SUPERVISOR: {self.reject_count} identical rejections at {pos} ({reason}"
-                        + (f" {detail}" if detail else "") + "); check the shoe; the round is paused",
+                        + (f" {detail}" if detail else "") + f"); check the shoe: the deal stays at {pos} until a valid card registers",
             ))
         return Step(True, True, effects)
 

@@ -27,9 +27,9 @@ def build_bus(settings: Settings) -> Bus:
 
 async def run_service(settings: Settings) -> None:
     metrics = Metrics()
-    if settings.service.metrics_port is not None:
-        port = metrics.serve(settings.service.metrics_port)
-        log.info("metrics serving", port=port, path="/metrics")
+    if settings.service.metrics_enabled:
+        port = metrics.serve(settings.service.metrics_port, settings.service.metrics_addr)
+        log.info("metrics serving", addr=settings.service.metrics_addr, port=port, path="/metrics")
     service = Service(settings, bus=build_bus(settings), metrics=metrics)
     task = asyncio.create_task(service.run())
     loop = asyncio.get_running_loop()

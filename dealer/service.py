@@ -49,6 +49,8 @@ log = structlog.get_logger("dealer.service")
 
 Observer = Callable[[str, Any], None]  # (kind, message): kind in event/prompt/result/rejection
 
+_ROUND_OUTCOME = {"round_result": "completed", "round_cancelled": "cancelled", "round_voided": "voided"}
+
 _FAIL_REASON = {
     ScanKind.NOREAD: "noread",
     ScanKind.MISREAD: "misread",
@@ -104,7 +106,7 @@ class Service:
         self._pending: dict[int, OutboxRow] = {}
         self._inflight: set[int] = set()
         self._outbox_wake = asyncio.Event()
-        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._timers: dict[str, tuple[tuple[str, str | None], asyncio.TimerHandle]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._bg: list[asyncio.Task[Any]] = []
         self.ready = asyncio.Event()
@@ -185,7 +187,7 @@ class Service:
     async def stop(self) -> None:
         for task in self._bg:
             task.cancel()
-        for handle in self._timers.values():
+        for _, handle in self._timers.values():
             handle.cancel()
         await asyncio.gather(*self._bg, return_exceptions=True)
         self._writer.shutdown(wait=True)
@@ -294,9 +296,9 @@ class Service:
                 elif isinstance(eff, RoundEvent):
                     latency_from = item.received_ns if eff.event == "card_registered" else 0
                     self._publish_soft(topics.events(tid), eff, "event", latency_from)
-                    if eff.event in ("round_result", "round_cancelled", "round_voided"):
-                        game = self.configs[tid].game
-                        self.metrics.rounds.labels(table=tid, game=game, outcome=eff.event.removeprefix("round_")).inc()
+                    outcome = _ROUND_OUTCOME.get(eff.event)
+                    if outcome is not None:
+                        self.metrics.rounds.labels(table=tid, game=self.configs[tid].game, outcome=outcome).inc()
                     log.info(eff.event, **{k: v for k, v in eff.data.items() if k != "card" or v is not None})
                 elif isinstance(eff, RoundResult):
                     self._notify("result", eff)
@@ -307,16 +309,24 @@ class Service:
                     self._publish_soft(topics.events(tid), RoundEvent(
                         table_id=tid, round_id=None, event="rejected", at=item.event.at,
                         data={"type": eff.event_type, "reason": eff.reason}), "event")
+                    if eff.event_type == "scan_read":  # the dealer passed a card no deal expects
+                        self._release_prompt(StationPrompt(table_id=tid, kind="REJECTED", reason="not_expected",
+                                                           message=f"card ignored: {eff.reason}", at=item.event.at))
         finally:
             structlog.contextvars.unbind_contextvars("table_id", "round_id")
 
     def _count_scan(self, tid: str, ev: Event, step: Step) -> None:
-        if isinstance(ev, ScanRead):
-            rejected = next((e for e in step.effects if isinstance(e, RoundEvent) and e.event == "scan_rejected"), None)
-            result = "ok" if rejected is None else str(rejected.data["reason"])
-            self.metrics.scan_reads.labels(table=tid, result=result).inc()
+        """One count per scanner input, labelled with what became of it."""
+        if not isinstance(ev, (ScanRead, ReadFailed)):
+            return
+        if not step.accepted:
+            result = "rejected"  # no card expected (betting open, deal over, no round)
         elif isinstance(ev, ReadFailed):
-            self.metrics.scan_reads.labels(table=tid, result=ev.reason).inc()
+            result = ev.reason
+        else:
+            rescan = next((e for e in step.effects if isinstance(e, RoundEvent) and e.event == "scan_rejected"), None)
+            result = "ok" if rescan is None else str(rescan.data["reason"])
+        self.metrics.scan_reads.labels(table=tid, result=result).inc()
 
     def _release_prompt(self, prompt: StationPrompt) -> None:
         if prompt.kind == "RESCAN":
@@ -456,21 +466,41 @@ class Service:
     # -- scheduling ---------------------------------------------------------------------
 
     def _schedule(self, tid: str) -> None:
-        """(Re)arm the table's one timer: betting deadline, or the pause before the next round."""
-        old = self._timers.pop(tid, None)
-        if old is not None:
-            old.cancel()
+        """Arm the table's one timer: the betting deadline, or the pause before the next round.
+
+        A timer that is already armed for the same purpose is kept: events that change
+        nothing about it (a bet, a rejected scan, a heartbeat-driven link report) must
+        not postpone the next round.
+        """
         table, cfg = self.tables[tid], self.configs[tid]
-        loop = asyncio.get_running_loop()
         cur = table.current
+        want: tuple[str, str | None] | None = None
         if cur is not None and cur.phase == Phase.BETTING_OPEN:
             if cur.betting_closes_at is not None:
-                delay = max(0, cur.betting_closes_at - self.now_ms()) / 1000
-                self._timers[tid] = loop.call_later(delay, lambda: self.submit(tid, CloseBetting(by="timer")))
+                want = ("close", cur.round_id)
         elif cfg.auto_rounds and table.can_open() is None and self.links[tid].ready:
-            self._timers[tid] = loop.call_later(cfg.pause_seconds, self._auto_open, tid)
+            want = ("open", cur.round_id if cur is not None else None)
+        armed = self._timers.get(tid)
+        if armed is not None and armed[0] == want:
+            return
+        if armed is not None:
+            armed[1].cancel()
+            del self._timers[tid]
+        if want is None:
+            return
+        loop = asyncio.get_running_loop()
+        if want[0] == "close":
+            assert cur is not None and cur.betting_closes_at is not None
+            delay = max(0, cur.betting_closes_at - self.now_ms()) / 1000
+            handle = loop.call_later(delay, self._timer_fired, tid, lambda: self.submit(tid, CloseBetting(by="timer")))
+        else:
+            handle = loop.call_later(cfg.pause_seconds, self._timer_fired, tid, lambda: self._auto_open(tid))
+        self._timers[tid] = (want, handle)
+
+    def _timer_fired(self, tid: str, action: Callable[[], object]) -> None:
+        self._timers.pop(tid, None)
+        action()
 
     def _auto_open(self, tid: str) -> None:
-        self._timers.pop(tid, None)
         if self.tables[tid].can_open() is None and self.links[tid].ready:
             self.open_round(tid)

@@ -71,6 +71,7 @@ class MqttBus:
         backoff_max: float = 2.0,
         max_inflight: int = 100,
         persistent_session: bool = False,
+        accept_retained: bool = False,
     ) -> None:
         self.name = "broker"
         self.url = url
@@ -84,6 +85,11 @@ class MqttBus:
         self._max_inflight = max_inflight
         # A consumer that must not miss a QoS 1 message while it is offline keeps a session.
         self._clean_session = not persistent_session
+        # Commands must happen once: a retained action or scanner frame would be replayed
+        # to the backend after every reconnect, so retained messages are dropped unless a
+        # client (e.g. one watching backend status) asks for them.
+        self._accept_retained = accept_retained
+        self.retained_dropped = 0
         self._router = Router()
         self._listeners: list[ConnectionListener] = []
         self._client: aiomqtt.Client | None = None
@@ -127,6 +133,7 @@ class MqttBus:
                 aiomqtt.Will(self.status_topic, b'{"online": false}', qos=1, retain=True)
                 if self.status_topic else None
             )
+            reason = "connection closed"
             try:
                 async with _Client(
                     self.host, self.port, identifier=self.client_id, keepalive=self._keepalive,
@@ -145,8 +152,16 @@ class MqttBus:
                     delay = self._backoff[0]
                     log.info("mqtt connected", broker=self.url)
                     self._notify(True, "")
-                    async for message in client.messages:
-                        self._dispatch(str(message.topic), bytes(message.payload or b""))  # type: ignore[arg-type]
+                    try:
+                        async for message in client.messages:
+                            if message.retain and not self._accept_retained:
+                                self.retained_dropped += 1
+                                log.warning("retained message dropped", topic=str(message.topic))
+                                continue
+                            self._dispatch(str(message.topic), bytes(message.payload or b""))  # type: ignore[arg-type]
+                    except asyncio.CancelledError:
+                        await self._say_offline(client)
+                        raise
             except aiomqtt.MqttError as exc:
                 reason = str(exc) or type(exc).__name__
             finally:
@@ -160,6 +175,12 @@ class MqttBus:
             self.reconnects += 1
             await asyncio.sleep(delay)
             delay = min(delay * 2, self._backoff[1])
+
+    async def _say_offline(self, client: aiomqtt.Client) -> None:
+        """A clean stop does not fire the last will: say "offline" ourselves."""
+        if self.status_topic:
+            with contextlib.suppress(aiomqtt.MqttError, TimeoutError):
+                await client.publish(self.status_topic, b'{"online": false}', qos=1, retain=True, timeout=1.0)
 
     def _dispatch(self, topic: str, payload: bytes) -> None:
         for handler in self._router.handlers(topic):

@@ -26,7 +26,7 @@ def settings_for(tmp: Path, broker_url: str | None, port_path: str, **table: Any
     }
     cfg.update(table)
     return load_settings(
-        service={"journal_path": tmp / "journal.sqlite", "metrics_port": None},
+        service={"journal_path": tmp / "journal.sqlite", "metrics_enabled": False},
         mqtt={"url": broker_url, "client_id": f"backend-{uuid.uuid4().hex[:6]}"},
         tables=[cfg],
     )
@@ -36,7 +36,8 @@ class Recorder:
     """A subscriber with a persistent session that records everything under studio/v1/#."""
 
     def __init__(self, url: str) -> None:
-        self.bus = MqttBus(url, client_id=f"recorder-{uuid.uuid4().hex[:8]}", persistent_session=True)
+        self.bus = MqttBus(url, client_id=f"recorder-{uuid.uuid4().hex[:8]}", persistent_session=True,
+                           accept_retained=True)
         self.messages: list[tuple[str, dict[str, Any]]] = []
         self.bus.subscribe("studio/v1/#", self._on)
         self._task: asyncio.Task[None] | None = None

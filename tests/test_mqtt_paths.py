@@ -1,0 +1,145 @@
+"""MQTT-specific behaviour over a real Mosquitto: scanner JSON ingest, retained messages,
+backend status, and timers that bad traffic cannot postpone."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from dealer import topics
+from dealer.config import load_settings
+from dealer.round import Phase
+from dealer.service import Service
+from drivers.bus import LocalBus
+from drivers.mqtt import MqttBus
+from drivers.scanner_json import ScannerMessage
+from tests.conftest import Broker, wait_until
+from tests.harness import DEAL, TABLE, Recorder, start_service, stop_service
+
+POSITIONS = ["A1", "B1", "A2", "B2", "A3", "B3"]
+READER = "GW1"
+
+
+def mqtt_settings(tmp: Path, url: str | None, **table):
+    cfg = {"id": TABLE, "game": "teen-patti", "betting_seconds": 0.3, "pause_seconds": 0.1,
+           "scanner": {"kind": "mqtt", "reader_id": READER, "heartbeat_timeout": 30}}
+    cfg.update(table)
+    return load_settings(service={"journal_path": tmp / "journal.sqlite", "metrics_enabled": False, "node_id": "n1"},
+                         mqtt={"url": url, "client_id": "backend-mqtt-test"}, tables=[cfg])
+
+
+class Gateway:
+    def __init__(self, rec: Recorder) -> None:
+        self.rec, self.seq = rec, 0
+
+    async def send(self, status: str, payload: str = "", *, advance: bool = True, seq: int | None = None) -> None:
+        if advance:
+            self.seq += 1
+        msg = ScannerMessage(reader=READER, seq=self.seq if seq is None else seq, status=status, payload=payload)
+        await self.rec.bus.publish(topics.scanner(TABLE), msg.model_dump_json().encode())
+
+
+async def test_mqtt_scanner_ingest_deals_a_round_and_rejects_bad_json(broker: Broker, tmp_path: Path):
+    rec = await Recorder(broker.url).start()
+    service, task = await start_service(mqtt_settings(tmp_path, broker.url))
+    gw = Gateway(rec)
+    try:
+        await wait_until(lambda: service.bus.connected, what="backend subscribed")
+        await gw.send("BOOT", "gw-1.0", advance=False, seq=0)
+        await wait_until(lambda: rec.expects("A1"), what="NEXT A1 once the gateway is heard")
+        # malformed input on the scanner topic changes nothing
+        await rec.bus.publish(topics.scanner(TABLE), b"{oops")
+        await rec.bus.publish(topics.scanner(TABLE), json.dumps({"reader": "OTHER", "seq": 1, "status": "OK",
+                                                                  "payload": "AS"}).encode())
+        await rec.bus.publish(topics.scanner(TABLE), json.dumps({"reader": READER, "seq": "1", "status": "OK",
+                                                                  "payload": "AS"}).encode())
+        await wait_until(lambda: service.metrics.bad_messages.labels(topic_kind="scanner")._value.get() == 3,
+                         what="three bad scanner messages counted")
+        assert service.tables[TABLE].current.cards == {}
+        for code, pos in zip(DEAL[:2], POSITIONS[:2]):
+            await wait_until(lambda: rec.expects(pos), what=f"NEXT {pos}")
+            await gw.send("OK", code)
+        await wait_until(lambda: rec.expects("A2"), what="NEXT A2")
+        gw.seq += 1  # a frame the gateway never delivered: the next one reveals the gap
+        await gw.send("OK", DEAL[2])
+        await wait_until(lambda: rec.prompts("RESCAN"), what="RESCAN after a lost frame")
+        assert rec.prompts("RESCAN")[0]["reason"] == "frame_lost"
+        assert service.tables[TABLE].current.cards == dict(zip(POSITIONS[:3], DEAL[:3]))  # the read itself counted
+        for code, pos in zip(DEAL[3:], POSITIONS[3:]):
+            await wait_until(lambda: rec.expects(pos), what=f"NEXT {pos}")
+            await gw.send("OK", code)
+        key = f"{TABLE}:{TABLE}-000001"
+        await wait_until(lambda: rec.results(key), what="result")
+        assert rec.results(key)[0]["cards"] == dict(zip(POSITIONS, DEAL))
+    finally:
+        await stop_service(task)
+        await rec.stop()
+
+
+async def test_retained_actions_are_never_replayed_and_status_goes_offline_on_stop(broker: Broker, tmp_path: Path):
+    rec = await Recorder(broker.url).start()
+    bet = {"type": "place_bet", "bet_id": "stale", "player_id": "p", "bet_type": "tie", "stake": "1"}
+    await rec.bus._client.publish(topics.actions(TABLE), json.dumps(bet).encode(), qos=1, retain=True)  # type: ignore[union-attr]
+    settings = mqtt_settings(tmp_path, broker.url, betting_seconds=60)
+    bus = MqttBus(broker.url, client_id="backend-status", status_topic=topics.backend_status("n1"))
+    service = Service(settings, bus=bus)
+    task = asyncio.create_task(service.run())
+    gw = Gateway(rec)
+    try:
+        await wait_until(lambda: bus.connected, what="backend connected")
+        await gw.send("HB", advance=False)
+        await wait_until(lambda: service.tables[TABLE].current is not None, what="round opened")
+        await wait_until(lambda: bus.retained_dropped >= 1, what="retained action dropped")
+        assert service.tables[TABLE].current.bets == {}
+        status = [m for t, m in rec.messages if t == topics.backend_status("n1")]
+        assert status and status[-1] == {"online": True}
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    await wait_until(lambda: [m for t, m in rec.messages if t == topics.backend_status("n1")][-1] == {"online": False},
+                     what="offline status after a clean stop")
+    await rec.stop()
+
+
+async def test_a_stream_of_rejected_events_does_not_postpone_the_next_round(tmp_path: Path):
+    """Between rounds, bets are refused; they must not re-arm the pause timer forever."""
+    bus = LocalBus()
+    settings = mqtt_settings(tmp_path, None, pause_seconds=0.4, betting_seconds=0.1)
+    service = Service(settings, bus=bus, broker_link=False)
+    task = asyncio.create_task(service.run())
+    await service.ready.wait()
+    seq = 0
+
+    async def pass_card(code: str) -> None:
+        nonlocal seq
+        seq += 1
+        await bus.publish(topics.scanner(TABLE), ScannerMessage(reader=READER, seq=seq, status="OK", payload=code)
+                          .model_dump_json().encode())
+
+    try:
+        await bus.publish(topics.scanner(TABLE), ScannerMessage(reader=READER, seq=0, status="BOOT").model_dump_json().encode())
+        await wait_until(lambda: service.tables[TABLE].current is not None
+                         and service.tables[TABLE].current.phase == Phase.BETTING_CLOSED, what="betting closed")
+        for code in DEAL:
+            n = len(service.tables[TABLE].current.cards)
+            await pass_card(code)
+            await wait_until(lambda: len(service.tables[TABLE].current.cards) == n + 1, what="card registered")
+        first = service.tables[TABLE].current.round_id
+
+        async def spam() -> None:
+            i = 0
+            while True:
+                i += 1
+                late = {"type": "place_bet", "bet_id": f"late{i}", "player_id": "p", "bet_type": "tie", "stake": "1"}
+                await bus.publish(topics.actions(TABLE), json.dumps(late).encode())
+                await asyncio.sleep(0.05)
+
+        spammer = asyncio.create_task(spam())
+        try:
+            await wait_until(lambda: service.tables[TABLE].current.round_id != first, timeout=5, what="next round opened")
+        finally:
+            spammer.cancel()
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

@@ -23,7 +23,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     from dealer.config import ConfigError, load_settings
     from dealer.logs import configure_logging
-    from dealer.runner import run_service
+    from dealer.runner import run_loop, run_service
 
     try:
         settings = load_settings(args.config)
@@ -32,7 +32,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return 2
     configure_logging(settings.service.log_level)
     try:
-        asyncio.run(run_service(settings))
+        run_loop(run_service(settings))
     except KeyboardInterrupt:
         pass
     return 0
@@ -72,10 +72,11 @@ def _cmd_schemas(args: argparse.Namespace) -> int:
 def _cmd_bench(args: argparse.Namespace) -> int:
     from dealer.bench import run_latency_bench
     from dealer.logs import configure_logging
+    from dealer.runner import run_loop
 
     configure_logging("warning")
-    result = asyncio.run(run_latency_bench(tables=args.tables, seconds=args.seconds, broker=args.broker,
-                                           fsync=not args.no_fsync))
+    result = run_loop(run_latency_bench(tables=args.tables, seconds=args.seconds, broker=args.broker,
+                                        fsync=not args.no_fsync, loop=args.loop), args.loop)
     print(json.dumps(result, sort_keys=True))
     return 0
 
@@ -116,6 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     lat.add_argument("--seconds", type=float, default=20.0)
     lat.add_argument("--broker", help="use this broker instead of starting a private mosquitto")
     lat.add_argument("--no-fsync", action="store_true")
+    lat.add_argument("--loop", choices=["uvloop", "asyncio"], default="uvloop",
+                     help="event loop of the backend and the load generator")
     lat.set_defaults(func=_cmd_bench)
     return p
 

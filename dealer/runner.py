@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 import structlog
 
@@ -14,7 +16,20 @@ from dealer.service import Service
 from drivers.bus import Bus, LocalBus
 from drivers.mqtt import MqttBus
 
+T = TypeVar("T")
 log = structlog.get_logger("dealer.runner")
+
+
+def run_loop(main: Coroutine[Any, Any, T], loop: str = "uvloop") -> T:
+    """Run ``main`` on uvloop (libuv: measurably less loop overhead at hundreds of tables)
+    or on the standard asyncio loop."""
+    if loop == "uvloop":
+        try:
+            import uvloop
+        except ImportError:  # not on Linux: the standard loop is fine
+            return asyncio.run(main)
+        return uvloop.run(main)
+    return asyncio.run(main)
 
 
 def build_bus(settings: Settings) -> Bus:

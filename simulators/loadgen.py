@@ -134,11 +134,14 @@ def main() -> None:
     ap.add_argument("--broker", required=True)
     ap.add_argument("--tables", type=int, required=True)
     ap.add_argument("--seconds", type=float, required=True)
+    ap.add_argument("--loop", choices=["uvloop", "asyncio"], default="asyncio")
     args = ap.parse_args()
     from dealer.logs import configure_logging
+    from dealer.runner import run_loop
 
     configure_logging("warning")
-    print(json.dumps(asyncio.run(run_loadgen(args.broker, args.tables, args.seconds)), sort_keys=True), flush=True)
+    result = run_loop(run_loadgen(args.broker, args.tables, args.seconds), args.loop)
+    print(json.dumps(result, sort_keys=True), flush=True)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ CREATE TABLE IF NOT EXISTS events (
 );
 CREATE INDEX IF NOT EXISTS events_by_round ON events (table_id, type, round_id);
 CREATE TABLE IF NOT EXISTS outbox (
-    id INTEGER PRIMARY KEY,
+    id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: an id names one result forever
     key TEXT NOT NULL UNIQUE,
     topic TEXT NOT NULL,
     payload BLOB NOT NULL,
@@ -84,7 +84,10 @@ class Journal:
             rows: list[OutboxRow] = []
             for key, topic, payload, table_id, round_id in batch.outbox:
                 cur = db.execute(
-                    "INSERT OR IGNORE INTO outbox (key, topic, payload, table_id, round_id) VALUES (?, ?, ?, ?, ?)",
+                    # Only a second row for the same idempotency key is ignored (a replayed
+                    # commit); any other constraint failure aborts the whole batch.
+                    "INSERT INTO outbox (key, topic, payload, table_id, round_id) VALUES (?, ?, ?, ?, ?) "
+                    "ON CONFLICT (key) DO NOTHING",
                     (key, topic, payload, table_id, round_id),
                 )
                 if cur.rowcount:

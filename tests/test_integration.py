@@ -23,15 +23,27 @@ async def deal(rec: Recorder, shoe: HandShoe, cards: list[str], positions: list[
         shoe.scan(code)
 
 
-@pytest.fixture
-async def studio(broker: Broker, tmp_path: Path, pty_dir: Path):
+async def _studio(broker: Broker, tmp_path: Path, pty_dir: Path, **table):
     shoe = HandShoe(pty_dir)
     rec = await Recorder(broker.url).start()
-    service, task = await start_service(settings_for(tmp_path, broker.url, shoe.path))
+    service, task = await start_service(settings_for(tmp_path, broker.url, shoe.path, **table))
     yield service, rec, shoe
     await stop_service(task)
     await rec.stop()
     shoe.close()
+
+
+@pytest.fixture
+async def studio(broker: Broker, tmp_path: Path, pty_dir: Path):
+    async for s in _studio(broker, tmp_path, pty_dir):
+        yield s
+
+
+@pytest.fixture
+async def long_betting(broker: Broker, tmp_path: Path, pty_dir: Path):
+    """A studio whose betting period outlasts the test: the round stays BETTING_OPEN."""
+    async for s in _studio(broker, tmp_path, pty_dir, betting_seconds=60):
+        yield s
 
 
 async def test_rescan_after_noread(studio):
@@ -103,30 +115,23 @@ async def test_broker_killed_after_betting_closed_result_arrives_once_after_rest
     assert rec.results(KEY)[0]["outcome"] == "COMPLETED" and rec.results(KEY)[0]["cards"] == dict(zip(POSITIONS, DEAL))
 
 
-async def test_link_lost_while_betting_open_cancels_and_refunds(broker: Broker, tmp_path: Path, pty_dir: Path):
-    shoe = HandShoe(pty_dir)
-    rec = await Recorder(broker.url).start()
-    service, task = await start_service(settings_for(tmp_path, broker.url, shoe.path, betting_seconds=60))
-    try:
-        await wait_until(lambda: rec.events("round_opened"), what="round opened")
-        await rec.publish(topics.actions(TABLE), {"type": "place_bet", "bet_id": "b1", "player_id": "p1",
-                                                  "bet_type": "player_a", "stake": "10.00"})
-        await wait_until(lambda: rec.events("bet_accepted"), what="bet accepted")
-        broker.kill()
-        await wait_until(lambda: service.tables[TABLE].current.phase == Phase.CANCELLED, what="round cancelled")
-        assert service.tables[TABLE].can_open() is not None  # no new round while the link is down
-        broker.start()
-        await wait_until(lambda: rec.results(KEY), what="refund result")
-        res = rec.results(KEY)[0]
-        assert res["outcome"] == "CANCELLED" and res["refund_all"] is True and res["bets"] == {}
-        assert res["accepted_bets"] == {"count": 1, "stakes": {"player_a": "10.00"}, "bet_ids": ["b1"]}
-        await wait_until(lambda: service.tables[TABLE].current.round_id == f"{TABLE}-000002", what="next round")
-        assert len(rec.results(KEY)) == 1
-        assert Decimal(res["accepted_bets"]["stakes"]["player_a"]) == Decimal("10.00")
-    finally:
-        await stop_service(task)
-        await rec.stop()
-        shoe.close()
+async def test_link_lost_while_betting_open_cancels_and_refunds(broker: Broker, long_betting):
+    service, rec, _shoe = long_betting
+    await wait_until(lambda: rec.events("round_opened"), what="round opened")
+    await rec.publish(topics.actions(TABLE), {"type": "place_bet", "bet_id": "b1", "player_id": "p1",
+                                              "bet_type": "player_a", "stake": "10.00"})
+    await wait_until(lambda: rec.events("bet_accepted"), what="bet accepted")
+    broker.kill()
+    await wait_until(lambda: service.tables[TABLE].current.phase == Phase.CANCELLED, what="round cancelled")
+    assert service.tables[TABLE].can_open() is not None  # no new round while the link is down
+    broker.start()
+    await wait_until(lambda: rec.results(KEY), what="refund result")
+    res = rec.results(KEY)[0]
+    assert res["outcome"] == "CANCELLED" and res["refund_all"] is True and res["bets"] == {}
+    assert res["accepted_bets"] == {"count": 1, "stakes": {"player_a": "10.00"}, "bet_ids": ["b1"]}
+    await wait_until(lambda: service.tables[TABLE].current.round_id == f"{TABLE}-000002", what="next round")
+    assert len(rec.results(KEY)) == 1
+    assert Decimal(res["accepted_bets"]["stakes"]["player_a"]) == Decimal("10.00")
 
 
 async def test_serial_unplugged_and_replugged_mid_round(studio):
@@ -147,23 +152,16 @@ async def test_serial_unplugged_and_replugged_mid_round(studio):
     assert [e["data"]["link"] for e in rec.events("link_down_round_continues")] == [link]
 
 
-async def test_bad_actions_get_a_clear_rejection_and_change_nothing(broker: Broker, tmp_path: Path, pty_dir: Path):
-    shoe = HandShoe(pty_dir)
-    rec = await Recorder(broker.url).start()
-    service, task = await start_service(settings_for(tmp_path, broker.url, shoe.path, betting_seconds=60))
-    try:
-        await wait_until(lambda: rec.events("round_opened"), what="round opened")
-        await rec.bus.publish(topics.actions(TABLE), b"{not json")
-        await rec.publish(topics.actions(TABLE), {"type": "place_bet", "bet_id": "b1", "player_id": "p1",
-                                                  "bet_type": "player_a", "stake": 10.5})
-        await rec.publish(topics.actions(TABLE), {"type": "place_bet", "bet_id": "b2", "player_id": "p1",
-                                                  "bet_type": "banker", "stake": "1"})
-        await wait_until(lambda: len(rec.events("rejected")) >= 3, what="three rejections")
-        reasons = " | ".join(e["data"]["reason"] for e in rec.events("rejected"))
-        assert "malformed action" in reasons and "float" in reasons and "unknown bet type" in reasons
-        assert service.tables[TABLE].current.bets == {}
-        assert service.metrics.bad_messages.labels(topic_kind="actions")._value.get() == 2
-    finally:
-        await stop_service(task)
-        await rec.stop()
-        shoe.close()
+async def test_bad_actions_get_a_clear_rejection_and_change_nothing(long_betting):
+    service, rec, _shoe = long_betting
+    await wait_until(lambda: rec.events("round_opened"), what="round opened")
+    await rec.bus.publish(topics.actions(TABLE), b"{not json")
+    await rec.publish(topics.actions(TABLE), {"type": "place_bet", "bet_id": "b1", "player_id": "p1",
+                                              "bet_type": "player_a", "stake": 10.5})
+    await rec.publish(topics.actions(TABLE), {"type": "place_bet", "bet_id": "b2", "player_id": "p1",
+                                              "bet_type": "banker", "stake": "1"})
+    await wait_until(lambda: len(rec.events("rejected")) >= 3, what="three rejections")
+    reasons = " | ".join(e["data"]["reason"] for e in rec.events("rejected"))
+    assert "malformed action" in reasons and "float" in reasons and "unknown bet type" in reasons
+    assert service.tables[TABLE].current.bets == {}
+    assert service.metrics.bad_messages.labels(topic_kind="actions")._value.get() == 2

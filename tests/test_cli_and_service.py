@@ -146,3 +146,10 @@ async def test_virtual_dealer_over_an_mqtt_gateway_with_faults(broker: Broker, t
     assert service.metrics.rescans.labels(table=TABLE, reason="noread")._value.get() >= 1
     for res in results[:3]:
         assert res["outcome"] == "COMPLETED" and len(set(res["cards"].values())) == 6
+
+
+def test_demo_can_also_publish_over_a_real_broker(broker: Broker):
+    out = run_cli("demo", "--rounds", "2", "--broker", broker.url, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    summary = json.loads(out.stdout.rsplit("summary ", 1)[1])
+    assert summary["rounds_settled"] == 2 and summary["reconciliation_mismatches"] == []

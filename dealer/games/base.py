@@ -1,16 +1,18 @@
 """The small interface every game implements, so the round machine stays game-agnostic.
 
 A game is built from its validated options (house options and pay tables, a
-pydantic model) and answers four questions: which cards exist (``deck``), in
-which order they are dealt (``deal_plan``), whether a bet is allowed
-(``check_bet``), and how a completed deal resolves every bet type (``resolve``).
-Adding a game is one module with a subclass of :class:`Game` plus a registry line.
+pydantic model) and answers a few questions: which cards exist (``deck``), in
+which order they are dealt to the seats that bet (``deal_plan``), whether a bet is
+allowed (``check_bet``), who must decide after the deal and what they may choose
+(``deciders``, ``decision_actions``, ``default_decision``), and how a completed deal
+and those decisions resolve every bet (``resolve``). Adding a game is one module with
+a subclass of :class:`Game` plus a registry line.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import StrEnum
@@ -26,11 +28,28 @@ class Face(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Position:
-    """One step of a deal plan (`decks.md` §3): ``A1``, ``P3.2``, ``BURN1`` ..."""
+    """One step of a deal plan (`decks.md` §3): ``A1``, ``P3.2``, ``BURN1`` ...
+
+    A ``DOWN`` card with a ``seat`` is that seat's hole card: only the seat's player may
+    see it before the result. A ``DOWN`` card without a seat (the dealer's) is seen by
+    nobody until the result reveals it; a burn card is never shown.
+    """
 
     name: str
     face: Face = Face.UP
     burn: bool = False
+    seat: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BetView:
+    """What a game needs to know of an accepted bet."""
+
+    bet_id: str
+    player_id: str
+    bet_type: str
+    stake: Decimal
+    seat: int | None = None
 
 
 class Outcome(StrEnum):
@@ -41,11 +60,17 @@ class Outcome(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class BetResolution:
-    """How one bet type resolves: ``ratio`` is X in "X:1" and is only meaningful for WIN."""
+    """How one bet resolves: ``ratio`` is X in "X:1" and is only meaningful for WIN.
+
+    ``bonus_ratio`` is an extra payout of X times the stake paid *whatever the outcome*
+    (Sevenluck's Ante Bonus: "regardless of winning or losing"); it never returns the
+    stake by itself.
+    """
 
     outcome: Outcome
     ratio: Decimal = Decimal(0)
     category: str | None = None  # the hand category that decided a side bet, if any
+    bonus_ratio: Decimal = Decimal(0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,12 +81,18 @@ class HandInfo:
 
 @dataclass(frozen=True, slots=True)
 class GameOutcome:
-    """Everything settlement and the dealer station need to know about a completed deal."""
+    """Everything settlement and the dealer station need to know about a completed deal.
+
+    ``bets`` holds resolutions that are the same for every player (Teen Patti: by bet
+    type); ``player_bets`` holds per-player ones (games where players decide):
+    player id -> bet type -> resolution.
+    """
 
     hands: dict[str, HandInfo]
-    winner: str | None  # e.g. "A", "B", "TIE"
+    winner: str | None  # e.g. "A", "B", "TIE"; None where each player has their own result
     bets: dict[str, BetResolution]
     details: dict[str, Any] = field(default_factory=dict)  # game-specific, JSON-safe
+    player_bets: dict[str, dict[str, BetResolution]] = field(default_factory=dict)
 
 
 class GameOptions(BaseModel):
@@ -90,9 +121,18 @@ class Game(ABC):
     def deck(self) -> frozenset[str]:
         """The card codes that belong to this game's deck; anything else is a foreign card."""
 
+    #: What a decider may choose after the deal (e.g. ``("PLAY", "FOLD")``); empty: no decisions.
+    decision_actions: ClassVar[tuple[str, ...]] = ()
+
+    @property
+    def seat_count(self) -> int:
+        """Number of seats whose bets must name a seat; 0 where bets have no seat."""
+        return 0
+
     @abstractmethod
-    def deal_plan(self) -> tuple[Position, ...]:
-        """The positions in the order the dealer deals them (burns included)."""
+    def deal_plan(self, seats: Sequence[int] = ()) -> tuple[Position, ...]:
+        """The positions in the order the dealer deals them (burns included), for a round in
+        which ``seats`` (sorted) hold bets. Games without seats ignore ``seats``."""
 
     def check_bet(self, bet_type: str, held: frozenset[str]) -> str | None:
         """Reason a player holding bets of types ``held`` may not add ``bet_type``, or None."""
@@ -100,6 +140,16 @@ class Game(ABC):
             return f"unknown bet type {bet_type!r} for {self.name} (expected one of {', '.join(self.bet_types)})"
         return None
 
+    def deciders(self, bets: Sequence[BetView]) -> dict[str, int | None]:
+        """Players who must decide once the deal is complete (player id -> seat)."""
+        return {}
+
+    def default_decision(self) -> str | None:
+        """The action applied when a decider's timer runs out (``decks.md`` §5.3)."""
+        return None
+
     @abstractmethod
-    def resolve(self, cards: Mapping[str, str]) -> GameOutcome:
-        """Resolve a completed deal: ``cards`` maps every non-burn position name to its code."""
+    def resolve(self, cards: Mapping[str, str], bets: Sequence[BetView] = (),
+                decisions: Mapping[str, str] | None = None) -> GameOutcome:
+        """Resolve a completed deal: ``cards`` maps every non-burn position name to its code;
+        ``bets`` are the accepted bets and ``decisions`` each decider's action."""

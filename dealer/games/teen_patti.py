@@ -27,6 +27,7 @@ from pydantic import Field, ValidationInfo, field_validator
 from dealer.cards import CARD_ID, STANDARD_52, Card, CardError, parse_card
 from dealer.games.base import (
     BetResolution,
+    BetView,
     Face,
     Game,
     GameOptions,
@@ -315,7 +316,7 @@ class TeenPatti(Game):
     def deck(self) -> frozenset[str]:
         return _DECK
 
-    def deal_plan(self) -> tuple[Position, ...]:
+    def deal_plan(self, seats: Sequence[int] = ()) -> tuple[Position, ...]:
         """§2.2: six face-up cards, optionally after one burn card that is never shown."""
         burn_count = self.options.burn_cards
         burns = tuple(Position(f"BURN{i}", Face.DOWN, burn=True) for i in range(1, burn_count + 1))
@@ -334,7 +335,8 @@ class TeenPatti(Game):
             )
         return None
 
-    def resolve(self, cards: Mapping[str, str]) -> GameOutcome:
+    def resolve(self, cards: Mapping[str, str], bets: Sequence[BetView] = (),
+                decisions: Mapping[str, str] | None = None) -> GameOutcome:
         """§5: settle all six bet types from the six registered cards A1..B3."""
         hand_codes = _hand_codes(cards)
         a, b = evaluate3(hand_codes["A"]), evaluate3(hand_codes["B"])

@@ -66,6 +66,7 @@ class TableConfig(_Strict):
     minor_unit: Decimal = Decimal("0.01")
     rounding: Rounding = Rounding.DOWN
     betting_seconds: float = Field(default=15.0, gt=0)
+    decision_seconds: float = Field(default=15.0, gt=0, description="players' decision timer (games with decisions)")
     pause_seconds: float = Field(default=3.0, ge=0)
     auto_rounds: bool = True
     alert_after: int = Field(default=3, ge=1)
@@ -107,7 +108,7 @@ class TableConfig(_Strict):
         game = game_class(self.game).from_options(self.options)
         return TableRules(
             table_id=self.id, game=game, currency=self.currency, minor_unit=self.minor_unit,
-            rounding=self.rounding, alert_after=self.alert_after,
+            rounding=self.rounding, alert_after=self.alert_after, decision_ms=int(self.decision_seconds * 1000),
             limits={k: BetLimit(v.min, v.max) for k, v in self.limits.items()},
         )
 

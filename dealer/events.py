@@ -34,6 +34,7 @@ class PlaceBet(_Event):
     player_id: Id
     bet_type: Annotated[str, Field(min_length=1, max_length=32)]
     stake: Decimal = Field(description="decimal string in the table currency, e.g. \"10.00\"")
+    seat: int | None = Field(default=None, ge=1, le=99, description="the seat, in games whose bets name one")
 
     @field_validator("stake", mode="before")
     @classmethod
@@ -79,6 +80,20 @@ class SupervisorVoid(_Event):
     reason: Annotated[str, Field(min_length=1, max_length=200)]
 
 
+class PlayerDecision(_Event):
+    """A player's choice once the deal is complete (Sevenluck: PLAY or FOLD)."""
+
+    type: Literal["player_decision"] = "player_decision"
+    player_id: Id
+    action: Annotated[str, Field(min_length=1, max_length=16, pattern=r"^[A-Z_]+$")]
+
+
+class DecisionTimeout(_Event):
+    """The decision timer ran out: every player still undecided gets the default action."""
+
+    type: Literal["decision_timeout"] = "decision_timeout"
+
+
 class ResultDelivered(_Event):
     """The broker acknowledged the round's result (outbox row removed in the same commit)."""
 
@@ -88,11 +103,12 @@ class ResultDelivered(_Event):
 
 
 Event = Annotated[
-    Union[OpenRound, PlaceBet, CloseBetting, ScanRead, ReadFailed, LinkDown, LinkUp, SupervisorVoid, ResultDelivered],
+    Union[OpenRound, PlaceBet, CloseBetting, ScanRead, ReadFailed, LinkDown, LinkUp, SupervisorVoid,
+          PlayerDecision, DecisionTimeout, ResultDelivered],
     Field(discriminator="type"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 
 #: What dealer stations, players and supervisors may send on ``.../actions``.
-Action = Annotated[Union[PlaceBet, CloseBetting, SupervisorVoid], Field(discriminator="type")]
+Action = Annotated[Union[PlaceBet, PlayerDecision, CloseBetting, SupervisorVoid], Field(discriminator="type")]
 ACTION_ADAPTER: TypeAdapter[Action] = TypeAdapter(Action)

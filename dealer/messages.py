@@ -27,6 +27,8 @@ class BetTypeResult(_Msg):
     outcome: Outcome
     ratio: Decimal = Field(description="X of X:1, meaningful for WIN (the stake is returned on top)")
     category: str | None = None
+    bonus_ratio: Decimal = Field(default=Decimal(0), description="extra X times the stake paid whatever the "
+                                 "outcome (Sevenluck Ante Bonus); never returns the stake by itself")
 
 
 class HandResult(_Msg):
@@ -41,6 +43,15 @@ class BetsSummary(_Msg):
     stakes: dict[str, Decimal] = Field(default_factory=dict, description="total stake per bet type")
     bet_ids: list[str] = Field(default_factory=list, description="every accepted bet id, in acceptance order: "
                                "settle exactly these; a bet not listed was never accepted")
+
+
+class DecisionRecord(_Msg):
+    """What a decider chose, and whether the player chose it or the timer did."""
+
+    action: str
+    by: Literal["player", "timeout"]
+    seat: int | None = None
+    play_stake: Decimal | None = Field(default=None, description="the Play bet this decision created, if any")
 
 
 class MoneyRules(_Msg):
@@ -63,7 +74,11 @@ class RoundResult(_Msg):
     cards: dict[str, str] = Field(default_factory=dict, description="position -> card code (burns excluded)")
     hands: dict[str, HandResult] = Field(default_factory=dict)
     winner: str | None = None
-    bets: dict[str, BetTypeResult] = Field(default_factory=dict, description="empty when refund_all")
+    bets: dict[str, BetTypeResult] = Field(default_factory=dict, description="by bet type, the same for every "
+                                           "player; empty when refund_all")
+    player_bets: dict[str, dict[str, BetTypeResult]] = Field(
+        default_factory=dict, description="player id -> bet type -> resolution, in games where players decide")
+    decisions: dict[str, DecisionRecord] = Field(default_factory=dict, description="player id -> decision")
     details: dict[str, Any] = Field(default_factory=dict)
     accepted_bets: BetsSummary
     money: MoneyRules
@@ -73,6 +88,21 @@ class RoundResult(_Msg):
 
 
 PromptKind = Literal["NEXT", "RESCAN", "ALERT", "WAIT", "REJECTED", "DONE"]
+
+PlayerMessageKind = Literal["bet_accepted", "rejected", "hole_card", "decision_required", "decision_accepted"]
+
+
+class PlayerMessage(_Msg):
+    """A message for one player only, on ``.../players/{player_id}``: replies to that player's
+    actions, and the hole cards only that player may see (``decks.md`` §3)."""
+
+    schema_id: Literal["studio.v1.player_message"] = "studio.v1.player_message"
+    table_id: str
+    round_id: str | None = None
+    player_id: str
+    kind: PlayerMessageKind
+    at: int
+    data: dict[str, Any] = Field(default_factory=dict)
 
 
 class StationPrompt(_Msg):

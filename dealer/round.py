@@ -23,21 +23,25 @@ from typing import Union
 
 from dealer.events import (
     CloseBetting,
+    DecisionTimeout,
     Event,
     LinkDown,
     OpenRound,
     PlaceBet,
+    PlayerDecision,
     ReadFailed,
     ResultDelivered,
     ScanRead,
     SupervisorVoid,
 )
-from dealer.games.base import Face, Game
+from dealer.games.base import BetResolution, BetView, Face, Game, Position
 from dealer.messages import (
     BetsSummary,
     BetTypeResult,
+    DecisionRecord,
     HandResult,
     MoneyRules,
+    PlayerMessage,
     RoundEvent,
     RoundResult,
     StationPrompt,
@@ -49,6 +53,7 @@ class Phase(StrEnum):
     BETTING_OPEN = "BETTING_OPEN"
     BETTING_CLOSED = "BETTING_CLOSED"  # the round has started (teen-patti-2020.md §6)
     DEALING = "DEALING"
+    DECISION = "DECISION"  # the deal is complete; players decide (timer runs from here only)
     RESULT = "RESULT"  # result computed, waiting in the outbox for the broker's PUBACK
     SETTLED = "SETTLED"  # result delivered to settlement
     CANCELLED = "CANCELLED"  # failure before the round started: refund all
@@ -56,7 +61,7 @@ class Phase(StrEnum):
 
 
 #: Phases in which the round is still being played.
-ACTIVE = frozenset({Phase.BETTING_OPEN, Phase.BETTING_CLOSED, Phase.DEALING})
+ACTIVE = frozenset({Phase.BETTING_OPEN, Phase.BETTING_CLOSED, Phase.DEALING, Phase.DECISION})
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +81,7 @@ class TableRules:
     rounding: Rounding = Rounding.DOWN
     limits: Mapping[str, BetLimit] = field(default_factory=dict)
     alert_after: int = 3
+    decision_ms: int = 15_000
 
     @property
     def money(self) -> MoneyRules:
@@ -90,7 +96,7 @@ class Rejection:
     reason: str
 
 
-Effect = Union[StationPrompt, RoundEvent, RoundResult, Rejection]
+Effect = Union[StationPrompt, RoundEvent, RoundResult, PlayerMessage, Rejection]
 
 
 @dataclass(slots=True)
@@ -125,11 +131,15 @@ class Round:
         self.betting_closes_at = opened.betting_closes_at
         self.closed_at: int | None = None
         self.phase = Phase.BETTING_OPEN
-        self.plan = rules.game.deal_plan()
+        self.plan: tuple[Position, ...] = ()  # fixed when betting closes: it depends on the seats that bet
         self.next_index = 0
         self.cards: dict[str, str] = {}
         self.bets: dict[str, PlaceBet] = {}
         self._held: dict[str, set[str]] = {}
+        self.seat_owner: dict[int, str] = {}
+        self.deciders: dict[str, int | None] = {}
+        self.decisions: dict[str, DecisionRecord] = {}
+        self.decision_deadline: int | None = None
         self._reject_key: tuple[str, str] | None = None
         self.reject_count = 0
         self.result: RoundResult | None = None
@@ -157,6 +167,8 @@ class Round:
             return self._prompt("WAIT", at, message="betting is open: do not deal")
         if self.phase in (Phase.BETTING_CLOSED, Phase.DEALING):
             return self._next_prompt(at)
+        if self.phase == Phase.DECISION:
+            return self._prompt("WAIT", at, message="players are deciding: do not reveal")
         return self._prompt("DONE", at, message=f"round {self.phase.lower()}")
 
     # -- transitions ------------------------------------------------------------------
@@ -168,6 +180,8 @@ class Round:
             reason = f"duplicate bet id {ev.bet_id!r}"
         else:
             reason = r.game.check_bet(ev.bet_type, frozenset(self._held.get(ev.player_id, ())))
+        if reason is None:
+            reason = self._seat_problem(ev)
         if reason is None:
             try:
                 check_stake(ev.stake, r.minor_unit)
@@ -182,12 +196,34 @@ class Round:
             return step
         self.bets[ev.bet_id] = ev
         self._held.setdefault(ev.player_id, set()).add(ev.bet_type)
-        data = {"bet_id": ev.bet_id, "player_id": ev.player_id, "bet_type": ev.bet_type, "stake": str(ev.stake)}
-        return Step(True, True, [self._event("bet_accepted", ev.at, **data)])
+        if ev.seat is not None:
+            self.seat_owner[ev.seat] = ev.player_id
+        data = {"bet_id": ev.bet_id, "player_id": ev.player_id, "bet_type": ev.bet_type, "stake": str(ev.stake),
+                "seat": ev.seat}
+        return Step(True, True, [self._event("bet_accepted", ev.at, **data),
+                                 self._tell(ev.player_id, "bet_accepted", ev.at, **data)])
+
+    def _seat_problem(self, ev: PlaceBet) -> str | None:
+        """Seated games: a bet names an existing seat, one player per seat, one seat per player."""
+        n = self.rules.game.seat_count
+        if n == 0:
+            return None if ev.seat is None else f"{self.rules.game.name} bets have no seat (got seat {ev.seat})"
+        if ev.seat is None:
+            return f"a {self.rules.game.name} bet must name a seat 1..{n}"
+        if not 1 <= ev.seat <= n:
+            return f"seat {ev.seat} does not exist at this table (seats 1..{n})"
+        owner = self.seat_owner.get(ev.seat)
+        if owner is not None and owner != ev.player_id:
+            return f"seat {ev.seat} is taken by another player"
+        mine = next((s for s, p in self.seat_owner.items() if p == ev.player_id), None)
+        if mine is not None and mine != ev.seat:
+            return f"player {ev.player_id} already plays seat {mine}"
+        return None
 
     def _close_betting(self, ev: CloseBetting) -> Step:
         self.phase = Phase.BETTING_CLOSED
         self.closed_at = ev.at
+        self.plan = self.rules.game.deal_plan(sorted(self.seat_owner))
         return Step(True, True, [
             self._event("betting_closed", ev.at, by=ev.by, bets=len(self.bets)),
             self._next_prompt(ev.at),
@@ -208,10 +244,57 @@ class Round:
             "card_registered", ev.at, position=pos.name, step=self.next_index,
             card=ev.code if public else None,
         )]
+        owner = self.seat_owner.get(pos.seat) if pos.seat is not None and not public else None
+        if owner is not None:  # a hole card goes to its owner only
+            effects.append(self._tell(owner, "hole_card", ev.at, position=pos.name, card=ev.code))
         if self.next_index < len(self.plan):
             effects.append(self._next_prompt(ev.at))
             return Step(True, True, effects)
+        self.deciders = self.rules.game.deciders(self._bet_views())
+        if self.deciders:
+            return Step(True, True, effects + self._open_decisions(ev.at))
         return Step(True, True, effects + self._finish(ev.at))
+
+    def _open_decisions(self, at: int) -> list[Effect]:
+        """The deal is complete: the decision timer starts now, never while a card is awaited."""
+        self.phase = Phase.DECISION
+        self.decision_deadline = at + self.rules.decision_ms
+        actions = list(self.rules.game.decision_actions)
+        effects: list[Effect] = [
+            self._event("decisions_open", at, players=sorted(self.deciders), closes_at=self.decision_deadline),
+            self._prompt("WAIT", at, message="players are deciding: do not reveal"),
+        ]
+        effects += [self._tell(p, "decision_required", at, actions=actions, closes_at=self.decision_deadline,
+                               seat=seat) for p, seat in sorted(self.deciders.items())]
+        return effects
+
+    def _decide(self, ev: PlayerDecision) -> Step:
+        game = self.rules.game
+        if ev.player_id not in self.deciders:
+            return self._reject(ev, f"player {ev.player_id} has no decision to make in round {self.round_id}")
+        if ev.player_id in self.decisions:
+            return self._reject(ev, f"player {ev.player_id} already chose {self.decisions[ev.player_id].action}")
+        if ev.action not in game.decision_actions:
+            return self._reject(ev, f"unknown action {ev.action!r} (expected one of {', '.join(game.decision_actions)})")
+        effects = self._record_decision(ev.player_id, ev.action, "player", ev.at)
+        if len(self.decisions) == len(self.deciders):
+            effects += self._finish(ev.at)
+        return Step(True, True, effects)
+
+    def _decision_timeout(self, ev: DecisionTimeout) -> Step:
+        default = self.rules.game.default_decision()
+        assert default is not None, "a game with decisions must have a default"
+        effects: list[Effect] = []
+        for player in sorted(set(self.deciders) - set(self.decisions)):
+            effects += self._record_decision(player, default, "timeout", ev.at)
+        return Step(True, True, effects + self._finish(ev.at))
+
+    def _record_decision(self, player: str, action: str, by: str, at: int) -> list[Effect]:
+        ante = next((b.stake for b in self.bets.values() if b.player_id == player and b.bet_type == "ante"), None)
+        self.decisions[player] = DecisionRecord(action=action, by=by, seat=self.deciders[player],  # type: ignore[arg-type]
+                                                play_stake=ante if action == "PLAY" else None)
+        return [self._event("decision_made", at, player_id=player, action=action, by=by),
+                self._tell(player, "decision_accepted", at, action=action, by=by)]
 
     def _read_failed(self, ev: ReadFailed) -> Step:
         return self._rescan(ev, ev.reason, ev.detail)
@@ -257,22 +340,31 @@ class Round:
             ))
         return Step(True, True, effects)
 
+    def _bet_views(self) -> list[BetView]:
+        return [BetView(b.bet_id, b.player_id, b.bet_type, b.stake, b.seat) for b in self.bets.values()]
+
     def _finish(self, at: int) -> list[Effect]:
         r = self.rules
         public = {p.name: self.cards[p.name] for p in self.plan if not p.burn}
-        outcome = r.game.resolve(public)
+        outcome = r.game.resolve(public, self._bet_views(), {p: d.action for p, d in self.decisions.items()})
         self.phase = Phase.RESULT
+        folded = {d.seat for d in self.decisions.values() if d.action == "FOLD"}
+        revealed = {p.name: self.cards[p.name] for p in self.plan
+                    if p.face == Face.DOWN and not p.burn and (p.seat is None or p.seat not in folded)}
         self.result = RoundResult(
             idempotency_key=f"{self.table_id}:{self.round_id}",
             table_id=self.table_id, round_id=self.round_id, game=r.game.name,
             outcome="COMPLETED", refund_all=False, cards=public,
             hands={k: HandResult(cards=list(h.cards), category=h.category) for k, h in outcome.hands.items()},
             winner=outcome.winner,
-            bets={k: BetTypeResult(outcome=b.outcome, ratio=b.ratio, category=b.category) for k, b in outcome.bets.items()},
+            bets={k: _bet_result(b) for k, b in outcome.bets.items()},
+            player_bets={p: {k: _bet_result(b) for k, b in res.items()} for p, res in outcome.player_bets.items()},
+            decisions=dict(self.decisions),
             details=outcome.details, accepted_bets=self._bets_summary(), money=r.money,
             opened_at=self.opened_at, closed_at=self.closed_at, finished_at=at,
         )
-        return [
+        reveal: list[Effect] = [self._event("cards_revealed", at, cards=revealed)] if revealed else []
+        return reveal + [
             self._event("round_result", at, winner=outcome.winner,
                         hands={k: h.category for k, h in outcome.hands.items()}),
             self._prompt("DONE", at, message=f"round complete: winner {outcome.winner}"),
@@ -306,7 +398,7 @@ class Round:
         if t in ("scan_read", "read_failed"):
             if p == Phase.BETTING_OPEN:
                 return "card scanned while betting is open: the deal starts after betting closes"
-            return f"the deal of round {rid} is over ({p.value}): no card is expected"
+            return f"the deal of round {rid} is complete ({p.value}): no card is expected"
         if t == "place_bet":
             return f"betting is closed for round {rid} ({p.value})"
         if t == "close_betting":
@@ -315,10 +407,16 @@ class Round:
             return f"round {rid} is already {p.value}: a round with a result cannot be voided"
         if t == "result_delivered":
             return f"round {rid} has no result waiting for delivery ({p.value})"
+        if t in ("player_decision", "decision_timeout"):
+            return f"round {rid} takes no decisions while {p.value}"
         return f"{t} is not allowed in round {rid} while {p.value}"
 
     def _reject(self, event: Event, reason: str) -> Step:
         return Step(False, False, [Rejection(event.type, reason)])
+
+    def _tell(self, player: str, kind: str, at: int, **data: object) -> PlayerMessage:
+        return PlayerMessage(table_id=self.table_id, round_id=self.round_id, player_id=player,
+                             kind=kind, at=at, data=data)  # type: ignore[arg-type]
 
     def _event(self, name: str, at: int, **data: object) -> RoundEvent:
         return RoundEvent(table_id=self.table_id, round_id=self.round_id, event=name, at=at, data=data)
@@ -354,7 +452,15 @@ TRANSITIONS: dict[tuple[Phase, str], _Action] = {
     (Phase.DEALING, "read_failed"): Round._read_failed,
     (Phase.DEALING, "link_down"): Round._link_noted,
     (Phase.DEALING, "supervisor_void"): Round._void,
+    (Phase.DECISION, "player_decision"): Round._decide,
+    (Phase.DECISION, "decision_timeout"): Round._decision_timeout,
+    (Phase.DECISION, "link_down"): Round._link_noted,
+    (Phase.DECISION, "supervisor_void"): Round._void,
     (Phase.RESULT, "result_delivered"): Round._delivered,
     (Phase.CANCELLED, "result_delivered"): Round._delivered,
     (Phase.VOID, "result_delivered"): Round._delivered,
 }  # type: ignore[dict-item]
+
+
+def _bet_result(b: BetResolution) -> BetTypeResult:
+    return BetTypeResult(outcome=b.outcome, ratio=b.ratio, category=b.category, bonus_ratio=b.bonus_ratio)

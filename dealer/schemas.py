@@ -13,13 +13,14 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from dealer.events import ACTION_ADAPTER
-from dealer.messages import RoundEvent, RoundResult, StationPrompt
+from dealer.messages import PlayerMessage, RoundEvent, RoundResult, StationPrompt
 from drivers.scanner_json import ScannerMessage
 
 SCHEMAS: dict[str, TypeAdapter[Any]] = {
     "round-result.json": TypeAdapter(RoundResult),
     "round-event.json": TypeAdapter(RoundEvent),
     "station-prompt.json": TypeAdapter(StationPrompt),
+    "player-message.json": TypeAdapter(PlayerMessage),
     "action.json": ACTION_ADAPTER,
     "scanner-message.json": TypeAdapter(ScannerMessage),
 }

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
+import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -28,6 +30,7 @@ from dealer.config import Settings, TableConfig
 from dealer.events import (
     ACTION_ADAPTER,
     CloseBetting,
+    DecisionTimeout,
     Event,
     LinkDown,
     LinkUp,
@@ -37,7 +40,7 @@ from dealer.events import (
     ScanRead,
 )
 from dealer.journal import Batch, Journal, OutboxRow
-from dealer.messages import RoundEvent, RoundResult, StationPrompt
+from dealer.messages import PlayerMessage, RoundEvent, RoundResult, StationPrompt
 from dealer.metrics import Metrics
 from dealer.round import Phase, Rejection, Step
 from dealer.table import Table
@@ -302,6 +305,8 @@ class Service:
                     if outcome is not None:
                         self.metrics.rounds.labels(table=tid, game=self.configs[tid].game, outcome=outcome).inc()
                     log.info(eff.event, **{k: v for k, v in eff.data.items() if k != "card" or v is not None})
+                elif isinstance(eff, PlayerMessage):
+                    self._publish_soft(topics.player(tid, eff.player_id), eff, "player")
                 elif isinstance(eff, RoundResult):
                     self._notify("result", eff)
                 elif isinstance(eff, Rejection):
@@ -311,11 +316,21 @@ class Service:
                     self._publish_soft(topics.events(tid), RoundEvent(
                         table_id=tid, round_id=None, event="rejected", at=item.event.at,
                         data={"type": eff.event_type, "reason": eff.reason}), "event")
+                    player = getattr(item.event, "player_id", None)
+                    if player is not None:  # the player who acted hears why, on their own topic
+                        self._publish_soft(topics.player(tid, player), PlayerMessage(
+                            table_id=tid, round_id=self._round_id(tid), player_id=player, kind="rejected",
+                            at=item.event.at, data={"type": eff.event_type, "reason": eff.reason,
+                                                    "bet_id": getattr(item.event, "bet_id", None)}), "player")
                     if eff.event_type == "scan_read":  # the dealer passed a card no deal expects
                         self._release_prompt(StationPrompt(table_id=tid, kind="REJECTED", reason="not_expected",
                                                            message=f"card ignored: {eff.reason}", at=item.event.at))
         finally:
             structlog.contextvars.unbind_contextvars("table_id", "round_id")
+
+    def _round_id(self, tid: str) -> str | None:
+        cur = self.tables[tid].current
+        return cur.round_id if cur is not None else None
 
     def _count_scan(self, tid: str, ev: Event, step: Step) -> None:
         """One count per scanner input, labelled with what became of it."""
@@ -459,6 +474,11 @@ class Service:
         except ValidationError as exc:
             reason = "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()[:5])
             self._on_bad_message("actions", reason)
+            player = _player_of(payload)
+            if player is not None:
+                self._publish_soft(topics.player(tid, player), PlayerMessage(
+                    table_id=tid, round_id=self._round_id(tid), player_id=player, kind="rejected",
+                    at=self.now_ms(), data={"type": "action", "reason": f"malformed action: {reason}"}), "player")
             self._publish_soft(topics.events(tid), RoundEvent(
                 table_id=tid, event="rejected", at=self.now_ms(),
                 data={"type": "action", "reason": f"malformed action: {reason}"}), "event")
@@ -480,6 +500,8 @@ class Service:
         if cur is not None and cur.phase == Phase.BETTING_OPEN:
             if cur.betting_closes_at is not None:
                 want = ("close", cur.round_id)
+        elif cur is not None and cur.phase == Phase.DECISION:
+            want = ("decide", cur.round_id)
         elif cfg.auto_rounds and table.can_open() is None and self.links[tid].ready:
             want = ("open", cur.round_id if cur is not None else None)
         armed = self._timers.get(tid)
@@ -495,6 +517,10 @@ class Service:
             assert cur is not None and cur.betting_closes_at is not None
             delay = max(0, cur.betting_closes_at - self.now_ms()) / 1000
             handle = loop.call_later(delay, self._timer_fired, tid, lambda: self.submit(tid, CloseBetting(by="timer")))
+        elif want[0] == "decide":  # the deadline is journaled data, so a restart keeps it
+            assert cur is not None and cur.decision_deadline is not None
+            delay = max(0, cur.decision_deadline - self.now_ms()) / 1000
+            handle = loop.call_later(delay, self._timer_fired, tid, lambda: self.submit(tid, DecisionTimeout()))
         else:
             handle = loop.call_later(cfg.pause_seconds, self._timer_fired, tid, lambda: self._auto_open(tid))
         self._timers[tid] = (want, handle)
@@ -506,3 +532,15 @@ class Service:
     def _auto_open(self, tid: str) -> None:
         if self.tables[tid].can_open() is None and self.links[tid].ready:
             self.open_round(tid)
+
+
+def _player_of(payload: bytes) -> str | None:
+    """The player id of a malformed action, if it has a usable one (to reply to them)."""
+    try:
+        pid = json.loads(payload).get("player_id")
+    except (ValueError, AttributeError):
+        return None
+    return pid if isinstance(pid, str) and _PLAYER_ID.fullmatch(pid) else None
+
+
+_PLAYER_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,64}")

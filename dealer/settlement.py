@@ -33,19 +33,32 @@ class Settlement:
         return self.returned - self.stake
 
 
-def settle_bet(bet_type: str, stake: Decimal | str | int, result: RoundResult) -> Settlement:
-    """Exact settlement of one bet of ``bet_type`` with ``stake`` against a round result."""
+def settle_bet(bet_type: str, stake: Decimal | str | int, result: RoundResult,
+               player_id: str | None = None) -> Settlement:
+    """Exact settlement of one bet of ``bet_type`` with ``stake`` against a round result.
+
+    Games where players decide (Sevenluck) resolve per player: pass ``player_id``. A Play
+    bet is settled like any other, with the stake the decision created
+    (``result.decisions[player_id].play_stake``). A ``bonus_ratio`` (Ante Bonus) adds
+    X times the stake whatever the outcome.
+    """
     amount = to_money(stake)
-    zero = Decimal(0).quantize(result.money.minor_unit) if result.money.minor_unit < 1 else Decimal(0)
+    unit, rounding = result.money.minor_unit, result.money.rounding
+    zero = Decimal(0).quantize(unit) if unit < 1 else Decimal(0)
     if result.refund_all:
         return Settlement("REFUND", amount, zero, amount)
+    table = result.bets
+    if player_id is not None and player_id in result.player_bets:
+        table = result.player_bets[player_id]
     try:
-        res = result.bets[bet_type]
+        res = table[bet_type]
     except KeyError:
-        raise SettlementError(f"result {result.idempotency_key} has no bet type {bet_type!r}") from None
+        who = f" for player {player_id}" if player_id is not None else ""
+        raise SettlementError(f"result {result.idempotency_key} has no bet type {bet_type!r}{who}") from None
+    bonus = win_amount(amount, res.bonus_ratio, unit, rounding) if res.bonus_ratio else zero
     if res.outcome == Outcome.WIN:
-        won = win_amount(amount, res.ratio, result.money.minor_unit, result.money.rounding)
+        won = win_amount(amount, res.ratio, unit, rounding) + bonus
         return Settlement("WIN", amount, won, amount + won)
     if res.outcome == Outcome.PUSH:
-        return Settlement("PUSH", amount, zero, amount)
-    return Settlement("LOSE", amount, zero, zero)
+        return Settlement("PUSH", amount, bonus, amount + bonus)
+    return Settlement("LOSE", amount, bonus, bonus)

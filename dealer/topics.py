@@ -29,12 +29,17 @@ def scanner(table_id: str) -> str:
     return table_topic(table_id, "scanner")
 
 
+def player(table_id: str, player_id: str) -> str:
+    """One player's private topic: replies to their actions and their hole cards."""
+    return table_topic(table_id, f"players/{player_id}")
+
+
 def backend_status(node_id: str) -> str:
     return f"{PREFIX}/backends/{node_id}/status"
 
 
 def table_of(topic: str) -> str | None:
     parts = topic.split("/")
-    if len(parts) == 5 and parts[0] == "studio" and parts[1] == "v1" and parts[2] == "tables":
+    if len(parts) >= 5 and parts[0] == "studio" and parts[1] == "v1" and parts[2] == "tables":
         return parts[3]
     return None

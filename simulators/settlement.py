@@ -31,7 +31,7 @@ log = structlog.get_logger("simulators.settlement")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS applied (key TEXT PRIMARY KEY, outcome TEXT NOT NULL, result TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS bets (bet_id TEXT PRIMARY KEY, round_id TEXT NOT NULL, player_id TEXT NOT NULL,
-                                 bet_type TEXT NOT NULL, stake TEXT NOT NULL);
+                                 bet_type TEXT NOT NULL, stake TEXT NOT NULL, seat INTEGER);
 CREATE TABLE IF NOT EXISTS ledger (bet_id TEXT PRIMARY KEY, key TEXT NOT NULL, player_id TEXT NOT NULL,
                                    bet_type TEXT NOT NULL, stake TEXT NOT NULL, outcome TEXT NOT NULL,
                                    returned TEXT NOT NULL);
@@ -59,6 +59,7 @@ class SettlementConsumer:
     bet_types: tuple[str, ...] = ("player_a", "player_b", "tie", "pair_plus_a", "pair_plus_b", "six_card_bonus")
     stakes: tuple[str, ...] = ("1.00", "5.00", "10.00", "15.00", "25.00")
     place_bets: bool = True
+    game: str = "teen-patti"
     on_payout: Callable[[RoundResult, list[Payout]], None] | None = None
 
     def __post_init__(self) -> None:
@@ -80,18 +81,29 @@ class SettlementConsumer:
         if ev.event == "round_opened" and self.place_bets:
             self._place_random_bets(ev.table_id, str(ev.round_id))
 
+    def _random_bets(self) -> list[tuple[str, str, int | None]]:
+        """(player, bet type, seat) for one round. Sevenluck: player N sits in seat N and
+        places an Ante, a Pair Plus or both; Teen Patti: one to three random bet types."""
+        out: list[tuple[str, str, int | None]] = []
+        for p in range(1, self.players + 1):
+            if self.game == "sevenluck":
+                kinds = self.rng.choice([["ante"], ["ante", "pair_plus"], ["ante", "pair_plus"], ["pair_plus"]])
+                out += [(f"player{p}", k, p) for k in kinds]
+            else:
+                out += [(f"player{p}", k, None) for k in self.rng.sample(self.bet_types, k=self.rng.randint(1, 3))]
+        return out
+
     def _place_random_bets(self, table_id: str, round_id: str) -> None:
         import asyncio
 
-        for p in range(1, self.players + 1):
-            for bet_type in self.rng.sample(self.bet_types, k=self.rng.randint(1, 3)):
-                self._bet_seq += 1
-                bet = PlaceBet(bet_id=f"{round_id}-b{self._bet_seq}", player_id=f"player{p}", bet_type=bet_type,
-                               stake=self.rng.choice(self.stakes))
-                payload = bet.model_dump_json(exclude={"at"}).encode()
-                self.db.execute("INSERT OR IGNORE INTO bets VALUES (?, ?, ?, ?, ?)",
-                                (bet.bet_id, round_id, bet.player_id, bet.bet_type, str(bet.stake)))
-                asyncio.get_running_loop().create_task(self._send(topics.actions(table_id), payload))
+        for player, bet_type, seat in self._random_bets():
+            self._bet_seq += 1
+            bet = PlaceBet(bet_id=f"{round_id}-b{self._bet_seq}", player_id=player, bet_type=bet_type,
+                           stake=self.rng.choice(self.stakes), seat=seat)
+            payload = bet.model_dump_json(exclude={"at"}, exclude_none=True).encode()
+            self.db.execute("INSERT OR IGNORE INTO bets VALUES (?, ?, ?, ?, ?, ?)",
+                            (bet.bet_id, round_id, bet.player_id, bet.bet_type, str(bet.stake), seat))
+            asyncio.get_running_loop().create_task(self._send(topics.actions(table_id), payload))
 
     async def _send(self, topic: str, payload: bytes) -> None:
         try:
@@ -114,17 +126,23 @@ class SettlementConsumer:
                                    (result.round_id,)).fetchall()
             accepted = set(result.accepted_bets.bet_ids)
             payouts = []
-            for bet_id, player, bet_type, stake in rows:
+            lines = [(b, p, t, st) for b, p, t, st in rows]
+            for player, decision in result.decisions.items():  # a PLAY decision created a Play bet
+                ante = next((b for b, p, t, _ in rows if p == player and t == "ante" and b in accepted), None)
+                if decision.play_stake is not None and ante is not None:
+                    lines.append((f"{ante}:play", player, "play", str(decision.play_stake)))
+                    accepted.add(f"{ante}:play")
+            for bet_id, player, bet_type, stake in lines:
                 if bet_id in accepted:
-                    s = settle_bet(bet_type, stake, result)
+                    s = settle_bet(bet_type, stake, result, player)
                     outcome, returned = s.outcome, s.returned
                 else:  # never accepted (sent too late, refused, or lost): the stake was never at risk
                     outcome, returned = "NOT_ACCEPTED", Decimal(stake)
                 payouts.append(Payout(result.idempotency_key, bet_id, player, bet_type, Decimal(stake), outcome, returned))
                 self.db.execute("INSERT INTO ledger VALUES (?, ?, ?, ?, ?, ?, ?)",
                                 (bet_id, result.idempotency_key, player, bet_type, stake, outcome, str(returned)))
-            unknown = accepted - {r[0] for r in rows}
-        self._reconcile(result, [p for p in payouts if p.outcome != "NOT_ACCEPTED"], unknown)
+            unknown = accepted - {line[0] for line in lines}
+        self._reconcile(result, [p for p in payouts if p.outcome != "NOT_ACCEPTED" and p.bet_type != "play"], unknown)
         if self.on_payout is not None:
             self.on_payout(result, payouts)
 

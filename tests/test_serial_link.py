@@ -8,7 +8,6 @@ import random
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
-import pytest
 
 from drivers.scan import LinkStatus, ScanInput, ScanKind
 from drivers.serial_link import SerialScannerLink

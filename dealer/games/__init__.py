@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dealer.games.base import Game
+from dealer.games.sevenluck import Sevenluck
 from dealer.games.teen_patti import TeenPatti
 
 GAMES: dict[str, type[Game]] = {
     TeenPatti.name: TeenPatti,
+    Sevenluck.name: Sevenluck,
 }
 
 

@@ -14,7 +14,6 @@ so the game is a pure function of the six registered cards and the options.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -36,7 +35,7 @@ from dealer.games.base import (
     Outcome,
     Position,
 )
-from dealer.money import MoneyError, to_money
+from dealer.games._common import exact_ratio, pay_table, parse_distinct
 
 # --- Three-card ranking (§3) -----------------------------------------------------------
 
@@ -82,22 +81,9 @@ class Hand3:
         return [self.cat, *self.key]
 
 
-def _parse_distinct(codes: Sequence[str], count: int) -> tuple[Card, ...]:
-    """Parse exactly ``count`` distinct card codes (a duplicate means a bad scan or a bad test)."""
-    if isinstance(codes, str):
-        raise CardError(f"expected a sequence of {count} card codes, got the single string {codes!r}")
-    if len(codes) != count:
-        raise ValueError(f"expected exactly {count} cards, got {len(codes)}: {list(codes)}")
-    cards = tuple(parse_card(code) for code in codes)
-    duplicates = sorted(code for code, n in Counter(c.code for c in cards).items() if n > 1)
-    if duplicates:
-        raise CardError(f"duplicate card(s) {', '.join(duplicates)} in {list(codes)}")
-    return cards
-
-
 def evaluate3(codes: Sequence[str]) -> Hand3:
     """Rank three distinct cards per §3.3."""
-    cards = _parse_distinct(codes, 3)
+    cards = parse_distinct(codes, 3)
     ranks = sorted((c.rank for c in cards), reverse=True)
     flush = len({c.suit for c in cards}) == 1
     seq = SEQUENCE_INDEX.get(frozenset(ranks))
@@ -195,7 +181,7 @@ def six_card_bonus(codes: Sequence[str], wheel_allowed: bool = True) -> SixCardH
     Every 5-card subset is rated and the best (category, strength) wins, so a
     six-card set holding a full house is a full house whatever else it holds.
     """
-    cards = _parse_distinct(codes, 6)
+    cards = parse_distinct(codes, 6)
     best: tuple[int, int] | None = None
     best_cards: tuple[Card, ...] = ()
     best_category: str | None = None
@@ -236,33 +222,6 @@ def _default_six_card_bonus() -> dict[str, Decimal]:
     }
 
 
-def _exact_ratio(value: Any, what: str) -> Decimal:
-    """A pay ratio as an exact, non-negative Decimal; floats are refused (§4 of decks.md)."""
-    try:
-        ratio = to_money(value)
-    except MoneyError as exc:
-        raise ValueError(f"{what}: {exc}") from None
-    if ratio < 0:
-        raise ValueError(f"{what}: ratio {ratio} must be >= 0")
-    return ratio
-
-
-def _pay_table(raw: Any, known: Sequence[str], what: str) -> dict[str, Decimal]:
-    """A pay table must name exactly the known categories, each with an exact ratio."""
-    if not isinstance(raw, Mapping):
-        raise ValueError(f"{what} must be a mapping of category -> ratio, got {type(raw).__name__}")
-    unknown = sorted(set(raw) - set(known))
-    missing = [k for k in known if k not in raw]
-    if unknown or missing:
-        problems = []
-        if unknown:
-            problems.append(f"unknown categories {unknown}")
-        if missing:
-            problems.append(f"missing categories {missing}")
-        raise ValueError(f"{what}: {' and '.join(problems)} (expected exactly {list(known)})")
-    return {k: _exact_ratio(raw[k], f"{what}[{k!r}]") for k in known}
-
-
 class TeenPattiOptions(GameOptions):
     """House options (§2.2, §3.4, §4) and pay tables (§5) of one Teen Patti table."""
 
@@ -278,17 +237,17 @@ class TeenPattiOptions(GameOptions):
     @field_validator("main_ratio", "tie_ratio", mode="before")
     @classmethod
     def _check_ratio(cls, value: Any, info: ValidationInfo) -> Decimal:
-        return _exact_ratio(value, info.field_name)
+        return exact_ratio(value, info.field_name)
 
     @field_validator("pair_plus", mode="before")
     @classmethod
     def _check_pair_plus(cls, value: Any) -> dict[str, Decimal]:
-        return _pay_table(value, PAIR_PLUS_CATEGORIES, "pair_plus")
+        return pay_table(value, PAIR_PLUS_CATEGORIES, "pair_plus")
 
     @field_validator("six_card_bonus", mode="before")
     @classmethod
     def _check_six_card_bonus(cls, value: Any) -> dict[str, Decimal]:
-        return _pay_table(value, tuple(SIX_CARD_CATEGORIES), "six_card_bonus")
+        return pay_table(value, tuple(SIX_CARD_CATEGORIES), "six_card_bonus")
 
 
 # --- The game -------------------------------------------------------------------------

@@ -1,0 +1,51 @@
+"""Helpers every game module shares: strict card lists and exact pay tables."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+from dealer.cards import Card, CardError, parse_card
+from dealer.money import MoneyError, to_money
+
+
+def parse_distinct(codes: Sequence[str], count: int) -> tuple[Card, ...]:
+    """Parse exactly ``count`` distinct card codes (a duplicate means a bad scan or a bad test)."""
+    if isinstance(codes, str):
+        raise CardError(f"expected a sequence of {count} card codes, got the single string {codes!r}")
+    if len(codes) != count:
+        raise ValueError(f"expected exactly {count} cards, got {len(codes)}: {list(codes)}")
+    cards = tuple(parse_card(code) for code in codes)
+    duplicates = sorted(code for code, n in Counter(c.code for c in cards).items() if n > 1)
+    if duplicates:
+        raise CardError(f"duplicate card(s) {', '.join(duplicates)} in {list(codes)}")
+    return cards
+
+
+def exact_ratio(value: Any, what: str) -> Decimal:
+    """A pay ratio as an exact, non-negative Decimal; floats are refused (§4 of decks.md)."""
+    try:
+        ratio = to_money(value)
+    except MoneyError as exc:
+        raise ValueError(f"{what}: {exc}") from None
+    if ratio < 0:
+        raise ValueError(f"{what}: ratio {ratio} must be >= 0")
+    return ratio
+
+
+def pay_table(raw: Any, known: Sequence[str], what: str) -> dict[str, Decimal]:
+    """A pay table must name exactly the known categories, each with an exact ratio."""
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"{what} must be a mapping of category -> ratio, got {type(raw).__name__}")
+    unknown = sorted(set(raw) - set(known))
+    missing = [k for k in known if k not in raw]
+    if unknown or missing:
+        problems = []
+        if unknown:
+            problems.append(f"unknown categories {unknown}")
+        if missing:
+            problems.append(f"missing categories {missing}")
+        raise ValueError(f"{what}: {' and '.join(problems)} (expected exactly {list(known)})")
+    return {k: exact_ratio(raw[k], f"{what}[{k!r}]") for k in known}

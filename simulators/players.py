@@ -1,0 +1,67 @@
+"""Simulated remote players for games with decisions (Sevenluck).
+
+Each player listens on its own topic (``.../players/{player_id}``) exactly as a player
+client would: it collects its hole cards, and when asked to decide it answers PLAY or
+FOLD by its strategy. ``q64`` plays any hand at least Queen-6-4 (the classic Three Card
+Poker rule), ``random`` flips a coin, and ``disconnect`` goes silent once the deal is
+complete, so the backend's decision timer must decide for it (FOLD by default).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Literal
+
+from dealer import topics
+from dealer.events import PlayerDecision
+from dealer.games.sevenluck import evaluate3
+from dealer.messages import PlayerMessage, RoundEvent
+from drivers.bus import Bus, BusError
+
+Strategy = Literal["q64", "random", "disconnect"]
+_Q64 = evaluate3(["QS", "6H", "4D"])
+
+
+class VirtualPlayer:
+    def __init__(self, table_id: str, player_id: str, bus: Bus, strategy: Strategy = "q64",
+                 rng: random.Random | None = None, think: float = 0.0) -> None:
+        self.table_id, self.player_id, self.bus, self.strategy = table_id, player_id, bus, strategy
+        self.rng = rng or random.Random()
+        self.think = think
+        self.hand: dict[str, list[str]] = {}  # round id -> cards seen (own hole cards or the shared hand)
+        self.messages: list[PlayerMessage] = []
+        self.decided: dict[str, str] = {}
+        bus.subscribe(topics.player(table_id, player_id), self._on_private)
+        bus.subscribe(topics.events(table_id), self._on_public)
+
+    def _on_private(self, topic: str, payload: bytes) -> None:
+        msg = PlayerMessage.model_validate_json(payload)
+        self.messages.append(msg)
+        if msg.kind == "hole_card" and msg.round_id:
+            self.hand.setdefault(msg.round_id, []).append(msg.data["card"])
+        elif msg.kind == "decision_required" and msg.round_id and self.strategy != "disconnect":
+            asyncio.get_running_loop().create_task(self._decide(msg.round_id))
+
+    def _on_public(self, topic: str, payload: bytes) -> None:
+        ev = RoundEvent.model_validate_json(payload)
+        # the SHARED-mode common hand ``P.n`` is dealt face up to every player
+        shared = str(ev.data.get("position", "")).startswith("P.")
+        if ev.event == "card_registered" and ev.round_id and shared and ev.data.get("card"):
+            self.hand.setdefault(ev.round_id, []).append(ev.data["card"])
+
+    def choose(self, cards: list[str]) -> str:
+        if self.strategy == "random":
+            return self.rng.choice(["PLAY", "FOLD"])
+        return "PLAY" if len(cards) == 3 and evaluate3(cards) >= _Q64 else "FOLD"
+
+    async def _decide(self, round_id: str) -> None:
+        if self.think:
+            await asyncio.sleep(self.think)
+        action = self.choose(self.hand.get(round_id, []))
+        self.decided[round_id] = action
+        msg = PlayerDecision(player_id=self.player_id, action=action)
+        try:
+            await self.bus.publish(topics.actions(self.table_id), msg.model_dump_json(exclude={"at"}).encode())
+        except BusError:
+            pass  # the player's link is down: the timer will decide

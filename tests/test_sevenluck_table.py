@@ -1,0 +1,177 @@
+"""Sevenluck Poker tables end to end: real Mosquitto, real PTY or MQTT gateway, simulated
+dealer, players and settlement."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from dealer import topics
+from dealer.cards import STANDARD_52
+from dealer.config import load_settings
+from dealer.round import Phase
+from dealer.service import Service
+from drivers.mqtt import MqttBus
+from simulators.players import VirtualPlayer
+from simulators.pty_port import PtyPort
+from simulators.settlement import SettlementConsumer
+from simulators.shoe import FaultPlan, VirtualShoe
+from simulators.station import MqttShoeLink, PtyShoeLink, VirtualDealer
+from tests.conftest import Broker, wait_until
+from tests.harness import HandShoe, Recorder, start_service, stop_service
+
+T = "S1"
+
+
+def sevenluck_settings(tmp: Path, url: str, scanner: dict, **table):
+    cfg = {"id": T, "game": "sevenluck", "betting_seconds": 0.4, "pause_seconds": 0.1, "decision_seconds": 1.0,
+           "options": {"seats": 3}, "scanner": scanner}
+    cfg.update(table)
+    return load_settings(service={"journal_path": tmp / "journal.sqlite", "metrics_enabled": False},
+                         mqtt={"url": url, "client_id": "backend-sevenluck"}, tables=[cfg])
+
+
+@pytest.mark.parametrize("transport", ["pty", "mqtt"])
+@pytest.mark.timeout(180)
+async def test_full_rounds_with_players_faults_and_a_disconnecting_player(broker: Broker, tmp_path: Path,
+                                                                          pty_dir: Path, transport: str):
+    port = PtyPort(pty_dir, "shoe") if transport == "pty" else None
+    scanner = ({"kind": "serial", "port": port.path, "reader_id": "SC7", "heartbeat_timeout": 5} if port
+               else {"kind": "mqtt", "reader_id": "SC7", "heartbeat_timeout": 5})
+    service = Service(sevenluck_settings(tmp_path, broker.url, scanner), bus=MqttBus(broker.url, client_id="be"))
+    sim = MqttBus(broker.url, client_id="sim")
+    rec = await Recorder(broker.url).start()
+    rng = random.Random(7)
+    link = PtyShoeLink(port) if port else MqttShoeLink(sim, T)
+    dealer = VirtualDealer(T, VirtualShoe("SC7"), link, deck=STANDARD_52, rng=rng,
+                           faults=FaultPlan(noread=0.08, misread=0.03, drop=0.03, garbage=0.03),
+                           deal_interval=0.01, heartbeat_interval=0.2, patience=0.5)
+    dealer.subscribe(sim)
+    consumer = SettlementConsumer(sim, [T], tmp_path / "ledger.sqlite", rng=random.Random(3), game="sevenluck")
+    players = {"player1": VirtualPlayer(T, "player1", sim, "q64"),
+               "player2": VirtualPlayer(T, "player2", sim, "random", rng=random.Random(5)),
+               "player3": VirtualPlayer(T, "player3", sim, "disconnect")}
+    tasks = [asyncio.create_task(service.run()), asyncio.create_task(sim.run())]
+    await sim.wait_connected()
+    await wait_until(lambda: service.bus.connected, what="backend connected")
+    tasks.append(asyncio.create_task(dealer.run()))
+    try:
+        await wait_until(lambda: len(consumer.applied_keys()) >= 4, timeout=150, what="four settled rounds")
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await rec.stop()
+        if port:
+            port.close()
+    results = [json.loads(json.dumps(consumer.applied_result(k))) for k in consumer.applied_keys()[:4]]
+    assert all(r["outcome"] == "COMPLETED" for r in results)
+    assert consumer.mismatches == [] and consumer.duplicates == 0
+    assert sum(dealer.faults_injected.values()) > 0
+    # the silent player was folded by the timer whenever it had an Ante to decide on
+    timed_out = [r["decisions"]["player3"] for r in results if "player3" in r["decisions"]]
+    assert timed_out and all(d == {"action": "FOLD", "by": "timeout", "seat": 3, "play_stake": None} for d in timed_out)
+    assert all(d["by"] == "player" for r in results for p, d in r["decisions"].items() if p != "player3")
+    # visibility: hole cards only on their owner's topic; nothing face down on public topics
+    for topic, msg in rec.messages:
+        if "/players/" in topic and msg["kind"] == "hole_card":
+            owner = topic.rsplit("/", 1)[1]
+            assert msg["player_id"] == owner and msg["data"]["position"].startswith(f"P{owner[-1]}.")
+        if topic.endswith("/events") and msg["event"] == "card_registered":
+            assert msg["data"]["card"] is None
+    # the dealer's cards are revealed only after every decision of the round
+    for r in results:
+        order = [m["event"] for t, m in rec.messages if t.endswith("/events") and m["round_id"] == r["round_id"]]
+        assert order.index("cards_revealed") > max(i for i, e in enumerate(order) if e in ("decision_made", "decisions_open"))
+    for p in ("player1", "player2"):
+        assert all(m.data["position"].startswith(f"P{p[-1]}.") for m in players[p].messages if m.kind == "hole_card")
+
+
+async def test_player_actions_are_answered_on_the_players_own_topic(broker: Broker, tmp_path: Path, pty_dir: Path):
+    shoe = HandShoe(pty_dir, reader="SC7")
+    rec = await Recorder(broker.url).start()
+    scanner = {"kind": "serial", "port": shoe.path, "reader_id": "SC7", "heartbeat_timeout": 30}
+    service, task = await start_service(sevenluck_settings(tmp_path, broker.url, scanner, betting_seconds=1.5,
+                                                           decision_seconds=30))
+    act = topics.actions(T)
+
+    def replies(player: str, kind: str) -> list[dict]:
+        return [m for t, m in rec.messages if t == topics.player(T, player) and m["kind"] == kind]
+
+    try:
+        await wait_until(lambda: rec.events("round_opened"), what="round opened")
+        await rec.publish(act, {"type": "place_bet", "bet_id": "a1", "player_id": "p1", "bet_type": "ante",
+                                "stake": "10", "seat": 1})
+        await rec.publish(act, {"type": "place_bet", "bet_id": "a2", "player_id": "p2", "bet_type": "ante",
+                                "stake": "10", "seat": 1})  # the wrong seat: taken
+        await rec.publish(act, {"type": "player_decision", "player_id": "p1", "action": "PLAY"})  # wrong phase
+        await rec.publish(act, {"type": "player_decision", "player_id": "p1", "action": "play!"})  # malformed
+        await wait_until(lambda: replies("p1", "bet_accepted") and replies("p2", "rejected")
+                         and len(replies("p1", "rejected")) >= 2, what="replies")
+        assert "seat 1 is taken" in replies("p2", "rejected")[0]["data"]["reason"]
+        reasons = " | ".join(m["data"]["reason"] for m in replies("p1", "rejected"))
+        assert "takes no decisions" in reasons and "malformed action" in reasons
+        assert not replies("p1", "hole_card") and replies("p2", "bet_accepted") == []
+        for code in ["7S", "QH", "7D", "JH", "7C", "TH"]:  # P1.1 D.1 P1.2 D.2 P1.3 D.3
+            n = len(service.tables[T].current.cards)
+            await wait_until(lambda: rec.last_prompt() and rec.last_prompt()["kind"] in ("NEXT", "RESCAN"),
+                             what="deal prompt")
+            shoe.scan(code)
+            await wait_until(lambda: len(service.tables[T].current.cards) == n + 1, what="card registered")
+        await wait_until(lambda: replies("p1", "decision_required"), what="decision required")
+        assert [m["data"]["card"] for m in replies("p1", "hole_card")] == ["7S", "7D", "7C"]
+        assert replies("p2", "hole_card") == []  # p2 has no seat, and never sees p1's cards
+        await rec.publish(act, {"type": "player_decision", "player_id": "p1", "action": "PLAY"})
+        await rec.publish(act, {"type": "player_decision", "player_id": "p1", "action": "FOLD"})  # duplicated
+        key = f"{T}:{T}-000001"
+        await wait_until(lambda: rec.results(key), what="result")
+        # p1 was the only decider, so PLAY completed the round: the repeat is refused either way
+        await wait_until(lambda: any(("already chose PLAY" in m["data"]["reason"] or "takes no decisions while RESULT"
+                                      in m["data"]["reason"]) for m in replies("p1", "rejected")),
+                         what="duplicate decision rejected")
+        res = rec.results(key)[0]
+        assert res["decisions"]["p1"]["action"] == "PLAY" and res["player_bets"]["p1"]["ante"]["bonus_ratio"] == "4"
+    finally:
+        await stop_service(task)
+        await rec.stop()
+        shoe.close()
+
+
+async def test_broker_lost_during_decisions_the_timer_decides_and_the_result_waits(broker: Broker, tmp_path: Path,
+                                                                                   pty_dir: Path):
+    shoe = HandShoe(pty_dir, reader="SC7")
+    rec = await Recorder(broker.url).start()
+    scanner = {"kind": "serial", "port": shoe.path, "reader_id": "SC7", "heartbeat_timeout": 30}
+    service, task = await start_service(sevenluck_settings(tmp_path, broker.url, scanner, betting_seconds=1.0,
+                                                           decision_seconds=0.5))
+    try:
+        await wait_until(lambda: rec.events("round_opened"), what="round opened")
+        await rec.publish(topics.actions(T), {"type": "place_bet", "bet_id": "a1", "player_id": "p1",
+                                              "bet_type": "ante", "stake": "10", "seat": 2})
+        await wait_until(lambda: rec.events("bet_accepted"), what="bet accepted")
+        await wait_until(lambda: service.tables[T].current.phase == Phase.BETTING_CLOSED, what="betting closed")
+        for code in ["AS", "2C", "AD", "3C"]:
+            n = len(service.tables[T].current.cards)
+            shoe.scan(code)
+            await wait_until(lambda: len(service.tables[T].current.cards) == n + 1, what="card registered")
+        broker.kill()  # after betting closed: the round goes on
+        for code in ["AC", "4C"]:
+            n = len(service.tables[T].current.cards)
+            shoe.scan(code)
+            await wait_until(lambda: len(service.tables[T].current.cards) == n + 1, what="card registered")
+        await wait_until(lambda: service.tables[T].current.phase == Phase.RESULT, what="timer decided")
+        await wait_until(lambda: service.outbox_pending == 1, what="result committed to the outbox")
+        broker.start()
+        key = f"{T}:{T}-000001"
+        await wait_until(lambda: rec.results(key), what="result after the broker returns")
+        res = rec.results(key)[0]
+        assert res["decisions"]["p1"] == {"action": "FOLD", "by": "timeout", "seat": 2, "play_stake": None}
+        assert res["player_bets"]["p1"]["ante"]["outcome"] == "LOSE" and len(rec.results(key)) == 1
+    finally:
+        await stop_service(task)
+        await rec.stop()
+        shoe.close()

@@ -1,4 +1,4 @@
-"""The ``dealer`` command: demo, run, hand, schemas, bench."""
+"""The ``dealer`` command: demo, run, hand, rtp, schemas, bench."""
 
 from __future__ import annotations
 
@@ -39,20 +39,162 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_hand(args: argparse.Namespace) -> int:
+    """Evaluate two three-card hands for a dispute: Teen Patti (A vs B) or Sevenluck (player vs dealer)."""
     from dealer.cards import CardError
+    from dealer.games import sevenluck, teen_patti
 
-    if args.game != "teen-patti":
-        print(f"dealer hand: game {args.game!r} is not supported yet (teen-patti)", file=sys.stderr)
+    reports = {
+        "teen-patti": (teen_patti.TeenPattiOptions, teen_patti.hand_report),
+        "sevenluck": (sevenluck.SevenluckOptions, sevenluck.hand_report),
+    }
+    if args.game not in reports:
+        print(f"dealer hand: no hand report for game {args.game!r} (known: {', '.join(reports)})", file=sys.stderr)
         return 2
-    from dealer.games.teen_patti import TeenPattiOptions, hand_report
-
+    options_model, hand_report = reports[args.game]
     try:
-        options = TeenPattiOptions.model_validate(dict(kv.split("=", 1) for kv in args.option))
-        report = hand_report(args.cards, args.vs, options)
+        bad = [kv for kv in args.option if "=" not in kv]
+        if bad:
+            raise ValueError(f"--option takes key=value, got {bad[0]!r}")
+        options = options_model.model_validate(dict(kv.split("=", 1) for kv in args.option))
+        report = hand_report(args.cards, args.vs, options)  # type: ignore[operator]
     except (CardError, ValueError) as exc:
         print(f"dealer hand: {exc}", file=sys.stderr)
         return 2
     print(json.dumps(report, indent=2))
+    return 0
+
+
+def _option_overrides(pairs: list[str]) -> list[tuple[list[str], object]]:
+    """``key=value`` (``pay_table.category=value`` for one pay-table entry; a JSON object
+    value replaces a whole pay table) -> (key path, value)."""
+    out: list[tuple[list[str], object]] = []
+    for kv in pairs:
+        if "=" not in kv:
+            raise ValueError(f"--option {kv!r}: expected key=value, e.g. tie_ratio=40 or pair_plus.flush=4")
+        key, value = kv.split("=", 1)
+        path = key.strip().split(".")
+        if not all(path) or len(path) > 2:
+            raise ValueError(f"--option {kv!r}: the key must be NAME or PAY_TABLE.CATEGORY")
+        parsed: object = value
+        if value.lstrip().startswith("{"):
+            try:
+                parsed = json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"--option {kv!r}: bad JSON object: {exc}") from None
+        out.append((path, parsed))
+    return out
+
+
+def _validation_message(exc: Exception) -> str:
+    from pydantic import ValidationError
+
+    if isinstance(exc, ValidationError):
+        return "; ".join(f"{'.'.join(str(x) for x in e['loc']) or 'options'}: {e['msg']}" for e in exc.errors())
+    return str(exc)
+
+
+def _rtp_options(args: argparse.Namespace):
+    """The game's validated options: the config table's (if any), then the --option overrides."""
+    from dealer.config import load_settings
+    from dealer.games import game_class
+
+    base: dict = {}
+    if args.config or args.table:
+        if not (args.config and args.table):
+            raise ValueError("--config and --table go together")
+        settings = load_settings(args.config)
+        table = next((t for t in settings.tables if t.id == args.table), None)
+        if table is None:
+            raise ValueError(f"no table {args.table!r} in {args.config} "
+                             f"(tables: {', '.join(t.id for t in settings.tables) or 'none'})")
+        if table.game != args.game:
+            raise ValueError(f"table {args.table} plays {table.game}, not {args.game}")
+        base = dict(table.options)
+    options_cls = game_class(args.game).Options
+    current = options_cls.model_validate(base).model_dump()
+    for path, value in _option_overrides(args.option):
+        if len(path) == 1:
+            current[path[0]] = value
+            continue
+        table_name, category = path
+        if not isinstance(current.get(table_name), dict):
+            raise ValueError(f"--option {'.'.join(path)}: {table_name!r} is not a pay table of {args.game}")
+        current[table_name] = {**current[table_name], category: value}
+    return options_cls.model_validate(current)
+
+
+class _TqdmProgress:
+    """The rtp module's ``progress(stage, done, total)`` callback as tqdm bars on stderr."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.bars: dict = {}
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        from tqdm import tqdm
+
+        bar = self.bars.get(stage)
+        if bar is None:
+            bar = self.bars[stage] = tqdm(total=total, desc=stage, unit="hand" if total > 1 else "step",
+                                          file=sys.stderr, leave=False)
+        bar.update(done - bar.n)
+        if done >= total:
+            bar.close()
+
+    def close(self) -> None:
+        for bar in self.bars.values():
+            bar.close()
+
+
+def _percent_arg(value: str, what: str):
+    from decimal import Decimal, InvalidOperation
+    from fractions import Fraction
+
+    if value.lower() == "none":
+        return None
+    try:
+        d = Decimal(value)
+    except InvalidOperation:
+        raise ValueError(f"{what} {value!r}: expected a percentage such as 97.5 (or none)") from None
+    if not d.is_finite():
+        raise ValueError(f"{what} {value!r}: expected a finite percentage")
+    return Fraction(d)
+
+
+def _cmd_rtp(args: argparse.Namespace) -> int:
+    from dealer import rtp
+
+    if args.game not in rtp.RTP_GAMES:
+        print(f"dealer rtp: no RTP report for game {args.game!r} (known: {', '.join(rtp.RTP_GAMES)})",
+              file=sys.stderr)
+        return 2
+    try:
+        options = _rtp_options(args)
+        min_rtp = _percent_arg(args.min_rtp, "--min-rtp") if args.min_rtp is not None else rtp.DEFAULT_MIN_RTP
+        max_rtp = (_percent_arg(args.max_rtp, "--max-rtp") if args.max_rtp is not None
+                   else rtp.DEFAULT_MAX_RTP[args.game])
+    except ValueError as exc:  # includes pydantic's ValidationError and ConfigError
+        print(f"dealer rtp: {_validation_message(exc)}", file=sys.stderr)
+        return 2
+    progress = _TqdmProgress(enabled=not args.quiet and sys.stderr.isatty())
+    try:
+        report = rtp.game_report(args.game, options, progress)
+    finally:
+        progress.close()
+    report.apply_limits(min_rtp, max_rtp)
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2, sort_keys=True))
+    else:
+        print(report.render())
+    return 1 if args.strict and report.flagged else 0
+
+
+def _cmd_bench_rtp(args: argparse.Namespace) -> int:
+    from dealer.rtp import run_rtp_bench
+
+    print(json.dumps(run_rtp_bench(), sort_keys=True))
     return 0
 
 
@@ -98,12 +240,27 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--config", required=True)
     r.set_defaults(func=_cmd_run)
 
-    h = sub.add_parser("hand", help="evaluate two hands for a dispute, e.g. hand teen-patti AS KD QC --vs 2H 3H 4H")
+    h = sub.add_parser("hand", help="evaluate two hands for a dispute: hand teen-patti AS KD QC --vs 2H 3H 4H, "
+                       "hand sevenluck PLAYER-CARDS --vs DEALER-CARDS")
     h.add_argument("game")
     h.add_argument("cards", nargs=3)
     h.add_argument("--vs", nargs=3, required=True)
     h.add_argument("--option", action="append", default=[], help="house option key=value, e.g. six_card_wheel=NOT_ALLOWED")
     h.set_defaults(func=_cmd_hand)
+
+    q = sub.add_parser("rtp", help="exact RTP and house edge of every bet type of a pay table, e.g. rtp teen-patti")
+    q.add_argument("game", help="teen-patti or sevenluck")
+    q.add_argument("--option", action="append", default=[],
+                   help="house option or pay-table entry key=value, e.g. tie_ratio=40, pair_plus.flush=4 (repeatable)")
+    q.add_argument("--config", help="TOML config file: start from the options of the table given with --table")
+    q.add_argument("--table", help="table id in --config")
+    q.add_argument("--json", action="store_true", help="print the report as JSON")
+    q.add_argument("--min-rtp", metavar="PCT", help="flag bets whose RTP is below PCT percent (default 90.0)")
+    q.add_argument("--max-rtp", metavar="PCT",
+                   help="flag bets whose RTP is above PCT percent (default: 97.50 for teen-patti, none for sevenluck)")
+    q.add_argument("--strict", action="store_true", help="exit 1 when any bet is flagged")
+    q.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
+    q.set_defaults(func=_cmd_rtp)
 
     s = sub.add_parser("schemas", help="write (or --check) the JSON Schemas of the wire messages")
     s.add_argument("--out", default="docs/schemas")
@@ -120,6 +277,8 @@ def build_parser() -> argparse.ArgumentParser:
     lat.add_argument("--loop", choices=["uvloop", "asyncio"], default="uvloop",
                      help="event loop of the backend and the load generator")
     lat.set_defaults(func=_cmd_bench)
+    rb = bsub.add_parser("rtp", help="wall time of each game's full exact RTP report")
+    rb.set_defaults(func=_cmd_bench_rtp)
     return p
 
 

@@ -100,8 +100,8 @@ async def test_settlement_consumer_applies_a_result_once_even_if_delivered_twice
 
     bus = LocalBus()
     consumer = SettlementConsumer(bus, [TABLE], tmp_path / "ledger.sqlite", place_bets=False)
-    consumer.db.execute("INSERT INTO bets VALUES ('b1', 'T1-000001', 'p1', 'player_a', '15.00')")
-    consumer.db.execute("INSERT INTO bets VALUES ('b2', 'T1-000001', 'p1', 'tie', '5.00')")  # never accepted
+    consumer.db.execute("INSERT INTO bets VALUES ('b1', 'T1-000001', 'p1', 'player_a', '15.00', NULL)")
+    consumer.db.execute("INSERT INTO bets VALUES ('b2', 'T1-000001', 'p1', 'tie', '5.00', NULL)")  # never accepted
     table = Table(TableRules(table_id=TABLE, game=TeenPatti()))
     table.handle(OpenRound(round_id="T1-000001"))
     table.handle(PlaceBet(bet_id="b1", player_id="p1", bet_type="player_a", stake="15.00"))
@@ -153,3 +153,14 @@ def test_demo_can_also_publish_over_a_real_broker(broker: Broker):
     assert out.returncode == 0, out.stderr[-2000:]
     summary = json.loads(out.stdout.rsplit("summary ", 1)[1])
     assert summary["rounds_settled"] == 2 and summary["reconciliation_mismatches"] == []
+
+
+def test_hand_command_for_sevenluck_shows_qualification_and_each_bet():
+    out = run_cli("hand", "sevenluck", "8C", "8D", "2S", "--vs", "JS", "9D", "4C")  # rulebook §5.4 example 2
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["dealer_qualifies"] is False
+    assert report["bets"]["ante"]["outcome"] == "WIN" and report["bets"]["play"]["outcome"] == "PUSH"
+    assert report["bets"]["pair_plus"] == {"outcome": "WIN", "ratio": "1", "bonus_ratio": "0", "category": "pair"}
+    out = run_cli("hand", "seotda", "01G", "03G", "--vs", "08G", "10A", "02A")
+    assert out.returncode != 0

@@ -106,7 +106,8 @@ async def test_broker_killed_after_betting_closed_result_arrives_once_after_rest
         shoe.scan(code)
         await wait_until(lambda: len(service.tables[TABLE].current.cards) == n + 1, what="card registered")
     assert service.tables[TABLE].current.phase == Phase.RESULT
-    assert service.outbox_pending == 1 and rec.results() == []
+    await wait_until(lambda: service.outbox_pending == 1, what="result committed to the outbox")
+    assert rec.results() == []
     broker.start()
     await wait_until(lambda: rec.results(KEY), what="result after broker restart")
     await wait_until(lambda: service.outbox_pending == 0, what="outbox drained")

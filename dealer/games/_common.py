@@ -4,11 +4,27 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
 from dealer.cards import Card, CardError, parse_card
 from dealer.money import MoneyError, to_money
+
+
+@dataclass(frozen=True, order=True)
+class RankedHand:
+    """A ranked hand: ordering compares ``(cat, key)`` only. Each game subclasses it, and
+    dataclass ordering refuses to compare hands of two different games."""
+
+    category: str = field(compare=False)
+    cat: int
+    key: tuple[int, ...]
+
+    @property
+    def rank_key(self) -> list[int]:
+        """``[cat, *key]``: the full comparison key as a JSON-safe list."""
+        return [self.cat, *self.key]
 
 
 def parse_distinct(codes: Sequence[str], count: int) -> tuple[Card, ...]:

@@ -18,7 +18,7 @@ revealed and every player is settled individually (§5).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
@@ -38,7 +38,7 @@ from dealer.games.base import (
 )
 
 # Shared helpers (card-list parsing, exact pay tables) live in teen_patti for now.
-from dealer.games._common import pay_table, parse_distinct
+from dealer.games._common import RankedHand, pay_table, parse_distinct
 
 # --- Three-card ranking (§3) -----------------------------------------------------------
 
@@ -56,17 +56,8 @@ _ACE_LOW = frozenset({14, 2, 3})
 
 
 @dataclass(frozen=True, order=True)
-class SLHand:
-    """A ranked Sevenluck three-card hand. Ordering compares ``(cat, key)`` only (§3.3)."""
-
-    category: str = field(compare=False)
-    cat: int
-    key: tuple[int, ...]
-
-    @property
-    def rank_key(self) -> list[int]:
-        """``[cat, *key]``: the full comparison key as a JSON-safe list."""
-        return [self.cat, *self.key]
+class SLHand(RankedHand):
+    """A ranked Sevenluck three-card hand (§3.3)."""
 
 
 def evaluate3(codes: Sequence[str]) -> SLHand:

@@ -15,7 +15,7 @@ so the game is a pure function of the six registered cards and the options.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 from itertools import combinations
 from typing import Any, Literal
@@ -35,7 +35,7 @@ from dealer.games.base import (
     Outcome,
     Position,
 )
-from dealer.games._common import exact_ratio, pay_table, parse_distinct
+from dealer.games._common import RankedHand, exact_ratio, pay_table, parse_distinct
 
 # --- Three-card ranking (§3) -----------------------------------------------------------
 
@@ -68,17 +68,8 @@ SEQUENCE_INDEX: dict[frozenset[int], int] = _sequence_index()
 
 
 @dataclass(frozen=True, order=True)
-class Hand3:
-    """A ranked three-card hand. Ordering compares ``(cat, key)`` only (§3.3)."""
-
-    category: str = field(compare=False)
-    cat: int
-    key: tuple[int, ...]
-
-    @property
-    def rank_key(self) -> list[int]:
-        """``[cat, *key]``: the full comparison key as a JSON-safe list."""
-        return [self.cat, *self.key]
+class Hand3(RankedHand):
+    """A ranked Teen Patti three-card hand (§3.3)."""
 
 
 def evaluate3(codes: Sequence[str]) -> Hand3:

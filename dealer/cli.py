@@ -15,7 +15,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     configure_logging(args.log_level)
     summary = asyncio.run(run_demo(rounds=args.rounds, seed=args.seed, broker=args.broker, faults=not args.no_faults,
-                                   betting_seconds=args.betting_seconds))
+                                   betting_seconds=args.betting_seconds, game=args.game))
     ok = summary["rounds_settled"] >= args.rounds and not summary["reconciliation_mismatches"]
     return 0 if ok else 1
 
@@ -228,6 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     d = sub.add_parser("demo", help="self-contained demo: simulated shoe on a PTY, SQLite in a temp folder")
+    d.add_argument("--game", choices=["teen-patti", "sevenluck"], default="teen-patti")
     d.add_argument("--rounds", type=int, default=4)
     d.add_argument("--seed", type=int, default=7)
     d.add_argument("--broker", help="also publish over MQTT, e.g. mqtt://127.0.0.1:1883")

@@ -30,7 +30,7 @@ from simulators.settlement import Payout, SettlementConsumer
 from simulators.shoe import FaultPlan, VirtualShoe
 from simulators.station import DealerFaults, PtyShoeLink, VirtualDealer
 
-TABLE = "TP1"
+TABLE = "T1"
 READER = "SC1"
 
 
@@ -56,14 +56,21 @@ class RoundLog:
             if e == "round_opened":
                 line = f"\n=== {msg.round_id}: betting open"
             elif e == "bet_accepted":
-                line = f"  bet   {d['player_id']:<8} {d['bet_type']:<15} {d['stake']:>8}"
+                seat = f" seat {d['seat']}" if d.get("seat") else ""
+                line = f"  bet   {d['player_id']:<8} {d['bet_type']:<15} {d['stake']:>8}{seat}"
             elif e == "betting_closed":
                 line = f"  no more bets ({d['bets']} accepted); dealing"
             elif e == "card_registered":
-                line = f"  card  {d['position']:<3} {_card(d['card'])}"
+                line = f"  card  {d['position']:<4} {_card(d['card'])}"
+            elif e == "decisions_open":
+                line = f"  players decide: {', '.join(d['players'])}"
+            elif e == "decision_made":
+                line = f"  {d['player_id']:<8} {d['action']}" + ("  (timer: no answer)" if d["by"] == "timeout" else "")
+            elif e == "cards_revealed":
+                line = "  reveal " + " ".join(f"{k}={_card(v)}" for k, v in d["cards"].items())
             elif e == "round_result":
                 hands = ", ".join(f"{k}: {v}" for k, v in d["hands"].items())
-                line = f"  RESULT winner {d['winner']} ({hands})"
+                line = f"  RESULT winner {d['winner']} ({hands})" if d["winner"] else f"  RESULT {hands}"
             elif e in ("round_cancelled", "round_voided"):
                 line = f"  {e.removeprefix('round_').upper()}: {d['reason']}"
             elif e in ("link_down", "link_up"):
@@ -76,26 +83,29 @@ class RoundLog:
             print(line, file=self.out, flush=True)
 
 
-def demo_settings(workdir: Path, port: str, *, broker: str | None, betting_seconds: float) -> Settings:
+def demo_settings(workdir: Path, port: str, *, broker: str | None, betting_seconds: float,
+                  game: str = "teen-patti") -> Settings:
+    table: dict[str, Any] = {"limits": {"tie": {"min": "1", "max": "100"}}} if game == "teen-patti" else {
+        "options": {"seats": 3}, "decision_seconds": 1.0}
     return load_settings(
         service={"journal_path": workdir / "journal.sqlite", "metrics_enabled": False, "node_id": "demo"},
         mqtt={"url": broker, "client_id": "dealer-demo-backend"},
         tables=[{
-            "id": TABLE, "game": "teen-patti", "currency": "EUR", "minor_unit": "0.01",
+            **table, "id": TABLE, "game": game, "currency": "EUR", "minor_unit": "0.01",
             "betting_seconds": betting_seconds, "pause_seconds": 0.3,
             "scanner": {"kind": "serial", "port": port, "reader_id": READER, "heartbeat_timeout": 3.0},
-            "limits": {"tie": {"min": "1", "max": "100"}},
         }],
     )
 
 
 async def run_demo(rounds: int = 4, seed: int = 7, broker: str | None = None, faults: bool = True,
-                   betting_seconds: float = 0.8, out: TextIO = sys.stdout, cancel_round: int | None = 3) -> dict[str, Any]:
+                   betting_seconds: float = 0.8, out: TextIO = sys.stdout, cancel_round: int | None = 3,
+                   game: str = "teen-patti") -> dict[str, Any]:
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory(prefix="dealer-demo-") as tmp:
         work = Path(tmp)
-        port = PtyPort(work, "shoe-TP1")
-        settings = demo_settings(work, port.path, broker=broker, betting_seconds=betting_seconds)
+        port = PtyPort(work, "shoe")
+        settings = demo_settings(work, port.path, broker=broker, betting_seconds=betting_seconds, game=game)
         backend_bus: Bus
         if broker:
             backend_bus = MqttBus(broker, client_id="dealer-demo-backend", status_topic=topics.backend_status("demo"))
@@ -116,7 +126,13 @@ async def run_demo(rounds: int = 4, seed: int = 7, broker: str | None = None, fa
             if len(settled) >= rounds:
                 done.set()
 
-        consumer = SettlementConsumer(sim_bus, [TABLE], work / "ledger.sqlite", rng=random.Random(seed + 1), on_payout=on_payout)
+        consumer = SettlementConsumer(sim_bus, [TABLE], work / "ledger.sqlite", rng=random.Random(seed + 1),
+                                      on_payout=on_payout, game=game)
+        if game == "sevenluck":  # player3 goes silent: the decision timer folds it
+            from simulators.players import VirtualPlayer
+
+            for pid, strategy in (("player1", "q64"), ("player2", "random"), ("player3", "disconnect")):
+                VirtualPlayer(TABLE, pid, sim_bus, strategy, rng=random.Random(seed + 2))  # type: ignore[arg-type]
         plan = FaultPlan(noread=0.04, misread=0.02, garbage=0.03, repeat=0.02, torn=0.01, drop=0.01,
                          script=["", "noread", "noread", "noread"]) if faults else FaultPlan()
         wrong = DealerFaults(script=["", "", "", "foreign", "", "duplicate"]) if faults else DealerFaults()

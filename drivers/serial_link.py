@@ -118,8 +118,10 @@ class SerialScannerLink:
         heard = False
         while True:
             try:
-                data = await asyncio.wait_for(reader.read(_READ_SIZE),
-                                              timeout=max(0.0, deadline - loop.time()))
+                # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow the task's
+                # cancellation when a read completes at the same moment, and shutdown hangs.
+                async with asyncio.timeout_at(deadline):
+                    data = await reader.read(_READ_SIZE)
             except TimeoutError:
                 return _SILENT, heard
             except OSError as exc:  # serial.SerialException is an OSError

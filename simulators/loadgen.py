@@ -107,7 +107,8 @@ async def run_loadgen(url: str, n_tables: int, seconds: float, *, card_interval:
     try:
         while time.monotonic() < deadline:
             try:
-                tid, p = await asyncio.wait_for(queue.get(), timeout=max(0.01, deadline - time.monotonic()))
+                async with asyncio.timeout(max(0.01, deadline - time.monotonic())):
+                    tid, p = await queue.get()
             except TimeoutError:
                 break
             t = tables[tid]

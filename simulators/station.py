@@ -112,8 +112,9 @@ class VirtualDealer:
         hb = asyncio.create_task(self._heartbeats())
         try:
             while True:
-                try:
-                    prompt = await asyncio.wait_for(self._prompts.get(), timeout=self.patience)
+                try:  # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation
+                    async with asyncio.timeout(self.patience):
+                        prompt = await self._prompts.get()
                 except TimeoutError:
                     if self.in_hand is not None:  # nothing happened: pass the card again
                         await self._pass(self.in_hand)

@@ -164,3 +164,12 @@ def test_hand_command_for_sevenluck_shows_qualification_and_each_bet():
     assert report["bets"]["pair_plus"] == {"outcome": "WIN", "ratio": "1", "bonus_ratio": "0", "category": "pair"}
     out = run_cli("hand", "seotda", "01G", "03G", "--vs", "08G", "10A", "02A")
     assert out.returncode != 0
+
+
+def test_demo_plays_sevenluck_with_decisions_and_a_silent_player():
+    out = run_cli("demo", "--game", "sevenluck", "--rounds", "2", "--seed", "5", timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "players decide" in out.stdout and "(timer: no answer)" in out.stdout
+    assert any(line.startswith("  reveal ") and " D.1=" in line for line in out.stdout.splitlines())
+    summary = json.loads(out.stdout.rsplit("summary ", 1)[1])
+    assert summary["rounds_settled"] == 2 and summary["reconciliation_mismatches"] == []

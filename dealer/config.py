@@ -51,6 +51,11 @@ class ScannerConfig(_Strict):
     port: str | None = Field(default=None, description="serial device path (serial scanners)")
     baudrate: int = 115200
     heartbeat_timeout: float = Field(default=5.0, gt=0)
+    hmac_key_files: list[Path] = Field(
+        default_factory=list,
+        description="files holding this reader's HMAC-SHA256 keys (hex); several during a key rotation: "
+                    "a frame signed with any of them is accepted")
+    require_mac: bool = Field(default=False, description="refuse frames without a valid MAC from this reader")
 
     @model_validator(mode="after")
     def _port(self) -> "ScannerConfig":
@@ -114,11 +119,17 @@ class TableConfig(_Strict):
 
 
 class MqttConfig(_Strict):
-    url: str | None = Field(default=None, description="mqtt://host:port; unset = local in-process bus")
+    url: str | None = Field(default=None, description="mqtt://host:port or mqtts://host:port (TLS); "
+                            "unset = local in-process bus")
     client_id: str = "dealer-backend"
     username: str | None = None
     password: str | None = None
+    password_file: Path | None = Field(default=None, description="read the password from this file instead")
     keepalive: int = Field(default=10, ge=1)
+    ca_file: Path | None = Field(default=None, description="CA bundle that signed the broker's certificate (mqtts)")
+    cert_file: Path | None = Field(default=None, description="client certificate (mqtts, optional)")
+    key_file: Path | None = Field(default=None, description="client private key (mqtts, optional)")
+    allow_insecure: bool = Field(default=False, description="allow plain mqtt:// to a host that is not loopback")
 
 
 class ServiceSection(_Strict):

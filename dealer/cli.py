@@ -280,6 +280,9 @@ def build_parser() -> argparse.ArgumentParser:
     lat.set_defaults(func=_cmd_bench)
     rb = bsub.add_parser("rtp", help="wall time of each game's full exact RTP report")
     rb.set_defaults(func=_cmd_bench_rtp)
+    from dealer import audit
+
+    audit.register(sub)
     return p
 
 

@@ -5,11 +5,18 @@ result row is inserted in the *same* transaction as the event that produced it, 
 after a crash either both exist or neither does. An outbox row is deleted in the
 same transaction that journals its ``result_delivered`` event, i.e. only after the
 broker's PUBACK. Used from one thread at a time (the service's writer thread).
+
+The events table is **append-only** (triggers refuse UPDATE and DELETE) and
+**hash-chained**: each row stores the SHA-256 of the previous row's hash and its own
+content, so ``dealer audit verify`` finds the first row that was altered, removed or
+inserted out of order (:func:`verify_chain`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,9 +29,16 @@ CREATE TABLE IF NOT EXISTS events (
     table_id TEXT NOT NULL,
     round_id TEXT,
     type TEXT NOT NULL,
-    body TEXT NOT NULL
+    body TEXT NOT NULL,
+    recorded_at INTEGER NOT NULL,  -- server wall clock at commit, epoch ms
+    prev_hash TEXT NOT NULL,
+    hash TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS events_by_round ON events (table_id, type, round_id);
+CREATE TRIGGER IF NOT EXISTS events_no_update BEFORE UPDATE ON events
+    BEGIN SELECT RAISE(ABORT, 'the journal is append-only'); END;
+CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events
+    BEGIN SELECT RAISE(ABORT, 'the journal is append-only'); END;
 CREATE TABLE IF NOT EXISTS outbox (
     id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: an id names one result forever
     key TEXT NOT NULL UNIQUE,
@@ -34,6 +48,36 @@ CREATE TABLE IF NOT EXISTS outbox (
     round_id TEXT NOT NULL
 );
 """
+
+
+GENESIS = "0" * 64
+
+
+def row_hash(prev_hash: str, row_id: int, table_id: str, round_id: str | None, type_: str, body: str,
+             recorded_at: int) -> str:
+    """The chain link of one journal row: SHA-256 over the previous hash and the row."""
+    text = "\x1f".join((prev_hash, str(row_id), table_id, round_id or "", type_, body, str(recorded_at)))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class JournalRow:
+    id: int
+    table_id: str
+    round_id: str | None
+    type: str
+    body: str
+    recorded_at: int
+    prev_hash: str
+    hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChainReport:
+    rows: int
+    ok: bool
+    first_broken: int | None = None  # id of the first row whose link does not hold
+    reason: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,19 +113,32 @@ class Journal:
         # done by the committing connection, so they never land on a card's latency path;
         # :meth:`checkpoint` runs them from another connection and thread.
         self._db.execute("PRAGMA wal_autocheckpoint=0")
+        cols = {r[1] for r in self._db.execute("PRAGMA table_info(events)")}
+        if cols and "hash" not in cols:
+            raise RuntimeError(f"journal {self.path} predates the hash chain; archive it and start a new one")
         self._db.executescript(_SCHEMA)
         self._checkpointer: sqlite3.Connection | None = None
+        last = self._db.execute("SELECT id, hash FROM events ORDER BY id DESC LIMIT 1").fetchone()
+        self._last_id, self._last_hash = (int(last[0]), str(last[1])) if last else (0, GENESIS)
 
     def commit(self, batch: Batch) -> list[OutboxRow]:
         """Write a batch atomically (one fsync); return the outbox rows it created."""
         db = self._db
         db.execute("BEGIN IMMEDIATE")
+        last_id, last_hash = self._last_id, self._last_hash
         try:
+            now = time.time_ns() // 1_000_000
+            rows = []
+            for t, r, e in batch.events:
+                body = e.model_dump_json()
+                row_id = last_id + 1
+                h = row_hash(last_hash, row_id, t, r, e.type, body, now)
+                rows.append((row_id, t, r, e.type, body, now, last_hash, h))
+                last_id, last_hash = row_id, h
             db.executemany(
-                "INSERT INTO events (table_id, round_id, type, body) VALUES (?, ?, ?, ?)",
-                [(t, r, e.type, e.model_dump_json()) for t, r, e in batch.events],
-            )
-            rows: list[OutboxRow] = []
+                "INSERT INTO events (id, table_id, round_id, type, body, recorded_at, prev_hash, hash) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            new_rows: list[OutboxRow] = []
             for key, topic, payload, table_id, round_id in batch.outbox:
                 cur = db.execute(
                     # Only a second row for the same idempotency key is ignored (a replayed
@@ -91,13 +148,14 @@ class Journal:
                     (key, topic, payload, table_id, round_id),
                 )
                 if cur.rowcount:
-                    rows.append(OutboxRow(int(cur.lastrowid or 0), key, topic, payload, table_id, round_id))
+                    new_rows.append(OutboxRow(int(cur.lastrowid or 0), key, topic, payload, table_id, round_id))
             db.executemany("DELETE FROM outbox WHERE id = ?", [(i,) for i in batch.delivered])
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
             raise
-        return rows
+        self._last_id, self._last_hash = last_id, last_hash
+        return new_rows
 
     def pending(self) -> list[OutboxRow]:
         cur = self._db.execute("SELECT id, key, topic, payload, table_id, round_id FROM outbox ORDER BY id")
@@ -121,6 +179,30 @@ class Journal:
             "SELECT body FROM events WHERE table_id = ? AND id >= ? ORDER BY id", (table_id, start)
         ):
             yield EVENT_ADAPTER.validate_json(body)
+
+    def rows(self, table_id: str | None = None, since_id: int = 0) -> Iterator[JournalRow]:
+        """Journal rows in order (for recall and audit)."""
+        sql = "SELECT id, table_id, round_id, type, body, recorded_at, prev_hash, hash FROM events WHERE id >= ?"
+        args: tuple[object, ...] = (since_id,)
+        if table_id is not None:
+            sql += " AND table_id = ?"
+            args += (table_id,)
+        for row in self._db.execute(sql + " ORDER BY id", args):
+            yield JournalRow(*row)
+
+    def verify_chain(self) -> ChainReport:
+        """Walk the whole chain; report the first row that was altered, removed or reordered."""
+        prev, expected_id, n = GENESIS, 1, 0
+        for row in self.rows():
+            n += 1
+            if row.id != expected_id:
+                return ChainReport(n, False, row.id, f"row {expected_id} is missing (next row is {row.id})")
+            if row.prev_hash != prev:
+                return ChainReport(n, False, row.id, f"row {row.id} does not link to row {row.id - 1}")
+            if row_hash(prev, row.id, row.table_id, row.round_id, row.type, row.body, row.recorded_at) != row.hash:
+                return ChainReport(n, False, row.id, f"row {row.id} was altered (its hash does not match its content)")
+            prev, expected_id = row.hash, row.id + 1
+        return ChainReport(n, True)
 
     def count(self, table_id: str | None = None) -> int:
         if table_id is None:

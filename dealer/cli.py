@@ -30,11 +30,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"dealer: {exc}", file=sys.stderr)
         return 2
+    from dealer.security import check_deployment, refusal_message
+
+    problems = check_deployment(settings, args.config)
+    if problems:  # refuse an unsafe deployment before touching the network
+        print(refusal_message(problems), file=sys.stderr)
+        return 2
     configure_logging(settings.service.log_level)
     try:
         run_loop(run_service(settings))
     except KeyboardInterrupt:
         pass
+    except ValueError as exc:  # e.g. an unreadable or malformed scanner key file
+        print(f"dealer: cannot start: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -280,9 +289,10 @@ def build_parser() -> argparse.ArgumentParser:
     lat.set_defaults(func=_cmd_bench)
     rb = bsub.add_parser("rtp", help="wall time of each game's full exact RTP report")
     rb.set_defaults(func=_cmd_bench_rtp)
-    from dealer import audit
+    from dealer import audit, deploy_tools
 
     audit.register(sub)
+    deploy_tools.register(sub)
     return p
 
 

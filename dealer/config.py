@@ -50,7 +50,7 @@ class ScannerConfig(_Strict):
     reader_id: str = Field(pattern=r"^[A-Z0-9-]{1,16}$")
     port: str | None = Field(default=None, description="serial device path (serial scanners)")
     baudrate: int = 115200
-    heartbeat_timeout: float = Field(default=5.0, gt=0)
+    heartbeat_timeout: float = Field(default=5.0, gt=0, le=3600, allow_inf_nan=False)
     hmac_key_files: list[Path] = Field(
         default_factory=list,
         description="files holding this reader's HMAC-SHA256 keys (hex); several during a key rotation: "
@@ -70,9 +70,10 @@ class TableConfig(_Strict):
     currency: str = Field(default="EUR", pattern=r"^[A-Z]{3}$")
     minor_unit: Decimal = Decimal("0.01")
     rounding: Rounding = Rounding.DOWN
-    betting_seconds: float = Field(default=15.0, gt=0)
-    decision_seconds: float = Field(default=15.0, gt=0, description="players' decision timer (games with decisions)")
-    pause_seconds: float = Field(default=3.0, ge=0)
+    betting_seconds: float = Field(default=15.0, gt=0, le=3600, allow_inf_nan=False)
+    decision_seconds: float = Field(default=15.0, gt=0, le=3600, allow_inf_nan=False,
+                                    description="players' decision timer (games with decisions)")
+    pause_seconds: float = Field(default=3.0, ge=0, le=3600, allow_inf_nan=False)
     auto_rounds: bool = True
     alert_after: int = Field(default=3, ge=1)
     limits: dict[str, LimitConfig] = Field(default_factory=dict)
@@ -105,7 +106,12 @@ class TableConfig(_Strict):
                              f"{list(game_class(self.game).bet_types)})")
         for bet_type, lim in self.limits.items():
             for name, amount in (("min", lim.min), ("max", lim.max)):
-                if amount % self.minor_unit:
+                try:
+                    off_unit = amount % self.minor_unit != 0
+                except ArithmeticError:
+                    raise ValueError(f"limits.{bet_type}.{name} = {amount} cannot be expressed in minor units "
+                                     f"of {self.minor_unit}") from None
+                if off_unit:
                     raise ValueError(f"limits.{bet_type}.{name} = {amount} is not a whole number of minor_unit {self.minor_unit}")
         return self
 
@@ -187,6 +193,8 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
         raise ConfigError("invalid configuration:\n" + "\n".join(lines)) from None
     except ValueError as exc:  # TOML syntax errors and the like
         raise ConfigError(f"invalid configuration: {exc}") from None
+    except RecursionError:
+        raise ConfigError("invalid configuration: the file is nested too deeply to be a configuration") from None
     except OSError as exc:  # unreadable file (permissions, a directory, ...)
         raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
     finally:

@@ -59,7 +59,7 @@ class ScanRead(_Event):
 class ReadFailed(_Event):
     type: Literal["read_failed"] = "read_failed"
     reader: str
-    reason: Literal["noread", "misread", "corrupt_frame", "frame_lost", "device_fault"]
+    reason: Literal["noread", "misread", "corrupt_frame", "frame_lost", "device_fault", "forged_frame"]
     detail: str = ""
 
 

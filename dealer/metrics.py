@@ -36,6 +36,10 @@ class Metrics:
                                         buckets=LATENCY_BUCKETS, registry=r)
         self.outbox_pending = Gauge("dealer_outbox_pending", "Results waiting in the outbox for a PUBACK", registry=r)
         self.link_up = Gauge("dealer_link_up", "1 when a link (broker, scanner) is up", ["link"], registry=r)
+        self.frames_rejected = Counter("dealer_frames_rejected",
+                                       "Scanner frames that failed authentication, by reason: bad_mac, missing_mac, "
+                                       "replayed_seq, replayed_boot (each raises a supervisor alert)",
+                                       ["reader", "reason"], registry=r)
         self.publish_failures = Counter("dealer_publish_failures", "Non-durable publishes dropped while the bus was down",
                                         ["kind"], registry=r)
 

@@ -23,6 +23,12 @@ class MoneyError(ValueError):
     """An amount that is not exact money in the table's units."""
 
 
+#: Bounds that keep every money computation exact within the decimal context (28 digits):
+#: no table takes a stake of a thousand trillion, and no currency has a 1e-9 minor unit.
+MAX_AMOUNT = Decimal("1e15")
+MAX_DECIMALS = 8
+
+
 def to_money(value: str | int | Decimal) -> Decimal:
     """Parse an amount given as a string, int or Decimal. Floats are refused: they are not exact."""
     if isinstance(value, bool) or isinstance(value, float):
@@ -30,9 +36,14 @@ def to_money(value: str | int | Decimal) -> Decimal:
     try:
         d = Decimal(value)
     except (InvalidOperation, TypeError, ValueError):
-        raise MoneyError(f"amount {value!r} is not a number") from None
+        raise MoneyError(f"amount {str(value)[:40]!r} is not a number") from None
     if not d.is_finite():
-        raise MoneyError(f"amount {value!r} is not finite")
+        raise MoneyError(f"amount {str(value)[:40]!r} is not finite")
+    if d.copy_abs() >= MAX_AMOUNT:  # copy_abs: no context, so no Overflow on 1E+999999999
+        raise MoneyError(f"amount {str(value)[:40]!r} is too large (limit {MAX_AMOUNT:,.0f})")
+    exponent = d.as_tuple().exponent
+    if isinstance(exponent, int) and exponent < -MAX_DECIMALS and d != d.quantize(Decimal(1).scaleb(-MAX_DECIMALS)):
+        raise MoneyError(f"amount {str(value)[:40]!r} has more than {MAX_DECIMALS} decimal places")
     return d
 
 
@@ -40,7 +51,11 @@ def check_stake(stake: Decimal, minor_unit: Decimal) -> None:
     """A stake must be positive and a whole number of minor units."""
     if stake <= 0:
         raise MoneyError(f"stake {stake} must be positive")
-    if stake % minor_unit != 0:
+    try:
+        whole = stake % minor_unit == 0
+    except InvalidOperation:  # beyond the decimal context: certainly not a sane stake
+        raise MoneyError(f"stake {stake} cannot be expressed in minor units of {minor_unit}") from None
+    if not whole:
         raise MoneyError(f"stake {stake} is not a whole number of the minor unit {minor_unit}")
 
 

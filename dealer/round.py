@@ -116,6 +116,7 @@ _READ_FAILURE_TEXT = {
     "corrupt_frame": "the scanner's message arrived damaged",
     "frame_lost": "a scanner message was lost on the line",
     "device_fault": "the scanner reported a fault",
+    "forged_frame": "the scanner message failed authentication",
     "foreign_card": "the card is not part of this game's deck",
     "duplicate_card": "the card was already registered in this round",
 }

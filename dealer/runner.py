@@ -32,12 +32,22 @@ def run_loop(main: Coroutine[Any, Any, T], loop: str = "uvloop") -> T:
     return asyncio.run(main)
 
 
+def mqtt_password(settings: Settings) -> str | None:
+    """The broker password: the content of ``mqtt.password_file`` when set (without the
+    trailing newline), else ``mqtt.password``."""
+    m = settings.mqtt
+    if m.password_file is not None:
+        return m.password_file.read_text(encoding="utf-8").rstrip("\r\n")
+    return m.password
+
+
 def build_bus(settings: Settings) -> Bus:
     m = settings.mqtt
     if m.url is None:
         return LocalBus()
-    return MqttBus(m.url, client_id=m.client_id, username=m.username, password=m.password, keepalive=m.keepalive,
-                   status_topic=topics.backend_status(settings.service.node_id))
+    return MqttBus(m.url, client_id=m.client_id, username=m.username, password=mqtt_password(settings),
+                   keepalive=m.keepalive, status_topic=topics.backend_status(settings.service.node_id),
+                   ca_file=m.ca_file, cert_file=m.cert_file, key_file=m.key_file)
 
 
 async def run_service(settings: Settings) -> None:

@@ -26,7 +26,7 @@ import structlog
 from pydantic import BaseModel, ValidationError
 
 from dealer import topics
-from dealer.config import Settings, TableConfig
+from dealer.config import ScannerConfig, Settings, TableConfig
 from dealer.events import (
     ACTION_ADAPTER,
     CloseBetting,
@@ -45,12 +45,15 @@ from dealer.metrics import Metrics
 from dealer.round import Phase, Rejection, Step
 from dealer.table import Table
 from drivers.bus import Bus, BusError
+from drivers.frames import MIN_KEY_LEN, FrameAuthenticator
 from drivers.scan import LinkStatus, ScanInput, ScanKind
 from drivers.scanner_json import MqttScannerIngest
 
 log = structlog.get_logger("dealer.service")
 
 Observer = Callable[[str, Any], None]  # (kind, message): kind in event/prompt/result/rejection
+
+MAX_ACTION_BYTES = 16_384
 
 _ROUND_OUTCOME = {"round_result": "completed", "round_cancelled": "cancelled", "round_voided": "voided"}
 
@@ -60,7 +63,33 @@ _FAIL_REASON = {
     ScanKind.CORRUPT: "corrupt_frame",
     ScanKind.LOST: "frame_lost",
     ScanKind.FAULT: "device_fault",
+    ScanKind.FORGED: "forged_frame",
 }
+
+
+def scanner_authenticator(scanner: ScannerConfig) -> FrameAuthenticator | None:
+    """The reader's HMAC keys from ``hmac_key_files`` (hex text), or None when it has none.
+
+    Raises ValueError naming the file for an unreadable, malformed or too short key, and
+    when ``require_mac`` is set without a key (every frame would be refused)."""
+    keys: list[bytes] = []
+    for path in scanner.hmac_key_files:
+        where = f"scanner {scanner.reader_id}: HMAC key file {path}"
+        try:
+            key = bytes.fromhex(path.read_text(encoding="ascii").strip())
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"{where} cannot be read: {exc}") from None
+        except ValueError:
+            raise ValueError(f"{where} must hold the key as hex digits (e.g. 'openssl rand -hex 32')") from None
+        if len(key) < MIN_KEY_LEN:
+            raise ValueError(f"{where} holds a {len(key)}-byte key; at least {MIN_KEY_LEN} bytes are needed "
+                             "(32 random bytes are recommended)")
+        keys.append(key)
+    if not keys:
+        if scanner.require_mac:
+            raise ValueError(f"scanner {scanner.reader_id}: require_mac is set but hmac_key_files is empty")
+        return None
+    return FrameAuthenticator(keys, scanner.require_mac)
 
 
 def wall_ms() -> int:
@@ -90,6 +119,8 @@ class Service:
     def __init__(self, settings: Settings, *, bus: Bus, journal: Journal | None = None,
                  metrics: Metrics | None = None, clock: Callable[[], int] = wall_ms,
                  broker_link: bool | None = None) -> None:
+        # Scanner keys first: a missing or malformed key file stops the service before it opens anything.
+        self._scanner_auth = {t.id: scanner_authenticator(t.scanner) for t in settings.tables}
         self.settings = settings
         self.bus = bus
         self.journal = journal or Journal(settings.service.journal_path, fsync=settings.service.fsync)
@@ -98,6 +129,9 @@ class Service:
         self.configs: dict[str, TableConfig] = {t.id: t for t in settings.tables}
         self.tables: dict[str, Table] = {t.id: Table(t.rules()) for t in settings.tables}
         self.links: dict[str, _Links] = {t: _Links() for t in self.tables}
+        for t in settings.tables:  # series exist from the start, so "no rounds for 10 min" can be seen
+            for outcome in ("completed", "cancelled", "voided"):
+                self.metrics.rounds.labels(table=t.id, game=t.game, outcome=outcome)
         self._broker_link = bus.name == "broker" if broker_link is None else broker_link
         for tid, cfg in self.configs.items():
             self.links[tid].up[self.scanner_link(cfg)] = None
@@ -116,6 +150,7 @@ class Service:
         self._scanner_ingest = MqttScannerIngest(
             {cfg.scanner.reader_id: tid for tid, cfg in self.configs.items() if cfg.scanner.kind == "mqtt"},
             on_input=self._on_scan_input, on_link=self._on_scan_link, on_bad=self._on_bad_message,
+            auth={cfg.scanner.reader_id: self._scanner_auth[tid] for tid, cfg in self.configs.items()},
         )
         self._serial_links: list[Any] = []
         #: When set to a list (benchmarks), every scan-to-publish latency is appended in ns.
@@ -438,11 +473,25 @@ class Service:
     def _on_scan_input(self, table_id: str, inp: ScanInput) -> None:
         at = self.now_ms()
         ev: Event
+        if inp.kind == ScanKind.FORGED:
+            self._on_forged(table_id, inp, at)
         if inp.kind == ScanKind.OK and inp.code is not None:
             ev = ScanRead(reader=inp.reader, code=inp.code, seq=inp.seq, at=at)
         else:
             ev = ReadFailed(reader=inp.reader, reason=_FAIL_REASON[inp.kind], detail=inp.detail[:120], at=at)  # type: ignore[arg-type]
         self._queue.put_nowait(_Item(table_id, ev, inp.received_ns or time.monotonic_ns()))
+
+    def _on_forged(self, table_id: str, inp: ScanInput, at: int) -> None:
+        """A scanner frame failed authentication: count it and alert the supervisor now (the
+        round machine, given it as a ``forged_frame`` read failure, asks for a rescan)."""
+        self.metrics.frames_rejected.labels(reader=inp.reader, reason=inp.reason or "unknown").inc()
+        log.error("scanner frame failed authentication", table_id=table_id, reader=inp.reader,
+                  reason=inp.reason, seq=inp.seq, detail=inp.detail)
+        prompt = self.tables[table_id].prompt_now(at)  # keeps the position the deal stays at
+        self._release_prompt(prompt.model_copy(update={
+            "kind": "ALERT", "reason": "forged_frame", "count": None,
+            "message": f"SUPERVISOR: a message from scanner {inp.reader} failed authentication ({inp.detail}); "
+                       "it was ignored and registered no card: check the shoe and its cable"}))
 
     def _on_scan_link(self, table_id: str, status: LinkStatus) -> None:
         self._set_link(table_id, f"scanner:{self.configs[table_id].scanner.reader_id}", status.up, status.reason)
@@ -459,7 +508,7 @@ class Service:
             cfg.scanner.port, baudrate=cfg.scanner.baudrate, expected_reader=cfg.scanner.reader_id,
             heartbeat_timeout=cfg.scanner.heartbeat_timeout,
             on_input=lambda inp: self._on_scan_input(cfg.id, inp),
-            on_link=lambda st: self._on_scan_link(cfg.id, st),
+            on_link=lambda st: self._on_scan_link(cfg.id, st), auth=self._scanner_auth[cfg.id],
         )
         self._serial_links.append(link)
         await link.run()
@@ -468,6 +517,12 @@ class Service:
         tid = topics.table_of(topic)
         if tid is None or tid not in self.tables:
             self._on_bad_message("actions", f"action for unknown table on {topic}")
+            return
+        if len(payload) > MAX_ACTION_BYTES:  # no action is anywhere near this: refuse before parsing
+            self._on_bad_message("actions", f"action of {len(payload)} bytes exceeds {MAX_ACTION_BYTES}")
+            self._publish_soft(topics.events(tid), RoundEvent(
+                table_id=tid, event="rejected", at=self.now_ms(),
+                data={"type": "action", "reason": f"malformed action: larger than {MAX_ACTION_BYTES} bytes"}), "event")
             return
         try:
             action = ACTION_ADAPTER.validate_json(payload)
@@ -538,7 +593,7 @@ def _player_of(payload: bytes) -> str | None:
     """The player id of a malformed action, if it has a usable one (to reply to them)."""
     try:
         pid = json.loads(payload).get("player_id")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         return None
     return pid if isinstance(pid, str) and _PLAYER_ID.fullmatch(pid) else None
 

@@ -1,28 +1,36 @@
 """Scanner frame codec and per-reader sequence rules (sans-IO; see docs/scanner-protocol.md).
 
-Wire format, one ASCII line per frame::
+Wire format, one ASCII line per frame, optionally signed (HMAC-SHA256, per-device key)::
 
     $<reader>,<seq>,<status>,<payload>*<crc>\r\n
+    $<reader>,<seq>,<status>,<payload>;<boot>;<mac>*<crc>\r\n
 
-Three layers, none of which touches IO or a clock:
+Four parts, none of which touches IO or a clock:
 
 * :func:`encode_frame` / :func:`decode_frame`: one frame <-> one line, strict.
+* :class:`FrameAuthenticator`: a reader's keys; checks a frame's MAC (any key: rotation).
 * :class:`FrameDecoder`: a byte stream in arbitrary chunks -> frames and errors; it never
   raises, because a serial line delivers noise and the reader task must survive it.
 * :class:`ReaderSession`: frames of one reader -> :class:`~drivers.scan.ScanInput`, applying
-  the sequence rules (lost, repeated, restarted) that make a dropped frame visible.
+  the sequence rules (lost, repeated, restarted) that make a dropped frame visible and,
+  with an authenticator, the replay rules (a signed frame from an older boot, a seq going
+  backwards, an old BOOT) that make an injected frame a ``FORGED`` input instead of a card.
 """
 
 from __future__ import annotations
 
 import binascii
+import hashlib
+import hmac
 import re
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from enum import StrEnum
+from typing import NamedTuple
 
 from drivers.scan import ScanInput, ScanKind
 
-MAX_FRAME_LEN = 64  # bytes, from '$' to '\n' inclusive
+MAX_FRAME_LEN = 128  # bytes, from "$" to "\n" inclusive: the longest signed frame (unsigned: 52)
 SEQ_MOD = 2**32
 _SEQ_HALF = SEQ_MOD // 2  # serial-number arithmetic window (RFC 1982 style)
 
@@ -31,6 +39,8 @@ FAULT_CODES = frozenset({"JAM", "COVER_OPEN", "LAMP", "SENSOR", "OVERTEMP"})
 _READER_RE = re.compile(r"[A-Z0-9-]{1,16}")
 _SEQ_RE = re.compile(r"0|[1-9][0-9]{0,9}")
 _CRC_RE = re.compile(r"[0-9A-F]{4}")
+_MAC_RE = re.compile(r"[0-9a-f]{64}")
+MIN_KEY_LEN = 16  # bytes; 32 random bytes are recommended
 
 
 class Status(StrEnum):
@@ -91,6 +101,8 @@ class Frame:
     seq: int
     status: Status
     payload: str = ""
+    boot: int | None = None  # the reader's boot counter: set together with mac on signed frames
+    mac: str | None = None  # HMAC-SHA256 over ``auth_data``, 64 lowercase hex digits
 
     def __post_init__(self) -> None:
         if not isinstance(self.reader, str) or not _READER_RE.fullmatch(self.reader):
@@ -110,16 +122,47 @@ class Frame:
             )
         if status is Status.BOOT and self.seq != 0:
             raise FrameError(f"BOOT frame must carry seq 0, not {self.seq}")
+        if (self.boot is None) != (self.mac is None):
+            raise FrameError("a signed frame needs both a boot counter and a MAC")
+        if self.boot is not None and (type(self.boot) is not int or not 0 <= self.boot < SEQ_MOD):
+            raise FrameError(f"boot counter {self.boot!r} must be an integer 0..{SEQ_MOD - 1}")
+        if self.mac is not None and (not isinstance(self.mac, str) or not _MAC_RE.fullmatch(self.mac)):
+            raise FrameError(f"MAC {self.mac!r} must be 64 lowercase hex digits")
 
     @property
     def body(self) -> bytes:
-        """The checksummed bytes: everything between '$' and '*'."""
+        """The frame's content, ``reader,seq,status,payload`` (without the signature)."""
         return f"{self.reader},{self.seq},{self.status},{self.payload}".encode("ascii")
+
+    @property
+    def signed(self) -> bool:
+        return self.mac is not None
+
+    def sign(self, key: bytes, boot: int) -> "Frame":
+        """This frame signed with ``key`` by a reader in its ``boot``-th boot."""
+        return replace(self, boot=boot, mac=compute_mac(key, self.body, boot))
+
+
+def compute_mac(key: bytes, body: bytes, boot: int) -> str:
+    """HMAC-SHA256(key, ``body;boot``) as 64 lowercase hex digits (see the protocol doc, §6)."""
+    return hmac.new(key, auth_data(body, boot), hashlib.sha256).hexdigest()
+
+
+def auth_data(body: bytes, boot: int) -> bytes:
+    """The bytes a MAC covers: the frame body, ';' and the boot counter in decimal."""
+    return body + b";" + str(boot).encode("ascii")
+
+
+def _inner(frame: Frame) -> bytes:
+    """The checksummed bytes: everything between '$' and '*'."""
+    if frame.mac is None:
+        return frame.body
+    return auth_data(frame.body, frame.boot) + b";" + frame.mac.encode("ascii")  # type: ignore[arg-type]
 
 
 def encode_frame(frame: Frame) -> bytes:
     """The exact wire bytes of ``frame``, terminator included."""
-    body = frame.body
+    body = _inner(frame)
     line = b"$" + body + b"*" + f"{crc16(body):04X}".encode("ascii") + b"\r\n"
     if len(line) > MAX_FRAME_LEN:
         raise FrameError(f"encoded frame is {len(line)} bytes, over the {MAX_FRAME_LEN}-byte limit",
@@ -151,7 +194,20 @@ def decode_frame(line: bytes) -> Frame:
     if computed != stated:
         raise FrameError(f"bad CRC: frame says {stated:04X}, computed {computed:04X}",
                          reason="crc", raw=raw)
-    fields = inner.split(",")
+    content, signed, trailer = inner.partition(";")
+    boot: int | None = None
+    mac: str | None = None
+    if signed:
+        boot_text, sep, mac = trailer.partition(";")
+        if not sep:
+            raise FrameError("a signature must be ';<boot>;<mac>'", raw=raw)
+        if not _SEQ_RE.fullmatch(boot_text):
+            raise FrameError(f"boot counter {boot_text!r} must be a decimal number without "
+                             "leading zeros", raw=raw)
+        if not _MAC_RE.fullmatch(mac):
+            raise FrameError(f"MAC {mac!r} must be 64 lowercase hex digits", raw=raw)
+        boot = int(boot_text)
+    fields = content.split(",")
     if len(fields) != 4:
         raise FrameError(f"expected 4 comma-separated fields, got {len(fields)}", raw=raw)
     reader, seq_text, status, payload = fields
@@ -159,7 +215,7 @@ def decode_frame(line: bytes) -> Frame:
         raise FrameError(f"seq {seq_text!r} must be a decimal number without leading zeros",
                          raw=raw)
     try:
-        return Frame(reader, int(seq_text), status, payload)  # type: ignore[arg-type]
+        return Frame(reader, int(seq_text), status, payload, boot, mac)  # type: ignore[arg-type]
     except FrameError as err:
         raise FrameError(str(err), raw=raw) from None
 
@@ -221,6 +277,48 @@ class FrameDecoder:
         return out
 
 
+class AuthFailure(NamedTuple):
+    """Why a frame is rejected as forged: ``reason`` is a metric label (``bad_mac``,
+    ``missing_mac``, ``replayed_seq``, ``replayed_boot``), ``detail`` says it for people."""
+
+    reason: str
+    detail: str
+
+
+class FrameAuthenticator:
+    """One reader's HMAC keys and whether it must sign (pure: no IO, no state).
+
+    A signed frame is genuine when its MAC matches under *any* of ``keys``: during a key
+    rotation the backend holds the old and the new key (protocol doc, §6.4). ``verified``
+    counts, per key, the frames it verified, so an operator can see when the old key has
+    stopped being used.
+    """
+
+    def __init__(self, keys: Sequence[bytes], require: bool = False) -> None:
+        if not keys:
+            raise ValueError("a frame authenticator needs at least one key")
+        for i, key in enumerate(keys):
+            if len(key) < MIN_KEY_LEN:
+                raise ValueError(f"key #{i + 1} is {len(key)} bytes; at least {MIN_KEY_LEN} are "
+                                 "needed (32 random bytes are recommended)")
+        self.keys = [bytes(k) for k in keys]
+        self.require = require
+        self.verified = [0] * len(self.keys)
+
+    def verify(self, frame: Frame) -> AuthFailure | None:
+        """None when ``frame`` may be used (genuine, or unsigned and signing not required)."""
+        if frame.mac is None or frame.boot is None:
+            if self.require:
+                return AuthFailure("missing_mac", "missing MAC: this reader must sign its frames")
+            return None
+        for i, key in enumerate(self.keys):
+            if hmac.compare_digest(compute_mac(key, frame.body, frame.boot), frame.mac):
+                self.verified[i] += 1
+                return None
+        return AuthFailure("bad_mac", f"bad MAC: not signed with any of the reader's {len(self.keys)} "
+                                      f"key{'s' if len(self.keys) > 1 else ''}")
+
+
 def error_input(reader: str, err: FrameError, received_ns: int) -> ScanInput:
     """The CORRUPT input for a frame that arrived damaged: its read is unknown."""
     return ScanInput(reader=reader, kind=ScanKind.CORRUPT, detail=str(err),
@@ -240,10 +338,20 @@ class ReaderSession:
 
     ``last_seq`` is the highest sequence number known to be used (``None`` until the first
     frame: a session that starts mid-stream cannot know what came before).
+
+    With an authenticator (``auth``) every frame's MAC is checked first, and a correctly signed
+    frame must also be *new* (protocol doc, §6.3): its boot counter may not be below
+    ``boot`` (the reader's current boot, learnt from its signed frames), a BOOT must raise
+    it, and within one boot the seq may not go backwards nor a seq be reused with other
+    content (an exact copy of the last scan result stays a harmless repeat). A frame that
+    fails becomes one ``FORGED`` input and changes nothing else, not even liveness.
     """
 
-    def __init__(self, reader: str) -> None:
+    def __init__(self, reader: str, auth: FrameAuthenticator | None = None) -> None:
         self.reader = reader
+        self.auth = auth
+        self.boot: int | None = None  # the reader's boot counter, from its last signed frame
+        self.forged = 0
         self.last_seq: int | None = None
         self._last_result: Frame | None = None
         self._lost_tail: int | None = None  # last seq of the latest LOST report
@@ -259,6 +367,18 @@ class ReaderSession:
     def accept(self, frame: Frame, received_ns: int) -> list[ScanInput]:
         if frame.reader != self.reader:
             raise ValueError(f"frame from {frame.reader!r} given to the session of {self.reader!r}")
+        new_boot = False  # a signed frame of a later boot whose BOOT never arrived
+        if self.auth is not None:
+            failure = self.auth.verify(frame)
+            if failure is None and frame.boot is not None:
+                failure = self._replayed(frame)
+            if failure is not None:
+                self.forged += 1
+                return [ScanInput(self.reader, ScanKind.FORGED, seq=frame.seq, detail=failure.detail,
+                                  reason=failure.reason, received_ns=received_ns)]
+            if frame.boot is not None:
+                new_boot = self.boot is not None and frame.boot > self.boot
+                self.boot = frame.boot
         self.last_seen_ns = received_ns
         if frame.status is Status.BOOT:
             self.boots += 1
@@ -270,7 +390,10 @@ class ReaderSession:
             self.last_heartbeat_ns = received_ns
         out: list[ScanInput] = []
         base = self.last_seq
-        if base is not None:
+        if new_boot:  # the reader restarted and its BOOT was lost: as if it had arrived
+            self.restarts += 1
+            base, self._last_result, self._lost_tail = 0, None, None
+        elif base is not None:
             step = (frame.seq - base) % SEQ_MOD
             if step == 0 and is_result:
                 if frame == self._last_result:
@@ -286,6 +409,7 @@ class ReaderSession:
             if step >= _SEQ_HALF:  # backwards without BOOT: the device restarted
                 self.restarts += 1
                 base = 0
+        if base is not None:
             # a scan result should be base+1; a heartbeat repeats the last used seq
             last_missing = frame.seq - 1 if is_result else frame.seq
             missing = (last_missing - base) % SEQ_MOD
@@ -303,3 +427,31 @@ class ReaderSession:
                                  detail=frame.payload if frame.status is not Status.OK else "",
                                  seq=frame.seq, received_ns=received_ns))
         return out
+
+    def _replayed(self, frame: Frame) -> AuthFailure | None:
+        """Why a correctly signed frame is not new (a replay), or None."""
+        boot, current = frame.boot, self.boot
+        assert boot is not None
+        if current is None:  # the first signed frame since the backend started: nothing to judge
+            return None
+        if frame.status is Status.BOOT:
+            if boot > current:
+                return None
+            return AuthFailure("replayed_boot", f"replayed boot {boot}: a BOOT must raise the boot "
+                                                f"counter (current boot {current})")
+        if boot != current:
+            return None if boot > current else AuthFailure(
+                "replayed_seq", f"replayed seq {frame.seq} of boot {boot} (current boot {current})")
+        last = self.last_seq
+        if last is None:
+            return None
+        step = (frame.seq - last) % SEQ_MOD
+        if step >= _SEQ_HALF:
+            return AuthFailure("replayed_seq", f"replayed seq {frame.seq}: seq went back from {last} "
+                                               f"in boot {boot}")
+        prev = self._last_result
+        if (step == 0 and frame.status.is_scan_result and prev is not None and prev.seq == frame.seq
+                and frame != prev):
+            return AuthFailure("replayed_seq", f"replayed seq {frame.seq}: already used in boot {boot} "
+                                               "for another read")
+        return None

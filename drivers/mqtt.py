@@ -3,6 +3,8 @@
 Subscriptions are re-made after every reconnect. Connection changes are reported to
 listeners (the service turns them into ``link_down``/``link_up`` events for the
 ``broker`` link). A last-will message marks the backend offline on its status topic.
+``mqtts://`` URLs connect over TLS 1.2+ and verify the broker's certificate (CA file,
+host name); a client certificate is optional.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import asyncio
 import contextlib
 import logging
 import socket
+import ssl
+from pathlib import Path
 from urllib.parse import urlparse
 
 from collections.abc import Iterator
@@ -48,12 +52,31 @@ class _Client(aiomqtt.Client):
             pending_dict.pop(mid, None)
 
 
-def parse_broker_url(url: str) -> tuple[str, int]:
-    """``mqtt://host:port`` (default port 1883) -> (host, port); anything else is an error."""
+def parse_broker_url(url: str) -> tuple[str, int, bool]:
+    """``mqtt://host:port`` (default port 1883) or ``mqtts://host:port`` (TLS, default port
+    8883) -> (host, port, tls); anything else is an error."""
     u = urlparse(url)
-    if u.scheme not in ("mqtt", "tcp") or not u.hostname:
-        raise ValueError(f"broker URL {url!r} must look like mqtt://host:port")
-    return u.hostname, u.port or 1883
+    if u.scheme not in ("mqtt", "tcp", "mqtts", "ssl") or not u.hostname:
+        raise ValueError(f"broker URL {url!r} must look like mqtt://host:port or mqtts://host:port")
+    tls = u.scheme in ("mqtts", "ssl")
+    return u.hostname, u.port or (8883 if tls else 1883), tls
+
+
+def make_tls_context(ca_file: str | Path | None = None, cert_file: str | Path | None = None,
+                     key_file: str | Path | None = None) -> ssl.SSLContext:
+    """A client TLS context that verifies the broker: its certificate must chain to
+    ``ca_file`` (the system's CAs when None) and name the host we connect to. TLS 1.2 is
+    the minimum. ``cert_file``/``key_file`` add a client certificate (key in the cert
+    file when ``key_file`` is None)."""
+    ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=str(ca_file) if ca_file else None)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.check_hostname = True
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    if cert_file:
+        ctx.load_cert_chain(str(cert_file), str(key_file) if key_file else None)
+    elif key_file:
+        raise ValueError("a client key_file needs its cert_file")
+    return ctx
 
 
 class MqttBus:
@@ -72,10 +95,19 @@ class MqttBus:
         max_inflight: int = 100,
         persistent_session: bool = False,
         accept_retained: bool = False,
+        ca_file: str | Path | None = None,
+        cert_file: str | Path | None = None,
+        key_file: str | Path | None = None,
+        tls_context: ssl.SSLContext | None = None,
     ) -> None:
         self.name = "broker"
         self.url = url
-        self.host, self.port = parse_broker_url(url)
+        self.host, self.port, self.tls = parse_broker_url(url)
+        if tls_context is None and self.tls:
+            tls_context = make_tls_context(ca_file, cert_file, key_file)
+        elif tls_context is not None and not self.tls:
+            raise ValueError(f"a TLS context was given for the plain broker URL {url!r}: use mqtts://")
+        self._tls_context = tls_context
         self.client_id = client_id
         self.status_topic = status_topic
         self._auth = (username, password)
@@ -139,7 +171,7 @@ class MqttBus:
                     self.host, self.port, identifier=self.client_id, keepalive=self._keepalive,
                     username=self._auth[0], password=self._auth[1], will=will, clean_session=self._clean_session,
                     max_inflight_messages=self._max_inflight, timeout=self._publish_timeout,
-                    socket_options=_SOCKET_OPTIONS,
+                    socket_options=_SOCKET_OPTIONS, tls_context=self._tls_context,
                     logger=logging.getLogger("aiomqtt"),
                 ) as client:
                     patterns = self._router.patterns
@@ -196,4 +228,4 @@ async def cancel_and_wait(task: asyncio.Task[object]) -> None:
         await task
 
 
-__all__ = ["MqttBus", "parse_broker_url", "cancel_and_wait"]
+__all__ = ["MqttBus", "parse_broker_url", "make_tls_context", "cancel_and_wait"]

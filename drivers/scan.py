@@ -20,6 +20,7 @@ class ScanKind(StrEnum):
     CORRUPT = "CORRUPT"  # a frame arrived damaged (bad CRC, bad grammar, torn): the read is unknown
     LOST = "LOST"  # sequence gap: one or more scan-result frames never arrived
     FAULT = "FAULT"  # device fault reported by the reader (detail = fault code)
+    FORGED = "FORGED"  # a frame failed authentication (bad/missing MAC, replay): never a card
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +33,7 @@ class ScanInput:
     detail: str = ""  # human-readable: why corrupt, fault code, missing seq range ...
     seq: int | None = None
     received_ns: int = 0  # time.monotonic_ns() when the bytes arrived (latency metric)
+    reason: str = ""  # FORGED: bad_mac, missing_mac, replayed_seq or replayed_boot (a metric label)
 
 
 @dataclass(frozen=True, slots=True)

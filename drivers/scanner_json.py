@@ -6,47 +6,67 @@ A scanner gateway publishes one :class:`ScannerMessage` per frame on
 :class:`~drivers.frames.ReaderSession` sequence rules, so both transports feed one
 stream of :class:`~drivers.scan.ScanInput`. Bad JSON, a schema violation or a reader
 that does not belong to the topic's table is reported and changes nothing.
+
+A message may be signed exactly like a serial frame (``boot`` and ``mac``, over the same
+bytes ``reader,seq,status,payload;boot``), so a gateway can forward the reader's own
+signature unchanged; with a reader's :class:`~drivers.frames.FrameAuthenticator` a bad or
+missing MAC or a replay becomes a ``FORGED`` input (docs/scanner-protocol.md §6).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from drivers.frames import Frame, FrameError, ReaderSession
-from drivers.scan import LinkStatus, ScanInput
+from drivers.frames import Frame, FrameAuthenticator, FrameError, ReaderSession
+from drivers.scan import LinkStatus, ScanInput, ScanKind
 
 
 class ScannerMessage(BaseModel):
     """One scanner frame as JSON (the fields of the serial frame, no checksum: MQTT has its own)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True,
+                              json_schema_extra={"dependentRequired": {"boot": ["mac"], "mac": ["boot"]}})
 
     schema_id: Literal["studio.v1.scanner"] = "studio.v1.scanner"
     reader: str = Field(pattern=r"^[A-Z0-9-]{1,16}$")
     seq: int = Field(ge=0, le=2**32 - 1)
     status: Literal["OK", "NOREAD", "MISREAD", "FAULT", "HB", "BOOT"]
     payload: str = Field(default="", max_length=16, description="card code (OK), fault code (FAULT), raw text (MISREAD), firmware (BOOT)")
+    boot: int | None = Field(default=None, ge=0, le=2**32 - 1,
+                             description="signed messages: the reader's boot counter (raised at every power-up)")
+    mac: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$",
+                            description="signed messages: HMAC-SHA256 with the reader's key over the ASCII bytes "
+                                        "'reader,seq,status,payload;boot', 64 lowercase hex digits")
+
+    @model_validator(mode="after")
+    def _signed(self) -> "ScannerMessage":
+        if (self.boot is None) != (self.mac is None):
+            raise ValueError("a signed message needs both 'boot' and 'mac'")
+        return self
 
     def frame(self) -> Frame:
-        return Frame(self.reader, self.seq, self.status, self.payload)  # type: ignore[arg-type]
+        return Frame(self.reader, self.seq, self.status, self.payload, self.boot, self.mac)  # type: ignore[arg-type]
 
     @classmethod
     def of(cls, frame: Frame) -> "ScannerMessage":
-        return cls(reader=frame.reader, seq=frame.seq, status=frame.status.value, payload=frame.payload)  # type: ignore[arg-type]
+        return cls(reader=frame.reader, seq=frame.seq, status=frame.status.value, payload=frame.payload,  # type: ignore[arg-type]
+                   boot=frame.boot, mac=frame.mac)
 
 
 class MqttScannerIngest:
     """Per-reader sessions and liveness for scanners that report over MQTT."""
 
     def __init__(self, readers: dict[str, str], *, on_input: Callable[[str, ScanInput], None],
-                 on_link: Callable[[str, LinkStatus], None], on_bad: Callable[[str, str], None]) -> None:
+                 on_link: Callable[[str, LinkStatus], None], on_bad: Callable[[str, str], None],
+                 auth: Mapping[str, FrameAuthenticator | None] | None = None) -> None:
         self.readers = dict(readers)  # reader id -> table id
-        self._sessions = {r: ReaderSession(r) for r in readers}
+        auth = auth or {}
+        self._sessions = {r: ReaderSession(r, auth.get(r)) for r in readers}
         self._up: dict[str, bool] = {}
         self._on_input, self._on_link, self._on_bad = on_input, on_link, on_bad
 
@@ -62,11 +82,17 @@ class MqttScannerIngest:
         if table is None or not topic.endswith(f"/tables/{table}/scanner"):
             self._on_bad("scanner", f"{topic}: reader {msg.reader} is not the scanner of this table")
             return
-        if not self._up.get(msg.reader):
+        inputs = self._sessions[msg.reader].accept(frame, received)
+        forged = bool(inputs) and inputs[0].kind is ScanKind.FORGED  # no sign of life either
+        if not forged and not self._up.get(msg.reader):
             self._up[msg.reader] = True
             self._on_link(table, LinkStatus(f"scanner:{msg.reader}", True, "frames arriving"))
-        for inp in self._sessions[msg.reader].accept(frame, received):
+        for inp in inputs:
             self._on_input(table, inp)
+
+    def session(self, reader: str) -> ReaderSession:
+        """The sequence (and replay) state of one reader, for counters and tests."""
+        return self._sessions[reader]
 
     async def watchdog(self, timeouts: dict[str, float], period: float = 0.25) -> None:
         """Mark a reader down when nothing (not even a heartbeat) arrived within its timeout."""

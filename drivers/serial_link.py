@@ -10,6 +10,11 @@ reader brings the link up (otherwise a dead reader would flap up/down every time
 
 Reader sessions outlive reconnects: frames the reader sent while the cable was out show up
 as a sequence gap (LOST) on the first frame after the replug.
+
+With an :class:`~drivers.frames.FrameAuthenticator` the reader's frames must be signed
+(or, if it does not require signing, may be): a frame with a bad or missing MAC or a replay
+becomes a ``FORGED`` input, is counted in ``frames_forged`` and, like a damaged frame, does
+not count as a sign of life from the reader.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from typing import Any
 import serial
 import serial_asyncio_fast
 
-from drivers.frames import Frame, FrameDecoder, FrameError, ReaderSession, error_input
+from drivers.frames import Frame, FrameAuthenticator, FrameDecoder, FrameError, ReaderSession, error_input
 from drivers.scan import LinkStatus, ScanInput, ScanKind
 
 _READ_SIZE = 1024
@@ -34,8 +39,9 @@ _SILENT = "heartbeat timeout"
 class SerialScannerLink:
     """Reads scanner frames from ``port`` and reports inputs and link changes via callbacks.
 
-    Counters: ``frames_ok`` (decoded frames from the expected reader), ``frames_bad``
+    Counters: ``frames_ok`` (decoded, authentic frames from the expected reader), ``frames_bad``
     (damaged frames and frames from a foreign reader: each became a CORRUPT input),
+    ``frames_forged`` (frames that failed authentication: each became a FORGED input),
     ``reconnects`` (successful re-opens after the first open), ``open_failures``, and the decoder's
     ``garbage_bytes``. ``sessions`` maps reader id -> :class:`ReaderSession`.
     """
@@ -52,6 +58,7 @@ class SerialScannerLink:
         on_input: Callable[[ScanInput], Any],
         on_link: Callable[[LinkStatus], Any],
         logger: Any = None,
+        auth: FrameAuthenticator | None = None,
     ) -> None:
         self.port = port
         self.baudrate = baudrate
@@ -61,6 +68,7 @@ class SerialScannerLink:
         self.backoff_max = backoff_max
         self._on_input = on_input
         self._on_link = on_link
+        self.auth = auth
         self._log = logger if logger is not None else logging.getLogger(__name__)
         self.name = f"serial:{port}"
         self.decoder = FrameDecoder()
@@ -68,6 +76,7 @@ class SerialScannerLink:
         self.up: bool | None = None  # None until the first transition
         self.frames_ok = 0
         self.frames_bad = 0
+        self.frames_forged = 0
         self.reconnects = 0
         self.open_failures = 0
         self._opens = 0
@@ -147,13 +156,19 @@ class SerialScannerLink:
                 self.frames_bad += 1
                 self._emit(self._foreign(item, now))
             else:
-                self.frames_ok += 1
-                heard = True
-                self._reader_hint = item.reader
                 session = self.sessions.get(item.reader)
                 if session is None:
-                    session = self.sessions[item.reader] = ReaderSession(item.reader)
-                for scan in session.accept(item, now):
+                    session = self.sessions[item.reader] = ReaderSession(item.reader, self.auth)
+                scans = session.accept(item, now)
+                if scans and scans[0].kind is ScanKind.FORGED:
+                    self.frames_forged += 1
+                    self._log.error(f"{self.name}: frame from {item.reader} failed authentication: "
+                                    f"{scans[0].detail}")
+                else:
+                    self.frames_ok += 1
+                    heard = True
+                    self._reader_hint = item.reader
+                for scan in scans:
                     self._emit(scan)
         return heard
 

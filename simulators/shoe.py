@@ -3,13 +3,18 @@
 :class:`VirtualShoe` produces the exact bytes a reader would put on the wire, including
 the ways a real line fails (noise, torn and damaged frames, lost frames, retransmissions).
 It does no IO: write its bytes to a :class:`~simulators.pty_port.PtyPort` (or anywhere).
+Given a ``key`` it signs every frame (HMAC-SHA256, docs/scanner-protocol.md §6) and raises its
+boot counter at every :meth:`VirtualShoe.boot`; :meth:`VirtualShoe.forged` and
+:meth:`VirtualShoe.replayed_old` then play the attacker on the line.
 :class:`FaultPlan` decides, per physical pass of a card over the reader, which fault
 happens, so scenario tests and the demo can inject faults reproducibly from a seed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
+from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -32,15 +37,22 @@ class VirtualShoe:
     Each method returns the bytes the reader sends for that event. Scan results advance
     the counter exactly as firmware would, including the faulty ones (the reader did send
     the frame; it is the line that lost or damaged it).
+
+    With a ``key`` every frame is signed with the current ``boot_count``, which
+    :meth:`boot` raises first, like firmware keeping the counter in non-volatile memory.
     """
 
     def __init__(self, reader: str = "SC1", deck: Iterable[str] = (), *,
-                 firmware: str = "sim-1.0") -> None:
+                 firmware: str = "sim-1.0", key: bytes | None = None, boot_count: int = 0) -> None:
         self.reader = reader
         self.deck: list[str] = list(deck)
         self.firmware = firmware
+        self.key = key
+        self.boot_count = boot_count
         self.seq = 0
         self._last_result: bytes | None = None
+        self._results: deque[bytes] = deque(maxlen=64)  # scan-result frames sent, oldest first
+        self._boots: deque[bytes] = deque(maxlen=8)  # BOOT frames sent, oldest first
 
     def next_card(self) -> str:
         """Take the next card off the top of the deck."""
@@ -49,19 +61,26 @@ class VirtualShoe:
         return self.deck.pop(0)
 
     def _frame(self, status: Status, payload: str = "") -> bytes:
-        return encode_frame(Frame(self.reader, self.seq, status, payload))
+        frame = Frame(self.reader, self.seq, status, payload)
+        return encode_frame(frame if self.key is None else frame.sign(self.key, self.boot_count))
 
     def _result(self, status: Status, payload: str = "") -> bytes:
         self.seq = (self.seq + 1) % SEQ_MOD
         self._last_result = self._frame(status, payload)
+        self._results.append(self._last_result)
         return self._last_result
 
     # --- what a healthy reader sends ---------------------------------------------------
 
     def boot(self) -> bytes:
-        """Power-up: announces the firmware and resets the counter to 0."""
+        """Power-up: announces the firmware and resets the counter to 0 (a signing reader
+        also raises its boot counter)."""
         self.seq, self._last_result = 0, None
-        return self._frame(Status.BOOT, self.firmware)
+        if self.key is not None:
+            self.boot_count = (self.boot_count + 1) % SEQ_MOD
+        frame = self._frame(Status.BOOT, self.firmware)
+        self._boots.append(frame)
+        return frame
 
     def heartbeat(self) -> bytes:
         """Idle keep-alive carrying the last used seq (lets the backend see lost frames)."""
@@ -112,6 +131,29 @@ class VirtualShoe:
         if self._last_result is None:
             raise RuntimeError("nothing to repeat: no scan-result frame since boot")
         return self._last_result
+
+    # --- what an attacker on the line sends (the reader's counter does not move) ------------
+
+    def forged(self, code: str, seq: int | None = None) -> bytes:
+        """An OK frame for ``code`` the reader never sent, with a well-formed MAC under a wrong
+        key and a valid CRC: by default it claims the seq the reader will use next, so it
+        tries to pre-empt the next genuine card."""
+        wrong = hashlib.sha256(b"not the key" + (self.key or b"")).digest()
+        frame = Frame(self.reader, (self.seq + 1) % SEQ_MOD if seq is None else seq, Status.OK, code)
+        return encode_frame(frame.sign(wrong, self.boot_count))
+
+    def replayed_old(self, n: int = 1) -> bytes:
+        """A verbatim copy of the scan-result frame sent ``n`` results before the last one
+        (``n=0`` would be the last: a harmless repeat), possibly from an earlier boot."""
+        if not 1 <= n < len(self._results):
+            raise IndexError(f"no scan result {n} before the last one ({len(self._results)} kept)")
+        return self._results[-1 - n]
+
+    def replayed_boot(self) -> bytes:
+        """A verbatim copy of the previous BOOT frame (the current one if it booted only once)."""
+        if not self._boots:
+            raise RuntimeError("nothing to replay: the reader never booted")
+        return self._boots[-2] if len(self._boots) > 1 else self._boots[-1]
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from drivers.frames import (
     FrameError,
     ReaderSession,
     Status,
+    compute_mac,
     crc16,
     decode_frame,
     encode_frame,
@@ -57,13 +58,14 @@ def describe(items: list[Frame | FrameError], garbage: int) -> str:
             out.append(f"ERROR {item.reason}")
         else:
             out.append(" ".join(filter(None, ["FRAME", item.reader, str(item.seq),
-                                              str(item.status), item.payload])))
+                                              str(item.status), item.payload,
+                                              item.boot is not None and f"[boot {item.boot}]"])))
     if garbage:
         out.append(f"GARBAGE {garbage}")
     return " ; ".join(out)
 
 
-BYTE_VECTORS = doc_table("### 8.1 Byte vectors")
+BYTE_VECTORS = doc_table("### 9.1 Byte vectors")
 
 
 def test_doc_has_enough_byte_vectors() -> None:
@@ -94,6 +96,13 @@ def test_doc_valid_vectors_are_what_encode_produces(row: list[str]) -> None:
     assert encode_frame(frame).rstrip(b"\r\n") == data.rstrip(b"\r\n")
 
 
+def test_doc_signed_vector_carries_the_mac_of_its_key() -> None:
+    frame = decode_frame(ast.literal_eval(next(r[1] for r in BYTE_VECTORS if "[boot" in r[2])))
+    k1 = bytes(range(32))  # key K1 of the doc's 9.3 (also checked there)
+    assert frame.boot == 7 and frame.mac == compute_mac(k1, b"SC1,1,OK,AS", 7)
+    assert frame.mac.startswith("829f61d8") and "829f61d8e9e9f2da22ee6755a2aedd101a4ecd099887469f79e94cd13f55a9b0" in DOC.read_text()
+
+
 def parse_inputs(cell: str) -> list[tuple[str, int | None, str]]:
     out = []
     for item in filter(None, (s.strip() for s in cell.split(";"))):
@@ -102,7 +111,7 @@ def parse_inputs(cell: str) -> list[tuple[str, int | None, str]]:
     return out
 
 
-SEQ_VECTORS = doc_table("### 8.2 Sequence vectors")
+SEQ_VECTORS = doc_table("### 9.2 Sequence vectors")
 
 
 @pytest.mark.parametrize("row", SEQ_VECTORS, ids=[r[3] for r in SEQ_VECTORS])
@@ -159,9 +168,8 @@ def frames(draw: st.DrawFn, reader: str | None = None) -> Frame:
     seq = 0 if status is Status.BOOT else draw(st.integers(0, SEQ_MOD - 1))
     rid = reader or draw(st.text(_UP_DIGIT + "-", min_size=1, max_size=16))
     frame = Frame(rid, seq, status, draw(_PAYLOADS[status]))
-    if len(frame.body) + 8 > MAX_FRAME_LEN:  # '$', '*', 4 crc digits, CRLF
-        from hypothesis import reject
-        reject()
+    if draw(st.booleans()):
+        frame = frame.sign(draw(st.binary(min_size=16, max_size=64)), draw(st.integers(0, SEQ_MOD - 1)))
     return frame
 
 
@@ -198,10 +206,24 @@ def test_garbage_never_raises_and_the_next_frame_still_arrives(
     assert decoder.feed(encode_frame(frame))[-1] == frame
 
 
+_MAC = "829f61d8e9e9f2da22ee6755a2aedd101a4ecd099887469f79e94cd13f55a9b0"
+
+
+def _crc(inner: bytes) -> bytes:
+    return b"$" + inner + b"*" + f"{crc16(inner):04X}".encode() + b"\r\n"
+
+
 @pytest.mark.parametrize(
     ("wire", "message"),
     [
         (b"$SC1,1,OK,AS*77EE\r\n", "bad CRC: frame says 77EE, computed 77EF"),
+        (_crc(b"SC1,1,OK,AS;7;" + _MAC.upper().encode()), "MAC '829F61D8"),
+        (_crc(b"SC1,1,OK,AS;7;" + _MAC[:-1].encode()), "must be 64 lowercase hex digits"),
+        (_crc(b"SC1,1,OK,AS;7;" + _MAC.encode() + b";1"), "must be 64 lowercase hex digits"),
+        (_crc(b"SC1,1,OK,AS;" + _MAC.encode()), "a signature must be ';<boot>;<mac>'"),
+        (_crc(b"SC1,1,OK,AS;;" + _MAC.encode()), "boot counter '' must be a decimal number"),
+        (_crc(b"SC1,1,OK,AS;4294967296;" + _MAC.encode()), "boot counter 4294967296 must be an integer"),
+        (_crc(b"SC1,1,OK;7;" + _MAC.encode()), "expected 4 comma-separated fields, got 3"),
         (b"SC1,1,OK,AS*77EF\r\n", "must start with '$'"),
         (b"$SC1,1,OK,AS\r\n", "no '*'"),
         (b"$SC1,1,OK,AS*77ef\r\n", "4 uppercase hex digits"),
@@ -226,6 +248,14 @@ def test_frame_validates_its_fields() -> None:
         Frame("SC1", 3, Status.BOOT, "1.0")
     with pytest.raises(FrameError, match="FAULT payload 'FIRE'"):
         Frame("SC1", 3, Status.FAULT, "FIRE")
+    with pytest.raises(FrameError, match="both a boot counter and a MAC"):
+        Frame("SC1", 1, Status.OK, "AS", boot=7)
+    with pytest.raises(FrameError, match="both a boot counter and a MAC"):
+        Frame("SC1", 1, Status.OK, "AS", mac=_MAC)
+    with pytest.raises(FrameError, match="boot counter -1"):
+        Frame("SC1", 1, Status.OK, "AS", boot=-1, mac=_MAC)
+    with pytest.raises(FrameError, match="64 lowercase hex"):
+        Frame("SC1", 1, Status.OK, "AS", boot=7, mac=_MAC.upper())
     assert Frame("SC1", 1, "OK", "AS").status is Status.OK  # type: ignore[arg-type]
 
 
@@ -236,18 +266,34 @@ def test_seq_above_32_bits_is_rejected() -> None:
 
 
 def test_overlong_line_is_rejected_by_decode_frame() -> None:
-    with pytest.raises(FrameError, match="over the 64-byte limit") as info:
-        decode_frame(b"$" + b"A" * 70 + b"\r\n")
+    with pytest.raises(FrameError, match="over the 128-byte limit") as info:
+        decode_frame(b"$" + b"A" * 130 + b"\r\n")
     assert info.value.reason == "overlong"
 
 
-def test_the_64_byte_limit_includes_the_line_end() -> None:
+def test_the_128_byte_limit_includes_the_line_end() -> None:
+    assert MAX_FRAME_LEN == 128 and "at most **128 bytes**" in DOC.read_text(encoding="utf-8")
     decoder = FrameDecoder()
-    at_limit = decoder.feed(b"$" + b"A" * 62 + b"\n")  # 64 bytes: decoded (and rejected)
-    over = decoder.feed(b"$" + b"A" * 63 + b"\n")  # 65 bytes: never decoded
+    at_limit = decoder.feed(b"$" + b"A" * 126 + b"\n")  # 128 bytes: decoded (and rejected)
+    over = decoder.feed(b"$" + b"A" * 127 + b"\n")  # 129 bytes: never decoded
     assert [e.reason for e in at_limit + over] == ["syntax", "overlong"]
-    longest = Frame("R" * 16, SEQ_MOD - 1, Status.MISREAD, "ABCDEFGH")
-    assert len(encode_frame(longest)) <= MAX_FRAME_LEN
+    # The doc's figures: the longest unsigned frame is 52 bytes, the longest signed one 128.
+    for payloads in ([(Status.MISREAD, "ABCDEFGH"), (Status.FAULT, "COVER_OPEN")],):
+        for status, payload in payloads:
+            longest = Frame("R" * 16, SEQ_MOD - 1, status, payload)
+            assert len(encode_frame(longest)) == 52
+            signed = longest.sign(b"k" * 32, SEQ_MOD - 1)
+            assert len(encode_frame(signed)) == MAX_FRAME_LEN
+            assert decode_frame(encode_frame(signed)) == signed
+    assert len(encode_frame(Frame("R" * 16, 0, Status.BOOT, "v" * 16).sign(b"k" * 32, SEQ_MOD - 1))) < 128
+
+
+def test_unsigned_frames_keep_their_version_1_bytes() -> None:
+    frame = Frame("SC1", 1, Status.OK, "AS")
+    assert encode_frame(frame) == b"$SC1,1,OK,AS*77EF\r\n" and not frame.signed
+    signed = frame.sign(bytes(range(32)), 7)
+    assert signed.signed and signed.body == frame.body and signed != frame
+    assert encode_frame(signed) == b"$SC1,1,OK,AS;7;" + _MAC.encode() + b"*7886\r\n"
 
 
 # --- sequence rules beyond the doc table -------------------------------------------------

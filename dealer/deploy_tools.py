@@ -1,0 +1,172 @@
+"""Deployment helpers behind ``dealer deploy``: the broker ACL rendered from a config.
+
+``dealer deploy acl --config FILE`` prints the Mosquitto ACL for the tables of FILE
+(``deploy/mosquitto/acl`` is this output for ``deploy/tables/example.toml``).
+``dealer deploy check --config FILE`` prints the reasons ``dealer run`` would refuse to
+start with FILE (``dealer.security.check_deployment``), one per line.
+
+The ACL is least privilege. Mosquitto's ``pattern`` lines substitute the WHOLE user name
+(``%u``) or client id (``%c``), so a user named ``scanner-TP1`` cannot be mapped to the
+topic segment ``TP1`` by a pattern; explicit per-table blocks are generated instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from dealer import topics
+from dealer.config import Settings
+
+BACKEND_USER = "dealer-backend"
+SETTLEMENT_USER = "settlement"
+PLAYER_PLATFORM_USER = "player-platform"
+OPS_USER = "ops"
+
+
+def scanner_user(table_id: str) -> str:
+    return f"scanner-{table_id}"
+
+
+def station_user(table_id: str) -> str:
+    return f"station-{table_id}"
+
+
+_ALL = "+"
+
+_HEADER = """\
+# Mosquitto ACL for the studio's MQTT protocol (docs/mqtt-topics.md).
+#
+# Rendered by `dealer deploy acl --config FILE` from the tables of FILE: re-render it
+# whenever a table is added or removed, then reload the broker (SIGHUP). Every user below
+# needs a line in the password file (mosquitto_passwd).{source}
+#
+# Format: a "user <name>" line starts a block; "topic read|write|readwrite <filter>"
+# lines grant access to that user. Anything not granted is denied: a publish to a topic
+# the user may not write is DROPPED (MQTT 3.1.1 still acknowledges it; nobody receives
+# it), a subscription to a topic it may not read receives nothing. Only users with a
+# password in the password file can connect (allow_anonymous false).
+#
+# "read" covers subscribing and receiving; "write" covers publishing, including the
+# backend's retained status message and its last will.
+"""
+
+
+def render_acl(settings: Settings, *, source: str | None = None) -> str:
+    """The Mosquitto ACL for ``settings``: fixed users (backend, settlement, player
+    platform, ops), one ``station-<table>`` block per table and one ``scanner-<table>``
+    block per table whose scanner reports over MQTT (``kind = "mqtt"``)."""
+    t = topics.table_topic
+    out: list[str] = [_HEADER.format(source=f"\n# Rendered from: {source}" if source else "")]
+
+    def block(comment: str, user: str, grants: list[tuple[str, str]]) -> None:
+        out.append(comment)
+        out.append(f"user {user}")
+        out.extend(f"topic {access} {topic}" for access, topic in grants)
+        out.append("")
+
+    block("# --- The table backend (dealer run) ---------------------------------------------------------\n"
+          "# Reads what scanners and the player platform / stations send, writes everything a table\n"
+          "# produces, players' private topics included, and its own retained status.",
+          BACKEND_USER,
+          [("read", t(_ALL, "scanner")), ("read", t(_ALL, "actions")),
+           ("write", t(_ALL, "events")), ("write", t(_ALL, "prompts")), ("write", t(_ALL, "results")),
+           ("write", t(_ALL, "players/+")), ("write", topics.backend_status(_ALL))])
+
+    block("# --- Settlement ------------------------------------------------------------------------------\n"
+          "# Reads round results (persistent session, dedupe by idempotency_key) and nothing else:\n"
+          "# it cannot place bets, deal cards or impersonate the backend.",
+          SETTLEMENT_USER,
+          [("read", t(_ALL, "results"))])
+
+    block("# --- Player platform ---------------------------------------------------------------------------\n"
+          "# Places players' bets and decisions (actions) and follows the tables' events\n"
+          "# (bet_accepted, bet_rejected, decisions_open ...) and the backends' liveness.",
+          PLAYER_PLATFORM_USER,
+          [("write", t(_ALL, "actions")), ("read", t(_ALL, "events")), ("read", topics.backend_status(_ALL))])
+
+    out.append("# --- Scanner gateways, one user per table: scanner-<table> ----------------------------------\n"
+               "# A gateway may publish reads for ITS OWN table only; a publish anywhere else is dropped.\n"
+               "# Tables whose scanner is on a serial line have no scanner user.\n")
+    mqtt_tables = [tc for tc in settings.tables if tc.scanner.kind == "mqtt"]
+    for tc in mqtt_tables:
+        block(f"# {tc.id}: reader {tc.scanner.reader_id}", scanner_user(tc.id), [("write", topics.scanner(tc.id))])
+    if not mqtt_tables:
+        out.append("# (no table has an MQTT scanner)\n")
+
+    out.append("# --- Dealer stations, one user per table: station-<table> ------------------------------------\n"
+               "# A station shows prompts, follows its table's events and sends actions (close betting,\n"
+               "# supervisor void) for ITS OWN table only.\n")
+    for tc in settings.tables:
+        block(f"# {tc.id}", station_user(tc.id),
+              [("read", topics.prompts(tc.id)), ("read", topics.events(tc.id)), ("write", topics.actions(tc.id))])
+    if not settings.tables:
+        out.append("# (no tables)\n")
+
+    block("# --- Operations (dashboards, debugging with mosquitto_sub) ---------------------------------\n"
+          "# Read-only: everything under studio/v1 and the broker's own $SYS statistics.",
+          OPS_USER,
+          [("read", f"{topics.PREFIX}/#"), ("read", "$SYS/#")])
+
+    out.append("# --- Players (games with decisions, e.g. Sevenluck) ------------------------------------------\n"
+               "# A player's client logs in with its player id as user name and may read only its own\n"
+               "# topic, which carries its hole cards (decks.md section 3: nobody else may see them). Its\n"
+               "# bets and decisions go through the player platform on `actions`. A pattern line applies\n"
+               "# to every user.")
+    out.append(f"pattern read {t(_ALL, 'players/%u')}")
+    return "\n".join(out) + "\n"
+
+
+# --- CLI ------------------------------------------------------------------------------------
+
+
+def _load(path: str) -> Settings | None:
+    from dealer.config import ConfigError, load_settings
+
+    try:
+        return load_settings(path)
+    except ConfigError as exc:
+        print(f"dealer: {exc}", file=sys.stderr)
+        return None
+
+
+def _cmd_acl(args: argparse.Namespace) -> int:
+    settings = _load(args.config)
+    if settings is None:
+        return 2
+    sys.stdout.write(render_acl(settings, source=args.source))
+    return 0
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from dealer.security import check_deployment
+
+    settings = _load(args.config)
+    if settings is None:
+        return 2
+    problems = check_deployment(settings, args.config)
+    for p in problems:
+        print(p)
+    if problems:
+        return 2
+    print(f"{args.config}: ok")
+    return 0
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``dealer deploy acl|check`` to the ``dealer`` command's subparsers."""
+    d = subparsers.add_parser("deploy", help="deployment helpers: the broker ACL for a config, pre-flight checks")
+    dsub = d.add_subparsers(dest="deploy", required=True)
+    acl = dsub.add_parser("acl", help="print the Mosquitto ACL for the tables of a config")
+    acl.add_argument("--config", required=True)
+    acl.add_argument("--source", help="name the config in the ACL's header comment (default: none)")
+    acl.set_defaults(func=_cmd_acl)
+    chk = dsub.add_parser("check", help="print why `dealer run` would refuse to start with a config (exit 2), "
+                                        "or 'ok'")
+    chk.add_argument("--config", required=True)
+    chk.set_defaults(func=_cmd_check)
+    return d
+
+
+__all__ = ["render_acl", "register", "scanner_user", "station_user"]

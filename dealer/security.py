@@ -1,0 +1,162 @@
+"""Pre-flight checks of a deployment: reasons the backend must refuse to start.
+
+``check_deployment(settings, config_path)`` is static: it looks at file modes and the
+configuration, never at the network. ``dealer run`` prints every reason and exits with
+status 2 (an invalid configuration: systemd's ``RestartPreventExitStatus=2`` stops the
+restart loop). The rules:
+
+* the config file may not be writable by group or others (anyone who can edit it can
+  point the backend at another broker or change the pay tables);
+* a password written in the config file requires the file not to be readable by others
+  (better: use ``[mqtt].password_file`` or ``DEALER_MQTT__PASSWORD``);
+* secrets (``password_file``, the TLS ``key_file``, scanner HMAC key files) must be
+  readable by the backend and by nobody else: no group or other permission bits;
+* every TLS file named must exist and be readable, and TLS files only make sense with
+  ``mqtts://``;
+* plain ``mqtt://`` is allowed only to a loopback address, unless
+  ``[mqtt].allow_insecure = true``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import stat
+import tomllib
+from pathlib import Path
+
+from dealer.config import Settings
+
+_LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"}
+
+
+def is_loopback_host(host: str) -> bool:
+    """True for ``localhost`` and loopback IP literals (127.0.0.0/8, ::1). No DNS lookup."""
+    h = host.strip("[]").lower()
+    if h in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(h).is_loopback
+    except ValueError:
+        return False
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def _unreadable(path: Path) -> str | None:
+    """Why ``path`` cannot be read as a file, or None when it can."""
+    try:
+        with path.open("rb") as f:
+            f.read(1)
+    except FileNotFoundError:
+        return "does not exist"
+    except IsADirectoryError:
+        return "is a directory"
+    except PermissionError:
+        return "is not readable by this user (permission denied)"
+    except OSError as exc:
+        return f"cannot be read: {exc.strerror or exc}"
+    return None
+
+
+def _check_secret(path: Path, what: str) -> list[str]:
+    """A secret file: readable by us, and no permission bits for group or others."""
+    why = _unreadable(path)
+    if why is not None:
+        return [f"{what} {path} {why}"]
+    mode = _mode(path)
+    if mode & 0o077:
+        return [f"{what} {path} is accessible by group or others (mode {mode:04o}): "
+                f"it must be private to the backend's user (chmod 600 {path})"]
+    return []
+
+
+def _check_readable(path: Path, what: str) -> list[str]:
+    why = _unreadable(path)
+    return [f"{what} {path} {why}"] if why is not None else []
+
+
+def _password_in_file(config_path: Path) -> bool:
+    """Does the TOML file itself hold ``[mqtt].password``? (An env override does not count.)"""
+    try:
+        data = tomllib.loads(config_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    mqtt = data.get("mqtt")
+    return isinstance(mqtt, dict) and mqtt.get("password") not in (None, "")
+
+
+def check_deployment(settings: Settings, config_path: str | Path | None) -> list[str]:
+    """Every reason the backend must refuse to start with ``settings`` loaded from
+    ``config_path`` (None: no file, environment only); ``[]`` when it may start."""
+    from drivers.mqtt import parse_broker_url
+
+    problems: list[str] = []
+    m = settings.mqtt
+
+    # --- the configuration file ---
+    if config_path is not None:
+        cfg = Path(config_path)
+        why = _unreadable(cfg)
+        if why is not None:
+            problems.append(f"config file {cfg} {why}")
+        else:
+            mode = _mode(cfg)
+            if mode & (stat.S_IWGRP | stat.S_IWOTH):
+                problems.append(f"config file {cfg} is writable by group or others (mode {mode:04o}): "
+                                f"anyone who can edit it controls the backend (chmod go-w {cfg})")
+            if _password_in_file(cfg) and mode & stat.S_IROTH:
+                problems.append(f"config file {cfg} holds mqtt.password and is readable by others "
+                                f"(mode {mode:04o}): chmod o-r {cfg}, or move the password to "
+                                "mqtt.password_file or DEALER_MQTT__PASSWORD")
+
+    # --- the broker connection ---
+    if m.password is not None and m.password_file is not None:
+        problems.append("both mqtt.password and mqtt.password_file are set: keep only one")
+    if m.password_file is not None:
+        problems += _check_secret(m.password_file, "mqtt.password_file")
+    tls_files = {"mqtt.ca_file": m.ca_file, "mqtt.cert_file": m.cert_file, "mqtt.key_file": m.key_file}
+    if m.url is None:
+        named = [k for k, v in tls_files.items() if v is not None]
+        if named:
+            problems.append(f"{', '.join(named)} set but mqtt.url is not: the backend would not use a broker")
+    else:
+        try:
+            host, port, tls = parse_broker_url(m.url)
+        except ValueError as exc:
+            problems.append(f"mqtt.url: {exc}")
+        else:
+            if tls:
+                if m.ca_file is not None:
+                    problems += _check_readable(m.ca_file, "mqtt.ca_file")
+                if m.cert_file is not None:
+                    problems += _check_readable(m.cert_file, "mqtt.cert_file")
+                if m.key_file is not None:
+                    if m.cert_file is None:
+                        problems.append("mqtt.key_file is set without mqtt.cert_file (the client certificate)")
+                    problems += _check_secret(m.key_file, "mqtt.key_file")
+            else:
+                named = [k for k, v in tls_files.items() if v is not None]
+                if named:
+                    problems.append(f"{', '.join(named)} set but mqtt.url {m.url} is plain MQTT: "
+                                    "use mqtts:// for TLS")
+                if not is_loopback_host(host) and not m.allow_insecure:
+                    problems.append(f"mqtt.url {m.url} is plain MQTT (no TLS) to {host}, which is not a "
+                                    "loopback address: passwords and every message would cross the network "
+                                    "in clear text. Use mqtts:// (with mqtt.ca_file), or set "
+                                    "mqtt.allow_insecure = true to accept that")
+
+    # --- scanner HMAC keys ---
+    for tc in settings.tables:
+        for key_file in tc.scanner.hmac_key_files:
+            problems += _check_secret(Path(key_file), f"table {tc.id} scanner {tc.scanner.reader_id} HMAC key file")
+    return problems
+
+
+def refusal_message(problems: list[str]) -> str:
+    """What ``dealer run`` prints on stderr before exiting with status 2."""
+    return "dealer: refusing to start:\n" + "\n".join(f"  - {p}" for p in problems)
+
+
+__all__ = ["check_deployment", "is_loopback_host", "refusal_message"]

@@ -289,6 +289,9 @@ def build_parser() -> argparse.ArgumentParser:
     lat.set_defaults(func=_cmd_bench)
     rb = bsub.add_parser("rtp", help="wall time of each game's full exact RTP report")
     rb.set_defaults(func=_cmd_bench_rtp)
+    from dealer import fuzz
+
+    fuzz.register(bsub)
     from dealer import audit, deploy_tools
 
     audit.register(sub)

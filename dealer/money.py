@@ -7,6 +7,7 @@ payout that is not a whole number of the table's minor unit is rounded
 
 from __future__ import annotations
 
+import re
 from decimal import ROUND_DOWN, ROUND_HALF_UP, Decimal, InvalidOperation
 from enum import StrEnum
 
@@ -27,12 +28,16 @@ class MoneyError(ValueError):
 #: no table takes a stake of a thousand trillion, and no currency has a 1e-9 minor unit.
 MAX_AMOUNT = Decimal("1e15")
 MAX_DECIMALS = 8
+_CANONICAL = re.compile(r"-?[0-9]{1,15}(\.[0-9]{1,8})?")
 
 
 def to_money(value: str | int | Decimal) -> Decimal:
     """Parse an amount given as a string, int or Decimal. Floats are refused: they are not exact."""
     if isinstance(value, bool) or isinstance(value, float):
         raise MoneyError(f"amount {value!r} must be a decimal string or integer, never a float")
+    if isinstance(value, str) and not _CANONICAL.fullmatch(value):
+        # Money on the wire is canonical: no exponents, signs, separators or non-ASCII digits.
+        raise MoneyError(f"amount {value[:40]!r} must be a plain decimal such as \"10.50\"")
     try:
         d = Decimal(value)
     except (InvalidOperation, TypeError, ValueError):

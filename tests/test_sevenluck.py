@@ -387,7 +387,7 @@ AB = {"straight_flush": "5", "three_of_a_kind": "4", "straight": "1"}
         ({"ante_bonus": AB | {"flush": "1"}}, "unknown categories"),
         ({"ante_bonus": {k: v for k, v in AB.items() if k != "straight"}}, "missing categories"),
         ({"pair_plus": PP | {"pair": "-1"}}, ">= 0"),
-        ({"pair_plus": PP | {"pair": "abc"}}, "not a number"),
+        ({"pair_plus": PP | {"pair": "abc"}}, "plain decimal"),
         ({"pair_plus": [1, 2]}, "mapping"),
         ({"seats": 0}, "greater than or equal"),
         ({"seats": 10}, "less than or equal"),

@@ -296,6 +296,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     audit.register(sub)
     deploy_tools.register(sub)
+    from simulators import soak
+
+    soak.register(sub)
     return p
 
 

@@ -35,6 +35,8 @@ class PlaceBet(_Event):
     bet_type: Annotated[str, Field(min_length=1, max_length=32)]
     stake: Decimal = Field(description="decimal string in the table currency, e.g. \"10.00\"")
     seat: int | None = Field(default=None, ge=1, le=99, description="the seat, in games whose bets name one")
+    round_id: Id | None = Field(default=None, description="the round the bet is meant for: a late bet that "
+                                "would otherwise land in a newer round is refused")
 
     @field_validator("stake", mode="before")
     @classmethod

@@ -177,7 +177,9 @@ class Round:
     def _place_bet(self, ev: PlaceBet) -> Step:
         r = self.rules
         reason: str | None = None
-        if ev.bet_id in self.bets:
+        if ev.round_id is not None and ev.round_id != self.round_id:
+            reason = f"bet is for round {ev.round_id}, but round {self.round_id} is open"
+        elif ev.bet_id in self.bets:
             reason = f"duplicate bet id {ev.bet_id!r}"
         else:
             reason = r.game.check_bet(ev.bet_type, frozenset(self._held.get(ev.player_id, ())))

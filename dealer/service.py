@@ -243,8 +243,10 @@ class Service:
                 # Replay starts at the oldest undelivered round, so the delivery of an older,
                 # already settled round can follow it: nothing to rebuild there.
                 if not step.accepted and ev.type != "result_delivered":
-                    log.error("journal replay rejected an event", table_id=tid, event=ev.type, reason=step.rejection)
-            table.links_down.clear()  # link state is live, re-reported by the drivers
+                    log.error("journal replay rejected an event", table_id=tid, event_type=ev.type,
+                              reason=step.rejection.reason if step.rejection else None)
+            # Links that the journal says are down stay down until their driver reports them
+            # up: that report is then journaled (LinkUp), so the next replay sees the recovery.
             cur = table.current
             log.info("table restored", table_id=tid, replayed=n,
                      round_id=cur.round_id if cur else None, phase=cur.phase.value if cur else None,

@@ -7,6 +7,7 @@ they would with a production broker.
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import socket
@@ -34,6 +35,9 @@ class MosquittoProcess:
         self.conf.write_text(
             f"listener {self.port} 127.0.0.1\nset_tcp_nodelay true\nallow_anonymous true\n{persist}"
             f"max_queued_messages 100000\nmax_inflight_messages 0\nlog_dest file {workdir}/mosquitto.log\n"
+            # As root, mosquitto 2 drops to the 'mosquitto' user and then cannot write its
+            # database in our folder: persistence would silently be off.
+            + ("user root\n" if os.geteuid() == 0 else "")
         )
         self.proc: subprocess.Popen[bytes] | None = None
 

@@ -70,6 +70,7 @@ class SettlementConsumer:
         self.mismatches: list[str] = []
         self.results_seen = 0
         self._bet_seq = 0
+        self._opened: set[tuple[str, str | None]] = set()
         for tid in self.table_ids:
             self.bus.subscribe(topics.events(tid), self._on_event)
             self.bus.subscribe(topics.results(tid), self._on_result)
@@ -78,7 +79,8 @@ class SettlementConsumer:
 
     def _on_event(self, topic: str, payload: bytes) -> None:
         ev = RoundEvent.model_validate_json(payload)
-        if ev.event == "round_opened" and self.place_bets:
+        if ev.event == "round_opened" and self.place_bets and (ev.table_id, ev.round_id) not in self._opened:
+            self._opened.add((ev.table_id, ev.round_id))  # a redelivered opening must not bet twice
             self._place_random_bets(ev.table_id, str(ev.round_id))
 
     def _random_bets(self) -> list[tuple[str, str, int | None]]:
@@ -99,7 +101,7 @@ class SettlementConsumer:
         for player, bet_type, seat in self._random_bets():
             self._bet_seq += 1
             bet = PlaceBet(bet_id=f"{round_id}-b{self._bet_seq}", player_id=player, bet_type=bet_type,
-                           stake=self.rng.choice(self.stakes), seat=seat)
+                           stake=self.rng.choice(self.stakes), seat=seat, round_id=round_id)
             payload = bet.model_dump_json(exclude={"at"}, exclude_none=True).encode()
             self.db.execute("INSERT OR IGNORE INTO bets VALUES (?, ?, ?, ?, ?, ?)",
                             (bet.bet_id, round_id, bet.player_id, bet.bet_type, str(bet.stake), seat))

@@ -129,7 +129,9 @@ class VirtualDealer:
             await self.link.send([self.shoe.heartbeat()])
 
     async def _follow(self, p: StationPrompt) -> None:
-        if p.round_id != self._round and p.round_id is not None:
+        if p.round_id is not None and p.round_id != self._round:
+            if self._round is not None and _seq(p.round_id) < _seq(self._round):
+                return  # a stale prompt (e.g. redelivered after a broker restart): not this round
             self._round = p.round_id
             self._new_shoe()
         if p.kind == "NEXT" and p.step is not None:
@@ -178,3 +180,8 @@ class VirtualDealer:
 
     def _count(self, what: str) -> None:
         self.faults_injected[what] = self.faults_injected.get(what, 0) + 1
+
+
+def _seq(round_id: str) -> int:
+    tail = round_id.rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else -1

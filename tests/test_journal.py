@@ -111,3 +111,48 @@ def test_checkpoint_runs_beside_the_writer(tmp_path: Path):
     assert j.checkpoint() == 0  # everything copied into the database file
     play(table, j, [ResultDelivered(round_id="T1-000001", outbox_id=1)])
     assert j.pending() == [] and j.count(T) == 9
+
+
+async def test_a_restart_after_a_link_outage_replays_every_later_round(tmp_path):
+    """Soak finding: link state cleared after replay without journaling made the *next*
+    replay refuse a journaled open_round (and its log call crashed the backend)."""
+    import asyncio
+
+    from dealer.config import load_settings
+    from dealer.service import Service
+    from drivers.bus import LocalBus
+
+    settings = load_settings(service={"journal_path": tmp_path / "j.sqlite", "metrics_enabled": False},
+                             tables=[{"id": T, "game": "teen-patti", "auto_rounds": False,
+                                      "scanner": {"kind": "mqtt", "reader_id": "SC1"}}])
+
+    async def instance(actions):
+        service = Service(settings, bus=LocalBus(), broker_link=False)
+        task = asyncio.create_task(service.run())
+        await service.ready.wait()
+        try:
+            return await actions(service)
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def first(service):
+        assert (await service.open_round(T)).accepted
+        await service.submit(T, CloseBetting())
+        for c in DEAL[:3]:
+            await service.submit(T, ScanRead(reader="SC1", code=c))
+        await service.submit(T, LinkDown(link="broker", reason="gone"))  # after close: journaled, round goes on
+
+    async def second(service):
+        assert service.tables[T].links_down  # the journal says the broker link is down
+        assert (await service.submit(T, LinkUp(link="broker"))).journal  # its recovery is journaled
+        for c in DEAL[3:]:
+            await service.submit(T, ScanRead(reader="SC1", code=c))
+        assert (await service.open_round(T)).accepted
+
+    async def third(service):
+        return service.tables[T].current.round_id
+
+    await instance(first)
+    await instance(second)
+    assert await instance(third) == "T1-000002"

@@ -244,3 +244,10 @@ def test_any_event_sequence_keeps_invariants_and_replays_identically(events):
     assert replayed == results
     if t.current is not None:
         assert (t2.current.phase, t2.current.cards, t2.current.reject_count) == (t.current.phase, t.current.cards, t.current.reject_count)
+
+
+def test_a_bet_meant_for_another_round_is_refused():
+    t = open_table()
+    step = t.handle(PlaceBet(bet_id="b", player_id="p", bet_type="tie", stake="5", round_id="T1-000000"))
+    assert not step.accepted and "is for round T1-000000" in step.rejection.reason
+    assert t.handle(PlaceBet(bet_id="b", player_id="p", bet_type="tie", stake="5", round_id="T1-000001")).accepted

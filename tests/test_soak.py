@@ -1,0 +1,168 @@
+"""The fault soak (``dealer soak``): a small real run, and its reconciliation on planted errors."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from dealer.config import TableConfig
+from dealer.events import CloseBetting, OpenRound, PlaceBet, ScanRead
+from dealer.messages import RoundResult
+from dealer.settlement import settle_bet
+from dealer.table import Table
+from simulators.soak import (
+    FAULT_KINDS,
+    SoakData,
+    _StationScreen,
+    reconcile,
+    register,
+    run_soak,
+    scan_backend_log,
+)
+
+DEAL = ["AS", "KS", "AD", "KH", "AC", "KC"]  # A: three aces, B: three kings
+
+
+def _completed_round(table: Table, round_id: str, bets: list[tuple[str, str, str, str]]) -> bytes:
+    """Play one round through the real core and return its result's bytes."""
+    table.handle(OpenRound(round_id=round_id, at=1, betting_closes_at=2))
+    for bet_id, player, bet_type, stake in bets:
+        assert table.handle(PlaceBet(bet_id=bet_id, player_id=player, bet_type=bet_type, stake=stake, at=1)).accepted
+    table.handle(CloseBetting(at=2))
+    for code in DEAL:
+        step = table.handle(ScanRead(reader="R1", code=code, at=3))
+    return next(e for e in step.effects if isinstance(e, RoundResult)).model_dump_json().encode()
+
+
+def _data() -> tuple[SoakData, bytes]:
+    """A clean two-round run of table T1: every bet settled once, at the right amount."""
+    cfg = TableConfig(id="T1", game="teen-patti", scanner={"kind": "serial", "port": "/dev/null", "reader_id": "R1"})
+    table = Table(cfg.rules())
+    r1 = _completed_round(table, "T1-000001", [("T1-000001-b1", "p1", "player_a", "10.00"),
+                                               ("T1-000001-b2", "p2", "player_b", "5.00")])
+    r2 = _completed_round(table, "T1-000002", [("T1-000002-b4", "p1", "tie", "5.00")])
+    bets = [("T1-000001-b1", "T1-000001", "p1", "player_a", "10.00"),
+            ("T1-000001-b2", "T1-000001", "p2", "player_b", "5.00"),
+            ("T1-000001-b3", "T1-000001", "p2", "tie", "1.00"),  # sent too late: never accepted
+            ("T1-000002-b4", "T1-000002", "p1", "tie", "5.00")]
+    ledger = []
+    for bet_id, round_id, player, bet_type, stake in bets:
+        result = RoundResult.model_validate_json(r1 if round_id == "T1-000001" else r2)
+        if bet_id in result.accepted_bets.bet_ids:
+            s = settle_bet(bet_type, stake, result, player)
+            outcome, returned = s.outcome, str(s.returned)
+        else:
+            outcome, returned = "NOT_ACCEPTED", stake
+        ledger.append((bet_id, f"T1:{round_id}", player, bet_type, stake, outcome, returned))
+    data = SoakData(
+        tables=["T1"], opened={"T1": ["T1-000001", "T1-000002"]},
+        closed={"T1-000001", "T1-000002"},
+        deliveries={"T1:T1-000001": [r1, r1], "T1:T1-000002": [r2]},  # delivered twice, applied once
+        applied=[("T1:T1-000001", r1.decode()), ("T1:T1-000002", r2.decode())],
+        bets=bets, ledger=ledger,
+    )
+    return data, r1
+
+
+def test_reconciliation_passes_a_clean_run():
+    data, _ = _data()
+    rec = reconcile(data)
+    assert rec.discrepancies == []
+    assert rec.stats["results"] == 2 and rec.stats["completed"] == 2
+    chips = rec.stats["chips"]
+    assert Decimal(chips["escrow"]) == 0 and chips["before"] == chips["after"]
+    # A's three aces beat B's three kings: p1 wins 9.50 on player_a and loses 5 on the tie, p2 loses 5
+    assert -Decimal(chips["players_net"]) == Decimal(chips["house_net"]) == Decimal("0.50")
+
+
+def test_reconciliation_reports_a_double_settlement_and_a_missing_result():
+    data, _ = _data()
+    data.ledger.append(data.ledger[0])  # T1-000001-b1 paid a second time
+    data.applied = [a for a in data.applied if a[0] != "T1:T1-000002"]  # round 2's result never applied
+    data.deliveries.pop("T1:T1-000002")
+    data.ledger = [line for line in data.ledger if line[1] != "T1:T1-000002"]
+    found = reconcile(data).discrepancies
+    assert any("T1-000001-b1" in d and "settled 2 times" in d for d in found), found
+    assert any(d.startswith("T1:T1-000002: no result applied") for d in found), found
+    assert any("T1-000002-b4" in d and "never settled" in d for d in found), found
+    assert any(d.startswith("chips not conserved") for d in found), found
+
+
+def test_reconciliation_reports_changed_content_wrong_amounts_and_bad_cancellations():
+    data, r1 = _data()
+    data.deliveries["T1:T1-000001"].append(r1.replace(b'"winner":"A"', b'"winner":"B"'))
+    bet_id, key, player, bet_type, stake, outcome, returned = data.ledger[0]
+    data.ledger[0] = (bet_id, key, player, bet_type, stake, outcome, str(Decimal(returned) + 1))
+    cancelled = RoundResult.model_validate_json(data.applied[1][1]).model_copy(
+        update={"outcome": "CANCELLED", "refund_all": True, "reason": "dealer went home", "cards": {}})
+    data.applied[1] = ("T1:T1-000002", cancelled.model_dump_json())
+    data.deliveries["T1:T1-000002"] = [cancelled.model_dump_json().encode()]
+    found = reconcile(data).discrepancies
+    assert any("different contents" in d for d in found), found
+    assert any(d.startswith(f"bet {bet_id} ") and "the result gives" in d for d in found), found
+    assert any("CANCELLED but not by a link loss" in d for d in found), found
+    assert any("CANCELLED after its betting had closed" in d for d in found), found
+
+
+def test_register_adds_the_soak_command():
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["soak", "--tables", "3", "--rounds", "7", "--seed", "5", "--fault-rate", "0.2"])
+    assert (args.tables, args.rounds, args.seed, args.fault_rate, args.workdir) == (3, 7, 5, 0.2, None)
+    assert callable(args.func)
+
+
+@pytest.mark.timeout(300)
+async def test_small_soak_with_every_fault_kind_reconciles(tmp_path: Path):
+    """2 tables x 12 rounds against the real ``dealer run`` process, broker and PTYs, with a
+    fault rate high enough that every kind of fault happens."""
+    summary = await run_soak(tables=2, rounds=12, seed=3, workdir=tmp_path / "soak", fault_rate=0.4)
+    assert summary["discrepancies"] == []
+    assert summary["ok"] is True
+    missing = [k for k in FAULT_KINDS if summary["faults"][k] < 1]
+    assert not missing, f"fault kinds never injected: {missing} ({summary['faults']})"
+    assert summary["rounds"]["min"] >= 12
+    assert summary["results"] == summary["completed"] + summary["cancelled"] + summary["voided"]
+    assert summary["voided"] == 0
+    checks = summary["link_loss_checks"]
+    assert checks["before_close_must_cancel"] >= 1 and checks["after_close_must_complete"] >= 1
+    assert summary["cancelled"] >= checks["before_close_must_cancel"]
+    assert summary["chips"]["escrow"] == "0.00" and summary["chips"]["before"] == summary["chips"]["after"]
+    assert summary["bets"]["placed"] == summary["bets"]["ledger_lines"] > 0
+
+
+def test_backend_log_scan_separates_loop_fd_races_from_real_tracebacks():
+    race = ("Exception in callback <bound method Loop.add_writer of <uvloop.Loop running=True>>\n"
+            "handle: <Handle Loop.add_writer>\nTraceback (most recent call last):\n  File \"uvloop/loop.pyx\"\n"
+            "KeyError: 16\n\nDuring handling of the above exception, another exception occurred:\n\n"
+            "Traceback (most recent call last):\nOSError: [Errno 9] Bad file descriptor\n")
+    crash = "Traceback (most recent call last):\n  File \"dealer/service.py\"\nTypeError: boom\n"
+    line = '{"event": "link up"}\n'
+    assert scan_backend_log(line + race + line) == {"tracebacks": 0, "loop_fd_races": 1}
+    assert scan_backend_log(race + line + crash) == {"tracebacks": 1, "loop_fd_races": 1}
+
+
+def test_station_screen_never_shows_an_older_prompt_again():
+    shown: list[dict] = []
+
+    class Dealer:
+        def on_prompt(self, topic: str, payload: bytes) -> None:
+            shown.append(json.loads(payload))
+
+    screen = _StationScreen(Dealer())  # type: ignore[arg-type]
+
+    def prompt(round_id: str | None, at: int, kind: str = "NEXT") -> bytes:
+        return json.dumps({"table_id": "T1", "round_id": round_id, "kind": kind, "at": at}).encode()
+
+    for payload in (prompt("T1-000002", 10), prompt("T1-000002", 10),  # a redelivered copy
+                    prompt("T1-000001", 50),  # a prompt of the previous round, redelivered late
+                    prompt("T1-000002", 9),  # older than the newest one shown
+                    prompt("T1-000002", 11), prompt(None, 12, "WAIT"), prompt("T1-000003", 13)):
+        screen.on_prompt("t", payload)
+    assert [(p["round_id"], p["at"]) for p in shown] == [("T1-000002", 10), ("T1-000002", 11), (None, 12),
+                                                          ("T1-000003", 13)]
+    assert screen.dropped == 3

@@ -65,3 +65,13 @@ def pay_table(raw: Any, known: Sequence[str], what: str) -> dict[str, Decimal]:
             problems.append(f"missing categories {missing}")
         raise ValueError(f"{what}: {' and '.join(problems)} (expected exactly {list(known)})")
     return {k: exact_ratio(raw[k], f"{what}[{k!r}]") for k in known}
+
+
+def check_distinct_positions(game: str, cards: Mapping[str, str], expected: Sequence[str]) -> None:
+    """Every expected position holds a valid card, and no card sits at two positions."""
+    seen: dict[str, str] = {}
+    for position in expected:
+        code = parse_card(cards[position]).code
+        if code in seen:
+            raise CardError(f"{game} resolve: card {code} is at both {seen[code]} and {position}")
+        seen[code] = position

@@ -24,7 +24,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
-from dealer.cards import STANDARD_52, CardError, parse_card
+from dealer.cards import STANDARD_52, CardError
 from dealer.games.base import (
     BetResolution,
     BetView,
@@ -38,7 +38,7 @@ from dealer.games.base import (
 )
 
 # Shared helpers (card-list parsing, exact pay tables) live in teen_patti for now.
-from dealer.games._common import RankedHand, pay_table, parse_distinct
+from dealer.games._common import RankedHand, check_distinct_positions, pay_table, parse_distinct
 
 # --- Three-card ranking (§3) -----------------------------------------------------------
 
@@ -390,12 +390,7 @@ def _hand_codes(cards: Mapping[str, str], hands: Mapping[str, tuple[str, ...]]) 
             f"sevenluck resolve: unexpected position(s) {extra} (expected exactly {expected};"
             " only seats holding a bet are dealt)"
         )
-    seen: dict[str, str] = {}
-    for position in expected:
-        code = parse_card(cards[position]).code
-        if code in seen:
-            raise CardError(f"sevenluck resolve: card {code} is at both {seen[code]} and {position}")
-        seen[code] = position
+    check_distinct_positions("sevenluck", cards, expected)
     return {name: tuple(cards[p] for p in positions) for name, positions in hands.items()}
 
 

@@ -23,7 +23,7 @@ from typing import Any, Literal
 from pokerkit import Label, StandardHighHand
 from pydantic import Field, ValidationInfo, field_validator
 
-from dealer.cards import CARD_ID, STANDARD_52, Card, CardError, parse_card
+from dealer.cards import CARD_ID, STANDARD_52, Card, CardError
 from dealer.games.base import (
     BetResolution,
     BetView,
@@ -35,7 +35,7 @@ from dealer.games.base import (
     Outcome,
     Position,
 )
-from dealer.games._common import RankedHand, exact_ratio, pay_table, parse_distinct
+from dealer.games._common import RankedHand, check_distinct_positions, exact_ratio, pay_table, parse_distinct
 
 # --- Three-card ranking (§3) -----------------------------------------------------------
 
@@ -348,12 +348,7 @@ def _hand_codes(cards: Mapping[str, str]) -> dict[str, tuple[str, ...]]:
     extra = sorted(set(cards) - set(expected))
     if extra:
         raise ValueError(f"teen-patti resolve: unexpected position(s) {extra} (burn cards are not passed)")
-    seen: dict[str, str] = {}
-    for position in expected:
-        code = parse_card(cards[position]).code
-        if code in seen:
-            raise CardError(f"teen-patti resolve: card {code} is at both {seen[code]} and {position}")
-        seen[code] = position
+    check_distinct_positions("teen-patti", cards, expected)
     return {hand: tuple(cards[p] for p in positions) for hand, positions in HAND_POSITIONS.items()}
 
 

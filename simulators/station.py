@@ -134,23 +134,26 @@ class VirtualDealer:
                 return  # a stale prompt (e.g. redelivered after a broker restart): not this round
             self._round = p.round_id
             self._new_shoe()
-        if p.kind == "NEXT" and p.step is not None:
-            registered = p.step - 1  # positions 1..step-1 hold registered cards
+        if p.kind in ("NEXT", "RESCAN", "ALERT") and p.step is not None:
+            # Like a dealer reading the station screen: the step says how many cards have
+            # registered, so a lost NEXT (prompts are live, not durable) cannot leave us
+            # re-passing a card that already counts.
+            registered = p.step - 1
             if self.in_hand is not None and len(self.dealt) + 1 == registered:
                 self.dealt.append(self.in_hand)  # the card in hand registered
                 self.in_hand = None
+            if p.kind == "ALERT":
+                return  # it follows a RESCAN for the same step, which already asked for the pass
             if self.in_hand is not None and len(self.dealt) == registered:
-                await self._pass(self.in_hand)  # still expected (e.g. after a backend restart)
+                if p.kind != "NEXT":
+                    await asyncio.sleep(self.deal_interval / 2)
+                await self._pass(self.in_hand)  # still expected: pass it (again)
             elif self.in_hand is None and len(self.dealt) == registered:
                 await asyncio.sleep(self.deal_interval)
                 self.in_hand = self.shoe.next_card()
                 await self._pass(self._maybe_wrong(self.in_hand))
             else:
                 log.warning("dealer out of step with the station", dealt=len(self.dealt), step=p.step)
-        elif p.kind == "RESCAN":
-            if self.in_hand is not None:
-                await asyncio.sleep(self.deal_interval / 2)
-                await self._pass(self.in_hand)
         elif p.kind == "DONE":
             if self.in_hand is not None:
                 self.dealt.append(self.in_hand)

@@ -33,13 +33,75 @@ _SOCKET_OPTIONS = ((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),)
 
 
 class _Client(aiomqtt.Client):
-    """aiomqtt's client with an O(1) pending-call bookkeeping.
+    """aiomqtt's client with safe socket registration and O(1) pending-call bookkeeping.
 
     aiomqtt 2.x scans every pending call twice per publish (a membership test on a
     generator and ``len(list(...))``) and logs a warning whenever more than ten are
     pending. With hundreds of tables publishing concurrently that is quadratic and
     floods the log, so this override keeps the same contract with dict lookups only.
     """
+
+    # -- socket registration -------------------------------------------------------------
+    # aiomqtt removes only the *reader* when paho closes a socket, and registers readers and
+    # writers later (call_soon_threadsafe) without checking the socket is still open. Under
+    # uvloop a closed fd left with a poll registered aborts the process or leaves a closed
+    # poll handle for that fd number, so the next connection (same fd number) can never
+    # write: the client looks connected but is wedged (seen in the fault soak after broker
+    # restarts). These overrides remove both directions on close and skip a deferred
+    # registration whose socket has closed meanwhile.
+
+    def _on_socket_open(self, client: Any, userdata: Any, sock: Any) -> None:
+        fd = sock.fileno()
+
+        def readable() -> None:
+            try:
+                while True:
+                    client.loop_read()
+                    if hasattr(client._sock, "pending") and client._sock.pending() > 0:
+                        continue  # TLS may hold decoded bytes that loop_read has not consumed
+                    break
+            except Exception as exc:  # a broken connection: aiomqtt reconnects on this
+                if not self._disconnected.done():
+                    self._disconnected.set_exception(exc)
+
+        def register() -> None:
+            if sock.fileno() == fd >= 0:
+                self._loop.add_reader(fd, readable)
+
+        def create_misc_task() -> None:
+            self._misc_task = self._loop.create_task(self._misc_loop())
+
+        self._loop.call_soon_threadsafe(register)
+        self._loop.call_soon_threadsafe(create_misc_task)
+
+    def _on_socket_close(self, client: Any, userdata: Any, sock: Any) -> None:
+        fd = sock.fileno()
+        if fd > -1:
+            self._loop.remove_reader(fd)
+            self._loop.remove_writer(fd)
+        if self._misc_task is not None and not self._misc_task.done():
+            self._loop.call_soon_threadsafe(self._misc_task.cancel)
+
+    def _on_socket_register_write(self, client: Any, userdata: Any, sock: Any) -> None:
+        fd = sock.fileno()
+
+        def writable() -> None:
+            try:
+                client.loop_write()
+            except Exception as exc:
+                if not self._disconnected.done():
+                    self._disconnected.set_exception(exc)
+
+        def register() -> None:
+            if sock.fileno() == fd >= 0:
+                self._loop.add_writer(fd, writable)
+
+        self._loop.call_soon_threadsafe(register)
+
+    def _on_socket_unregister_write(self, client: Any, userdata: Any, sock: Any) -> None:
+        fd = sock.fileno()
+        if fd > -1:
+            self._loop.remove_writer(fd)
 
     @contextlib.contextmanager
     def _pending_call(self, mid: int, value: Any, pending_dict: dict[int, Any]) -> Iterator[None]:

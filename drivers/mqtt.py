@@ -42,13 +42,19 @@ class _Client(aiomqtt.Client):
     """
 
     # -- socket registration -------------------------------------------------------------
-    # aiomqtt removes only the *reader* when paho closes a socket, and registers readers and
-    # writers later (call_soon_threadsafe) without checking the socket is still open. Under
-    # uvloop a closed fd left with a poll registered aborts the process or leaves a closed
-    # poll handle for that fd number, so the next connection (same fd number) can never
-    # write: the client looks connected but is wedged (seen in the fault soak after broker
-    # restarts). These overrides remove both directions on close and skip a deferred
-    # registration whose socket has closed meanwhile.
+    # aiomqtt registers paho's socket with the event loop. Under uvloop two things go wrong
+    # after a broker restart, and both were seen in the fault soak:
+    # * a TCP reset makes libuv report POLLERR: uvloop then silently closes its poll handle
+    #   for that fd but keeps it in its fd table, so every later add_reader/add_writer on
+    #   that fd number raises "the handler is closed" (in a callback, so aiomqtt never
+    #   hears of it). The next connection usually gets the same fd number: it can never
+    #   read its CONNACK, and the client retries forever on a dead fd.
+    # * aiomqtt removes only the reader when paho closes a socket; closing an fd whose
+    #   writer is still polled can abort the process inside libuv.
+    # So: a new socket first purges whatever the loop still holds for its fd number; close
+    # removes both directions; deferred registrations skip a socket that closed meanwhile;
+    # and a registration that finds a dead poll purges it and registers again, so the
+    # reader sees the reset and aiomqtt reconnects.
 
     def _on_socket_open(self, client: Any, userdata: Any, sock: Any) -> None:
         fd = sock.fileno()
@@ -64,8 +70,18 @@ class _Client(aiomqtt.Client):
                 if not self._disconnected.done():
                     self._disconnected.set_exception(exc)
 
+        def writable() -> None:
+            try:
+                client.loop_write()
+            except Exception as exc:
+                if not self._disconnected.done():
+                    self._disconnected.set_exception(exc)
+
+        self._socket_callbacks = (sock, readable, writable)
+
         def register() -> None:
             if sock.fileno() == fd >= 0:
+                _purge_fd(self._loop, fd)  # anything the loop still holds for this number is stale
                 self._loop.add_reader(fd, readable)
 
         def create_misc_task() -> None:
@@ -77,23 +93,24 @@ class _Client(aiomqtt.Client):
     def _on_socket_close(self, client: Any, userdata: Any, sock: Any) -> None:
         fd = sock.fileno()
         if fd > -1:
-            self._loop.remove_reader(fd)
-            self._loop.remove_writer(fd)
+            _purge_fd(self._loop, fd)
         if self._misc_task is not None and not self._misc_task.done():
             self._loop.call_soon_threadsafe(self._misc_task.cancel)
 
     def _on_socket_register_write(self, client: Any, userdata: Any, sock: Any) -> None:
         fd = sock.fileno()
 
-        def writable() -> None:
-            try:
-                client.loop_write()
-            except Exception as exc:
-                if not self._disconnected.done():
-                    self._disconnected.set_exception(exc)
-
         def register() -> None:
-            if sock.fileno() == fd >= 0:
+            callbacks = getattr(self, "_socket_callbacks", None)
+            if callbacks is None or callbacks[0] is not sock or sock.fileno() != fd or fd < 0:
+                return  # the socket closed (or was replaced) before this ran
+            _, readable, writable = callbacks
+            try:
+                self._loop.add_writer(fd, writable)
+            except RuntimeError:  # uvloop closed the poll on a reset: start clean, let the read fail
+                log.warning("mqtt socket poll was closed by the loop; re-registering", fd=fd)
+                _purge_fd(self._loop, fd)
+                self._loop.add_reader(fd, readable)
                 self._loop.add_writer(fd, writable)
 
         self._loop.call_soon_threadsafe(register)
@@ -101,7 +118,10 @@ class _Client(aiomqtt.Client):
     def _on_socket_unregister_write(self, client: Any, userdata: Any, sock: Any) -> None:
         fd = sock.fileno()
         if fd > -1:
-            self._loop.remove_writer(fd)
+            try:
+                self._loop.remove_writer(fd)
+            except RuntimeError:
+                _purge_fd(self._loop, fd)
 
     @contextlib.contextmanager
     def _pending_call(self, mid: int, value: Any, pending_dict: dict[int, Any]) -> Iterator[None]:
@@ -112,6 +132,19 @@ class _Client(aiomqtt.Client):
             yield
         finally:
             pending_dict.pop(mid, None)
+
+
+def _purge_fd(loop: asyncio.AbstractEventLoop, fd: int) -> None:
+    """Remove every registration the loop holds for ``fd``, including a poll uvloop closed.
+
+    uvloop's remove_* raise on a closed poll only while the *other* direction is still set,
+    after clearing their own; repeating both therefore always empties the entry.
+    """
+    for remove in (loop.remove_reader, loop.remove_writer, loop.remove_reader, loop.remove_writer):
+        try:
+            remove(fd)
+        except (RuntimeError, ValueError, OSError):
+            pass
 
 
 def parse_broker_url(url: str) -> tuple[str, int, bool]:

@@ -48,24 +48,33 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_hand(args: argparse.Namespace) -> int:
-    """Evaluate two three-card hands for a dispute: Teen Patti (A vs B) or Sevenluck (player vs dealer)."""
+    """Evaluate hands for a dispute: Teen Patti (A vs B), Sevenluck (player vs dealer) or
+    Seven-Card Stud (5-7 cards each, one or more --vs hands)."""
     from dealer.cards import CardError
-    from dealer.games import sevenluck, teen_patti
+    from dealer.games import sevenluck, stud_eval, teen_patti
 
     reports = {
         "teen-patti": (teen_patti.TeenPattiOptions, teen_patti.hand_report),
         "sevenluck": (sevenluck.SevenluckOptions, sevenluck.hand_report),
+        "stud": (None, stud_eval.hand_report),
     }
     if args.game not in reports:
         print(f"dealer hand: no hand report for game {args.game!r} (known: {', '.join(reports)})", file=sys.stderr)
         return 2
     options_model, hand_report = reports[args.game]
     try:
-        bad = [kv for kv in args.option if "=" not in kv]
-        if bad:
-            raise ValueError(f"--option takes key=value, got {bad[0]!r}")
-        options = options_model.model_validate(dict(kv.split("=", 1) for kv in args.option))
-        report = hand_report(args.cards, args.vs, options)  # type: ignore[operator]
+        if options_model is None:
+            if args.option:
+                raise ValueError(f"{args.game} takes no --option")
+            report = hand_report(args.cards, args.vs)  # type: ignore[operator]
+        else:
+            if len(args.vs) != 1:
+                raise ValueError(f"{args.game} compares two hands: give exactly one --vs, got {len(args.vs)}")
+            bad = [kv for kv in args.option if "=" not in kv]
+            if bad:
+                raise ValueError(f"--option takes key=value, got {bad[0]!r}")
+            options = options_model.model_validate(dict(kv.split("=", 1) for kv in args.option))
+            report = hand_report(args.cards, args.vs[0], options)  # type: ignore[operator]
     except (CardError, ValueError) as exc:
         print(f"dealer hand: {exc}", file=sys.stderr)
         return 2
@@ -250,11 +259,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--config", required=True)
     r.set_defaults(func=_cmd_run)
 
-    h = sub.add_parser("hand", help="evaluate two hands for a dispute: hand teen-patti AS KD QC --vs 2H 3H 4H, "
-                       "hand sevenluck PLAYER-CARDS --vs DEALER-CARDS")
-    h.add_argument("game")
-    h.add_argument("cards", nargs=3)
-    h.add_argument("--vs", nargs=3, required=True)
+    h = sub.add_parser("hand", help="evaluate hands for a dispute: hand teen-patti AS KD QC --vs 2H 3H 4H, "
+                       "hand sevenluck PLAYER-CARDS --vs DEALER-CARDS, hand stud 7CARDS --vs 7CARDS [--vs ...]")
+    h.add_argument("game", help="teen-patti, sevenluck or stud")
+    h.add_argument("cards", nargs="+", help="3 cards (teen-patti, sevenluck) or 5-7 cards (stud)")
+    h.add_argument("--vs", nargs="+", action="append", required=True,
+                   help="the other hand; repeatable for stud (one opponent hand each)")
     h.add_argument("--option", action="append", default=[], help="house option key=value, e.g. six_card_wheel=NOT_ALLOWED")
     h.set_defaults(func=_cmd_hand)
 

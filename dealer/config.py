@@ -73,6 +73,8 @@ class TableConfig(_Strict):
     betting_seconds: float = Field(default=15.0, gt=0, le=3600, allow_inf_nan=False)
     decision_seconds: float = Field(default=15.0, gt=0, le=3600, allow_inf_nan=False,
                                     description="players' decision timer (games with decisions)")
+    action_seconds: float = Field(default=20.0, gt=0, le=3600, allow_inf_nan=False,
+                                  description="peer games (stud): each player's turn timer")
     pause_seconds: float = Field(default=3.0, ge=0, le=3600, allow_inf_nan=False)
     auto_rounds: bool = True
     alert_after: int = Field(default=3, ge=1)
@@ -113,6 +115,9 @@ class TableConfig(_Strict):
                                      f"of {self.minor_unit}") from None
                 if off_unit:
                     raise ValueError(f"limits.{bet_type}.{name} = {amount} is not a whole number of minor_unit {self.minor_unit}")
+        problem = game_class(self.game).from_options(self.options).check_unit(self.minor_unit)
+        if problem is not None:
+            raise ValueError(f"options: {problem}")
         return self
 
     def rules(self) -> TableRules:
@@ -120,6 +125,7 @@ class TableConfig(_Strict):
         return TableRules(
             table_id=self.id, game=game, currency=self.currency, minor_unit=self.minor_unit,
             rounding=self.rounding, alert_after=self.alert_after, decision_ms=int(self.decision_seconds * 1000),
+            action_ms=int(self.action_seconds * 1000),
             limits={k: BetLimit(v.min, v.max) for k, v in self.limits.items()},
         )
 

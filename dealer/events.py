@@ -96,6 +96,45 @@ class DecisionTimeout(_Event):
     type: Literal["decision_timeout"] = "decision_timeout"
 
 
+class PlayerAction(_Event):
+    """A betting action in a peer-to-peer game (stud): ``amount`` is the round total the
+    action makes ("make it"), required for BET, BRING_IN and RAISE, optional for ALL_IN."""
+
+    type: Literal["player_action"] = "player_action"
+    player_id: Id
+    action: Literal["CHECK", "BET", "BRING_IN", "CALL", "RAISE", "ALL_IN", "FOLD"]
+    amount: Decimal | None = Field(default=None, description="decimal string: the player's total for this "
+                                   "betting round after the action")
+    round_id: Id | None = Field(default=None, description="the round the action is meant for")
+
+    @field_validator("amount", mode="before")
+    @classmethod
+    def _exact(cls, v: object) -> Decimal | None:
+        return None if v is None else to_money(v)  # type: ignore[arg-type]
+
+
+class ActionTimeout(_Event):
+    """The turn timer ran out: the player to act gets the default action. ``turn`` names the
+    turn the timer was armed for, so a timer that lost a race with the player changes nothing."""
+
+    type: Literal["action_timeout"] = "action_timeout"
+    turn: int = Field(ge=1)
+
+
+class DealerConfirm(_Event):
+    """The dealer confirms a step that is not scanned (stud: ``WASH``, ``SHUFFLE``)."""
+
+    type: Literal["dealer_confirm"] = "dealer_confirm"
+    step: Annotated[str, Field(min_length=1, max_length=16, pattern=r"^[A-Z_]+$")]
+
+
+class CardExposed(_Event):
+    """The dealer reports that a face-down card was exposed while dealing (stud §3.5)."""
+
+    type: Literal["card_exposed"] = "card_exposed"
+    position: Annotated[str, Field(min_length=1, max_length=16, pattern=r"^[A-Z0-9.]+$")]
+
+
 class ResultDelivered(_Event):
     """The broker acknowledged the round's result (outbox row removed in the same commit)."""
 
@@ -106,11 +145,13 @@ class ResultDelivered(_Event):
 
 Event = Annotated[
     Union[OpenRound, PlaceBet, CloseBetting, ScanRead, ReadFailed, LinkDown, LinkUp, SupervisorVoid,
-          PlayerDecision, DecisionTimeout, ResultDelivered],
+          PlayerDecision, DecisionTimeout, PlayerAction, ActionTimeout, DealerConfirm, CardExposed,
+          ResultDelivered],
     Field(discriminator="type"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 
 #: What dealer stations, players and supervisors may send on ``.../actions``.
-Action = Annotated[Union[PlaceBet, PlayerDecision, CloseBetting, SupervisorVoid], Field(discriminator="type")]
+Action = Annotated[Union[PlaceBet, PlayerDecision, PlayerAction, DealerConfirm, CardExposed, CloseBetting,
+                         SupervisorVoid], Field(discriminator="type")]
 ACTION_ADAPTER: TypeAdapter[Action] = TypeAdapter(Action)

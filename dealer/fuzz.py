@@ -398,11 +398,14 @@ def _play_round(game: str, seed: int, *, link_cut: bool = False, void: bool = Fa
     """The effects of one real round at a table of ``game`` (the messages consumers parse)."""
     from dealer.config import load_settings
     from dealer.events import (
+        ActionTimeout,
         CloseBetting,
+        DealerConfirm,
         DecisionTimeout,
         LinkDown,
         OpenRound,
         PlaceBet,
+        PlayerAction,
         PlayerDecision,
         ScanRead,
         SupervisorVoid,
@@ -430,10 +433,22 @@ def _play_round(game: str, seed: int, *, link_cut: bool = False, void: bool = Fa
     for ev in events:
         effects += table.handle(ev).effects
     if table.in_play and table.current is not None:
-        table.handle(CloseBetting(by="timer", at=1_700_000_015_000))
-        cards = rng.sample(sorted(game_obj.deck), len(table.current.plan))
-        for i, code in enumerate(cards):
-            effects += table.handle(ScanRead(reader="SC1", code=code, seq=i + 1, at=1_700_000_020_000 + i)).effects
+        effects += table.handle(CloseBetting(by="timer", at=1_700_000_015_000)).effects
+        cards = rng.sample(sorted(game_obj.deck), len(game_obj.deck))
+        rnd, at = table.current, 1_700_000_020_000
+        while rnd.phase in ("BETTING_CLOSED", "DEALING", "ACTION"):  # peer games bet between the cards
+            at += 1
+            if rnd.phase == "ACTION" and rnd.hand is not None:
+                opts = rnd.hand.betting.options()
+                if opts.raise_ is not None and rng.random() < 0.3:
+                    ev: Any = PlayerAction(player_id=opts.player_id, action="RAISE", amount=opts.raise_.min, at=at)
+                else:
+                    ev = ActionTimeout(turn=rnd.turn, at=at)
+            elif rnd.plan[rnd.next_index].confirm:
+                ev = DealerConfirm(step=rnd.plan[rnd.next_index].name, at=at)
+            else:
+                ev = ScanRead(reader="SC1", code=cards.pop(), seq=at % 1000, at=at)
+            effects += table.handle(ev).effects
         if table.current.phase == "DECISION":
             effects += table.handle(PlayerDecision(player_id="p1", action="PLAY", at=1_700_000_030_000)).effects
             effects += table.handle(DecisionTimeout(at=1_700_000_045_000)).effects
@@ -449,12 +464,16 @@ def corpus() -> Corpus:
     from dealer.events import (
         ACTION_ADAPTER,
         EVENT_ADAPTER,
+        ActionTimeout,
+        CardExposed,
         CloseBetting,
+        DealerConfirm,
         DecisionTimeout,
         LinkDown,
         LinkUp,
         OpenRound,
         PlaceBet,
+        PlayerAction,
         PlayerDecision,
         ReadFailed,
         ResultDelivered,
@@ -489,6 +508,11 @@ def corpus() -> Corpus:
         PlaceBet(bet_id="b4", player_id="p3", bet_type="pair_plus", stake="1.50", seat=7, at=17),
         PlayerDecision(player_id="p1", action="PLAY"), PlayerDecision(player_id="p2", action="FOLD"),
         CloseBetting(), CloseBetting(by="timer"), SupervisorVoid(supervisor="sup", reason="misdeal"),
+        PlaceBet(bet_id="s1", player_id="p4", bet_type="chips", stake="50.00", seat=2, round_id="T1-000001"),
+        PlayerAction(player_id="p1", action="BRING_IN", amount="0.50"),
+        PlayerAction(player_id="p2", action="RAISE", amount="2.00", round_id="T1-000001"),
+        PlayerAction(player_id="p3", action="CALL"), PlayerAction(player_id="p4", action="ALL_IN"),
+        DealerConfirm(step="SHUFFLE"), DealerConfirm(step="WASH"), CardExposed(position="P3.7"),
     ]
     c.actions = [json.loads(ACTION_ADAPTER.dump_json(a)) for a in actions]
     events = actions + [
@@ -496,11 +520,12 @@ def corpus() -> Corpus:
         ScanRead(reader="SC1", code="AS", seq=4, at=9), ScanRead(reader="SC1", code="01G", at=9),
         ReadFailed(reader="SC1", reason="corrupt_frame", detail="bad CRC", at=10),
         LinkDown(link="scanner:SC1", reason="heartbeat timeout"), LinkUp(link="broker"), DecisionTimeout(at=3),
+        ActionTimeout(turn=3, at=4),
         ResultDelivered(round_id="T1-000001", outbox_id=12),
     ]
     c.events = [json.loads(EVENT_ADAPTER.dump_json(e)) for e in events]
     effects: list[Any] = []
-    for game in ("teen-patti", "sevenluck"):
+    for game in ("teen-patti", "sevenluck", "stud"):
         effects += _play_round(game, 1) + _play_round(game, 2, link_cut=True) + _play_round(game, 3, void=True)
     by_model: dict[str, list[dict[str, Any]]] = {"round_result": [], "player_message": [], "station_prompt": [],
                                                  "round_event": []}

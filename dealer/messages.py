@@ -29,6 +29,8 @@ class BetTypeResult(_Msg):
     category: str | None = None
     bonus_ratio: Decimal = Field(default=Decimal(0), description="extra X times the stake paid whatever the "
                                  "outcome (Sevenluck Ante Bonus); never returns the stake by itself")
+    returned: Decimal | None = Field(default=None, description="peer-to-peer games (stud): the exact amount "
+                                     "handed back for this bet, stake included; replaces the ratio arithmetic")
 
 
 class HandResult(_Msg):
@@ -87,9 +89,10 @@ class RoundResult(_Msg):
     finished_at: int
 
 
-PromptKind = Literal["NEXT", "RESCAN", "ALERT", "WAIT", "REJECTED", "DONE"]
+PromptKind = Literal["NEXT", "CONFIRM", "RESCAN", "ALERT", "WAIT", "REJECTED", "DONE"]
 
-PlayerMessageKind = Literal["bet_accepted", "rejected", "hole_card", "decision_required", "decision_accepted"]
+PlayerMessageKind = Literal["bet_accepted", "rejected", "hole_card", "decision_required", "decision_accepted",
+                            "your_turn", "action_accepted"]
 
 
 class PlayerMessage(_Msg):
@@ -117,6 +120,8 @@ class StationPrompt(_Msg):
     of: int | None = Field(default=None, description="number of positions in the deal plan")
     reason: str | None = None
     count: int | None = Field(default=None, description="identical rejections in a row at this position")
+    announce: str | None = Field(default=None, description="what the dealer announces (stud: the low card, "
+                                 "the high hand, the winning hand)")
     message: str
     at: int
 

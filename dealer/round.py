@@ -15,26 +15,32 @@ after betting has closed the round continues.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import StrEnum
 from typing import Union
 
+from dealer.betting import State as BettingState
 from dealer.events import (
+    ActionTimeout,
+    CardExposed,
     CloseBetting,
+    DealerConfirm,
     DecisionTimeout,
     Event,
     LinkDown,
     OpenRound,
     PlaceBet,
+    PlayerAction,
     PlayerDecision,
     ReadFailed,
     ResultDelivered,
     ScanRead,
     SupervisorVoid,
 )
-from dealer.games.base import BetResolution, BetView, Face, Game, Position
+from dealer.games.base import BetResolution, BetStep, BetView, DealStep, Face, Game, PeerHand, Position
 from dealer.messages import (
     BetsSummary,
     BetTypeResult,
@@ -49,11 +55,15 @@ from dealer.messages import (
 from dealer.money import MoneyError, Rounding, check_stake
 
 
+_SEQ = re.compile(r"-(\d+)$")
+
+
 class Phase(StrEnum):
     BETTING_OPEN = "BETTING_OPEN"
     BETTING_CLOSED = "BETTING_CLOSED"  # the round has started (teen-patti-2020.md §6)
     DEALING = "DEALING"
     DECISION = "DECISION"  # the deal is complete; players decide (timer runs from here only)
+    ACTION = "ACTION"  # peer games: a betting round between cards (the turn timer runs only here)
     RESULT = "RESULT"  # result computed, waiting in the outbox for the broker's PUBACK
     SETTLED = "SETTLED"  # result delivered to settlement
     CANCELLED = "CANCELLED"  # failure before the round started: refund all
@@ -61,7 +71,7 @@ class Phase(StrEnum):
 
 
 #: Phases in which the round is still being played.
-ACTIVE = frozenset({Phase.BETTING_OPEN, Phase.BETTING_CLOSED, Phase.DEALING, Phase.DECISION})
+ACTIVE = frozenset({Phase.BETTING_OPEN, Phase.BETTING_CLOSED, Phase.DEALING, Phase.DECISION, Phase.ACTION})
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +92,7 @@ class TableRules:
     limits: Mapping[str, BetLimit] = field(default_factory=dict)
     alert_after: int = 3
     decision_ms: int = 15_000
+    action_ms: int = 20_000  # peer games: the turn timer
 
     @property
     def money(self) -> MoneyRules:
@@ -145,6 +156,11 @@ class Round:
         self.reject_count = 0
         self.result: RoundResult | None = None
         self.delivered = False
+        self.hand: PeerHand | None = None  # peer games: the hand, created when betting closes
+        self.turn = 0  # peer games: numbers each turn, so a late timer cannot act on a newer one
+        self.action_deadline: int | None = None
+        self.street: str | None = None
+        self.announce: str | None = None
 
     # -- public -----------------------------------------------------------------------
 
@@ -170,6 +186,10 @@ class Round:
             return self._next_prompt(at)
         if self.phase == Phase.DECISION:
             return self._prompt("WAIT", at, message="players are deciding: do not reveal")
+        if self.phase == Phase.ACTION and self.hand is not None:
+            b = self.hand.betting
+            return self._prompt("WAIT", at, announce=self.announce,
+                                message=f"{self.street} street betting: {b.to_act} to act (level {b.level}); do not deal")
         return self._prompt("DONE", at, message=f"round {self.phase.lower()}")
 
     # -- transitions ------------------------------------------------------------------
@@ -224,20 +244,38 @@ class Round:
         return None
 
     def _close_betting(self, ev: CloseBetting) -> Step:
+        game = self.rules.game
         self.phase = Phase.BETTING_CLOSED
         self.closed_at = ev.at
-        self.plan = self.rules.game.deal_plan(sorted(self.seat_owner))
-        return Step(True, True, [
-            self._event("betting_closed", ev.at, by=ev.by, bets=len(self.bets)),
-            self._next_prompt(ev.at),
-        ])
+        closed = self._event("betting_closed", ev.at, by=ev.by, bets=len(self.bets))
+        if not game.peer:
+            self.plan = game.deal_plan(sorted(self.seat_owner))
+            return Step(True, True, [closed, self._next_prompt(ev.at)])
+        if len(self.seat_owner) < game.min_players:
+            reason = f"{game.name} needs at least {game.min_players} seated players, {len(self.seat_owner)} sat down"
+            return Step(True, True, [closed] + self._refund_all(Phase.CANCELLED, "CANCELLED", reason, ev.at))
+        chips: dict[str, Decimal] = {}
+        for bet in self.bets.values():
+            chips[bet.player_id] = chips.get(bet.player_id, Decimal(0)) + bet.stake
+        m = _SEQ.search(self.round_id)
+        self.hand = game.start_hand(dict(sorted(self.seat_owner.items())), chips, int(m.group(1)) if m else 1,
+                                    self.rules.minor_unit)
+        return Step(True, True, [closed] + self._advance_hand(ev.at))
 
     def _scan(self, ev: ScanRead) -> Step:
+        pos = self.plan[self.next_index]
+        if pos.confirm:
+            return Step(False, False, [Rejection(ev.type, f"{pos.name} is to be confirmed before the next card "
+                                                 f"({ev.code} not registered)"), self._next_prompt(ev.at)])
         if ev.code not in self.rules.game.deck:
             return self._rescan(ev, "foreign_card", ev.code)
-        if ev.code in self.cards.values():
+        if pos.from_burns:  # dealt again from this round's burn cards (stud RESHUFFLE_BURNS)
+            burns = {self.cards[p.name] for p in self.plan if p.burn and p.name in self.cards}
+            reused = {self.cards[p.name] for p in self.plan if p.from_burns and p.name in self.cards}
+            if ev.code not in burns or ev.code in reused:
+                return self._rescan(ev, "duplicate_card", ev.code)
+        elif ev.code in self.cards.values():
             return self._rescan(ev, "duplicate_card", ev.code)
-        pos = self.plan[self.next_index]
         self.cards[pos.name] = ev.code
         self.next_index += 1
         self.phase = Phase.DEALING
@@ -250,9 +288,13 @@ class Round:
         owner = self.seat_owner.get(pos.seat) if pos.seat is not None and not public else None
         if owner is not None:  # a hole card goes to its owner only
             effects.append(self._tell(owner, "hole_card", ev.at, position=pos.name, card=ev.code))
+        if self.hand is not None:
+            self.hand.register(pos, ev.code)
         if self.next_index < len(self.plan):
             effects.append(self._next_prompt(ev.at))
             return Step(True, True, effects)
+        if self.hand is not None:
+            return Step(True, True, effects + self._advance_hand(ev.at))
         self.deciders = self.rules.game.deciders(self._bet_views())
         if self.deciders:
             return Step(True, True, effects + self._open_decisions(ev.at))
@@ -299,8 +341,113 @@ class Round:
         return [self._event("decision_made", at, player_id=player, action=action, by=by),
                 self._tell(player, "decision_accepted", at, action=action, by=by)]
 
+    # -- peer games: the hand between cards --------------------------------------------------
+
+    def _advance_hand(self, at: int) -> list[Effect]:
+        """The previous step is complete: deal the next street, open a betting round, or finish."""
+        hand = self.hand
+        assert hand is not None
+        effects: list[Effect] = []
+        while True:
+            step = hand.next_step()
+            if isinstance(step, DealStep):
+                self.plan = tuple(self.plan) + step.positions
+                self.phase = Phase.DEALING if self.cards else Phase.BETTING_CLOSED
+                self.action_deadline, self.announce = None, None
+                return effects + [self._next_prompt(at)]
+            if isinstance(step, BetStep):
+                self.street, self.announce = step.street, step.announce
+                state = hand.betting.open_round(step.first, step.limits)
+                effects.append(self._event("betting_round_opened", at, street=step.street, announce=step.announce,
+                                           first=step.first, betting=state.value))
+                if state == BettingState.TO_ACT:
+                    return effects + self._next_turn(at)
+                effects += self._close_betting_round(at)
+                continue
+            return effects + self._finish(at)
+
+    def _next_turn(self, at: int) -> list[Effect]:
+        assert self.hand is not None
+        b = self.hand.betting
+        self.phase = Phase.ACTION
+        self.turn += 1
+        self.action_deadline = at + self.rules.action_ms
+        options = b.options()
+        return [
+            self._event("turn", at, player_id=b.to_act, turn=self.turn, street=self.street,
+                        closes_at=self.action_deadline, level=str(b.level)),
+            self._tell(b.to_act, "your_turn", at, turn=self.turn, street=self.street,  # type: ignore[arg-type]
+                       closes_at=self.action_deadline, **options.as_json()),
+            self.prompt_now(at),
+        ]
+
+    def _close_betting_round(self, at: int) -> list[Effect]:
+        assert self.hand is not None
+        back = self.hand.betting.close_round()
+        if back is None:
+            return []
+        return [self._event("uncalled_returned", at, player_id=back.player_id, amount=str(back.amount))]
+
+    def _player_action(self, ev: PlayerAction) -> Step:
+        if ev.round_id is not None and ev.round_id != self.round_id:
+            return self._refuse_player(ev, ev.player_id, f"action is for round {ev.round_id}, but round "
+                                       f"{self.round_id} is in play")
+        return self._act(ev.player_id, ev.action, ev.amount, "player", ev)
+
+    def _action_timeout(self, ev: ActionTimeout) -> Step:
+        assert self.hand is not None
+        if ev.turn != self.turn:
+            return self._reject(ev, f"timer for turn {ev.turn} is stale (turn {self.turn} is running)")
+        action, amount = self.hand.betting.default_action()
+        return self._act(self.hand.betting.to_act, action, amount, "timeout", ev)  # type: ignore[arg-type]
+
+    def _act(self, player: str, action: str, amount: Decimal | None, by: str, ev: Event) -> Step:
+        assert self.hand is not None
+        b = self.hand.betting
+        reason = b.verify(player, action, amount)
+        if reason is not None:
+            return self._refuse_player(ev, player, reason)
+        record = b.act(player, action, amount, by=by)  # type: ignore[arg-type]
+        effects: list[Effect] = [self._event("player_acted", ev.at, street=self.street, **record.as_json()),
+                                 self._tell(player, "action_accepted", ev.at, **record.as_json())]
+        if b.state == BettingState.TO_ACT:
+            return Step(True, True, effects + self._next_turn(ev.at))
+        effects += self._close_betting_round(ev.at)
+        return Step(True, True, effects + self._advance_hand(ev.at))
+
+    def _refuse_player(self, ev: Event, player: str, reason: str) -> Step:
+        step = self._reject(ev, reason)
+        step.effects.append(self._tell(player, "rejected", ev.at, type=ev.type, reason=reason))
+        return step
+
+    def _confirm(self, ev: DealerConfirm) -> Step:
+        pos = self.expected_position
+        if pos is None or not self.plan[self.next_index].confirm or ev.step != pos:
+            want = f"the next step is {pos}" if pos else "no step is expected"
+            return self._reject(ev, f"cannot confirm {ev.step}: {want}")
+        self.next_index += 1
+        effects: list[Effect] = [self._event("dealer_confirmed", ev.at, step=ev.step)]
+        if self.next_index < len(self.plan):
+            return Step(True, True, effects + [self._next_prompt(ev.at)])
+        return Step(True, True, effects + self._advance_hand(ev.at))
+
+    def _exposed(self, ev: CardExposed) -> Step:
+        if self.hand is None:
+            return self._reject(ev, f"{self.rules.game.name} has no rule for exposed cards: call the supervisor")
+        reason = self.hand.expose(ev.position)
+        if reason is not None:
+            return self._reject(ev, reason)
+        return Step(True, True, [self._event("card_exposed", ev.at, position=ev.position,
+                                             card=self.cards.get(ev.position))])
+
     def _read_failed(self, ev: ReadFailed) -> Step:
         return self._rescan(ev, ev.reason, ev.detail)
+
+    def _link_before_first_card(self, ev: LinkDown) -> Step:
+        """Betting closed but no card yet: games that start at the first card cancel (decks.md §5.3)."""
+        if self.rules.game.starts_at_first_card:
+            return self._cancel_on_link(ev)
+        return self._link_noted(ev)
 
     def _cancel_on_link(self, ev: LinkDown) -> Step:
         reason = f"link {ev.link} down before the round started" + (f": {ev.reason}" if ev.reason else "")
@@ -348,12 +495,18 @@ class Round:
 
     def _finish(self, at: int) -> list[Effect]:
         r = self.rules
-        public = {p.name: self.cards[p.name] for p in self.plan if not p.burn}
-        outcome = r.game.resolve(public, self._bet_views(), {p: d.action for p, d in self.decisions.items()})
+        public = {p.name: self.cards[p.name] for p in self.plan if not p.burn and p.name in self.cards}
+        if self.hand is not None:
+            outcome = self.hand.outcome()
+            shown = {int(k[1:]) for k in outcome.hands}  # folded hands and an uncontested winner stay hidden
+            revealed = {p.name: self.cards[p.name] for p in self.plan
+                        if p.face == Face.DOWN and not p.burn and p.seat in shown and p.name in self.cards}
+        else:
+            outcome = r.game.resolve(public, self._bet_views(), {p: d.action for p, d in self.decisions.items()})
+            folded = {d.seat for d in self.decisions.values() if d.action == "FOLD"}
+            revealed = {p.name: self.cards[p.name] for p in self.plan
+                        if p.face == Face.DOWN and not p.burn and (p.seat is None or p.seat not in folded)}
         self.phase = Phase.RESULT
-        folded = {d.seat for d in self.decisions.values() if d.action == "FOLD"}
-        revealed = {p.name: self.cards[p.name] for p in self.plan
-                    if p.face == Face.DOWN and not p.burn and (p.seat is None or p.seat not in folded)}
         self.result = RoundResult(
             idempotency_key=f"{self.table_id}:{self.round_id}",
             table_id=self.table_id, round_id=self.round_id, game=r.game.name,
@@ -367,16 +520,17 @@ class Round:
             opened_at=self.opened_at, closed_at=self.closed_at, finished_at=at,
         )
         reveal: list[Effect] = [self._event("cards_revealed", at, cards=revealed)] if revealed else []
+        announce = outcome.details.get("announce") if self.hand is not None else None
         return reveal + [
             self._event("round_result", at, winner=outcome.winner,
                         hands={k: h.category for k, h in outcome.hands.items()}),
-            self._prompt("DONE", at, message=f"round complete: winner {outcome.winner}"),
+            self._prompt("DONE", at, message=f"round complete: winner {outcome.winner}", announce=announce),
             self.result,
         ]
 
     def _refund_all(self, phase: Phase, outcome: str, reason: str, at: int) -> list[Effect]:
         self.phase = phase
-        public = {p.name: self.cards[p.name] for p in self.plan[: self.next_index] if not p.burn}
+        public = {p.name: self.cards[p.name] for p in self.plan[: self.next_index] if not p.burn and p.name in self.cards}
         self.result = RoundResult(
             idempotency_key=f"{self.table_id}:{self.round_id}",
             table_id=self.table_id, round_id=self.round_id, game=self.rules.game.name,
@@ -401,6 +555,8 @@ class Round:
         if t in ("scan_read", "read_failed"):
             if p == Phase.BETTING_OPEN:
                 return "card scanned while betting is open: the deal starts after betting closes"
+            if p == Phase.ACTION:
+                return f"players are betting in round {rid}: the next card comes after the betting round"
             return f"the deal of round {rid} is complete ({p.value}): no card is expected"
         if t == "place_bet":
             return f"betting is closed for round {rid} ({p.value})"
@@ -412,6 +568,14 @@ class Round:
             return f"round {rid} has no result waiting for delivery ({p.value})"
         if t in ("player_decision", "decision_timeout"):
             return f"round {rid} takes no decisions while {p.value}"
+        if t in ("player_action", "action_timeout"):
+            if p in (Phase.BETTING_CLOSED, Phase.DEALING):
+                return f"no betting round is open in round {rid}: the dealer is dealing"
+            return f"round {rid} takes no betting actions while {p.value}"
+        if t == "dealer_confirm":
+            return f"round {rid} expects no confirmation while {p.value}"
+        if t == "card_exposed":
+            return f"round {rid} is not dealing ({p.value})"
         return f"{t} is not allowed in round {rid} while {p.value}"
 
     def _reject(self, event: Event, reason: str) -> Step:
@@ -425,18 +589,21 @@ class Round:
         return RoundEvent(table_id=self.table_id, round_id=self.round_id, event=name, at=at, data=data)
 
     def _prompt(self, kind: str, at: int, *, message: str, reason: str | None = None,
-                count: int | None = None) -> StationPrompt:
-        pos = self.expected_position if kind in ("NEXT", "RESCAN", "ALERT") else None
+                count: int | None = None, announce: str | None = None) -> StationPrompt:
+        pos = self.expected_position if kind in ("NEXT", "RESCAN", "ALERT", "CONFIRM") else None
         return StationPrompt(
             table_id=self.table_id, round_id=self.round_id, kind=kind,  # type: ignore[arg-type]
             position=pos, step=self.next_index + 1 if pos else None, of=len(self.plan) if pos else None,
-            reason=reason, count=count, message=message, at=at,
+            reason=reason, count=count, message=message, at=at, announce=announce,
         )
 
     def _next_prompt(self, at: int) -> StationPrompt:
         pos = self.plan[self.next_index]
+        if pos.confirm:
+            return self._prompt("CONFIRM", at, message=f"{pos.name} the cards, then confirm {pos.name}")
         face = "burn card" if pos.burn else f"face {pos.face.lower()}"
-        return self._prompt("NEXT", at, message=f"deal {pos.name} ({face})")
+        extra = " from the shuffled burn cards" if pos.from_burns else ""
+        return self._prompt("NEXT", at, message=f"deal {pos.name} ({face}){extra}", announce=self.announce)
 
 
 _Action = Callable[[Round, "Event"], Step]
@@ -449,12 +616,20 @@ TRANSITIONS: dict[tuple[Phase, str], _Action] = {
     (Phase.BETTING_OPEN, "supervisor_void"): Round._void,
     (Phase.BETTING_CLOSED, "scan_read"): Round._scan,
     (Phase.BETTING_CLOSED, "read_failed"): Round._read_failed,
-    (Phase.BETTING_CLOSED, "link_down"): Round._link_noted,
+    (Phase.BETTING_CLOSED, "link_down"): Round._link_before_first_card,
+    (Phase.BETTING_CLOSED, "dealer_confirm"): Round._confirm,
     (Phase.BETTING_CLOSED, "supervisor_void"): Round._void,
     (Phase.DEALING, "scan_read"): Round._scan,
     (Phase.DEALING, "read_failed"): Round._read_failed,
     (Phase.DEALING, "link_down"): Round._link_noted,
     (Phase.DEALING, "supervisor_void"): Round._void,
+    (Phase.DEALING, "dealer_confirm"): Round._confirm,
+    (Phase.DEALING, "card_exposed"): Round._exposed,
+    (Phase.ACTION, "player_action"): Round._player_action,
+    (Phase.ACTION, "action_timeout"): Round._action_timeout,
+    (Phase.ACTION, "card_exposed"): Round._exposed,
+    (Phase.ACTION, "link_down"): Round._link_noted,
+    (Phase.ACTION, "supervisor_void"): Round._void,
     (Phase.DECISION, "player_decision"): Round._decide,
     (Phase.DECISION, "decision_timeout"): Round._decision_timeout,
     (Phase.DECISION, "link_down"): Round._link_noted,
@@ -466,4 +641,5 @@ TRANSITIONS: dict[tuple[Phase, str], _Action] = {
 
 
 def _bet_result(b: BetResolution) -> BetTypeResult:
-    return BetTypeResult(outcome=b.outcome, ratio=b.ratio, category=b.category, bonus_ratio=b.bonus_ratio)
+    return BetTypeResult(outcome=b.outcome, ratio=b.ratio, category=b.category, bonus_ratio=b.bonus_ratio,
+                         returned=b.returned)

@@ -29,6 +29,7 @@ from dealer import topics
 from dealer.config import ScannerConfig, Settings, TableConfig
 from dealer.events import (
     ACTION_ADAPTER,
+    ActionTimeout,
     CloseBetting,
     DecisionTimeout,
     Event,
@@ -559,6 +560,8 @@ class Service:
                 want = ("close", cur.round_id)
         elif cur is not None and cur.phase == Phase.DECISION:
             want = ("decide", cur.round_id)
+        elif cur is not None and cur.phase == Phase.ACTION:
+            want = ("act", f"{cur.round_id}#{cur.turn}")
         elif cfg.auto_rounds and table.can_open() is None and self.links[tid].ready:
             want = ("open", cur.round_id if cur is not None else None)
         armed = self._timers.get(tid)
@@ -578,6 +581,11 @@ class Service:
             assert cur is not None and cur.decision_deadline is not None
             delay = max(0, cur.decision_deadline - self.now_ms()) / 1000
             handle = loop.call_later(delay, self._timer_fired, tid, lambda: self.submit(tid, DecisionTimeout()))
+        elif want[0] == "act":  # the turn's deadline is journaled data too; the turn number guards a race
+            assert cur is not None and cur.action_deadline is not None
+            delay = max(0, cur.action_deadline - self.now_ms()) / 1000
+            turn = cur.turn
+            handle = loop.call_later(delay, self._timer_fired, tid, lambda: self.submit(tid, ActionTimeout(turn=turn)))
         else:
             handle = loop.call_later(cfg.pause_seconds, self._timer_fired, tid, lambda: self._auto_open(tid))
         self._timers[tid] = (want, handle)

@@ -55,6 +55,10 @@ def settle_bet(bet_type: str, stake: Decimal | str | int, result: RoundResult,
     except KeyError:
         who = f" for player {player_id}" if player_id is not None else ""
         raise SettlementError(f"result {result.idempotency_key} has no bet type {bet_type!r}{who}") from None
+    if res.returned is not None:  # peer games: the pot arithmetic was done by the backend, exactly
+        back = res.returned
+        outcome = "WIN" if back > amount else "LOSE" if back < amount else "PUSH"
+        return Settlement(outcome, amount, max(back - amount, zero), back)
     bonus = win_amount(amount, res.bonus_ratio, unit, rounding) if res.bonus_ratio else zero
     if res.outcome == Outcome.WIN:
         won = win_amount(amount, res.ratio, unit, rounding) + bonus

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from dealer.games.base import Game
 from dealer.games.sevenluck import Sevenluck
+from dealer.games.stud import Stud
 from dealer.games.teen_patti import TeenPatti
 
 GAMES: dict[str, type[Game]] = {
     TeenPatti.name: TeenPatti,
     Sevenluck.name: Sevenluck,
+    Stud.name: Stud,
 }
 
 

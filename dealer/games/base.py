@@ -39,6 +39,10 @@ class Position:
     face: Face = Face.UP
     burn: bool = False
     seat: int | None = None
+    #: A step the dealer confirms instead of scanning (stud's ``WASH`` and ``SHUFFLE``).
+    confirm: bool = False
+    #: The card is dealt from the burn cards of this round (stud's ``RESHUFFLE_BURNS``).
+    from_burns: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +75,8 @@ class BetResolution:
     ratio: Decimal = Decimal(0)
     category: str | None = None  # the hand category that decided a side bet, if any
     bonus_ratio: Decimal = Decimal(0)
+    #: Peer games: the exact amount handed back for this bet (chips not put in, plus winnings).
+    returned: Decimal | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,8 +154,79 @@ class Game(ABC):
         """The action applied when a decider's timer runs out (``decks.md`` §5.3)."""
         return None
 
+    # -- peer-to-peer games (players bet against each other between cards) ---------------
+
+    #: True for games whose betting happens between the cards (:class:`PeerHand`); their
+    #: "bets" before the deal are the chips each player brings to the hand.
+    peer: ClassVar[bool] = False
+    #: The fewest seated players a hand needs; with fewer the round is cancelled (refund).
+    min_players: ClassVar[int] = 1
+    #: True where the round starts with its first registered card rather than at
+    #: betting close (``decks.md`` §5.3: Seotda, Seven-Card Stud).
+    starts_at_first_card: ClassVar[bool] = False
+
+    def check_unit(self, unit: Decimal) -> str | None:
+        """Why the table's money unit cannot express this game's amounts, or None."""
+        return None
+
+    def start_hand(self, seats: Mapping[int, str], chips: Mapping[str, Decimal], hand_number: int,
+                   unit: Decimal) -> "PeerHand":
+        """A peer game's hand for ``seats`` (seat -> player) bringing ``chips`` (player -> amount)."""
+        raise NotImplementedError(f"{self.name} is not a peer-to-peer game")
+
     @abstractmethod
     def resolve(self, cards: Mapping[str, str], bets: Sequence[BetView] = (),
                 decisions: Mapping[str, str] | None = None) -> GameOutcome:
         """Resolve a completed deal: ``cards`` maps every non-burn position name to its code;
         ``bets`` are the accepted bets and ``decisions`` each decider's action."""
+
+
+# --- peer-to-peer hands --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DealStep:
+    """Deal these positions next (in order)."""
+
+    positions: tuple[Position, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class BetStep:
+    """Open a betting round: ``first`` acts first under ``limits``; ``announce`` is what the
+    dealer says (stud: "Two of clubs, low", "pair of sixes high")."""
+
+    first: str
+    limits: Any  # dealer.betting.Limits (kept untyped here so base.py has no import cycle)
+    street: str
+    announce: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EndStep:
+    """No more cards and no more betting: resolve the hand."""
+
+
+class PeerHand(ABC):
+    """One hand of a peer-to-peer game, from the first card to the showdown. Pure.
+
+    The round machine asks :meth:`next_step` whenever the previous step is complete
+    (every position dealt, or the betting round over), reports each registered card with
+    :meth:`register`, runs the betting through :attr:`betting` and finally asks
+    :meth:`outcome`.
+    """
+
+    betting: Any  # dealer.betting.Betting
+
+    @abstractmethod
+    def next_step(self) -> DealStep | BetStep | EndStep: ...
+
+    @abstractmethod
+    def register(self, position: Position, code: str) -> None: ...
+
+    def expose(self, position: str) -> str | None:
+        """The dealer exposed a face-down card: None if accepted, else why not."""
+        return f"exposed card at {position}: call the supervisor (decks.md §5.4)"
+
+    @abstractmethod
+    def outcome(self) -> GameOutcome: ...

@@ -1,0 +1,366 @@
+"""Seven-Card Stud (``seven-card-stud.md``): a poker room table; players against each other, rake.
+
+Before the deal each player brings chips to the hand (a ``chips`` bet naming their seat:
+table stakes, §2). The hand is a :class:`StudHand`: 3rd street (two down, one up), the
+bring-in by the low card, then 4th to 7th street each after a burn, each followed by a
+spread-limit betting round opened by the high hand showing (§3). The betting itself is
+:mod:`dealer.betting`; pots, rake and splits are :mod:`dealer.pots`; hands are ranked by
+:mod:`dealer.games.stud_eval` (phevaluator behind our own interface).
+
+The result tells settlement, per player, exactly what goes back from the chips they
+brought (what they did not put in, plus what they won); the difference is the rake.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, model_validator
+
+from dealer.betting import Betting, SpreadLimit
+from dealer.cards import STANDARD_52
+from dealer.games.base import (
+    BetResolution,
+    BetStep,
+    BetView,
+    DealStep,
+    EndStep,
+    Face,
+    Game,
+    GameOptions,
+    GameOutcome,
+    HandInfo,
+    Outcome,
+    PeerHand,
+    Position,
+)
+from dealer.games.stud_eval import (
+    StudHand as RankedStudHand,
+)
+from dealer.games.stud_eval import (
+    card_name,
+    evaluate,
+    first_to_act,
+    low_card,
+    odd_chip_key,
+    showing_name,
+)
+from dealer.pots import award, build_pots, rake_amount, take_rake
+
+CHIPS = "chips"
+STREETS = (3, 4, 5, 6, 7)
+_ORDINAL = {3: "3rd", 4: "4th", 5: "5th", 6: "6th", 7: "7th"}
+Money = Annotated[Decimal, Field(ge=0, le=Decimal("1000000"))]
+
+
+class StreetLimit(GameOptions):
+    min: Money
+    max: Money
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "StreetLimit":
+        if not 0 < self.min <= self.max:
+            raise ValueError(f"street limit needs 0 < min <= max, got {self.min}..{self.max}")
+        return self
+
+
+def _default_limits() -> dict[int, StreetLimit]:
+    low, one, high = Decimal("0.50"), Decimal("1.00"), Decimal("3.00")
+    return {3: StreetLimit(min=low, max=high), 4: StreetLimit(min=one, max=high),
+            5: StreetLimit(min=one, max=high), 6: StreetLimit(min=one, max=high),
+            7: StreetLimit(min=one, max=Decimal("6.00"))}
+
+
+class StudOptions(GameOptions):
+    """House options of one stud table (``seven-card-stud.md`` §2–§6 and §8).
+
+    * ``ante``: posted by every player before the deal (§2; default 0, "usually no ante").
+    * ``bring_in``: ``SPREAD_0.50_3.00`` the low card opens for any amount in the 3rd-street
+      range, or ``FIXED_0.50`` exactly the 3rd-street minimum (§3.2).
+    * ``min_raise_rule``: ``DOUBLE_LEVEL`` (seed example) or ``PREVIOUS_INCREMENT`` (§4).
+    * ``deck_exhaustion``: ``COMMUNITY_CARD`` or ``RESHUFFLE_BURNS`` (§3.6).
+    * ``rake_early_end``: ``NONE`` hands that end before the 7th card are not raked, or ``RAKE``.
+    * ``street_limits``: the spread of each street, bets and raise increments (§2).
+    * ``wash_every``: hands between two washes (§1: every 3 hands).
+    """
+
+    seats: Annotated[int, Field(strict=True, ge=2, le=8)] = 8
+    ante: Money = Decimal(0)
+    bring_in: Literal["SPREAD_0.50_3.00", "FIXED_0.50"] = "SPREAD_0.50_3.00"
+    min_raise_rule: Literal["DOUBLE_LEVEL", "PREVIOUS_INCREMENT"] = "DOUBLE_LEVEL"
+    deck_exhaustion: Literal["COMMUNITY_CARD", "RESHUFFLE_BURNS"] = "COMMUNITY_CARD"
+    rake_early_end: Literal["NONE", "RAKE"] = "NONE"
+    rake_rate: Annotated[Decimal, Field(ge=0, le=1)] = Decimal("0.10")
+    rake_cap: Money = Decimal("3.00")
+    raise_cap: Annotated[int, Field(strict=True, ge=1, le=20)] = 3  # raises after the bet, 3+ players
+    street_limits: dict[int, StreetLimit] = Field(default_factory=_default_limits)
+    wash_every: Annotated[int, Field(strict=True, ge=1, le=100)] = 3
+
+    @model_validator(mode="after")
+    def _all_streets(self) -> "StudOptions":
+        if sorted(self.street_limits) != list(STREETS):
+            raise ValueError(f"street_limits must name exactly the streets {list(STREETS)}, "
+                             f"got {sorted(self.street_limits)}")
+        return self
+
+
+class Stud(Game):
+    name = "stud"
+    Options = StudOptions
+    bet_types = (CHIPS,)
+    peer = True
+    min_players = 2
+    starts_at_first_card = True
+
+    options: StudOptions
+
+    @property
+    def deck(self) -> frozenset[str]:
+        return frozenset(STANDARD_52)
+
+    @property
+    def seat_count(self) -> int:
+        return self.options.seats
+
+    def check_bet(self, bet_type: str, held: frozenset[str]) -> str | None:
+        reason = super().check_bet(bet_type, held)
+        if reason is None and CHIPS in held:
+            return "a player brings chips to a hand once (table stakes: no chips are added during a hand)"
+        return reason
+
+    def check_unit(self, unit: Decimal) -> str | None:
+        o = self.options
+        amounts = [("ante", o.ante), ("rake_cap", o.rake_cap)] + [
+            (f"street_limits.{k}.{n}", getattr(v, n)) for k, v in o.street_limits.items() for n in ("min", "max")]
+        for name, amount in amounts:
+            if amount % unit != 0:
+                return f"{name} = {amount} is not a whole number of the money unit {unit}"
+        return None
+
+    def deal_plan(self, seats: Sequence[int] = ()) -> tuple[Position, ...]:
+        """The whole deal when nobody folds (documentation and tests; the live deal is
+        built street by street by :class:`StudHand`)."""
+        plan: list[Position] = []
+        for street in STREETS:
+            plan += street_positions(street, seats, 52 - len(plan))
+        return tuple(plan)
+
+    def start_hand(self, seats: Mapping[int, str], chips: Mapping[str, Decimal], hand_number: int,
+                   unit: Decimal) -> "StudHand":
+        return StudHand(self.options, seats, chips, hand_number, unit)
+
+    def resolve(self, cards: Mapping[str, str], bets: Sequence[BetView] = (),
+                decisions: Mapping[str, str] | None = None) -> GameOutcome:
+        """A showdown of every seat's cards in ``cards`` (no betting): who would win."""
+        seats = sorted({int(k[1:].split(".")[0]) for k in cards if k.startswith("P")})
+        hands = {s: evaluate([cards[f"P{s}.{i}"] for i in range(1, 8) if f"P{s}.{i}" in cards]
+                             + ([cards["COMM"]] if "COMM" in cards else [])) for s in seats}
+        best = max(h.rank_key for h in hands.values())
+        winners = [f"P{s}" for s, h in hands.items() if h.rank_key == best]
+        return GameOutcome(hands={f"P{s}": HandInfo(h.best_five, h.name) for s, h in hands.items()},
+                           winner=",".join(winners), bets={})
+
+
+def street_positions(street: int, seats: Sequence[int], undealt: int,
+                     exhaustion: str = "COMMUNITY_CARD", burns: int = 3) -> list[Position]:
+    """The positions of one street for ``seats`` (active, in seat order), §3.1 and §3.6."""
+    if street == 3:
+        return ([Position(f"P{s}.1", Face.DOWN, seat=s) for s in seats]
+                + [Position(f"P{s}.2", Face.DOWN, seat=s) for s in seats]
+                + [Position(f"P{s}.3", Face.UP, seat=s) for s in seats])
+    burn = Position(f"BURN{street - 3}", Face.DOWN, burn=True)
+    if street < 7 or undealt >= len(seats) + 1:
+        face = Face.DOWN if street == 7 else Face.UP
+        return [burn] + [Position(f"P{s}.{street}", face, seat=s) for s in seats]
+    out = [burn] if undealt >= 2 else []
+    left = undealt - len(out)
+    if exhaustion == "RESHUFFLE_BURNS" and left + burns + len(out) >= len(seats):
+        return out + [Position(f"P{s}.7", Face.DOWN, seat=s, from_burns=i >= left) for i, s in enumerate(seats)]
+    return out + [Position("COMM", Face.UP)]
+
+
+class StudHand(PeerHand):
+    """One hand of stud: the streets, who opens each betting round, and the showdown."""
+
+    def __init__(self, options: StudOptions, seats: Mapping[int, str], chips: Mapping[str, Decimal],
+                 hand_number: int, unit: Decimal) -> None:
+        self.o = options
+        self.unit = unit
+        self.hand_number = hand_number
+        self.seat_of = {p: s for s, p in seats.items()}
+        self.betting = Betting.seat([(p, s, chips[p]) for s, p in seats.items()], unit)
+        self.antes: dict[str, Decimal] = {}
+        if options.ante > 0:
+            for p in self.betting.players:  # posted before the deal, outside any betting round
+                a = min(options.ante, p.stack)
+                p.stack -= a
+                p.total += a
+                self.antes[p.player_id] = a
+        self.cards: dict[str, str] = {}
+        self.burn_cards: list[str] = []
+        self.exposed: list[int] = []  # seats whose 7th card was exposed, in deal order
+        self._plan: list[tuple[str, int]] = [(kind, s) for s in STREETS for kind in ("deal", "bet")]
+        self._next = 0
+        self.street = 0
+        self.round_start: dict[int, int] = {}
+        self.first_of: dict[int, str] = {}
+        self.seventh_dealt = False
+        self.community: str | None = None
+
+    # -- flow ---------------------------------------------------------------------------
+
+    @property
+    def live_seats(self) -> list[int]:
+        return [p.seat for p in self.betting.players if not p.folded]
+
+    def wash_due(self) -> bool:
+        return (self.hand_number - 1) % self.o.wash_every == 0
+
+    def next_step(self) -> DealStep | BetStep | EndStep:
+        if len(self.betting.live) <= 1 or self._next >= len(self._plan):
+            return EndStep()
+        kind, street = self._plan[self._next]
+        self._next += 1
+        self.street = street
+        if kind == "deal":
+            undealt = 52 - len(self.cards) - len(self.burn_cards)
+            positions = street_positions(street, self.live_seats, undealt, self.o.deck_exhaustion,
+                                         len(self.burn_cards))
+            if street == 3:
+                prefix = [Position("WASH", confirm=True)] if self.wash_due() else []
+                positions = prefix + [Position("SHUFFLE", confirm=True)] + positions
+            return DealStep(tuple(positions))
+        first, announce = self._opener(street)
+        self.round_start[street] = len(self.betting.history)
+        self.first_of[street] = first
+        lim = self.o.street_limits[street]
+        fixed = self.o.bring_in == "FIXED_0.50"
+        limits = SpreadLimit(
+            min_bet=lim.min, max_bet=lim.max, raise_rule=self.o.min_raise_rule,
+            forced_open=street == 3, open_min=lim.min if street == 3 else None,
+            open_max=(lim.min if fixed else lim.max) if street == 3 else None,
+            raise_cap=self.o.raise_cap + 1, cap_players=3)
+        return BetStep(first=first, limits=limits, street=_ORDINAL[street], announce=announce)
+
+    def register(self, position: Position, code: str) -> None:
+        if position.confirm:
+            return
+        if position.burn:
+            self.burn_cards.append(code)
+            return
+        self.cards[position.name] = code
+        if position.name == "COMM":
+            self.community = code
+        if position.name.endswith(".7") or position.name == "COMM":
+            self.seventh_dealt = True
+
+    def expose(self, position: str) -> str | None:
+        """§3.5: an exposed 7th card plays, and its player acts first on 7th street."""
+        if not (position.startswith("P") and position.endswith(".7")):
+            return (f"exposed card at {position}: only a 7th card may be exposed and play; "
+                    "call the supervisor (decks.md §5.4)")
+        if position not in self.cards:
+            return f"{position} has not been dealt"
+        seat = int(position[1:-2])
+        if self.street != 7 or 7 in self.round_start:
+            return f"{position} can only be reported exposed before the 7th-street betting opens"
+        if seat not in self.exposed:  # 7th-street deal order is seat order, whatever the report order
+            self.exposed = sorted(self.exposed + [seat])
+        return None
+
+    # -- openers ------------------------------------------------------------------------
+
+    def up_cards(self, seat: int) -> list[str]:
+        ups = [self.cards[f"P{seat}.{i}"] for i in (3, 4, 5, 6) if f"P{seat}.{i}" in self.cards]
+        if self.community is not None:
+            ups.append(self.community)
+        if seat in self.exposed:
+            ups.append(self.cards[f"P{seat}.7"])
+        return ups
+
+    def _opener(self, street: int) -> tuple[str, str]:
+        players = {p.seat: p.player_id for p in self.betting.players}
+        if street == 3:
+            seat = low_card([(s, self.cards[f"P{s}.3"]) for s in self.live_seats])
+            return players[seat], f"{card_name(self.cards[f'P{seat}.3']).capitalize()}, low"
+        live = self.live_seats
+        if street == 7 and self.exposed:
+            seat = self.exposed[0]
+            return players[seat], f"P{seat} exposed the last card: P{seat} acts first"
+        seat = first_to_act([(s, self.up_cards(s)) for s in live])
+        name = showing_name(self.up_cards(seat))
+        return players[seat], (name if name.endswith(" high") else f"{name} high").capitalize()
+
+    # -- showdown -----------------------------------------------------------------------
+
+    def seven(self, seat: int) -> list[str]:
+        own = [self.cards[f"P{seat}.{i}"] for i in range(1, 8) if f"P{seat}.{i}" in self.cards]
+        return own + ([self.community] if self.community is not None else [])
+
+    def outcome(self) -> GameOutcome:
+        b = self.betting
+        live = [p.player_id for p in b.players if not p.folded]
+        contributions = b.contributions()
+        pots = build_pots(contributions, live)
+        total = sum((p.amount for p in pots), Decimal(0))
+        raked = self.seventh_dealt or self.o.rake_early_end == "RAKE"
+        rake = rake_amount(total, self.o.rake_rate, self.o.rake_cap, self.unit) if raked else Decimal(0)
+        pots = take_rake(pots, rake)
+        showdown = len(live) > 1
+        hands: dict[str, RankedStudHand] = {}
+        if showdown:
+            hands = {p: evaluate(self.seven(self.seat_of[p])) for p in live}
+
+        def winners_of(eligible: Sequence[str]) -> list[str]:
+            if not showdown:
+                return list(eligible)
+            best = max(hands[p].rank_key for p in eligible)
+            tied = [p for p in eligible if hands[p].rank_key == best]
+            return sorted(tied, key=lambda p: odd_chip_key(hands[p].best_five), reverse=True)
+
+        won, records = award(pots, winners_of, self.unit)
+        player_bets: dict[str, dict[str, BetResolution]] = {}
+        returned: dict[str, str] = {}
+        for p in b.players:
+            back = p.stack + won.get(p.player_id, Decimal(0))
+            brought = p.stack + p.total
+            outcome = Outcome.WIN if back > brought else Outcome.LOSE if back < brought else Outcome.PUSH
+            player_bets[p.player_id] = {CHIPS: BetResolution(outcome, returned=back)}
+            returned[p.player_id] = str(back)
+        main_winners = records[0]["winners"] if records else []
+        winner = ",".join(f"P{self.seat_of[p]}" for p in main_winners)
+        announce = None
+        if showdown:
+            h = hands[main_winners[0]]
+            announce = f"{h.name[0].upper()}{h.name[1:]}, win"
+        return GameOutcome(
+            hands={f"P{self.seat_of[p]}": HandInfo(h.best_five, h.name) for p, h in hands.items()},
+            winner=winner or None, bets={}, player_bets=player_bets,
+            details={
+                "pots": records, "rake": str(rake), "raked": raked, "total_pot": str(total),
+                "antes": {p: str(a) for p, a in self.antes.items()},
+                "contributions": {p: str(a) for p, a in contributions.items()},
+                "returned": returned, "showdown": showdown,
+                "showdown_order": [f"P{self.seat_of[p]}" for p in self.showdown_order()] if showdown else [],
+                "categories": {f"P{self.seat_of[p]}": h.category for p, h in hands.items()},
+                "community": self.community, "exposed": [f"P{s}.7" for s in self.exposed],
+                "announce": announce,
+                "actions": [r.as_json() for r in b.history],
+            })
+
+    def showdown_order(self) -> list[str]:
+        """§6.3: the last aggressor of the final round shows first, else the first to act
+        on 7th street; then clockwise."""
+        b = self.betting
+        live = [p.player_id for p in b.players if not p.folded]
+        last_street = max(self.round_start) if self.round_start else 3
+        final = b.history[self.round_start.get(last_street, 0):]
+        aggressors = [r.player_id for r in final if r.increment > 0 and r.player_id in live]
+        first = aggressors[-1] if aggressors else self.first_of.get(last_street, live[0])
+        order = [p.player_id for p in b.players]
+        i = order.index(first)
+        rotated = order[i:] + order[:i]
+        return [p for p in rotated if p in live]
+

@@ -40,6 +40,9 @@ class Metrics:
                                        "Scanner frames that failed authentication, by reason: bad_mac, missing_mac, "
                                        "replayed_seq, replayed_boot (each raises a supervisor alert)",
                                        ["reader", "reason"], registry=r)
+        self.player_actions = Counter("dealer_player_actions", "Betting actions in peer games (stud), by action and "
+                                      "by whom: player, or timeout (a silent or disconnected player)",
+                                      ["table", "action", "by"], registry=r)
         self.publish_failures = Counter("dealer_publish_failures", "Non-durable publishes dropped while the bus was down",
                                         ["kind"], registry=r)
 

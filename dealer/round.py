@@ -416,9 +416,8 @@ class Round:
         return Step(True, True, effects + self._advance_hand(ev.at))
 
     def _refuse_player(self, ev: Event, player: str, reason: str) -> Step:
-        step = self._reject(ev, reason)
-        step.effects.append(self._tell(player, "rejected", ev.at, type=ev.type, reason=reason))
-        return step
+        """The service answers a refused action on the acting player's own topic."""
+        return self._reject(ev, reason)
 
     def _confirm(self, ev: DealerConfirm) -> Step:
         pos = self.expected_position

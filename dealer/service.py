@@ -342,6 +342,9 @@ class Service:
                     outcome = _ROUND_OUTCOME.get(eff.event)
                     if outcome is not None:
                         self.metrics.rounds.labels(table=tid, game=self.configs[tid].game, outcome=outcome).inc()
+                    elif eff.event == "player_acted":
+                        self.metrics.player_actions.labels(table=tid, action=str(eff.data.get("action")),
+                                                           by=str(eff.data.get("by"))).inc()
                     log.info(eff.event, **{k: v for k, v in eff.data.items() if k != "card" or v is not None})
                 elif isinstance(eff, PlayerMessage):
                     self._publish_soft(topics.player(tid, eff.player_id), eff, "player")

@@ -238,7 +238,7 @@ class Betting:
             raise BettingError("one seat per player and one player per seat")
         if any(stack <= 0 for _, _, stack in seats):
             raise BettingError("every player must bring chips")
-        return cls([Player(p, s, stack) for p, s, stack in seats], unit)
+        return cls([Player(p, s, stack.quantize(unit)) for p, s, stack in seats], unit)
 
     # -- queries ----------------------------------------------------------------------
 
@@ -292,8 +292,14 @@ class Betting:
         call = min(owe, p.stack) if owe > 0 and p.stack > owe else None
         if owe > 0 and p.stack <= owe:
             all_in = reach  # calling for less (or exactly all) is an all-in
-        return Options(pid, check=owe == 0 and not forced, fold=not forced, call=call, bet=bet, raise_=raise_,
-                       all_in=all_in, forced=forced)
+        q = self._q
+        return Options(pid, check=owe == 0 and not forced, fold=not forced, call=q(call),
+                       bet=Range(q(bet.min), q(bet.max)) if bet else None,  # type: ignore[arg-type]
+                       raise_=Range(q(raise_.min), q(raise_.max)) if raise_ else None,  # type: ignore[arg-type]
+                       all_in=q(all_in), forced=forced)
+
+    def _q(self, amount: Decimal | None) -> Decimal | None:
+        return None if amount is None else amount.quantize(self.unit)
 
     # -- verify / can / do --------------------------------------------------------------
 
@@ -336,6 +342,8 @@ class Betting:
         if reason is not None:
             raise BettingError(reason)
         act = Act(action)
+        if total is not None:
+            total = total.quantize(self.unit)  # "2" and "2.00" are the same amount: report it one way
         return TRANSITIONS[(self.state, act)](self, self.player(player_id), act, total, by)
 
     def default_action(self) -> tuple[Act, Decimal | None]:

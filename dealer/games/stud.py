@@ -336,7 +336,7 @@ class StudHand(PeerHand):
             h = hands[main_winners[0]]
             announce = f"{h.name[0].upper()}{h.name[1:]}, win"
         return GameOutcome(
-            hands={f"P{self.seat_of[p]}": HandInfo(h.best_five, h.name) for p, h in hands.items()},
+            hands={f"P{self.seat_of[p]}": HandInfo(h.best_five, h.category.lower()) for p, h in hands.items()},
             winner=winner or None, bets={}, player_bets=player_bets,
             details={
                 "pots": records, "rake": str(rake), "raked": raked, "total_pot": str(total),
@@ -344,7 +344,7 @@ class StudHand(PeerHand):
                 "contributions": {p: str(a) for p, a in contributions.items()},
                 "returned": returned, "showdown": showdown,
                 "showdown_order": [f"P{self.seat_of[p]}" for p in self.showdown_order()] if showdown else [],
-                "categories": {f"P{self.seat_of[p]}": h.category for p, h in hands.items()},
+                "names": {f"P{self.seat_of[p]}": h.name for p, h in hands.items()},
                 "community": self.community, "exposed": [f"P{s}.7" for s in self.exposed],
                 "announce": announce,
                 "actions": [r.as_json() for r in b.history],

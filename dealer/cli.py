@@ -246,7 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     d = sub.add_parser("demo", help="self-contained demo: simulated shoe on a PTY, SQLite in a temp folder")
-    d.add_argument("--game", choices=["teen-patti", "sevenluck"], default="teen-patti")
+    d.add_argument("--game", choices=["teen-patti", "sevenluck", "stud"], default="teen-patti")
     d.add_argument("--rounds", type=int, default=4)
     d.add_argument("--seed", type=int, default=7)
     d.add_argument("--broker", help="also publish over MQTT, e.g. mqtt://127.0.0.1:1883")

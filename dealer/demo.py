@@ -43,14 +43,23 @@ def _card(code: str | None) -> str:
         return code
 
 
+_STUD_VERB = {"BRING_IN": "brings in {total}", "BET": "bets {total}", "RAISE": "raises to {total} (+{increment})",
+              "CALL": "calls {total}", "CHECK": "checks", "FOLD": "folds", "ALL_IN": "is all-in for {total}"}
+_STUD_STEP = {"WASH": "washes", "SHUFFLE": "shuffles"}
+
+
 class RoundLog:
     """Prints what a pit boss would want to see, one line per thing that happened."""
 
-    def __init__(self, out: TextIO) -> None:
+    def __init__(self, out: TextIO, game: str = "teen-patti") -> None:
         self.out = out
+        self.game = game
 
     def __call__(self, kind: str, msg: Any) -> None:
-        line = None
+        line = self._stud(msg) if self.game == "stud" else None
+        if line is not None:
+            print(line, file=self.out, flush=True)
+            return
         if isinstance(msg, RoundEvent):
             d, e = msg.data, msg.event
             if e == "round_opened":
@@ -82,11 +91,50 @@ class RoundLog:
         if line:
             print(line, file=self.out, flush=True)
 
+    @staticmethod
+    def _stud(msg: Any) -> str | None:
+        """Seven-Card Stud: the dealer's steps, the streets, every action, the showdown."""
+        if isinstance(msg, StationPrompt) and msg.kind == "DONE" and msg.announce:
+            return f"  dealer: \"{msg.announce}\""
+        if not isinstance(msg, RoundEvent):
+            return None
+        d, e = msg.data, msg.event
+        if e == "dealer_confirmed":
+            return f"  dealer {_STUD_STEP.get(d['step'], d['step'])} the cards"
+        if e == "betting_round_opened":
+            if d.get("betting") != "TO_ACT":
+                return f"  -- {d['street']} street: \"{d['announce']}\" (no betting: all-in)"
+            verb = "brings in" if d["street"] == "3rd" else "opens"
+            return f"  -- {d['street']} street: \"{d['announce']}\", {d['first']} {verb}"
+        if e == "player_acted":
+            what = _STUD_VERB.get(d["action"], d["action"]).format(**d)
+            return f"  {d['player_id']:<8} {what}" + ("  (timer: no answer)" if d["by"] == "timeout" else "")
+        if e == "uncalled_returned":
+            return f"  {d['player_id']:<8} takes back {d['amount']} nobody called"
+        if e == "cards_revealed":
+            return "  showdown: " + " ".join(f"{k}={_card(v)}" for k, v in d["cards"].items())
+        if e == "round_result":
+            hands = ", ".join(f"{k}: {v}" for k, v in d["hands"].items())
+            return f"  RESULT winner {d['winner']}" + (f" ({hands})" if hands else " (everyone else folded)")
+        return None
+
+
+def _stud_payout(result: RoundResult, out: TextIO) -> None:
+    """The pots of a stud hand, the rake, and what goes back to each player."""
+    d = result.details
+    for pot in d.get("pots", []):
+        shares = ", ".join(f"{p} {a}" for p, a in pot["shares"].items())
+        print(f"  pot {pot['pot']}: {pot['amount']} among {', '.join(pot['eligible'])} -> {shares}", file=out)
+    if not result.refund_all:
+        print(f"  rake {d['rake']}" + ("" if d.get("raked") else " (the hand ended before the 7th card)"), file=out)
+
 
 def demo_settings(workdir: Path, port: str, *, broker: str | None, betting_seconds: float,
                   game: str = "teen-patti") -> Settings:
     table: dict[str, Any] = {"limits": {"tie": {"min": "1", "max": "100"}}} if game == "teen-patti" else {
         "options": {"seats": 3}, "decision_seconds": 1.0}
+    if game == "stud":  # four seats; a silent player's turn is decided by the timer after a second
+        table = {"options": {"seats": 4}, "action_seconds": 1.0}
     return load_settings(
         service={"journal_path": workdir / "journal.sqlite", "metrics_enabled": False, "node_id": "demo"},
         mqtt={"url": broker, "client_id": "dealer-demo-backend"},
@@ -113,21 +161,31 @@ async def run_demo(rounds: int = 4, seed: int = 7, broker: str | None = None, fa
         else:
             backend_bus = sim_bus = LocalBus()
         service = Service(settings, bus=backend_bus, broker_link=True)
-        service.add_observer(RoundLog(out))
+        service.add_observer(RoundLog(out, game))
         done = asyncio.Event()
         settled: list[str] = []
 
         def on_payout(result: RoundResult, payouts: list[Payout]) -> None:
             print(f"  settlement {result.idempotency_key} ({result.outcome}):", file=out)
-            print("  " + json.dumps(json.loads(result.model_dump_json()), indent=None, sort_keys=True), file=out)
+            if game == "stud":
+                _stud_payout(result, out)
+            else:
+                print("  " + json.dumps(json.loads(result.model_dump_json()), indent=None, sort_keys=True), file=out)
             for p in payouts:
                 print(f"    {p.player_id:<8} {p.bet_type:<15} stake {p.stake:>7}  {p.outcome:<6} returned {p.returned:>9}", file=out)
             settled.append(result.round_id)
             if len(settled) >= rounds:
                 done.set()
 
-        consumer = SettlementConsumer(sim_bus, [TABLE], work / "ledger.sqlite", rng=random.Random(seed + 1),
-                                      on_payout=on_payout, game=game)
+        consumer_class = _StudSeats if game == "stud" else SettlementConsumer
+        consumer = consumer_class(sim_bus, [TABLE], work / "ledger.sqlite", rng=random.Random(seed + 1),
+                                  on_payout=on_payout, game=game)
+        if game == "stud":  # player4 goes silent after two actions: the turn timer acts for it
+            from simulators.stud_players import StudPlayer
+
+            for i, strategy in enumerate(("calling", "random", "aggressive", "disconnect"), start=1):
+                StudPlayer(TABLE, f"player{i}", sim_bus, strategy, rng=random.Random(seed + 2 + i),  # type: ignore[arg-type]
+                           silent_after=2)
         if game == "sevenluck":  # player3 goes silent: the decision timer folds it
             from simulators.players import VirtualPlayer
 
@@ -163,6 +221,16 @@ async def run_demo(rounds: int = 4, seed: int = 7, broker: str | None = None, fa
         consumer.close()
         print("\nsummary " + json.dumps(summary, sort_keys=True), file=out)
         return summary
+
+
+class _StudSeats(SettlementConsumer):
+    """Stud: player N sits in seat N, bringing a random amount of chips to each hand."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, players=4, stakes=("4.00", "10.00", "20.00", "40.00"), **kw)
+
+    def _random_bets(self) -> list[tuple[str, str, int | None]]:
+        return [(f"player{p}", "chips", p) for p in range(1, self.players + 1)]
 
 
 async def _drop_link_during_betting(service: Service, bus: LocalBus, nth: int, out: TextIO) -> None:

@@ -192,6 +192,34 @@ class Round:
                                 message=f"{self.street} street betting: {b.to_act} to act (level {b.level}); do not deal")
         return self._prompt("DONE", at, message=f"round {self.phase.lower()}")
 
+    def private_now(self, at: int) -> list[PlayerMessage]:
+        """Every private message a player needs to see the round as it stands (used after a
+        reconnect or a restart: live messages published while the broker was down are lost):
+        their hole cards so far, a pending decision, and the turn of the player to act."""
+        if self.phase not in ACTIVE:
+            return []
+        out = [self._tell(owner, "hole_card", at, position=p.name, card=self.cards[p.name])
+               for p in self.plan if p.face == Face.DOWN and not p.burn and p.seat is not None
+               and p.name in self.cards and (owner := self.seat_owner.get(p.seat)) is not None]
+        if self.phase == Phase.DECISION:
+            actions = list(self.rules.game.decision_actions)
+            out += [self._tell(p, "decision_required", at, actions=actions, closes_at=self.decision_deadline,
+                               seat=seat) for p, seat in sorted(self.deciders.items()) if p not in self.decisions]
+        if self.phase == Phase.ACTION and self.hand is not None:
+            out.append(self._your_turn(at))
+        return out
+
+    def resume_turn(self, at: int) -> list[Effect]:
+        """The broker link is back: the player to act gets a whole turn again (nobody is
+        timed out because the studio's broker was down)."""
+        if self.phase != Phase.ACTION or self.hand is None:
+            return []
+        self.action_deadline = at + self.rules.action_ms
+        b = self.hand.betting
+        return [self._event("turn", at, player_id=b.to_act, turn=self.turn, street=self.street,
+                            closes_at=self.action_deadline, level=str(b.level), resumed=True),
+                self._your_turn(at), self.prompt_now(at)]
+
     # -- transitions ------------------------------------------------------------------
 
     def _place_bet(self, ev: PlaceBet) -> Step:
@@ -353,13 +381,15 @@ class Round:
             if isinstance(step, DealStep):
                 self.plan = tuple(self.plan) + step.positions
                 self.phase = Phase.DEALING if self.cards else Phase.BETTING_CLOSED
-                self.action_deadline, self.announce = None, None
+                self.action_deadline, self.announce = None, step.announce
                 return effects + [self._next_prompt(at)]
             if isinstance(step, BetStep):
                 self.street, self.announce = step.street, step.announce
                 state = hand.betting.open_round(step.first, step.limits)
+                # ``designated`` is who the rules name (low card, high hand); ``first`` who acts,
+                # which differs when the designated player is all-in
                 effects.append(self._event("betting_round_opened", at, street=step.street, announce=step.announce,
-                                           first=step.first, betting=state.value))
+                                           designated=step.first, first=hand.betting.to_act, betting=state.value))
                 if state == BettingState.TO_ACT:
                     return effects + self._next_turn(at)
                 effects += self._close_betting_round(at)
@@ -372,14 +402,18 @@ class Round:
         self.phase = Phase.ACTION
         self.turn += 1
         self.action_deadline = at + self.rules.action_ms
-        options = b.options()
         return [
             self._event("turn", at, player_id=b.to_act, turn=self.turn, street=self.street,
                         closes_at=self.action_deadline, level=str(b.level)),
-            self._tell(b.to_act, "your_turn", at, turn=self.turn, street=self.street,  # type: ignore[arg-type]
-                       closes_at=self.action_deadline, **options.as_json()),
+            self._your_turn(at),
             self.prompt_now(at),
         ]
+
+    def _your_turn(self, at: int) -> PlayerMessage:
+        assert self.hand is not None
+        b = self.hand.betting
+        return self._tell(b.to_act, "your_turn", at, turn=self.turn, street=self.street,  # type: ignore[arg-type]
+                          closes_at=self.action_deadline, **b.options().as_json())
 
     def _close_betting_round(self, at: int) -> list[Effect]:
         assert self.hand is not None

@@ -44,7 +44,7 @@ from dealer.journal import Batch, Journal, OutboxRow
 from dealer.messages import PlayerMessage, RoundEvent, RoundResult, StationPrompt
 from dealer.metrics import Metrics
 from dealer.round import Phase, Rejection, Step
-from dealer.table import Table
+from dealer.table import BROKER, Table
 from drivers.bus import Bus, BusError
 from drivers.frames import MIN_KEY_LEN, FrameAuthenticator
 from drivers.scan import LinkStatus, ScanInput, ScanKind
@@ -257,6 +257,7 @@ class Service:
         self.metrics.outbox_pending.set(len(self._pending))
         for tid, table in self.tables.items():
             self._release_prompt(table.prompt_now(now))
+            self._release_private(table, now)
             self._schedule(tid)
 
     def _heartbeat_timeouts(self) -> dict[str, float]:
@@ -465,10 +466,17 @@ class Service:
         if up:
             self._outbox_wake.set()
             now = self.now_ms()
-            for table in self.tables.values():  # resync every dealer station after a (re)connect
+            for table in self.tables.values():  # resync every dealer station and player after a (re)connect
                 self._release_prompt(table.prompt_now(now))
+                self._release_private(table, now)
         else:
             self._inflight.clear()
+
+    def _release_private(self, table: Table, now: int) -> None:
+        """Private messages are live: what a player missed while the broker was down (hole
+        cards, a pending decision or turn) is sent again. Clients key them by position/turn."""
+        for msg in table.private_now(now):
+            self._publish_soft(topics.player(table.table_id, msg.player_id), msg, "player")
 
     def _table_of_reader(self, reader: str) -> str | None:
         for tid, cfg in self.configs.items():
@@ -563,8 +571,8 @@ class Service:
                 want = ("close", cur.round_id)
         elif cur is not None and cur.phase == Phase.DECISION:
             want = ("decide", cur.round_id)
-        elif cur is not None and cur.phase == Phase.ACTION:
-            want = ("act", f"{cur.round_id}#{cur.turn}")
+        elif cur is not None and cur.phase == Phase.ACTION:  # paused while players cannot reach us
+            want = None if BROKER in table.links_down else ("act", f"{cur.round_id}#{cur.turn}@{cur.action_deadline}")
         elif cfg.auto_rounds and table.can_open() is None and self.links[tid].ready:
             want = ("open", cur.round_id if cur is not None else None)
         armed = self._timers.get(tid)

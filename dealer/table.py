@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import re
 
-from dealer.events import Event, LinkDown, LinkUp, OpenRound, ResultDelivered
-from dealer.messages import RoundEvent, StationPrompt
-from dealer.round import ACTIVE, Rejection, Round, Step, TableRules
+from dealer.events import ActionTimeout, Event, LinkDown, LinkUp, OpenRound, ResultDelivered
+from dealer.messages import PlayerMessage, RoundEvent, StationPrompt
+from dealer.round import ACTIVE, Effect, Rejection, Round, Step, TableRules
 
 _SEQ = re.compile(r"-(\d+)$")
+BROKER = "broker"  # the link players' actions come through
 
 
 class Table:
@@ -69,7 +70,12 @@ class Table:
             return step
         if isinstance(event, LinkUp):
             was_down = self.links_down.pop(event.link, None) is not None
-            return Step(True, was_down, [self._event("link_up", event.at, link=event.link)] if was_down else [])
+            effects: list[Effect] = [self._event("link_up", event.at, link=event.link)] if was_down else []
+            if was_down and event.link == BROKER and self.current is not None:
+                effects += self.current.resume_turn(event.at)  # players could not act while it was down
+            return Step(True, was_down, effects)
+        if isinstance(event, ActionTimeout) and BROKER in self.links_down:
+            return _reject(event.type, "the turn timer is paused while the broker link is down")
         if self.current is None:
             return _reject(event.type, f"no round is open at table {self.table_id}")
         step = self.current.handle(event)
@@ -82,6 +88,11 @@ class Table:
         why = self.can_open()
         return StationPrompt(table_id=self.table_id, kind="WAIT", at=at,
                              message=f"waiting: {why}" if why else "waiting for the next round")
+
+    def private_now(self, at: int) -> list[PlayerMessage]:
+        if self.current is not None and self.current.phase in ACTIVE:
+            return self.current.private_now(at)
+        return []
 
     def _open(self, ev: OpenRound) -> Step:
         why = self.can_open()

@@ -1,23 +1,28 @@
 """A simulated dealer at a table: shoe + reader transport + a dealer who follows the prompts.
 
 :class:`VirtualDealer` listens to the table's dealer-station prompts exactly as a human
-dealer reads the station screen: on ``NEXT`` it deals the next card over the reader, on
-``RESCAN`` it passes the same card again (or, when the backend says the card was foreign
-or a duplicate, the right card), on ``DONE`` it clears the table and reshuffles. Like a
-person, if the station shows nothing new a while after a pass it passes the card again.
-The reader's bytes go out through a :class:`ShoeLink`: a real PTY (serial) or MQTT.
+dealer reads the station screen: on ``NEXT`` it deals the next card over the reader (burns
+and stud's community card ``COMM`` like any other), on ``RESCAN`` it passes the same card
+again (or, when the backend says the card was foreign or a duplicate, the right card), on
+``CONFIRM`` (stud's ``WASH`` and ``SHUFFLE``) it does the step and confirms it on the
+table's actions topic, on ``DONE`` it clears the table and reshuffles. Like a person, if
+the station shows nothing new a while after a pass it passes the card (or confirms)
+again, except while the station says ``WAIT`` (players are betting or deciding: the card
+in hand has registered). The reader's bytes go out through a :class:`ShoeLink`: a real
+PTY (serial) or MQTT.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 import structlog
 
 from dealer import topics
+from dealer.events import DealerConfirm
 from dealer.messages import StationPrompt
 from drivers.bus import Bus, BusError
 from drivers.frames import FrameDecoder, FrameError
@@ -81,12 +86,26 @@ class DealerFaults:
         return "duplicate" if r < self.foreign + self.duplicate else ""
 
 
+ActionSender = Callable[[bytes], Awaitable[None]]
+
+
 class VirtualDealer:
+    """A dealer who follows the station prompts.
+
+    ``actions`` sends a payload on the table's actions topic (used to confirm stud's
+    ``WASH`` and ``SHUFFLE``); without it, :meth:`subscribe` uses the bus it subscribes on.
+
+    The prompt's ``step`` counts every step of the plan, confirmations included, so the
+    dealer keeps both: ``dealt`` (the cards that registered) and ``confirmed`` (the steps
+    it confirmed); ``len(dealt) + len(confirmed)`` is the number of steps done.
+    """
+
     def __init__(self, table_id: str, shoe: VirtualShoe, link: ShoeLink, *, deck: Sequence[str],
                  rng: random.Random | None = None, faults: FaultPlan | None = None,
                  dealer_faults: DealerFaults | None = None, deal_interval: float = 0.05,
                  heartbeat_interval: float = 0.5, patience: float = 2.0,
-                 scripted_rounds: Sequence[Sequence[str]] = ()) -> None:
+                 scripted_rounds: Sequence[Sequence[str]] = (),
+                 actions: ActionSender | None = None) -> None:
         self.table_id, self.shoe, self.link = table_id, shoe, link
         self.full_deck = list(deck)
         self.rng = rng or random.Random()
@@ -94,18 +113,34 @@ class VirtualDealer:
         self.dealer_faults = dealer_faults or DealerFaults()
         self.deal_interval, self.heartbeat_interval, self.patience = deal_interval, heartbeat_interval, patience
         self.scripted = [list(r) for r in scripted_rounds]
+        self.actions = actions
         self._prompts: asyncio.Queue[StationPrompt] = asyncio.Queue()
-        self.in_hand: str | None = None
+        self.in_hand: str | None = None  # the card passed over the reader, not yet registered
+        self.confirming: str | None = None  # the step confirmed, not yet acknowledged by a prompt
         self.dealt: list[str] = []
+        self.confirmed: list[str] = []
         self.passes = 0
+        self.confirms_sent = 0
+        self.waiting = False  # the station says WAIT: the card in hand registered, do not pass it again
         self.faults_injected: dict[str, int] = {}
         self._round: str | None = None
+
+    @property
+    def steps_done(self) -> int:
+        return len(self.dealt) + len(self.confirmed)
 
     def on_prompt(self, topic: str, payload: bytes) -> None:
         self._prompts.put_nowait(StationPrompt.model_validate_json(payload))
 
     def subscribe(self, bus: Bus) -> None:
         bus.subscribe(topics.prompts(self.table_id), self.on_prompt)
+        if self.actions is None:
+            topic = topics.actions(self.table_id)
+
+            async def send(payload: bytes) -> None:
+                await bus.publish(topic, payload, qos=1)
+
+            self.actions = send
 
     async def run(self) -> None:
         await self.link.send([self.shoe.boot()])
@@ -116,8 +151,12 @@ class VirtualDealer:
                     async with asyncio.timeout(self.patience):
                         prompt = await self._prompts.get()
                 except TimeoutError:
+                    if self.waiting:
+                        continue  # players are betting: nothing to deal
                     if self.in_hand is not None:  # nothing happened: pass the card again
                         await self._pass(self.in_hand)
+                    elif self.confirming is not None:  # the confirmation may have been lost: again
+                        await self._confirm(self.confirming)
                     continue
                 await self._follow(prompt)
         finally:
@@ -134,35 +173,77 @@ class VirtualDealer:
                 return  # a stale prompt (e.g. redelivered after a broker restart): not this round
             self._round = p.round_id
             self._new_shoe()
-        if p.kind in ("NEXT", "RESCAN", "ALERT") and p.step is not None:
-            # Like a dealer reading the station screen: the step says how many cards have
-            # registered, so a lost NEXT (prompts are live, not durable) cannot leave us
-            # re-passing a card that already counts.
+        if p.kind in ("NEXT", "RESCAN", "ALERT", "CONFIRM") and p.step is not None:
+            self.waiting = False
+            # Like a dealer reading the station screen: the step says how many steps (cards
+            # and confirmations) are done, so a lost prompt (prompts are live, not durable)
+            # cannot leave us re-passing a card that already counts.
             registered = p.step - 1
-            if self.in_hand is not None and len(self.dealt) + 1 == registered:
-                self.dealt.append(self.in_hand)  # the card in hand registered
-                self.in_hand = None
+            if self.steps_done + 1 == registered:
+                if self.in_hand is not None:
+                    self.dealt.append(self.in_hand)  # the card in hand registered
+                    self.in_hand = None
+                elif self.confirming is not None:
+                    self.confirmed.append(self.confirming)  # the confirmation was accepted
+                    self.confirming = None
             if p.kind == "ALERT":
                 return  # it follows a RESCAN for the same step, which already asked for the pass
-            if self.in_hand is not None and len(self.dealt) == registered:
-                if p.kind != "NEXT":
-                    await asyncio.sleep(self.deal_interval / 2)
-                await self._pass(self.in_hand)  # still expected: pass it (again)
-            elif self.in_hand is None and len(self.dealt) == registered:
-                await asyncio.sleep(self.deal_interval)
-                self.in_hand = self.shoe.next_card()
-                await self._pass(self._maybe_wrong(self.in_hand))
+            if self.steps_done != registered:
+                log.warning("dealer out of step with the station", done=self.steps_done, step=p.step,
+                            position=p.position)
+                return
+            if p.kind == "CONFIRM":
+                await self._confirm_step(p)
             else:
-                log.warning("dealer out of step with the station", dealt=len(self.dealt), step=p.step)
+                await self._deal_step(p)
+        elif p.kind == "WAIT" and p.round_id is not None and p.round_id == self._round:
+            # Betting (or deciding) only starts once every card of the street registered.
+            self.waiting = self.in_hand is not None
         elif p.kind == "DONE":
             if self.in_hand is not None:
                 self.dealt.append(self.in_hand)
+            self.in_hand, self.confirming, self.waiting = None, None, False
+
+    async def _deal_step(self, p: StationPrompt) -> None:
+        if self.confirming is not None:  # the station wants a card: the confirmation was taken
+            log.warning("station asks for a card while a confirmation is pending", step=p.step,
+                        confirming=self.confirming)
+            self.confirming = None
+        if self.in_hand is not None:
+            if p.kind != "NEXT":
+                await asyncio.sleep(self.deal_interval / 2)
+            await self._pass(self.in_hand)  # still expected: pass it (again)
+        else:
+            await asyncio.sleep(self.deal_interval)
+            self.in_hand = self.shoe.next_card()
+            await self._pass(self._maybe_wrong(self.in_hand))
+
+    async def _confirm_step(self, p: StationPrompt) -> None:
+        step = p.position or ""
+        if self.in_hand is not None:  # cannot happen in step; a card in hand did not register
+            log.warning("station asks for a confirmation while a card is in hand", step=p.step, card=self.in_hand)
+            self.shoe.deck.insert(0, self.in_hand)
             self.in_hand = None
+        if self.confirming is None:
+            await asyncio.sleep(self.deal_interval)  # wash / shuffle the cards
+        self.confirming = step
+        await self._confirm(step)
+
+    async def _confirm(self, step: str) -> None:
+        if self.actions is None:
+            log.warning("cannot confirm without an actions publisher", step=step)
+            return
+        self.confirms_sent += 1
+        try:
+            await self.actions(DealerConfirm(step=step).model_dump_json(exclude={"at"}).encode())
+        except BusError:
+            pass  # the link is down: confirm again when the station shows something (or on patience)
 
     def _new_shoe(self) -> None:
         deck = self.scripted.pop(0) if self.scripted else shuffled(self.full_deck, self.rng)
         self.shoe.deck = list(deck)
         self.in_hand, self.dealt = None, []
+        self.confirming, self.confirmed, self.waiting = None, [], False
 
     def _maybe_wrong(self, right: str) -> str:
         kind = self.dealer_faults.choose(self.rng)

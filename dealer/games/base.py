@@ -186,9 +186,10 @@ class Game(ABC):
 
 @dataclass(frozen=True, slots=True)
 class DealStep:
-    """Deal these positions next (in order)."""
+    """Deal these positions next (in order); ``announce`` is what the dealer says while dealing."""
 
     positions: tuple[Position, ...]
+    announce: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

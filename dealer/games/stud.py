@@ -231,7 +231,7 @@ class StudHand(PeerHand):
             if street == 3:
                 prefix = [Position("WASH", confirm=True)] if self.wash_due() else []
                 positions = prefix + [Position("SHUFFLE", confirm=True)] + positions
-            return DealStep(tuple(positions))
+            return DealStep(tuple(positions), "Last card. Good luck" if street == 7 else None)
         first, announce = self._opener(street)
         self.round_start[street] = len(self.betting.history)
         self.first_of[street] = first

@@ -8,7 +8,7 @@ The models double as the wire format of the ``actions`` topic (see ``ACTION_TYPE
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Annotated, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
@@ -26,6 +26,9 @@ class OpenRound(_Event):
     type: Literal["open_round"] = "open_round"
     round_id: Id
     betting_closes_at: int | None = Field(default=None, ge=0, description="epoch ms deadline of the betting timer")
+    context: dict[str, Any] = Field(default_factory=dict, description="what the game carries over from earlier "
+                                    "rounds (Seotda: the first seat, the last winner), so that a replay starting "
+                                    "at this round needs nothing older")
 
 
 class PlaceBet(_Event):
@@ -102,9 +105,12 @@ class PlayerAction(_Event):
 
     type: Literal["player_action"] = "player_action"
     player_id: Id
-    action: Literal["CHECK", "BET", "BRING_IN", "CALL", "RAISE", "ALL_IN", "FOLD"]
+    action: Literal["CHECK", "BET", "BRING_IN", "CALL", "RAISE", "ALL_IN", "FOLD",
+                    "X2_RAISE", "QUARTER", "HALF", "MAX"]
     amount: Decimal | None = Field(default=None, description="decimal string: the player's total for this "
                                    "betting round after the action")
+    reserve: bool = Field(default=False, description="Seotda: reserve this action before the player's turn; it "
+                          "runs on their turn if still legal (seotda.md §6.2)")
     round_id: Id | None = Field(default=None, description="the round the action is meant for")
 
     @field_validator("amount", mode="before")

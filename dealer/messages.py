@@ -92,7 +92,7 @@ class RoundResult(_Msg):
 PromptKind = Literal["NEXT", "CONFIRM", "RESCAN", "ALERT", "WAIT", "REJECTED", "DONE"]
 
 PlayerMessageKind = Literal["bet_accepted", "rejected", "hole_card", "decision_required", "decision_accepted",
-                            "your_turn", "action_accepted"]
+                            "your_turn", "action_accepted", "reservation_accepted", "reservation_cancelled"]
 
 
 class PlayerMessage(_Msg):

@@ -139,6 +139,7 @@ class Round:
     def __init__(self, rules: TableRules, opened: OpenRound) -> None:
         self.rules = rules
         self.round_id = opened.round_id
+        self.context = dict(opened.context)
         self.opened_at = opened.at
         self.betting_closes_at = opened.betting_closes_at
         self.closed_at: int | None = None
@@ -287,7 +288,7 @@ class Round:
             chips[bet.player_id] = chips.get(bet.player_id, Decimal(0)) + bet.stake
         m = _SEQ.search(self.round_id)
         self.hand = game.start_hand(dict(sorted(self.seat_owner.items())), chips, int(m.group(1)) if m else 1,
-                                    self.rules.minor_unit)
+                                    self.rules.minor_unit, self.context)
         return Step(True, True, [closed] + self._advance_hand(ev.at))
 
     def _scan(self, ev: ScanRead) -> Step:
@@ -302,7 +303,7 @@ class Round:
             reused = {self.cards[p.name] for p in self.plan if p.from_burns and p.name in self.cards}
             if ev.code not in burns or ev.code in reused:
                 return self._rescan(ev, "duplicate_card", ev.code)
-        elif ev.code in self.cards.values():
+        elif ev.code in {self.cards[p.name] for p in self.plan if p.deck == pos.deck and p.name in self.cards}:
             return self._rescan(ev, "duplicate_card", ev.code)
         self.cards[pos.name] = ev.code
         self.next_index += 1
@@ -314,7 +315,7 @@ class Round:
             card=ev.code if public else None,
         )]
         owner = self.seat_owner.get(pos.seat) if pos.seat is not None and not public else None
-        if owner is not None:  # a hole card goes to its owner only
+        if owner is not None and (self.hand is None or self.hand.private_cards(pos)):  # to its owner only
             effects.append(self._tell(owner, "hole_card", ev.at, position=pos.name, card=ev.code))
         if self.hand is not None:
             self.hand.register(pos, ev.code)
@@ -376,6 +377,10 @@ class Round:
         hand = self.hand
         assert hand is not None
         effects: list[Effect] = []
+        for pos in hand.release_cards():  # face-down cards held back until their street was complete
+            owner = self.seat_owner.get(pos.seat) if pos.seat is not None else None
+            if owner is not None and pos.name in self.cards:
+                effects.append(self._tell(owner, "hole_card", at, position=pos.name, card=self.cards[pos.name]))
         while True:
             step = hand.next_step()
             if isinstance(step, DealStep):
@@ -402,7 +407,16 @@ class Round:
         self.phase = Phase.ACTION
         self.turn += 1
         self.action_deadline = at + self.rules.action_ms
-        return [
+        reserved = self.hand.take_reservation(b.to_act)  # type: ignore[arg-type]
+        if isinstance(reserved, tuple):  # a reserved action still legal: it runs now (seotda.md §6.2)
+            step = self._act(b.to_act, reserved[0], reserved[1], "reservation", None, at)  # type: ignore[arg-type]
+            if step.accepted:
+                return [self._event("reservation_executed", at, player_id=step_player(step), turn=self.turn)] + step.effects
+            reserved = "the reserved action is no longer allowed"
+        notes: list[Effect] = []
+        if isinstance(reserved, str):
+            notes = [self._tell(b.to_act, "reservation_cancelled", at, reason=reserved)]  # type: ignore[arg-type]
+        return notes + [
             self._event("turn", at, player_id=b.to_act, turn=self.turn, street=self.street,
                         closes_at=self.action_deadline, level=str(b.level)),
             self._your_turn(at),
@@ -413,7 +427,7 @@ class Round:
         assert self.hand is not None
         b = self.hand.betting
         return self._tell(b.to_act, "your_turn", at, turn=self.turn, street=self.street,  # type: ignore[arg-type]
-                          closes_at=self.action_deadline, **b.options().as_json())
+                          closes_at=self.action_deadline, **self.hand.turn_options())
 
     def _close_betting_round(self, at: int) -> list[Effect]:
         assert self.hand is not None
@@ -426,28 +440,44 @@ class Round:
         if ev.round_id is not None and ev.round_id != self.round_id:
             return self._refuse_player(ev, ev.player_id, f"action is for round {ev.round_id}, but round "
                                        f"{self.round_id} is in play")
-        return self._act(ev.player_id, ev.action, ev.amount, "player", ev)
+        assert self.hand is not None
+        if ev.reserve:
+            reason = self.hand.reserve(ev.player_id, ev.action, ev.amount)
+            if reason is not None:
+                return self._refuse_player(ev, ev.player_id, reason)
+            return Step(True, True, [self._tell(ev.player_id, "reservation_accepted", ev.at, action=ev.action)])
+        return self._act(ev.player_id, ev.action, ev.amount, "player", ev, ev.at)
 
     def _action_timeout(self, ev: ActionTimeout) -> Step:
         assert self.hand is not None
         if ev.turn != self.turn:
             return self._reject(ev, f"timer for turn {ev.turn} is stale (turn {self.turn} is running)")
         action, amount = self.hand.betting.default_action()
-        return self._act(self.hand.betting.to_act, action, amount, "timeout", ev)  # type: ignore[arg-type]
+        return self._act(self.hand.betting.to_act, action, amount, "timeout", ev, ev.at)  # type: ignore[arg-type]
 
-    def _act(self, player: str, action: str, amount: Decimal | None, by: str, ev: Event) -> Step:
+    def _act(self, player: str, action: str, amount: Decimal | None, by: str, ev: Event | None, at: int) -> Step:
         assert self.hand is not None
         b = self.hand.betting
+        label = action
+        if by == "player" or by == "reservation":
+            translated = self.hand.translate(player, action, amount) if player == b.to_act else (action, amount)
+            if isinstance(translated, str):
+                return self._refuse(ev, "player_action", translated)
+            action, amount = translated
         reason = b.verify(player, action, amount)
         if reason is not None:
-            return self._refuse_player(ev, player, reason)
-        record = b.act(player, action, amount, by=by)  # type: ignore[arg-type]
-        effects: list[Effect] = [self._event("player_acted", ev.at, street=self.street, **record.as_json()),
-                                 self._tell(player, "action_accepted", ev.at, **record.as_json())]
+            return self._refuse(ev, "player_action", reason)
+        record = b.act(player, action, amount, by="timeout" if by == "timeout" else "player")  # type: ignore[arg-type]
+        data = record.as_json() | {"by": by} | ({"button": label} if label != action else {})
+        effects: list[Effect] = [self._event("player_acted", at, street=self.street, **data),
+                                 self._tell(player, "action_accepted", at, **data)]
         if b.state == BettingState.TO_ACT:
-            return Step(True, True, effects + self._next_turn(ev.at))
-        effects += self._close_betting_round(ev.at)
-        return Step(True, True, effects + self._advance_hand(ev.at))
+            return Step(True, True, effects + self._next_turn(at))
+        effects += self._close_betting_round(at)
+        return Step(True, True, effects + self._advance_hand(at))
+
+    def _refuse(self, ev: Event | None, event_type: str, reason: str) -> Step:
+        return Step(False, False, [Rejection(ev.type if ev is not None else event_type, reason)])
 
     def _refuse_player(self, ev: Event, player: str, reason: str) -> Step:
         """The service answers a refused action on the acting player's own topic."""
@@ -671,6 +701,12 @@ TRANSITIONS: dict[tuple[Phase, str], _Action] = {
     (Phase.CANCELLED, "result_delivered"): Round._delivered,
     (Phase.VOID, "result_delivered"): Round._delivered,
 }  # type: ignore[dict-item]
+
+
+def step_player(step: Step) -> str | None:
+    """The player of the first ``player_acted`` event in a step."""
+    return next((e.data.get("player_id") for e in step.effects  # type: ignore[union-attr]
+                 if isinstance(e, RoundEvent) and e.event == "player_acted"), None)
 
 
 def _bet_result(b: BetResolution) -> BetTypeResult:

@@ -183,7 +183,7 @@ class Service:
     def open_round(self, table_id: str) -> asyncio.Future[Step]:
         table, cfg = self.tables[table_id], self.configs[table_id]
         now = self.now_ms()
-        return self.submit(table_id, OpenRound(round_id=table.next_round_id(), at=now,
+        return self.submit(table_id, OpenRound(round_id=table.next_round_id(), at=now, context=table.memory,
                                                betting_closes_at=now + int(cfg.betting_seconds * 1000)))
 
     @property

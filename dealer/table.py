@@ -24,6 +24,9 @@ class Table:
         self.undelivered: dict[str, Round] = {}
         self.links_down: dict[str, str] = {}
         self.last_seq = 0
+        #: What the game carries from one hand to the next (Seotda's first seat); it travels in
+        #: each ``OpenRound.context`` so a replay that starts at that round needs nothing older.
+        self.memory: dict[str, object] = {}
 
     @property
     def table_id(self) -> str:
@@ -103,6 +106,7 @@ class Table:
             return _reject(ev.type, why)
         assert m is not None
         self.last_seq = int(m.group(1))
+        self.memory = dict(ev.context)
         self.current = Round(self.rules, ev)
         opened = self._event("round_opened", ev.at, game=self.rules.game.name,
                              betting_closes_at=ev.betting_closes_at)
@@ -112,6 +116,8 @@ class Table:
     def _track_result(self) -> None:
         cur = self.current
         if cur is not None and cur.result is not None and not cur.delivered:
+            if cur.round_id not in self.undelivered and cur.hand is not None and cur.result.outcome == "COMPLETED":
+                self.memory = cur.hand.carry()
             self.undelivered.setdefault(cur.round_id, cur)
 
     def _event(self, name: str, at: int, **data: object) -> RoundEvent:

@@ -43,6 +43,9 @@ class Position:
     confirm: bool = False
     #: The card is dealt from the burn cards of this round (stud's ``RESHUFFLE_BURNS``).
     from_burns: bool = False
+    #: Which shuffle of the deck the card comes from: a Seotda rematch reshuffles the same
+    #: cards, so a card is a duplicate only against cards of the same shuffle.
+    deck: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +173,7 @@ class Game(ABC):
         return None
 
     def start_hand(self, seats: Mapping[int, str], chips: Mapping[str, Decimal], hand_number: int,
-                   unit: Decimal) -> "PeerHand":
+                   unit: Decimal, context: Mapping[str, Any] | None = None) -> "PeerHand":
         """A peer game's hand for ``seats`` (seat -> player) bringing ``chips`` (player -> amount)."""
         raise NotImplementedError(f"{self.name} is not a peer-to-peer game")
 
@@ -228,6 +231,36 @@ class PeerHand(ABC):
     def expose(self, position: str) -> str | None:
         """The dealer exposed a face-down card: None if accepted, else why not."""
         return f"exposed card at {position}: call the supervisor (decks.md §5.4)"
+
+    def translate(self, player: str, action: str, amount: Decimal | None) -> tuple[str, Decimal | None] | str:
+        """A player's action as a betting-engine action and round total, or why it is refused
+        (Seotda's buttons name amounts the engine does not know)."""
+        return action, amount
+
+    def turn_options(self) -> dict[str, Any]:
+        """What the player to act may do, for their ``your_turn`` message."""
+        return dict(self.betting.options().as_json())
+
+    def reserve(self, player: str, action: str, amount: Decimal | None) -> str | None:
+        """Reserve an action before the player's turn: None if accepted, else why not."""
+        return "this game has no action reservation"
+
+    def take_reservation(self, player: str) -> tuple[str, Decimal | None] | str | None:
+        """On ``player``'s turn: a reserved action to run now, the reason it was cancelled, or None."""
+        return None
+
+    def carry(self) -> dict[str, Any]:
+        """What the table remembers of this hand for the next one (``OpenRound.context``)."""
+        return {}
+
+    def private_cards(self, position: Position) -> bool:
+        """Whether a registered face-down card goes to its owner now (Seotda sends the second
+        cards only once all of them are registered)."""
+        return True
+
+    def release_cards(self) -> list[Position]:
+        """Face-down positions whose cards may go to their owners now (held back until then)."""
+        return []
 
     @abstractmethod
     def outcome(self) -> GameOutcome: ...

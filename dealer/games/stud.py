@@ -148,7 +148,7 @@ class Stud(Game):
         return tuple(plan)
 
     def start_hand(self, seats: Mapping[int, str], chips: Mapping[str, Decimal], hand_number: int,
-                   unit: Decimal) -> "StudHand":
+                   unit: Decimal, context: Mapping[str, Any] | None = None) -> "StudHand":
         return StudHand(self.options, seats, chips, hand_number, unit)
 
     def resolve(self, cards: Mapping[str, str], bets: Sequence[BetView] = (),
@@ -159,7 +159,7 @@ class Stud(Game):
                              + ([cards["COMM"]] if "COMM" in cards else [])) for s in seats}
         best = max(h.rank_key for h in hands.values())
         winners = [f"P{s}" for s, h in hands.items() if h.rank_key == best]
-        return GameOutcome(hands={f"P{s}": HandInfo(h.best_five, h.name) for s, h in hands.items()},
+        return GameOutcome(hands={f"P{s}": HandInfo(h.best_five, h.category.lower()) for s, h in hands.items()},
                            winner=",".join(winners), bets={})
 
 

@@ -232,12 +232,13 @@ class Betting:
     history: list[ActionRecord] = field(default_factory=list)
 
     @classmethod
-    def seat(cls, players: Sequence[tuple[str, int, Decimal]], unit: Decimal = Decimal("0.01")) -> "Betting":
+    def seat(cls, players: Sequence[tuple[str, int, Decimal]], unit: Decimal = Decimal("0.01"),
+             allow_empty: bool = False) -> "Betting":
         seats = sorted(players, key=lambda p: p[1])
         if len({p for p, _, _ in seats}) != len(seats) or len({s for _, s, _ in seats}) != len(seats):
             raise BettingError("one seat per player and one player per seat")
-        if any(stack <= 0 for _, _, stack in seats):
-            raise BettingError("every player must bring chips")
+        if any(stack < 0 or (stack == 0 and not allow_empty) for _, _, stack in seats):
+            raise BettingError("every player must bring chips")  # a Seotda rematch may seat an all-in player
         return cls([Player(p, s, stack.quantize(unit)) for p, s, stack in seats], unit)
 
     # -- queries ----------------------------------------------------------------------

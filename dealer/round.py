@@ -235,6 +235,8 @@ class Round:
         if reason is None:
             reason = self._seat_problem(ev)
         if reason is None:
+            reason = r.game.check_stake(ev.stake, ev.player_id, self.context)
+        if reason is None:
             try:
                 check_stake(ev.stake, r.minor_unit)
             except MoneyError as exc:
@@ -460,7 +462,7 @@ class Round:
         b = self.hand.betting
         label = action
         if by == "player" or by == "reservation":
-            translated = self.hand.translate(player, action, amount) if player == b.to_act else (action, amount)
+            translated = self.hand.translate(player, action, amount)
             if isinstance(translated, str):
                 return self._refuse(ev, "player_action", translated)
             action, amount = translated
@@ -561,9 +563,9 @@ class Round:
         public = {p.name: self.cards[p.name] for p in self.plan if not p.burn and p.name in self.cards}
         if self.hand is not None:
             outcome = self.hand.outcome()
-            shown = {int(k[1:]) for k in outcome.hands}  # folded hands and an uncontested winner stay hidden
+            shown = set(self.hand.revealed_positions())  # folded hands and an uncontested winner stay hidden
             revealed = {p.name: self.cards[p.name] for p in self.plan
-                        if p.face == Face.DOWN and not p.burn and p.seat in shown and p.name in self.cards}
+                        if p.face == Face.DOWN and not p.burn and p.name in shown and p.name in self.cards}
         else:
             outcome = r.game.resolve(public, self._bet_views(), {p: d.action for p, d in self.decisions.items()})
             folded = {d.seat for d in self.decisions.values() if d.action == "FOLD"}

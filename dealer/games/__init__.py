@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dealer.games.base import Game
+from dealer.games.seotda import Seotda
 from dealer.games.sevenluck import Sevenluck
 from dealer.games.stud import Stud
 from dealer.games.teen_patti import TeenPatti
@@ -10,6 +11,7 @@ from dealer.games.teen_patti import TeenPatti
 GAMES: dict[str, type[Game]] = {
     TeenPatti.name: TeenPatti,
     Sevenluck.name: Sevenluck,
+    Seotda.name: Seotda,
     Stud.name: Stud,
 }
 

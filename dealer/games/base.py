@@ -168,6 +168,10 @@ class Game(ABC):
     #: betting close (``decks.md`` §5.3: Seotda, Seven-Card Stud).
     starts_at_first_card: ClassVar[bool] = False
 
+    def check_stake(self, stake: Decimal, player: str, context: Mapping[str, Any]) -> str | None:
+        """Why a player may not bring ``stake`` to this game (Seotda's minimum chips), or None."""
+        return None
+
     def check_unit(self, unit: Decimal) -> str | None:
         """Why the table's money unit cannot express this game's amounts, or None."""
         return None
@@ -248,6 +252,10 @@ class PeerHand(ABC):
     def take_reservation(self, player: str) -> tuple[str, Decimal | None] | str | None:
         """On ``player``'s turn: a reserved action to run now, the reason it was cancelled, or None."""
         return None
+
+    def revealed_positions(self) -> list[str]:
+        """Face-down positions shown at the end (showdown hands; folded hands stay hidden)."""
+        return []
 
     def carry(self) -> dict[str, Any]:
         """What the table remembers of this hand for the next one (``OpenRound.context``)."""

@@ -1,0 +1,518 @@
+"""Seotda (``seotda.md``): two-card stud with 20 Hwatu cards, pot betting and rematches.
+
+A game is a :class:`SeotdaHand`: every seated player posts the ante (the room's stake),
+``DEAL_1`` (one face-down card each, from the first seat ``S1`` clockwise), ``BET_1``,
+``DEAL_2`` (to every player still in), ``BET_2``, then each pot (main and side pots) is
+resolved by the showdown of :mod:`dealer.games.seotda_rank`. A 9·4 or a draw does not pay
+that pot: it is carried into a **rematch** on the same table (reshuffle, deal, bet, show
+down again) among the rule's participants, as often as it takes (§7.2).
+
+Betting uses :mod:`dealer.betting` with Seotda's nine buttons (§6.1): each button names an
+exact amount, which :meth:`SeotdaHand.translate` turns into an engine action. Any raise
+gives every other player a new turn; there is no raise cap by default.
+
+Players bring chips to the game (a ``chips`` bet naming their seat, at least 60 times the
+stake, §2); the result says exactly what goes back to each (no rake, §7.1).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from decimal import ROUND_FLOOR, Decimal
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, field_validator
+
+from dealer.betting import Betting, Player, Range
+from dealer.cards import SEOTDA_20
+from dealer.games.base import (
+    BetResolution,
+    BetStep,
+    BetView,
+    DealStep,
+    EndStep,
+    Face,
+    Game,
+    GameOptions,
+    GameOutcome,
+    HandInfo,
+    Outcome,
+    PeerHand,
+    Position,
+)
+from dealer.games.seotda_rank import RankRules, Showdown, evaluate, showdown
+from dealer.pots import Pot, build_pots, split
+
+CHIPS = "chips"
+ROOMS = (Decimal(5), Decimal(10), Decimal(20), Decimal(50), Decimal(100))
+BUTTONS = ("FOLD", "BET", "X2_RAISE", "CALL", "QUARTER", "HALF", "MAX", "ALL_IN", "CHECK")
+
+
+class SeotdaOptions(GameOptions):
+    """House options of one Seotda table (``seotda.md``; names are the rulebook's, lower case).
+
+    * ``stake``: the room's stake (§2: 5, 10, 20, 50 or 100); ``min_chips_multiple`` × stake
+      is the least a player may bring to a game (§2: 60).
+    * ``min_chips_check``: ``EVERY_GAME`` (default) or ``JOIN_ONLY`` (a player of the previous
+      game at this table may play on with less).
+    * ``first_seat``: ``PREVIOUS_WINNER`` (default) or ``ROTATE`` (§3.1); a table's first
+      game draws ``S1`` (deterministically from the round number: the core has no randomness).
+    * ``ante_and_blind``: ``ONE_POST`` (1 × stake, default) or ``TWO_POSTS`` (2 × stake).
+    * ``raise_cap``: raises per betting round, None = unlimited (default).
+    * ``pot_fraction_base``: ``POT_AFTER_CALL`` (default) or ``POT_BEFORE_ACTION`` (§9.14).
+    * ranking and showdown: ``animal_94_threshold``, ``pair_hunter_cards``,
+      ``rematch_94_mode`` (``AUTO_BEST`` or ``ALWAYS``), ``draw_resolution``.
+    * rematches: ``rematch_ante`` (``NONE`` or ``STAKE``), ``max_rematches`` (None = no limit).
+    """
+
+    stake: Decimal = Decimal(10)
+    min_chips_multiple: Annotated[int, Field(strict=True, ge=1, le=1000)] = 60
+    min_chips_check: Literal["EVERY_GAME", "JOIN_ONLY"] = "EVERY_GAME"
+    seats: Annotated[int, Field(strict=True, ge=2, le=10)] = 5
+    first_seat: Literal["PREVIOUS_WINNER", "ROTATE"] = "PREVIOUS_WINNER"
+    ante_and_blind: Literal["ONE_POST", "TWO_POSTS"] = "ONE_POST"
+    raise_cap: Annotated[int, Field(strict=True, ge=1, le=100)] | None = None
+    pot_fraction_base: Literal["POT_AFTER_CALL", "POT_BEFORE_ACTION"] = "POT_AFTER_CALL"
+    animal_94_threshold: Literal["NINE_PAIR", "NINE_POINTS"] = "NINE_PAIR"
+    pair_hunter_cards: Literal["03G_07A", "ANY_3_7"] = "03G_07A"
+    rematch_94_mode: Literal["AUTO_BEST", "ALWAYS"] = "AUTO_BEST"
+    draw_resolution: Literal["REMATCH", "SPLIT"] = "REMATCH"
+    rematch_ante: Literal["NONE", "STAKE"] = "NONE"
+    rematch_reentry: Literal["NONE"] = "NONE"
+    max_rematches: Annotated[int, Field(strict=True, ge=0, le=100)] | None = None
+
+    @field_validator("stake", mode="before")
+    @classmethod
+    def _room(cls, v: Any) -> Decimal:
+        if isinstance(v, float):
+            raise ValueError("stake must be a decimal string or an integer, never a float")
+        d = Decimal(str(v))
+        if d not in ROOMS:
+            raise ValueError(f"stake {v} is not a room stake ({', '.join(str(r) for r in ROOMS)})")
+        return d
+
+    @property
+    def rank_rules(self) -> RankRules:
+        return RankRules(animal_94_threshold=self.animal_94_threshold, pair_hunter_cards=self.pair_hunter_cards,
+                         rematch_94_mode=self.rematch_94_mode, draw_resolution=self.draw_resolution)
+
+    @property
+    def min_chips(self) -> Decimal:
+        return self.stake * self.min_chips_multiple
+
+    @property
+    def ante(self) -> Decimal:
+        return self.stake * (2 if self.ante_and_blind == "TWO_POSTS" else 1)
+
+
+class Seotda(Game):
+    name = "seotda"
+    Options = SeotdaOptions
+    bet_types = (CHIPS,)
+    peer = True
+    min_players = 2
+    starts_at_first_card = True
+
+    options: SeotdaOptions
+
+    @property
+    def deck(self) -> frozenset[str]:
+        return frozenset(SEOTDA_20)
+
+    @property
+    def seat_count(self) -> int:
+        return self.options.seats
+
+    def check_bet(self, bet_type: str, held: frozenset[str]) -> str | None:
+        reason = super().check_bet(bet_type, held)
+        if reason is None and CHIPS in held:
+            return "a player brings chips to a game once (no chips are added during a game or its rematches)"
+        return reason
+
+    def check_stake(self, stake: Decimal, player: str, context: Mapping[str, Any]) -> str | None:
+        """§2: at least ``min_chips_multiple`` × stake, unless ``JOIN_ONLY`` and the player
+        played the previous game here."""
+        o = self.options
+        if stake >= o.min_chips:
+            return None
+        if o.min_chips_check == "JOIN_ONLY" and player in context.get("players", ()):
+            return None
+        return f"a player needs at least {o.min_chips} chips ({o.min_chips_multiple} x the stake {o.stake}) to play"
+
+    def check_unit(self, unit: Decimal) -> str | None:
+        if self.options.stake % unit != 0:
+            return f"stake {self.options.stake} is not a whole number of the money unit {unit}"
+        return None
+
+    def deal_plan(self, seats: Sequence[int] = ()) -> tuple[Position, ...]:
+        """Both deals when nobody folds, S1 = the first seat given (documentation and tests)."""
+        order = list(seats)
+        return tuple(positions_for(order, {s: i + 1 for i, s in enumerate(order)}, 1, 0)
+                     + positions_for(order, {s: i + 1 for i, s in enumerate(order)}, 2, 0))
+
+    def start_hand(self, seats: Mapping[int, str], chips: Mapping[str, Decimal], hand_number: int,
+                   unit: Decimal, context: Mapping[str, Any] | None = None) -> "SeotdaHand":
+        return SeotdaHand(self.options, seats, chips, hand_number, unit, context or {})
+
+    def resolve(self, cards: Mapping[str, str], bets: Sequence[BetView] = (),
+                decisions: Mapping[str, str] | None = None) -> GameOutcome:
+        """A single-pot showdown of every seat's two cards in ``cards`` (no betting)."""
+        labels = sorted({k.split(".")[0] for k in cards if k.startswith("S")}, key=lambda s: int(s[1:]))
+        held = {s: [cards[f"{s}.1"], cards[f"{s}.2"]] for s in labels}
+        sd = showdown(held, self.options.rank_rules)
+        hands = {s: evaluate(c, self.options.rank_rules) for s, c in held.items()}
+        return GameOutcome(hands={s: HandInfo(h.cards, h.category) for s, h in hands.items()},
+                           winner=",".join(sd.winners) or None, bets={}, details={"showdown": sd.kind})
+
+
+def positions_for(order: Sequence[int], label: Mapping[int, int], card: int, deal: int) -> list[Position]:
+    """One deal round (first or second card) to ``order`` (physical seats, from S1)."""
+    prefix = f"R{deal}." if deal else ""
+    return [Position(f"{prefix}S{label[s]}.{card}", Face.DOWN, seat=s, deck=deal) for s in order]
+
+
+@dataclass(frozen=True, slots=True)
+class SeotdaLimits:
+    """§6.1 as engine limits: a bet or raise is one of the buttons' exact totals."""
+
+    hand: "SeotdaHand"
+    forced_open: bool = False
+    cap_players: int = 2
+    every_raise_reopens: bool = True
+
+    @property
+    def raise_cap(self) -> int | None:
+        cap = self.hand.o.raise_cap
+        return None if cap is None else cap + 1  # the engine counts the opening bet too
+
+    def open_range(self, engine: Betting, player: Player) -> Range | None:
+        totals = [t for t in self.hand.button_totals(player).values() if t > 0]
+        return Range(min(totals), max(totals)) if totals else None
+
+    def raise_range(self, engine: Betting, player: Player) -> Range | None:
+        totals = [t for t in self.hand.button_totals(player).values() if t > engine.level]
+        return Range(min(totals), max(totals)) if totals else None
+
+    def max_all_in(self, engine: Betting, player: Player) -> Decimal | None:
+        return None
+
+
+@dataclass
+class Game_:
+    """One game of a Seotda hand: the first deal, or a rematch."""
+
+    number: int  # 0 = the first game, 1.. = rematches
+    order: list[int]  # physical seats playing it, from S1 clockwise
+    betting: Betting
+    carried: list[tuple[Pot, tuple[str, ...]]]  # pots carried in, with their participants
+
+
+class SeotdaHand(PeerHand):
+    def __init__(self, options: SeotdaOptions, seats: Mapping[int, str], chips: Mapping[str, Decimal],
+                 hand_number: int, unit: Decimal, context: Mapping[str, Any]) -> None:
+        self.o = options
+        self.rules = options.rank_rules
+        self.unit = unit
+        self.player_at = dict(seats)
+        self.seat_of = {p: s for s, p in seats.items()}
+        self.brought = {p: chips[p] for p in seats.values()}
+        self.first_seat = self._first_seat(sorted(seats), context, hand_number)
+        ordered = sorted(seats)
+        i = ordered.index(self.first_seat)
+        order = ordered[i:] + ordered[:i]
+        self.label = {s: k + 1 for k, s in enumerate(order)}  # physical seat -> S-number
+        self.cards: dict[str, str] = {}
+        self.won: dict[str, Decimal] = {}
+        self.awards: list[dict[str, Any]] = []
+        self.reservations: dict[str, tuple[str, Decimal | None, Decimal]] = {}
+        self.released: set[str] = set()
+        self.antes: dict[str, Decimal] = {}
+        self.stacks_out: dict[str, Decimal] = {}  # chips of players who sit out a rematch
+        self.shown: list[str] = []  # positions revealed at a showdown
+        self.game = self._new_game(0, order, stacks=dict(self.brought), carried=[])
+        self._post_antes(self.o.ante)
+        self._stage = 0  # index into STAGES of the current game
+        self.history: list[dict[str, Any]] = []
+
+    STAGES = ("shuffle", "deal1", "bet1", "deal2", "bet2", "showdown")
+
+    # -- set-up -------------------------------------------------------------------------
+
+    def _first_seat(self, seats: list[int], context: Mapping[str, Any], hand_number: int) -> int:
+        """§3.1: the previous winner (or the next seat clockwise), or one seat on from the
+        previous first seat; a table's first game draws it."""
+        key = "winner_seat" if self.o.first_seat == "PREVIOUS_WINNER" else "first_seat"
+        prev = context.get(key)
+        if isinstance(prev, int):
+            start = prev if self.o.first_seat == "PREVIOUS_WINNER" else prev + 1
+            later = [s for s in seats if s >= start]
+            return later[0] if later else seats[0]
+        digest = hashlib.sha256(f"seotda-first-seat:{hand_number}".encode()).digest()
+        return seats[digest[0] % len(seats)]
+
+    def _new_game(self, number: int, order: list[int], stacks: Mapping[str, Decimal],
+                  carried: list[tuple[Pot, tuple[str, ...]]]) -> Game_:
+        players = [(self.player_at[s], s, stacks[self.player_at[s]]) for s in order]
+        betting = Betting.seat(players, self.unit, allow_empty=True)
+        # the engine keeps seat order; Seotda acts from S1 clockwise, so order its players that way
+        betting.players.sort(key=lambda p: self.label[p.seat])
+        return Game_(number, list(order), betting, carried)
+
+    def _post_antes(self, amount: Decimal) -> None:
+        for p in self.game.betting.players:  # outside any betting round, like the seed's "ante"
+            a = min(amount, p.stack)
+            p.stack -= a
+            p.total += a
+            self.antes[p.player_id] = self.antes.get(p.player_id, Decimal(0)) + a
+
+    @property
+    def betting(self) -> Betting:  # type: ignore[override]
+        return self.game.betting
+
+    # -- flow -----------------------------------------------------------------------------
+
+    def next_step(self) -> DealStep | BetStep | EndStep:
+        while True:
+            stage = self.STAGES[self._stage]
+            g = self.game
+            live = [p for p in g.betting.players if not p.folded]
+            if stage != "showdown" and len(live) <= 1 and stage not in ("shuffle",):
+                self._stage = self.STAGES.index("showdown")
+                continue
+            self._stage += 1
+            if stage == "shuffle":
+                return DealStep((Position("SHUFFLE", confirm=True, deck=g.number),),
+                                None if not g.number else f"Rematch {g.number}: reshuffle the 20 cards")
+            if stage in ("deal1", "deal2"):
+                card = 1 if stage == "deal1" else 2
+                order = [p.seat for p in g.betting.players if not p.folded]
+                return DealStep(tuple(positions_for(order, self.label, card, g.number)))
+            if stage in ("bet1", "bet2"):
+                first = next((p.player_id for p in g.betting.players if p.able), g.betting.players[0].player_id)
+                street = ("BET_1" if stage == "bet1" else "BET_2") + (f" (rematch {g.number})" if g.number else "")
+                return BetStep(first=first, limits=SeotdaLimits(self), street=street)
+            return self._showdown()
+
+    def _showdown(self) -> DealStep | EndStep:
+        g = self.game
+        b = g.betting
+        live = [p.player_id for p in b.players if not p.folded]
+        pots: list[tuple[Pot, tuple[str, ...] | None]] = [(pot, who) for pot, who in g.carried]
+        contributions = b.contributions()
+        if any(contributions.values()):
+            pots += [(pot, None) for pot in build_pots(contributions, live)]
+        carry: list[tuple[Pot, tuple[str, ...]]] = []
+        limit_reached = self.o.max_rematches is not None and g.number >= self.o.max_rematches
+        for pot, eligible in pots:
+            allowed = eligible if eligible is not None else pot.eligible
+            contenders = [p for p in self._s_order(live) if p in allowed]
+            if not contenders:  # every player of a carried pot folded in the rematch: the last in win it
+                contenders = self._s_order(live)
+            if pot.amount == 0:
+                continue
+            if len(contenders) == 1:
+                self._award(pot.amount, contenders, "WIN", g.number, f"{contenders[0]} is the only one left")
+                continue
+            held = {p: [self.cards[self._pos(p, 1, g.number)], self.cards[self._pos(p, 2, g.number)]]
+                    for p in contenders}
+            self.shown += [self._pos(p, n, g.number) for p in contenders for n in (1, 2)
+                           if self._pos(p, n, g.number) not in self.shown]
+            sd: Showdown = showdown(held, self.rules, allow_rematch=not limit_reached)
+            if sd.kind in ("WIN", "SPLIT"):
+                self._award(pot.amount, list(sd.winners), sd.kind, g.number, sd.reason)
+            else:
+                carry.append((Pot(pot.amount, tuple(sd.participants)), tuple(sd.participants)))
+                self.awards.append({"game": g.number, "amount": str(pot.amount), "result": sd.kind,
+                                    "participants": list(sd.participants), "reason": sd.reason})
+        if not carry:
+            return EndStep()
+        stacks = {p.player_id: p.stack for p in b.players}
+        participants = {p for _, who in carry for p in who}
+        self.stacks_out |= {p: s for p, s in stacks.items() if p not in participants}
+        order = [s for s in g.order if self.player_at[s] in participants]
+        self.game = self._new_game(g.number + 1, order, stacks, carry)
+        if self.o.rematch_ante == "STAKE":
+            self._post_antes(self.o.stake)
+        self._stage = 0
+        return self.next_step()  # type: ignore[return-value]
+
+    def _award(self, amount: Decimal, winners: list[str], kind: str, game: int, reason: str) -> None:
+        shares = split(amount, winners, self.unit)  # winners come in S1 order: the odd chip to the first
+        for w, a in shares.items():
+            self.won[w] = self.won.get(w, Decimal(0)) + a
+        self.awards.append({"game": game, "amount": str(amount), "result": kind, "winners": winners,
+                            "shares": {w: str(a) for w, a in shares.items()}, "reason": reason})
+
+    def _s_order(self, players: Sequence[str]) -> list[str]:
+        return sorted(players, key=lambda p: self.label[self.seat_of[p]])
+
+    def _pos(self, player: str, card: int, game: int) -> str:
+        return f"{'R%d.' % game if game else ''}S{self.label[self.seat_of[player]]}.{card}"
+
+    def register(self, position: Position, code: str) -> None:
+        if not position.confirm:
+            self.cards[position.name] = code
+
+    # -- visibility (§3.2: the second cards go to their owners once all are registered) ---------
+
+    def private_cards(self, position: Position) -> bool:
+        return position.name.endswith(".1")
+
+    def release_cards(self) -> list[Position]:
+        g = self.game
+        seconds = [Position(self._pos(p.player_id, 2, g.number), Face.DOWN, seat=p.seat, deck=g.number)
+                   for p in g.betting.players if not p.folded]
+        if not seconds or any(pos.name not in self.cards for pos in seconds):
+            return []
+        out = [pos for pos in seconds if pos.name not in self.released]
+        self.released |= {pos.name for pos in out}
+        return out
+
+    # -- buttons (§6.1) ---------------------------------------------------------------------
+
+    def pot(self) -> Decimal:
+        """All chips in all pots, the current round's bets and carried pots included."""
+        g = self.game
+        return sum((p.total for p in g.betting.players), Decimal(0)) + sum((pot.amount for pot, _ in g.carried),
+                                                                          Decimal(0))
+
+    def button_totals(self, p: Player) -> dict[str, Decimal]:
+        """The round total each raising button makes for ``p`` now (before the all-in cap)."""
+        b = self.game.betting
+        level, own = b.level, p.street
+        call = level - own
+        pot = self.pot()
+        floor = lambda x: (x / self.unit).to_integral_value(rounding=ROUND_FLOOR) * self.unit  # noqa: E731
+        out: dict[str, Decimal] = {}
+        if level == 0:
+            out["BET"] = self.o.stake
+        else:
+            out["X2_RAISE"] = 2 * level
+        for name, f in (("QUARTER", Decimal("0.25")), ("HALF", Decimal("0.5"))):
+            if self.o.pot_fraction_base == "POT_AFTER_CALL":
+                add = call + floor(f * (pot + call))
+            else:
+                add = floor(f * pot)
+                if add <= call:
+                    continue
+            out[name] = own + add
+        return out
+
+    def translate(self, player: str, action: str, amount: Decimal | None) -> tuple[str, Decimal | None] | str:
+        b = self.game.betting
+        if player != b.to_act:
+            return f"it is not {player}'s turn (waiting for {b.to_act})"
+        if amount is not None and action not in ("ALL_IN", "MAX"):
+            return f"Seotda buttons name their own amount: send {action} without an amount"
+        p = b.player(player)
+        call = b.level - p.street
+        reach = p.street + p.stack
+        if action in ("MAX", "ALL_IN"):
+            return "ALL_IN", None
+        if action in ("FOLD", "CHECK"):
+            return action, None
+        if action == "CALL":
+            if call <= 0:
+                return "nothing to call: CHECK, BET, QUARTER, HALF, ALL_IN or FOLD"
+            return ("ALL_IN", None) if call >= p.stack else ("CALL", None)
+        totals = self.button_totals(p)
+        if action not in totals:
+            why = {"BET": "someone has already bet this round", "X2_RAISE": "nobody has bet this round yet"}
+            return f"{action} is not allowed now: " + why.get(action, "that pot fraction does not exceed the call")
+        total = totals[action]
+        if total >= reach:
+            return "ALL_IN", None  # §6.1: an action needing the whole stack becomes ALL-IN
+        if total <= b.level:
+            return "CALL", None
+        return ("BET" if b.level == 0 else "RAISE"), total
+
+    def turn_options(self) -> dict[str, Any]:
+        b = self.game.betting
+        base = dict(b.options().as_json())
+        p = b.player(b.to_act) if b.to_act else None
+        buttons: dict[str, dict[str, str]] = {}
+        if p is not None:
+            for name in BUTTONS:
+                t = self.translate(p.player_id, name, None)
+                if isinstance(t, tuple) and b.can(p.player_id, t[0], t[1]):
+                    total = t[1] if t[1] is not None else (p.street + p.stack if t[0] == "ALL_IN" else
+                                                          b.level if t[0] == "CALL" else p.street)
+                    buttons[name] = {"action": t[0], "total": str(total), "adds": str(total - p.street)}
+        return base | {"buttons": buttons, "pot": str(self.pot()), "stake": str(self.o.stake)}
+
+    # -- reservations (§6.2) ------------------------------------------------------------------
+
+    def reserve(self, player: str, action: str, amount: Decimal | None) -> str | None:
+        b = self.game.betting
+        if action not in BUTTONS:
+            return f"unknown button {action!r} (expected one of {', '.join(BUTTONS)})"
+        if amount is not None:
+            return "a reservation names a button, not an amount"
+        try:
+            p = b.player(player)
+        except ValueError as exc:
+            return str(exc)
+        if not p.able:
+            return f"{player} cannot act in this betting round"
+        if player == b.to_act:
+            return "it is your turn: act instead of reserving"
+        self.reservations[player] = (action, None, b.level)
+        return None
+
+    def take_reservation(self, player: str) -> tuple[str, Decimal | None] | str | None:
+        r = self.reservations.pop(player, None)
+        if r is None:
+            return None
+        action, _, level = r
+        b = self.game.betting
+        if action == "FOLD":
+            return "FOLD", None
+        if action == "CHECK":
+            return ("CHECK", None) if b.level == b.player(player).street else "CHECK is no longer possible"
+        if b.level != level:
+            return f"the bet changed since the {action} reservation (level {level} -> {b.level})"
+        return action, None
+
+    # -- result -------------------------------------------------------------------------------
+
+    def carry(self) -> dict[str, Any]:
+        winners = [w for a in self.awards if a.get("result") == "WIN" for w in a.get("winners", [])]
+        winner_seat = self.seat_of[winners[-1]] if winners else self.first_seat
+        return {"winner_seat": winner_seat, "first_seat": self.first_seat, "players": sorted(self.brought)}
+
+    def outcome(self) -> GameOutcome:
+        b = self.game.betting
+        final_stack = self.stacks_out | {p.player_id: p.stack for p in b.players}
+        player_bets: dict[str, dict[str, BetResolution]] = {}
+        returned: dict[str, str] = {}
+        for player, brought in self.brought.items():
+            back = final_stack[player] + self.won.get(player, Decimal(0))
+            back = back.quantize(self.unit)
+            outcome = Outcome.WIN if back > brought else Outcome.LOSE if back < brought else Outcome.PUSH
+            player_bets[player] = {CHIPS: BetResolution(outcome, returned=back)}
+            returned[player] = str(back)
+        shown: dict[str, HandInfo] = {}
+        names: dict[str, str] = {}
+        last = self.game
+        live = [p.player_id for p in last.betting.players if not p.folded]
+        if len(live) > 1:
+            for p in live:
+                h = evaluate([self.cards[self._pos(p, 1, last.number)], self.cards[self._pos(p, 2, last.number)]],
+                             self.rules)
+                label = f"S{self.label[self.seat_of[p]]}"
+                shown[label] = HandInfo(h.cards, h.category)
+                names[label] = h.name
+        winners = [w for a in self.awards if a["game"] == last.number and a["result"] in ("WIN", "SPLIT")
+                   for w in a["winners"]]
+        return GameOutcome(
+            hands=shown, winner=",".join(f"S{self.label[self.seat_of[w]]}" for w in dict.fromkeys(winners)) or None,
+            bets={}, player_bets=player_bets,
+            details={"first_seat": self.first_seat,
+                     "seats": {f"S{k}": {"seat": s, "player": self.player_at[s]} for s, k in self.label.items()},
+                     "antes": {p: str(a) for p, a in self.antes.items()}, "awards": self.awards,
+                     "rematches": last.number, "returned": returned, "names": names, "rake": "0"})
+
+    def revealed_positions(self) -> list[str]:
+        return list(self.shown)

@@ -48,22 +48,26 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_hand(args: argparse.Namespace) -> int:
-    """Evaluate hands for a dispute: Teen Patti (A vs B), Sevenluck (player vs dealer) or
-    Seven-Card Stud (5-7 cards each, one or more --vs hands)."""
+    """Evaluate hands for a dispute: Teen Patti (A vs B), Sevenluck (player vs dealer),
+    Seven-Card Stud (5-7 cards each, one or more --vs hands) or Seotda (2 cards each, S1 then
+    one --vs per further seat, one pot)."""
     from dealer.cards import CardError
-    from dealer.games import sevenluck, stud_eval, teen_patti
+    from dealer.games import seotda_rank, sevenluck, stud_eval, teen_patti
 
     reports = {
         "teen-patti": (teen_patti.TeenPattiOptions, teen_patti.hand_report),
         "sevenluck": (sevenluck.SevenluckOptions, sevenluck.hand_report),
         "stud": (None, stud_eval.hand_report),
+        "seotda": (seotda_rank.RankRules, seotda_rank.hand_report),
     }
     if args.game not in reports:
         print(f"dealer hand: no hand report for game {args.game!r} (known: {', '.join(reports)})", file=sys.stderr)
         return 2
     options_model, hand_report = reports[args.game]
     try:
-        if options_model is None:
+        if args.game == "seotda":  # house options map to RankRules fields (seotda.md §5.2, §9)
+            report = seotda_rank.hand_report(args.cards, args.vs, seotda_rank.RankRules.from_options(args.option))
+        elif options_model is None:
             if args.option:
                 raise ValueError(f"{args.game} takes no --option")
             report = hand_report(args.cards, args.vs)  # type: ignore[operator]
@@ -260,12 +264,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.set_defaults(func=_cmd_run)
 
     h = sub.add_parser("hand", help="evaluate hands for a dispute: hand teen-patti AS KD QC --vs 2H 3H 4H, "
-                       "hand sevenluck PLAYER-CARDS --vs DEALER-CARDS, hand stud 7CARDS --vs 7CARDS [--vs ...]")
-    h.add_argument("game", help="teen-patti, sevenluck or stud")
-    h.add_argument("cards", nargs="+", help="3 cards (teen-patti, sevenluck) or 5-7 cards (stud)")
+                       "hand sevenluck PLAYER-CARDS --vs DEALER-CARDS, hand stud 7CARDS --vs 7CARDS [--vs ...], "
+                       "hand seotda 03G 08G --vs 04A 07A [--vs ...]")
+    h.add_argument("game", help="teen-patti, sevenluck, stud or seotda")
+    h.add_argument("cards", nargs="+", help="3 cards (teen-patti, sevenluck), 5-7 cards (stud) or 2 cards (seotda)")
     h.add_argument("--vs", nargs="+", action="append", required=True,
-                   help="the other hand; repeatable for stud (one opponent hand each)")
-    h.add_argument("--option", action="append", default=[], help="house option key=value, e.g. six_card_wheel=NOT_ALLOWED")
+                   help="the other hand; repeatable for stud and seotda (one opponent hand each)")
+    h.add_argument("--option", action="append", default=[], help="house option key=value, e.g. six_card_wheel=NOT_ALLOWED or rematch_94_mode=ALWAYS")
     h.set_defaults(func=_cmd_hand)
 
     q = sub.add_parser("rtp", help="exact RTP and house edge of every bet type of a pay table, e.g. rtp teen-patti")

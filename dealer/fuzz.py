@@ -423,7 +423,8 @@ def _play_round(game: str, seed: int, *, link_cut: bool = False, void: bool = Fa
     for k, player in enumerate(("p1", "p2", "p3")):
         for bet_type in game_obj.bet_types:
             events.append(PlaceBet(bet_id=f"b{k}-{bet_type}", player_id=player, bet_type=bet_type,
-                                   stake=rng.choice(("1", "5.50", "10.00", "25")), seat=k + 1 if seats else None,
+                                   stake=rng.choice(("600", "750", "1000") if game == "seotda" else
+                                                    ("1", "5.50", "10.00", "25")), seat=k + 1 if seats else None,
                                    at=1_700_000_001_000 + k))
     if link_cut:
         events.append(LinkDown(link="scanner:SC1", reason="heartbeat timeout", at=1_700_000_002_000))
@@ -440,14 +441,20 @@ def _play_round(game: str, seed: int, *, link_cut: bool = False, void: bool = Fa
             at += 1
             if rnd.phase == "ACTION" and rnd.hand is not None:
                 opts = rnd.hand.betting.options()
-                if opts.raise_ is not None and rng.random() < 0.3:
-                    ev: Any = PlayerAction(player_id=opts.player_id, action="RAISE", amount=opts.raise_.min, at=at)
+                buttons = list(rnd.hand.turn_options().get("buttons", ()))
+                ev: Any
+                if buttons and rng.random() < 0.5:  # Seotda: a button, which names its own amount
+                    ev = PlayerAction(player_id=opts.player_id, action=rng.choice(buttons), at=at)
+                elif opts.raise_ is not None and rng.random() < 0.3:
+                    ev = PlayerAction(player_id=opts.player_id, action="RAISE", amount=opts.raise_.min, at=at)
                 else:
                     ev = ActionTimeout(turn=rnd.turn, at=at)
             elif rnd.plan[rnd.next_index].confirm:
                 ev = DealerConfirm(step=rnd.plan[rnd.next_index].name, at=at)
-            else:
-                ev = ScanRead(reader="SC1", code=cards.pop(), seq=at % 1000, at=at)
+            else:  # a Seotda rematch reshuffles: a card is new within its shuffle
+                pos = rnd.plan[rnd.next_index]
+                used = {rnd.cards[p.name] for p in rnd.plan if p.deck == pos.deck and p.name in rnd.cards}
+                ev = ScanRead(reader="SC1", code=next(c for c in cards if c not in used), seq=at % 1000, at=at)
             effects += table.handle(ev).effects
         if table.current.phase == "DECISION":
             effects += table.handle(PlayerDecision(player_id="p1", action="PLAY", at=1_700_000_030_000)).effects
@@ -525,7 +532,7 @@ def corpus() -> Corpus:
     ]
     c.events = [json.loads(EVENT_ADAPTER.dump_json(e)) for e in events]
     effects: list[Any] = []
-    for game in ("teen-patti", "sevenluck", "stud"):
+    for game in ("teen-patti", "sevenluck", "stud", "seotda"):
         effects += _play_round(game, 1) + _play_round(game, 2, link_cut=True) + _play_round(game, 3, void=True)
     by_model: dict[str, list[dict[str, Any]]] = {"round_result": [], "player_message": [], "station_prompt": [],
                                                  "round_event": []}

@@ -43,12 +43,12 @@ def _no_dealer_env(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_example_config_loads_and_builds_rules() -> None:
     s = load_settings(EXAMPLE)
     assert isinstance(s, Settings)
-    assert [t.id for t in s.tables] == ["TP1", "TP2", "ST1"]
+    assert [t.id for t in s.tables] == ["TP1", "TP2", "ST1", "SD1"]
     assert s.mqtt.url == "mqtt://127.0.0.1:1883"
     assert s.service.journal_path == Path("/var/lib/dealer/journal.sqlite")
     assert s.service.metrics_port == 9108
 
-    tp1, tp2, st1 = s.tables
+    tp1, tp2, st1, sd1 = s.tables
     assert tp1.scanner.kind == "serial"
     assert tp1.scanner.port == "/dev/serial/by-id/usb-Studio_Shoe_SC1-if00-port0"
     assert tp2.scanner.kind == "mqtt" and tp2.scanner.port is None
@@ -57,8 +57,8 @@ def test_example_config_loads_and_builds_rules() -> None:
         rules = cfg.rules()
         assert isinstance(rules, TableRules)
         assert rules.table_id == cfg.id
-        assert rules.game.name == ("stud" if cfg.id == "ST1" else "teen-patti")
-        assert rules.minor_unit == Decimal("0.01") and isinstance(rules.minor_unit, Decimal)
+        assert rules.game.name == {"ST1": "stud", "SD1": "seotda"}.get(cfg.id, "teen-patti")
+        assert rules.minor_unit == Decimal("1" if cfg.id == "SD1" else "0.01") and isinstance(rules.minor_unit, Decimal)
         for limit in rules.limits.values():
             assert isinstance(limit, BetLimit)
             assert isinstance(limit.min, Decimal) and isinstance(limit.max, Decimal)
@@ -67,6 +67,9 @@ def test_example_config_loads_and_builds_rules() -> None:
     stud = st1.rules()
     assert stud.action_ms == 20_000 and stud.limits["chips"] == BetLimit(Decimal("10.00"), Decimal("1000.00"))
     assert stud.game.options.street_limits[7].max == Decimal("6.00")
+
+    seotda = sd1.rules()
+    assert seotda.game.options.stake == Decimal(10) and seotda.game.options.min_chips == Decimal(600)
 
     r1, r2 = tp1.rules(), tp2.rules()
     assert set(r1.limits) == set(r1.game.bet_types)  # TP1 limits every bet type
@@ -93,7 +96,7 @@ def test_env_overrides_the_file(monkeypatch: pytest.MonkeyPatch) -> None:
     assert s.mqtt.username == "dealer-backend"
     assert s.service.journal_path == Path("/var/lib/dealer/journal.sqlite")
     assert s.service.node_id == "studio-host-1"
-    assert [t.id for t in s.tables] == ["TP1", "TP2", "ST1"]
+    assert [t.id for t in s.tables] == ["TP1", "TP2", "ST1", "SD1"]
 
 
 def test_env_override_is_validated_too(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -262,7 +262,7 @@ class SeotdaHand(PeerHand):
 
     def _post_antes(self, amount: Decimal) -> None:
         for p in self.game.betting.players:  # outside any betting round, like the seed's "ante"
-            a = min(amount, p.stack)
+            a = min(amount, p.stack).quantize(self.unit)
             p.stack -= a
             p.total += a
             self.antes[p.player_id] = self.antes.get(p.player_id, Decimal(0)) + a
@@ -387,7 +387,7 @@ class SeotdaHand(PeerHand):
         floor = lambda x: (x / self.unit).to_integral_value(rounding=ROUND_FLOOR) * self.unit  # noqa: E731
         out: dict[str, Decimal] = {}
         if level == 0:
-            out["BET"] = self.o.stake
+            out["BET"] = self.o.stake.quantize(self.unit)
         else:
             out["X2_RAISE"] = 2 * level
         for name, f in (("QUARTER", Decimal("0.25")), ("HALF", Decimal("0.5"))):

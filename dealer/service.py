@@ -257,8 +257,7 @@ class Service:
         self.metrics.outbox_pending.set(len(self._pending))
         for tid, table in self.tables.items():
             self._release_prompt(table.prompt_now(now))
-            self._release_private(table, now)
-            self._schedule(tid)
+            self._schedule(tid)  # private messages go again when the bus connects (_on_bus)
 
     def _heartbeat_timeouts(self) -> dict[str, float]:
         return {c.scanner.reader_id: c.scanner.heartbeat_timeout for c in self.configs.values() if c.scanner.kind == "mqtt"}

@@ -144,7 +144,12 @@ class StudPlayer:
         elif msg.kind == "your_turn":
             key = (msg.round_id, int(msg.data.get("turn", 0)))
             if key in self._answered:
-                return  # the same turn delivered again
+                # the same turn given again (after a reconnect or a restart): the answer was
+                # lost, so send it again; if it was not, the backend refuses the copy
+                again = next((c for r, t, c in reversed(self.sent) if (r, t) == (rid, key[1])), None)
+                if again is not None:
+                    self._spawn(self._act(msg.round_id, again))
+                return
             self._answered.add(key)
             if self.silent:
                 self.ignored.append((rid, key[1]))

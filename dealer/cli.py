@@ -82,7 +82,7 @@ def _cmd_hand(args: argparse.Namespace) -> int:
     except (CardError, ValueError) as exc:
         print(f"dealer hand: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps(report, indent=2))
+    print(json.dumps(report, indent=2, ensure_ascii=False))  # hand names are Unicode (9·4, ♠)
     return 0
 
 
@@ -250,7 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     d = sub.add_parser("demo", help="self-contained demo: simulated shoe on a PTY, SQLite in a temp folder")
-    d.add_argument("--game", choices=["teen-patti", "sevenluck", "stud"], default="teen-patti")
+    d.add_argument("--game", choices=["teen-patti", "sevenluck", "stud", "seotda"], default="teen-patti")
     d.add_argument("--rounds", type=int, default=4)
     d.add_argument("--seed", type=int, default=7)
     d.add_argument("--broker", help="also publish over MQTT, e.g. mqtt://127.0.0.1:1883")

@@ -14,13 +14,14 @@ import json
 import random
 import sys
 import tempfile
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, TextIO
 
 from dealer import topics
 from dealer.cards import STANDARD_52, parse_card
 from dealer.config import Settings, load_settings
-from dealer.messages import RoundEvent, RoundResult, StationPrompt
+from dealer.messages import PlayerMessage, RoundEvent, RoundResult, StationPrompt
 from dealer.round import Rejection
 from dealer.service import Service
 from drivers.bus import Bus, LocalBus
@@ -51,11 +52,18 @@ _STUD_STEP = {"WASH": "washes", "SHUFFLE": "shuffles"}
 class RoundLog:
     """Prints what a pit boss would want to see, one line per thing that happened."""
 
-    def __init__(self, out: TextIO, game: str = "teen-patti") -> None:
+    def __init__(self, out: TextIO, game: str = "teen-patti", stake: Decimal | None = None) -> None:
         self.out = out
         self.game = game
+        self.seotda = _SeotdaLog(stake if stake is not None else Decimal(10)) if game == "seotda" else None
 
     def __call__(self, kind: str, msg: Any) -> None:
+        if self.seotda is not None:
+            lines, handled = self.seotda(msg)
+            for line in lines:
+                print(line, file=self.out, flush=True)
+            if handled:
+                return
         line = self._stud(msg) if self.game == "stud" else None
         if line is not None:
             print(line, file=self.out, flush=True)
@@ -129,17 +137,133 @@ def _stud_payout(result: RoundResult, out: TextIO) -> None:
         print(f"  rake {d['rake']}" + ("" if d.get("raked") else " (the hand ended before the 7th card)"), file=out)
 
 
+class _SeotdaLog:
+    """Seotda, as the pit boss follows it: the antes, who is S1, every turn with the buttons
+    the player could press (and the chips each adds), every button pressed, reservations, the
+    second cards going out, the showdown, and each rematch with its reshuffle."""
+
+    def __init__(self, stake: Decimal) -> None:
+        self.stake = stake
+        self.seats: dict[str, dict[str, int]] = {}  # round -> player -> seat
+        self.shuffles: dict[str, int] = {}  # round -> SHUFFLE confirmations so far
+        self.seconds: list[str] = []  # second cards sent, printed together
+
+    def __call__(self, msg: Any) -> tuple[list[str], bool]:
+        """The lines to print, and whether the message is handled (else the generic log prints it)."""
+        out: list[str] = []
+        if self.seconds and not (isinstance(msg, PlayerMessage) and msg.kind == "hole_card"):
+            out.append("  second cards go to their owners: " + ", ".join(self.seconds))
+            self.seconds = []
+        rid = str(msg.round_id) if getattr(msg, "round_id", None) else ""
+        if isinstance(msg, PlayerMessage):
+            line = self._private(msg, rid)
+        elif isinstance(msg, RoundEvent):
+            line = self._event(msg, rid)
+        elif isinstance(msg, StationPrompt) and msg.kind == "DONE" and msg.reason is None:
+            line = ""  # the result says it all
+        else:
+            line = None
+        if line is None:
+            return out, False  # not a Seotda line: the generic log prints it (bets, RESCANs ...)
+        return out + ([line] if line else []), True
+
+    def _private(self, msg: PlayerMessage, rid: str) -> str | None:
+        d, who = msg.data, msg.player_id
+        if msg.kind == "hole_card":
+            pos = str(d["position"])
+            if pos.endswith(".2"):
+                self.seconds.append(f"{pos} -> {who}")
+                return ""
+            line = f"  card  {pos:<8} face down -> {who} only"
+            if pos == "S1.1":  # the first game's first card names the first seat
+                seat = self.seats.get(rid, {}).get(who, "?")
+                line = f"  S1 = seat {seat} ({who}): cards and turns go clockwise from S1\n" + line
+            return line
+        if msg.kind == "your_turn":
+            buttons = " | ".join(f"{name} +{b['adds']}" if name not in ("FOLD", "CHECK") else name
+                                 for name, b in d.get("buttons", {}).items())
+            return f"    {who:<8} to act (pot {d.get('pot')}): {buttons}"
+        if msg.kind == "reservation_accepted":
+            return f"    {who:<8} reserves {d.get('action')} before their turn"
+        if msg.kind == "reservation_cancelled":
+            return f"    {who:<8} reservation cancelled: {d.get('reason')}"
+        return ""  # replies (accepted, rejected) are in the public events
+
+    def _event(self, msg: RoundEvent, rid: str) -> str | None:
+        d, e = msg.data, msg.event
+        if e == "bet_accepted" and d.get("seat") is not None:
+            self.seats.setdefault(rid, {})[str(d["player_id"])] = int(d["seat"])
+            return None
+        if e == "dealer_confirmed" and d.get("step") == "SHUFFLE":
+            n = self.shuffles[rid] = self.shuffles.get(rid, 0) + 1
+            if n == 1:
+                players = len(self.seats.get(rid, {}))
+                return (f"  antes: {players} players x {self.stake} = pot {players * self.stake}\n"
+                        "  dealer shuffles the 20 cards")
+            return f"  REMATCH {n - 1}: the carried pot stays in; the dealer reshuffles the 20 cards"
+        if e == "card_registered":
+            return "" if str(d["position"]).endswith(".1") else f"  card  {d['position']:<8} face down (held back)"
+        if e == "betting_round_opened":
+            if d.get("betting") != "TO_ACT":
+                return f"  -- {d['street']}: nobody can bet (all-in)"
+            return f"  -- {d['street']}: {d['first']} acts first"
+        if e == "player_acted":
+            button = d.get("button") or d["action"]
+            what = {"CHECK": "checks", "FOLD": "folds"}.get(d["action"]) or (
+                f"+{d['added']} (round total {d['total']}, level {d['level']})" + (", all-in" if d.get("all_in") else ""))
+            by = {"timeout": "  (timer: no answer)", "reservation": "  (reserved)"}.get(d["by"], "")
+            return f"  {d['player_id']:<8} {button:<8} {what}{by}"
+        if e == "uncalled_returned":
+            return f"  {d['player_id']:<8} takes back {d['amount']} nobody called"
+        if e == "cards_revealed":
+            hands: dict[str, list[str]] = {}
+            for pos, code in d["cards"].items():
+                hands.setdefault(pos.rsplit(".", 1)[0], []).append(code)
+            return "  showdown: " + "  ".join(f"{k} {'+'.join(v)}" for k, v in hands.items())
+        if e == "round_result":
+            return f"  RESULT winner {d['winner']}" if d["winner"] else "  RESULT"
+        if e in ("turn", "reservation_executed"):
+            return ""
+        return None
+
+
+def _seotda_payout(result: RoundResult, out: TextIO) -> None:
+    """The pots of a Seotda game (rematches included), the hands, what goes back to each."""
+    d = result.details
+    if result.refund_all:
+        return
+    for k, seat in d.get("seats", {}).items():
+        name = d.get("names", {}).get(k) or "(not shown: folded, or out of the last rematch)"
+        print(f"  {k} seat {seat['seat']} {seat['player']:<8} {name}", file=out)
+    for a in d.get("awards", []):
+        game = f"rematch {a['game']}" if a["game"] else "game"
+        if a["result"] in ("WIN", "SPLIT"):
+            shares = ", ".join(f"{p} {x}" for p, x in a["shares"].items())
+            print(f"  {game}: pot {a['amount']} {a['result']} -> {shares} ({a['reason']})", file=out)
+        else:
+            print(f"  {game}: pot {a['amount']} {a['result']}: carried into a rematch among "
+                  f"{', '.join(a['participants'])} ({a['reason']})", file=out)
+    print(f"  rematches {d.get('rematches', 0)}, rake {d.get('rake')}", file=out)
+
+
+#: Seotda's first game: whoever is S1 gets 9·4 (04R 09R), everyone else a hand between 6 points
+#: and Al-li (no pair), so if anyone stays to the showdown the 9·4 forces a rematch (seotda.md §5).
+SEOTDA_REMATCH_DECK = ["04R", "01G", "01R", "10A", "09R", "04A", "06A", "06R"]
+
+
 def demo_settings(workdir: Path, port: str, *, broker: str | None, betting_seconds: float,
                   game: str = "teen-patti") -> Settings:
     table: dict[str, Any] = {"limits": {"tie": {"min": "1", "max": "100"}}} if game == "teen-patti" else {
         "options": {"seats": 3}, "decision_seconds": 1.0}
     if game == "stud":  # four seats; a silent player's turn is decided by the timer after a second
         table = {"options": {"seats": 4}, "action_seconds": 1.0}
+    if game == "seotda":  # room stake 10 (whole chips), four seats, a one-second turn timer
+        table = {"options": {"stake": 10, "seats": 4}, "action_seconds": 1.0, "currency": "KRW", "minor_unit": "1"}
     return load_settings(
         service={"journal_path": workdir / "journal.sqlite", "metrics_enabled": False, "node_id": "demo"},
         mqtt={"url": broker, "client_id": "dealer-demo-backend"},
         tables=[{
-            **table, "id": TABLE, "game": game, "currency": "EUR", "minor_unit": "0.01",
+            "currency": "EUR", "minor_unit": "0.01", **table, "id": TABLE, "game": game,
             "betting_seconds": betting_seconds, "pause_seconds": 0.3,
             "scanner": {"kind": "serial", "port": port, "reader_id": READER, "heartbeat_timeout": 3.0},
         }],
@@ -161,7 +285,7 @@ async def run_demo(rounds: int = 4, seed: int = 7, broker: str | None = None, fa
         else:
             backend_bus = sim_bus = LocalBus()
         service = Service(settings, bus=backend_bus, broker_link=True)
-        service.add_observer(RoundLog(out, game))
+        service.add_observer(RoundLog(out, game, stake=Decimal(10)))
         done = asyncio.Event()
         settled: list[str] = []
 
@@ -169,6 +293,8 @@ async def run_demo(rounds: int = 4, seed: int = 7, broker: str | None = None, fa
             print(f"  settlement {result.idempotency_key} ({result.outcome}):", file=out)
             if game == "stud":
                 _stud_payout(result, out)
+            elif game == "seotda":
+                _seotda_payout(result, out)
             else:
                 print("  " + json.dumps(json.loads(result.model_dump_json()), indent=None, sort_keys=True), file=out)
             for p in payouts:
@@ -177,7 +303,7 @@ async def run_demo(rounds: int = 4, seed: int = 7, broker: str | None = None, fa
             if len(settled) >= rounds:
                 done.set()
 
-        consumer_class = _StudSeats if game == "stud" else SettlementConsumer
+        consumer_class = {"stud": _StudSeats, "seotda": _SeotdaSeats}.get(game, SettlementConsumer)
         consumer = consumer_class(sim_bus, [TABLE], work / "ledger.sqlite", rng=random.Random(seed + 1),
                                   on_payout=on_payout, game=game)
         if game == "stud":  # player4 goes silent after two actions: the turn timer acts for it
@@ -186,6 +312,9 @@ async def run_demo(rounds: int = 4, seed: int = 7, broker: str | None = None, fa
             for i, strategy in enumerate(("calling", "random", "aggressive", "disconnect"), start=1):
                 StudPlayer(TABLE, f"player{i}", sim_bus, strategy, rng=random.Random(seed + 2 + i),  # type: ignore[arg-type]
                            silent_after=2)
+        scripted: list[list[str]] = []
+        if game == "seotda":  # the calling player sits at game 1's S1 and gets the 9·4 of a scripted deck
+            scripted = _seotda_players(sim_bus, seed, settings, rng)
         if game == "sevenluck":  # player3 goes silent: the decision timer folds it
             from simulators.players import VirtualPlayer
 
@@ -194,9 +323,16 @@ async def run_demo(rounds: int = 4, seed: int = 7, broker: str | None = None, fa
         plan = FaultPlan(noread=0.04, misread=0.02, garbage=0.03, repeat=0.02, torn=0.01, drop=0.01,
                          script=["", "noread", "noread", "noread"]) if faults else FaultPlan()
         wrong = DealerFaults(script=["", "", "", "foreign", "", "duplicate"]) if faults else DealerFaults()
-        dealer = VirtualDealer(TABLE, VirtualShoe(READER), PtyShoeLink(port), deck=STANDARD_52, rng=rng,
-                               faults=plan, dealer_faults=wrong, deal_interval=0.05, heartbeat_interval=0.3,
-                               patience=1.0)
+        if game == "seotda":
+            from simulators.seotda_players import SeotdaDealer
+
+            dealer: VirtualDealer = SeotdaDealer(TABLE, VirtualShoe(READER), PtyShoeLink(port), rng=rng, faults=plan,
+                                                 dealer_faults=wrong, deal_interval=0.05, heartbeat_interval=0.3,
+                                                 patience=1.0, scripted_rounds=scripted)
+        else:
+            dealer = VirtualDealer(TABLE, VirtualShoe(READER), PtyShoeLink(port), deck=STANDARD_52, rng=rng,
+                                   faults=plan, dealer_faults=wrong, deal_interval=0.05, heartbeat_interval=0.3,
+                                   patience=1.0)
         dealer.subscribe(sim_bus)
         cancel_task = None
         if faults and cancel_round and not broker and isinstance(backend_bus, LocalBus):
@@ -231,6 +367,37 @@ class _StudSeats(SettlementConsumer):
 
     def _random_bets(self) -> list[tuple[str, str, int | None]]:
         return [(f"player{p}", "chips", p) for p in range(1, self.players + 1)]
+
+
+class _SeotdaSeats(SettlementConsumer):
+    """Seotda: player N sits in seat N, bringing at least 60 x the stake (600) to each game."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, players=4, stakes=("600", "1000", "2000"), **kw)
+
+    def _random_bets(self) -> list[tuple[str, str, int | None]]:
+        return [(f"player{p}", "chips", p) for p in range(1, self.players + 1)]
+
+
+def _seotda_players(bus: Bus, seed: int, settings: Settings, rng: random.Random) -> list[list[str]]:
+    """Four Seotda players (one never folds, one random who reserves, one plays its cards, one
+    goes silent after two actions); returns the scripted deck of the first game: the player
+    who never folds sits at S1 and gets the 9·4, so game 1 shows a rematch."""
+    from dealer.cards import SEOTDA_20
+    from dealer.games import game_class
+    from simulators.seotda_players import SeotdaPlayer
+
+    table = settings.tables[0]
+    game = game_class("seotda").from_options(table.options)
+    seats = {s: f"player{s}" for s in range(1, 5)}
+    first = game.start_hand(seats, {p: Decimal(600) for p in seats.values()}, 1, table.minor_unit).first_seat
+    others = iter(("random", "hand", "disconnect"))
+    for s, pid in seats.items():
+        strategy = "calling" if s == first else next(others)
+        SeotdaPlayer(TABLE, pid, bus, strategy, rng=random.Random(seed + 2 + s), silent_after=2)  # type: ignore[arg-type]
+    rest = [c for c in SEOTDA_20 if c not in SEOTDA_REMATCH_DECK]
+    rng.shuffle(rest)
+    return [SEOTDA_REMATCH_DECK + rest]
 
 
 async def _drop_link_during_betting(service: Service, bus: LocalBus, nth: int, out: TextIO) -> None:

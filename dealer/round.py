@@ -201,7 +201,8 @@ class Round:
             return []
         out = [self._tell(owner, "hole_card", at, position=p.name, card=self.cards[p.name])
                for p in self.plan if p.face == Face.DOWN and not p.burn and p.seat is not None
-               and p.name in self.cards and (owner := self.seat_owner.get(p.seat)) is not None]
+               and p.name in self.cards and (owner := self.seat_owner.get(p.seat)) is not None
+               and (self.hand is None or self.hand.private_cards(p))]
         if self.phase == Phase.DECISION:
             actions = list(self.rules.game.decision_actions)
             out += [self._tell(p, "decision_required", at, actions=actions, closes_at=self.decision_deadline,
@@ -385,6 +386,7 @@ class Round:
                 effects.append(self._tell(owner, "hole_card", at, position=pos.name, card=self.cards[pos.name]))
         while True:
             step = hand.next_step()
+            effects += [self._event(name, at, **data) for name, data in hand.notes()]
             if isinstance(step, DealStep):
                 self.plan = tuple(self.plan) + step.positions
                 self.phase = Phase.DEALING if self.cards else Phase.BETTING_CLOSED
@@ -665,7 +667,8 @@ class Round:
     def _next_prompt(self, at: int) -> StationPrompt:
         pos = self.plan[self.next_index]
         if pos.confirm:
-            return self._prompt("CONFIRM", at, message=f"{pos.name} the cards, then confirm {pos.name}")
+            return self._prompt("CONFIRM", at, message=f"{pos.name} the cards, then confirm {pos.name}",
+                                announce=self.announce)
         face = "burn card" if pos.burn else f"face {pos.face.lower()}"
         extra = " from the shuffled burn cards" if pos.from_burns else ""
         return self._prompt("NEXT", at, message=f"deal {pos.name} ({face}){extra}", announce=self.announce)

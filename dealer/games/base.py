@@ -253,6 +253,11 @@ class PeerHand(ABC):
         """On ``player``'s turn: a reserved action to run now, the reason it was cancelled, or None."""
         return None
 
+    def notes(self) -> list[tuple[str, dict[str, Any]]]:
+        """Public round events the hand produced since last asked (Seotda: a pot carried into
+        a rematch), drained by the round machine."""
+        return []
+
     def revealed_positions(self) -> list[str]:
         """Face-down positions shown at the end (showdown hands; folded hands stay hidden)."""
         return []

@@ -226,8 +226,10 @@ class SeotdaHand(PeerHand):
         self.cards: dict[str, str] = {}
         self.won: dict[str, Decimal] = {}
         self.awards: list[dict[str, Any]] = []
-        self.reservations: dict[str, tuple[str, Decimal | None, Decimal]] = {}
+        self.reservations: dict[str, tuple[str, tuple[int, int], Decimal]] = {}  # button, betting round, level
         self.released: set[str] = set()
+        self._notes: list[tuple[str, dict[str, Any]]] = []
+        self.into_rematch: dict[str, Decimal] = {}  # winnings a rematch participant plays on with
         self.antes: dict[str, Decimal] = {}
         self.stacks_out: dict[str, Decimal] = {}  # chips of players who sit out a rematch
         self.shown: list[str] = []  # positions revealed at a showdown
@@ -330,7 +332,14 @@ class SeotdaHand(PeerHand):
             return EndStep()
         stacks = {p.player_id: p.stack for p in b.players}
         participants = {p for _, who in carry for p in who}
+        for p in participants:  # pots already won are paid at once: they play in the rematch
+            moved = self.won.pop(p, Decimal(0))
+            stacks[p] += moved
+            self.into_rematch[p] = self.into_rematch.get(p, Decimal(0)) + moved
         self.stacks_out |= {p: s for p, s in stacks.items() if p not in participants}
+        self._notes.append(("rematch", {
+            "rematch": g.number + 1, "participants": self._s_order(participants),
+            "carried": [{"amount": str(pot.amount), "participants": list(who)} for pot, who in carry]}))
         order = [s for s in g.order if self.player_at[s] in participants]
         self.game = self._new_game(g.number + 1, order, stacks, carry)
         if self.o.rematch_ante == "STAKE":
@@ -344,6 +353,11 @@ class SeotdaHand(PeerHand):
             self.won[w] = self.won.get(w, Decimal(0)) + a
         self.awards.append({"game": game, "amount": str(amount), "result": kind, "winners": winners,
                             "shares": {w: str(a) for w, a in shares.items()}, "reason": reason})
+        self._notes.append(("pot_awarded", self.awards[-1]))
+
+    def notes(self) -> list[tuple[str, dict[str, Any]]]:
+        out, self._notes = self._notes, []
+        return out
 
     def _s_order(self, players: Sequence[str]) -> list[str]:
         return sorted(players, key=lambda p: self.label[self.seat_of[p]])
@@ -358,7 +372,7 @@ class SeotdaHand(PeerHand):
     # -- visibility (§3.2: the second cards go to their owners once all are registered) ---------
 
     def private_cards(self, position: Position) -> bool:
-        return position.name.endswith(".1")
+        return position.name.endswith(".1") or position.name in self.released
 
     def release_cards(self) -> list[Position]:
         g = self.game
@@ -402,6 +416,10 @@ class SeotdaHand(PeerHand):
 
     def translate(self, player: str, action: str, amount: Decimal | None) -> tuple[str, Decimal | None] | str:
         b = self.game.betting
+        if action not in BUTTONS:
+            return f"{action} is not a Seotda button (buttons: {', '.join(BUTTONS)})"
+        if all(p.player_id != player for p in b.players):
+            return f"player {player} is not in this game"
         if player != b.to_act:
             return f"it is not {player}'s turn (waiting for {b.to_act})"
         if amount is not None and action not in ("ALL_IN", "MAX"):
@@ -411,6 +429,8 @@ class SeotdaHand(PeerHand):
         reach = p.street + p.stack
         if action in ("MAX", "ALL_IN"):
             return "ALL_IN", None
+        if action == "CHECK" and call > 0:
+            return f"CHECK is not allowed: {call} to call (CALL, a raise, ALL_IN or FOLD)"
         if action in ("FOLD", "CHECK"):
             return action, None
         if action == "CALL":
@@ -458,15 +478,17 @@ class SeotdaHand(PeerHand):
             return f"{player} cannot act in this betting round"
         if player == b.to_act:
             return "it is your turn: act instead of reserving"
-        self.reservations[player] = (action, None, b.level)
+        self.reservations[player] = (action, (self.game.number, b.rounds), b.level)
         return None
 
     def take_reservation(self, player: str) -> tuple[str, Decimal | None] | str | None:
         r = self.reservations.pop(player, None)
         if r is None:
             return None
-        action, _, level = r
+        action, made_in, level = r
         b = self.game.betting
+        if made_in != (self.game.number, b.rounds):  # §6.2: a reservation is for the betting round it was made in
+            return f"the {action} reservation was made in an earlier betting round"
         if action == "FOLD":
             return "FOLD", None
         if action == "CHECK":
@@ -477,9 +499,19 @@ class SeotdaHand(PeerHand):
 
     # -- result -------------------------------------------------------------------------------
 
+    def main_winner(self) -> str | None:
+        """"The winner of the previous game" (§3.1): the winner of the first pot decided by the
+        last showdown (the carried or main pot), else of any pot; None when every pot was split."""
+        last = self.game.number
+        for game_filter in (lambda a: a["game"] == last, lambda a: True):
+            for a in self.awards:
+                if game_filter(a) and a.get("result") == "WIN":
+                    return str(a["winners"][0])
+        return None
+
     def carry(self) -> dict[str, Any]:
-        winners = [w for a in self.awards if a.get("result") == "WIN" for w in a.get("winners", [])]
-        winner_seat = self.seat_of[winners[-1]] if winners else self.first_seat
+        winner = self.main_winner()
+        winner_seat = self.seat_of[winner] if winner is not None else self.first_seat
         return {"winner_seat": winner_seat, "first_seat": self.first_seat, "players": sorted(self.brought)}
 
     def outcome(self) -> GameOutcome:
@@ -512,7 +544,16 @@ class SeotdaHand(PeerHand):
             details={"first_seat": self.first_seat,
                      "seats": {f"S{k}": {"seat": s, "player": self.player_at[s]} for s, k in self.label.items()},
                      "antes": {p: str(a) for p, a in self.antes.items()}, "awards": self.awards,
-                     "rematches": last.number, "returned": returned, "names": names, "rake": "0"})
+                     "rematches": last.number, "returned": returned, "names": names, "rake": "0",
+                     "announce": self._announce(names)})
+
+    def _announce(self, names: Mapping[str, str]) -> str | None:
+        """What the dealer says at the end: the main pot's winner and hand."""
+        winner = self.main_winner()
+        if winner is None:
+            return None
+        label = f"S{self.label[self.seat_of[winner]]}"
+        return f"{label} wins" + (f" with {names[label]}" if label in names else "")
 
     def revealed_positions(self) -> list[str]:
         return list(self.shown)

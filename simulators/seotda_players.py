@@ -1,0 +1,323 @@
+"""Simulated remote players (and a dealer) for Seotda tables (``seotda.md``).
+
+A :class:`SeotdaPlayer` listens exactly as a player client would: on its own topic
+(``.../players/{player_id}``) it gets its cards (``hole_card``: the first card at once, the
+second card once every second card of the game is registered), its turns (``your_turn``)
+and the replies to what it sends (``action_accepted``, ``reservation_accepted``,
+``reservation_cancelled``, ``rejected``); on the table's public ``events`` topic it sees
+whose turn it is and what everyone did.
+
+Seotda actions are **buttons** (§6.1): ``FOLD``, ``BET``, ``X2_RAISE``, ``CALL``,
+``QUARTER``, ``HALF``, ``MAX``, ``ALL_IN``, ``CHECK``. A button names its own amount, so a
+``player_action`` never carries one; the ``your_turn`` message lists the buttons legal now
+(``buttons``: name -> ``{action, total, adds}``) with the ``pot`` and the ``stake``. The
+player answers with a button of that list only:
+
+* ``calling``: CHECK when free, else CALL (the backend turns a call that takes every chip
+  into an all-in); never bets or raises, never folds while it can call.
+* ``random``: a button drawn uniformly from ``buttons``. Before its turn it sometimes
+  **reserves** a button (``"reserve": true``, §6.2): when another player's turn opens and it
+  still has to act in this betting round.
+* ``hand``: plays its own cards, ranked with :func:`dealer.games.seotda_rank.evaluate`: with
+  two cards it raises with a pair or better or a special combination (HALF, else X2_RAISE,
+  else BET), calls with 5 points or more (or a 9·4 / hunter hand, which may force a
+  rematch), else checks or folds; with one card it checks, or calls a bet of at most the
+  stake, else folds.
+* ``disconnect``: plays like ``calling`` for its first ``silent_after`` actions, then goes
+  silent: the backend's turn timer acts for it (CHECK if free, else FOLD).
+
+Given ``seat`` and ``buy_in`` the player also sits down in every round it sees opening,
+by placing a ``chips`` bet (at least 60 x the stake).
+
+:class:`SeotdaDealer` is the :class:`~simulators.station.VirtualDealer` for the 20-card
+deck: it reshuffles all 20 cards when a rematch asks for ``SHUFFLE`` again, its foreign
+cards are foreign to Seotda (a 52-card code, November and December cards), and its
+duplicates come from the current shuffle only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import deque
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from typing import Any, Literal
+
+from dealer import topics
+from dealer.cards import SEOTDA_20
+from dealer.events import PlaceBet, PlayerAction
+from dealer.games.seotda_rank import evaluate
+from dealer.messages import PlayerMessage, RoundEvent, StationPrompt
+from drivers.bus import Bus, BusError
+from simulators.shoe import shuffled
+from simulators.station import VirtualDealer
+
+Strategy = Literal["calling", "random", "hand", "disconnect"]
+STRATEGIES: tuple[str, ...] = ("calling", "random", "hand", "disconnect")
+BUTTONS: tuple[str, ...] = ("FOLD", "BET", "X2_RAISE", "CALL", "QUARTER", "HALF", "MAX", "ALL_IN", "CHECK")
+#: Why a reservation may be refused through no fault of the player: it crossed its own turn,
+#: the betting round ended, or the player is not in the game being played (a rematch).
+RESERVATION_RACES: tuple[str, ...] = ("it is your turn", "cannot act in this betting round", "no betting round",
+                                      "takes no betting actions", "is not in this hand", "not in play",
+                                      "action is for round")
+
+
+def position_game(position: str) -> int:
+    """``S2.1`` -> 0 (the first deal), ``R2.S1.2`` -> 2 (the second rematch)."""
+    head = position.split(".", 1)[0]
+    return int(head[1:]) if head.startswith("R") and head[1:].isdigit() else 0
+
+
+def street_game(street: str | None) -> int:
+    """``BET_1`` -> 0, ``BET_2 (rematch 1)`` -> 1."""
+    if street and "(rematch " in street:
+        tail = street.rsplit("(rematch ", 1)[1].rstrip(")")
+        return int(tail) if tail.isdigit() else 0
+    return 0
+
+
+def choose(strategy: str, turn: Mapping[str, Any], rng: random.Random, cards: Sequence[str] = ()) -> str:
+    """The button ``strategy`` presses for a ``your_turn`` message's ``data``. Pure.
+
+    ``cards`` are the player's own cards in the game being played (``hand`` uses them)."""
+    buttons: dict[str, Any] = dict(turn.get("buttons") or {})
+    if not buttons:
+        return "FOLD"
+    if strategy == "random":
+        return rng.choice(sorted(buttons))
+    if strategy == "hand":
+        return _by_hand(buttons, turn, list(cards))
+    return _calling(buttons)
+
+
+def _calling(buttons: Mapping[str, Any]) -> str:
+    for button in ("CHECK", "CALL", "ALL_IN"):
+        if button in buttons:
+            return button
+    return "FOLD"
+
+
+def _by_hand(buttons: Mapping[str, Any], turn: Mapping[str, Any], cards: list[str]) -> str:
+    free = "CHECK" in buttons
+    if len(cards) < 2:  # one card: stay in cheaply
+        if free:
+            return "CHECK"
+        call = buttons.get("CALL")
+        stake = Decimal(str(turn.get("stake") or 0))
+        if call is not None and Decimal(call["adds"]) <= stake:
+            return "CALL"
+        return "FOLD"
+    hand = evaluate(cards[:2])
+    if hand.category in ("bright_pair", "pair", "special"):
+        for button in ("HALF", "X2_RAISE", "BET", "CALL", "CHECK", "ALL_IN"):
+            if button in buttons:
+                return button
+    if hand.rank >= 205 or hand.function is not None:  # 5 points or more, or a hand that may force a rematch
+        return _calling(buttons)
+    return "CHECK" if free else "FOLD"
+
+
+class SeotdaPlayer:
+    def __init__(self, table_id: str, player_id: str, bus: Bus, strategy: Strategy = "calling",
+                 rng: random.Random | None = None, think: float = 0.0, silent_after: int = 1,
+                 seat: int | None = None, buy_in: str | None = None, reserve_rate: float = 0.3) -> None:
+        if strategy not in STRATEGIES:
+            raise ValueError(f"unknown strategy {strategy!r} (expected one of {', '.join(STRATEGIES)})")
+        self.table_id, self.player_id, self.bus, self.strategy = table_id, player_id, bus, strategy
+        self.rng = rng or random.Random()
+        self.think = think
+        self.silent_after = silent_after
+        self.seat, self.buy_in = seat, buy_in
+        self.reserve_rate = reserve_rate
+        self.messages: list[PlayerMessage] = []
+        self.hole: dict[str, list[tuple[str, str]]] = {}  # round -> [(position, card)] in arrival order
+        self.seats: dict[str, int] = {}  # round -> my seat (from bet_accepted)
+        self.sent: list[tuple[str, int, str]] = []  # (round, turn, button) answered on my turn
+        self.reserved: list[tuple[str, str, str]] = []  # (round, street, button) reserved before my turn
+        self.ignored: list[tuple[str, int]] = []  # turns left to the timer (disconnect)
+        self.accepted: list[dict[str, Any]] = []
+        self.rejected: list[dict[str, Any]] = []  # refusals of my own turn's actions: a bug, never expected
+        self.reservations_refused: list[str] = []  # reservations that raced the table (benign)
+        self.reservations_cancelled: list[str] = []
+        self._answered: set[tuple[str | None, int]] = set()
+        self._sat: set[str] = set()
+        self._outstanding: deque[str] = deque()  # "act" / "reserve": what the next reply answers
+        self._street: tuple[str, str] | None = None  # (round, street) of the betting round open
+        self._level = Decimal(0)
+        self._mine: dict[tuple[str, str], tuple[Decimal, bool]] = {}  # (round, street) -> (my total, all-in)
+        self._out: set[tuple[str, int]] = set()  # (round, game) I folded in (or was dealt out of)
+        self._reserved_in: set[tuple[str, str]] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        bus.subscribe(topics.player(table_id, player_id), self._on_private)
+        bus.subscribe(topics.events(table_id), self._on_public)
+
+    # -- what the player sees ------------------------------------------------------------
+
+    def cards(self, round_id: str, game: int | None = None) -> list[str]:
+        """My cards in ``round_id``, of ``game`` (0 = the first deal, n = rematch n; default:
+        the latest game I was dealt into), in deal order."""
+        mine = self.hole.get(round_id, [])
+        if not mine:
+            return []
+        g = max(position_game(p) for p, _ in mine) if game is None else game
+        held = {p: c for p, c in mine if position_game(p) == g}  # a re-sent card replaces itself
+        return [held[p] for p in sorted(held, key=lambda p: p.rsplit(".", 1)[1])]
+
+    @property
+    def silent(self) -> bool:
+        return self.strategy == "disconnect" and len(self.sent) >= self.silent_after
+
+    def _on_private(self, topic: str, payload: bytes) -> None:
+        msg = PlayerMessage.model_validate_json(payload)
+        self.messages.append(msg)
+        rid = msg.round_id or ""
+        kind, data = msg.kind, msg.data
+        if kind == "hole_card":
+            self.hole.setdefault(rid, []).append((data["position"], data["card"]))
+        elif kind == "bet_accepted" and data.get("seat") is not None:
+            self.seats[rid] = int(data["seat"])
+        elif kind == "action_accepted":
+            self.accepted.append(dict(data))
+            if data.get("by") == "player":
+                self._answer("act")
+        elif kind == "reservation_accepted":
+            self._answer("reserve")
+        elif kind == "reservation_cancelled":
+            self.reservations_cancelled.append(str(data.get("reason")))
+        elif kind == "rejected":
+            answers = self._answer(None) if data.get("type") == "player_action" else None
+            if answers == "reserve" and any(r in str(data.get("reason")) for r in RESERVATION_RACES):
+                self.reservations_refused.append(str(data.get("reason")))
+            else:  # my own turn's action, or my chips bet: never expected
+                self.rejected.append(dict(data))
+        elif kind == "your_turn":
+            key = (msg.round_id, int(data.get("turn", 0)))
+            if key in self._answered:
+                return  # the same turn delivered again (after a reconnect)
+            self._answered.add(key)
+            if self.silent:
+                self.ignored.append((rid, key[1]))
+                return
+            button = choose(self.strategy, data, self.rng, self.cards(rid, street_game(data.get("street"))))
+            self.sent.append((rid, key[1], button))  # counted now: a silent player stops at once
+            self._outstanding.append("act")
+            self._spawn(self._act(msg.round_id, button))
+
+    def _answer(self, kind: str | None) -> str | None:
+        """A reply arrived: it answers the oldest thing sent (the table replies in order)."""
+        if not self._outstanding:
+            return None
+        if kind is not None and self._outstanding[0] != kind and kind in self._outstanding:
+            self._outstanding.remove(kind)
+            return kind
+        return self._outstanding.popleft()
+
+    def _on_public(self, topic: str, payload: bytes) -> None:
+        ev = RoundEvent.model_validate_json(payload)
+        rid, d = ev.round_id or "", ev.data
+        if ev.event == "round_opened" and self.seat is not None and self.buy_in is not None and rid not in self._sat:
+            self._sat.add(rid)
+            self._spawn(self._sit(rid))
+        elif ev.event == "betting_round_opened":
+            self._street, self._level = (rid, str(d.get("street"))), Decimal(0)
+        elif ev.event == "player_acted":
+            self._level = Decimal(str(d.get("level", self._level)))
+            if d.get("player_id") == self.player_id:
+                street = (rid, str(d.get("street")))
+                self._mine[street] = (Decimal(str(d.get("total", 0))), bool(d.get("all_in")))
+                if d.get("action") == "FOLD":
+                    self._out.add((rid, street_game(street[1])))
+        elif ev.event == "turn" and d.get("player_id") != self.player_id:
+            self._level = Decimal(str(d.get("level", self._level)))
+            self._maybe_reserve(rid, str(d.get("street")))
+
+    def _maybe_reserve(self, rid: str, street: str) -> None:
+        """``random`` only: reserve a button while another player is to act, if this betting
+        round still owes me a turn (I have not acted yet, or I am below the level)."""
+        if self.strategy != "random" or self.rng.random() >= self.reserve_rate:
+            return
+        game = street_game(street)
+        if (rid, game) in self._out or not any(position_game(p) == game for p, _ in self.hole.get(rid, [])):
+            return  # folded, or not dealt into this game (a rematch between others)
+        key = (rid, street)
+        total, all_in = self._mine.get(key, (None, False))
+        if all_in or (total is not None and total >= self._level) or key in self._reserved_in:
+            return
+        self._reserved_in.add(key)  # once per betting round: a later one would replace it anyway
+        button = self.rng.choice(("CHECK", "BET", "QUARTER", "HALF", "FOLD") if self._level == 0
+                                 else ("CALL", "X2_RAISE", "QUARTER", "HALF", "FOLD"))
+        self.reserved.append((rid, street, button))
+        self._outstanding.append("reserve")
+        self._spawn(self._act(rid, button, reserve=True))
+
+    # -- what the player sends -----------------------------------------------------------
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send(self, payload: bytes) -> None:
+        try:
+            await self.bus.publish(topics.actions(self.table_id), payload)
+        except BusError:
+            pass  # the player's link is down: the turn timer acts for them
+
+    async def _act(self, round_id: str | None, button: str, reserve: bool = False) -> None:
+        if self.think and not reserve:
+            await asyncio.sleep(self.think)
+        msg = PlayerAction(player_id=self.player_id, action=button, reserve=reserve,  # type: ignore[arg-type]
+                           round_id=round_id)
+        # a button names its own amount: the action carries none (and "reserve" only when reserving)
+        await self._send(msg.model_dump_json(exclude={"at", "amount"} | (set() if reserve else {"reserve"})).encode())
+
+    async def _sit(self, round_id: str) -> None:
+        assert self.seat is not None and self.buy_in is not None
+        bet = PlaceBet(bet_id=f"{round_id}-{self.player_id}", player_id=self.player_id, bet_type="chips",
+                       stake=self.buy_in, seat=self.seat, round_id=round_id)  # type: ignore[arg-type]
+        await self._send(bet.model_dump_json(exclude={"at"}, exclude_none=True).encode())
+
+
+class SeotdaDealer(VirtualDealer):
+    """A :class:`VirtualDealer` for the 20 Seotda cards.
+
+    A rematch is dealt from the same 20 cards, reshuffled (§7.2 rule 5): when ``SHUFFLE`` is
+    asked for again in a round, every card comes back and the dealer shuffles them (a
+    ``scripted_shuffles`` deck first, if given, else a random order). Dealer mistakes are
+    Seotda's: a foreign card is a 52-card code or a November/December Hwatu card; a
+    duplicate is a card already dealt since the last shuffle.
+    """
+
+    FOREIGN: tuple[str, ...] = ("AS", "11G", "12JD", "11J1")
+
+    def __init__(self, *args: Any, deck: Sequence[str] = SEOTDA_20,
+                 scripted_shuffles: Sequence[Sequence[str]] = (), **kw: Any) -> None:
+        super().__init__(*args, deck=deck, **kw)
+        self.scripted_shuffles = [list(d) for d in scripted_shuffles]
+        self.reshuffles = 0
+        self._since = 0  # index in ``dealt`` where the current shuffle starts
+
+    async def _confirm_step(self, p: StationPrompt) -> None:
+        if p.position == "SHUFFLE" and self.confirming is None and self.in_hand is None and self.dealt:
+            # a rematch: every card is gathered and the 20 are shuffled again
+            deck = self.scripted_shuffles.pop(0) if self.scripted_shuffles else shuffled(self.full_deck, self.rng)
+            self.shoe.deck = list(deck)
+            self._since = len(self.dealt)
+            self.reshuffles += 1
+        await super()._confirm_step(p)
+
+    def _new_shoe(self) -> None:
+        super()._new_shoe()
+        self._since = 0
+
+    def _maybe_wrong(self, right: str) -> str:
+        kind = self.dealer_faults.choose(self.rng)
+        if kind == "foreign":
+            self._count("foreign_card")
+            return self.rng.choice(self.FOREIGN)
+        current = self.dealt[self._since:]
+        if kind == "duplicate" and current:
+            self._count("duplicate_card")
+            return self.rng.choice(current)
+        return right

@@ -109,6 +109,8 @@ class PlayerAction(_Event):
                     "X2_RAISE", "QUARTER", "HALF", "MAX"]
     amount: Decimal | None = Field(default=None, description="decimal string: the player's total for this "
                                    "betting round after the action")
+    card: Annotated[str, Field(min_length=1, max_length=8, pattern=r"^[0-9A-Z]+$")] | None = Field(
+        default=None, description="Matgo: the card a PLAY or CHOOSE names")
     reserve: bool = Field(default=False, description="Seotda: reserve this action before the player's turn; it "
                           "runs on their turn if still legal (seotda.md §6.2)")
     round_id: Id | None = Field(default=None, description="the round the action is meant for")

@@ -22,7 +22,6 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Union
 
-from dealer.betting import State as BettingState
 from dealer.events import (
     ActionTimeout,
     CardExposed,
@@ -188,9 +187,7 @@ class Round:
         if self.phase == Phase.DECISION:
             return self._prompt("WAIT", at, message="players are deciding: do not reveal")
         if self.phase == Phase.ACTION and self.hand is not None:
-            b = self.hand.betting
-            return self._prompt("WAIT", at, announce=self.announce,
-                                message=f"{self.street} street betting: {b.to_act} to act (level {b.level}); do not deal")
+            return self._prompt("WAIT", at, announce=self.announce, message=self.hand.turn_prompt(self.street))
         return self._prompt("DONE", at, message=f"round {self.phase.lower()}")
 
     def private_now(self, at: int) -> list[PlayerMessage]:
@@ -217,9 +214,8 @@ class Round:
         if self.phase != Phase.ACTION or self.hand is None:
             return []
         self.action_deadline = at + self.rules.action_ms
-        b = self.hand.betting
-        return [self._event("turn", at, player_id=b.to_act, turn=self.turn, street=self.street,
-                            closes_at=self.action_deadline, level=str(b.level), resumed=True),
+        return [self._event("turn", at, player_id=self.hand.to_act, turn=self.turn, street=self.street,
+                            closes_at=self.action_deadline, resumed=True, **self.hand.turn_summary()),
                 self._your_turn(at), self.prompt_now(at)]
 
     # -- transitions ------------------------------------------------------------------
@@ -394,51 +390,48 @@ class Round:
                 return effects + [self._next_prompt(at)]
             if isinstance(step, BetStep):
                 self.street, self.announce = step.street, step.announce
-                state = hand.betting.open_round(step.first, step.limits)
+                someone = hand.open_turns(step)
                 # ``designated`` is who the rules name (low card, high hand); ``first`` who acts,
                 # which differs when the designated player is all-in
                 effects.append(self._event("betting_round_opened", at, street=step.street, announce=step.announce,
-                                           designated=step.first, first=hand.betting.to_act, betting=state.value))
-                if state == BettingState.TO_ACT:
+                                           designated=step.first, first=hand.to_act,
+                                           betting="TO_ACT" if someone else "ROUND_OVER"))
+                if someone:
                     return effects + self._next_turn(at)
                 effects += self._close_betting_round(at)
                 continue
             return effects + self._finish(at)
 
     def _next_turn(self, at: int) -> list[Effect]:
-        assert self.hand is not None
-        b = self.hand.betting
+        hand = self.hand
+        assert hand is not None and hand.to_act is not None
         self.phase = Phase.ACTION
         self.turn += 1
         self.action_deadline = at + self.rules.action_ms
-        reserved = self.hand.take_reservation(b.to_act)  # type: ignore[arg-type]
+        reserved = hand.take_reservation(hand.to_act)
         if isinstance(reserved, tuple):  # a reserved action still legal: it runs now (seotda.md §6.2)
-            step = self._act(b.to_act, reserved[0], reserved[1], "reservation", None, at)  # type: ignore[arg-type]
+            step = self._act(hand.to_act, reserved[0], reserved[1], "reservation", None, at)
             if step.accepted:
                 return [self._event("reservation_executed", at, player_id=step_player(step), turn=self.turn)] + step.effects
             reserved = "the reserved action is no longer allowed"
         notes: list[Effect] = []
         if isinstance(reserved, str):
-            notes = [self._tell(b.to_act, "reservation_cancelled", at, reason=reserved)]  # type: ignore[arg-type]
+            notes = [self._tell(hand.to_act, "reservation_cancelled", at, reason=reserved)]
         return notes + [
-            self._event("turn", at, player_id=b.to_act, turn=self.turn, street=self.street,
-                        closes_at=self.action_deadline, level=str(b.level)),
+            self._event("turn", at, player_id=hand.to_act, turn=self.turn, street=self.street,
+                        closes_at=self.action_deadline, **hand.turn_summary()),
             self._your_turn(at),
             self.prompt_now(at),
         ]
 
     def _your_turn(self, at: int) -> PlayerMessage:
-        assert self.hand is not None
-        b = self.hand.betting
-        return self._tell(b.to_act, "your_turn", at, turn=self.turn, street=self.street,  # type: ignore[arg-type]
+        assert self.hand is not None and self.hand.to_act is not None
+        return self._tell(self.hand.to_act, "your_turn", at, turn=self.turn, street=self.street,
                           closes_at=self.action_deadline, **self.hand.turn_options())
 
     def _close_betting_round(self, at: int) -> list[Effect]:
         assert self.hand is not None
-        back = self.hand.betting.close_round()
-        if back is None:
-            return []
-        return [self._event("uncalled_returned", at, player_id=back.player_id, amount=str(back.amount))]
+        return [self._event(name, at, **data) for name, data in self.hand.close_turns()]
 
     def _player_action(self, ev: PlayerAction) -> Step:
         if ev.round_id is not None and ev.round_id != self.round_id:
@@ -450,32 +443,33 @@ class Round:
             if reason is not None:
                 return self._refuse_player(ev, ev.player_id, reason)
             return Step(True, True, [self._tell(ev.player_id, "reservation_accepted", ev.at, action=ev.action)])
-        return self._act(ev.player_id, ev.action, ev.amount, "player", ev, ev.at)
+        return self._act(ev.player_id, ev.action, ev.amount, "player", ev, ev.at, ev.card)
 
     def _action_timeout(self, ev: ActionTimeout) -> Step:
-        assert self.hand is not None
+        assert self.hand is not None and self.hand.to_act is not None
         if ev.turn != self.turn:
             return self._reject(ev, f"timer for turn {ev.turn} is stale (turn {self.turn} is running)")
-        action, amount = self.hand.betting.default_action()
-        return self._act(self.hand.betting.to_act, action, amount, "timeout", ev, ev.at)  # type: ignore[arg-type]
+        action, amount, card = self.hand.default_action()
+        return self._act(self.hand.to_act, action, amount, "timeout", ev, ev.at, card)
 
-    def _act(self, player: str, action: str, amount: Decimal | None, by: str, ev: Event | None, at: int) -> Step:
-        assert self.hand is not None
-        b = self.hand.betting
+    def _act(self, player: str, action: str, amount: Decimal | None, by: str, ev: Event | None, at: int,
+             card: str | None = None) -> Step:
+        hand = self.hand
+        assert hand is not None
         label = action
         if by == "player" or by == "reservation":
-            translated = self.hand.translate(player, action, amount)
+            translated = hand.translate(player, action, amount)
             if isinstance(translated, str):
                 return self._refuse(ev, "player_action", translated)
             action, amount = translated
-        reason = b.verify(player, action, amount)
-        if reason is not None:
-            return self._refuse(ev, "player_action", reason)
-        record = b.act(player, action, amount, by="timeout" if by == "timeout" else "player")  # type: ignore[arg-type]
-        data = record.as_json() | {"by": by} | ({"button": label} if label != action else {})
+        record, more = hand.do_action(player, action, amount, card, by)
+        if isinstance(record, str):
+            return self._refuse(ev, "player_action", record)
+        data = record | {"by": by} | ({"button": label} if label != action else {})
         effects: list[Effect] = [self._event("player_acted", at, street=self.street, **data),
                                  self._tell(player, "action_accepted", at, **data)]
-        if b.state == BettingState.TO_ACT:
+        effects += [self._event(name, at, **d) for name, d in hand.notes()]
+        if more:
             return Step(True, True, effects + self._next_turn(at))
         effects += self._close_betting_round(at)
         return Step(True, True, effects + self._advance_hand(at))

@@ -232,6 +232,52 @@ class PeerHand(ABC):
     @abstractmethod
     def register(self, position: Position, code: str) -> None: ...
 
+    # -- turns: betting games run them through the betting engine; other games override ------
+
+    def open_turns(self, step: BetStep) -> bool:
+        """Start the turns of ``step``; True when someone must act now."""
+        from dealer.betting import State
+
+        return bool(self.betting.open_round(step.first, step.limits) == State.TO_ACT)
+
+    @property
+    def to_act(self) -> str | None:
+        """The player whose turn it is (None between turns)."""
+        return self.betting.to_act  # type: ignore[no-any-return]
+
+    def turn_summary(self) -> dict[str, Any]:
+        """Public facts about the turn, for the ``turn`` event (stud: the bet level)."""
+        return {"level": str(self.betting.level)}
+
+    def turn_prompt(self, street: str | None) -> str:
+        """What the dealer station shows while a player acts."""
+        return f"{street} street betting: {self.to_act} to act (level {self.betting.level}); do not deal"
+
+    def do_action(self, player: str, action: str, amount: Decimal | None, card: str | None,
+                  by: str) -> tuple[dict[str, Any] | str, bool]:
+        """Run one action: (its public record, whether someone must still act), or (the reason
+        it is refused, False) with nothing changed."""
+        from dealer.betting import State
+
+        if card is not None:
+            return f"{action} takes no card in this game", False
+        reason = self.betting.verify(player, action, amount)
+        if reason is not None:
+            return reason, False
+        record = self.betting.act(player, action, amount, by="timeout" if by == "timeout" else "player")
+        return record.as_json(), self.betting.state == State.TO_ACT
+
+    def default_action(self) -> tuple[str, Decimal | None, str | None]:
+        """The timeout action of the player to act: (action, amount, card)."""
+        action, amount = self.betting.default_action()
+        return str(action), amount, None
+
+    def close_turns(self) -> list[tuple[str, dict[str, Any]]]:
+        """The turns are over: public notes (stud: chips nobody called, returned)."""
+        back = self.betting.close_round()
+        return [] if back is None else [("uncalled_returned", {"player_id": back.player_id,
+                                                               "amount": str(back.amount)})]
+
     def expose(self, position: str) -> str | None:
         """The dealer exposed a face-down card: None if accepted, else why not."""
         return f"exposed card at {position}: call the supervisor (decks.md §5.4)"

@@ -106,7 +106,7 @@ class PlayerAction(_Event):
     type: Literal["player_action"] = "player_action"
     player_id: Id
     action: Literal["CHECK", "BET", "BRING_IN", "CALL", "RAISE", "ALL_IN", "FOLD",
-                    "X2_RAISE", "QUARTER", "HALF", "MAX"]
+                    "X2_RAISE", "QUARTER", "HALF", "MAX", "PLAY", "CHOOSE", "GO", "STOP"]
     amount: Decimal | None = Field(default=None, description="decimal string: the player's total for this "
                                    "betting round after the action")
     card: Annotated[str, Field(min_length=1, max_length=8, pattern=r"^[0-9A-Z]+$")] | None = Field(

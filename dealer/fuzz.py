@@ -423,7 +423,7 @@ def _play_round(game: str, seed: int, *, link_cut: bool = False, void: bool = Fa
     for k, player in enumerate(("p1", "p2", "p3")):
         for bet_type in game_obj.bet_types:
             events.append(PlaceBet(bet_id=f"b{k}-{bet_type}", player_id=player, bet_type=bet_type,
-                                   stake=rng.choice(("600", "750", "1000") if game == "seotda" else
+                                   stake=rng.choice(("600", "750", "1000") if game in ("seotda", "matgo") else
                                                     ("1", "5.50", "10.00", "25")), seat=k + 1 if seats else None,
                                    at=1_700_000_001_000 + k))
     if link_cut:
@@ -440,13 +440,16 @@ def _play_round(game: str, seed: int, *, link_cut: bool = False, void: bool = Fa
         while rnd.phase in ("BETTING_CLOSED", "DEALING", "ACTION"):  # peer games bet between the cards
             at += 1
             if rnd.phase == "ACTION" and rnd.hand is not None:
-                opts = rnd.hand.betting.options()
-                buttons = list(rnd.hand.turn_options().get("buttons", ()))
+                turn = rnd.hand.turn_options()
+                actor = rnd.hand.to_act
+                buttons = list(turn.get("buttons", ()))
                 ev: Any
                 if buttons and rng.random() < 0.5:  # Seotda: a button, which names its own amount
-                    ev = PlayerAction(player_id=opts.player_id, action=rng.choice(buttons), at=at)
-                elif opts.raise_ is not None and rng.random() < 0.3:
-                    ev = PlayerAction(player_id=opts.player_id, action="RAISE", amount=opts.raise_.min, at=at)
+                    ev = PlayerAction(player_id=actor, action=rng.choice(buttons), at=at)
+                elif turn.get("cards") and rng.random() < 0.7:  # Matgo: a move names a card
+                    ev = PlayerAction(player_id=actor, action=turn["actions"][0], card=rng.choice(turn["cards"]), at=at)
+                elif turn.get("raise") and rng.random() < 0.3:
+                    ev = PlayerAction(player_id=actor, action="RAISE", amount=turn["raise"]["min"], at=at)
                 else:
                     ev = ActionTimeout(turn=rnd.turn, at=at)
             elif rnd.plan[rnd.next_index].confirm:
@@ -532,7 +535,7 @@ def corpus() -> Corpus:
     ]
     c.events = [json.loads(EVENT_ADAPTER.dump_json(e)) for e in events]
     effects: list[Any] = []
-    for game in ("teen-patti", "sevenluck", "stud", "seotda"):
+    for game in ("teen-patti", "sevenluck", "stud", "seotda", "matgo"):
         effects += _play_round(game, 1) + _play_round(game, 2, link_cut=True) + _play_round(game, 3, void=True)
     by_model: dict[str, list[dict[str, Any]]] = {"round_result": [], "player_message": [], "station_prompt": [],
                                                  "round_event": []}

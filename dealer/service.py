@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import hashlib
 import json
+import random
 import re
 import time
 from collections.abc import Callable
@@ -36,6 +38,7 @@ from dealer.events import (
     LinkDown,
     LinkUp,
     OpenRound,
+    PlayerAction,
     ReadFailed,
     ResultDelivered,
     ScanRead,
@@ -44,6 +47,7 @@ from dealer.journal import Batch, Journal, OutboxRow
 from dealer.messages import PlayerMessage, RoundEvent, RoundResult, StationPrompt
 from dealer.metrics import Metrics
 from dealer.round import Phase, Rejection, Step
+from dealer.games.matgo import AI_PLAYER
 from dealer.table import BROKER, Table
 from drivers.bus import Bus, BusError
 from drivers.frames import MIN_KEY_LEN, FrameAuthenticator
@@ -146,6 +150,7 @@ class Service:
         self._outbox_wake = asyncio.Event()
         self._timers: dict[str, tuple[tuple[str, str | None], asyncio.TimerHandle]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._ai_started: set[tuple[str, str | None, int]] = set()
         self._bg: list[asyncio.Task[Any]] = []
         self.ready = asyncio.Event()
         self._scanner_ingest = MqttScannerIngest(
@@ -347,7 +352,7 @@ class Service:
                                                            by=str(eff.data.get("by"))).inc()
                     log.info(eff.event, **{k: v for k, v in eff.data.items() if k != "card" or v is not None})
                 elif isinstance(eff, PlayerMessage):
-                    self._publish_soft(topics.player(tid, eff.player_id), eff, "player")
+                    self._deliver_private(tid, eff)
                 elif isinstance(eff, RoundResult):
                     self._notify("result", eff)
                 elif isinstance(eff, Rejection):
@@ -475,7 +480,43 @@ class Service:
         """Private messages are live: what a player missed while the broker was down (hole
         cards, a pending decision or turn) is sent again. Clients key them by position/turn."""
         for msg in table.private_now(now):
-            self._publish_soft(topics.player(table.table_id, msg.player_id), msg, "player")
+            self._deliver_private(table.table_id, msg)
+
+    def _deliver_private(self, tid: str, msg: PlayerMessage) -> None:
+        """A player's private message goes to their topic; the house AI's turn goes to the AI,
+        which runs here at the edge and answers with an ordinary, journaled action."""
+        if msg.player_id == AI_PLAYER and self.configs[tid].game == "matgo":
+            if msg.kind == "your_turn":
+                self._ai_turn(tid, msg)
+            return  # the AI's cards and turns are never published
+        self._publish_soft(topics.player(tid, msg.player_id), msg, "player")
+
+    def _ai_turn(self, tid: str, msg: PlayerMessage) -> None:
+        rnd = self.tables[tid].current
+        turn = int(msg.data.get("turn", 0))
+        key = (tid, msg.round_id, turn)
+        if rnd is None or rnd.hand is None or key in self._ai_started:
+            return  # the same turn given again (a reconnect): its move is already on its way
+        self._ai_started.add(key)
+        hand = rnd.hand
+        game, seat = hand.engine.clone(), hand.letter[AI_PLAYER]  # type: ignore[attr-defined]
+        budget = hand.o.ai_budget_ms  # type: ignore[attr-defined]
+        seed = int.from_bytes(hashlib.sha256(f"{msg.round_id}:{turn}".encode()).digest()[:8], "big")
+
+        async def think() -> None:
+            from dealer.games.matgo import move_action
+            from dealer.matgo_ai import SearchPlayer
+
+            move = await asyncio.to_thread(SearchPlayer(budget_ms=budget).choose, game, seat, random.Random(seed))
+            action, card = move_action(move)
+            self.submit(tid, PlayerAction(player_id=AI_PLAYER, action=action, card=card,  # type: ignore[arg-type]
+                                          round_id=msg.round_id, at=self.now_ms()))
+
+        task = asyncio.create_task(think(), name=f"ai-{tid}-{turn}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(lambda t: t.cancelled() or t.exception() is None
+                               or log.error("AI move failed", table_id=tid, error=repr(t.exception())))
 
     def _table_of_reader(self, reader: str) -> str | None:
         for tid, cfg in self.configs.items():
@@ -550,6 +591,12 @@ class Service:
             self._publish_soft(topics.events(tid), RoundEvent(
                 table_id=tid, event="rejected", at=self.now_ms(),
                 data={"type": "action", "reason": f"malformed action: {reason}"}), "event")
+            return
+        if getattr(action, "player_id", None) == AI_PLAYER:  # only the backend speaks for the house AI
+            reason = f"{AI_PLAYER} is the house AI: its moves come from the backend, never from the actions topic"
+            self._on_bad_message("actions", reason)
+            self._publish_soft(topics.events(tid), RoundEvent(
+                table_id=tid, event="rejected", at=self.now_ms(), data={"type": action.type, "reason": reason}), "event")
             return
         self.submit(tid, action.model_copy(update={"at": self.now_ms()}))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dealer.games.base import Game
+from dealer.games.matgo import Matgo
 from dealer.games.seotda import Seotda
 from dealer.games.sevenluck import Sevenluck
 from dealer.games.stud import Stud
@@ -12,6 +13,7 @@ GAMES: dict[str, type[Game]] = {
     TeenPatti.name: TeenPatti,
     Sevenluck.name: Sevenluck,
     Seotda.name: Seotda,
+    Matgo.name: Matgo,
     Stud.name: Stud,
 }
 

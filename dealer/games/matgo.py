@@ -1,0 +1,395 @@
+"""Matgo at a live table (``matgo.md``): one remote player against the house AI, real cards.
+
+The dealer deals both hands and the layout from a shuffled 48-card deck (every card is
+scanned; the AI's hand goes to nobody), then plays the game card by card: the player's
+moves arrive as actions, the AI's moves are computed at the edge (the service runs
+:mod:`dealer.matgo_ai` with a time budget and sends the move like any player would, so it
+is journaled and replays exactly), and every stock card is turned over by the dealer and
+scanned before the turn goes on. The rules themselves are :mod:`dealer.games.matgo_engine`.
+
+Money: the player escrows a **cover** (a ``cover`` bet on seat 1, at least
+``min_cover_points`` × ``point_value``). The loser pays payment points × ``point_value``
+(§7); a player's loss is limited to the cover. The result says exactly what goes back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, field_validator
+
+from dealer.cards import HWATU_48
+from dealer.games.base import (
+    BetResolution,
+    BetStep,
+    BetView,
+    DealStep,
+    EndStep,
+    Face,
+    Game,
+    GameOptions,
+    GameOutcome,
+    Outcome,
+    PeerHand,
+    Position,
+)
+from dealer.games.matgo_engine import (
+    Choose,
+    Decide,
+    Flip,
+    MatgoGame,
+    MatgoRules,
+    Phase,
+    Play,
+    deal_positions,
+)
+
+COVER = "cover"
+PLAYER_SEAT, AI_SEAT = 1, 2
+AI_PLAYER = "house-ai"
+_ACTING = {"PLAY", "CHOOSE_A", "CHOOSE_B", "DECIDE"}
+
+
+class MatgoOptions(GameOptions):
+    """House options (``matgo.md``; names are the rulebook's in lower case) and table money.
+
+    * ``point_value``: money per payment point; ``min_cover_points``: the least cover a
+      player escrows, in points (a loss is limited to the cover).
+    * ``first_player``: ``RANDOM`` (drawn from the round number: the core has no randomness),
+      ``PLAYER`` or ``AI``.
+    * ``ai_budget_ms``: the AI's thinking time per move (at most 100 ms on one core).
+    * the engine's house options: ``deal_pattern``, ``ppuk_capture_steal``,
+      ``immediate_win_multipliers``, ``nagari_next_multiplier``, ``sseul_rule``, ``last_turn``.
+    """
+
+    point_value: Decimal = Decimal("1.00")
+    min_cover_points: Annotated[int, Field(strict=True, ge=1, le=100_000)] = 50
+    first_player: Literal["RANDOM", "PLAYER", "AI"] = "RANDOM"
+    ai_budget_ms: Annotated[int, Field(strict=True, ge=1, le=100)] = 100
+    deal_pattern: Literal["5_5_4", "ROUND_ROBIN"] = "5_5_4"
+    ppuk_capture_steal: Literal["ANY_PPUK_2", "OWN_2_OTHER_1"] = "ANY_PPUK_2"
+    immediate_win_multipliers: Literal["NONE", "APPLY"] = "NONE"
+    nagari_next_multiplier: Literal[1, 2] = 1
+    sseul_rule: Literal["LAYOUT_CLEARED", "TWO_MONTHS_CAPTURED"] = "LAYOUT_CLEARED"
+    last_turn: Literal["DEAL_FINAL", "EACH_PLAYERS_FINAL"] = "DEAL_FINAL"
+
+    @field_validator("point_value", mode="before")
+    @classmethod
+    def _money(cls, v: Any) -> Decimal:
+        if isinstance(v, float):
+            raise ValueError("point_value must be a decimal string or an integer, never a float")
+        d = Decimal(str(v))
+        if d <= 0:
+            raise ValueError("point_value must be positive")
+        return d
+
+    @property
+    def rules(self) -> MatgoRules:
+        return MatgoRules(deal_pattern=self.deal_pattern, ppuk_capture_steal=self.ppuk_capture_steal,
+                          immediate_win_multipliers=self.immediate_win_multipliers,
+                          nagari_next_multiplier=self.nagari_next_multiplier, sseul_rule=self.sseul_rule,
+                          last_turn=self.last_turn)
+
+    @property
+    def min_cover(self) -> Decimal:
+        return self.point_value * self.min_cover_points
+
+
+class Matgo(Game):
+    name = "matgo"
+    Options = MatgoOptions
+    bet_types = (COVER,)
+    peer = True
+    min_players = 1  # the other seat is the house AI
+    starts_at_first_card = True
+
+    options: MatgoOptions
+
+    @property
+    def deck(self) -> frozenset[str]:
+        return frozenset(HWATU_48)
+
+    @property
+    def seat_count(self) -> int:
+        return 1
+
+    def check_bet(self, bet_type: str, held: frozenset[str]) -> str | None:
+        reason = super().check_bet(bet_type, held)
+        if reason is None and COVER in held:
+            return "a player escrows one cover per game"
+        return reason
+
+    def check_stake(self, stake: Decimal, player: str, context: Mapping[str, Any]) -> str | None:
+        if player == AI_PLAYER:
+            return f"{AI_PLAYER} is the house AI's id"
+        if stake < self.options.min_cover:
+            return (f"the cover must be at least {self.options.min_cover} "
+                    f"({self.options.min_cover_points} points of {self.options.point_value})")
+        return None
+
+    def check_unit(self, unit: Decimal) -> str | None:
+        if self.options.point_value % unit != 0:
+            return f"point_value {self.options.point_value} is not a whole number of the money unit {unit}"
+        return None
+
+    def deal_plan(self, seats: Sequence[int] = ()) -> tuple[Position, ...]:
+        return tuple(_deal(self.options, first_is_player=True, deal=0))
+
+    def start_hand(self, seats: Mapping[int, str], chips: Mapping[str, Decimal], hand_number: int,
+                   unit: Decimal, context: Mapping[str, Any] | None = None) -> "MatgoHand":
+        return MatgoHand(self.options, seats[PLAYER_SEAT], chips[seats[PLAYER_SEAT]], hand_number, unit)
+
+    def resolve(self, cards: Mapping[str, str], bets: Sequence[BetView] = (),
+                decisions: Mapping[str, str] | None = None) -> GameOutcome:
+        raise NotImplementedError("a Matgo game is resolved move by move (MatgoHand), not from a card list")
+
+
+def _deal(o: MatgoOptions, first_is_player: bool, deal: int) -> list[Position]:
+    """The deal plan of §2.2 with F and O mapped to the player's and the AI's seats."""
+    seat = {"F": PLAYER_SEAT if first_is_player else AI_SEAT, "O": AI_SEAT if first_is_player else PLAYER_SEAT}
+    prefix = f"R{deal}." if deal else ""
+    out = []
+    for name, face in deal_positions(o.rules):
+        owner = seat.get(name.split(".")[0]) if "." in name else None
+        out.append(Position(prefix + name, Face.DOWN if face == "DOWN" else Face.UP, seat=owner, deck=deal))
+    return out
+
+
+class MatgoHand(PeerHand):
+    """One game of Matgo at the table: the deal (and redeals), then the engine move by move."""
+
+    def __init__(self, options: MatgoOptions, player: str, cover: Decimal, hand_number: int, unit: Decimal) -> None:
+        self.o = options
+        self.unit = unit
+        self.player = player
+        self.cover = cover
+        first = options.first_player
+        if first == "RANDOM":
+            digest = hashlib.sha256(f"matgo-first:{hand_number}".encode()).digest()
+            first = "PLAYER" if digest[0] % 2 == 0 else "AI"
+        self.seat_of: dict[str, str] = ({"F": player, "O": AI_PLAYER} if first == "PLAYER"
+                                        else {"F": AI_PLAYER, "O": player})
+        self.letter = {p: s for s, p in self.seat_of.items()}
+        self.deals = 0
+        self.cards: dict[str, str] = {}
+        self.engine: MatgoGame | None = None
+        self.flips = 0
+        self.log: list[dict[str, Any]] = []
+        self._dealt = False
+        self._notes: list[tuple[str, dict[str, Any]]] = []
+
+    # -- flow -----------------------------------------------------------------------------
+
+    def next_step(self) -> DealStep | BetStep | EndStep:
+        if self.engine is None:
+            if self._dealt:  # the deal is complete: start the game (setup checks, §2.3)
+                self._start()
+                if self.engine is None:  # a redeal: all 48 cards again
+                    return self._deal_step()
+            else:
+                self._dealt = True
+                return self._deal_step()
+        g = self.engine
+        assert g is not None
+        if g.result is not None:
+            return EndStep()
+        if g.phase == Phase.FLIP:
+            self.flips += 1
+            prefix = f"R{self.deals - 1}." if self.deals > 1 else ""
+            return DealStep((Position(f"{prefix}S{self.flips}", Face.UP, deck=self.deals - 1),),
+                            "Turn the top stock card over")
+        return BetStep(first=self.seat_of[g.to_move], limits=None, street=f"turn {g.turn}")
+
+    def _deal_step(self) -> DealStep:
+        deal = self.deals
+        self.deals += 1
+        positions = _deal(self.o, first_is_player=self.seat_of["F"] == self.player, deal=deal)
+        if deal:
+            positions = [Position("SHUFFLE", confirm=True, deck=deal)] + positions
+        self._dealt = True
+        return DealStep(tuple(positions), None if not deal else "Redeal: shuffle all 48 cards")
+
+    def _start(self) -> None:
+        prefix = f"R{self.deals - 1}." if self.deals > 1 else ""
+        hands = {s: [self.cards[f"{prefix}{s}.{i}"] for i in range(1, 11)] for s in ("F", "O")}
+        layout = [self.cards[f"{prefix}L{i}"] for i in range(1, 9)]
+        g = MatgoGame.start(hands=hands, layout=layout, first="F", rules=self.o.rules)
+        if g.result is not None and g.result.kind == "REDEAL":
+            self._notes.append(("redeal", {"deal": self.deals, "reason": str(g.result.details.get("reason", ""))}))
+            self.engine = None
+            self._dealt = False
+            self.cards = {k: v for k, v in self.cards.items()}  # kept for the record
+            return
+        self.engine = g
+
+    def register(self, position: Position, code: str) -> None:
+        if position.confirm:
+            return
+        self.cards[position.name] = code
+        name = position.name.split(".")[-1] if position.name.startswith("R") else position.name
+        if self.engine is not None and name.startswith("S") and name[1:].isdigit():
+            turn_of = self.seat_of[self.engine.to_move]
+            self._record(turn_of, "FLIP", code, self.engine.apply(Flip(code)))
+
+    def _record(self, player: str | None, action: str, card: str | None, events: Any) -> None:
+        entry = {"player": player, "action": action, "card": card, "events": _jsonable(events)}
+        self.log.append(entry)
+        self._notes.append(("matgo_move", entry))
+
+    # -- turns ------------------------------------------------------------------------------
+
+    def open_turns(self, step: BetStep) -> bool:
+        return self.to_act is not None
+
+    @property
+    def to_act(self) -> str | None:
+        g = self.engine
+        if g is None or g.result is not None or g.phase.value not in _ACTING:
+            return None
+        return self.seat_of[g.to_move]
+
+    def turn_summary(self) -> dict[str, Any]:
+        g = self.engine
+        return {} if g is None else {"phase": g.phase.value, "turn_number": g.turn}
+
+    def turn_prompt(self, street: str | None) -> str:
+        return f"Matgo {street}: {self.to_act} to move; do not turn the stock over yet"
+
+    def turn_options(self) -> dict[str, Any]:
+        g = self.engine
+        assert g is not None
+        legal = g.legal()
+        out: dict[str, Any] = {"phase": g.phase.value}
+        if g.phase == Phase.DECIDE:
+            out["actions"] = sorted({"GO" if m.go else "STOP" for m in legal if isinstance(m, Decide)})
+        elif g.phase == Phase.PLAY:
+            out["actions"] = ["PLAY"]
+            out["cards"] = sorted(m.card for m in legal if isinstance(m, Play))
+        else:
+            out["actions"] = ["CHOOSE"]
+            out["cards"] = sorted(m.card for m in legal if isinstance(m, Choose))
+        return out
+
+    def translate(self, player: str, action: str, amount: Decimal | None) -> tuple[str, Decimal | None] | str:
+        if amount is not None:
+            return f"Matgo moves take no amount ({action})"
+        return action, None
+
+    def do_action(self, player: str, action: str, amount: Decimal | None, card: str | None,
+                  by: str) -> tuple[dict[str, Any] | str, bool]:
+        g = self.engine
+        if g is None or self.to_act is None:
+            return "no Matgo move is expected now", False
+        if player != self.to_act:
+            return f"it is not {player}'s move (waiting for {self.to_act})", False
+        move = _move(action, card)
+        if isinstance(move, str):
+            return move, False
+        reason = g.verify(move)
+        if reason is not None:
+            return reason, False
+        events = g.apply(move)
+        self._record(player, action, card, events)
+        record = {"player_id": player, "action": action, "card": card, "phase_after": g.phase.value}
+        return record, self.to_act is not None
+
+    def default_action(self) -> tuple[str, Decimal | None, str | None]:
+        g = self.engine
+        assert g is not None
+        m = g.default_move()
+        if isinstance(m, Decide):
+            return ("GO" if m.go else "STOP"), None, None
+        return ("PLAY" if isinstance(m, Play) else "CHOOSE"), None, m.card  # type: ignore[union-attr]
+
+    def close_turns(self) -> list[tuple[str, dict[str, Any]]]:
+        return []
+
+    def notes(self) -> list[tuple[str, dict[str, Any]]]:
+        out, self._notes = self._notes, []
+        return out
+
+    # -- visibility ----------------------------------------------------------------------------
+
+    def revealed_positions(self) -> list[str]:
+        # at the end both hands' remaining cards are shown (nothing is secret any more)
+        return [name for name in self.cards if ".F." in f".{name}" or ".O." in f".{name}"
+                or name.startswith(("F.", "O."))]
+
+    # -- result ----------------------------------------------------------------------------------
+
+    def outcome(self) -> GameOutcome:
+        g = self.engine
+        result = g.result if g is not None else None
+        points = result.payment_points if result is not None else 0
+        winner = self.seat_of[result.winner] if result is not None and result.winner else None
+        money = (self.o.point_value * points).quantize(self.unit)
+        if winner == self.player:
+            back, outcome = self.cover + money, Outcome.WIN
+        elif winner == AI_PLAYER:
+            back, outcome = self.cover - min(money, self.cover), Outcome.LOSE
+        else:
+            back, outcome = self.cover, Outcome.PUSH
+        if money == 0 and outcome != Outcome.PUSH:
+            outcome = Outcome.PUSH
+        return GameOutcome(
+            hands={}, winner=None if winner is None else ("PLAYER" if winner == self.player else "AI"),
+            bets={}, player_bets={self.player: {COVER: BetResolution(outcome, returned=back.quantize(self.unit))}},
+            details={"kind": result.kind if result is not None else None, "payment_points": points,
+                     "point_value": str(self.o.point_value), "money": str(money),
+                     "loss_capped": winner == AI_PLAYER and money > self.cover,
+                     "seats": dict(self.seat_of), "deals": self.deals,
+                     "result": _jsonable(result.details) if result is not None else {},
+                     "moves": self.log, "rake": "0",
+                     "announce": _announce(result, winner, self.player, points)})
+
+
+def _move(action: str, card: str | None) -> Any:
+    if action == "PLAY":
+        return Play(card) if card else "PLAY needs the hand card"
+    if action == "CHOOSE":
+        return Choose(card) if card else "CHOOSE needs the layout card"
+    if action in ("GO", "STOP"):
+        return Decide(action == "GO") if card is None else f"{action} takes no card"
+    return f"{action} is not a Matgo move (PLAY, CHOOSE, GO, STOP)"
+
+
+def move_action(move: Any) -> tuple[str, str | None]:
+    """An engine move as a ``player_action`` (action, card): how the AI sends its move."""
+    if isinstance(move, Decide):
+        return ("GO" if move.go else "STOP"), None
+    if isinstance(move, Play):
+        return "PLAY", move.card
+    if isinstance(move, Choose):
+        return "CHOOSE", move.card
+    raise ValueError(f"{move!r} is not a player's move")
+
+
+def _announce(result: Any, winner: str | None, player: str, points: int) -> str | None:
+    if result is None:
+        return None
+    if winner is None:
+        return "Nagari: a draw, nothing is paid" if result.kind == "NAGARI" else None
+    who = "The player" if winner == player else "The house"
+    return f"{who} wins {points} points ({result.kind.lower().replace('_', ' ')})"
+
+
+def _jsonable(x: Any) -> Any:
+    """Engine events and details as JSON-safe data (dataclasses, tuples, sets, enums)."""
+    from dataclasses import asdict, is_dataclass
+    from enum import Enum
+
+    if is_dataclass(x) and not isinstance(x, type):
+        return _jsonable(asdict(x))
+    if isinstance(x, Enum):
+        return x.value
+    if isinstance(x, Mapping):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple, set, frozenset)):
+        items = [_jsonable(v) for v in x]
+        return sorted(items, key=str) if isinstance(x, (set, frozenset)) else items
+    if isinstance(x, Decimal):
+        return str(x)
+    return x

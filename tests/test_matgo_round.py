@@ -1,0 +1,162 @@
+"""Matgo through the round machine with plain calls: the deal, stock cards scanned as they
+are turned over, moves, timeouts, redeals, journal replay and exact money."""
+
+from __future__ import annotations
+
+import random
+from decimal import Decimal
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dealer.cards import HWATU_48
+from dealer.events import (
+    ActionTimeout,
+    CloseBetting,
+    DealerConfirm,
+    LinkDown,
+    OpenRound,
+    PlaceBet,
+    PlayerAction,
+    ReadFailed,
+    ScanRead,
+)
+from dealer.games.matgo import AI_PLAYER, Matgo
+from dealer.messages import PlayerMessage, RoundEvent
+from dealer.round import Phase, TableRules
+from dealer.settlement import settle_bet
+from dealer.table import Table
+
+COVER = Decimal("100.00")
+
+
+def table(**options) -> Table:
+    return Table(TableRules(table_id="MG1", game=Matgo.from_options(options), action_ms=10_000))
+
+
+def play(seed: int, *, options=None, scripted=None, timeouts=0.2):
+    """A whole game with random legal moves for both seats; returns (table, fed, journaled, effects)."""
+    rng = random.Random(seed)
+    t = table(**(options or {}))
+    fed, journaled, effects = [], [], []
+
+    def feed(ev):
+        step = t.handle(ev)
+        fed.append(ev)
+        effects.extend(step.effects)
+        if step.journal:
+            journaled.append(ev)
+        return step
+
+    feed(OpenRound(round_id="MG1-000007", at=1))
+    assert feed(PlaceBet(bet_id="b1", player_id="alice", bet_type="cover", stake=str(COVER), seat=1, at=2)).accepted
+    feed(CloseBetting(at=3))
+    r = t.current
+    decks: dict[int, list[str]] = {}
+    at = 10
+    while r.phase in (Phase.BETTING_CLOSED, Phase.DEALING, Phase.ACTION):
+        at += 3
+        if r.phase == Phase.ACTION:
+            opts = r.hand.turn_options()
+            if rng.random() < timeouts:
+                assert feed(ActionTimeout(turn=r.turn, at=at)).accepted
+                continue
+            action = rng.choice(opts["actions"])
+            card = rng.choice(opts["cards"]) if opts.get("cards") else None
+            step = feed(PlayerAction(player_id=r.hand.to_act, action=action, card=card, at=at))
+            assert step.accepted, (action, card, opts, step.effects)
+        elif r.plan[r.next_index].confirm:
+            assert feed(DealerConfirm(step=r.plan[r.next_index].name, at=at)).accepted
+        else:
+            pos = r.plan[r.next_index]
+            deck = decks.setdefault(pos.deck, rng.sample(list(HWATU_48), 48))
+            if scripted and pos.name in scripted:
+                code = scripted[pos.name]
+                deck.remove(code)
+            else:
+                code = deck.pop()
+            if rng.random() < 0.05:
+                feed(ReadFailed(reader="R", reason="noread", at=at))
+            assert feed(ScanRead(reader="R", code=code, at=at)).accepted
+    return t, fed, journaled, effects
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10**6))
+def test_a_matgo_game_ends_with_one_exact_result_and_replays_from_its_journal(seed):
+    t, fed, journaled, _ = play(seed)
+    r = t.current
+    assert r.phase == Phase.RESULT
+    res = r.result
+    d = res.details
+    points, money = d["payment_points"], Decimal(d["money"])
+    assert money == Decimal(points) * Decimal("1.00")
+    back = settle_bet("cover", COVER, res, "alice").returned
+    expected = {"PLAYER": COVER + money, "AI": COVER - min(money, COVER), None: COVER}[res.winner]
+    assert back == expected and back >= 0
+    replayed = Table(t.rules)
+    for ev in journaled:
+        assert replayed.handle(ev).accepted
+    assert replayed.current.result == res
+
+
+def test_the_ai_hand_is_never_published_and_the_player_gets_only_its_own_cards():
+    t, _, _, effects = play(3)
+    r = t.current
+    seat_of = r.hand.seat_of
+    ai_letter = next(s for s, p in seat_of.items() if p == AI_PLAYER)
+    ai_cards = {code for name, code in r.cards.items() if name.split(".")[-2:-1] == [ai_letter] or
+                name.startswith(f"{ai_letter}.")}
+    assert len(ai_cards) == 10
+    before_end = []
+    for e in effects:
+        if isinstance(e, RoundEvent) and e.event in ("cards_revealed", "round_result"):
+            break
+        before_end.append(e)
+    private = [e for e in before_end if isinstance(e, PlayerMessage)]
+    assert {m.player_id for m in private} <= {"alice", AI_PLAYER}
+    alice_cards = {m.data["card"] for m in private if m.player_id == "alice" and m.kind == "hole_card"}
+    assert len(alice_cards) == 10 and not alice_cards & ai_cards
+    registered = [e for e in before_end if isinstance(e, RoundEvent) and e.event == "card_registered"]
+    assert not {e.data.get("card") for e in registered} & ai_cards - set(r.hand.engine.seen)
+
+
+def test_a_link_failure_before_the_first_card_cancels_and_after_it_the_game_goes_on():
+    t = table()
+    t.handle(OpenRound(round_id="MG1-000001", at=1))
+    t.handle(PlaceBet(bet_id="b", player_id="alice", bet_type="cover", stake="100.00", seat=1, at=2))
+    t.handle(CloseBetting(at=3))
+    t.handle(LinkDown(link="scanner:R", at=4))
+    assert t.current.phase == Phase.CANCELLED and t.current.result.refund_all
+
+
+def test_a_cover_below_the_minimum_and_the_ai_id_are_refused():
+    t = table()
+    t.handle(OpenRound(round_id="MG1-000001", at=1))
+    low = t.handle(PlaceBet(bet_id="b", player_id="alice", bet_type="cover", stake="49.99", seat=1, at=2))
+    assert not low.accepted and "at least 50.00" in low.rejection.reason
+    ai = t.handle(PlaceBet(bet_id="c", player_id=AI_PLAYER, bet_type="cover", stake="100", seat=1, at=2))
+    assert not ai.accepted
+
+
+def test_illegal_moves_are_refused_and_change_nothing():
+    t = table(first_player="PLAYER")
+    t.handle(OpenRound(round_id="MG1-000001", at=1))
+    t.handle(PlaceBet(bet_id="b", player_id="alice", bet_type="cover", stake="100.00", seat=1, at=2))
+    t.handle(CloseBetting(at=3))
+    r = t.current
+    deck = sorted(HWATU_48)
+    random.Random(5).shuffle(deck)
+    while r.phase != Phase.ACTION:
+        assert t.handle(ScanRead(reader="R", code=deck.pop(), at=5)).accepted
+    assert r.hand.to_act == "alice"
+    hand = r.hand.engine.hand(r.hand.letter["alice"])
+    not_mine = next(c for c in HWATU_48 if c not in hand)
+    before = (r.turn, r.hand.engine.phase, list(hand))
+    for action, card, why in [("PLAY", not_mine, not_mine), ("CHOOSE", hand[0], ""), ("GO", None, ""),
+                              ("PLAY", None, "needs"), ("RAISE", None, "not a Matgo move")]:
+        step = t.handle(PlayerAction(player_id="alice", action=action, card=card, at=6))
+        assert not step.accepted and why in step.rejection.reason
+    step = t.handle(PlayerAction(player_id=AI_PLAYER, action="PLAY", card=hand[0], at=6))
+    assert not step.accepted and "not house-ai's move" in step.rejection.reason
+    assert (r.turn, r.hand.engine.phase, list(r.hand.engine.hand(r.hand.letter["alice"]))) == before

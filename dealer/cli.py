@@ -250,7 +250,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     d = sub.add_parser("demo", help="self-contained demo: simulated shoe on a PTY, SQLite in a temp folder")
-    d.add_argument("--game", choices=["teen-patti", "sevenluck", "stud", "seotda"], default="teen-patti")
+    d.add_argument("--game", choices=["teen-patti", "sevenluck", "stud", "seotda", "matgo"],
+                   default="teen-patti")
     d.add_argument("--rounds", type=int, default=4)
     d.add_argument("--seed", type=int, default=7)
     d.add_argument("--broker", help="also publish over MQTT, e.g. mqtt://127.0.0.1:1883")
@@ -314,6 +315,9 @@ def build_parser() -> argparse.ArgumentParser:
     from simulators import soak
 
     soak.register(sub)
+    from dealer import matgo_arena
+
+    matgo_arena.register(sub)
     return p
 
 

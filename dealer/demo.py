@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from dealer import topics
-from dealer.cards import STANDARD_52, parse_card
+from dealer.cards import HWATU_48, STANDARD_52, parse_card
 from dealer.config import Settings, load_settings
 from dealer.messages import PlayerMessage, RoundEvent, RoundResult, StationPrompt
 from dealer.round import Rejection
@@ -55,10 +55,14 @@ class RoundLog:
     def __init__(self, out: TextIO, game: str = "teen-patti", stake: Decimal | None = None) -> None:
         self.out = out
         self.game = game
-        self.seotda = _SeotdaLog(stake if stake is not None else Decimal(10)) if game == "seotda" else None
+        self.seotda: _SeotdaLog | _MatgoLog | None = None
+        if game == "seotda":
+            self.seotda = _SeotdaLog(stake if stake is not None else Decimal(10))
+        elif game == "matgo":
+            self.seotda = _MatgoLog()
 
     def __call__(self, kind: str, msg: Any) -> None:
-        if self.seotda is not None:
+        if self.seotda is not None:  # a game with its own log (Seotda, Matgo)
             lines, handled = self.seotda(msg)
             for line in lines:
                 print(line, file=self.out, flush=True)
@@ -246,6 +250,207 @@ def _seotda_payout(result: RoundResult, out: TextIO) -> None:
     print(f"  rematches {d.get('rematches', 0)}, rake {d.get('rake')}", file=out)
 
 
+class _MatgoLog:
+    """Matgo, as the pit boss follows it: the deal (the player's hand face down to the player
+    only, the house AI's hand to nobody, the layout face up), any redeal, every move of the
+    player and of the house AI with what it took (pending pairs, choices, Ppuk, Ttadak, Chok,
+    Sseul, steals), each stock card turned over, the scores, Go and Stop, and the payment."""
+
+    _REDEAL = {"LAYOUT_QUAD": "four cards of one month on the layout",
+               "BOTH_QUADS": "both players hold four cards of one month"}
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}  # seat letter (F plays first, O) -> player
+        self.mine: dict[str, str] = {}  # the remote player's cards of this deal, by position
+        self.layout: list[str] = []
+        self.hands: dict[str, int] = {}  # seat letter -> face-down cards dealt this deal
+        self.dealing = False
+        self.started = False
+
+    def __call__(self, msg: Any) -> tuple[list[str], bool]:
+        """The lines to print, and whether the message is handled (else the generic log prints it)."""
+        if isinstance(msg, PlayerMessage):
+            return self._private(msg), True
+        if isinstance(msg, StationPrompt) and msg.kind == "DONE" and msg.announce:
+            return [f"  dealer: \"{msg.announce}\""], True
+        if not isinstance(msg, RoundEvent):
+            return [], False
+        d, e = msg.data, msg.event
+        if e == "round_opened":
+            self.names, self.mine, self.layout, self.hands = {}, {}, [], {}
+            self.dealing = self.started = False
+            return [], False
+        if e == "card_registered":
+            pos = str(d["position"])
+            name = pos.split(".", 1)[1] if pos.startswith("R") and "." in pos else pos
+            if "." in name:  # a hand card: face down (the player's own arrives on its topic)
+                self.hands[name[0]] = self.hands.get(name[0], 0) + 1
+                self.dealing = True
+            elif name.startswith("L"):
+                self.layout.append(str(d["card"]))
+                self.dealing = True
+            return [], True  # stock cards are told with the move that turned them over
+        if e == "redeal":
+            why = self._REDEAL.get(str(d.get("reason")), str(d.get("reason")))
+            return self._dealt() + [f"  REDEAL ({why}): the dealer gathers all 48 cards"], True
+        if e == "dealer_confirmed" and d.get("step") == "SHUFFLE":
+            return ["  dealer shuffles all 48 cards"], True
+        if e == "betting_round_opened":  # the deal stands: the game starts
+            out = self._dealt()
+            if not self.started:
+                self.started = True
+                out.append(f"  -- turn 1: {self.names.get('F', 'F')}")
+            return out, True
+        if e == "turn":
+            return [], True
+        if e == "player_acted":
+            if d.get("by") == "timeout":
+                card = f" {d['card']}" if d.get("card") else ""
+                return [f"  {d['player_id']:<8} did not answer in time: the timer plays {d['action']}{card}"], True
+            return [], True
+        if e == "matgo_move":
+            return self._move(d), True
+        if e == "cards_revealed":
+            out = self._dealt()
+            ai = next((k for k, p in self.names.items() if p == AI_NAME), None)
+            if ai is not None:
+                held = [c for p, c in d["cards"].items() if p.split(".")[-2:-1] == [ai]]
+                out.append(f"  the end: {AI_NAME} was dealt {' '.join(held[-10:])}")
+            return out, True
+        if e == "round_result":
+            return self._dealt() + [f"  RESULT winner {d['winner']}" if d["winner"] else "  RESULT: a draw"], True
+        return [], False
+
+    def _private(self, msg: PlayerMessage) -> list[str]:
+        d, who = msg.data, msg.player_id
+        if msg.kind == "hole_card":
+            pos = str(d["position"])
+            name = pos.split(".", 1)[1] if pos.startswith("R") else pos
+            if name[0] not in self.names:
+                self.names[name[0]] = who
+                self.names["O" if name[0] == "F" else "F"] = AI_NAME
+            self.mine[name] = str(d["card"])
+            return []
+        if msg.kind == "your_turn":
+            phase = d.get("phase")
+            if phase == "DECIDE":
+                return [f"    {who:<8} to decide: {' or '.join(d.get('actions', []))}"]
+            what = "plays one of" if phase == "PLAY" else "chooses between"
+            return [f"    {who:<8} {what}: {' '.join(d.get('cards', []))}"]
+        if msg.kind == "rejected":
+            return [f"    {who:<8} refused: {d.get('reason')}"]
+        return []  # replies (bet accepted, move accepted) are in the public events
+
+    def _dealt(self) -> list[str]:
+        """The deal just completed, once: who holds what, what lies face up."""
+        if not self.dealing:
+            return []
+        self.dealing = False
+        out = []
+        for letter in ("F", "O"):
+            who = self.names.get(letter, AI_NAME)
+            first = " (plays first)" if letter == "F" else ""
+            if who == AI_NAME:
+                out.append(f"  {letter}: {who}{first} holds {self.hands.get(letter, 0)} cards face down: nobody sees them")
+            else:
+                cards = [self.mine[k] for k in sorted(self.mine, key=lambda p: int(p.rsplit(".", 1)[1]))]
+                out.append(f"  {letter}: {who}{first} holds {' '.join(cards)} (face down, to {who} only)")
+        out.append(f"  layout: {' '.join(self.layout)}")
+        self.mine, self.layout, self.hands = {}, [], {}
+        return out
+
+    def _move(self, d: dict[str, Any]) -> list[str]:
+        who = str(d.get("player"))
+        for _, ev in d.get("events", []):
+            if "seat" in ev and ev["seat"] not in self.names:
+                self.names[ev["seat"]] = who
+        out: list[str] = []
+        parts: list[str] = [f"chooses {d['card']}"] if d.get("action") == "CHOOSE" else []
+        for kind, ev in d.get("events", []):
+            if kind == "turn":
+                continue
+            phrase = self._phrase(kind, ev)
+            if phrase:
+                parts.append(phrase)
+        if parts:
+            out.append(f"  {who:<8} " + "; ".join(parts))
+        for kind, ev in d.get("events", []):
+            if kind == "turn":
+                out.append(f"  -- turn {ev['turn']}: {self.names.get(ev['seat'], ev['seat'])}")
+        return out
+
+    def _phrase(self, kind: str, ev: dict[str, Any]) -> str:
+        name = self.names.get
+        if kind == "played":
+            return f"plays {ev['card']}"
+        if kind == "placed":
+            return f"{ev['card']} stays on the layout"
+        if kind == "pending":
+            return "pending pair " + " ".join(ev["cards"])
+        if kind == "choice":
+            return f"{ev['card']} matches {' and '.join(ev['options'])}: a choice"
+        if kind == "flipped":
+            return f"turns over {ev['card']}"
+        if kind == "paired":
+            return f"{ev['cards'][0]} takes {ev['cards'][1]}"
+        if kind == "triple":
+            maker = f" made by {name(ev['maker'], ev['maker'])}" if ev.get("maker") else ""
+            return f"takes all four of month {ev['month']} ({ev['origin'].lower()}{maker}, {ev['units']} junk owed)"
+        if kind == "ppuk":
+            return f"PPUK: {' '.join(ev['cards'])} stay as a pile (Ppuk {ev['count']})"
+        if kind in ("ttadak", "chok", "sseul"):
+            bonus = f", {ev['units']} junk owed" if ev["applied"] else ", no bonus on the last turn"
+            return f"{kind.upper()}{bonus}"
+        if kind == "captured":
+            return "captures " + " ".join(ev["cards"])
+        if kind == "steal":
+            took = " ".join(ev["cards"]) or "nothing (no junk left)"
+            return f"steals {took} from {name(ev['from'], ev['from'])}"
+        if kind == "score":
+            return f"score {name('F', 'F')} {ev['F']} : {name('O', 'O')} {ev['O']}"
+        if kind == "decision":
+            return f"reaches {ev['score']} points: GO or STOP?"
+        if kind == "go":
+            return f"GO ({ev['go_count']}) at {ev['score']} points"
+        if kind == "stop":
+            return f"STOP at {ev['score']} points" + (" (automatic on the last turn)" if ev.get("auto") else "")
+        if kind == "immediate_win":
+            return f"{ev['kind']}: wins {ev['payment_points']} points at once"
+        if kind == "nagari":
+            return "NAGARI: the stock is spent and nobody stopped"
+        return ""
+
+
+AI_NAME = "house-ai"
+
+
+def _matgo_payout(result: RoundResult, out: TextIO) -> None:
+    """How a Matgo game ended and what the player's cover brings back."""
+    d = result.details
+    if result.refund_all:
+        return
+    seats = d.get("seats", {})
+    r = d.get("result", {})
+    how = {"STOP": "stopped", "CHONGTONG": "chongtong (four of a month dealt)", "THREE_PPUK": "three Ppuks",
+           "NAGARI": "Nagari (a draw)"}.get(str(d.get("kind")), str(d.get("kind")))
+    print(f"  {how}; deals {d.get('deals')}; F = {seats.get('F')}, O = {seats.get('O')}", file=out)
+    if r.get("scores"):
+        go = ", ".join(f"{seats.get(k, k)} {v}" for k, v in r.get("go_count", {}).items())
+        scores = ", ".join(f"{seats.get(k, k)} {v}" for k, v in r["scores"].items())
+        print(f"  scores {scores}; Go calls {go}" + (f"; multipliers {', '.join(r['multipliers'])}"
+                                                     if r.get("multipliers") else ""), file=out)
+    if d.get("payment_points"):
+        capped = " (the loss is limited to the cover)" if d.get("loss_capped") else ""
+        print(f"  payment: {d['payment_points']} points x {d['point_value']} = {d['money']}{capped}", file=out)
+    else:
+        print("  payment: none", file=out)
+
+
+#: Matgo's first game: the first deal puts all four January cards on the layout (L1..L4), so it
+#: is redealt (matgo.md §2.3); the dealer then shuffles all 48 cards again.
+MATGO_LAYOUT_QUAD = ["01G", "01J1", "01J2", "01R"]
+
+
 #: Seotda's first game: whoever is S1 gets 9·4 (04R 09R), everyone else a hand between 6 points
 #: and Al-li (no pair), so if anyone stays to the showdown the 9·4 forces a rematch (seotda.md §5).
 SEOTDA_REMATCH_DECK = ["04R", "01G", "01R", "10A", "09R", "04A", "06A", "06R"]
@@ -259,6 +464,8 @@ def demo_settings(workdir: Path, port: str, *, broker: str | None, betting_secon
         table = {"options": {"seats": 4}, "action_seconds": 1.0}
     if game == "seotda":  # room stake 10 (whole chips), four seats, a one-second turn timer
         table = {"options": {"stake": 10, "seats": 4}, "action_seconds": 1.0, "currency": "KRW", "minor_unit": "1"}
+    if game == "matgo":  # one remote player against the house AI; 1.00 a point, a two-second turn timer
+        table = {"options": {"point_value": "1.00", "min_cover_points": 50}, "action_seconds": 2.0}
     return load_settings(
         service={"journal_path": workdir / "journal.sqlite", "metrics_enabled": False, "node_id": "demo"},
         mqtt={"url": broker, "client_id": "dealer-demo-backend"},
@@ -295,6 +502,8 @@ async def run_demo(rounds: int = 4, seed: int = 7, broker: str | None = None, fa
                 _stud_payout(result, out)
             elif game == "seotda":
                 _seotda_payout(result, out)
+            elif game == "matgo":
+                _matgo_payout(result, out)
             else:
                 print("  " + json.dumps(json.loads(result.model_dump_json()), indent=None, sort_keys=True), file=out)
             for p in payouts:
@@ -303,7 +512,7 @@ async def run_demo(rounds: int = 4, seed: int = 7, broker: str | None = None, fa
             if len(settled) >= rounds:
                 done.set()
 
-        consumer_class = {"stud": _StudSeats, "seotda": _SeotdaSeats}.get(game, SettlementConsumer)
+        consumer_class = {"stud": _StudSeats, "seotda": _SeotdaSeats, "matgo": _MatgoSeat}.get(game, SettlementConsumer)
         consumer = consumer_class(sim_bus, [TABLE], work / "ledger.sqlite", rng=random.Random(seed + 1),
                                   on_payout=on_payout, game=game)
         if game == "stud":  # player4 goes silent after two actions: the turn timer acts for it
@@ -315,6 +524,11 @@ async def run_demo(rounds: int = 4, seed: int = 7, broker: str | None = None, fa
         scripted: list[list[str]] = []
         if game == "seotda":  # the calling player sits at game 1's S1 and gets the 9·4 of a scripted deck
             scripted = _seotda_players(sim_bus, seed, settings, rng)
+        if game == "matgo":  # player1 escrows a cover (the consumer bets it) and plays the house AI
+            from simulators.matgo_players import MatgoPlayer
+
+            MatgoPlayer(TABLE, "player1", sim_bus, "random", rng=random.Random(seed + 2))
+            scripted = [_matgo_redeal_deck(rng)]
         if game == "sevenluck":  # player3 goes silent: the decision timer folds it
             from simulators.players import VirtualPlayer
 
@@ -323,10 +537,16 @@ async def run_demo(rounds: int = 4, seed: int = 7, broker: str | None = None, fa
         plan = FaultPlan(noread=0.04, misread=0.02, garbage=0.03, repeat=0.02, torn=0.01, drop=0.01,
                          script=["", "noread", "noread", "noread"]) if faults else FaultPlan()
         wrong = DealerFaults(script=["", "", "", "foreign", "", "duplicate"]) if faults else DealerFaults()
-        if game == "seotda":
+        if game == "matgo":
+            from simulators.matgo_players import MatgoDealer
+
+            dealer: VirtualDealer = MatgoDealer(TABLE, VirtualShoe(READER), PtyShoeLink(port), rng=rng, faults=plan,
+                                                dealer_faults=wrong, deal_interval=0.05, heartbeat_interval=0.3,
+                                                patience=1.0, scripted_rounds=scripted)
+        elif game == "seotda":
             from simulators.seotda_players import SeotdaDealer
 
-            dealer: VirtualDealer = SeotdaDealer(TABLE, VirtualShoe(READER), PtyShoeLink(port), rng=rng, faults=plan,
+            dealer = SeotdaDealer(TABLE, VirtualShoe(READER), PtyShoeLink(port), rng=rng, faults=plan,
                                                  dealer_faults=wrong, deal_interval=0.05, heartbeat_interval=0.3,
                                                  patience=1.0, scripted_rounds=scripted)
         else:
@@ -377,6 +597,24 @@ class _SeotdaSeats(SettlementConsumer):
 
     def _random_bets(self) -> list[tuple[str, str, int | None]]:
         return [(f"player{p}", "chips", p) for p in range(1, self.players + 1)]
+
+
+class _MatgoSeat(SettlementConsumer):
+    """Matgo: player1 sits in seat 1 with a cover of 50 or 100 points (1.00 a point)."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, players=1, stakes=("50.00", "100.00"), **kw)
+
+    def _random_bets(self) -> list[tuple[str, str, int | None]]:
+        return [("player1", "cover", 1)]
+
+
+def _matgo_redeal_deck(rng: random.Random) -> list[str]:
+    """Game 1's shoe: the 28 dealt cards in deal order (F.1-5, O.1-5, L1-4, F.6-10, O.6-10,
+    L5-8) with the four January cards at L1..L4, then the stock."""
+    rest = [c for c in HWATU_48 if c not in MATGO_LAYOUT_QUAD]
+    rng.shuffle(rest)
+    return rest[:10] + MATGO_LAYOUT_QUAD + rest[10:]
 
 
 def _seotda_players(bus: Bus, seed: int, settings: Settings, rng: random.Random) -> list[list[str]]:

@@ -111,6 +111,8 @@ class PlayerAction(_Event):
                                    "betting round after the action")
     card: Annotated[str, Field(min_length=1, max_length=8, pattern=r"^[0-9A-Z]+$")] | None = Field(
         default=None, description="Matgo: the card a PLAY or CHOOSE names")
+    turn: int | None = Field(default=None, ge=1, description="the turn (from your_turn) the action answers: an "
+                             "action for a turn that is over is refused instead of landing on a later one")
     reserve: bool = Field(default=False, description="Seotda: reserve this action before the player's turn; it "
                           "runs on their turn if still legal (seotda.md §6.2)")
     round_id: Id | None = Field(default=None, description="the round the action is meant for")

@@ -302,8 +302,10 @@ class Round:
             reused = {self.cards[p.name] for p in self.plan if p.from_burns and p.name in self.cards}
             if ev.code not in burns or ev.code in reused:
                 return self._rescan(ev, "duplicate_card", ev.code)
-        elif ev.code in {self.cards[p.name] for p in self.plan if p.deck == pos.deck and p.name in self.cards}:
-            return self._rescan(ev, "duplicate_card", ev.code)
+        else:
+            held = next((p for p in self.plan if p.deck == pos.deck and self.cards.get(p.name) == ev.code), None)
+            if held is not None:
+                return self._rescan(ev, "duplicate_card", ev.code, hidden=held.face == Face.DOWN)
         self.cards[pos.name] = ev.code
         self.next_index += 1
         self.phase = Phase.DEALING
@@ -438,6 +440,9 @@ class Round:
             return self._refuse_player(ev, ev.player_id, f"action is for round {ev.round_id}, but round "
                                        f"{self.round_id} is in play")
         assert self.hand is not None
+        if ev.turn is not None and ev.turn != self.turn and not ev.reserve:
+            return self._refuse_player(ev, ev.player_id, f"the action is for turn {ev.turn}, which is over "
+                                       f"(turn {self.turn} is running)")
         if ev.reserve:
             reason = self.hand.reserve(ev.player_id, ev.action, ev.amount)
             if reason is not None:
@@ -532,14 +537,17 @@ class Round:
 
     # -- helpers ----------------------------------------------------------------------
 
-    def _rescan(self, ev: ScanRead | ReadFailed, reason: str, detail: str) -> Step:
+    def _rescan(self, ev: ScanRead | ReadFailed, reason: str, detail: str, hidden: bool = False) -> Step:
+        """``hidden``: the detail names a face-down card, so the public event must not (the
+        station's prompt still does: the dealer sees the physical card anyway)."""
         key = (reason, detail)
         self.reject_count = self.reject_count + 1 if key == self._reject_key else 1
         self._reject_key = key
         pos = self.expected_position
         text = _READ_FAILURE_TEXT[reason]
+        public = "a face-down card already dealt" if hidden else detail
         effects: list[Effect] = [
-            self._event("scan_rejected", ev.at, position=pos, reason=reason, detail=detail, count=self.reject_count),
+            self._event("scan_rejected", ev.at, position=pos, reason=reason, detail=public, count=self.reject_count),
             self._prompt("RESCAN", ev.at, reason=reason, count=self.reject_count,
                          message=f"RESCAN {pos}: {text}" + (f" ({detail})" if detail else "")),
         ]

@@ -363,7 +363,7 @@ class Service:
                         table_id=tid, round_id=None, event="rejected", at=item.event.at,
                         data={"type": eff.event_type, "reason": eff.reason}), "event")
                     player = getattr(item.event, "player_id", None)
-                    if player is not None:  # the player who acted hears why, on their own topic
+                    if player is not None and player != AI_PLAYER:  # the player who acted hears why, on their own topic
                         self._publish_soft(topics.player(tid, player), PlayerMessage(
                             table_id=tid, round_id=self._round_id(tid), player_id=player, kind="rejected",
                             at=item.event.at, data={"type": eff.event_type, "reason": eff.reason,
@@ -510,7 +510,7 @@ class Service:
             move = await asyncio.to_thread(SearchPlayer(budget_ms=budget).choose, game, seat, random.Random(seed))
             action, card = move_action(move)
             self.submit(tid, PlayerAction(player_id=AI_PLAYER, action=action, card=card,  # type: ignore[arg-type]
-                                          round_id=msg.round_id, at=self.now_ms()))
+                                          round_id=msg.round_id, turn=turn, at=self.now_ms()))
 
         task = asyncio.create_task(think(), name=f"ai-{tid}-{turn}")
         self._tasks.add(task)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -160,7 +161,24 @@ class MatgoDealer(VirtualDealer):
         super().__init__(*args, deck=deck, **kw)
         self.scripted_shuffles = [list(d) for d in scripted_shuffles]
         self.reshuffles = 0
+        self.stale_ignored = 0  # RESCANs for a card passed once too often, not for the card in hand
         self._since = 0  # index in ``dealt`` where the current shuffle starts
+        self._wrong: str | None = None  # a wrong card passed on purpose, not yet refused
+
+    async def _deal_step(self, p: StationPrompt) -> None:
+        # A RESCAN saying a card is foreign or a duplicate names the card. If it is not the wrong
+        # card passed on purpose, it is an extra pass of a card that did register (a torn frame is
+        # reported twice: damaged, then its sequence number missing, and each report asks for a
+        # pass): the card in hand is on its way already, passing it again would make the next
+        # position refuse it too, and so on through the whole deal. Like a dealer reading the
+        # screen, let the next prompt say where the deal is.
+        rejected = _rejected_code(p)
+        if p.kind == "RESCAN" and rejected is not None and self.in_hand is not None:
+            if rejected != self._wrong:
+                self.stale_ignored += 1
+                return
+            self._wrong = None
+        await super()._deal_step(p)
 
     async def _confirm_step(self, p: StationPrompt) -> None:
         if p.position == "SHUFFLE" and self.confirming is None and self.in_hand is None and self.dealt:
@@ -176,11 +194,20 @@ class MatgoDealer(VirtualDealer):
 
     def _maybe_wrong(self, right: str) -> str:
         kind = self.dealer_faults.choose(self.rng)
+        self._wrong = None
         if kind == "foreign":
             self._count("foreign_card")
-            return self.rng.choice(self.FOREIGN)
+            self._wrong = self.rng.choice(self.FOREIGN)
         current = self.dealt[self._since:]
         if kind == "duplicate" and current:
             self._count("duplicate_card")
-            return self.rng.choice(current)
-        return right
+            self._wrong = self.rng.choice(current)
+        return self._wrong or right
+
+
+def _rejected_code(p: StationPrompt) -> str | None:
+    """The card a foreign/duplicate RESCAN refused (its message ends with it in parentheses)."""
+    if p.reason not in ("foreign_card", "duplicate_card"):
+        return None
+    m = re.search(r"\(([0-9A-Z]{2,4})\)$", p.message or "")
+    return m.group(1) if m else None

@@ -160,3 +160,46 @@ def test_illegal_moves_are_refused_and_change_nothing():
     step = t.handle(PlayerAction(player_id=AI_PLAYER, action="PLAY", card=hand[0], at=6))
     assert not step.accepted and "not house-ai's move" in step.rejection.reason
     assert (r.turn, r.hand.engine.phase, list(r.hand.engine.hand(r.hand.letter["alice"]))) == before
+
+
+def test_an_action_for_a_turn_that_is_over_is_refused_not_applied_later():
+    """The AI thinks at the edge; a move computed for a turn the timer already played must
+    never land on a later turn (the service sends the AI's turn number with its move)."""
+    t = table(first_player="AI")
+    t.handle(OpenRound(round_id="MG1-000001", at=1))
+    t.handle(PlaceBet(bet_id="b", player_id="alice", bet_type="cover", stake="100.00", seat=1, at=2))
+    t.handle(CloseBetting(at=3))
+    r = t.current
+    deck = sorted(HWATU_48)
+    random.Random(9).shuffle(deck)
+    while r.phase != Phase.ACTION:
+        assert t.handle(ScanRead(reader="R", code=deck.pop(), at=5)).accepted
+    assert r.hand.to_act == AI_PLAYER
+    stale_turn = r.turn
+    stale_card = r.hand.turn_options()["cards"][-1]
+    assert t.handle(ActionTimeout(turn=stale_turn, at=6)).accepted  # the timer played the AI's default
+    while r.hand.to_act != AI_PLAYER and r.phase in (Phase.DEALING, Phase.ACTION):
+        if r.phase == Phase.ACTION:
+            o = r.hand.turn_options()
+            t.handle(PlayerAction(player_id=r.hand.to_act, action=o["actions"][0],
+                                  card=(o.get("cards") or [None])[0], at=7))
+        else:
+            t.handle(ScanRead(reader="R", code=deck.pop(), at=7))
+    # the stale move would be legal now (the AI still holds that card): only its turn number stops it
+    assert r.hand.to_act == AI_PLAYER and stale_card in r.hand.turn_options()["cards"]
+    before = (r.turn, r.hand.engine.phase)
+    late = t.handle(PlayerAction(player_id=AI_PLAYER, action="PLAY", card=stale_card, turn=stale_turn, at=8))
+    assert not late.accepted and "which is over" in late.rejection.reason
+    assert (r.turn, r.hand.engine.phase) == before
+    assert t.handle(PlayerAction(player_id=AI_PLAYER, action="PLAY", card=stale_card, turn=r.turn, at=9)).accepted
+
+
+def test_a_duplicate_of_a_face_down_card_does_not_name_it_in_public():
+    t = table(first_player="PLAYER")
+    t.handle(OpenRound(round_id="MG1-000001", at=1))
+    t.handle(PlaceBet(bet_id="b", player_id="alice", bet_type="cover", stake="100.00", seat=1, at=2))
+    t.handle(CloseBetting(at=3))
+    assert t.handle(ScanRead(reader="R", code="05A", at=4)).accepted  # F.1, face down
+    step = t.handle(ScanRead(reader="R", code="05A", at=5))
+    event = next(e for e in step.effects if isinstance(e, RoundEvent) and e.event == "scan_rejected")
+    assert event.data["reason"] == "duplicate_card" and "05A" not in str(event.data)

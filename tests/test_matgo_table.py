@@ -1,0 +1,1009 @@
+"""Matgo tables end to end: the real service, a real Mosquitto, the real PTY serial shoe, the
+remote player on its own topic (the test itself, or :class:`MatgoPlayer`) and the house AI
+inside the backend (:mod:`dealer.matgo_ai`, player ``house-ai``). The test is the dealer: it
+scans the 28 dealt cards in deal order, then each stock card when the station asks for it.
+
+Scripted decks force situations (a chongtong, a layout quad redeal, a choice between two
+layout cards); whatever the AI decides, the tests follow the game to its end. Nothing here
+asserts on time: timers are observed through what they did (``by: timeout``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import re
+import sqlite3
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dealer import topics
+from dealer.cards import HWATU_48
+from dealer.config import Settings, load_settings
+from dealer.events import EVENT_ADAPTER, PlayerAction
+from dealer.games.matgo import AI_PLAYER
+from dealer.games.matgo_engine import Choose, Decide, Flip, MatgoGame, MatgoRules, Play, card_value, deal_positions
+from dealer.messages import RoundResult, StationPrompt
+from dealer.round import Phase, Round
+from dealer.service import Service
+from dealer.settlement import settle_bet
+from dealer.table import Table as CoreTable
+from drivers.frames import Frame, FrameDecoder, Status
+from drivers.mqtt import MqttBus
+from simulators.matgo_players import MatgoDealer, MatgoPlayer, choose
+from simulators.shoe import VirtualShoe
+from simulators.station import DealerFaults, ShoeLink
+from tests.conftest import Broker, wait_until
+from tests.harness import HandShoe, Recorder, start_service, stop_service
+
+T = "MG1"
+READER = "SC8"
+ACT = topics.actions(T)
+R1, R2 = f"{T}-000001", f"{T}-000002"
+KEY1 = f"{T}:{R1}"
+ALICE = "alice"
+AI = AI_PLAYER
+DEAL = [name for name, _ in deal_positions(MatgoRules())]  # F.1..F.5 O.1..O.5 L1..L4 F.6.. O.6.. L5..L8
+_CODE = re.compile(r"(?<![0-9A-Z])\d\d(?:G|A|R|J1|J2|JD)(?![0-9A-Z])")  # a Hwatu code inside any text
+_STOCK = re.compile(r"^(?:R\d+\.)?S(\d+)$")
+
+
+def matgo_settings(tmp: Path, url: str | None, port: str, **table: Any) -> Settings:
+    options = {"first_player": "PLAYER"} | table.pop("options", {})
+    cfg: dict[str, Any] = {
+        "id": T, "game": "matgo", "currency": "EUR", "minor_unit": "0.01", "betting_seconds": 60,
+        "pause_seconds": 0.1, "action_seconds": 60, "options": options,
+        "scanner": {"kind": "serial", "port": port, "reader_id": READER, "heartbeat_timeout": 30},
+    }
+    cfg.update(table)
+    return load_settings(service={"journal_path": tmp / "journal.sqlite", "metrics_enabled": False},
+                         mqtt={"url": url, "client_id": "backend-matgo"}, tables=[cfg])
+
+
+# -- decks ----------------------------------------------------------------------------------------
+
+
+def deck(F: Iterable[str] = (), O: Iterable[str] = (), L: Iterable[str] = (), S: Iterable[str] = (), *,
+         seed: int = 1, setup: str | None = None, prefix: str = "") -> tuple[list[tuple[str, str]], list[str]]:
+    """A deal as (position, code) in deal order, and the stock (top first). F's and O's hands
+    start with ``F`` and ``O``, the layout with ``L``, the stock with ``S``; the other cards
+    are shuffled in from ``seed``, again until the setup checks (matgo.md §2.3) find
+    ``setup``: None (an ordinary game), ``CHONGTONG``, ``LAYOUT_QUAD`` or ``BOTH_QUADS``."""
+    F, O, L, S = list(F), list(O), list(L), list(S)
+    fixed = F + O + L + S
+    assert len(set(fixed)) == len(fixed) and set(fixed) <= set(HWATU_48), fixed
+    rest = [c for c in HWATU_48 if c not in fixed]
+    rng = random.Random(seed)
+    for _ in range(1000):
+        rng.shuffle(rest)
+        it = iter(rest)
+        f = F + [next(it) for _ in range(10 - len(F))]
+        o = O + [next(it) for _ in range(10 - len(O))]
+        lay = L + [next(it) for _ in range(8 - len(L))]
+        stock = S + list(it)
+        r = MatgoGame.start({"F": f, "O": o}, lay).result
+        if (None if r is None else r.details.get("reason", r.kind)) == setup:
+            cards = ({f"F.{i}": c for i, c in enumerate(f, 1)} | {f"O.{i}": c for i, c in enumerate(o, 1)}
+                     | {f"L{i}": c for i, c in enumerate(lay, 1)})
+            return [(prefix + n, cards[n]) for n in DEAL], stock
+    raise AssertionError(f"no deck with these cards gives {setup}")
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string anywhere in a decoded JSON message."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _strings(k)
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+
+
+def codes_in(msg: Any) -> set[str]:
+    return {c for s in _strings(msg) for c in _CODE.findall(s)}
+
+
+def default_of(turn: dict[str, Any]) -> tuple[str, str | None]:
+    """The rulebook's timeout move (matgo.md §8) for a ``your_turn``: the lowest hand card; of
+    two layout cards the more valuable (ties: the lower code); STOP."""
+    if turn["phase"] == "DECIDE":
+        return "STOP", None
+    if turn["phase"] == "PLAY":
+        return "PLAY", min(turn["cards"])
+    return "CHOOSE", max(sorted(turn["cards"]), key=card_value)
+
+
+# -- the table: the test is the dealer and (unless a bot is) the player ------------------------------
+
+
+class Table:
+    def __init__(self, service: Service, rec: Recorder, shoe: HandShoe, settings: Settings) -> None:
+        self.service, self.rec, self.shoe, self.settings = service, rec, shoe, settings
+        self.answered: set[tuple[str, int]] = set()
+        self.rnd: Round | None = None
+        self.cover = Decimal(0)
+        self.flipped: list[str] = []  # stock positions scanned, with the checks of check_flip done
+
+    @property
+    def key(self) -> str:
+        assert self.rnd is not None
+        return f"{T}:{self.rnd.round_id}"
+
+    def mine(self, player: str = ALICE, kind: str | None = None) -> list[dict[str, Any]]:
+        return [m for t, m in self.rec.messages
+                if t == topics.player(T, player) and (kind is None or m["kind"] == kind)]
+
+    def acted(self, round_id: str = R1) -> list[tuple[str, str, str | None, str]]:
+        """(player, action, card, by) of every move, in order."""
+        return [(e["data"]["player_id"], e["data"]["action"], e["data"].get("card"), e["data"]["by"])
+                for e in self.rec.events("player_acted") if e["round_id"] == round_id]
+
+    async def sit(self, cover: str = "100.00", round_id: str = R1) -> None:
+        await wait_until(lambda: any(e["round_id"] == round_id for e in self.rec.events("round_opened")),
+                         what=f"round {round_id} opened")
+        await self.rec.publish(ACT, {"type": "place_bet", "bet_id": f"{round_id}-{ALICE}", "player_id": ALICE,
+                                     "bet_type": "cover", "stake": cover, "seat": 1, "round_id": round_id})
+        await wait_until(lambda: any(m["round_id"] == round_id for m in self.mine(ALICE, "bet_accepted")),
+                         what="the player seated")
+        self.cover = Decimal(cover)
+        self.rnd = self.service.tables[T].current
+        assert self.rnd is not None and self.rnd.round_id == round_id
+        await self.rec.publish(ACT, {"type": "close_betting", "by": "dealer"})
+        await wait_until(lambda: self.rnd.hand is not None, what="the game started")
+
+    @property
+    def letter(self) -> str:
+        """The player's seat letter: F plays first."""
+        assert self.rnd is not None and self.rnd.hand is not None
+        return self.rnd.hand.letter[ALICE]  # type: ignore[attr-defined]
+
+    async def confirm(self, step: str = "SHUFFLE") -> None:
+        await wait_until(lambda: (p := self.rec.last_prompt()) is not None and p["kind"] == "CONFIRM"
+                         and p["position"] == step, what=f"CONFIRM {step}")
+        await self.rec.publish(ACT, {"type": "dealer_confirm", "step": step})
+
+    async def deal(self, cards: Iterable[tuple[str, str]]) -> None:
+        """Scan each (position, code) once the station asks for that position."""
+        assert self.rnd is not None
+        for pos, code in cards:
+            await wait_until(lambda: self.rec.expects(pos, self.rnd.round_id), what=f"NEXT {pos}")
+            n = len(self.rnd.cards)
+            self.shoe.scan(code)
+            await wait_until(lambda: len(self.rnd.cards) == n + 1, what=f"{pos} registered")
+            assert self.rnd.cards[pos] == code
+
+    async def deal_blind(self, cards: Iterable[tuple[str, str]]) -> None:
+        """Scan while the broker is down: follow the service's own state, not the prompts."""
+        assert self.rnd is not None
+        for pos, code in cards:
+            await wait_until(lambda: self.rnd.expected_position == pos and self.rnd.phase in
+                             (Phase.BETTING_CLOSED, Phase.DEALING), what=f"the deal at {pos}")
+            n = len(self.rnd.cards)
+            self.shoe.scan(code)
+            await wait_until(lambda: len(self.rnd.cards) == n + 1, what=f"{pos} registered")
+
+    def stock_wanted(self) -> str | None:
+        """The stock position the station asks for now, if any."""
+        rnd = self.rnd
+        assert rnd is not None
+        pos = rnd.expected_position
+        if rnd.phase == Phase.DEALING and pos and _STOCK.match(pos) and self.rec.expects(pos, rnd.round_id):
+            return pos
+        return None
+
+    def check_flip(self, pos: str) -> None:
+        """A stock card is asked for alone, right after a hand card, and nobody's timer runs."""
+        rnd = self.rnd
+        assert rnd is not None and rnd.hand is not None
+        n = int(_STOCK.match(pos).group(1))  # type: ignore[union-attr]
+        prefix = pos[: -len(f"S{n}")]
+        assert [p.name for p in rnd.plan if _STOCK.match(p.name)] == [f"{prefix}S{k}" for k in range(1, n + 1)]
+        assert rnd.plan[-1].name == pos  # nothing beyond the card being turned over
+        log = rnd.hand.log  # type: ignore[attr-defined]
+        assert sum(m["action"] == "PLAY" for m in log) == n and sum(m["action"] == "FLIP" for m in log) == n - 1
+        assert rnd.phase == Phase.DEALING and rnd.hand.to_act is None and rnd.action_deadline is None
+        armed = self.service._timers.get(T)
+        assert armed is None or armed[0][0] != "act", armed  # the turn timer is not running
+        self.flipped.append(pos)
+
+    async def flip(self, code: str, *, check: bool = True) -> str:
+        pos = await wait_until(self.stock_wanted, what="a stock card asked for")
+        if check:
+            self.check_flip(pos)
+        assert self.rnd is not None
+        n = len(self.rnd.cards)
+        self.shoe.scan(code)
+        await wait_until(lambda: len(self.rnd.cards) == n + 1, what=f"{pos} registered")
+        assert self.rnd.cards[pos] == code
+        return pos
+
+    def _open_turn(self, player: str = ALICE) -> dict[str, Any] | None:
+        rid = self.rnd.round_id if self.rnd else None
+        return next((m for m in self.mine(player, "your_turn")
+                     if m["round_id"] == rid and (m["round_id"], m["data"]["turn"]) not in self.answered), None)
+
+    async def turn(self) -> dict[str, Any]:
+        """Wait for the player's next ``your_turn``; returns its data (phase, actions, cards)."""
+        msg = await wait_until(self._open_turn, what="the player's turn")
+        self.answered.add((msg["round_id"], msg["data"]["turn"]))
+        return msg["data"]
+
+    async def act(self, action: str, card: str | None = None, *, turn: dict[str, Any] | None = None) -> dict[str, Any]:
+        data = turn if turn is not None else await self.turn()
+        assert action in data["actions"] and (card is None or card in data["cards"]), (action, card, data)
+        n = len(self.mine(ALICE, "action_accepted"))
+        await self.rec.publish(ACT, self.action(action, card))
+        await wait_until(lambda: len(self.mine(ALICE, "action_accepted")) > n, what=f"{action} {card} accepted")
+        return data
+
+    def action(self, action: str, card: str | None = None, player: str = ALICE, **extra: Any) -> dict[str, Any]:
+        out = {"type": "player_action", "player_id": player, "action": action,
+               "round_id": self.rnd.round_id if self.rnd else None}
+        return out | ({"card": card} if card is not None else {}) | extra
+
+    async def refused(self, payload: dict[str, Any], contains: str, player: str = ALICE) -> str:
+        """Send an action that must be refused; return the reason the player was given."""
+        n = len(self.mine(player, "rejected"))
+        await self.rec.publish(ACT, payload)
+        await wait_until(lambda: len(self.mine(player, "rejected")) > n, what=f"{player} told why")
+        reason = self.mine(player, "rejected")[n]["data"]["reason"]
+        assert contains in reason, reason
+        return reason
+
+    async def play_out(self, stock: Iterable[str],
+                       answer: Callable[[dict[str, Any]], tuple[str, str | None]] | None = None,
+                       check: bool = True) -> dict[str, Any]:
+        """Turn the stock over as asked and (with ``answer``) play the player's turns, to the result."""
+        cards = iter(stock)
+        while True:
+            what = await wait_until(lambda: "result" if self.rec.results(self.key) else "flip" if self.stock_wanted()
+                                    else "turn" if answer is not None and self._open_turn() else None,
+                                    timeout=60, what="the game to go on")
+            if what == "result":
+                return self.rec.results(self.key)[0]
+            if what == "flip":
+                await self.flip(next(cards), check=check)
+            else:
+                data = await self.turn()
+                await self.act(*answer(data), turn=data)
+
+    async def next_round(self) -> None:
+        """The result was delivered and the table opened the next round."""
+        assert self.rnd is not None
+        nxt = f"{T}-{int(self.rnd.round_id.rsplit('-', 1)[1]) + 1:06d}"
+        await wait_until(lambda: self.service.tables[T].undelivered == {}, what="result delivered")
+        await wait_until(lambda: any(e["round_id"] == nxt for e in self.rec.events("round_opened")),
+                         what="the next round")
+
+
+def stopper(turn: dict[str, Any]) -> tuple[str, str | None]:
+    return choose("stopper", turn, random.Random(0))
+
+
+@pytest.fixture
+async def table(broker: Broker, tmp_path: Path, pty_dir: Path, request: pytest.FixtureRequest):
+    shoe = HandShoe(pty_dir, reader=READER)
+    rec = await Recorder(broker.url).start()
+    settings = matgo_settings(tmp_path, broker.url, shoe.path, **dict(getattr(request, "param", {})))
+    service, task = await start_service(settings)
+    try:
+        yield Table(service, rec, shoe, settings)
+    finally:
+        await stop_service(task)
+        await rec.stop()
+        shoe.close()
+
+
+@pytest.fixture
+def ai_gate(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
+    """Hold the house AI's answer until the test opens the gate (the real AI still decides)."""
+    import dealer.matgo_ai as matgo_ai
+
+    real = matgo_ai.SearchPlayer
+    gate = threading.Event()
+
+    class Gated:
+        def __init__(self, budget_ms: int) -> None:
+            self.inner = real(budget_ms=budget_ms)
+
+        def choose(self, game: Any, seat: Any, rng: random.Random) -> Any:
+            gate.wait(60)
+            return self.inner.choose(game, seat, rng)
+
+    monkeypatch.setattr(matgo_ai, "SearchPlayer", Gated)
+    try:
+        yield gate
+    finally:
+        gate.set()
+
+
+# -- what every finished game must satisfy ------------------------------------------------------------
+
+
+def money_exact(res: dict[str, Any], cover: Decimal) -> Decimal:
+    """What goes back is the cover ± payment points × point value, a loss limited to the cover;
+    a consumer settling the cover (:func:`settle_bet`) gets exactly the same amount."""
+    d = res["details"]
+    points, value, money = d["payment_points"], Decimal(d["point_value"]), Decimal(d["money"])
+    assert res["outcome"] == "COMPLETED" and not res["refund_all"] and money == points * value
+    back = Decimal(res["player_bets"][ALICE]["cover"]["returned"])
+    assert set(res["player_bets"]) == {ALICE} and set(res["player_bets"][ALICE]) == {"cover"}
+    assert settle_bet("cover", cover, RoundResult.model_validate(res), ALICE).returned == back
+    assert Decimal(res["accepted_bets"]["stakes"]["cover"]) == cover and res["accepted_bets"]["count"] == 1
+    if res["winner"] == "PLAYER":
+        assert points > 0 and back == cover + money and d["loss_capped"] is False
+    elif res["winner"] == "AI":
+        assert points > 0 and back == cover - min(money, cover) >= 0
+        assert d["loss_capped"] is (money > cover)
+    else:
+        assert res["winner"] is None and d["kind"] == "NAGARI" and points == 0 and back == cover
+    assert d["rake"] == "0"
+    return back
+
+
+def replayed(res: dict[str, Any]) -> MatgoGame:
+    """The journaled moves, replayed on a fresh engine from the registered cards, give the same
+    events and the same result; each stock card is the next one turned over (S1, S2, ...)."""
+    d, cards = res["details"], res["cards"]
+    prefix = f"R{d['deals'] - 1}." if d["deals"] > 1 else ""
+    g = MatgoGame.start({s: [cards[f"{prefix}{s}.{i}"] for i in range(1, 11)] for s in ("F", "O")},  # type: ignore[misc]
+                        [cards[f"{prefix}L{i}"] for i in range(1, 9)])
+    flips = []
+    for m in d["moves"]:
+        kind = {"PLAY": Play, "CHOOSE": Choose, "FLIP": Flip}.get(m["action"])
+        move = kind(m["card"]) if kind is not None else Decide(m["action"] == "GO")
+        assert m["player"] == d["seats"][g.to_move], (m, g.to_move)
+        assert json.loads(json.dumps(g.apply(move))) == m["events"], m
+        if m["action"] == "FLIP":
+            flips.append(m["card"])
+    assert flips == [cards[f"{prefix}S{i}"] for i in range(1, len(flips) + 1)]
+    assert not any(_STOCK.match(p) and p not in {f"{prefix}S{i}" for i in range(1, len(flips) + 1)} for p in cards)
+    r = g.result
+    assert r is not None and r.kind == d["kind"] and r.payment_points == d["payment_points"]
+    winner = None if r.winner is None else ("PLAYER" if d["seats"][r.winner] == ALICE else "AI")
+    assert winner == res["winner"]
+    return g
+
+
+def secrets_kept(rec: Recorder, res: dict[str, Any]) -> None:
+    """Until the game ends nobody is shown a card of the AI's hand it has not played, nor a stock
+    card before it is turned over; the player's hand goes to the player's topic only; nothing
+    at all is published for the house AI."""
+    d, cards, rid = res["details"], res["cards"], res["round_id"]
+    assert d["deals"] == 1
+    me_ = next(k for k in ("F", "O") if d["seats"][k] == ALICE)
+    ai_ = next(k for k in ("F", "O") if d["seats"][k] == AI)
+    ai_hand = {cards[f"{ai_}.{i}"] for i in range(1, 11)}
+    stock = {c for p, c in cards.items() if _STOCK.match(p)}
+    played: set[str] = set()
+    turned: set[str] = set()
+    mine = topics.player(T, ALICE)
+    holes = []
+    shown: set[str] = set()  # the AI's cards seen once played (the check is not vacuous)
+    for topic, msg in rec.messages:
+        assert not topic.endswith(f"/players/{AI}"), msg
+        if msg.get("round_id") != rid or topic.endswith("/results"):
+            continue
+        if topic.endswith("/events") and msg["event"] in ("cards_revealed", "round_result"):
+            break
+        if topic.endswith("/events") and msg["event"] == "player_acted" and msg["data"]["player_id"] == AI:
+            if msg["data"]["action"] == "PLAY":
+                played.add(msg["data"]["card"])
+        if topic.endswith("/events") and msg["event"] == "card_registered":
+            pos = msg["data"]["position"]
+            assert (msg["data"]["card"] is None) == ("." in pos), msg  # hands face down, layout and stock up
+            if _STOCK.match(pos):
+                turned.add(msg["data"]["card"])
+        if msg.get("kind") == "hole_card":
+            assert topic == mine, (topic, msg)
+            holes.append((msg["data"]["position"], msg["data"]["card"]))
+        seen = codes_in(msg)
+        assert not (seen & ai_hand) - played, (topic, msg, (seen & ai_hand) - played)
+        shown |= seen & ai_hand
+        assert not (seen & stock) - turned, (topic, msg)
+    assert holes == [(p, cards[p]) for p in DEAL if p.startswith(f"{me_}.")]
+    assert shown and shown == played
+
+
+def journal_agrees(settings: Settings, res: dict[str, Any]) -> None:
+    """The AI's moves are in the journal as ordinary ``player_action`` events from ``house-ai``,
+    and replaying the journal on a fresh core rebuilds exactly the published result."""
+    path = settings.service.journal_path
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        bodies = [b for (b,) in db.execute("SELECT body FROM events WHERE table_id = ? ORDER BY id", (T,))]
+    events = [EVENT_ADAPTER.validate_json(b) for b in bodies]
+    rid = res["round_id"]
+    ai_sent = [(e.action, e.card) for e in events if isinstance(e, PlayerAction) and e.player_id == AI]
+    ai_moves = [(m["action"], m["card"]) for m in res["details"]["moves"] if m["player"] == AI and m["action"] != "FLIP"]
+    assert ai_sent == ai_moves
+    core = CoreTable(settings.tables[0].rules())
+    for ev in events:
+        core.handle(ev)
+        rnd = core.undelivered.get(rid) or core.current
+        if rnd is not None and rnd.round_id == rid and rnd.result is not None:
+            assert json.loads(rnd.result.model_dump_json()) == res
+            return
+    raise AssertionError("the journal does not rebuild the result")
+
+
+def asked(rec: Recorder, round_id: str = R1) -> list[str]:
+    """The positions and steps the station asked for, in order (a repeated prompt counts once)."""
+    out: list[str] = []
+    for p in rec.prompts():
+        if p["round_id"] == round_id and p["kind"] in ("NEXT", "CONFIRM") and (not out or out[-1] != p["position"]):
+            out.append(p["position"])
+    return out
+
+
+# -- (a) a whole game against the house AI ------------------------------------------------------------
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("table, first", [({"options": {"first_player": "PLAYER"}}, "PLAYER"),
+                                          ({"options": {"first_player": "AI"}}, "AI")], indirect=["table"])
+async def test_a_a_whole_game_between_the_player_bot_and_the_house_ai(table: Table, broker: Broker, first: str):
+    t, rec = table, table.rec
+    bus = MqttBus(broker.url, client_id="player-alice")
+    bot = MatgoPlayer(T, ALICE, bus, "random", rng=random.Random(7))
+    task = asyncio.create_task(bus.run())
+    cards, stock = deck(seed=3 if first == "PLAYER" else 4)
+    try:
+        await asyncio.wait_for(bus.wait_connected(), 10)
+        await t.sit("100.00")
+        hand = t.rnd.hand
+        assert hand.seat_of == ({"F": ALICE, "O": AI} if first == "PLAYER" else {"F": AI, "O": ALICE})
+        assert t.rnd.expected_position == "F.1"
+        await t.deal(cards)
+        res = await t.play_out(stock)
+        await t.next_round()
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert len(rec.results(KEY1)) == 1
+    d = res["details"]
+    assert d["seats"] == hand.seat_of and d["deals"] == 1 and d["kind"] in ("STOP", "NAGARI", "THREE_PPUK")
+    # the deal in the rulebook's order, then one stock card after each hand card
+    flips = [m for m in d["moves"] if m["action"] == "FLIP"]
+    assert asked(rec) == DEAL + [f"S{i}" for i in range(1, len(flips) + 1)]
+    assert t.flipped == [f"S{i}" for i in range(1, len(flips) + 1)] and len(flips) >= 2
+    assert {p: c for p, c in res["cards"].items() if not _STOCK.match(p)} == dict(cards)
+    assert [res["cards"][f"S{i}"] for i in range(1, len(flips) + 1)] == stock[:len(flips)]
+    # each move came from the player who had the turn; the AI's moves as house-ai player_actions
+    acted = t.acted()
+    assert [(p, a, c) for p, a, c, _ in acted] == [(m["player"], m["action"], m["card"]) for m in d["moves"]
+                                                 if m["action"] != "FLIP"]
+    assert {p for p, *_ in acted} == {ALICE, AI} and all(by == "player" for *_, by in acted)
+    first_mover = [m["player"] for m in d["moves"]][0]
+    assert first_mover == (ALICE if first == "PLAYER" else AI)
+    replayed(res)
+    secrets_kept(rec, res)
+    journal_agrees(t.settings, res)
+    money_exact(res, Decimal("100.00"))
+    # the bot played every turn it was given, with cards it held; nothing it sent was refused
+    assert bot.rejected == [] and len(bot.sent) == sum(p == ALICE for p, *_ in acted)
+    assert bot.cards(R1) == [c for p, c in cards if p.startswith(f"{t.letter}.")]
+    assert {c for rid, _, a, c in bot.sent if a == "PLAY"} <= set(bot.cards(R1))
+    # the matgo_move events tell the same story as the result
+    assert [e["data"] for e in rec.events("matgo_move") if e["round_id"] == R1] == d["moves"]
+    done = [p for p in rec.prompts("DONE") if p["round_id"] == R1]
+    assert done and (d["kind"] == "NAGARI" or done[-1]["announce"].endswith(f"wins {d['payment_points']} points "
+                                                                            f"({d['kind'].lower().replace('_', ' ')})"))
+
+
+# -- (b) scanner faults -------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("table", [{"options": {"ai_budget_ms": 20}}], indirect=True)
+async def test_b_foreign_duplicate_and_unread_cards_never_register_nor_start_a_timer(table: Table):
+    t, rec = table, table.rec
+    cards, stock = deck(F=["03J1"], O=["03J2"], L=["03G", "03R"], seed=5)
+    await t.sit("100.00")
+    await wait_until(lambda: rec.expects("F.1", R1), what="NEXT F.1")
+    # a 52-card code, a joker, a bonus/service card and a code no Hwatu card has: foreign
+    for n, code in enumerate(("AS", "JK", "13B", "12J1"), start=1):
+        t.shoe.scan(code)
+        await wait_until(lambda: len(rec.prompts("RESCAN")) == n, what=f"RESCAN for {code}")
+        p = rec.prompts("RESCAN")[-1]
+        assert (p["position"], p["reason"], p["step"]) == ("F.1", "foreign_card", 1) and code in p["message"]
+    assert [e["data"]["detail"] for e in rec.events("scan_rejected")] == ["AS", "JK", "13B", "12J1"]
+    assert t.rnd.cards == {} and t.rnd.expected_position == "F.1" and not t.mine(ALICE, "hole_card")
+    await t.deal(cards[:6])
+    # the first card dealt again, at O.2: a duplicate, the deal stays at O.2
+    await wait_until(lambda: rec.expects("O.2", R1), what="NEXT O.2")
+    t.shoe.scan(cards[0][1])
+    await wait_until(lambda: len(rec.prompts("RESCAN")) == 5, what="RESCAN duplicate")
+    p = rec.prompts("RESCAN")[-1]
+    assert (p["position"], p["reason"], p["step"]) == ("O.2", "duplicate_card", 7) and "O.2" not in t.rnd.cards
+    await t.deal(cards[6:])
+    turn = await t.turn()
+    assert (turn["phase"], turn["actions"]) == ("PLAY", ["PLAY"]) and "03J1" in turn["cards"] and len(turn["cards"]) == 10
+    # while the player is to move no card is expected: a no-read is refused, no RESCAN; a card too
+    t.shoe.write(t.shoe.shoe.noread())
+    await wait_until(lambda: any(e["data"].get("type") == "read_failed" for e in rec.events("rejected")),
+                     what="no-read refused")
+    t.shoe.scan(stock[0])
+    await wait_until(lambda: rec.prompts("REJECTED"), what="card refused")
+    assert rec.prompts("REJECTED")[0]["reason"] == "not_expected" and len(rec.prompts("RESCAN")) == 5
+    assert t.rnd.phase == Phase.ACTION and len(t.rnd.cards) == 28
+    # the player's 03J1 meets 03G and 03R on the layout: a choice, then the stock card
+    await t.act("PLAY", "03J1", turn=turn)
+    choice = await t.turn()
+    assert (choice["phase"], choice["actions"], choice["cards"]) == ("CHOOSE_A", ["CHOOSE"], ["03G", "03R"])
+    await t.act("CHOOSE", "03G", turn=choice)
+    pos = await wait_until(t.stock_wanted, what="S1 asked for")
+    assert pos == "S1"
+    t.check_flip(pos)
+    turns = len(t.mine(ALICE, "your_turn"))
+    rescans = len(rec.prompts("RESCAN"))
+    # three no-reads at S1: RESCAN each time, then the supervisor; the position stays
+    for n in (1, 2, 3):
+        t.shoe.write(t.shoe.shoe.noread())
+        await wait_until(lambda: len(rec.prompts("RESCAN")) == rescans + n, what=f"RESCAN S1 #{n}")
+        p = rec.prompts("RESCAN")[-1]
+        assert (p["position"], p["reason"], p["count"], p["step"]) == ("S1", "noread", n, 29)
+    await wait_until(lambda: rec.prompts("ALERT"), what="supervisor alert")
+    assert rec.prompts("ALERT")[-1]["position"] == "S1"
+    # a card that is no Hwatu card, the card just played, a card on the layout: RESCAN, no flip
+    layout_card = next(c for p, c in cards if p.startswith("L") and c not in ("03G", "03R"))
+    for n, (code, reason) in enumerate((("AS", "foreign_card"), ("03J1", "duplicate_card"),
+                                        (layout_card, "duplicate_card")), start=4):
+        t.shoe.scan(code)
+        await wait_until(lambda: len(rec.prompts("RESCAN")) == rescans + n, what=f"RESCAN {code}")
+        p = rec.prompts("RESCAN")[-1]
+        assert (p["position"], p["reason"]) == ("S1", reason) and code in p["message"]
+    # all along: the stock card is awaited, the player has no turn and no timer runs
+    t.check_flip("S1")
+    assert len(t.mine(ALICE, "your_turn")) == turns and "S1" not in t.rnd.cards
+    assert not [e for e in rec.events("turn") if e["data"]["turn"] > turn["turn"] + 1]
+    assert [m["action"] for m in t.rnd.hand.log] == ["PLAY", "CHOOSE"]
+    await t.flip(stock[0], check=False)
+    res = await t.play_out(stock[1:], stopper)
+    assert res["cards"]["S1"] == stock[0] and len(rec.results(KEY1)) == 1
+    assert [e["data"]["reason"] for e in rec.events("scan_rejected")] == (
+        ["foreign_card"] * 4 + ["duplicate_card"] + ["noread"] * 3 + ["foreign_card"] + ["duplicate_card"] * 2)
+    replayed(res)
+    money_exact(res, Decimal("100.00"))
+
+
+# -- (c) the player disconnects: the timer plays the rulebook's defaults ------------------------------
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("table", [{"action_seconds": 0.5, "options": {"ai_budget_ms": 20}}], indirect=True)
+async def test_c_a_disconnected_player_is_played_by_the_timer_to_the_end(table: Table, broker: Broker):
+    t, rec = table, table.rec
+    bus = MqttBus(broker.url, client_id="player-alice")
+    bot = MatgoPlayer(T, ALICE, bus, "disconnect", rng=random.Random(3), silent_after=2)
+    task = asyncio.create_task(bus.run())
+    cards, stock = deck(F=["03J1"], O=["03J2"], L=["03G", "03R"], seed=6)
+    try:
+        await asyncio.wait_for(bus.wait_connected(), 10)
+        await t.sit("100.00")
+        await t.deal(cards)
+        game = asyncio.create_task(t.play_out(stock))  # the dealer turns the stock over as asked
+        # two moves, then the player's client goes silent and its connection drops
+        await wait_until(lambda: bot.silent and sum(p == ALICE for p, *_ in t.acted()) >= 2, timeout=60,
+                         what="the player's two moves")
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        res = await game
+        await t.next_round()
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert len(rec.results(KEY1)) == 1
+    mine = [(a, c, by) for p, a, c, by in t.acted() if p == ALICE]
+    assert [by for *_, by in mine[:2]] == ["player", "player"] and mine[2:]
+    assert all(by == "timeout" for *_, by in mine[2:]), mine
+    # each move the timer made is the rulebook default for the turn the player was given
+    last_turn: dict[str, Any] | None = None
+    timed = 0
+    for topic, msg in rec.messages:
+        if msg.get("round_id") != R1:
+            continue
+        if topic == topics.player(T, ALICE) and msg["kind"] == "your_turn":
+            last_turn = msg["data"]
+        elif topic.endswith("/events") and msg["event"] == "player_acted" and msg["data"]["player_id"] == ALICE \
+                and msg["data"]["by"] == "timeout":
+            assert last_turn is not None
+            assert (msg["data"]["action"], msg["data"].get("card")) == default_of(last_turn), (last_turn, msg)
+            timed += 1
+    assert timed == len(mine) - 2
+    assert [a for a, *_ in mine[2:]].count("GO") == 0  # the timer never says Go
+    assert bot.rejected == []
+    replayed(res)
+    money_exact(res, Decimal("100.00"))
+
+
+# -- (d) illegal moves are refused with a reason, on the player's topic ---------------------------------
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("table", [{"options": {"ai_budget_ms": 20}}], indirect=True)
+async def test_d_illegal_moves_are_refused_and_change_nothing(table: Table, ai_gate: threading.Event):
+    t, rec = table, table.rec
+    cards, stock = deck(F=["03J1"], O=["05A", "03J2"], L=["03G", "03R"], seed=8)
+    ai_card = "05A"
+    await t.sit("100.00")
+    await t.deal(cards[:3])
+    await t.refused(t.action("PLAY", "03J1"), "the dealer is dealing")
+    await t.deal(cards[3:])
+    turn = await t.turn()
+    rnd, hand = t.rnd, t.rnd.hand
+    before = (rnd.turn, rnd.action_deadline, hand.engine.phase, len(hand.log))
+    bad = [
+        (t.action("PLAY", ai_card), "05A is not in F's hand"),  # the AI's card: not yours (and not told whose)
+        (t.action("PLAY", "03G"), "03G is not in F's hand"),  # a layout card
+        (t.action("PLAY", "13B"), "'13B' is not a Hwatu card code"),
+        (t.action("PLAY"), "PLAY needs the hand card"),
+        (t.action("CHOOSE", "03G"), "F must play a hand card (Play), not Choose"),  # not choosing
+        (t.action("GO"), "F must play a hand card (Play), not Decide"),  # not at a decision point
+        (t.action("STOP"), "not Decide"),
+        (t.action("GO", "03J1"), "GO takes no card"),
+        (t.action("PLAY", "03J1", amount="1.00"), "Matgo moves take no amount (PLAY)"),  # an amount
+        (t.action("CALL"), "CALL is not a Matgo move (PLAY, CHOOSE, GO, STOP)"),
+        (t.action("PLAY", "03j1"), "malformed action"),
+        (t.action("PLAY", "03J1", amount=1.0), "never a float"),
+        (t.action("PLAY", "03J1", round_id=f"{T}-000042"), "action is for round"),
+        (t.action("PLAY", "03J1", reserve=True), "this game has no action reservation"),
+        (t.action("PLAY", "03J1", extra=1), "malformed action"),
+        (t.action("PLAY", "03J1", player="mallory"), f"it is not mallory's move (waiting for {ALICE})"),
+    ]
+    for payload, why in bad:
+        reason = await t.refused(payload, why, player=payload["player_id"])
+        assert "O's hand" not in reason
+    # the house AI's id on the actions topic: refused before the table sees it, whatever it says
+    await rec.publish(ACT, t.action("PLAY", ai_card, player=AI))
+    await wait_until(lambda: any("house AI" in e["data"]["reason"] for e in rec.events("rejected")),
+                     what="house-ai action refused")
+    assert (rnd.turn, rnd.action_deadline, hand.engine.phase, len(hand.log)) == before
+    assert not rec.events("player_acted") and len(t.mine(ALICE, "your_turn")) == 1
+    assert not t.mine(ALICE, "action_accepted")
+    # a choice between 03G and 03R: only one of those two
+    await t.act("PLAY", "03J1", turn=turn)
+    choice = await t.turn()
+    assert choice["phase"] == "CHOOSE_A" and choice["cards"] == ["03G", "03R"]
+    for payload, why in [
+        (t.action("CHOOSE", ai_card), "choose one of 03G, 03R"),
+        (t.action("CHOOSE", "03J1"), "choose one of 03G, 03R"),
+        (t.action("CHOOSE"), "CHOOSE needs the layout card"),
+        (t.action("PLAY", turn["cards"][-1]), "F must choose one of 03G, 03R (Choose), not Play"),
+        (t.action("GO"), "F must choose one of 03G, 03R (Choose), not Decide"),
+    ]:
+        await t.refused(payload, why)
+    await t.act("CHOOSE", "03R", turn=choice)
+    # the stock card is awaited: nobody may move
+    await wait_until(t.stock_wanted, what="S1 asked for")
+    await t.refused(t.action("PLAY", turn["cards"][-1]), "the dealer is dealing")
+    await t.refused(t.action("STOP"), "the dealer is dealing")
+    # the AI's turn (its answer held back): the player may not move, nor anyone speak for the AI
+    await t.flip(stock[0])
+    await wait_until(lambda: hand.to_act == AI, what="the AI's turn")
+    await t.refused(t.action("PLAY", turn["cards"][-1]), f"it is not {ALICE}'s move (waiting for {AI})")
+    rejected = len(rec.events("rejected"))
+    await rec.publish(ACT, t.action("PLAY", ai_card, player=AI))  # a legal move for the AI, but not from here
+    await wait_until(lambda: len(rec.events("rejected")) > rejected, what="house-ai action refused")
+    assert "house-ai is the house AI" in rec.events("rejected")[-1]["data"]["reason"]
+    assert hand.to_act == AI and [m["player"] for m in hand.log] == [ALICE, ALICE, ALICE]
+    ai_gate.set()
+    await wait_until(lambda: any(p == AI for p, *_ in t.acted()), what="the AI moves")
+    res = await t.play_out(stock[1:], stopper)
+    assert all(by == "player" for *_, by in t.acted())
+    assert not [m for m in t.mine(AI)]
+    replayed(res)
+    journal_agrees(t.settings, res)
+    money_exact(res, Decimal("100.00"))
+
+
+# -- (e) the broker restarts mid-game ---------------------------------------------------------------------
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("table", [{"options": {"ai_budget_ms": 20}}], indirect=True)
+async def test_e_a_broker_restart_mid_game_gives_the_turn_again_and_one_result(table: Table, broker: Broker):
+    t, rec, service = table, table.rec, table.service
+    cards, stock = deck(seed=9)
+    await t.sit("100.00")
+    await t.deal(cards)
+    turn = await t.turn()
+    # the broker dies on the player's turn: the turn waits, its timer paused
+    broker.kill()
+    await wait_until(lambda: service.links[T].up["broker"] is False, what="broker link down")
+    assert t.rnd.phase == Phase.ACTION and t.rnd.hand.to_act == ALICE
+    broker.start()
+    await wait_until(lambda: service.bus.connected and rec.bus.connected, what="everyone reconnected")
+    again = await wait_until(lambda: [m["data"] for m in t.mine(ALICE, "your_turn")
+                                      if m["data"]["turn"] == turn["turn"] and m["data"]["closes_at"] > turn["closes_at"]],
+                             what="the player's turn given again")
+    assert (again[-1]["phase"], again[-1]["actions"], again[-1]["cards"]) == (turn["phase"], turn["actions"], turn["cards"])
+    holes = [m["data"]["position"] for m in t.mine(ALICE, "hole_card")]
+    assert holes.count("F.1") >= 2 and holes.count("F.10") >= 2  # the hand is sent again too
+    await wait_until(lambda: (p := rec.last_prompt()) and p["kind"] == "WAIT" and f"{ALICE} to move" in p["message"],
+                     what="station resynced")
+    await t.act(*stopper(turn), turn=turn)
+    # the broker dies again while the stock card is awaited: the dealer goes on (the scanner is
+    # on serial), the AI moves while the broker is down, and the player's next turn waits
+    if t.rnd.hand.to_act == ALICE:  # a choice first
+        await t.act(*stopper(choice := await t.turn()), turn=choice)
+    await wait_until(t.stock_wanted, what="S1 asked for")
+    broker.kill()
+    await wait_until(lambda: service.links[T].up["broker"] is False, what="broker link down again")
+    flips = 0
+    while not (t.rnd.phase == Phase.ACTION and t.rnd.hand.to_act == ALICE):
+        pos = f"S{flips + 1}"
+        await wait_until(lambda: (t.rnd.expected_position == pos and t.rnd.phase == Phase.DEALING)
+                         or (t.rnd.phase == Phase.ACTION and t.rnd.hand.to_act == ALICE), what=f"{pos} or the turn")
+        if t.rnd.phase == Phase.DEALING:
+            await t.deal_blind([(pos, stock[flips])])
+            flips += 1
+    # the AI played while the broker was down (journaled like any move); the player's turn waits
+    assert flips >= 2 and [m for m in t.rnd.hand.log if m["player"] == AI and m["action"] != "FLIP"]
+    armed = service._timers.get(T)
+    assert armed is None or armed[0][0] != "act"  # nobody is timed out while players cannot reach us
+    waiting = t.rnd.turn
+    broker.start()
+    await wait_until(lambda: service.bus.connected and rec.bus.connected, what="everyone reconnected again")
+    resumed = await wait_until(lambda: [e for e in rec.events("turn") if e["data"]["turn"] == waiting
+                                        and e["data"].get("resumed")], what="the turn resumed")
+    assert resumed[-1]["data"]["player_id"] == ALICE
+    res = await t.play_out(stock[flips:], stopper)
+    await t.next_round()
+    assert len(rec.results(KEY1)) == 1
+    assert not [a for a in t.acted() if a[3] == "timeout"]
+    replayed(res)
+    journal_agrees(t.settings, res)
+    money_exact(res, Decimal("100.00"))
+
+
+@pytest.mark.timeout(120)
+async def test_e_a_chongtong_dealt_while_the_broker_is_down_is_paid_once_it_returns(table: Table, broker: Broker):
+    t, rec, service = table, table.rec, table.service
+    cards, _ = deck(F=["07A", "07R", "07J1", "07J2"], seed=10, setup="CHONGTONG")
+    await t.sit("50.00")  # exactly the minimum cover
+    await t.deal(cards[:3])
+    broker.kill()
+    await wait_until(lambda: service.links[T].up["broker"] is False, what="broker link down")
+    await t.deal_blind(cards[3:])
+    await wait_until(lambda: t.rnd.phase == Phase.RESULT, what="game over")
+    await wait_until(lambda: service.outbox_pending == 1, what="result in the outbox")
+    assert rec.results(KEY1) == []
+    broker.start()
+    await wait_until(lambda: rec.results(KEY1), what="the result after the broker returns")
+    await t.next_round()
+    assert len(rec.results(KEY1)) == 1
+    res = rec.results(KEY1)[0]
+    d = res["details"]
+    assert (res["winner"], d["kind"], d["payment_points"], d["money"], d["moves"]) == ("PLAYER", "CHONGTONG", 5, "5.00", [])
+    assert res["player_bets"][ALICE]["cover"]["returned"] == "55.00" and d["result"]["months"] == [7]
+    replayed(res)
+    money_exact(res, Decimal("50.00"))
+
+
+# -- (f) the cover ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("table, least", [({}, "50.00"),
+                                          ({"options": {"point_value": "20.00", "min_cover_points": 2}}, "40.00")],
+                         indirect=["table"])
+async def test_f_a_cover_below_the_minimum_is_refused(table: Table, least: str):
+    t, rec = table, table.rec
+    await wait_until(lambda: rec.events("round_opened"), what="round opened")
+    low = str(Decimal(least) - Decimal("0.01"))
+    opts = t.settings.tables[0].options
+
+    def bet(stake: Any, seat: int | None = 1, player: str = ALICE, bet_id: str | None = None, **kw: Any) -> dict[str, Any]:
+        out = {"type": "place_bet", "bet_id": bet_id or f"{player}-{stake}", "player_id": player, "bet_type": "cover",
+               "stake": stake, "round_id": R1} | kw
+        return out | ({"seat": seat} if seat is not None else {})
+
+    points, value = opts.get("min_cover_points", 50), opts.get("point_value", "1.00")
+    await t.refused(bet(low), f"the cover must be at least {least} ({points} points of {value})")
+    await t.refused(bet("1.00"), f"at least {least}")
+    await t.refused(bet("0"), "")
+    await t.refused(bet(f"{least}5"), "")  # e.g. 50.005: not a whole number of cents
+    await t.refused(bet(60.0), "never a float")
+    await t.refused(bet(least, seat=2), "seat 2 does not exist at this table (seats 1..1)")
+    await t.refused(bet(least, seat=None, bet_id="noseat"), "must name a seat")
+    await t.refused(bet(least, bet_id="chips", bet_type="chips"), "unknown bet type 'chips' for matgo")
+    rejected = len(rec.events("rejected"))
+    await rec.publish(ACT, bet(least, player=AI))  # nobody bets as the house AI
+    await wait_until(lambda: len(rec.events("rejected")) > rejected, what="house-ai bet refused")
+    assert "house-ai is the house AI" in rec.events("rejected")[-1]["data"]["reason"]
+    assert t.service.tables[T].current.bets == {}
+    await rec.publish(ACT, bet(least))
+    await wait_until(lambda: t.mine(ALICE, "bet_accepted"), what="exactly the minimum accepted")
+    await t.refused(bet(least, bet_id="again"), "a player escrows one cover per game")
+    await t.refused(bet(least, player="bob"), "seat 1 is taken by another player", player="bob")
+    assert t.service.tables[T].current.bets.keys() == {f"{ALICE}-{least}"}
+    # the AI is dealt a chongtong: it wins 5 points, the player's loss limited to the cover
+    t.rnd, t.cover = t.service.tables[T].current, Decimal(least)
+    await rec.publish(ACT, {"type": "close_betting", "by": "dealer"})
+    cards, _ = deck(O=["11G", "11J1", "11J2", "11JD"], seed=11, setup="CHONGTONG")
+    await t.deal(cards)
+    await wait_until(lambda: rec.results(KEY1), what="result")
+    res = rec.results(KEY1)[0]
+    d = res["details"]
+    money = Decimal(value) * 5
+    assert (res["winner"], d["kind"], d["payment_points"], Decimal(d["money"])) == ("AI", "CHONGTONG", 5, money)
+    assert Decimal(res["player_bets"][ALICE]["cover"]["returned"]) == max(Decimal(least) - money, Decimal(0))
+    assert d["loss_capped"] is (money > Decimal(least))
+    assert res["player_bets"][ALICE]["cover"]["outcome"] == "LOSE"
+    # the game is over: the AI's hand is shown now, never before
+    assert not [m for topic, m in rec.messages if topic.endswith(f"/players/{AI}")]
+    revealed = rec.events("cards_revealed")[0]["data"]["cards"]
+    assert {revealed[f"O.{i}"] for i in range(1, 5)} == {"11G", "11J1", "11J2", "11JD"}
+    money_exact(res, Decimal(least))
+
+
+@pytest.mark.timeout(60)
+async def test_f_nobody_sits_down_the_game_is_cancelled(table: Table):
+    t, rec = table, table.rec
+    await wait_until(lambda: rec.events("round_opened"), what="round opened")
+    await rec.publish(ACT, {"type": "close_betting", "by": "dealer"})
+    await wait_until(lambda: rec.results(KEY1), what="cancelled")
+    res = rec.results(KEY1)[0]
+    assert res["outcome"] == "CANCELLED" and res["refund_all"] is True
+    assert "matgo needs at least 1 seated players, 0 sat down" in res["reason"]
+
+
+# -- scripted deals: a redeal, chongtong ----------------------------------------------------------------------
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("table", [{"options": {"first_player": "AI"}}], indirect=True)
+async def test_a_layout_quad_is_redealt_with_all_48_cards_then_a_chongtong_wins(table: Table):
+    t, rec = table, table.rec
+    first, _ = deck(L=["01G", "01J1", "01J2", "01R"], seed=12, setup="LAYOUT_QUAD")
+    # the redeal: the player (O, the AI plays first) holds four Augusts
+    second, _ = deck(O=["08G", "08A", "08J1", "08J2"], seed=13, setup="CHONGTONG", prefix="R1.")
+    await t.sit("100.00")
+    assert t.letter == "O"
+    await t.deal(first)
+    await wait_until(lambda: rec.events("redeal"), what="redeal")
+    assert rec.events("redeal")[0]["data"] == {"deal": 1, "reason": "LAYOUT_QUAD"}
+    # the cards are gathered and shuffled: nothing registers before SHUFFLE is confirmed
+    await wait_until(lambda: (p := rec.last_prompt()) and p["kind"] == "CONFIRM", what="CONFIRM SHUFFLE")
+    t.shoe.scan(second[0][1])
+    await wait_until(lambda: rec.prompts("REJECTED"), what="card refused")
+    assert "SHUFFLE is to be confirmed" in rec.prompts("REJECTED")[0]["message"]
+    await t.confirm("SHUFFLE")
+    await t.deal(second[:7])
+    # within the redeal a card dealt twice is a duplicate (the first deal's cards are back in)
+    await wait_until(lambda: rec.expects("R1.O.3", R1), what="NEXT R1.O.3")
+    t.shoe.scan(second[5][1])
+    await wait_until(lambda: rec.prompts("RESCAN"), what="RESCAN duplicate")
+    assert (rec.prompts("RESCAN")[-1]["position"], rec.prompts("RESCAN")[-1]["reason"]) == ("R1.O.3", "duplicate_card")
+    await t.deal(second[7:])
+    await wait_until(lambda: rec.results(KEY1), what="result")
+    res = rec.results(KEY1)[0]
+    d = res["details"]
+    assert asked(rec) == DEAL + ["SHUFFLE"] + [f"R1.{p}" for p in DEAL]
+    assert (res["winner"], d["kind"], d["payment_points"], d["deals"], d["seats"]) == (
+        "PLAYER", "CHONGTONG", 5, 2, {"F": AI, "O": ALICE})
+    assert res["cards"] == dict(first) | dict(second) and d["moves"] == []
+    assert res["player_bets"][ALICE]["cover"]["returned"] == "105.00"
+    # both deals' hands went to the player, nothing of the AI's anywhere
+    assert [(m["data"]["position"], m["data"]["card"]) for m in t.mine(ALICE, "hole_card")] == [
+        (p, c) for p, c in first + second if ".O." in f".{p}"]
+    assert not [m for topic, m in rec.messages if topic.endswith(f"/players/{AI}")]
+    assert not any(e["data"]["card"] for e in rec.events("card_registered") if ".F." in f".{e['data']['position']}")
+    replayed(res)
+    money_exact(res, Decimal("100.00"))
+
+
+@pytest.mark.timeout(120)
+async def test_both_players_holding_a_quad_is_a_redeal_too(table: Table):
+    t, rec = table, table.rec
+    first, _ = deck(F=["02A", "02R", "02J1", "02J2"], O=["09A", "09R", "09J1", "09J2"], seed=14, setup="BOTH_QUADS")
+    second, _ = deck(F=["12G", "12A", "12R", "12JD"], seed=15, setup="CHONGTONG", prefix="R1.")
+    await t.sit("100.00")
+    await t.deal(first)
+    await t.confirm("SHUFFLE")
+    await t.deal(second)
+    await wait_until(lambda: rec.results(KEY1), what="result")
+    res = rec.results(KEY1)[0]
+    assert rec.events("redeal")[0]["data"]["reason"] == "BOTH_QUADS"
+    assert (res["winner"], res["details"]["kind"], res["details"]["deals"]) == ("PLAYER", "CHONGTONG", 2)
+    assert res["details"]["result"]["months"] == [12]
+    money_exact(res, Decimal("100.00"))
+
+
+# -- the player bot, from the turn message only ----------------------------------------------------------------
+
+
+def test_the_bot_answers_with_a_move_the_turn_offers():
+    rng = random.Random(1)
+    play = {"phase": "PLAY", "actions": ["PLAY"], "cards": ["05A", "01R", "12JD"]}
+    pick = {"phase": "CHOOSE_B", "actions": ["CHOOSE"], "cards": ["07J1", "07A"]}
+    decide = {"phase": "DECIDE", "actions": ["GO", "STOP"]}
+    last = {"phase": "DECIDE", "actions": ["STOP"]}
+    assert choose("stopper", play, rng) == ("PLAY", "01R") and choose("stopper", pick, rng) == ("CHOOSE", "07A")
+    assert choose("stopper", decide, rng) == ("STOP", None) and choose("random", last, rng) == ("STOP", None)
+    assert {choose("random", play, rng) for _ in range(200)} == {("PLAY", c) for c in play["cards"]}
+    assert {choose("random", decide, rng) for _ in range(200)} == {("GO", None), ("STOP", None)}
+    assert default_of(pick) == ("CHOOSE", "07A") and default_of(play) == ("PLAY", "01R")
+    assert default_of({"phase": "CHOOSE_A", "cards": ["03J2", "03J1"]}) == ("CHOOSE", "03J1")
+
+
+class _Reader(ShoeLink):
+    """Decodes what the dealer passes over the reader."""
+
+    def __init__(self) -> None:
+        self.decoder = FrameDecoder()
+        self.cards: list[str] = []
+
+    async def send(self, chunks: Any) -> None:
+        for chunk in chunks:
+            for item in self.decoder.feed(chunk):
+                if isinstance(item, Frame) and item.status == Status.OK:
+                    self.cards.append(item.payload)
+
+
+async def test_the_virtual_dealer_follows_a_matgo_deal_redeal_and_stock():
+    sent: list[dict[str, Any]] = []
+
+    async def actions(payload: bytes) -> None:
+        sent.append(json.loads(payload))
+
+    reader = _Reader()
+    first = ["01G", "02A", "03G", "04A", "05A"]
+    again = ["12G", "12A", "12R", "12JD"]
+    dealer = MatgoDealer("X", VirtualShoe("R"), reader, deal_interval=0, scripted_rounds=[first],
+                         scripted_shuffles=[again], dealer_faults=DealerFaults(script=["", "", "foreign", ""]),
+                         actions=actions)
+
+    def prompt(kind: str, position: str, step: int, reason: str | None = None, message: str = "") -> StationPrompt:
+        return StationPrompt(table_id="X", round_id="X-000001", kind=kind, position=position, step=step,  # type: ignore[arg-type]
+                             reason=reason, message=message, at=0)
+
+    await dealer._follow(prompt("NEXT", "F.1", 1))
+    # a torn frame is reported twice (damaged, then its seq missing): two passes, one extra
+    await dealer._follow(prompt("RESCAN", "F.1", 1, "corrupt_frame"))
+    await dealer._follow(prompt("RESCAN", "F.1", 1, "frame_lost"))
+    assert reader.cards == ["01G", "01G", "01G"]
+    await dealer._follow(prompt("NEXT", "F.2", 2))
+    # the extra pass is refused at F.2: the card in hand is on its way already, no pass
+    await dealer._follow(prompt("RESCAN", "F.2", 2, "duplicate_card", "RESCAN F.2: already registered (01G)"))
+    assert reader.cards == ["01G", "01G", "01G", "02A"] and dealer.stale_ignored == 1
+    # a wrong card passed on purpose is refused: the right one follows
+    await dealer._follow(prompt("NEXT", "F.3", 3))
+    wrong = reader.cards[-1]
+    assert wrong in MatgoDealer.FOREIGN and dealer.faults_injected == {"foreign_card": 1}
+    await dealer._follow(prompt("RESCAN", "F.3", 3, "foreign_card", f"RESCAN F.3: not in this deck ({wrong})"))
+    assert reader.cards[-1] == "03G" and dealer.in_hand == "03G"
+    # a redeal: every card comes back, the 48 are shuffled again, the deal starts over
+    await dealer._follow(prompt("CONFIRM", "SHUFFLE", 4))
+    assert dealer.reshuffles == 1 and sent == [{"type": "dealer_confirm", "step": "SHUFFLE"}]
+    await dealer._follow(prompt("NEXT", "R1.F.1", 5))
+    await dealer._follow(prompt("NEXT", "R1.S1", 6))  # the stock, one card at a time
+    assert reader.cards[-2:] == ["12G", "12A"] and dealer.dealt == ["01G", "02A", "03G", "12G"]
+
+
+# -- the demo -----------------------------------------------------------------------------------------------------
+
+
+def test_demo_plays_matgo_against_the_house_ai():
+    from tests.test_cli_and_service import run_cli
+
+    out = run_cli("demo", "--game", "matgo", "--rounds", "2", "--seed", "5", timeout=240)
+    assert out.returncode == 0, out.stderr[-2000:]
+    text = out.stdout
+    game1 = text.split(f"=== T1-000002")[0]
+    assert "REDEAL (four cards of one month on the layout)" in game1 and "dealer shuffles all 48 cards" in game1
+    assert "face down, to player1 only" in text and "holds 10 cards face down: nobody sees them" in text
+    assert "layout: " in text and " plays " in text and "turns over" in text and "captures" in text
+    assert "-- turn 1: " in text and "house-ai" in text
+    assert "RESULT " in text and "payment: " in text and "cover " in text
+    summary = json.loads(text.rsplit("summary ", 1)[1])
+    assert summary["rounds_settled"] >= 2 and summary["reconciliation_mismatches"] == []
+    assert summary["faults_injected"].get("foreign_card") and summary["faults_injected"].get("duplicate_card")

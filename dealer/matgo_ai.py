@@ -228,6 +228,7 @@ def _group(code: str) -> tuple[int, float]:
     return 0, 0.0
 
 
+_ALL = (1 << _N) - 1
 _W = tuple(_base_weight(c) for c in HWATU_48)
 _GRP = tuple(_group(c)[0] for c in HWATU_48)
 _BON = tuple(_group(c)[1] for c in HWATU_48)
@@ -256,7 +257,9 @@ class _Policy:
     most ``go_opp_max``; else Stop.
     """
 
-    __slots__ = ("eps", "go_turns", "go_opp_max", "noise", "throw")
+    __slots__ = ("eps", "go_turns", "go_opp_max", "noise", "throw", "opp_greedy", "opp_stop", "safe_throw",
+                 "locked", "throw_u", "k2_pen", "triple_bonus", "gain_w", "deny_w", "pair_throw",
+                 "ppuk_pen", "contest")
 
     def __init__(self, eps: float = 0.1, go_turns: int = 2, go_opp_max: int = 3, noise: float = 0.3,
                  throw: float = 0.6) -> None:
@@ -265,6 +268,18 @@ class _Policy:
         self.go_opp_max = go_opp_max
         self.noise = noise
         self.throw = throw
+        self.opp_greedy = False
+        self.opp_stop = False
+        self.safe_throw = 1.0
+        self.locked = 0.0
+        self.throw_u = (1.0, 1.0, 1.0, 1.0)
+        self.k2_pen = 0.5
+        self.triple_bonus = 1.5
+        self.gain_w = 0.0
+        self.deny_w = 0.0
+        self.pair_throw = 0.0
+        self.ppuk_pen = 0.0
+        self.contest = 0.0
 
     def play(self, g: MatgoGame, rnd) -> int:  # type: ignore[no-untyped-def]
         p = g._mover
@@ -275,8 +290,17 @@ class _Policy:
         lay = g._lay
         mine = g._cap[p]
         theirs = g._cap[1 - p]
+        unseen = _ALL ^ (g._hand[p] | lay | mine | theirs | g._pend)
         noise = self.noise
         throw = self.throw
+        safe_throw = self.safe_throw
+        locked = self.locked
+        gain_w = self.gain_w
+        deny_w = self.deny_w
+        if gain_w:
+            base = _score_total(mine)
+        if deny_w:
+            tbase = _score_total(theirs)
         W, GRP, BON, MM = _W, _GRP, _BON, _MONTH_MASK
         best = -1e9
         pick = -1
@@ -293,7 +317,9 @@ class _Policy:
                         v += BON[i]
                     if (mine & grp).bit_count() >= 2:
                         v += 0.5 * BON[i]
-                v = -throw * v
+                v = -throw * v * self.throw_u[(unseen & MM[i]).bit_count()]
+                if self.pair_throw and g._hand[p] & MM[i] & ~low:
+                    v += self.pair_throw
             else:
                 v = W[i]
                 if grp:
@@ -303,18 +329,32 @@ class _Policy:
                         v += 0.5 * BON[i]
                 if ml & (ml - 1) == 0:  # one card
                     v += _take_value(ml.bit_length() - 1, mine, theirs)
+                    took = low | ml
                 else:
                     k = ml.bit_count()
                     if k == 2:
-                        va = _take_value((ml & -ml).bit_length() - 1, mine, theirs)
+                        a = ml & -ml
+                        va = _take_value(a.bit_length() - 1, mine, theirs)
                         vb = _take_value(ml.bit_length() - 1, mine, theirs)
-                        v += (va if va > vb else vb) - 0.5  # the other card stays for the opponent
+                        v += (va if va > vb else vb) - self.k2_pen  # the other card stays for the opponent
+                        took = low | (a if va > vb else ml ^ a)
                     else:
+                        took = low | ml
                         while ml:
                             lo = ml & -ml
                             ml ^= lo
                             v += _take_value(lo.bit_length() - 1, mine, theirs)
-                        v += 1.5  # the junk a triple takes
+                        v += self.triple_bonus  # the junk a triple takes
+                if gain_w:
+                    v += gain_w * (_score_total(mine | took) - base)
+                if deny_w:
+                    v += deny_w * (_score_total(theirs | took) - tbase)
+                um = unseen & MM[i]
+                if not um:  # the pair is mine whenever I want it
+                    v -= locked
+                elif k1 := (took.bit_count() == 2):
+                    v -= self.ppuk_pen * um.bit_count()
+                    v += self.contest
             v += rnd() * noise
             if v > best:
                 best, pick = v, i
@@ -334,6 +374,70 @@ class _Policy:
         if (20 - g._turn) // 2 < self.go_turns:  # own turns after this one
             return False
         return g._go[p] < 3 and _total(g._cap[1 - p]) <= self.go_opp_max
+
+
+_J1M = _mask([c for c in HWATU_48 if c[2] == "J" and not c.endswith("JD")])
+_JDM = _mask([c for c in HWATU_48 if c.endswith("JD")])
+_AV = tuple(_auto_value(c) for c in HWATU_48)
+
+
+def _units(m: int) -> int:
+    return (m & _J1M).bit_count() + 2 * (m & _JDM).bit_count()
+
+
+def _greedy_play(g: MatgoGame) -> int:
+    """:class:`GreedyPlayer`'s PLAY on the engine's masks (fast, for playouts)."""
+    p = g._mover
+    h = g._hand[p]
+    lay = g._lay
+    mine = g._cap[p]
+    base = _score_total(mine)
+    best = None
+    pick = -1
+    while h:
+        low = h & -h
+        h ^= low
+        i = low.bit_length() - 1
+        ml = lay & _MONTH_MASK[i]
+        if not ml:
+            key = (0, 0, 0, -_AV[i], -i)
+        else:
+            steal = 0
+            if ml & (ml - 1) == 0:
+                take = ml
+            elif ml.bit_count() == 2:
+                a = ml & -ml
+                b = ml ^ a
+                ka = (_score_total(mine | low | a) + _units(a), _AV[a.bit_length() - 1], -a.bit_length())
+                kb = (_score_total(mine | low | b) + _units(b), _AV[b.bit_length() - 1], -b.bit_length())
+                take = a if ka >= kb else b
+            else:
+                take = ml
+                pile = g._piles.get(_MONTH[i])
+                steal = 1 if pile is None or pile[0] != "PPUK" else 2
+            cards = low | take
+            gain = _score_total(mine | cards) - base + _units(cards) + steal
+            av = 0
+            m = cards
+            while m:
+                lo = m & -m
+                m ^= lo
+                av += _AV[lo.bit_length() - 1]
+            key = (gain, 1, av, 0, -i)
+        if best is None or key > best:
+            best, pick = key, i
+    return pick
+
+
+def _greedy_pick(g: MatgoGame) -> int:
+    p = g._mover
+    m = g._opts
+    a = m & -m
+    b = m ^ a
+    base = g._cap[p] | g._pend
+    ka = (_score_total(base | a) + _units(a), _AV[a.bit_length() - 1], -a.bit_length())
+    kb = (_score_total(base | b) + _units(b), _AV[b.bit_length() - 1], -b.bit_length())
+    return a.bit_length() - 1 if ka >= kb else b.bit_length() - 1
 
 
 def _total(m: int) -> int:
@@ -358,17 +462,28 @@ def _playout(g: MatgoGame, stock: list[int], me: str, rnd, pol: _Policy, bonus: 
     step = g.step
     P_PLAY, P_FLIP, P_DEC = Phase.PLAY, Phase.FLIP, Phase.DECIDE
     play, pick, go = pol.play, pol.pick, pol.go
+    og, ostop = pol.opp_greedy, pol.opp_stop
+    mi = 0 if me == "F" else 1
     while g._result is None:
         ph = g._phase
         if ph is P_FLIP:
             step(_FLIPS[stock[si]])
             si += 1
         elif ph is P_PLAY:
-            step(_PLAYS[play(g, rnd)])
+            if og and g._mover != mi:
+                step(_PLAYS[_greedy_play(g)])
+            else:
+                step(_PLAYS[play(g, rnd)])
         elif ph is P_DEC:
-            step(_GO if go(g) else _STOP)
+            if ostop and g._mover != mi:
+                step(_STOP)
+            else:
+                step(_GO if go(g) else _STOP)
         else:
-            step(_CHOOSES[pick(g)])
+            if og and g._mover != mi:
+                step(_CHOOSES[_greedy_pick(g)])
+            else:
+                step(_CHOOSES[pick(g)])
     r = g._result
     if r.winner is None:
         return 0.0
@@ -400,12 +515,17 @@ class SearchPlayer:
     to the payment points of a won or lost playout (0: pure payment points; larger values
     weigh the chance of winning more). Candidate moves are narrowed by sequential halving:
     the budget is split into rounds, and after each round the worse half is dropped.
+
+    The playout policy's own choice (its "prior" move; Stop at a decision point) is kept to
+    the end, and the search only overrides it when the best move beats it by ``z`` standard
+    errors of the paired difference (every candidate is played on the same sampled deals):
+    a noisy estimate never replaces a sound heuristic move.
     """
 
     name = "search"
 
     def __init__(self, budget_ms: float = 100.0, playouts: int | None = None, *, win_bonus: float = 10.0,
-                 eps: float = 0.1, safety: float = 0.8, halving: bool = True) -> None:
+                 eps: float = 0.1, safety: float = 0.8, halving: bool = True, z: float = 1.0) -> None:
         if not budget_ms > 0:
             raise ValueError("budget_ms must be positive")
         if playouts is not None and playouts < 1:
@@ -415,8 +535,36 @@ class SearchPlayer:
         self.safety = safety
         self.win_bonus = float(win_bonus)
         self.halving = halving
+        self.z = z
         self.policy = _Policy(eps=eps)
         self.last_stats: dict[str, object] = {}
+
+    def _prior(self, game: MatgoGame, moves: list[Move]) -> int:
+        """Index in ``moves`` of the playout policy's noiseless choice (Stop when deciding)."""
+        ph = game.phase
+        if ph == Phase.DECIDE:
+            return moves.index(_STOP)
+        if ph == Phase.PLAY:
+            pol = self.policy
+            eps, noise = pol.eps, pol.noise
+            pol.eps = pol.noise = 0.0
+            try:
+                i = pol.play(game, _no_random)
+            finally:
+                pol.eps, pol.noise = eps, noise
+            card = HWATU_48[i]
+        else:
+            card = HWATU_48[_Policy.pick(game)]
+        for k, m in enumerate(moves):
+            if getattr(m, "card", None) == card:
+                return k
+        # an equivalent junk card was merged away: the one of the same month
+        month = card[:2]
+        for k, m in enumerate(moves):
+            c = getattr(m, "card", "")
+            if c[:2] == month and c[2] == "J" and not c.endswith("JD"):
+                return k
+        return 0  # pragma: no cover
 
     def choose(self, game: MatgoGame, seat: Seat, rng: random.Random) -> Move:
         t0 = time.perf_counter()
@@ -429,6 +577,7 @@ class SearchPlayer:
         unseen = [_IDX[c] for c in view.unseen]
         n_opp = view.opponent_hand_size
         moves = _distinct_moves(legal)
+        prior = self._prior(game, moves)
         bonus = self.win_bonus
         # a Stop's value is certain; every other move is estimated by playouts
         fixed: dict[int, float] = {}
@@ -439,8 +588,7 @@ class SearchPlayer:
                 r = g.result
                 fixed[k] = r.payment_points + bonus if r.winner == seat else -(r.payment_points + bonus)
         cands = [k for k in range(len(moves)) if k not in fixed]
-        sums = [0.0] * len(moves)
-        counts = [0] * len(moves)
+        vals: list[list[float]] = [[] for _ in moves]
         rounds = max(1, math.ceil(math.log2(len(cands)))) if self.halving and len(cands) > 1 else 1
         total = None if self.playouts is None else self.playouts * len(cands)
         budget_s = self.budget_ms * self.safety / 1000.0
@@ -469,20 +617,49 @@ class SearchPlayer:
                 for k in cands:
                     g = base.clone()
                     g.step(moves[k])
-                    sums[k] += _playout(g, stock, seat, rnd, pol, bonus)
-                    counts[k] += 1
+                    vals[k].append(_playout(g, stock, seat, rnd, pol, bonus))
                 done += 1
             samples += done
-            if r < rounds - 1:
-                ranked = sorted(cands, key=lambda k: (-sums[k] / counts[k], k))
-                cands = sorted(ranked[: max(1, math.ceil(len(ranked) / 2))])
-        values = {k: sums[k] / counts[k] for k in cands}
+            if r < rounds - 1:  # keep the better half (and the prior move)
+                ranked = sorted(cands, key=lambda k: (-sum(vals[k]) / len(vals[k]), k))
+                keep = set(ranked[: max(1, math.ceil(len(ranked) / 2))])
+                if prior in cands:
+                    keep.add(prior)
+                cands = sorted(keep)
+        values = {k: sum(vals[k]) / len(vals[k]) for k in cands}
         values.update(fixed)
         best = max(values, key=lambda k: (values[k], -k))
-        self.last_stats = {"samples": samples, "moves": len(moves), "rounds": rounds,
+        choice = best
+        if best != prior and prior in values:
+            choice = best if self._significant(vals, fixed, best, prior) else prior
+        self.last_stats = {"samples": samples, "moves": len(moves), "rounds": rounds, "prior": str(moves[prior]),
                            "values": {str(moves[k]): round(v, 3) for k, v in values.items()},
                            "ms": (time.perf_counter() - t0) * 1000.0}
-        return moves[best]
+        return moves[choice]
+
+    def _significant(self, vals: list[list[float]], fixed: dict[int, float], best: int, prior: int) -> bool:
+        """Does ``best`` beat ``prior`` by ``z`` standard errors (paired by sampled deal)?"""
+        if self.z <= 0:
+            return True
+        if best in fixed:  # a certain Stop against an estimated move
+            xs = vals[prior]
+            diffs = [fixed[best] - x for x in xs]
+        elif prior in fixed:
+            diffs = [x - fixed[prior] for x in vals[best]]
+        else:
+            n = min(len(vals[best]), len(vals[prior]))  # the same deals, in the same order
+            a, b = vals[best], vals[prior]
+            diffs = [a[j] - b[j] for j in range(n)]
+        n = len(diffs)
+        if n < 2:
+            return False
+        mean = sum(diffs) / n
+        var = sum((d - mean) ** 2 for d in diffs) / (n - 1)
+        return mean > self.z * math.sqrt(var / n)
+
+
+def _no_random() -> float:
+    return 0.0
 
 
 PLAYERS = {"random": RandomPlayer, "greedy": GreedyPlayer, "search": SearchPlayer}

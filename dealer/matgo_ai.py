@@ -269,17 +269,17 @@ class _Policy:
         self.noise = noise
         self.throw = throw
         self.opp_greedy = False
-        self.opp_stop = False
+        self.opp_stop = True
         self.safe_throw = 1.0
-        self.locked = 0.0
-        self.throw_u = (1.0, 1.0, 1.0, 1.0)
-        self.k2_pen = 0.5
+        self.locked = 2.0
+        self.throw_u = (0.1, 0.8, 1.0, 1.2)
+        self.k2_pen = 1.0
         self.triple_bonus = 1.5
         self.gain_w = 0.0
         self.deny_w = 0.0
-        self.pair_throw = 0.0
+        self.pair_throw = 0.5
         self.ppuk_pen = 0.0
-        self.contest = 0.0
+        self.contest = 1.0
 
     def play(self, g: MatgoGame, rnd) -> int:  # type: ignore[no-untyped-def]
         p = g._mover
@@ -524,8 +524,8 @@ class SearchPlayer:
 
     name = "search"
 
-    def __init__(self, budget_ms: float = 100.0, playouts: int | None = None, *, win_bonus: float = 10.0,
-                 eps: float = 0.1, safety: float = 0.8, halving: bool = True, z: float = 1.0) -> None:
+    def __init__(self, budget_ms: float = 100.0, playouts: int | None = None, *, win_bonus: float = 100.0,
+                 eps: float = 0.1, safety: float = 0.8, halving: bool = True, z: float = 2.0) -> None:
         if not budget_ms > 0:
             raise ValueError("budget_ms must be positive")
         if playouts is not None and playouts < 1:

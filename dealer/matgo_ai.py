@@ -204,46 +204,53 @@ _BLUE = _mask(["06R", "09R", "10R"])
 _PLAIN = _mask(["04R", "05R", "07R"])
 
 
-def _base_weight(code: str) -> float:
+#: Default playout-policy weights: what a captured card is worth to its taker (G: bright,
+#: rain: 12G, bird: a Godori bird, cup: 09A, A: other animals, setR: a ribbon of a set,
+#: R12: 12R, J/JD: junk), the bonus when the taker already holds two of the card's group
+#: (bonG: brights, bonBird: Godori, bonR: the ribbon set) and the share of that bonus a
+#: capture is worth for denying it to the opponent (deny).
+WEIGHTS: dict[str, float] = {"G": 4.0, "rain": 3.0, "bird": 3.0, "cup": 3.0, "A": 2.0, "setR": 2.2, "R12": 1.5,
+                             "J": 1.0, "JD": 2.0, "bonG": 3.0, "bonBird": 4.0, "bonR": 2.5, "deny": 0.5}
+
+
+def _weight(code: str, w: dict[str, float]) -> float:
     t = code[2]
     if t == "G":
-        return 3.0 if code == "12G" else 4.0
+        return w["rain"] if code == "12G" else w["G"]
     if t == "A":
-        return 3.0 if code in ("02A", "04A", "08A", "09A") else 2.0
+        return w["cup"] if code == "09A" else w["bird"] if code in ("02A", "04A", "08A") else w["A"]
     if t == "R":
-        return 1.5 if code == "12R" else 2.2
-    return 2.0 if code.endswith("JD") else 1.0
+        return w["R12"] if code == "12R" else w["setR"]
+    return w["JD"] if code.endswith("JD") else w["J"]
 
 
-def _group(code: str) -> tuple[int, float]:
+def _group(code: str, w: dict[str, float]) -> tuple[int, float]:
     """(mask of the card's combination group, bonus when the taker already holds two of it)."""
     bit = 1 << _IDX[code]
     if bit & _G_MASK:
-        return _G_MASK, 3.0
+        return _G_MASK, w["bonG"]
     if bit & _GODORI:
-        return _GODORI, 4.0
+        return _GODORI, w["bonBird"]
     for s in (_RED, _BLUE, _PLAIN):
         if bit & s:
-            return s, 2.5
+            return s, w["bonR"]
     return 0, 0.0
 
 
 _ALL = (1 << _N) - 1
-_W = tuple(_base_weight(c) for c in HWATU_48)
-_GRP = tuple(_group(c)[0] for c in HWATU_48)
-_BON = tuple(_group(c)[1] for c in HWATU_48)
+_GRP = tuple(_group(c, WEIGHTS)[0] for c in HWATU_48)
 
 
-def _take_value(i: int, mine: int, theirs: int) -> float:
+def _take_value(i: int, mine: int, theirs: int, W: tuple[float, ...], BON: tuple[float, ...], deny: float) -> float:
     """Value of capturing card ``i``: its weight, plus a bonus if I hold two of its group
-    (three brights, Godori, a ribbon set), plus half that if it denies the opponent one."""
-    w = _W[i]
+    (three brights, Godori, a ribbon set), plus a share of that if it denies the opponent one."""
+    w = W[i]
     grp = _GRP[i]
     if grp:
         if (mine & grp).bit_count() >= 2:
-            w += _BON[i]
+            w += BON[i]
         if (theirs & grp).bit_count() >= 2:
-            w += 0.5 * _BON[i]
+            w += deny * BON[i]
     return w
 
 
@@ -257,7 +264,8 @@ class _Policy:
     most ``go_opp_max``; else Stop.
     """
 
-    __slots__ = ("eps", "go_turns", "go_opp_max", "noise", "throw", "opp_greedy", "opp_stop", "safe_throw",
+    __slots__ = ("W", "BON", "deny", "eps", "go_turns", "go_opp_max", "noise", "throw", "opp_greedy", "opp_stop",
+                 "safe_throw",
                  "locked", "throw_u", "k2_pen", "triple_bonus", "gain_w", "deny_w", "pair_throw",
                  "ppuk_pen", "contest")
 
@@ -280,6 +288,16 @@ class _Policy:
         self.pair_throw = 0.5
         self.ppuk_pen = 0.0
         self.contest = 1.0
+        self.set_weights()
+
+    def set_weights(self, **weights: float) -> None:
+        w = {**WEIGHTS, **weights}
+        unknown = set(w) - set(WEIGHTS)
+        if unknown:
+            raise ValueError(f"unknown policy weight(s): {sorted(unknown)}")
+        self.W = tuple(_weight(c, w) for c in HWATU_48)
+        self.BON = tuple(_group(c, w)[1] for c in HWATU_48)
+        self.deny = w["deny"]
 
     def play(self, g: MatgoGame, rnd) -> int:  # type: ignore[no-untyped-def]
         p = g._mover
@@ -301,7 +319,7 @@ class _Policy:
             base = _score_total(mine)
         if deny_w:
             tbase = _score_total(theirs)
-        W, GRP, BON, MM = _W, _GRP, _BON, _MONTH_MASK
+        W, GRP, BON, MM, deny = self.W, _GRP, self.BON, _MONTH_MASK, self.deny
         best = -1e9
         pick = -1
         while h:
@@ -316,7 +334,7 @@ class _Policy:
                     if (theirs & grp).bit_count() >= 2:
                         v += BON[i]
                     if (mine & grp).bit_count() >= 2:
-                        v += 0.5 * BON[i]
+                        v += deny * BON[i]
                 v = -throw * v * self.throw_u[(unseen & MM[i]).bit_count()]
                 if self.pair_throw and g._hand[p] & MM[i] & ~low:
                     v += self.pair_throw
@@ -326,16 +344,16 @@ class _Policy:
                     if (mine & grp).bit_count() >= 2:
                         v += BON[i]
                     if (theirs & grp).bit_count() >= 2:
-                        v += 0.5 * BON[i]
+                        v += deny * BON[i]
                 if ml & (ml - 1) == 0:  # one card
-                    v += _take_value(ml.bit_length() - 1, mine, theirs)
+                    v += _take_value(ml.bit_length() - 1, mine, theirs, W, BON, deny)
                     took = low | ml
                 else:
                     k = ml.bit_count()
                     if k == 2:
                         a = ml & -ml
-                        va = _take_value(a.bit_length() - 1, mine, theirs)
-                        vb = _take_value(ml.bit_length() - 1, mine, theirs)
+                        va = _take_value(a.bit_length() - 1, mine, theirs, W, BON, deny)
+                        vb = _take_value(ml.bit_length() - 1, mine, theirs, W, BON, deny)
                         v += (va if va > vb else vb) - self.k2_pen  # the other card stays for the opponent
                         took = low | (a if va > vb else ml ^ a)
                     else:
@@ -343,7 +361,7 @@ class _Policy:
                         while ml:
                             lo = ml & -ml
                             ml ^= lo
-                            v += _take_value(lo.bit_length() - 1, mine, theirs)
+                            v += _take_value(lo.bit_length() - 1, mine, theirs, W, BON, deny)
                         v += self.triple_bonus  # the junk a triple takes
                 if gain_w:
                     v += gain_w * (_score_total(mine | took) - base)
@@ -360,14 +378,14 @@ class _Policy:
                 best, pick = v, i
         return pick
 
-    @staticmethod
-    def pick(g: MatgoGame) -> int:
+    def pick(self, g: MatgoGame) -> int:
         p = g._mover
         m = g._opts
         a = (m & -m).bit_length() - 1
         b = m.bit_length() - 1
         mine, theirs = g._cap[p], g._cap[1 - p]
-        return a if _take_value(a, mine, theirs) >= _take_value(b, mine, theirs) else b
+        W, BON, deny = self.W, self.BON, self.deny
+        return a if _take_value(a, mine, theirs, W, BON, deny) >= _take_value(b, mine, theirs, W, BON, deny) else b
 
     def go(self, g: MatgoGame) -> bool:
         p = g._mover
@@ -554,7 +572,7 @@ class SearchPlayer:
                 pol.eps, pol.noise = eps, noise
             card = HWATU_48[i]
         else:
-            card = HWATU_48[_Policy.pick(game)]
+            card = HWATU_48[self.policy.pick(game)]
         for k, m in enumerate(moves):
             if getattr(m, "card", None) == card:
                 return k

@@ -11,6 +11,8 @@ not store it).
 * :class:`RandomPlayer`: a legal move drawn uniformly.
 * :class:`GreedyPlayer`: the capture worth most now (gain in its own combination score plus
   the junk units it takes), deterministic tie-breaks; Stops as soon as it may.
+* :class:`PolicyPlayer`: the search's playout policy alone, without noise and without search
+  (what the search starts from; the arena measures what the search adds).
 * :class:`SearchPlayer` (the shipped AI): determinized Monte-Carlo search. Each iteration
   deals the cards it has not seen into an opponent hand of the right size and a stock order
   (uniformly at random: information-set sampling), then, for every candidate move, plays
@@ -50,7 +52,7 @@ from dealer.games.matgo_engine import (
     score,
 )
 
-__all__ = ["Player", "RandomPlayer", "GreedyPlayer", "SearchPlayer", "PLAYERS", "make_player",
+__all__ = ["Player", "RandomPlayer", "GreedyPlayer", "PolicyPlayer", "SearchPlayer", "PLAYERS", "make_player",
            "DECISION_PHASES"]
 
 DECISION_PHASES = frozenset({Phase.PLAY, Phase.CHOOSE_A, Phase.CHOOSE_B, Phase.DECIDE})
@@ -612,7 +614,6 @@ class SearchPlayer:
         budget_s = self.budget_ms * self.safety / 1000.0
         rnd = rng.random
         pol = self.policy
-        codes = HWATU_48
         samples = 0
         for r in range(rounds):
             if total is not None:
@@ -628,10 +629,7 @@ class SearchPlayer:
                         break
                 elif done >= 1 and time.perf_counter() >= deadline:  # type: ignore[operator]
                     break
-                sample = unseen[:]
-                rng.shuffle(sample)
-                stock = sample[n_opp:]
-                base = game.determinize(seat, [codes[i] for i in sample[:n_opp]])
+                base, stock = self._sample(game, seat, unseen, n_opp, rng)
                 for k in cands:
                     g = base.clone()
                     g.step(moves[k])
@@ -654,6 +652,15 @@ class SearchPlayer:
                            "values": {str(moves[k]): round(v, 3) for k, v in values.items()},
                            "ms": (time.perf_counter() - t0) * 1000.0}
         return moves[choice]
+
+    @staticmethod
+    def _sample(game: MatgoGame, seat: Seat, unseen: list[int], n_opp: int,
+                rng: random.Random) -> tuple[MatgoGame, list[int]]:
+        """One determinization: the unseen cards dealt uniformly into an opponent hand and a
+        stock order (card indices, top first)."""
+        sample = unseen[:]
+        rng.shuffle(sample)
+        return game.determinize(seat, [HWATU_48[i] for i in sample[:n_opp]]), sample[n_opp:]
 
     def _significant(self, vals: list[list[float]], fixed: dict[int, float], best: int, prior: int) -> bool:
         """Does ``best`` beat ``prior`` by ``z`` standard errors (paired by sampled deal)?"""
@@ -680,15 +687,32 @@ def _no_random() -> float:
     return 0.0
 
 
-PLAYERS = {"random": RandomPlayer, "greedy": GreedyPlayer, "search": SearchPlayer}
+class PolicyPlayer:
+    """The search's prior alone: the playout policy without noise (Stop at once). No search:
+    the arena measures what the search adds on top of it."""
+
+    name = "policy"
+
+    def __init__(self) -> None:
+        self._search = SearchPlayer()
+
+    def choose(self, game: MatgoGame, seat: Seat, rng: random.Random) -> Move:
+        _check_turn(game, seat)
+        moves = _distinct_moves(game.legal())
+        return moves[self._search._prior(game, moves)]
+
+
+PLAYERS = {"random": RandomPlayer, "greedy": GreedyPlayer, "policy": PolicyPlayer, "search": SearchPlayer}
 
 
 def make_player(name: str, budget_ms: float = 100.0, playouts: int | None = None) -> Player:
-    """A player by name: ``random``, ``greedy`` or ``search``."""
+    """A player by name: ``random``, ``greedy``, ``policy`` or ``search``."""
     if name == "search":
         return SearchPlayer(budget_ms=budget_ms, playouts=playouts)
     if name == "random":
         return RandomPlayer()
     if name == "greedy":
         return GreedyPlayer()
+    if name == "policy":
+        return PolicyPlayer()
     raise ValueError(f"unknown player {name!r} (known: {', '.join(PLAYERS)})")

@@ -4,6 +4,8 @@ The harness owns the deck: each deal shuffles the 48 cards, deals them by the de
 (:func:`~dealer.games.matgo_engine.deal_positions`) and keeps the other 20 as the stock, turned
 over one by one as :class:`~dealer.games.matgo_engine.Flip` moves. Players only ever get the
 game and their seat (they never see the stock, and the opponent's hand is theirs to ignore).
+The one exception is ``oracle``, a yardstick that is handed the hidden cards on purpose
+(:class:`OraclePlayer`); no table ever fields it.
 
 Deals come in pairs over the same shuffle, once with player A first (F) and once with B first,
 so the luck of the cards largely cancels ("duplicate" format). A redeal (§2.3) reshuffles
@@ -40,11 +42,42 @@ from dealer.games.matgo_engine import (
     deal_positions,
     split_deal,
 )
-from dealer.matgo_ai import PLAYERS, make_player
+from dealer.matgo_ai import _IDX, PLAYERS, SearchPlayer, make_player
 
-__all__ = ["wilson", "play_deal", "run_arena", "render", "register", "DealRecord"]
+__all__ = ["wilson", "play_deal", "run_arena", "render", "register", "DealRecord", "OraclePlayer"]
 
 SIDES = ("a", "b")
+
+
+class OraclePlayer(SearchPlayer):
+    """A yardstick, never a table player: the shipped search with the hidden cards revealed.
+
+    Every determinization is the true deal (the opponent's real hand and the real order of the
+    remaining stock, which the arena hands it before each move), so its playouts know what the
+    shipped AI can only sample. Same policy, same budget, same move selection: its win rate
+    bounds what better guessing of the hidden cards could ever add to the shipped AI.
+    """
+
+    name = "oracle"
+
+    def __init__(self, budget_ms: float = 100.0, playouts: int | None = None) -> None:
+        super().__init__(budget_ms=budget_ms, playouts=playouts)
+        self.stock: list[str] = []
+
+    def _sample(self, game: MatgoGame, seat: str, unseen: list[int], n_opp: int,  # type: ignore[override]
+                rng: random.Random) -> tuple[MatgoGame, list[int]]:
+        return game.clone(), [_IDX[c] for c in self.stock]
+
+
+#: players only the arena can field (they are handed the stock)
+ARENA_ONLY = {"oracle": OraclePlayer}
+KNOWN = sorted({**PLAYERS, **ARENA_ONLY})
+
+
+def _player(name: str, budget_ms: float, playouts: int | None) -> Any:
+    if name in ARENA_ONLY:
+        return ARENA_ONLY[name](budget_ms, playouts)
+    return make_player(name, budget_ms, playouts)
 KINDS = ("STOP", "CHONGTONG", "THREE_PPUK", "NAGARI")
 
 
@@ -100,7 +133,7 @@ def play_deal(seed: int, deal: int, a: str, b: str, budget_ms: float = 100.0, pl
     game, stock, redeals = _deal_cards(deal_rng, rules)
     a_seat = "F" if deal % 2 == 0 else "O"
     side_of = {a_seat: "a", ("O" if a_seat == "F" else "F"): "b"}
-    players = {"a": make_player(a, budget_ms, playouts), "b": make_player(b, budget_ms, playouts)}
+    players = {"a": _player(a, budget_ms, playouts), "b": _player(b, budget_ms, playouts)}
     rngs = {s: random.Random(f"matgo-arena:{seed}:player:{deal}:{s}") for s in SIDES}
     move_ms: dict[str, list[float]] = {"a": [], "b": []}
     si = 0
@@ -112,6 +145,8 @@ def play_deal(seed: int, deal: int, a: str, b: str, budget_ms: float = 100.0, pl
         seat = game.to_move
         side = side_of[seat]
         view_game = game.clone()  # a player cannot disturb the real game
+        if isinstance(players[side], OraclePlayer):
+            players[side].stock = stock[si:]
         t0 = time.perf_counter()
         move = players[side].choose(view_game, seat, rngs[side])
         move_ms[side].append((time.perf_counter() - t0) * 1000.0)
@@ -184,8 +219,8 @@ def run_arena(a: str, b: str, deals: int, seed: int, budget_ms: float = 100.0, p
               jobs: int = 1, rules: MatgoRules = MatgoRules(), progress: bool = False) -> dict[str, Any]:
     """Play ``deals`` deals and return the summary (see :func:`summarize`)."""
     for name in (a, b):
-        if name not in PLAYERS:
-            raise ValueError(f"unknown player {name!r} (known: {', '.join(PLAYERS)})")
+        if name not in KNOWN:
+            raise ValueError(f"unknown player {name!r} (known: {', '.join(KNOWN)})")
     if deals < 1:
         raise ValueError("deals must be >= 1")
     jobs = max(1, min(jobs, deals))
@@ -269,10 +304,10 @@ def _cmd_arena(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``dealer matgo-arena`` to the ``dealer`` command's subparsers."""
-    p = subparsers.add_parser("matgo-arena", help="seeded Matgo deals between two players (search, greedy, "
-                              "random): win rates with 95%% CIs, points per deal, AI move times")
-    p.add_argument("--a", default="search", choices=sorted(PLAYERS), help="player A (default search)")
-    p.add_argument("--b", default="greedy", choices=sorted(PLAYERS), help="player B (default greedy)")
+    p = subparsers.add_parser("matgo-arena", help="seeded Matgo deals between two players (search, policy, "
+                              "greedy, random; oracle: the search shown the hidden cards): win rates with 95%% CIs, points per deal, AI move times")
+    p.add_argument("--a", default="search", choices=KNOWN, help="player A (default search)")
+    p.add_argument("--b", default="greedy", choices=KNOWN, help="player B (default greedy)")
     p.add_argument("--deals", type=int, default=1000)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--budget-ms", type=float, default=100.0, help="search player's time per move (ms)")

@@ -16,8 +16,8 @@ import pytest
 from dealer.cards import HWATU_48
 from dealer.cli import main
 from dealer.games.matgo_engine import Decide, Flip, MatgoGame, Phase, Play, other
-from dealer.matgo_ai import DECISION_PHASES, GreedyPlayer, RandomPlayer, SearchPlayer, make_player
-from dealer.matgo_arena import KINDS, play_deal, run_arena, wilson
+from dealer.matgo_ai import DECISION_PHASES, GreedyPlayer, PolicyPlayer, RandomPlayer, SearchPlayer, make_player
+from dealer.matgo_arena import KINDS, OraclePlayer, play_deal, run_arena, wilson
 
 PLAYER_KEYS = {
     "name", "wins", "win_rate", "win_rate_ci95", "wins_as_first", "decisive_as_first", "points_won",
@@ -111,7 +111,7 @@ def test_search_decisions_do_not_depend_on_the_hidden_cards_mid_game() -> None:
 
 
 def test_every_player_returns_a_legal_move_in_every_phase() -> None:
-    players = [RandomPlayer(), GreedyPlayer(), SearchPlayer(playouts=2)]
+    players = [RandomPlayer(), GreedyPlayer(), PolicyPlayer(), SearchPlayer(playouts=2)]
     rng = random.Random(2024)
     phases: Counter[str] = Counter()
     for _deal in range(40):
@@ -141,11 +141,11 @@ def test_players_refuse_flip_and_the_wrong_seat() -> None:
     while g.phase == Phase.CHOOSE_A:
         g.apply(g.legal()[0])
     assert g.phase == Phase.FLIP
-    for p in (RandomPlayer(), GreedyPlayer(), SearchPlayer(playouts=1)):
+    for p in (RandomPlayer(), GreedyPlayer(), PolicyPlayer(), SearchPlayer(playouts=1)):
         with pytest.raises(ValueError):
             p.choose(g, "F", random.Random(1))
     g2, _ = _new_game(random.Random(4))
-    for p in (RandomPlayer(), GreedyPlayer(), SearchPlayer(playouts=1)):
+    for p in (RandomPlayer(), GreedyPlayer(), PolicyPlayer(), SearchPlayer(playouts=1)):
         with pytest.raises(ValueError):
             p.choose(g2, other(g2.to_move), random.Random(1))
 
@@ -166,8 +166,42 @@ def test_make_player() -> None:
     assert isinstance(make_player("search", 50, 3), SearchPlayer)
     assert isinstance(make_player("greedy"), GreedyPlayer)
     assert isinstance(make_player("random"), RandomPlayer)
-    with pytest.raises(ValueError):
+    assert isinstance(make_player("policy"), PolicyPlayer)
+    with pytest.raises(ValueError):  # the yardstick is the arena's alone: no table can field it
         make_player("oracle")
+
+
+def test_policy_player_is_the_search_prior() -> None:
+    """The policy player plays the move the search keeps unless a playout result beats it
+    clearly: with z = infinity the search never overrides it."""
+    rng = random.Random(12)
+    never_override = SearchPlayer(playouts=3, z=float("inf"))
+    for _ in range(10):
+        g, _stock = _new_game(rng)
+        assert PolicyPlayer().choose(g, "F", random.Random(1)) == never_override.choose(g, "F", random.Random(2))
+
+
+def test_oracle_plays_out_the_true_deal() -> None:
+    """The yardstick's determinization is the real game: the opponent's true hand and the
+    true stock order; the shipped search samples instead."""
+    g, stock = _new_game(random.Random(13))
+    oracle = OraclePlayer(playouts=2)
+    oracle.stock = stock
+    view = g.view("F")
+    unseen = sorted(view.unseen)
+    base, order = oracle._sample(g, "F", [HWATU_48.index(c) for c in unseen], view.opponent_hand_size,
+                                 random.Random(1))
+    assert base.hands == g.hands and [HWATU_48[i] for i in order] == stock
+    sampled, s_order = SearchPlayer._sample(g, "F", [HWATU_48.index(c) for c in unseen],
+                                            view.opponent_hand_size, random.Random(1))
+    assert sampled.hands["F"] == g.hands["F"] and sorted(sampled.hands["O"] + [HWATU_48[i] for i in s_order]) == unseen
+
+
+def test_arena_fields_the_oracle_and_the_policy() -> None:
+    s = run_arena("oracle", "policy", deals=4, seed=5, playouts=2, jobs=1)
+    assert s["config"]["a"] == "oracle" and s["decisive"] + s["draws"] == 4
+    with pytest.raises(ValueError):
+        run_arena("cheat", "greedy", deals=2, seed=1)
 
 
 # --- greedy and search behaviour --------------------------------------------------------------

@@ -262,8 +262,10 @@ class _Policy:
     PLAY: the hand card whose step-A capture is worth most (:func:`_take_value`), a thrown card
     counting as a small loss (what it could give the opponent), plus a little noise; with
     probability ``eps`` a uniformly random hand card. CHOOSE: the more valuable card.
-    DECIDE: Go while at least ``go_turns`` own turns remain and the opponent's score is at
-    most ``go_opp_max``; else Stop.
+    DECIDE: Stop. The AI weighs a won game at ``win_bonus`` above its points and goes on only
+    when going is clearly worth more, so Stop is the better model of its own later play. With
+    ``go_turns`` set: Go while at least that many own turns remain and the opponent's score
+    is at most ``go_opp_max``.
     """
 
     __slots__ = ("W", "BON", "deny", "eps", "go_turns", "go_opp_max", "noise", "throw", "opp_greedy", "opp_stop",
@@ -271,7 +273,7 @@ class _Policy:
                  "locked", "throw_u", "k2_pen", "triple_bonus", "gain_w", "deny_w", "pair_throw",
                  "ppuk_pen", "contest")
 
-    def __init__(self, eps: float = 0.1, go_turns: int = 2, go_opp_max: int = 3, noise: float = 0.3,
+    def __init__(self, eps: float = 0.1, go_turns: int | None = None, go_opp_max: int = 3, noise: float = 0.3,
                  throw: float = 0.6) -> None:
         self.eps = eps
         self.go_turns = go_turns
@@ -391,7 +393,7 @@ class _Policy:
 
     def go(self, g: MatgoGame) -> bool:
         p = g._mover
-        if (20 - g._turn) // 2 < self.go_turns:  # own turns after this one
+        if self.go_turns is None or (20 - g._turn) // 2 < self.go_turns:  # own turns after this one
             return False
         return g._go[p] < 3 and _total(g._cap[1 - p]) <= self.go_opp_max
 

@@ -48,9 +48,9 @@ from dealer.games.matgo_engine import (
     Phase,
     Play,
     Seat,
-    other,
     score,
 )
+from dealer.games.matgo_engine import _total as _score_total  # the bit-mask scorer: same totals as score()
 
 __all__ = ["Player", "RandomPlayer", "GreedyPlayer", "PolicyPlayer", "SearchPlayer", "PLAYERS", "make_player",
            "DECISION_PHASES"]
@@ -268,10 +268,8 @@ class _Policy:
     is at most ``go_opp_max``.
     """
 
-    __slots__ = ("W", "BON", "deny", "eps", "go_turns", "go_opp_max", "noise", "throw", "opp_greedy", "opp_stop",
-                 "safe_throw",
-                 "locked", "throw_u", "k2_pen", "triple_bonus", "gain_w", "deny_w", "pair_throw",
-                 "ppuk_pen", "contest")
+    __slots__ = ("W", "BON", "deny", "eps", "go_turns", "go_opp_max", "noise", "throw", "opp_stop", "locked",
+                 "throw_u", "k2_pen", "triple_bonus", "pair_throw", "contest")
 
     def __init__(self, eps: float = 0.1, go_turns: int | None = None, go_opp_max: int = 3, noise: float = 0.3,
                  throw: float = 0.6) -> None:
@@ -280,17 +278,12 @@ class _Policy:
         self.go_opp_max = go_opp_max
         self.noise = noise
         self.throw = throw
-        self.opp_greedy = False
         self.opp_stop = True
-        self.safe_throw = 1.0
         self.locked = 2.0
         self.throw_u = (0.1, 0.8, 1.0, 1.2)
         self.k2_pen = 1.0
         self.triple_bonus = 1.5
-        self.gain_w = 0.0
-        self.deny_w = 0.0
         self.pair_throw = 0.5
-        self.ppuk_pen = 0.0
         self.contest = 1.0
         self.set_weights()
 
@@ -315,15 +308,8 @@ class _Policy:
         unseen = _ALL ^ (g._hand[p] | lay | mine | theirs | g._pend)
         noise = self.noise
         throw = self.throw
-        safe_throw = self.safe_throw
         locked = self.locked
-        gain_w = self.gain_w
-        deny_w = self.deny_w
-        if gain_w:
-            base = _score_total(mine)
-        if deny_w:
-            tbase = _score_total(theirs)
-        W, GRP, BON, MM, deny = self.W, _GRP, self.BON, _MONTH_MASK, self.deny
+        W, BON, MM, deny = self.W, self.BON, _MONTH_MASK, self.deny
         best = -1e9
         pick = -1
         while h:
@@ -331,24 +317,13 @@ class _Policy:
             h ^= low
             i = low.bit_length() - 1
             ml = lay & MM[i]
-            grp = GRP[i]
             if not ml:  # thrown: worth to the opponent what it is worth to a taker
-                v = W[i]
-                if grp:
-                    if (theirs & grp).bit_count() >= 2:
-                        v += BON[i]
-                    if (mine & grp).bit_count() >= 2:
-                        v += deny * BON[i]
+                v = _take_value(i, theirs, mine, W, BON, deny)
                 v = -throw * v * self.throw_u[(unseen & MM[i]).bit_count()]
                 if self.pair_throw and g._hand[p] & MM[i] & ~low:
                     v += self.pair_throw
             else:
-                v = W[i]
-                if grp:
-                    if (mine & grp).bit_count() >= 2:
-                        v += BON[i]
-                    if (theirs & grp).bit_count() >= 2:
-                        v += deny * BON[i]
+                v = _take_value(i, mine, theirs, W, BON, deny)
                 if ml & (ml - 1) == 0:  # one card
                     v += _take_value(ml.bit_length() - 1, mine, theirs, W, BON, deny)
                     took = low | ml
@@ -367,15 +342,9 @@ class _Policy:
                             ml ^= lo
                             v += _take_value(lo.bit_length() - 1, mine, theirs, W, BON, deny)
                         v += self.triple_bonus  # the junk a triple takes
-                if gain_w:
-                    v += gain_w * (_score_total(mine | took) - base)
-                if deny_w:
-                    v += deny_w * (_score_total(theirs | took) - tbase)
-                um = unseen & MM[i]
-                if not um:  # the pair is mine whenever I want it
+                if not unseen & MM[i]:  # the pair is mine whenever I want it
                     v -= locked
-                elif k1 := (took.bit_count() == 2):
-                    v -= self.ppuk_pen * um.bit_count()
+                elif took.bit_count() == 2:
                     v += self.contest
             v += rnd() * noise
             if v > best:
@@ -395,86 +364,7 @@ class _Policy:
         p = g._mover
         if self.go_turns is None or (20 - g._turn) // 2 < self.go_turns:  # own turns after this one
             return False
-        return g._go[p] < 3 and _total(g._cap[1 - p]) <= self.go_opp_max
-
-
-_J1M = _mask([c for c in HWATU_48 if c[2] == "J" and not c.endswith("JD")])
-_JDM = _mask([c for c in HWATU_48 if c.endswith("JD")])
-_AV = tuple(_auto_value(c) for c in HWATU_48)
-
-
-def _units(m: int) -> int:
-    return (m & _J1M).bit_count() + 2 * (m & _JDM).bit_count()
-
-
-def _greedy_play(g: MatgoGame) -> int:
-    """:class:`GreedyPlayer`'s PLAY on the engine's masks (fast, for playouts)."""
-    p = g._mover
-    h = g._hand[p]
-    lay = g._lay
-    mine = g._cap[p]
-    base = _score_total(mine)
-    best = None
-    pick = -1
-    while h:
-        low = h & -h
-        h ^= low
-        i = low.bit_length() - 1
-        ml = lay & _MONTH_MASK[i]
-        if not ml:
-            key = (0, 0, 0, -_AV[i], -i)
-        else:
-            steal = 0
-            if ml & (ml - 1) == 0:
-                take = ml
-            elif ml.bit_count() == 2:
-                a = ml & -ml
-                b = ml ^ a
-                ka = (_score_total(mine | low | a) + _units(a), _AV[a.bit_length() - 1], -a.bit_length())
-                kb = (_score_total(mine | low | b) + _units(b), _AV[b.bit_length() - 1], -b.bit_length())
-                take = a if ka >= kb else b
-            else:
-                take = ml
-                pile = g._piles.get(_MONTH[i])
-                steal = 1 if pile is None or pile[0] != "PPUK" else 2
-            cards = low | take
-            gain = _score_total(mine | cards) - base + _units(cards) + steal
-            av = 0
-            m = cards
-            while m:
-                lo = m & -m
-                m ^= lo
-                av += _AV[lo.bit_length() - 1]
-            key = (gain, 1, av, 0, -i)
-        if best is None or key > best:
-            best, pick = key, i
-    return pick
-
-
-def _greedy_pick(g: MatgoGame) -> int:
-    p = g._mover
-    m = g._opts
-    a = m & -m
-    b = m ^ a
-    base = g._cap[p] | g._pend
-    ka = (_score_total(base | a) + _units(a), _AV[a.bit_length() - 1], -a.bit_length())
-    kb = (_score_total(base | b) + _units(b), _AV[b.bit_length() - 1], -b.bit_length())
-    return a.bit_length() - 1 if ka >= kb else b.bit_length() - 1
-
-
-def _total(m: int) -> int:
-    """Combination score of a captured mask (the engine's :func:`score` total, fast path)."""
-    return _score_total(m)
-
-
-def _score_total_slow(m: int) -> int:
-    return score([HWATU_48[i] for i in _bits(m)]).total
-
-
-try:  # the engine's bit-mask scorer when it has one (same numbers, no code conversion)
-    from dealer.games.matgo_engine import _total as _score_total  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover
-    _score_total = _score_total_slow
+        return g._go[p] < 3 and _score_total(g._cap[1 - p]) <= self.go_opp_max
 
 
 def _playout(g: MatgoGame, stock: list[int], me: str, rnd, pol: _Policy, bonus: float) -> float:  # type: ignore[no-untyped-def]
@@ -484,7 +374,7 @@ def _playout(g: MatgoGame, stock: list[int], me: str, rnd, pol: _Policy, bonus: 
     step = g.step
     P_PLAY, P_FLIP, P_DEC = Phase.PLAY, Phase.FLIP, Phase.DECIDE
     play, pick, go = pol.play, pol.pick, pol.go
-    og, ostop = pol.opp_greedy, pol.opp_stop
+    ostop = pol.opp_stop
     mi = 0 if me == "F" else 1
     while g._result is None:
         ph = g._phase
@@ -492,20 +382,14 @@ def _playout(g: MatgoGame, stock: list[int], me: str, rnd, pol: _Policy, bonus: 
             step(_FLIPS[stock[si]])
             si += 1
         elif ph is P_PLAY:
-            if og and g._mover != mi:
-                step(_PLAYS[_greedy_play(g)])
-            else:
-                step(_PLAYS[play(g, rnd)])
+            step(_PLAYS[play(g, rnd)])
         elif ph is P_DEC:
             if ostop and g._mover != mi:
                 step(_STOP)
             else:
                 step(_GO if go(g) else _STOP)
         else:
-            if og and g._mover != mi:
-                step(_CHOOSES[_greedy_pick(g)])
-            else:
-                step(_CHOOSES[pick(g)])
+            step(_CHOOSES[pick(g)])
     r = g._result
     if r.winner is None:
         return 0.0

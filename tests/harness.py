@@ -1,18 +1,22 @@
-"""Test harness: a backend service, a recording MQTT client and a hand-driven PTY shoe."""
+"""Test harness: a backend service, a recording MQTT client, a hand-driven PTY shoe, and a
+reader link that records what a virtual dealer passes over it."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from dealer.config import Settings, load_settings
 from dealer.service import Service
+from drivers.frames import Frame, FrameDecoder, Status
 from drivers.mqtt import MqttBus
 from simulators.pty_port import PtyPort
 from simulators.shoe import VirtualShoe
+from simulators.station import ShoeLink
 
 TABLE = "T1"
 READER = "SC1"
@@ -119,3 +123,30 @@ async def start_service(settings: Settings, **kw: Any) -> tuple[Service, asyncio
 async def stop_service(task: asyncio.Task[None]) -> None:
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
+
+
+def strings(value: Any) -> Iterator[str]:
+    """Every string anywhere in a decoded JSON message."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from strings(k)
+            yield from strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from strings(v)
+
+
+class RecordingReader(ShoeLink):
+    """Decodes what the dealer passes over the reader."""
+
+    def __init__(self) -> None:
+        self.decoder = FrameDecoder()
+        self.cards: list[str] = []
+
+    async def send(self, chunks: Any) -> None:
+        for chunk in chunks:
+            for item in self.decoder.feed(chunk):
+                if isinstance(item, Frame) and item.status == Status.OK:
+                    self.cards.append(item.payload)

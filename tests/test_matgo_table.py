@@ -33,13 +33,12 @@ from dealer.round import Phase, Round
 from dealer.service import Service
 from dealer.settlement import settle_bet
 from dealer.table import Table as CoreTable
-from drivers.frames import Frame, FrameDecoder, Status
 from drivers.mqtt import MqttBus
 from simulators.matgo_players import MatgoDealer, MatgoPlayer, choose
 from simulators.shoe import VirtualShoe
-from simulators.station import DealerFaults, ShoeLink
+from simulators.station import DealerFaults
 from tests.conftest import Broker, wait_until
-from tests.harness import HandShoe, Recorder, start_service, stop_service
+from tests.harness import HandShoe, Recorder, RecordingReader, start_service, stop_service, strings
 
 T = "MG1"
 READER = "SC8"
@@ -94,21 +93,9 @@ def deck(F: Iterable[str] = (), O: Iterable[str] = (), L: Iterable[str] = (), S:
     raise AssertionError(f"no deck with these cards gives {setup}")
 
 
-def _strings(value: Any) -> Iterator[str]:
-    """Every string anywhere in a decoded JSON message."""
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            yield from _strings(k)
-            yield from _strings(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _strings(v)
-
 
 def codes_in(msg: Any) -> set[str]:
-    return {c for s in _strings(msg) for c in _CODE.findall(s)}
+    return {c for s in strings(msg) for c in _CODE.findall(s)}
 
 
 def default_of(turn: dict[str, Any]) -> tuple[str, str | None]:
@@ -847,7 +834,7 @@ async def test_f_a_cover_below_the_minimum_is_refused(table: Table, least: str):
 
 @pytest.mark.timeout(60)
 async def test_f_nobody_sits_down_the_game_is_cancelled(table: Table):
-    t, rec = table, table.rec
+    rec = table.rec
     await wait_until(lambda: rec.events("round_opened"), what="round opened")
     await rec.publish(ACT, {"type": "close_betting", "by": "dealer"})
     await wait_until(lambda: rec.results(KEY1), what="cancelled")
@@ -935,19 +922,6 @@ def test_the_bot_answers_with_a_move_the_turn_offers():
     assert default_of({"phase": "CHOOSE_A", "cards": ["03J2", "03J1"]}) == ("CHOOSE", "03J1")
 
 
-class _Reader(ShoeLink):
-    """Decodes what the dealer passes over the reader."""
-
-    def __init__(self) -> None:
-        self.decoder = FrameDecoder()
-        self.cards: list[str] = []
-
-    async def send(self, chunks: Any) -> None:
-        for chunk in chunks:
-            for item in self.decoder.feed(chunk):
-                if isinstance(item, Frame) and item.status == Status.OK:
-                    self.cards.append(item.payload)
-
 
 async def test_the_virtual_dealer_follows_a_matgo_deal_redeal_and_stock():
     sent: list[dict[str, Any]] = []
@@ -955,7 +929,7 @@ async def test_the_virtual_dealer_follows_a_matgo_deal_redeal_and_stock():
     async def actions(payload: bytes) -> None:
         sent.append(json.loads(payload))
 
-    reader = _Reader()
+    reader = RecordingReader()
     first = ["01G", "02A", "03G", "04A", "05A"]
     again = ["12G", "12A", "12R", "12JD"]
     dealer = MatgoDealer("X", VirtualShoe("R"), reader, deal_interval=0, scripted_rounds=[first],
@@ -998,7 +972,7 @@ def test_demo_plays_matgo_against_the_house_ai():
     out = run_cli("demo", "--game", "matgo", "--rounds", "2", "--seed", "5", timeout=240)
     assert out.returncode == 0, out.stderr[-2000:]
     text = out.stdout
-    game1 = text.split(f"=== T1-000002")[0]
+    game1 = text.split("=== T1-000002")[0]
     assert "REDEAL (four cards of one month on the layout)" in game1 and "dealer shuffles all 48 cards" in game1
     assert "face down, to player1 only" in text and "holds 10 cards face down: nobody sees them" in text
     assert "layout: " in text and " plays " in text and "turns over" in text and "captures" in text

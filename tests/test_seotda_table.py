@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from simulators.seotda_players import SeotdaDealer, SeotdaPlayer, choose, positi
 from simulators.shoe import FaultPlan, VirtualShoe
 from simulators.station import DealerFaults, PtyShoeLink
 from tests.conftest import Broker, wait_until
-from tests.harness import HandShoe, Recorder, start_service, stop_service
+from tests.harness import HandShoe, Recorder, start_service, stop_service, strings
 
 T = "SD1"
 READER = "SC7"
@@ -48,18 +47,6 @@ def seotda_settings(tmp: Path, url: str | None, port: str, **table: Any):
     return load_settings(service={"journal_path": tmp / "journal.sqlite", "metrics_enabled": False},
                          mqtt={"url": url, "client_id": "backend-seotda"}, tables=[cfg])
 
-
-def _strings(value: Any) -> Iterator[str]:
-    """Every string anywhere in a decoded JSON message."""
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            yield from _strings(k)
-            yield from _strings(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _strings(v)
 
 
 def conserved(result: dict[str, Any], stakes: dict[str, Decimal]) -> None:
@@ -310,7 +297,7 @@ async def test_a_scripted_game_to_showdown_with_the_rulebook_button_amounts(tabl
         assert index[(topics.player(T, player), None, "hole_card", mine)] > last_second
     reveal = next(i for i, (tp, m) in enumerate(rec.messages) if tp == topics.events(T) and m["event"] == "cards_revealed")
     for i, (tp, m) in enumerate(rec.messages):
-        seen = set(_strings(m))
+        seen = set(strings(m))
         if "/players/" in tp:
             me = tp.rsplit("/", 1)[1]
             others = {c for p, c in DEAL_A.items() if t.S[p[:2]] != me}

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -21,14 +20,13 @@ from dealer.messages import RoundResult, StationPrompt
 from dealer.round import Phase, Round
 from dealer.service import Service
 from dealer.settlement import settle_bet
-from drivers.frames import Frame, FrameDecoder, Status
 from drivers.mqtt import MqttBus
 from simulators.pty_port import PtyPort
 from simulators.shoe import FaultPlan, VirtualShoe
-from simulators.station import PtyShoeLink, ShoeLink, VirtualDealer
+from simulators.station import PtyShoeLink, VirtualDealer
 from simulators.stud_players import StudPlayer, choose
 from tests.conftest import Broker, wait_until
-from tests.harness import HandShoe, Recorder, start_service, stop_service
+from tests.harness import HandShoe, Recorder, RecordingReader, start_service, stop_service, strings
 
 T = "ST1"
 READER = "SC9"
@@ -47,18 +45,6 @@ def stud_settings(tmp: Path, url: str, port: str, **table: Any):
     return load_settings(service={"journal_path": tmp / "journal.sqlite", "metrics_enabled": False},
                          mqtt={"url": url, "client_id": "backend-stud"}, tables=[cfg])
 
-
-def _strings(value: Any) -> Iterator[str]:
-    """Every string anywhere in a decoded JSON message."""
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            yield from _strings(k)
-            yield from _strings(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _strings(v)
 
 
 def conserved(result: dict[str, Any], stakes: dict[str, Decimal]) -> None:
@@ -265,7 +251,7 @@ async def test_a_scripted_hand_to_showdown_with_a_side_pot(table: Table):
         assert holes == [(p, c) for p, c in DEAL_A if p.startswith(f"P{seat}.") and p[-1] in "127"]
     reveal = next(i for i, (tp, m) in enumerate(rec.messages) if tp == topics.events(T) and m["event"] == "cards_revealed")
     for i, (tp, m) in enumerate(rec.messages):
-        seen = set(_strings(m))
+        seen = set(strings(m))
         assert not seen & BURNS_A, (tp, m)  # burns: nobody, ever (the result excludes them too)
         if "/players/" in tp:
             me = tp.rsplit("/", 1)[1]
@@ -517,7 +503,7 @@ async def test_c_broker_down_at_the_end_the_result_waits_and_arrives_once(table:
 
 @pytest.mark.timeout(120)
 async def test_d_malformed_out_of_turn_and_wrong_amount_actions_are_refused(table: Table):
-    t, rec, service = table, table.rec, table.service
+    t, rec = table, table.rec
     deal = [(p, c) for p, c in DEAL_C if not p.startswith("P4")]
     await t.sit({"alice": (1, "20.00"), "bob": (2, "20.00")})
     await t.confirm("WASH")
@@ -659,19 +645,6 @@ async def test_dealer_and_players_play_hands_in_a_row_unattended(broker: Broker,
             assert all(pos.startswith(f"P{seat}.") for pos, _ in holes)
 
 
-class _Reader(ShoeLink):
-    """Decodes what the dealer passes over the reader."""
-
-    def __init__(self) -> None:
-        self.decoder = FrameDecoder()
-        self.cards: list[str] = []
-
-    async def send(self, chunks) -> None:  # type: ignore[no-untyped-def]
-        for chunk in chunks:
-            for item in self.decoder.feed(chunk):
-                if isinstance(item, Frame) and item.status == Status.OK:
-                    self.cards.append(item.payload)
-
 
 async def test_virtual_dealer_confirms_and_counts_confirmations_as_steps():
     sent: list[dict[str, Any]] = []
@@ -679,7 +652,7 @@ async def test_virtual_dealer_confirms_and_counts_confirmations_as_steps():
     async def actions(payload: bytes) -> None:
         sent.append(json.loads(payload))
 
-    reader = _Reader()
+    reader = RecordingReader()
     deck = ["AS", "KS", "QS", "JS", "TS", "9S"]
     dealer = VirtualDealer("X", VirtualShoe("R"), reader, deck=STANDARD_52, deal_interval=0,
                            scripted_rounds=[deck], actions=actions)

@@ -314,8 +314,9 @@ class _MatgoLog:
             out = self._dealt()
             ai = next((k for k, p in self.names.items() if p == AI_NAME), None)
             if ai is not None:
-                held = [c for p, c in d["cards"].items() if p.split(".")[-2:-1] == [ai]]
-                out.append(f"  the end: {AI_NAME} was dealt {' '.join(held[-10:])}")
+                held = [c for p, c in d["cards"].items() if p.split(".")[-2:-1] == [ai]]  # shown ones only
+                out.append(f"  the end: {AI_NAME} showed {' '.join(held[-10:]) or 'nothing'}"
+                           " (the cards it kept stay in the journal)")
             return out, True
         if e == "round_result":
             return self._dealt() + [f"  RESULT winner {d['winner']}" if d["winner"] else "  RESULT: a draw"], True

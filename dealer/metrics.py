@@ -43,6 +43,10 @@ class Metrics:
         self.player_actions = Counter("dealer_player_actions", "Betting actions in peer games (stud), by action and "
                                       "by whom: player, or timeout (a silent or disconnected player)",
                                       ["table", "action", "by"], registry=r)
+        self.visibility_blocked = Counter("dealer_visibility_blocked",
+                                          "Messages that would have shown a hidden card to their audience, by kind "
+                                          "(event, prompt, player: withheld; result: delivered anyway, logged as "
+                                          "an error)", ["kind"], registry=r)
         self.publish_failures = Counter("dealer_publish_failures", "Non-durable publishes dropped while the bus was down",
                                         ["kind"], registry=r)
 

@@ -39,7 +39,8 @@ from dealer.events import (
     ScanRead,
     SupervisorVoid,
 )
-from dealer.games.base import BetResolution, BetStep, BetView, DealStep, Face, Game, PeerHand, Position
+from dealer import visibility
+from dealer.games.base import BetResolution, BetStep, BetView, DealStep, Game, PeerHand, Position
 from dealer.messages import (
     BetsSummary,
     BetTypeResult,
@@ -161,6 +162,8 @@ class Round:
         self.action_deadline: int | None = None
         self.street: str | None = None
         self.announce: str | None = None
+        #: Bumped before and after every event, so a cached visibility view is never stale.
+        self.revision = 0
 
     # -- public -----------------------------------------------------------------------
 
@@ -173,10 +176,16 @@ class Round:
         return self.plan[self.next_index].name if self.next_index < len(self.plan) else None
 
     def handle(self, event: Event) -> Step:
-        action = TRANSITIONS.get((self.phase, event.type))
-        if action is None:
-            return self._reject(event, self._why_not(event))
-        return action(self, event)
+        self.revision += 1
+        try:
+            action = TRANSITIONS.get((self.phase, event.type))
+            step = self._reject(event, self._why_not(event)) if action is None else action(self, event)
+        finally:
+            self.revision += 1
+        # a refusal never names a hidden card, whoever wrote the reason (the games' rules too)
+        step.effects = [Rejection(e.event_type, visibility.redact(self, e.reason)) if isinstance(e, Rejection) else e
+                        for e in step.effects]
+        return step
 
     def prompt_now(self, at: int) -> StationPrompt:
         """What the dealer station should show right now (used after a restart)."""
@@ -197,9 +206,7 @@ class Round:
         if self.phase not in ACTIVE:
             return []
         out = [self._tell(owner, "hole_card", at, position=p.name, card=self.cards[p.name])
-               for p in self.plan if p.face == Face.DOWN and not p.burn and p.seat is not None
-               and p.name in self.cards and (owner := self.seat_owner.get(p.seat)) is not None
-               and (self.hand is None or self.hand.private_cards(p))]
+               for p, owner in visibility.owner_cards(self)]
         if self.phase == Phase.DECISION:
             actions = list(self.rules.game.decision_actions)
             out += [self._tell(p, "decision_required", at, actions=actions, closes_at=self.decision_deadline,
@@ -293,8 +300,9 @@ class Round:
     def _scan(self, ev: ScanRead) -> Step:
         pos = self.plan[self.next_index]
         if pos.confirm:
+            card = visibility.safe_code(self, ev.code, "card")
             return Step(False, False, [Rejection(ev.type, f"{pos.name} is to be confirmed before the next card "
-                                                 f"({ev.code} not registered)"), self._next_prompt(ev.at)])
+                                                 f"({card} not registered)"), self._next_prompt(ev.at)])
         if ev.code not in self.rules.game.deck:
             return self._rescan(ev, "foreign_card", ev.code)
         if pos.from_burns:  # dealt again from this round's burn cards (stud RESHUFFLE_BURNS)
@@ -305,21 +313,19 @@ class Round:
         else:
             held = next((p for p in self.plan if p.deck == pos.deck and self.cards.get(p.name) == ev.code), None)
             if held is not None:
-                return self._rescan(ev, "duplicate_card", ev.code, hidden=held.face == Face.DOWN)
+                return self._rescan(ev, "duplicate_card", ev.code)
         self.cards[pos.name] = ev.code
         self.next_index += 1
         self.phase = Phase.DEALING
         self._reject_key, self.reject_count = None, 0
-        public = pos.face == Face.UP and not pos.burn
-        effects: list[Effect] = [self._event(
-            "card_registered", ev.at, position=pos.name, step=self.next_index,
-            card=ev.code if public else None,
-        )]
-        owner = self.seat_owner.get(pos.seat) if pos.seat is not None and not public else None
-        if owner is not None and (self.hand is None or self.hand.private_cards(pos)):  # to its owner only
-            effects.append(self._tell(owner, "hole_card", ev.at, position=pos.name, card=ev.code))
         if self.hand is not None:
             self.hand.register(pos, ev.code)
+        effects: list[Effect] = [self._event(
+            "card_registered", ev.at, position=pos.name, step=self.next_index,
+            card=ev.code if visibility.is_public(self, pos) else None,
+        )]
+        effects += [self._tell(owner, "hole_card", ev.at, position=p.name, card=self.cards[p.name])
+                    for p, owner in visibility.deliveries(self, pos)]  # to their owners only
         if self.next_index < len(self.plan):
             effects.append(self._next_prompt(ev.at))
             return Step(True, True, effects)
@@ -378,10 +384,6 @@ class Round:
         hand = self.hand
         assert hand is not None
         effects: list[Effect] = []
-        for pos in hand.release_cards():  # face-down cards held back until their street was complete
-            owner = self.seat_owner.get(pos.seat) if pos.seat is not None else None
-            if owner is not None and pos.name in self.cards:
-                effects.append(self._tell(owner, "hole_card", at, position=pos.name, card=self.cards[pos.name]))
         while True:
             step = hand.next_step()
             effects += [self._event(name, at, **data) for name, data in hand.notes()]
@@ -537,17 +539,20 @@ class Round:
 
     # -- helpers ----------------------------------------------------------------------
 
-    def _rescan(self, ev: ScanRead | ReadFailed, reason: str, detail: str, hidden: bool = False) -> Step:
-        """``hidden``: the detail names a face-down card, so the public event must not (the
-        station's prompt still does: the dealer sees the physical card anyway)."""
+    def _rescan(self, ev: ScanRead | ReadFailed, reason: str, detail: str) -> Step:
+        """Neither the public event nor the station's prompt names a hidden card (a duplicate of
+        a face-down card, a misread that spells one): stations and ops never see one."""
         key = (reason, detail)
         self.reject_count = self.reject_count + 1 if key == self._reject_key else 1
         self._reject_key = key
         pos = self.expected_position
         text = _READ_FAILURE_TEXT[reason]
-        public = "a face-down card already dealt" if hidden else detail
+        if reason == "duplicate_card":
+            detail = visibility.safe_code(self, detail, "a face-down card already dealt")
+        else:
+            detail = visibility.redact(self, detail)
         effects: list[Effect] = [
-            self._event("scan_rejected", ev.at, position=pos, reason=reason, detail=public, count=self.reject_count),
+            self._event("scan_rejected", ev.at, position=pos, reason=reason, detail=detail, count=self.reject_count),
             self._prompt("RESCAN", ev.at, reason=reason, count=self.reject_count,
                          message=f"RESCAN {pos}: {text}" + (f" ({detail})" if detail else "")),
         ]
@@ -564,28 +569,25 @@ class Round:
 
     def _finish(self, at: int) -> list[Effect]:
         r = self.rules
-        public = {p.name: self.cards[p.name] for p in self.plan if not p.burn and p.name in self.cards}
         if self.hand is not None:
             outcome = self.hand.outcome()
-            shown = set(self.hand.revealed_positions())  # folded hands and an uncontested winner stay hidden
-            revealed = {p.name: self.cards[p.name] for p in self.plan
-                        if p.face == Face.DOWN and not p.burn and p.name in shown and p.name in self.cards}
         else:
-            outcome = r.game.resolve(public, self._bet_views(), {p: d.action for p, d in self.decisions.items()})
-            folded = {d.seat for d in self.decisions.values() if d.action == "FOLD"}
-            revealed = {p.name: self.cards[p.name] for p in self.plan
-                        if p.face == Face.DOWN and not p.burn and (p.seat is None or p.seat not in folded)}
+            dealt = {p.name: self.cards[p.name] for p in self.plan if not p.burn and p.name in self.cards}
+            outcome = r.game.resolve(dealt, self._bet_views(), {p: d.action for p, d in self.decisions.items()})
         self.phase = Phase.RESULT
+        # what the table shows now; folded hands, an uncontested winner, burns: the journal only
+        revealed = visibility.revealed(self)
+        cards, hands, details = visibility.shown(self, outcome.hands, outcome.details)
         self.result = RoundResult(
             idempotency_key=f"{self.table_id}:{self.round_id}",
             table_id=self.table_id, round_id=self.round_id, game=r.game.name,
-            outcome="COMPLETED", refund_all=False, cards=public,
-            hands={k: HandResult(cards=list(h.cards), category=h.category) for k, h in outcome.hands.items()},
+            outcome="COMPLETED", refund_all=False, cards=cards,
+            hands={k: HandResult(cards=list(h.cards), category=h.category) for k, h in hands.items()},
             winner=outcome.winner,
             bets={k: _bet_result(b) for k, b in outcome.bets.items()},
             player_bets={p: {k: _bet_result(b) for k, b in res.items()} for p, res in outcome.player_bets.items()},
             decisions=dict(self.decisions),
-            details=outcome.details, accepted_bets=self._bets_summary(), money=r.money,
+            details=details, accepted_bets=self._bets_summary(), money=r.money,
             opened_at=self.opened_at, closed_at=self.closed_at, finished_at=at,
         )
         reveal: list[Effect] = [self._event("cards_revealed", at, cards=revealed)] if revealed else []
@@ -599,7 +601,7 @@ class Round:
 
     def _refund_all(self, phase: Phase, outcome: str, reason: str, at: int) -> list[Effect]:
         self.phase = phase
-        public = {p.name: self.cards[p.name] for p in self.plan[: self.next_index] if not p.burn and p.name in self.cards}
+        public = visibility.public_cards(self)  # the hole cards dealt so far stay in the journal
         self.result = RoundResult(
             idempotency_key=f"{self.table_id}:{self.round_id}",
             table_id=self.table_id, round_id=self.round_id, game=self.rules.game.name,

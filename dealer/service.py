@@ -27,7 +27,7 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, ValidationError
 
-from dealer import topics
+from dealer import topics, visibility
 from dealer.config import ScannerConfig, Settings, TableConfig
 from dealer.events import (
     ACTION_ADAPTER,
@@ -326,8 +326,10 @@ class Service:
             batch.events.append((item.table_id, round_id, ev))
             for eff in step.effects:
                 if isinstance(eff, RoundResult):
+                    payload = eff.model_dump_json()
+                    self._withheld(topics.results(eff.table_id), payload, "result")  # money: delivered anyway
                     batch.outbox.append((eff.idempotency_key, topics.results(eff.table_id),
-                                         eff.model_dump_json().encode(), eff.table_id, eff.round_id))
+                                         payload.encode(), eff.table_id, eff.round_id))
             if isinstance(ev, ResultDelivered):
                 batch.delivered.append(ev.outbox_id)
         return step
@@ -407,12 +409,32 @@ class Service:
                 log.exception("observer failed")
 
     def _publish_soft(self, topic: str, msg: BaseModel, kind: str, latency_from: int = 0) -> None:
-        """Publish a prompt or round event now (QoS 1, not durable: stale ones are useless)."""
+        """Publish a prompt or round event now (QoS 1, not durable: stale ones are useless);
+        never one that would show its audience a hidden card."""
+        text = msg.model_dump_json()
+        if self._withheld(topic, text, kind):
+            return
         self._notify(kind, msg)
-        payload = msg.model_dump_json().encode()
+        payload = text.encode()
         task = asyncio.create_task(self._publish_task(topic, payload, kind, latency_from))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def _withheld(self, topic: str, payload: str, kind: str) -> bool:
+        """Whether ``payload`` would show the audience of ``topic`` a card it may not see now
+        (:func:`dealer.visibility.leaks`): counted, and logged once without naming the cards."""
+        tid, audience = topics.table_of(topic), visibility.audience_of(topic)
+        table = self.tables.get(tid) if tid is not None else None
+        if table is None or audience is None:
+            return False
+        leaked = visibility.leaks(table.current, audience, payload)
+        if not leaked:
+            return False
+        self.metrics.visibility_blocked.labels(kind=kind).inc()
+        log.error("result carries hidden cards; delivered anyway: it settles money" if kind == "result"
+                  else "message withheld: it would show hidden cards", kind=kind, topic=topic, audience=audience,
+                  hidden=len(leaked), positions=visibility.positions_of(table.current, leaked))
+        return True
 
     async def _publish_task(self, topic: str, payload: bytes, kind: str, latency_from: int) -> None:
         try:

@@ -151,9 +151,12 @@ def test_illegal_moves_are_refused_and_change_nothing():
         assert t.handle(ScanRead(reader="R", code=deck.pop(), at=5)).accepted
     assert r.hand.to_act == "alice"
     hand = r.hand.engine.hand(r.hand.letter["alice"])
+    ai_hand = r.hand.engine.hand(r.hand.letter[AI_PLAYER])
     not_mine = next(c for c in HWATU_48 if c not in hand)
+    # a refusal never names a hidden card: the AI's card the player named is "a hidden card"
+    named = "a hidden card" if not_mine in ai_hand else not_mine
     before = (r.turn, r.hand.engine.phase, list(hand))
-    for action, card, why in [("PLAY", not_mine, not_mine), ("CHOOSE", hand[0], ""), ("GO", None, ""),
+    for action, card, why in [("PLAY", not_mine, named), ("CHOOSE", hand[0], ""), ("GO", None, ""),
                               ("PLAY", None, "needs"), ("RAISE", None, "not a Matgo move")]:
         step = t.handle(PlayerAction(player_id="alice", action=action, card=card, at=6))
         assert not step.accepted and why in step.rejection.reason

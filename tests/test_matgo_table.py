@@ -336,10 +336,51 @@ def money_exact(res: dict[str, Any], cover: Decimal) -> Decimal:
     return back
 
 
-def replayed(res: dict[str, Any]) -> MatgoGame:
-    """The journaled moves, replayed on a fresh engine from the registered cards, give the same
-    events and the same result; each stock card is the next one turned over (S1, S2, ...)."""
-    d, cards = res["details"], res["cards"]
+def journal_round(settings: Settings, round_id: str) -> Round:
+    """The round rebuilt from the journal on a fresh core: it holds every registered card (the
+    result carries only the cards that were shown; the journal keeps the rest, for recall)."""
+    path = settings.service.journal_path
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        bodies = [b for (b,) in db.execute("SELECT body FROM events WHERE table_id = ? ORDER BY id", (T,))]
+    core = CoreTable(settings.tables[0].rules())
+    found = None
+    for b in bodies:
+        core.handle(EVENT_ADAPTER.validate_json(b))
+        rnd = core.undelivered.get(round_id) or core.current
+        if rnd is not None and rnd.round_id == round_id:
+            found = rnd
+    assert found is not None and found.result is not None, f"the journal does not hold round {round_id}"
+    return found
+
+
+def shown_only(res: dict[str, Any], dealt: dict[str, str]) -> None:
+    """The result's cards are the registered cards that were shown: the layout and the stock
+    turned over, the hand cards played and a chongtong's four cards; never a hand card kept."""
+    d = res["details"]
+    prefix = f"R{d['deals'] - 1}." if d["deals"] > 1 else ""
+    played = {m["card"] for m in d["moves"] if m["action"] == "PLAY"}
+    quad = set(d["result"].get("months", ())) if d["kind"] == "CHONGTONG" else set()
+    winner = next((k for k, p in d["seats"].items() if (p == ALICE) == (res["winner"] == "PLAYER")), None)
+
+    def shown(pos: str, code: str) -> bool:
+        current = pos.startswith(prefix)
+        name = pos[len(prefix):] if current else pos
+        if "." not in name:  # the layout and the stock turned over, of every deal
+            return True
+        if not current:  # the hands of a deal that was redealt
+            return False
+        return code in played or (name[0] == winner and int(code[:2]) in quad)
+
+    assert res["cards"] == {p: c for p, c in dealt.items() if shown(p, c)}
+
+
+def replayed(res: dict[str, Any], settings: Settings) -> MatgoGame:
+    """The journaled moves, replayed on a fresh engine from the registered cards (the journal
+    holds them all), give the same events and the same result; each stock card is the next
+    one turned over (S1, S2, ...)."""
+    d = res["details"]
+    cards = journal_round(settings, res["round_id"]).cards
+    shown_only(res, cards)
     prefix = f"R{d['deals'] - 1}." if d["deals"] > 1 else ""
     g = MatgoGame.start({s: [cards[f"{prefix}{s}.{i}"] for i in range(1, 11)] for s in ("F", "O")},  # type: ignore[misc]
                         [cards[f"{prefix}L{i}"] for i in range(1, 9)])
@@ -360,11 +401,11 @@ def replayed(res: dict[str, Any]) -> MatgoGame:
     return g
 
 
-def secrets_kept(rec: Recorder, res: dict[str, Any]) -> None:
-    """Until the game ends nobody is shown a card of the AI's hand it has not played, nor a stock
-    card before it is turned over; the player's hand goes to the player's topic only; nothing
-    at all is published for the house AI."""
-    d, cards, rid = res["details"], res["cards"], res["round_id"]
+def secrets_kept(rec: Recorder, res: dict[str, Any], cards: dict[str, str]) -> None:
+    """Nobody is shown a card of the AI's hand it has not played (not even once the game is
+    over), nor a stock card before it is turned over; the player's hand goes to the player's
+    topic only; nothing at all is published for the house AI."""
+    d, rid = res["details"], res["round_id"]
     assert d["deals"] == 1
     me_ = next(k for k in ("F", "O") if d["seats"][k] == ALICE)
     ai_ = next(k for k in ("F", "O") if d["seats"][k] == AI)
@@ -377,10 +418,8 @@ def secrets_kept(rec: Recorder, res: dict[str, Any]) -> None:
     shown: set[str] = set()  # the AI's cards seen once played (the check is not vacuous)
     for topic, msg in rec.messages:
         assert not topic.endswith(f"/players/{AI}"), msg
-        if msg.get("round_id") != rid or topic.endswith("/results"):
+        if msg.get("round_id") != rid:
             continue
-        if topic.endswith("/events") and msg["event"] in ("cards_revealed", "round_result"):
-            break
         if topic.endswith("/events") and msg["event"] == "player_acted" and msg["data"]["player_id"] == AI:
             if msg["data"]["action"] == "PLAY":
                 played.add(msg["data"]["card"])
@@ -461,7 +500,9 @@ async def test_a_a_whole_game_between_the_player_bot_and_the_house_ai(table: Tab
     flips = [m for m in d["moves"] if m["action"] == "FLIP"]
     assert asked(rec) == DEAL + [f"S{i}" for i in range(1, len(flips) + 1)]
     assert t.flipped == [f"S{i}" for i in range(1, len(flips) + 1)] and len(flips) >= 2
-    assert {p: c for p, c in res["cards"].items() if not _STOCK.match(p)} == dict(cards)
+    played = {m["card"] for m in d["moves"] if m["action"] == "PLAY"}
+    assert {p: c for p, c in res["cards"].items() if not _STOCK.match(p)} == {
+        p: c for p, c in cards if p.startswith("L") or c in played}  # hand cards kept: the journal only
     assert [res["cards"][f"S{i}"] for i in range(1, len(flips) + 1)] == stock[:len(flips)]
     # each move came from the player who had the turn; the AI's moves as house-ai player_actions
     acted = t.acted()
@@ -470,8 +511,8 @@ async def test_a_a_whole_game_between_the_player_bot_and_the_house_ai(table: Tab
     assert {p for p, *_ in acted} == {ALICE, AI} and all(by == "player" for *_, by in acted)
     first_mover = [m["player"] for m in d["moves"]][0]
     assert first_mover == (ALICE if first == "PLAYER" else AI)
-    replayed(res)
-    secrets_kept(rec, res)
+    replayed(res, t.settings)
+    secrets_kept(rec, res, dict(cards))
     journal_agrees(t.settings, res)
     money_exact(res, Decimal("100.00"))
     # the bot played every turn it was given, with cards it held; nothing it sent was refused
@@ -557,7 +598,7 @@ async def test_b_foreign_duplicate_and_unread_cards_never_register_nor_start_a_t
     assert res["cards"]["S1"] == stock[0] and len(rec.results(KEY1)) == 1
     assert [e["data"]["reason"] for e in rec.events("scan_rejected")] == (
         ["foreign_card"] * 4 + ["duplicate_card"] + ["noread"] * 3 + ["foreign_card"] + ["duplicate_card"] * 2)
-    replayed(res)
+    replayed(res, t.settings)
     money_exact(res, Decimal("100.00"))
 
 
@@ -607,7 +648,7 @@ async def test_c_a_disconnected_player_is_played_by_the_timer_to_the_end(table: 
     assert timed == len(mine) - 2
     assert [a for a, *_ in mine[2:]].count("GO") == 0  # the timer never says Go
     assert bot.rejected == []
-    replayed(res)
+    replayed(res, t.settings)
     money_exact(res, Decimal("100.00"))
 
 
@@ -628,7 +669,7 @@ async def test_d_illegal_moves_are_refused_and_change_nothing(table: Table, ai_g
     rnd, hand = t.rnd, t.rnd.hand
     before = (rnd.turn, rnd.action_deadline, hand.engine.phase, len(hand.log))
     bad = [
-        (t.action("PLAY", ai_card), "05A is not in F's hand"),  # the AI's card: not yours (and not told whose)
+        (t.action("PLAY", ai_card), "a hidden card is not in F's hand"),  # a refusal never names a hidden card
         (t.action("PLAY", "03G"), "03G is not in F's hand"),  # a layout card
         (t.action("PLAY", "13B"), "'13B' is not a Hwatu card code"),
         (t.action("PLAY"), "PLAY needs the hand card"),
@@ -686,7 +727,7 @@ async def test_d_illegal_moves_are_refused_and_change_nothing(table: Table, ai_g
     res = await t.play_out(stock[1:], stopper)
     assert all(by == "player" for *_, by in t.acted())
     assert not [m for m in t.mine(AI)]
-    replayed(res)
+    replayed(res, t.settings)
     journal_agrees(t.settings, res)
     money_exact(res, Decimal("100.00"))
 
@@ -746,7 +787,7 @@ async def test_e_a_broker_restart_mid_game_gives_the_turn_again_and_one_result(t
     await t.next_round()
     assert len(rec.results(KEY1)) == 1
     assert not [a for a in t.acted() if a[3] == "timeout"]
-    replayed(res)
+    replayed(res, t.settings)
     journal_agrees(t.settings, res)
     money_exact(res, Decimal("100.00"))
 
@@ -771,7 +812,7 @@ async def test_e_a_chongtong_dealt_while_the_broker_is_down_is_paid_once_it_retu
     d = res["details"]
     assert (res["winner"], d["kind"], d["payment_points"], d["money"], d["moves"]) == ("PLAYER", "CHONGTONG", 5, "5.00", [])
     assert res["player_bets"][ALICE]["cover"]["returned"] == "55.00" and d["result"]["months"] == [7]
-    replayed(res)
+    replayed(res, t.settings)
     money_exact(res, Decimal("50.00"))
 
 
@@ -877,14 +918,17 @@ async def test_a_layout_quad_is_redealt_with_all_48_cards_then_a_chongtong_wins(
     assert asked(rec) == DEAL + ["SHUFFLE"] + [f"R1.{p}" for p in DEAL]
     assert (res["winner"], d["kind"], d["payment_points"], d["deals"], d["seats"]) == (
         "PLAYER", "CHONGTONG", 5, 2, {"F": AI, "O": ALICE})
-    assert res["cards"] == dict(first) | dict(second) and d["moves"] == []
+    # the first deal's hands are never shown; the redeal's: only the four Augusts that win
+    assert res["cards"] == {p: c for p, c in first + second
+                            if "L" in p or (p.startswith("R1.") and c in ("08G", "08A", "08J1", "08J2"))}
+    assert d["moves"] == []
     assert res["player_bets"][ALICE]["cover"]["returned"] == "105.00"
     # both deals' hands went to the player, nothing of the AI's anywhere
     assert [(m["data"]["position"], m["data"]["card"]) for m in t.mine(ALICE, "hole_card")] == [
         (p, c) for p, c in first + second if ".O." in f".{p}"]
     assert not [m for topic, m in rec.messages if topic.endswith(f"/players/{AI}")]
     assert not any(e["data"]["card"] for e in rec.events("card_registered") if ".F." in f".{e['data']['position']}")
-    replayed(res)
+    replayed(res, t.settings)
     money_exact(res, Decimal("100.00"))
 
 

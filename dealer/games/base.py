@@ -304,22 +304,9 @@ class PeerHand(ABC):
         a rematch), drained by the round machine."""
         return []
 
-    def revealed_positions(self) -> list[str]:
-        """Face-down positions shown at the end (showdown hands; folded hands stay hidden)."""
-        return []
-
     def carry(self) -> dict[str, Any]:
         """What the table remembers of this hand for the next one (``OpenRound.context``)."""
         return {}
-
-    def private_cards(self, position: Position) -> bool:
-        """Whether a registered face-down card goes to its owner now (Seotda sends the second
-        cards only once all of them are registered)."""
-        return True
-
-    def release_cards(self) -> list[Position]:
-        """Face-down positions whose cards may go to their owners now (held back until then)."""
-        return []
 
     @abstractmethod
     def outcome(self) -> GameOutcome: ...

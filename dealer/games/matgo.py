@@ -311,13 +311,6 @@ class MatgoHand(PeerHand):
         out, self._notes = self._notes, []
         return out
 
-    # -- visibility ----------------------------------------------------------------------------
-
-    def revealed_positions(self) -> list[str]:
-        # at the end both hands' remaining cards are shown (nothing is secret any more)
-        return [name for name in self.cards if ".F." in f".{name}" or ".O." in f".{name}"
-                or name.startswith(("F.", "O."))]
-
     # -- result ----------------------------------------------------------------------------------
 
     def outcome(self) -> GameOutcome:

@@ -227,7 +227,6 @@ class SeotdaHand(PeerHand):
         self.won: dict[str, Decimal] = {}
         self.awards: list[dict[str, Any]] = []
         self.reservations: dict[str, tuple[str, tuple[int, int], Decimal]] = {}  # button, betting round, level
-        self.released: set[str] = set()
         self._notes: list[tuple[str, dict[str, Any]]] = []
         self.into_rematch: dict[str, Decimal] = {}  # winnings a rematch participant plays on with
         self.antes: dict[str, Decimal] = {}
@@ -368,21 +367,6 @@ class SeotdaHand(PeerHand):
     def register(self, position: Position, code: str) -> None:
         if not position.confirm:
             self.cards[position.name] = code
-
-    # -- visibility (§3.2: the second cards go to their owners once all are registered) ---------
-
-    def private_cards(self, position: Position) -> bool:
-        return position.name.endswith(".1") or position.name in self.released
-
-    def release_cards(self) -> list[Position]:
-        g = self.game
-        seconds = [Position(self._pos(p.player_id, 2, g.number), Face.DOWN, seat=p.seat, deck=g.number)
-                   for p in g.betting.players if not p.folded]
-        if not seconds or any(pos.name not in self.cards for pos in seconds):
-            return []
-        out = [pos for pos in seconds if pos.name not in self.released]
-        self.released |= {pos.name for pos in out}
-        return out
 
     # -- buttons (§6.1) ---------------------------------------------------------------------
 
@@ -554,6 +538,3 @@ class SeotdaHand(PeerHand):
             return None
         label = f"S{self.label[self.seat_of[winner]]}"
         return f"{label} wins" + (f" with {names[label]}" if label in names else "")
-
-    def revealed_positions(self) -> list[str]:
-        return list(self.shown)

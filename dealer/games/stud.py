@@ -350,12 +350,6 @@ class StudHand(PeerHand):
                 "actions": [r.as_json() for r in b.history],
             })
 
-    def revealed_positions(self) -> list[str]:
-        if len(self.betting.live) <= 1:
-            return []  # an uncontested winner does not show
-        seats = {p.seat for p in self.betting.live}
-        return [name for name in self.cards if name.startswith("P") and int(name[1:].split(".")[0]) in seats]
-
     def showdown_order(self) -> list[str]:
         """§6.3: the last aggressor of the final round shows first, else the first to act
         on 7th street; then clockwise."""

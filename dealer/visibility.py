@@ -155,8 +155,9 @@ class _Stud(_Rules):
 
 class _Seotda(_Rules):
     """§3.2: a first card goes to its owner at once, the second cards only when all of them are
-    dealt; a showdown shows its contenders' cards; the rest never show (a card of an earlier
-    game of a rematch that was not shown stays unseen)."""
+    dealt; the contenders' cards of every showdown (a rematch's too) are shown when the game
+    ends, as ``cards_revealed`` always published them; the rest never show (a card of an
+    earlier game of a rematch that was not shown stays unseen)."""
 
     def told(self, rnd: Round, pos: Position) -> bool:
         if not pos.name.endswith(".2"):
@@ -172,15 +173,15 @@ class _Seotda(_Rules):
 
     def shown(self, rnd: Round, pos: Position) -> bool:
         hand: Any = rnd.hand
-        return hand is not None and pos.name in hand.shown
+        return rnd.phase in _COMPLETED and hand is not None and pos.name in hand.shown
 
     def dead(self, rnd: Round, pos: Position) -> bool:
         hand: Any = rnd.hand
         if hand is None:
             return False
         game = hand.game
-        if pos.deck < game.number:
-            return True
+        if pos.deck < game.number:  # an earlier game: shown at the end if a showdown turned it over
+            return pos.name not in hand.shown
         return any(p.seat == pos.seat and p.folded for p in game.betting.players)
 
 
@@ -408,20 +409,29 @@ def positions_of(rnd: Round | None, codes: Sequence[str]) -> list[str]:
     return [s.position for s in _cached(rnd).seen.values() if s.code in wanted]
 
 
-# The round machine asks these while it changes the round: always from the state as it is now.
+# The round machine asks these while it changes the round: always from the state as it is now,
+# and strictly: a card dealt again after a reshuffle is judged where it is now (a Seotda card
+# shown in the first game may be a hole card of the rematch).
+
+
+def _hidden_now(rnd: Round) -> frozenset[str]:
+    last: dict[str, Seen] = {}
+    for s in view(rnd).values():  # deal order: a later position holds the card now
+        last[s.code] = s
+    return frozenset(code for code, s in last.items() if s.visibility != Visibility.PUBLIC)
 
 
 def safe_code(rnd: Round, code: str, instead: str = HIDDEN_TEXT) -> str:
     """``code``, or ``instead`` when it is a registered card the public may not see (foreign
     cards and cards not dealt yet may be named)."""
-    return instead if code in _hidden(view(rnd).values(), PUBLIC) else code
+    return instead if code in _hidden_now(rnd) else code
 
 
 def redact(rnd: Round, text: str) -> str:
     """``text`` with every card code the public may not see replaced by "a hidden card"."""
     if not text:
         return text
-    hidden = _hidden(view(rnd).values(), PUBLIC)
+    hidden = _hidden_now(rnd)
     if not hidden:
         return text
     return _pattern(hidden).sub(HIDDEN_TEXT, text)

@@ -1,0 +1,839 @@
+"""The one visibility policy (:mod:`dealer.visibility`, ``decks.md`` §3).
+
+* Table-driven, per game: which positions are public, their owner's, hidden until a reveal or
+  journal only, at each phase of a scripted round (and what the result carries).
+* A property over random rounds of all five games, driven through the pure core
+  (:class:`dealer.table.Table`, rules from configuration): no public, station, ops, settlement
+  or other player's message ever carries a card before the rules reveal it; a reveal never
+  shows a burn, a folded hand, an uncontested winner or a Matgo card kept in hand; refusals
+  never name a hidden card; results carry only cards that were shown; the journal keeps all
+  of them (a replay rebuilds every card and the same result).
+* The leak check the service runs on every message: card codes as whole tokens only, never a
+  position name; and the service itself withholds (or, for a result, logs and still delivers)
+  a message that would show a hidden card, counted in ``dealer_visibility_blocked_total``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import re
+import uuid
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dealer import topics, visibility
+from dealer.cards import HWATU_48, SEOTDA_20, STANDARD_52
+from dealer.config import load_settings
+from dealer.events import (
+    ActionTimeout,
+    CardExposed,
+    CloseBetting,
+    DealerConfirm,
+    DecisionTimeout,
+    Event,
+    LinkDown,
+    OpenRound,
+    PlaceBet,
+    PlayerAction,
+    PlayerDecision,
+    ReadFailed,
+    ScanRead,
+    SupervisorVoid,
+)
+from dealer.games.matgo import AI_PLAYER, AI_SEAT
+from dealer.messages import PlayerMessage, RoundEvent, RoundResult, StationPrompt
+from dealer.round import ACTIVE, Phase, Rejection, Round, Step
+from dealer.table import Table
+from dealer.visibility import Visibility
+from tests.conftest import Broker, wait_until
+from tests.harness import Recorder, start_service, stop_service
+
+GAMES = ("teen-patti", "sevenluck", "stud", "seotda", "matgo")
+DECKS = {"teen-patti": STANDARD_52, "sevenluck": STANDARD_52, "stud": STANDARD_52, "seotda": SEOTDA_20,
+         "matgo": HWATU_48}
+FOREIGN = {"teen-patti": "01G", "sevenluck": "01G", "stud": "01G", "seotda": "11G", "matgo": "AS"}
+T = "T1"
+R1 = "T1-000001"
+
+
+def make_table(game: str, options: Mapping[str, Any] | None = None) -> Table:
+    s = load_settings(service={"metrics_enabled": False},
+                      tables=[{"id": T, "game": game, "options": dict(options or {}),
+                               "scanner": {"kind": "mqtt", "reader_id": "SC1"}}])
+    return Table(s.tables[0].rules())
+
+
+def codes_rx(game: str) -> re.Pattern[str]:
+    """The test's own card finder (not the module's): any code of the game's deck as a token."""
+    alts = "|".join(sorted(DECKS[game], key=len, reverse=True))
+    return re.compile(f"(?<![0-9A-Za-z])(?:{alts})(?![0-9A-Za-z])")
+
+
+# --- scripted rounds ----------------------------------------------------------------------------------
+
+
+class Script:
+    """One round through the pure core, the test being the dealer and every player."""
+
+    def __init__(self, game: str, options: Mapping[str, Any] | None = None) -> None:
+        self.t = make_table(game, options)
+        self.at = 1_000
+        self.effects: list[Any] = []
+        self.step(OpenRound(round_id=R1))
+
+    @property
+    def r(self) -> Round:
+        assert self.t.current is not None
+        return self.t.current
+
+    def step(self, ev: Event) -> Step:
+        self.at += 10
+        step = self.t.handle(ev.model_copy(update={"at": self.at}))
+        self.effects += step.effects
+        return step
+
+    def bet(self, player: str, bet_type: str, stake: str, seat: int | None = None) -> None:
+        assert self.step(PlaceBet(bet_id=f"{player}-{bet_type}", player_id=player, bet_type=bet_type,
+                                  stake=Decimal(stake), seat=seat)).accepted
+
+    def close(self) -> None:
+        assert self.step(CloseBetting(by="dealer")).accepted
+
+    def deal(self, *codes: str) -> None:
+        """Scan ``codes`` at the next positions, confirming WASH / SHUFFLE steps on the way."""
+        for code in codes:
+            while self.r.plan[self.r.next_index].confirm:
+                assert self.step(DealerConfirm(step=self.r.plan[self.r.next_index].name)).accepted
+            step = self.step(ScanRead(reader="SC1", code=code))
+            assert step.accepted and not any(isinstance(e, RoundEvent) and e.event == "scan_rejected"
+                                             for e in step.effects), step.effects
+
+    def act(self, player: str, action: str, amount: str | None = None, card: str | None = None) -> Step:
+        step = self.step(PlayerAction(player_id=player, action=action, round_id=R1, turn=self.r.turn,  # type: ignore[arg-type]
+                                      amount=Decimal(amount) if amount else None, card=card))
+        assert step.accepted, step.effects
+        return step
+
+    def passive(self, folds: Sequence[str] = ()) -> None:
+        """Stud: everyone to act checks, brings in the least or calls; ``folds`` fold instead."""
+        while self.r.phase == Phase.ACTION:
+            hand = self.r.hand
+            assert hand is not None and hand.to_act is not None
+            who, opts = hand.to_act, hand.turn_options()
+            if who in folds and "FOLD" in opts["actions"]:
+                self.act(who, "FOLD")
+            elif "CHECK" in opts["actions"]:
+                self.act(who, "CHECK")
+            elif "BRING_IN" in opts["actions"]:
+                self.act(who, "BRING_IN", opts["bet"]["min"])
+            else:
+                self.act(who, "CALL")
+
+    def seen(self) -> dict[str, str]:
+        """Position -> ``P``, ``H``, ``O:player``, ``J`` or ``J:player`` (journal only, owner kept)."""
+        short = {Visibility.PUBLIC: "P", Visibility.HIDDEN: "H", Visibility.OWNER: "O", Visibility.JOURNAL_ONLY: "J"}
+        return {k: short[s.visibility] + (f":{s.owner}" if s.owner and s.visibility != Visibility.PUBLIC else "")
+                for k, s in visibility.view(self.r).items()}
+
+    def events(self, name: str) -> list[RoundEvent]:
+        return [e for e in self.effects if isinstance(e, RoundEvent) and e.event == name]
+
+    def holes(self, player: str) -> list[tuple[str, str]]:
+        return [(m.data["position"], m.data["card"]) for m in self.effects
+                if isinstance(m, PlayerMessage) and m.player_id == player and m.kind == "hole_card"]
+
+
+def expect(s: Script, **want: str) -> None:
+    """Each named position (``P1_1`` for ``P1.1``, ``R1_S1_1`` for ``R1.S1.1``) is seen as given."""
+    got = s.seen()
+    for key, value in want.items():
+        assert got[key.replace("_", ".")] == value, (key, got)
+
+
+def test_teen_patti_face_up_cards_are_public_and_the_burn_card_is_journal_only():
+    s = Script("teen-patti", {"burn_cards": 1})
+    s.bet("p1", "player_a", "10")
+    s.close()
+    s.deal("QH", "AS")
+    assert s.seen() == {"BURN1": "J", "A1": "P"}
+    s.deal("KS", "AD", "KH", "AC", "KC")
+    assert s.r.phase == Phase.RESULT
+    assert s.seen() == {"BURN1": "J"} | {p: "P" for p in ("A1", "B1", "A2", "B2", "A3", "B3")}
+    assert s.r.result is not None and "QH" not in s.r.result.cards.values() and len(s.r.result.cards) == 6
+    assert not s.events("cards_revealed")
+
+
+def test_sevenluck_hole_cards_are_their_owners_the_dealers_hidden_until_decisions_and_a_fold_stays_hidden():
+    s = Script("sevenluck")
+    s.bet("ann", "ante", "10", seat=1)
+    s.bet("bob", "ante", "10", seat=2)
+    s.bet("cy", "pair_plus", "5", seat=3)  # decides nothing; shown at the end
+    s.close()
+    s.deal("2C", "7D", "QS", "AS")
+    expect(s, P1_1="O:ann", P2_1="O:bob", P3_1="O:cy", D_1="H")
+    s.deal("3C", "8D", "KS", "AH", "4C", "9D", "JS", "AD")
+    assert s.r.phase == Phase.DECISION
+    expect(s, P1_3="O:ann", P2_3="O:bob", D_1="H", D_2="H", D_3="H")
+    assert s.holes("ann") == [("P1.1", "2C"), ("P1.2", "3C"), ("P1.3", "4C")]
+    assert s.step(PlayerDecision(player_id="bob", action="FOLD")).accepted
+    expect(s, P2_1="J:bob", P2_2="J:bob", P2_3="J:bob", D_1="H", P1_1="O:ann")  # folded: never shown
+    assert s.step(PlayerDecision(player_id="ann", action="PLAY")).accepted
+    assert s.r.phase == Phase.RESULT
+    expect(s, P1_1="P", P1_2="P", P1_3="P", P3_1="P", D_1="P", D_2="P", D_3="P", P2_1="J:bob", P2_3="J:bob")
+    revealed = s.events("cards_revealed")[0].data["cards"]
+    res = s.r.result
+    assert res is not None
+    assert set(revealed) == set(res.cards) == {f"{h}.{i}" for h in ("P1", "P3", "D") for i in (1, 2, 3)}
+    assert set(res.hands) == {"P1", "P3", "D"}  # bob's hand: not in the result, nor its rank key
+    assert set(res.details["rank_keys"]) == set(res.details["comparison"]) | {"D"} == {"P1", "P3", "D"}
+    assert not {"7D", "8D", "9D"} & set(json.dumps(res.model_dump(mode="json")).split('"'))
+    assert res.player_bets["bob"]["ante"].outcome == "LOSE"  # settlement still has everything it needs
+
+
+def test_sevenluck_shared_hand_is_public_and_the_dealers_cards_wait_for_the_decisions():
+    s = Script("sevenluck", {"hand_mode": "SHARED"})
+    s.bet("ann", "ante", "10")
+    s.close()
+    s.deal("2C", "QS")
+    assert s.seen() == {"P.1": "P", "D.1": "H"}
+    s.deal("3C", "KS", "4C", "AS")
+    assert s.seen()["D.3"] == "H" and s.r.phase == Phase.DECISION
+    assert s.step(DecisionTimeout()).accepted  # FOLD by the timer: the dealer's cards still show
+    assert set(s.seen().values()) == {"P"}
+
+
+def test_stud_down_cards_owner_up_cards_public_burns_journal_exposed_seventh_public_showdown_shows_the_live():
+    s = Script("stud")
+    for seat, p in ((1, "ann"), (2, "bob"), (3, "cy")):
+        s.bet(p, "chips", "100", seat=seat)
+    s.close()
+    s.deal("AS", "AH", "AD", "KS", "KH", "KD", "9C", "2C", "8C")  # 3rd street: two down, one up
+    expect(s, P1_1="O:ann", P2_2="O:bob", P3_1="O:cy", P1_3="P", P2_3="P", P3_3="P")
+    s.passive(folds=("cy",))  # bob shows the low card and brings it in; cy folds
+    expect(s, P3_1="J:cy", P3_2="J:cy", P3_3="P", P1_1="O:ann", P2_1="O:bob")
+    s.deal("3D", "QS", "QH")  # BURN1, 4th street
+    expect(s, BURN1="J", P1_4="P", P2_4="P")
+    s.passive()
+    s.deal("4D", "JS", "JH")
+    s.passive()
+    s.deal("5D", "TS", "TH")
+    s.passive()
+    s.deal("6D", "9S")  # BURN4, P1.7 face down ...
+    expect(s, BURN4="J", P1_7="O:ann")
+    assert s.step(CardExposed(position="P1.7")).accepted  # ... flashed: it plays face up (§3.5)
+    expect(s, P1_7="P")
+    assert s.events("card_exposed")[-1].data == {"position": "P1.7", "card": "9S"}
+    s.deal("9H")
+    expect(s, P2_7="O:bob")
+    s.passive()
+    assert s.r.phase == Phase.RESULT
+    seen = s.seen()
+    assert all(v == "P" for k, v in seen.items() if k[:2] in ("P1", "P2"))
+    assert {k: v for k, v in seen.items() if k.startswith(("P3", "BURN"))} == {
+        "P3.1": "J:cy", "P3.2": "J:cy", "P3.3": "P", "BURN1": "J", "BURN2": "J", "BURN3": "J", "BURN4": "J"}
+    res = s.r.result
+    assert res is not None and "P3.1" not in res.cards and "P3.3" in res.cards and "BURN1" not in res.cards
+    assert set(s.events("cards_revealed")[0].data["cards"]) == {"P1.1", "P1.2", "P1.7", "P2.1", "P2.2", "P2.7"}
+
+
+def test_stud_an_uncontested_winner_shows_nothing_and_the_result_carries_the_up_cards_only():
+    s = Script("stud")
+    for seat, p in ((1, "ann"), (2, "bob")):
+        s.bet(p, "chips", "100", seat=seat)
+    s.close()
+    s.deal("AS", "AH", "KS", "KH", "9C", "2C")  # bob shows the low card: he brings it in
+    s.passive(folds=("ann",))
+    assert s.r.phase == Phase.RESULT
+    assert s.seen() == {"P1.1": "J:ann", "P2.1": "J:bob", "P1.2": "J:ann", "P2.2": "J:bob", "P1.3": "P", "P2.3": "P"}
+    assert s.r.result is not None and s.r.result.cards == {"P1.3": "9C", "P2.3": "2C"} and s.r.result.hands == {}
+    assert not s.events("cards_revealed")
+
+
+def test_seotda_first_cards_owner_second_cards_hidden_until_all_are_dealt_showdown_public_fold_journal():
+    s = Script("seotda")
+    for seat, p in ((1, "ann"), (2, "bob"), (3, "cy")):
+        s.bet(p, "chips", "1000", seat=seat)
+    s.close()
+    s.deal("01G", "04A", "10A")
+    owner = {f"S{k}": s.r.seat_owner[seat] for seat, k in s.r.hand.label.items()}  # type: ignore[union-attr]
+    expect(s, S1_1=f"O:{owner['S1']}", S2_1=f"O:{owner['S2']}", S3_1=f"O:{owner['S3']}")
+    for who in ("S1", "S2"):
+        s.act(owner[who], "CHECK")
+    s.act(owner["S3"], "FOLD")
+    expect(s, S3_1=f"J:{owner['S3']}")
+    s.deal("03G")
+    expect(s, S1_2="H")  # §3.2: not even its owner sees it before every second card is dealt
+    assert not [p for p, _ in s.holes(owner["S1"]) if p == "S1.2"]
+    s.deal("05A")
+    expect(s, S1_2=f"O:{owner['S1']}", S2_2=f"O:{owner['S2']}")
+    assert s.holes(owner["S1"])[-1] == ("S1.2", "03G")
+    s.act(owner["S1"], "CHECK")
+    s.act(owner["S2"], "CHECK")
+    assert s.r.phase == Phase.RESULT
+    expect(s, S1_1="P", S1_2="P", S2_1="P", S2_2="P", S3_1=f"J:{owner['S3']}")
+    res = s.r.result
+    assert res is not None and set(res.cards) == {"S1.1", "S1.2", "S2.1", "S2.2"} and set(res.hands) == {"S1", "S2"}
+
+
+def test_seotda_a_rematch_shows_both_showdowns_at_the_end_and_judges_a_card_dealt_twice_where_it_is_now():
+    s = Script("seotda")
+    for seat, p in ((1, "ann"), (2, "bob")):
+        s.bet(p, "chips", "1000", seat=seat)
+    s.close()
+    s.deal("01G", "01R")
+    owner = {f"S{k}": s.r.seat_owner[seat] for seat, k in s.r.hand.label.items()}  # type: ignore[union-attr]
+    s1, s2 = owner["S1"], owner["S2"]
+    s.act(s1, "CHECK")
+    s.act(s2, "CHECK")
+    s.deal("02A", "02R")  # 1·2 against 1·2: a draw, rematched with the same twenty cards
+    s.act(s1, "CHECK")
+    s.act(s2, "CHECK")
+    assert s.events("rematch") and not s.events("cards_revealed")
+    s.deal("02A", "05A")  # R1.S1.1 is the card S1.2 was
+    expect(s, S1_1=f"O:{s1}", S2_2=f"O:{s2}", R1_S1_1=f"O:{s1}", R1_S2_1=f"O:{s2}")
+    assert visibility.leaks(s.r, visibility.PUBLIC, '{"card":"02A"}') == ["02A"]
+    assert visibility.leaks(s.r, visibility.player(s1), '{"card":"02A"}') == []
+    assert visibility.leaks(s.r, visibility.player(s1), '{"card":"05A"}') == ["05A"]
+    s.act(s1, "CHECK")
+    s.act(s2, "CHECK")
+    s.deal("03G")
+    # a duplicate in the rematch is judged where the card is now: S1's hole card, not named
+    # (though the first showdown turned 02A over: that is published only at the end)
+    step = s.step(ScanRead(reader="SC1", code="02A"))
+    assert next(e for e in step.effects if isinstance(e, RoundEvent)).data["detail"] == "a face-down card already dealt"
+    s.deal("04A")  # 2+3 = 5 points against 5+4 = 9 points
+    s.act(s1, "CHECK")
+    s.act(s2, "CHECK")
+    assert s.r.phase == Phase.RESULT
+    assert set(s.seen().values()) == {"P"}  # both showdowns, both games
+    assert s.r.result is not None and len(s.r.result.cards) == 8 == len(s.events("cards_revealed")[0].data["cards"])
+
+
+def test_matgo_the_players_hand_is_theirs_the_ais_its_own_played_cards_public_the_rest_journal_only():
+    s = Script("matgo", {"first_player": "PLAYER"})
+    s.bet("ann", "cover", "100", seat=1)
+    s.close()
+    f = ["01G", "02A", "03G", "04A", "05A", "06A", "07A", "08G", "09A", "10A"]
+    o = ["01R", "02R", "03R", "04R", "05R", "06R", "11G", "11J1", "12A", "12G"]
+    lay = ["07R", "09R", "10R", "12R", "01J1", "02J1", "03J1", "04J1"]
+    s.deal(*f[:5], *o[:5], *lay[:4], *f[5:], *o[5:], *lay[4:])
+    assert s.r.phase == Phase.ACTION and s.r.hand.to_act == "ann"  # type: ignore[union-attr]
+    expect(s, F_1="O:ann", O_1=f"O:{AI_PLAYER}", L1="P", L8="P")
+    assert [m.player_id for m in s.effects if isinstance(m, PlayerMessage) and m.kind == "hole_card"] == ["ann"] * 10
+    s.act("ann", "PLAY", card="05A")
+    expect(s, F_5="P", F_1="O:ann")
+    assert visibility.leaks(s.r, visibility.PUBLIC, '{"card":"05A"}') == []
+    assert visibility.leaks(s.r, visibility.PUBLIC, '{"card":"11G"}') == ["11G"]
+    assert visibility.leaks(s.r, visibility.player(AI_PLAYER), '{"card":"11G"}') == []
+    assert s.step(SupervisorVoid(supervisor="sup", reason="shoe dropped")).accepted
+    seen = s.seen()
+    assert seen["F.5"] == "P" and seen["F.1"] == "J:ann" and seen["O.1"] == f"J:{AI_PLAYER}"
+    res = s.r.result
+    assert res is not None and res.outcome == "VOIDED"
+    assert set(res.cards) == {f"L{i}" for i in range(1, 9)} | {"F.5"}  # the kept hands: journal only
+
+
+def test_matgo_a_chongtong_shows_the_four_cards_that_win_and_nothing_else():
+    s = Script("matgo", {"first_player": "PLAYER"})
+    s.bet("ann", "cover", "100", seat=1)
+    s.close()
+    f = ["01G", "02A", "03G", "04A", "05A", "06A", "07A", "08G", "09A", "10A"]
+    o = ["11G", "11J1", "11J2", "11JD", "01R", "02R", "03R", "04R", "05R", "06R"]
+    lay = ["07R", "09R", "10R", "12R", "01J1", "02J1", "03J1", "04J1"]
+    s.deal(*f[:5], *o[:5], *lay[:4], *f[5:], *o[5:], *lay[4:])
+    assert s.r.phase == Phase.RESULT and s.r.result is not None and s.r.result.details["kind"] == "CHONGTONG"
+    expect(s, O_1="P", O_2="P", O_3="P", O_4="P", O_5=f"J:{AI_PLAYER}", F_1="J:ann")
+    assert s.events("cards_revealed")[0].data["cards"] == {"O.1": "11G", "O.2": "11J1", "O.3": "11J2", "O.4": "11JD"}
+    assert set(s.r.result.cards) == {f"L{i}" for i in range(1, 9)} | {"O.1", "O.2", "O.3", "O.4"}
+
+
+def test_a_voided_round_keeps_every_hole_card_in_the_journal():
+    s = Script("stud")
+    for seat, p in ((1, "ann"), (2, "bob")):
+        s.bet(p, "chips", "100", seat=seat)
+    s.close()
+    s.deal("AS", "AH", "KS")
+    assert s.step(SupervisorVoid(supervisor="sup", reason="card dropped")).accepted
+    assert s.seen() == {"P1.1": "J:ann", "P2.1": "J:bob", "P1.2": "J:ann"}
+    assert s.r.result is not None and s.r.result.cards == {}
+
+
+# --- refusals and rescans ------------------------------------------------------------------------------
+
+
+def test_refusals_and_rescans_never_name_a_hidden_card_but_name_foreign_and_public_ones():
+    s = Script("stud")
+    for seat, p in ((1, "ann"), (2, "bob")):
+        s.bet(p, "chips", "100", seat=seat)
+    s.close()
+    assert s.step(DealerConfirm(step="WASH")).accepted
+    # a card while the SHUFFLE is to be confirmed: nothing registered yet, the card may be named
+    step = s.step(ScanRead(reader="SC1", code="QH"))
+    assert not step.accepted and "(QH not registered)" in step.rejection.reason  # type: ignore[union-attr]
+    s.deal("AS", "AH", "KS", "KH", "9C")
+    # a duplicate of a face-down card: neither the public event nor the station's prompt names it
+    step = s.step(ScanRead(reader="SC1", code="AS"))
+    rescan = next(e for e in step.effects if isinstance(e, RoundEvent) and e.event == "scan_rejected")
+    prompt = next(e for e in step.effects if isinstance(e, StationPrompt))
+    assert rescan.data["detail"] == "a face-down card already dealt" and "AS" not in prompt.message
+    # ... of a face-up card, a foreign card, a misread: named (nothing secret in them)
+    for ev, named in ((ScanRead(reader="SC1", code="9C"), "9C"), (ScanRead(reader="SC1", code="01G"), "01G"),
+                      (ReadFailed(reader="SC1", reason="misread", detail="Q?"), "Q?")):
+        step = s.step(ev)
+        assert named in next(e for e in step.effects if isinstance(e, StationPrompt)).message
+    # a misread that spells a hidden card is not echoed either
+    for _ in range(3):
+        step = s.step(ReadFailed(reader="SC1", reason="misread", detail="KH"))
+    texts = [json.dumps(e.model_dump(mode="json")) for e in step.effects]
+    assert len(texts) == 3 and not any("KH" in t for t in texts), texts  # the event, RESCAN, ALERT
+
+
+def test_a_refusal_written_by_a_game_is_cut_too():
+    s = Script("matgo", {"first_player": "PLAYER"})
+    s.bet("ann", "cover", "100", seat=1)
+    s.close()
+    f = ["01G", "02A", "03G", "04A", "05A", "06A", "07A", "08G", "09A", "10A"]
+    o = ["01R", "02R", "03R", "04R", "05R", "06R", "11G", "11J1", "12A", "12G"]
+    lay = ["07R", "09R", "10R", "12R", "01J1", "02J1", "03J1", "04J1"]
+    s.deal(*f[:5], *o[:5], *lay[:4], *f[5:], *o[5:], *lay[4:])
+    step = s.step(PlayerAction(player_id="ann", action="PLAY", card="11G", round_id=R1, turn=s.r.turn))
+    assert step.rejection is not None and step.rejection.reason == "a hidden card is not in F's hand"
+    step = s.step(PlayerAction(player_id="ann", action="PLAY", card="07R", round_id=R1, turn=s.r.turn))
+    assert step.rejection is not None and step.rejection.reason == "07R is not in F's hand"  # a layout card
+
+
+# --- the leak check ---------------------------------------------------------------------------------------
+
+
+def _stud_with_hidden_cards() -> Script:
+    s = Script("stud")
+    for seat, p in ((1, "ann"), (2, "JD")):  # a player whose id spells a card
+        s.bet(p, "chips", "100", seat=seat)
+    s.close()
+    s.deal("AS", "JD", "QH", "TD", "9C", "2C")
+    return s
+
+
+def test_the_leak_check_finds_codes_as_tokens_and_never_a_position_name():
+    s = _stud_with_hidden_cards()
+    r = s.r
+    assert visibility.hidden_codes(r, visibility.PUBLIC) == {"AS", "JD", "QH", "TD"}
+    assert visibility.hidden_codes(r, visibility.player("ann")) == {"JD", "TD"}
+    positions = "A1 B2 A3 P3.2 D.1 S1 S3 R1.S1.1 F.1 O.10 COMM BURN1 L8 S12 WASH SHUFFLE P1.1 P2.2"
+    assert visibility.leaks(r, visibility.STATION, {"message": positions}.__repr__()) == []
+    for text, found in (('"QH"', ["QH"]), ("RESCAN P1.1 (QH)", ["QH"]), ("QH not registered", ["QH"]),
+                        ("[TD,QH,QH]", ["QH", "TD"]), ("card QH.", ["QH"]), ("x:QH", ["QH"]), ("9C QH", ["QH"])):
+        assert visibility.leaks(r, visibility.OPS, text) == found, text
+    for text in ("QHX", "XQH", "1QH", "QH2", "aqh", "qh"):
+        assert visibility.leaks(r, visibility.OPS, text) == [], text
+    # the player id "JD" is not the card JD; the card JD in a message is
+    bet = RoundEvent(table_id=T, round_id=R1, event="player_acted", at=1, data={"player_id": "JD"})
+    assert visibility.leaks(r, visibility.PUBLIC, bet) == []
+    hole = PlayerMessage(table_id=T, round_id=R1, player_id="ann", kind="hole_card", at=1,
+                         data={"position": "P2.1", "card": "TD"})
+    assert visibility.leaks(r, visibility.player("ann"), hole) == ["TD"]
+    assert visibility.leaks(r, visibility.player("JD"), hole) == []
+    assert visibility.leaks(r, visibility.SETTLEMENT, hole.model_dump_json().encode()) == ["TD"]
+    assert visibility.leaks(None, visibility.PUBLIC, hole) == []
+
+
+def test_hwatu_codes_are_whole_tokens_too():
+    s = Script("matgo", {"first_player": "PLAYER"})
+    s.bet("ann", "cover", "100", seat=1)
+    s.close()
+    s.deal("01J1", "11JD", "02A")
+    r = s.r
+    assert visibility.leaks(r, visibility.PUBLIC, '{"cards":["01J1","11JD","02A"]}') == ["01J1", "02A", "11JD"]
+    assert visibility.leaks(r, visibility.PUBLIC, "01J12 101J1 11JDX 02AB R1.F.1 L1 S1 F.2") == []
+
+
+def test_audiences_of_the_topics():
+    assert visibility.audience_of(topics.events(T)) == visibility.PUBLIC
+    assert visibility.audience_of(topics.prompts(T)) == visibility.STATION
+    assert visibility.audience_of(topics.results(T)) == visibility.SETTLEMENT
+    assert visibility.audience_of(topics.player(T, "ops")) == visibility.player("ops") != visibility.OPS
+    assert visibility.audience_of(topics.actions(T)) is None
+
+
+# --- the property: random rounds of all five games -----------------------------------------------------
+
+
+class Oracle:
+    """What each audience may know, learnt from the messages as they go out, each reveal checked
+    against the rules on its own (not by asking the policy)."""
+
+    def __init__(self, game: str) -> None:
+        self.game = game
+        self.rx = codes_rx(game)
+        self.public: set[str] = set()
+        self.told: dict[str, set[str]] = {}
+        self.folded: set[tuple[str, int]] = set()  # (player, game number: Seotda rematches)
+        self.played: set[str] = set()  # Matgo hand cards played
+        self.results: list[RoundResult] = []
+
+    def named(self, text: str, rnd: Round) -> set[str]:
+        return set(self.rx.findall(text)) & set(rnd.cards.values())
+
+    def owner(self, rnd: Round, name: str) -> str | None:
+        pos = next(p for p in rnd.plan if p.name == name)
+        if self.game == "matgo" and pos.seat == AI_SEAT:
+            return AI_PLAYER
+        return rnd.seat_owner.get(pos.seat) if pos.seat is not None else None
+
+    def check(self, rnd: Round, step: Step) -> None:
+        if self.game == "matgo":
+            self.told[AI_PLAYER] = {c for p in rnd.plan if p.seat == AI_SEAT and (c := rnd.cards.get(p.name))}
+        for e in step.effects:
+            self.learn(rnd, e)
+            if isinstance(e, Rejection):
+                audiences = [(visibility.PUBLIC, e.reason)]
+            else:
+                text = e.model_dump_json()
+                who = {RoundEvent: visibility.PUBLIC, StationPrompt: visibility.STATION,
+                       RoundResult: visibility.SETTLEMENT}.get(type(e))
+                audiences = [(who or visibility.player(e.player_id), text)]
+                if who == visibility.PUBLIC:
+                    audiences.append((visibility.OPS, text))
+            for audience, text in audiences:
+                allowed = self.public | (self.told.get(audience[len("player:"):], set())
+                                         if audience.startswith("player:") else set())
+                leaked = self.named(text, rnd) - allowed
+                assert not leaked, (audience, leaked, e)
+                assert visibility.leaks(rnd, audience, text) == [], (audience, e)  # the net stays silent
+
+    def learn(self, rnd: Round, e: Any) -> None:
+        byname = {p.name: p for p in rnd.plan}
+        if isinstance(e, PlayerMessage) and e.kind == "hole_card":
+            pos = byname[e.data["position"]]
+            assert rnd.cards[pos.name] == e.data["card"] and pos.face == "DOWN" and not pos.burn
+            assert self.owner(rnd, pos.name) == e.player_id, e
+            if self.game == "seotda" and pos.name.endswith(".2"):  # §3.2: once every second card is dealt
+                assert all(q.name in rnd.cards for q in rnd.plan if q.deck == pos.deck and q.name.endswith(".2"))
+            self.told.setdefault(e.player_id, set()).add(e.data["card"])
+        if not isinstance(e, RoundEvent):
+            return
+        d = e.data
+        if e.event == "card_registered" and d["card"] is not None:
+            pos = byname[d["position"]]
+            assert pos.face == "UP" and not pos.burn and rnd.cards[pos.name] == d["card"]
+            self.public.add(d["card"])
+        elif e.event == "card_exposed":
+            assert self.game == "stud" and d["position"].endswith(".7") and rnd.cards[d["position"]] == d["card"]
+            self.public.add(d["card"])
+        elif e.event == "player_acted":
+            if d["action"] == "FOLD":
+                m = re.search(r"rematch (\d+)", str(d.get("street")))
+                self.folded.add((d["player_id"], int(m.group(1)) if m else 0))
+            if self.game == "matgo" and d["action"] == "PLAY":
+                hand = rnd.hand
+                assert hand is not None
+                mine = {rnd.cards[p.name] for p in rnd.plan if p.name in rnd.cards and p.deck == hand.deals - 1  # type: ignore[attr-defined]
+                        and p.face == "DOWN" and self.owner(rnd, p.name) == d["player_id"]}
+                assert d["card"] in mine, d
+                self.played.add(d["card"])
+                self.public.add(d["card"])
+        elif e.event == "decision_made" and d["action"] == "FOLD":
+            self.folded.add((d["player_id"], 0))
+        elif e.event == "cards_revealed":
+            for name, code in d["cards"].items():
+                assert rnd.cards[name] == code
+                if code not in self.public:
+                    self.check_reveal(rnd, byname[name], code)
+            self.public |= set(d["cards"].values())
+
+    def check_reveal(self, rnd: Round, pos: Any, code: str) -> None:
+        """A face-down card shown now must be one the rules show."""
+        assert not pos.burn and rnd.phase == Phase.RESULT, pos
+        owner = self.owner(rnd, pos.name)
+        assert (owner, pos.deck if self.game == "seotda" else 0) not in self.folded, (pos, "folded")
+        hand: Any = rnd.hand
+        if self.game == "stud":
+            assert len(hand.betting.live) > 1, "an uncontested winner does not show"
+        elif self.game == "seotda" and pos.deck == hand.game.number:
+            assert len(hand.game.betting.live) > 1, "an uncontested winner does not show"
+        elif self.game == "matgo":
+            result = hand.engine.result
+            quad = result is not None and result.kind == "CHONGTONG" and int(code[:2]) in result.details["months"]
+            assert code in self.played or (quad and owner == hand.seat_of[result.winner]), (pos, code)
+
+
+class Run:
+    """One random round of ``game``: random players, bets, deal, scanner faults, actions,
+    refusals, voids and cancellations; every step checked by :class:`Oracle`."""
+
+    def __init__(self, game: str, seed: int) -> None:
+        self.game = game
+        self.rng = rng = random.Random(seed)
+        self.passive = rng.random() < 0.4  # nobody folds: showdowns, deck exhaustion, rematches
+        self.faults = rng.random() < 0.7
+        self.full = game == "stud" and self.passive and rng.random() < 0.6  # seven to the 7th street
+        self.options = self._options()
+        self.t = make_table(game, self.options)
+        self.oracle = Oracle(game)
+        self.at = 1_700_000_000_000
+        self.journal: list[Event] = []
+        self.decks: dict[int, list[str]] = {}
+        self.forced: dict[str, str] = {}
+        if game == "seotda" and rng.random() < 0.4:  # a 1·2 draw between S1 and S2: a rematch if they stay in
+            self.forced = {"S1.1": "01G", "S2.1": "01R", "S1.2": "02A", "S2.2": "02R"}
+        if game == "matgo" and rng.random() < 0.15:  # four Januaries on the layout: a redeal of all 48 cards
+            self.forced = {"L1": "01G", "L2": "01R", "L3": "01J1", "L4": "01J2"}
+
+    def _options(self) -> dict[str, Any]:
+        rng, g = self.rng, self.game
+        if g == "teen-patti":
+            return {"burn_cards": rng.choice((0, 1)), "deal_order": rng.choice(("ALTERNATE", "BLOCK"))}
+        if g == "sevenluck":
+            return {"hand_mode": rng.choice(("SEATED", "SEATED", "SHARED"))}
+        if g == "stud":  # seven players to the 7th street exhaust the deck: burn cards are dealt again
+            return {"deck_exhaustion": "RESHUFFLE_BURNS" if self.full else rng.choice(("COMMUNITY_CARD",
+                                                                                        "RESHUFFLE_BURNS"))}
+        if g == "matgo":
+            return {"first_player": rng.choice(("PLAYER", "AI"))}
+        return {}
+
+    @property
+    def r(self) -> Round:
+        assert self.t.current is not None
+        return self.t.current
+
+    def feed(self, ev: Event) -> Step:
+        self.at += 13
+        ev = ev.model_copy(update={"at": self.at})
+        step = self.t.handle(ev)
+        if step.journal:
+            self.journal.append(ev)
+        if self.t.current is not None:
+            self.oracle.check(self.t.current, step)
+        return step
+
+    def play(self) -> None:
+        rng, g = self.rng, self.game
+        self.feed(OpenRound(round_id=R1, betting_closes_at=self.at + 15_000))
+        self._bets()
+        if rng.random() < 0.04:
+            self.feed(LinkDown(link="scanner:SC1", reason="cable"))  # before the round started: cancelled
+        if self.r.phase == Phase.BETTING_OPEN:
+            self.feed(CloseBetting(by="timer"))
+        void_after = rng.randrange(0, 120) if rng.random() < 0.12 else None
+        n = 0
+        while self.r.phase in ACTIVE:
+            n += 1
+            assert n < 5000, "the round never ends"
+            if void_after is not None and n > void_after:
+                assert self.feed(SupervisorVoid(supervisor="sup-1", reason="shoe dropped")).accepted
+                break
+            if self.r.phase == Phase.ACTION:
+                self._turn()
+            elif self.r.phase == Phase.DECISION:
+                self._decide()
+            else:
+                self._card()
+        assert self.r.result is not None
+
+    def _bets(self) -> None:
+        rng, g = self.rng, self.game
+        n = {"teen-patti": rng.randint(1, 3), "sevenluck": rng.randint(1, 4), "stud": 7 if self.full else rng.randint(2, 8),
+             "seotda": rng.randint(2, 5), "matgo": 1}[g]
+        seats = rng.sample(range(1, self.r.rules.game.seat_count + 1), n) if self.r.rules.game.seat_count else [None] * n
+        for k, seat in enumerate(seats):
+            player = f"p{k + 1}"
+            if g == "teen-patti":
+                kinds = rng.sample(("player_a", "player_b", "tie", "pair_plus_a"), 2)
+            elif g == "sevenluck":
+                kinds = ["ante"] + (["pair_plus"] if rng.random() < 0.4 else [])
+            else:
+                kinds = list(self.r.rules.game.bet_types)
+            stake = {"stud": "100", "seotda": "1000", "matgo": "100"}.get(g, "10")
+            for kind in kinds:
+                self.feed(PlaceBet(bet_id=f"b{k}-{kind}", player_id=player, bet_type=kind, stake=Decimal(stake),
+                                   seat=seat, round_id=R1))
+
+    def _registered(self) -> list[str]:
+        return [c for c in self.r.cards.values()]
+
+    def _card(self) -> None:
+        rng, r = self.rng, self.r
+        pos = r.plan[r.next_index]
+        if pos.confirm:
+            if self.faults and rng.random() < 0.3 and r.cards:  # a card while a confirmation is expected
+                assert not self.feed(ScanRead(reader="SC1", code=rng.choice(self._registered()))).accepted
+            assert self.feed(DealerConfirm(step=pos.name)).accepted
+            return
+        sevenths = [name for name in r.cards if name.endswith(".7")]
+        if self.game == "stud" and sevenths and rng.random() < 0.4:  # a 7th card flashed: it plays face up
+            self.feed(CardExposed(position=rng.choice(sevenths)))
+        if self.faults and rng.random() < 0.2:
+            fault = rng.randrange(4)
+            same = [r.cards[p.name] for p in r.plan if p.deck == pos.deck and p.name in r.cards]
+            if fault == 0 and same and not pos.from_burns:  # a duplicate (of a card face down or up)
+                self.feed(ScanRead(reader="SC1", code=rng.choice(same)))
+            elif fault == 1 and r.cards:  # a misread that spells a card already dealt
+                self.feed(ReadFailed(reader="SC1", reason="misread", detail=rng.choice(self._registered())))
+            elif fault == 2:
+                self.feed(ScanRead(reader="SC1", code=FOREIGN[self.game]))
+            elif r.cards:  # the dealer reports a card exposed (stud: a 7th card plays face up)
+                self.feed(CardExposed(position=rng.choice(list(r.cards))))
+            if r is not self.t.current or self.r.phase not in ACTIVE or self.r.plan[self.r.next_index] is not pos:
+                return
+        code = self._code(pos)
+        step = self.feed(ScanRead(reader="SC1", code=code))
+        assert step.accepted and not any(isinstance(e, RoundEvent) and e.event == "scan_rejected"
+                                         for e in step.effects), (pos, code, step.effects)
+
+    def _code(self, pos: Any) -> str:
+        r = self.r
+        if pos.from_burns:  # stud RESHUFFLE_BURNS: the burn cards, shuffled, dealt again
+            burns = [r.cards[p.name] for p in r.plan if p.burn and p.name in r.cards]
+            again = {r.cards[p.name] for p in r.plan if p.from_burns and p.name in r.cards}
+            return next(c for c in burns if c not in again)
+        deck = self.decks.get(pos.deck)
+        if deck is None:
+            fixed = set(self.forced.values()) if pos.deck == 0 else set()
+            deck = self.decks[pos.deck] = [c for c in self.rng.sample(sorted(DECKS[self.game]), len(DECKS[self.game]))
+                                           if c not in fixed]
+        if pos.deck == 0 and pos.name in self.forced:
+            return self.forced[pos.name]
+        return deck.pop()
+
+    def _decide(self) -> None:
+        rng, r = self.rng, self.r
+        for player in sorted(set(r.deciders) - set(r.decisions)):
+            if rng.random() < 0.7:
+                assert self.feed(PlayerDecision(player_id=player, action=rng.choice(("PLAY", "FOLD")))).accepted
+            if r.phase != Phase.DECISION:
+                return
+        if r.phase == Phase.DECISION:
+            assert self.feed(DecisionTimeout()).accepted
+
+    def _turn(self) -> None:
+        rng, r = self.rng, self.r
+        hand = r.hand
+        assert hand is not None and hand.to_act is not None
+        actor, opts = hand.to_act, hand.turn_options()
+        if self.faults and rng.random() < 0.12:  # refused: the wrong player, or a card the actor does not hold
+            other = rng.choice([p for p in set(r.seat_owner.values()) | {AI_PLAYER} if p != actor] or [actor])
+            card = rng.choice(self._registered()) if self.game == "matgo" else None
+            action = "PLAY" if self.game == "matgo" else rng.choice(("CHECK", "CALL", "FOLD"))
+            self.feed(PlayerAction(player_id=rng.choice((actor, other)), action=action, card=card,  # type: ignore[arg-type]
+                                   round_id=R1, turn=r.turn))
+            return  # refused, or (a card the actor holds) played: the next turn is asked again
+        if not self.passive and rng.random() < 0.1:
+            assert self.feed(ActionTimeout(turn=r.turn)).accepted
+            return
+        ev = PlayerAction(player_id=actor, round_id=R1, turn=r.turn, **self._choose(opts))  # type: ignore[arg-type]
+        assert self.feed(ev).accepted, (ev, opts)
+
+    def _choose(self, opts: dict[str, Any]) -> dict[str, Any]:
+        rng = self.rng
+        if self.game == "matgo":
+            action = rng.choice(opts["actions"])
+            return {"action": action, "card": rng.choice(opts["cards"]) if opts.get("cards") else None}
+        if self.game == "seotda":
+            buttons = list(opts["buttons"])
+            calm = [b for b in ("CHECK", "CALL") if b in buttons]
+            if self.passive and calm:
+                return {"action": calm[0]}
+            return {"action": rng.choice(buttons)}
+        acts = opts["actions"]
+        calm = [a for a in ("CHECK", "BRING_IN", "CALL") if a in acts]
+        action = calm[0] if self.passive and calm else rng.choice(acts)
+        if action in ("BET", "BRING_IN"):
+            return {"action": action, "amount": Decimal(opts["bet"]["min"])}
+        if action == "RAISE":
+            return {"action": action, "amount": Decimal(opts["raise"]["min"])}
+        return {"action": action}
+
+    def replay(self) -> Round:
+        """The journal alone rebuilds every card (the hidden ones too) and the same result."""
+        t = make_table(self.game, self.options)
+        for ev in self.journal:
+            t.handle(ev)
+        assert t.current is not None
+        return t.current
+
+
+@pytest.mark.parametrize("game", GAMES)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1))
+def test_property_no_message_ever_shows_a_card_its_audience_may_not_see(game: str, seed: int):
+    run = Run(game, seed)
+    run.play()
+    r = run.r
+    res = r.result
+    assert res is not None
+    shown = run.oracle.public
+    assert set(res.cards.values()) <= shown and all(r.cards[p] == c for p, c in res.cards.items())
+    assert all(set(h.cards) <= shown for h in res.hands.values())
+    if res.outcome == "COMPLETED" and game == "teen-patti":
+        assert set(res.cards) == {p.name for p in r.plan if not p.burn}  # everything face up is there
+    again = run.replay()
+    assert again.cards == r.cards and again.result == res
+
+
+# --- the service: a message that would leak is withheld and counted --------------------------------------
+
+
+def _blocked(service: Any, kind: str) -> float:
+    return service.metrics.registry.get_sample_value("dealer_visibility_blocked_total", {"kind": kind}) or 0.0
+
+
+@pytest.mark.timeout(60)
+async def test_the_service_withholds_a_leaking_message_and_counts_it_and_still_delivers_a_leaking_result(
+        broker: Broker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    s = load_settings(service={"journal_path": tmp_path / "journal.sqlite", "metrics_enabled": False},
+                      mqtt={"url": broker.url, "client_id": f"backend-{uuid.uuid4().hex[:6]}"},
+                      tables=[{"id": T, "game": "sevenluck", "betting_seconds": 600, "auto_rounds": False,
+                               "scanner": {"kind": "mqtt", "reader_id": "SC1", "heartbeat_timeout": 600}}])
+    rec = await Recorder(broker.url).start()
+    service, task = await start_service(s)
+    try:
+        assert (await service.open_round(T)).accepted
+        for player, seat in (("ann", 1), ("bob", 2)):
+            assert (await service.submit(T, PlaceBet(bet_id=f"b-{player}", player_id=player, bet_type="ante",
+                                                     stake=Decimal("10"), seat=seat))).accepted
+        assert (await service.submit(T, CloseBetting(by="dealer"))).accepted
+        assert (await service.submit(T, ScanRead(reader="SC1", code="QH"))).accepted  # P1.1, ann's
+        await wait_until(lambda: [m for tp, m in rec.messages if tp == topics.player(T, "ann")
+                                  and m["kind"] == "hole_card"], what="ann's hole card")
+        leak = {"event": RoundEvent(table_id=T, round_id=R1, event="debug", at=1, data={"card": "QH"}),
+                "prompt": StationPrompt(table_id=T, round_id=R1, kind="RESCAN", message="RESCAN P2.1 (QH)", at=1),
+                "player": PlayerMessage(table_id=T, round_id=R1, player_id="bob", kind="hole_card", at=1,
+                                        data={"position": "P1.1", "card": "QH"})}
+        topic = {"event": topics.events(T), "prompt": topics.prompts(T), "player": topics.player(T, "bob")}
+        for kind, msg in leak.items():
+            service._publish_soft(topic[kind], msg, kind)
+            assert _blocked(service, kind) == 1
+        own = PlayerMessage(table_id=T, round_id=R1, player_id="ann", kind="hole_card", at=2,
+                            data={"position": "P1.1", "card": "QH"})
+        service._publish_soft(topics.player(T, "ann"), own, "player")  # its owner may see it
+        service._publish_soft(topics.events(T), RoundEvent(table_id=T, round_id=R1, event="marker", at=3), "event")
+        await wait_until(lambda: rec.events("marker"), what="the marker after the withheld messages")
+        await wait_until(lambda: [m for tp, m in rec.messages if tp == topics.player(T, "ann") and m["at"] == 2],
+                         what="ann's own card")
+        assert not rec.events("debug") and not [m for m in rec.prompts() if "QH" in m["message"]]
+        assert not [m for tp, m in rec.messages if tp == topics.player(T, "bob") and m["kind"] == "hole_card"]
+        assert _blocked(service, "player") == 1
+
+        # a core that (by a bug) put a folded hand in the result: delivered all the same, logged, counted
+        def leaky(rnd: Round, hands: Any, details: Any) -> tuple[dict[str, str], Any, Any]:
+            return {p.name: rnd.cards[p.name] for p in rnd.plan if p.name in rnd.cards}, dict(hands), dict(details)
+
+        monkeypatch.setattr(visibility, "shown", leaky)
+        for code in ("7D", "AS", "2C", "8D", "KS", "3C", "9D", "JS"):
+            assert (await service.submit(T, ScanRead(reader="SC1", code=code))).accepted
+        assert (await service.submit(T, PlayerDecision(player_id="bob", action="FOLD"))).accepted
+        assert (await service.submit(T, PlayerDecision(player_id="ann", action="PLAY"))).accepted
+        res = await wait_until(lambda: rec.results(f"{T}:{R1}"), what="the result")
+        assert res[0]["cards"]["P2.1"] == "7D" and _blocked(service, "result") == 1
+    finally:
+        await stop_service(task)
+        await rec.stop()

@@ -73,7 +73,10 @@ class RoundResult(_Msg):
     outcome: Literal["COMPLETED", "CANCELLED", "VOIDED"]
     reason: str | None = None
     refund_all: bool
-    cards: dict[str, str] = Field(default_factory=dict, description="position -> card code (burns excluded)")
+    cards: dict[str, str] = Field(default_factory=dict, description="position -> card code of every card shown "
+                                  "publicly (face up, or revealed by the rules); burn cards, folded hands, an "
+                                  "uncontested winner's and a cancelled or voided round's hole cards are only in "
+                                  "the journal")
     hands: dict[str, HandResult] = Field(default_factory=dict)
     winner: str | None = None
     bets: dict[str, BetTypeResult] = Field(default_factory=dict, description="by bet type, the same for every "

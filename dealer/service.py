@@ -327,7 +327,7 @@ class Service:
             for eff in step.effects:
                 if isinstance(eff, RoundResult):
                     payload = eff.model_dump_json()
-                    self._withheld(topics.results(eff.table_id), payload, "result")  # money: delivered anyway
+                    self._withheld(topics.results(eff.table_id), payload, "result", eff.round_id)  # money: delivered anyway
                     batch.outbox.append((eff.idempotency_key, topics.results(eff.table_id),
                                          payload.encode(), eff.table_id, eff.round_id))
             if isinstance(ev, ResultDelivered):
@@ -412,7 +412,7 @@ class Service:
         """Publish a prompt or round event now (QoS 1, not durable: stale ones are useless);
         never one that would show its audience a hidden card."""
         text = msg.model_dump_json()
-        if self._withheld(topic, text, kind):
+        if self._withheld(topic, text, kind, getattr(msg, "round_id", None)):
             return
         self._notify(kind, msg)
         payload = text.encode()
@@ -420,20 +420,25 @@ class Service:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _withheld(self, topic: str, payload: str, kind: str) -> bool:
-        """Whether ``payload`` would show the audience of ``topic`` a card it may not see now
-        (:func:`dealer.visibility.leaks`): counted, and logged once without naming the cards."""
+    def _withheld(self, topic: str, payload: str, kind: str, round_id: str | None) -> bool:
+        """Whether ``payload`` would show the audience of ``topic`` a card of its round that it
+        may not see (:func:`dealer.visibility.leaks`): counted, and logged once without naming
+        the cards. Effects are released after their batch: the round may have moved on, but
+        within a round what an audience may see only grows, so nothing legitimate is held."""
         tid, audience = topics.table_of(topic), visibility.audience_of(topic)
         table = self.tables.get(tid) if tid is not None else None
         if table is None or audience is None:
             return False
-        leaked = visibility.leaks(table.current, audience, payload)
+        rnd = table.current
+        if round_id is not None and (rnd is None or rnd.round_id != round_id):
+            rnd = table.undelivered.get(round_id)  # an older round (or none: nothing of it to hide any more)
+        leaked = visibility.leaks(rnd, audience, payload)
         if not leaked:
             return False
         self.metrics.visibility_blocked.labels(kind=kind).inc()
         log.error("result carries hidden cards; delivered anyway: it settles money" if kind == "result"
                   else "message withheld: it would show hidden cards", kind=kind, topic=topic, audience=audience,
-                  hidden=len(leaked), positions=visibility.positions_of(table.current, leaked))
+                  hidden=len(leaked), positions=visibility.positions_of(rnd, leaked))
         return True
 
     async def _publish_task(self, topic: str, payload: bytes, kind: str, latency_from: int) -> None:

@@ -345,14 +345,15 @@ class Service:
                     self._release_prompt(eff)
                 elif isinstance(eff, RoundEvent):
                     latency_from = item.received_ns if eff.event == "card_registered" else 0
-                    self._publish_soft(topics.events(tid), eff, "event", latency_from)
+                    published = self._publish_soft(topics.events(tid), eff, "event", latency_from)
                     outcome = _ROUND_OUTCOME.get(eff.event)
                     if outcome is not None:
                         self.metrics.rounds.labels(table=tid, game=self.configs[tid].game, outcome=outcome).inc()
                     elif eff.event == "player_acted":
                         self.metrics.player_actions.labels(table=tid, action=str(eff.data.get("action")),
                                                            by=str(eff.data.get("by"))).inc()
-                    log.info(eff.event, **{k: v for k, v in eff.data.items() if k != "card" or v is not None})
+                    if published:  # a withheld event is not logged either: ops reads the logs
+                        log.info(eff.event, **{k: v for k, v in eff.data.items() if k != "card" or v is not None})
                 elif isinstance(eff, PlayerMessage):
                     self._deliver_private(tid, eff)
                 elif isinstance(eff, RoundResult):
@@ -408,17 +409,18 @@ class Service:
             except Exception:
                 log.exception("observer failed")
 
-    def _publish_soft(self, topic: str, msg: BaseModel, kind: str, latency_from: int = 0) -> None:
+    def _publish_soft(self, topic: str, msg: BaseModel, kind: str, latency_from: int = 0) -> bool:
         """Publish a prompt or round event now (QoS 1, not durable: stale ones are useless);
-        never one that would show its audience a hidden card."""
+        never one that would show its audience a hidden card (False: withheld)."""
         text = msg.model_dump_json()
         if self._withheld(topic, text, kind, getattr(msg, "round_id", None)):
-            return
+            return False
         self._notify(kind, msg)
         payload = text.encode()
         task = asyncio.create_task(self._publish_task(topic, payload, kind, latency_from))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return True
 
     def _withheld(self, topic: str, payload: str, kind: str, round_id: str | None) -> bool:
         """Whether ``payload`` would show the audience of ``topic`` a card of its round that it

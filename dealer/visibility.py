@@ -53,7 +53,6 @@ PUBLIC = "public"
 STATION = "station"
 OPS = "ops"
 SETTLEMENT = "settlement"
-ROLES = frozenset({PUBLIC, STATION, OPS, SETTLEMENT})
 _PLAYER = "player:"
 
 #: What a refusal or a rescan says instead of a hidden card's code.
@@ -328,18 +327,18 @@ def _cached(rnd: Round) -> _Cached:
     """The round's view, computed once per revision (``Round.handle`` bumps it before and after
     each event, so a view taken between two events is never stale)."""
     c = _CACHE.get(rnd)
-    revision = getattr(rnd, "revision", None)
-    if c is None or revision is None or c.revision != revision:
-        c = _Cached(revision if revision is not None else -1, view(rnd))
-        if revision is not None:
-            _CACHE[rnd] = c
+    if c is None or c.revision != rnd.revision:
+        c = _CACHE[rnd] = _Cached(rnd.revision, view(rnd))
     return c
 
 
 def hidden_codes(rnd: Round | None, audience: str) -> frozenset[str]:
-    """The registered card codes ``audience`` may not see now. A code registered twice (a
-    Seotda rematch or a Matgo redeal reshuffles; stud deals burn cards again) is hidden only
-    if no instance of it is visible: naming a card everyone has seen reveals nothing."""
+    """The registered card codes ``audience`` may not see now (any audience but a player sees
+    what the public sees). A code registered twice (a Seotda rematch or a Matgo redeal
+    reshuffles; stud deals burn cards again) is hidden only if no instance of it is visible:
+    a message naming a card the audience has seen is not withheld, so this last check never
+    holds back a legitimate message. The round machine itself judges such a card strictly,
+    where it is now (:func:`safe_code`, :func:`redact`)."""
     if rnd is None:
         return frozenset()
     c = _cached(rnd)
@@ -429,8 +428,8 @@ def safe_code(rnd: Round, code: str, instead: str = HIDDEN_TEXT) -> str:
 
 def redact(rnd: Round, text: str) -> str:
     """``text`` with every card code the public may not see replaced by "a hidden card"."""
-    if not text:
-        return text
+    if not text or not _pattern(frozenset(rnd.rules.game.deck)).search(text):
+        return text  # most reasons name no card at all: no need to look at the round
     hidden = _hidden_now(rnd)
     if not hidden:
         return text

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -809,9 +810,14 @@ async def test_the_service_withholds_a_leaking_message_and_counts_it_and_still_d
                 "player": PlayerMessage(table_id=T, round_id=R1, player_id="bob", kind="hole_card", at=1,
                                         data={"position": "P1.1", "card": "QH"})}
         topic = {"event": topics.events(T), "prompt": topics.prompts(T), "player": topics.player(T, "bob")}
-        for kind, msg in leak.items():
-            service._publish_soft(topic[kind], msg, kind)
-            assert _blocked(service, kind) == 1
+        with structlog.testing.capture_logs() as logs:
+            for kind, msg in leak.items():
+                assert service._publish_soft(topic[kind], msg, kind) is False
+                assert _blocked(service, kind) == 1
+        # logged once each, as errors naming the position, never the card (ops reads the logs)
+        assert [(e["log_level"], e["kind"], e["positions"]) for e in logs] == [
+            ("error", kind, ["P1.1"]) for kind in leak]
+        assert not any("QH" in json.dumps(e, default=str) for e in logs)
         own = PlayerMessage(table_id=T, round_id=R1, player_id="ann", kind="hole_card", at=2,
                             data={"position": "P1.1", "card": "QH"})
         service._publish_soft(topics.player(T, "ann"), own, "player")  # its owner may see it
@@ -831,9 +837,12 @@ async def test_the_service_withholds_a_leaking_message_and_counts_it_and_still_d
         for code in ("7D", "AS", "2C", "8D", "KS", "3C", "9D", "JS"):
             assert (await service.submit(T, ScanRead(reader="SC1", code=code))).accepted
         assert (await service.submit(T, PlayerDecision(player_id="bob", action="FOLD"))).accepted
-        assert (await service.submit(T, PlayerDecision(player_id="ann", action="PLAY"))).accepted
+        with structlog.testing.capture_logs() as logs:
+            assert (await service.submit(T, PlayerDecision(player_id="ann", action="PLAY"))).accepted
         res = await wait_until(lambda: rec.results(f"{T}:{R1}"), what="the result")
         assert res[0]["cards"]["P2.1"] == "7D" and _blocked(service, "result") == 1
+        errors = [e for e in logs if e["log_level"] == "error"]
+        assert [(e["kind"], e["positions"]) for e in errors] == [("result", ["P2.1", "P2.2", "P2.3"])]
     finally:
         await stop_service(task)
         await rec.stop()

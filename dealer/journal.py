@@ -15,12 +15,14 @@ inserted out of order (:func:`verify_chain`).
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dealer.commands import StoredCommand
 from dealer.events import EVENT_ADAPTER, Event
 
 _SCHEMA = """
@@ -39,6 +41,21 @@ CREATE TRIGGER IF NOT EXISTS events_no_update BEFORE UPDATE ON events
     BEGIN SELECT RAISE(ABORT, 'the journal is append-only'); END;
 CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events
     BEGIN SELECT RAISE(ABORT, 'the journal is append-only'); END;
+CREATE TABLE IF NOT EXISTS commands (  -- accepted command ids, kept forever (dealer/commands.py)
+    table_id TEXT NOT NULL,
+    command_id TEXT NOT NULL,
+    round_id TEXT,
+    type TEXT NOT NULL,
+    role TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    answer TEXT NOT NULL,
+    event_id INTEGER NOT NULL,  -- the journal row of the command
+    PRIMARY KEY (table_id, command_id)
+);
+CREATE TRIGGER IF NOT EXISTS commands_no_update BEFORE UPDATE ON commands
+    BEGIN SELECT RAISE(ABORT, 'command ids are append-only'); END;
+CREATE TRIGGER IF NOT EXISTS commands_no_delete BEFORE DELETE ON commands
+    BEGIN SELECT RAISE(ABORT, 'command ids are append-only'); END;
 CREATE TABLE IF NOT EXISTS outbox (
     id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: an id names one result forever
     key TEXT NOT NULL UNIQUE,
@@ -92,14 +109,16 @@ class OutboxRow:
 
 @dataclass(slots=True)
 class Batch:
-    """What one group commit writes: journal rows, new outbox rows, delivered outbox ids."""
+    """What one group commit writes: journal rows, new outbox rows, delivered outbox ids, and
+    the accepted command ids (each with the index of its event in ``events``)."""
 
     events: list[tuple[str, str | None, Event]] = field(default_factory=list)
     outbox: list[tuple[str, str, bytes, str, str]] = field(default_factory=list)  # key, topic, payload, table, round
     delivered: list[int] = field(default_factory=list)
+    commands: list[tuple[StoredCommand, int]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.events or self.outbox or self.delivered)
+        return bool(self.events or self.outbox or self.delivered or self.commands)
 
 
 class Journal:
@@ -118,6 +137,7 @@ class Journal:
             raise RuntimeError(f"journal {self.path} predates the hash chain; archive it and start a new one")
         self._db.executescript(_SCHEMA)
         self._checkpointer: sqlite3.Connection | None = None
+        self._reader: sqlite3.Connection | None = None
         last = self._db.execute("SELECT id, hash FROM events ORDER BY id DESC LIMIT 1").fetchone()
         self._last_id, self._last_hash = (int(last[0]), str(last[1])) if last else (0, GENESIS)
 
@@ -150,12 +170,29 @@ class Journal:
                 if cur.rowcount:
                     new_rows.append(OutboxRow(int(cur.lastrowid or 0), key, topic, payload, table_id, round_id))
             db.executemany("DELETE FROM outbox WHERE id = ?", [(i,) for i in batch.delivered])
+            db.executemany(
+                "INSERT INTO commands (table_id, command_id, round_id, type, role, digest, answer, event_id) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                [(c.table_id, c.command_id, c.round_id, c.type, c.role, c.digest,
+                  json.dumps(c.answer, sort_keys=True), rows[i][0]) for c, i in batch.commands])
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
             raise
         self._last_id, self._last_hash = last_id, last_hash
         return new_rows
+
+    def command(self, table_id: str, command_id: str) -> StoredCommand | None:
+        """An accepted command id of a table, from any earlier run (a separate read connection:
+        the writer thread may be committing meanwhile)."""
+        if self._reader is None:
+            self._reader = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        row = self._reader.execute(
+            "SELECT round_id, type, role, digest, answer FROM commands WHERE table_id = ? AND command_id = ?",
+            (table_id, command_id)).fetchone()
+        if row is None:
+            return None
+        return StoredCommand(table_id, command_id, row[0], row[1], row[2], row[3], json.loads(row[4]))
 
     def pending(self) -> list[OutboxRow]:
         cur = self._db.execute("SELECT id, key, topic, payload, table_id, round_id FROM outbox ORDER BY id")
@@ -221,4 +258,6 @@ class Journal:
     def close(self) -> None:
         if self._checkpointer is not None:
             self._checkpointer.close()
+        if self._reader is not None:
+            self._reader.close()
         self._db.close()

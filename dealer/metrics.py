@@ -43,6 +43,18 @@ class Metrics:
         self.player_actions = Counter("dealer_player_actions", "Betting actions in peer games (stud), by action and "
                                       "by whom: player, or timeout (a silent or disconnected player)",
                                       ["table", "action", "by"], registry=r)
+        self.commands_refused = Counter("dealer_commands_refused", "Commands refused at the edge, by the role of the "
+                                        "topic they came on and why: malformed, wrong_role, missing_command_id, "
+                                        "missing_round_id, missing_turn, bad_signature, stale, reused_command_id ...",
+                                        ["table", "role", "reason"], registry=r)
+        self.command_repeats = Counter("dealer_command_repeats", "Commands whose id was already accepted: answered "
+                                       "again, not applied again", ["table", "role"], registry=r)
+        self.security_events = Counter("dealer_security_events", "Inputs refused for a security reason (journaled "
+                                       "and alerted): bad or missing signature, unknown supervisor, stale, reused "
+                                       "command id, another role's command", ["table", "kind"], registry=r)
+        self.security_events_unjournaled = Counter(
+            "dealer_security_events_unjournaled", "Security events over the journaling rate limit (a flood): "
+            "counted and logged only", ["table"], registry=r)
         self.publish_failures = Counter("dealer_publish_failures", "Non-durable publishes dropped while the bus was down",
                                         ["kind"], registry=r)
 

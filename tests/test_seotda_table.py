@@ -109,13 +109,13 @@ class Table:
                          what=f"round {round_id} opened")
         self.stakes = {p: Decimal(c) for p, (_, c) in chips.items()}
         for p, (seat, c) in chips.items():
-            await self.rec.publish(ACT, {"type": "place_bet", "bet_id": f"{round_id}-{p}", "player_id": p,
+            await self.rec.command(ACT, {"type": "place_bet", "bet_id": f"{round_id}-{p}", "player_id": p,
                                          "bet_type": "chips", "stake": c, "seat": seat, "round_id": round_id})
         await wait_until(lambda: all(any(m["round_id"] == round_id for m in self.mine(p, "bet_accepted"))
                                      for p in chips), what="every player seated")
         self.rnd = self.service.tables[T].current
         assert self.rnd is not None and self.rnd.round_id == round_id
-        await self.rec.publish(ACT, {"type": "close_betting", "by": "dealer"})
+        await self.rec.command(ACT, {"type": "close_betting", "by": "dealer"})
         await wait_until(lambda: self.rnd.hand is not None, what="the hand dealt out")
         hand = self.rnd.hand
         self.S = {f"S{k}": hand.player_at[s] for s, k in hand.label.items()}
@@ -126,7 +126,7 @@ class Table:
     async def confirm(self, step: str = "SHUFFLE", at: int | None = None) -> None:
         await wait_until(lambda: (p := self.rec.last_prompt()) is not None and p["kind"] == "CONFIRM"
                          and p["position"] == step and (at is None or p["step"] == at), what=f"CONFIRM {step}")
-        await self.rec.publish(ACT, {"type": "dealer_confirm", "step": step})
+        await self.rec.command(ACT, {"type": "dealer_confirm", "step": step})
 
     async def deal(self, *cards: tuple[str, str]) -> None:
         """Scan each (position, code) once the station asks for that position."""
@@ -153,21 +153,21 @@ class Table:
         data = turn if turn is not None else await self.turn(player)
         assert button in data["buttons"], (player, button, data)
         n = len(self.mine(player, "action_accepted"))
-        await self.rec.publish(ACT, {"type": "player_action", "player_id": player, "action": button,
+        await self.rec.command(ACT, {"type": "player_action", "player_id": player, "action": button,
                                      "round_id": self.rnd.round_id if self.rnd else None})
         await wait_until(lambda: len(self.mine(player, "action_accepted")) > n, what=f"{player} {button} accepted")
         return data
 
     async def reserve(self, player: str, button: str) -> None:
         n = len(self.mine(player, "reservation_accepted"))
-        await self.rec.publish(ACT, {"type": "player_action", "player_id": player, "action": button,
+        await self.rec.command(ACT, {"type": "player_action", "player_id": player, "action": button,
                                      "reserve": True, "round_id": self.rnd.round_id if self.rnd else None})
         await wait_until(lambda: len(self.mine(player, "reservation_accepted")) > n, what=f"{player} reserved {button}")
 
     async def refused(self, player: str, payload: dict[str, Any], contains: str) -> str:
         """Send an action that must be refused; return the reason the player was given."""
         n = len(self.mine(player, "rejected"))
-        await self.rec.publish(ACT, payload)
+        await self.rec.command(ACT, payload)
         await wait_until(lambda: len(self.mine(player, "rejected")) > n, what=f"{player} told why")
         reason = self.mine(player, "rejected")[n]["data"]["reason"]
         assert contains in reason, reason
@@ -596,14 +596,14 @@ async def test_e_a_player_needs_sixty_times_the_stake(table: Table, stake: int):
     await t.refused("bob", bet("bob", str(least), seat=None, bet_id="bob-noseat"), "must name a seat")
     await t.refused("bob", bet("bob", str(least), seat=2, bet_id="bob-ante") | {"bet_type": "ante"},
                     "unknown bet type 'ante' for seotda")
-    await t.rec.publish(ACT, bet("alice", str(least)))
+    await t.rec.command(ACT, bet("alice", str(least)))
     await wait_until(lambda: t.mine("alice", "bet_accepted"), what="exactly the minimum accepted")
     await t.refused("alice", bet("alice", str(least), bet_id="again"), "a player brings chips to a game once")
     rejected = [e["data"]["reason"] for e in rec.events("bet_rejected")]
     assert len(rejected) == 7 and t.service.tables[T].current.bets.keys() == {f"alice-{least}"}
     # one player alone cannot play: the game is cancelled and the chips go back
     t.stakes = {"alice": Decimal(least)}
-    await t.rec.publish(ACT, {"type": "close_betting", "by": "dealer"})
+    await t.rec.command(ACT, {"type": "close_betting", "by": "dealer"})
     await wait_until(lambda: rec.results(KEY1), what="refund")
     res = rec.results(KEY1)[0]
     assert res["outcome"] == "CANCELLED" and res["refund_all"] is True

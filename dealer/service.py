@@ -75,6 +75,8 @@ _FAIL_REASON = {
 def scanner_authenticator(scanner: ScannerConfig) -> FrameAuthenticator | None:
     """The reader's HMAC keys from ``hmac_key_files`` (hex text), or None when it has none.
 
+    A reader with keys always has to sign: the authenticator refuses unsigned frames whatever
+    ``require_mac`` says (``false`` with keys is a deployment error, dealer.security).
     Raises ValueError naming the file for an unreadable, malformed or too short key, and
     when ``require_mac`` is set without a key (every frame would be refused)."""
     keys: list[bytes] = []
@@ -94,7 +96,7 @@ def scanner_authenticator(scanner: ScannerConfig) -> FrameAuthenticator | None:
         if scanner.require_mac:
             raise ValueError(f"scanner {scanner.reader_id}: require_mac is set but hmac_key_files is empty")
         return None
-    return FrameAuthenticator(keys, scanner.require_mac)
+    return FrameAuthenticator(keys, require=True)
 
 
 def wall_ms() -> int:

@@ -287,7 +287,7 @@ def test_mqtt_ingest_rejects_forgeries_without_bringing_the_link_up() -> None:
 # --- key files ----------------------------------------------------------------------------
 
 
-def _scanner(tmp: Path, *files: Any, require: bool = True) -> Any:
+def _scanner(tmp: Path, *files: Any, require: bool | None = True) -> Any:
     s = load_settings(tables=[{"id": "T1", "game": "teen-patti", "scanner": {
         "kind": "mqtt", "reader_id": "GW1", "hmac_key_files": [str(f) for f in files], "require_mac": require}}])
     return s.tables[0].scanner
@@ -299,7 +299,10 @@ def test_key_files_are_loaded_and_bad_ones_stop_the_start(tmp_path: Path) -> Non
     new.write_text("  " + K2.hex().upper() + "\n")
     auth = scanner_authenticator(_scanner(tmp_path, old, new))
     assert auth is not None and auth.keys == [K1, K2] and auth.require
+    for require in (None, False):  # keys imply it; false with keys is refused by dealer.security, and ignored here
+        assert scanner_authenticator(_scanner(tmp_path, old, require=require)).require  # type: ignore[union-attr]
     assert scanner_authenticator(_scanner(tmp_path, require=False)) is None
+    assert scanner_authenticator(_scanner(tmp_path, require=None)) is None
     with pytest.raises(ValueError, match="require_mac is set but hmac_key_files is empty"):
         scanner_authenticator(_scanner(tmp_path))
     bad = tmp_path / "bad.hex"

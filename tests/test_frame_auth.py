@@ -81,9 +81,16 @@ def test_doc_signed_frame(name: str) -> None:
 @pytest.mark.parametrize("row", AUTH_SEQUENCES, ids=[r[5] for r in AUTH_SEQUENCES])
 def test_doc_auth_sequence(row: list[str]) -> None:
     keys, require, frames_in, inputs_out, counters, _rule = row
-    sess = session(*(DOC_KEYS[k] for k in keys.split()), require={"yes": True, "no": False}[require])
+    def new_session() -> ReaderSession:
+        return session(*(DOC_KEYS[k] for k in keys.split()), require={"yes": True, "no": False}[require])
+
+    sess = new_session()
     got: list[ScanInput] = []
     for ns, name in enumerate((n.strip() for n in frames_in.split(";")), start=1):
+        if name == "RESTART":  # the backend restarts: a new session continues from the journaled state
+            state, sess = sess.state, new_session()
+            assert state is not None and sess.restore(state)
+            continue
         got += sess.accept(decode_frame(ast.literal_eval(SIGNED[name][1])), received_ns=ns)
     assert [(i.kind.value, i.seq, i.code if i.kind is ScanKind.OK else i.reason if i.kind is ScanKind.FORGED
              else i.detail) for i in got] == parse_inputs(inputs_out)

@@ -55,7 +55,11 @@ class ScannerConfig(_Strict):
         default_factory=list,
         description="files holding this reader's HMAC-SHA256 keys (hex); several during a key rotation: "
                     "a frame signed with any of them is accepted")
-    require_mac: bool = Field(default=False, description="refuse frames without a valid MAC from this reader")
+    require_mac: bool | None = Field(
+        default=None,
+        description="refuse frames without a valid MAC from this reader; unset = true when hmac_key_files is set "
+                    "(a reader with keys never has a frame accepted unsigned: false with keys is refused by "
+                    "dealer run and dealer deploy check)")
 
     @model_validator(mode="after")
     def _port(self) -> "ScannerConfig":

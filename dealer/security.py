@@ -14,7 +14,10 @@ restart loop). The rules:
 * every TLS file named must exist and be readable, and TLS files only make sense with
   ``mqtts://``;
 * plain ``mqtt://`` is allowed only to a loopback address, unless
-  ``[mqtt].allow_insecure = true``.
+  ``[mqtt].allow_insecure = true``;
+* a scanner with HMAC keys must sign every frame: ``require_mac = false`` next to
+  ``hmac_key_files`` is refused (unsigned frames would pass, so the keys would protect
+  nothing), and so is ``require_mac = true`` without keys (every frame would be refused).
 """
 
 from __future__ import annotations
@@ -149,8 +152,17 @@ def check_deployment(settings: Settings, config_path: str | Path | None) -> list
 
     # --- scanner HMAC keys ---
     for tc in settings.tables:
-        for key_file in tc.scanner.hmac_key_files:
-            problems += _check_secret(Path(key_file), f"table {tc.id} scanner {tc.scanner.reader_id} HMAC key file")
+        sc = tc.scanner
+        for key_file in sc.hmac_key_files:
+            problems += _check_secret(Path(key_file), f"table {tc.id} scanner {sc.reader_id} HMAC key file")
+        if sc.hmac_key_files and sc.require_mac is False:
+            problems.append(f"table {tc.id} scanner {sc.reader_id}: require_mac = false although hmac_key_files is "
+                            "set: a reader with keys must sign every frame, otherwise anyone who can write its line "
+                            "or topic sends unsigned frames and the keys protect nothing. Remove require_mac (keys "
+                            "imply it) or set it to true")
+        elif not sc.hmac_key_files and sc.require_mac:
+            problems.append(f"table {tc.id} scanner {sc.reader_id}: require_mac = true without hmac_key_files: "
+                            "every frame of the reader would be refused; add its key files")
     return problems
 
 

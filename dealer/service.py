@@ -53,7 +53,7 @@ from dealer.round import Phase, Rejection, Step
 from dealer.games.matgo import AI_PLAYER
 from dealer.table import BROKER, Table
 from drivers.bus import Bus, BusError
-from drivers.frames import MIN_KEY_LEN, FrameAuthenticator
+from drivers.frames import MIN_KEY_LEN, FrameAuthenticator, ReaderSession, ReaderState
 from drivers.scan import LinkStatus, ScanInput, ScanKind
 from drivers.scanner_json import MqttScannerIngest
 
@@ -78,6 +78,8 @@ _FAIL_REASON = {
 def scanner_authenticator(scanner: ScannerConfig) -> FrameAuthenticator | None:
     """The reader's HMAC keys from ``hmac_key_files`` (hex text), or None when it has none.
 
+    A reader with keys always has to sign: the authenticator refuses unsigned frames whatever
+    ``require_mac`` says (``false`` with keys is a deployment error, dealer.security).
     Raises ValueError naming the file for an unreadable, malformed or too short key, and
     when ``require_mac`` is set without a key (every frame would be refused)."""
     keys: list[bytes] = []
@@ -97,7 +99,7 @@ def scanner_authenticator(scanner: ScannerConfig) -> FrameAuthenticator | None:
         if scanner.require_mac:
             raise ValueError(f"scanner {scanner.reader_id}: require_mac is set but hmac_key_files is empty")
         return None
-    return FrameAuthenticator(keys, scanner.require_mac)
+    return FrameAuthenticator(keys, require=True)
 
 
 def supervisor_verifier(settings: Settings) -> Any:
@@ -122,6 +124,11 @@ class _Item:
     received_ns: int = 0
     future: asyncio.Future[Step] | None = None
     cmd: ingress.Accepted | None = None  # a command from the wire: its id and digest
+
+
+#: Queued only to wake the core loop for a reader state that came without a read (a BOOT
+#: frame): never applied; the loop writes the pending reader states with its next batch.
+_WAKE = _Item("", LinkUp(link="reader-state"))
 
 
 @dataclass(slots=True)
@@ -168,11 +175,18 @@ class Service:
         self._ai_started: set[tuple[str, str | None, int]] = set()
         self._bg: list[asyncio.Task[Any]] = []
         self.ready = asyncio.Event()
+        # Signed readers' boot and seq as journaled before this start, and the newer ones that
+        # wait for the next group commit (docs/scanner-protocol.md §6.5).
+        self._saved_readers = self.journal.reader_states()
+        self._reader_states: dict[str, ReaderState] = {}
         self._scanner_ingest = MqttScannerIngest(
             {cfg.scanner.reader_id: tid for tid, cfg in self.configs.items() if cfg.scanner.kind == "mqtt"},
             on_input=self._on_scan_input, on_link=self._on_scan_link, on_bad=self._on_bad_message,
             auth={cfg.scanner.reader_id: self._scanner_auth[tid] for tid, cfg in self.configs.items()},
+            on_state=lambda tid, state: self._on_reader_state(state),
         )
+        for reader, tid in self._scanner_ingest.readers.items():
+            self._restore_reader(tid, self._scanner_ingest.session(reader))
         self._serial_links: list[Any] = []
         self._table_ids = frozenset(self.tables)
         self._verify_supervisor = supervisor_verifier(settings)
@@ -308,9 +322,11 @@ class Service:
             items = [await self._queue.get()]
             while not self._queue.empty() and len(items) < 1000:
                 items.append(self._queue.get_nowait())
-            batch = Batch()
+            batch = Batch(readers=self._take_reader_states())
             steps: list[tuple[_Item, Step]] = []
             for item in items:
+                if item is _WAKE:
+                    continue
                 step = self._apply(item, batch)
                 steps.append((item, step))
             new_rows: list[OutboxRow] = []
@@ -609,6 +625,31 @@ class Service:
             "message": f"SUPERVISOR: a message from scanner {inp.reader} failed authentication ({inp.detail}); "
                        "it was ignored and registered no card: check the shoe and its cable"}))
 
+    def _on_reader_state(self, state: ReaderState) -> None:
+        """A signed reader's frame was accepted and moved its boot or seq. The link reports it
+        before the frame's read is queued, and the core loop takes the pending states after it
+        has taken its items, so the state is committed with that read (or earlier), never after."""
+        if not self._reader_states:
+            self._queue.put_nowait(_WAKE)  # a BOOT frame brings no read that would wake the loop
+        self._reader_states[state.reader] = state
+
+    def _take_reader_states(self) -> list[ReaderState]:
+        states, self._reader_states = self._reader_states, {}
+        return list(states.values())
+
+    def _restore_reader(self, table_id: str, session: ReaderSession) -> None:
+        """Give a signed reader's new session the boot and seq journaled before this start."""
+        state = self._saved_readers.get(session.reader)
+        if state is None or session.auth is None:
+            return
+        if session.restore(state):
+            log.info("scanner replay state restored", table_id=table_id, reader=state.reader, boot=state.boot,
+                     seq=state.seq)
+        else:
+            log.warning("scanner replay state not restored: the key that signed its last frame is no longer "
+                        "configured (re-keyed reader); its next signed frame sets the boot counter",
+                        table_id=table_id, reader=state.reader, boot=state.boot, seq=state.seq)
+
     def _on_scan_link(self, table_id: str, status: LinkStatus) -> None:
         self._set_link(table_id, f"scanner:{self.configs[table_id].scanner.reader_id}", status.up, status.reason)
 
@@ -625,7 +666,9 @@ class Service:
             heartbeat_timeout=cfg.scanner.heartbeat_timeout,
             on_input=lambda inp: self._on_scan_input(cfg.id, inp),
             on_link=lambda st: self._on_scan_link(cfg.id, st), auth=self._scanner_auth[cfg.id],
+            on_state=self._on_reader_state,
         )
+        self._restore_reader(cfg.id, link.session(cfg.scanner.reader_id))
         self._serial_links.append(link)
         await link.run()
 

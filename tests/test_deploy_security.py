@@ -36,7 +36,7 @@ from dealer import runner, topics
 from dealer.config import Settings, load_settings
 from dealer.deploy_tools import register, render_acl
 from dealer.security import check_deployment
-from dealer.service import Service
+from dealer.service import Service, scanner_authenticator
 from drivers.mqtt import MqttBus, make_tls_context, parse_broker_url
 from drivers.scanner_json import ScannerMessage
 from simulators.secure_broker import DEPLOY_CONF, MAKE_TEST_CA, SecureMosquitto, derive_config, make_test_ca
@@ -647,6 +647,29 @@ def test_hmac_key_files_must_be_private_and_readable(good: Path, tmp_path: Path)
     one(problems(good), "table T1 scanner SC1 HMAC key file", "0644")
     key.unlink()
     one(problems(good), "HMAC key file", "does not exist")
+
+
+def test_scanner_keys_imply_require_mac_and_require_mac_false_is_refused(
+        good: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A reader with keys never has an unsigned frame accepted (issue 12 item 6)."""
+    scanner = load_settings(good).tables[0].scanner
+    assert scanner.hmac_key_files and scanner.require_mac is None  # GOOD sets keys only
+    auth = scanner_authenticator(scanner)
+    assert auth is not None and auth.require  # keys alone imply it
+    text = GOOD.format(tmp=tmp_path)
+    one(problems(good, text + "require_mac = false\n"), "table T1 scanner SC1", "require_mac = false",
+        "hmac_key_files", "unsigned frames", "Remove require_mac")
+    rc, out, _ = _deploy_cli(["deploy", "check", "--config", str(good)], capsys)
+    assert rc == 2 and "require_mac = false" in out
+    proc = _run_cli("run", "--config", str(good))
+    assert proc.returncode == 2 and "require_mac = false" in proc.stderr and "Traceback" not in proc.stderr
+    # built anyway (the check bypassed), the authenticator still refuses unsigned frames
+    forced = scanner_authenticator(load_settings(good).tables[0].scanner)
+    assert forced is not None and forced.require
+    assert problems(good, text + "require_mac = true\n") == []
+    no_keys = text.replace(f'hmac_key_files = ["{tmp_path}/sc1.key"]\n', "require_mac = true\n")
+    one(problems(good, no_keys), "table T1 scanner SC1", "require_mac = true without hmac_key_files")
+    assert problems(good, no_keys.replace("require_mac = true\n", "")) == []  # unsigned reader: allowed
 
 
 def test_several_problems_are_all_reported(good: Path, tmp_path: Path) -> None:

@@ -190,13 +190,16 @@ def test_rendered_acl_is_least_privilege_per_table(tmp_path: Path) -> None:
     assert b["player-platform"] == ["topic write studio/v1/tables/+/actions", "topic read studio/v1/tables/+/events",
                                     "topic read studio/v1/backends/+/status"]
     assert b["station-T1"] == ["topic read studio/v1/tables/T1/prompts", "topic read studio/v1/tables/T1/events",
-                               "topic write studio/v1/tables/T1/actions"]
+                               "topic write studio/v1/tables/T1/station"]
     assert set(b["dealer-backend"]) == {
         "topic read studio/v1/tables/+/scanner", "topic read studio/v1/tables/+/actions",
+        "topic read studio/v1/tables/+/station", "topic read studio/v1/tables/+/supervisor",
         "topic write studio/v1/tables/+/events", "topic write studio/v1/tables/+/prompts",
         "topic write studio/v1/tables/+/results", "topic write studio/v1/tables/+/players/+",
         "topic write studio/v1/backends/+/status"}
-    assert b["ops"] == ["topic read studio/v1/#", "topic read $SYS/#"]
+    assert b["ops"] == ["topic read studio/v1/tables/+/events", "topic read studio/v1/tables/+/prompts",
+                        "topic read studio/v1/tables/+/results", "topic read studio/v1/backends/+/status",
+                        "topic read $SYS/#"]
     assert b["(pattern)"] == ["pattern read studio/v1/tables/+/players/%u"]
     assert "scanner-gateway" not in b  # no shared gateway account: one per table
     # nobody but the backend writes what the backend writes, and only scanners write scanner topics
@@ -396,7 +399,7 @@ async def test_anonymous_client_cannot_inject_a_card(secure_broker: SecureMosqui
     """No credentials, no connection, so no frame; and every authenticated user that is not
     that table's scanner has its frame dropped by the broker."""
     frame = ScannerMessage(reader="SC1", seq=1, status="OK", payload="AS").model_dump_json().encode()
-    async with inbox(secure_broker, "ops", "studio/v1/tables/+/scanner") as ops, \
+    async with inbox(secure_broker, "dealer-backend", "studio/v1/tables/+/scanner") as ops, \
             mqtt(secure_broker, "scanner-T1") as scanner:
         for user in ("settlement", "player-platform", "station-T1", "player-7"):
             async with mqtt(secure_broker, user) as forger:
@@ -408,7 +411,7 @@ async def test_anonymous_client_cannot_inject_a_card(secure_broker: SecureMosqui
 
 
 async def test_a_scanner_cannot_publish_into_another_table(secure_broker: SecureMosquitto) -> None:
-    async with inbox(secure_broker, "ops", "studio/v1/tables/+/scanner") as ops, \
+    async with inbox(secure_broker, "dealer-backend", "studio/v1/tables/+/scanner") as ops, \
             mqtt(secure_broker, "scanner-T1") as scanner:
         forged = b'{"forged": "T2"}'
         await scanner.publish(topics.scanner("T2"), forged, qos=1)  # acknowledged (MQTT 3.1.1) but dropped
@@ -422,7 +425,7 @@ async def test_a_scanner_cannot_publish_into_another_table(secure_broker: Secure
 
 
 async def test_settlement_reads_results_only_and_cannot_publish(secure_broker: SecureMosquitto) -> None:
-    async with inbox(secure_broker, "ops", "studio/v1/tables/+/actions", "studio/v1/tables/+/results") as ops, \
+    async with inbox(secure_broker, "dealer-backend", "studio/v1/tables/+/actions") as ops, \
             inbox(secure_broker, "settlement", "studio/v1/tables/+/results", "studio/v1/tables/+/events",
                   "studio/v1/tables/+/actions", "studio/v1/tables/+/players/+") as settlement, \
             mqtt(secure_broker, "player-platform") as platform, mqtt(secure_broker, "dealer-backend") as backend:

@@ -44,13 +44,14 @@ from dealer.events import (
     ScanRead,
 )
 from dealer.journal import Batch, Journal, OutboxRow
+from dealer.keys import read_hex_keys
 from dealer.messages import PlayerMessage, RoundEvent, RoundResult, StationPrompt
 from dealer.metrics import Metrics
 from dealer.round import Phase, Rejection, Step
 from dealer.games.matgo import AI_PLAYER
 from dealer.table import BROKER, Table
 from drivers.bus import Bus, BusError
-from drivers.frames import MIN_KEY_LEN, FrameAuthenticator
+from drivers.frames import FrameAuthenticator
 from drivers.scan import LinkStatus, ScanInput, ScanKind
 from drivers.scanner_json import MqttScannerIngest
 
@@ -77,19 +78,7 @@ def scanner_authenticator(scanner: ScannerConfig) -> FrameAuthenticator | None:
 
     Raises ValueError naming the file for an unreadable, malformed or too short key, and
     when ``require_mac`` is set without a key (every frame would be refused)."""
-    keys: list[bytes] = []
-    for path in scanner.hmac_key_files:
-        where = f"scanner {scanner.reader_id}: HMAC key file {path}"
-        try:
-            key = bytes.fromhex(path.read_text(encoding="ascii").strip())
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ValueError(f"{where} cannot be read: {exc}") from None
-        except ValueError:
-            raise ValueError(f"{where} must hold the key as hex digits (e.g. 'openssl rand -hex 32')") from None
-        if len(key) < MIN_KEY_LEN:
-            raise ValueError(f"{where} holds a {len(key)}-byte key; at least {MIN_KEY_LEN} bytes are needed "
-                             "(32 random bytes are recommended)")
-        keys.append(key)
+    keys = read_hex_keys(scanner.hmac_key_files, f"scanner {scanner.reader_id}: HMAC key file")
     if not keys:
         if scanner.require_mac:
             raise ValueError(f"scanner {scanner.reader_id}: require_mac is set but hmac_key_files is empty")

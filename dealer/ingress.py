@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import ValidationError
 
-from dealer import commands
+from dealer import commands, signing
 from dealer.events import PLAYER_COMMAND_ADAPTER, STATION_COMMAND_ADAPTER, Event, SupervisorVoid
 from dealer.roles import TURN_COMMANDS, Role, role_of_topic, wrong_role
+from dealer.signing import SupervisorVerifier
 
 MAX_COMMAND_BYTES = 16_384  # no command is anywhere near this: refused before parsing
 HOUSE_PLAYERS = frozenset({"house-ai"})  # seats the backend plays itself
@@ -42,6 +43,7 @@ class Accepted:
     #: a supervisor command that was genuine but too old or from the future: refused unless it
     #: is a repeat of a command already accepted (a QoS 1 redelivery gets its answer again)
     late: "Refused | None" = None
+    key_index: int | None = None  # a supervisor command: which of the supervisor's keys verified it
 
     @property
     def command_id(self) -> str:
@@ -69,12 +71,8 @@ class Refused:
             or (self.kind == "wrong_role" and self.command_type == "supervisor_void"))
 
 
-class SupervisorCheck(Protocol):
-    def __call__(self, obj: dict[str, Any], table_id: str, now_ms: int) -> Any: ...
-
-
 def parse(topic: str, payload: bytes, *, tables: frozenset[str] | set[str], now_ms: int,
-          verify_supervisor: SupervisorCheck | None) -> Accepted | Refused:
+          supervisors: SupervisorVerifier) -> Accepted | Refused:
     """Judge one message from a command topic (see the module doc)."""
     where = role_of_topic(topic)
     if where is None:
@@ -101,7 +99,7 @@ def parse(topic: str, payload: bytes, *, tables: frozenset[str] | set[str], now_
             return Refused(tid, role, kind, why if kind == "wrong_role" else f"malformed action: {why}",
                            ctype_s, cid, player)
     if role is Role.SUPERVISOR:
-        return _supervisor(obj, tid, now_ms, verify_supervisor, cid)
+        return _supervisor(payload, tid, now_ms, supervisors)
     adapter = PLAYER_COMMAND_ADAPTER if role is Role.PLAYER_PLATFORM else STATION_COMMAND_ADAPTER
     try:
         event = adapter.validate_python(obj)
@@ -136,26 +134,29 @@ def _missing(event: Any) -> str | None:
     return None
 
 
-def _supervisor(obj: dict[str, Any], tid: str, now_ms: int, verify: SupervisorCheck | None,
-                cid: str | None) -> Accepted | Refused:
-    sup = obj.get("supervisor") if isinstance(obj.get("supervisor"), str) else None
-    sup = sup[:64] if sup else None
-    if verify is None:
-        return Refused(tid, Role.SUPERVISOR, "unknown_supervisor", "no supervisor keys are configured at this "
-                       "backend: supervisor commands are refused", str(obj.get("type", "action"))[:32], cid,
-                       supervisor=sup)
-    outcome = verify(obj, tid, now_ms)
+def _supervisor(payload: bytes, tid: str, now_ms: int, supervisors: SupervisorVerifier) -> Accepted | Refused:
+    """A signed supervisor command (``dealer.signing``): genuine and fresh, or refused. A genuine
+    one that is too old (or from the future) is passed on marked ``late``: the core loop
+    answers it if it repeats a command already accepted (a QoS 1 redelivery), else refuses it."""
+    outcome = supervisors.verify_payload(payload, tid, now_ms)
     late: Refused | None = None
-    if not getattr(outcome, "ok", False):
-        refusal = Refused(tid, Role.SUPERVISOR, outcome.kind, outcome.reason, str(obj.get("type", "action"))[:32],
-                          cid, supervisor=sup)
-        if outcome.kind not in ("stale", "future") or getattr(outcome, "verified", None) is None:
+    if isinstance(outcome, signing.Refused):
+        refusal = Refused(tid, Role.SUPERVISOR, outcome.kind, outcome.reason, "supervisor_void",
+                          outcome.command_id, supervisor=outcome.supervisor)
+        if outcome.kind not in ("stale", "future") or not outcome.authenticated:
             return refusal
-        late, outcome = refusal, outcome.verified
-    event = SupervisorVoid(supervisor=outcome.supervisor, reason=outcome.body["reason"], round_id=outcome.round_id,
-                           command_id=outcome.command_id, issued_at=outcome.issued_at,
-                           signature=obj["signature"], at=now_ms)
-    return Accepted(tid, Role.SUPERVISOR, event, commands.digest(event), late)
+        late = refusal
+        cmd = signing.parse_command(signing.decode_payload(payload))  # verified: it parses
+        sup, cid, rid, issued, body = cmd.supervisor, cmd.command_id, cmd.round_id, cmd.issued_at, cmd.body()
+        signature = cmd.signature
+    else:
+        sup, cid, rid, issued, body = (outcome.supervisor, outcome.command_id, outcome.round_id, outcome.issued_at,
+                                       outcome.command)
+        signature = outcome.envelope.signature
+    event = SupervisorVoid(supervisor=sup, reason=body["reason"], round_id=rid, command_id=cid, issued_at=issued,
+                           signature=signature, at=now_ms)
+    return Accepted(tid, Role.SUPERVISOR, event, commands.digest(event), late,
+                    key_index=None if late is not None else outcome.key_index)  # type: ignore[union-attr]
 
 
 def _player_of(obj: dict[str, Any]) -> str | None:

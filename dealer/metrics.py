@@ -55,6 +55,9 @@ class Metrics:
         self.security_events_unjournaled = Counter(
             "dealer_security_events_unjournaled", "Security events over the journaling rate limit (a flood): "
             "counted and logged only", ["table"], registry=r)
+        self.supervisor_key_uses = Counter("dealer_supervisor_key_uses", "Signed supervisor commands accepted, by "
+                                           "supervisor and key (1 = the first key file): during a rotation the old "
+                                           "key can go once its count stops rising", ["supervisor", "key"], registry=r)
         self.publish_failures = Counter("dealer_publish_failures", "Non-durable publishes dropped while the bus was down",
                                         ["kind"], registry=r)
 

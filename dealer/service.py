@@ -44,7 +44,9 @@ from dealer.events import (
     ScanRead,
     SecurityEvent,
 )
+from dealer.keys import supervisor_verifier
 from dealer.journal import Batch, Journal, OutboxRow
+from dealer.keys import read_hex_keys
 from dealer.messages import PlayerMessage, RoundEvent, RoundResult, StationPrompt
 from dealer.metrics import Metrics
 from dealer.ratelimit import TokenBuckets
@@ -53,7 +55,7 @@ from dealer.round import Phase, Rejection, Step
 from dealer.games.matgo import AI_PLAYER
 from dealer.table import BROKER, Table
 from drivers.bus import Bus, BusError
-from drivers.frames import MIN_KEY_LEN, FrameAuthenticator, ReaderSession, ReaderState
+from drivers.frames import FrameAuthenticator, ReaderSession, ReaderState
 from drivers.scan import LinkStatus, ScanInput, ScanKind
 from drivers.scanner_json import MqttScannerIngest
 
@@ -82,35 +84,12 @@ def scanner_authenticator(scanner: ScannerConfig) -> FrameAuthenticator | None:
     ``require_mac`` says (``false`` with keys is a deployment error, dealer.security).
     Raises ValueError naming the file for an unreadable, malformed or too short key, and
     when ``require_mac`` is set without a key (every frame would be refused)."""
-    keys: list[bytes] = []
-    for path in scanner.hmac_key_files:
-        where = f"scanner {scanner.reader_id}: HMAC key file {path}"
-        try:
-            key = bytes.fromhex(path.read_text(encoding="ascii").strip())
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ValueError(f"{where} cannot be read: {exc}") from None
-        except ValueError:
-            raise ValueError(f"{where} must hold the key as hex digits (e.g. 'openssl rand -hex 32')") from None
-        if len(key) < MIN_KEY_LEN:
-            raise ValueError(f"{where} holds a {len(key)}-byte key; at least {MIN_KEY_LEN} bytes are needed "
-                             "(32 random bytes are recommended)")
-        keys.append(key)
+    keys = read_hex_keys(scanner.hmac_key_files, f"scanner {scanner.reader_id}: HMAC key file")
     if not keys:
         if scanner.require_mac:
             raise ValueError(f"scanner {scanner.reader_id}: require_mac is set but hmac_key_files is empty")
         return None
     return FrameAuthenticator(keys, require=True)
-
-
-def supervisor_verifier(settings: Settings) -> Any:
-    """The supervisors' signature check from ``[security]`` (keys read now: a bad key file
-    stops the service before it opens anything), or None when no supervisor is configured."""
-    sec = getattr(settings, "security", None)
-    if sec is None or not sec.supervisors:
-        return None
-    from dealer.signing import load_verifier
-
-    return load_verifier(sec, [t.id for t in settings.tables])
 
 
 def wall_ms() -> int:
@@ -148,6 +127,7 @@ class Service:
                  broker_link: bool | None = None) -> None:
         # Scanner keys first: a missing or malformed key file stops the service before it opens anything.
         self._scanner_auth = {t.id: scanner_authenticator(t.scanner) for t in settings.tables}
+        self._supervisors = supervisor_verifier(settings.security)
         self.settings = settings
         self.bus = bus
         self.journal = journal or Journal(settings.service.journal_path, fsync=settings.service.fsync)
@@ -189,7 +169,6 @@ class Service:
             self._restore_reader(tid, self._scanner_ingest.session(reader))
         self._serial_links: list[Any] = []
         self._table_ids = frozenset(self.tables)
-        self._verify_supervisor = supervisor_verifier(settings)
         self._security_budget = TokenBuckets(burst=20, per_second=0.5)
         #: accepted command ids of this run (the journal holds every earlier one)
         self._commands: dict[tuple[str, str], commands.StoredCommand] = {}
@@ -677,9 +656,11 @@ class Service:
         ingress (role, ids, signature, size); what passes goes to the core loop, where a repeat of
         an accepted command id is answered again instead of applied twice."""
         now = self.now_ms()
-        verdict = ingress.parse(topic, payload, tables=self._table_ids, now_ms=now,
-                                verify_supervisor=self._verify_supervisor)
+        verdict = ingress.parse(topic, payload, tables=self._table_ids, now_ms=now, supervisors=self._supervisors)
         if isinstance(verdict, ingress.Accepted):
+            if verdict.key_index is not None:  # key rotation: when the old key's count stops rising, retire it
+                self.metrics.supervisor_key_uses.labels(supervisor=str(getattr(verdict.event, "supervisor")),
+                                                        key=str(verdict.key_index + 1)).inc()
             self._queue.put_nowait(_Item(verdict.table_id, verdict.event, time.monotonic_ns(), cmd=verdict))
             return
         self._refused(verdict, now)

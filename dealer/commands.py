@@ -31,8 +31,9 @@ def canonical(obj: Any) -> bytes:
 
 
 def digest(event: Any) -> str:
-    """SHA-256 of a command's content: every field but the receive time ``at``."""
-    return hashlib.sha256(canonical(event.model_dump(mode="json", exclude={"at"}))).hexdigest()
+    """SHA-256 of a command's content: every field but the receive time ``at`` and a signature
+    (a command signed again with another key of a rotation is still the same command)."""
+    return hashlib.sha256(canonical(event.model_dump(mode="json", exclude={"at", "signature"}))).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)

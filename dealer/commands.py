@@ -3,7 +3,8 @@
 Every command from the wire carries a ``command_id`` chosen by its sender. The first time an
 id is accepted, the backend journals the command, its content digest and the answer the
 sender got, in the same group commit as the command itself (``dealer.journal``: the
-``commands`` table, unique per table and id, kept forever). A later delivery of the same id
+``commands`` table, unique per table, role and id, kept forever: one role cannot squat
+another's ids). A later delivery of the same id
 with the same content (a QoS 1 redelivery, a client's retry) gets that answer again, marked
 ``repeat``, and changes nothing; the same id with other content is refused. A refused command
 is not remembered: it changed nothing, so a retry is judged afresh.

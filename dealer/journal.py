@@ -70,7 +70,7 @@ CREATE TABLE IF NOT EXISTS commands (  -- accepted command ids, kept forever (de
     digest TEXT NOT NULL,
     answer TEXT NOT NULL,
     event_id INTEGER NOT NULL,  -- the journal row of the command
-    PRIMARY KEY (table_id, command_id)
+    PRIMARY KEY (table_id, role, command_id)  -- one role cannot squat another's ids
 );
 CREATE TRIGGER IF NOT EXISTS commands_no_update BEFORE UPDATE ON commands
     BEGIN SELECT RAISE(ABORT, 'command ids are append-only'); END;
@@ -217,14 +217,14 @@ class Journal:
         self._last_id, self._last_hash = last_id, last_hash
         return new_rows
 
-    def command(self, table_id: str, command_id: str) -> StoredCommand | None:
-        """An accepted command id of a table, from any earlier run (a separate read connection:
-        the writer thread may be committing meanwhile)."""
+    def command(self, table_id: str, role: str, command_id: str) -> StoredCommand | None:
+        """An accepted command id of a table and role, from any earlier run (a separate read
+        connection: the writer thread may be committing meanwhile)."""
         if self._reader is None:
             self._reader = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         row = self._reader.execute(
-            "SELECT round_id, type, role, digest, answer FROM commands WHERE table_id = ? AND command_id = ?",
-            (table_id, command_id)).fetchone()
+            "SELECT round_id, type, role, digest, answer FROM commands WHERE table_id = ? AND role = ? "
+            "AND command_id = ?", (table_id, role, command_id)).fetchone()
         if row is None:
             return None
         return StoredCommand(table_id, command_id, row[0], row[1], row[2], row[3], json.loads(row[4]))

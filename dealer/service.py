@@ -171,7 +171,7 @@ class Service:
         self._table_ids = frozenset(self.tables)
         self._security_budget = TokenBuckets(burst=20, per_second=0.5)
         #: accepted command ids of this run (the journal holds every earlier one)
-        self._commands: dict[tuple[str, str], commands.StoredCommand] = {}
+        self._commands: dict[tuple[str, str, str], commands.StoredCommand] = {}
         #: When set to a list (benchmarks), every scan-to-publish latency is appended in ns.
         self.latency_samples: list[int] | None = None
 
@@ -330,16 +330,16 @@ class Service:
             for tid in touched:
                 self._schedule(tid)
 
-    def _known_command(self, tid: str, command_id: str) -> commands.StoredCommand | None:
-        stored = self._commands.get((tid, command_id))
-        return stored if stored is not None else self.journal.command(tid, command_id)
+    def _known_command(self, tid: str, role: str, command_id: str) -> commands.StoredCommand | None:
+        stored = self._commands.get((tid, role, command_id))
+        return stored if stored is not None else self.journal.command(tid, role, command_id)
 
     def _apply_command(self, item: _Item, batch: Batch) -> Step | None:
         """A command id seen before: the original answer again (same content) or a refusal
         (other content). A late supervisor command that is not a repeat is refused. None: new."""
         cmd = item.cmd
         assert cmd is not None
-        stored = self._known_command(item.table_id, cmd.command_id)
+        stored = self._known_command(item.table_id, cmd.role.value, cmd.command_id)
         if stored is not None and stored.digest == cmd.digest:
             self.metrics.command_repeats.labels(table=item.table_id, role=cmd.role.value).inc()
             return Step(True, False, commands.repeat_effects(stored, item.event.at))
@@ -374,7 +374,7 @@ class Service:
             if item.cmd is not None and step.accepted:
                 stored = commands.StoredCommand(item.table_id, item.cmd.command_id, round_id, ev.type,
                                                 item.cmd.role.value, item.cmd.digest, commands.answer_of(ev, step))
-                self._commands[(item.table_id, stored.command_id)] = stored
+                self._commands[(item.table_id, stored.role, stored.command_id)] = stored
                 if len(self._commands) > 100_000:  # bounded: the journal remembers the rest
                     self._commands.pop(next(iter(self._commands)))
                 batch.commands.append((stored, len(batch.events) - 1))

@@ -175,3 +175,21 @@ def test_a_repeat_gets_the_original_answer() -> None:
     assert msg.data == {"bet_id": "b1", "command_id": "c1", "repeat": True}
     a = PlaceBet(bet_id="b", player_id="p", bet_type="tie", stake="1", command_id="c", round_id="r", at=1)
     assert digest(a) == digest(a.model_copy(update={"at": 99})) != digest(a.model_copy(update={"stake": Decimal(2)}))
+
+
+def test_command_ids_are_kept_per_table_and_role_across_reopening(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from dealer.journal import Batch, Journal
+
+    ev = CloseBetting(round_id="T1-000001", command_id="c1", at=1)
+    stored = StoredCommand("T1", "c1", "T1-000001", "close_betting", "station", digest(ev),
+                           {"answer": "accepted", "round_id": "T1-000001"})
+    j = Journal(tmp_path / "j.sqlite")
+    j.commit(Batch(events=[("T1", "T1-000001", ev)], commands=[(stored, 0)]))
+    j.close()
+    j = Journal(tmp_path / "j.sqlite")
+    try:
+        assert j.command("T1", "station", "c1") == stored
+        assert j.command("T1", "player_platform", "c1") is None  # another role's id space
+        assert j.command("T2", "station", "c1") is None
+    finally:
+        j.close()

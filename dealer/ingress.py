@@ -15,6 +15,7 @@ Pure: no IO; the receive time and the verifier are passed in.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +53,8 @@ class Accepted:
 
 @dataclass(frozen=True, slots=True)
 class Refused:
+    """A command refused at the edge. ``reason`` is always clean UTF-8 (it is published)."""
+
     table_id: str | None
     role: Role | None
     kind: str  # metric label: malformed, too_large, unknown_table, wrong_role, missing_command_id, ...
@@ -60,6 +63,10 @@ class Refused:
     command_id: str | None = None
     player_id: str | None = None
     supervisor: str | None = None
+
+    def __post_init__(self) -> None:  # a reason may quote a key of the input: keep it publishable
+        clean = self.reason.encode("utf-8", "backslashreplace").decode("utf-8")[:500]
+        object.__setattr__(self, "reason", clean)
 
     @property
     def security(self) -> bool:
@@ -83,15 +90,18 @@ def parse(topic: str, payload: bytes, *, tables: frozenset[str] | set[str], now_
     if len(payload) > MAX_COMMAND_BYTES:
         return Refused(tid, role, "too_large", f"malformed action: larger than {MAX_COMMAND_BYTES} bytes")
     try:
-        obj = json.loads(payload)
+        obj = json.loads(payload.decode("utf-8"))  # strict UTF-8: raw CESU-8 surrogates are refused here
+    except UnicodeDecodeError:
+        return Refused(tid, role, "malformed", "malformed action: not UTF-8")
     except (ValueError, RecursionError) as exc:
         return Refused(tid, role, "malformed", f"malformed action: not JSON ({str(exc)[:80]})")
     if not isinstance(obj, dict):
         return Refused(tid, role, "malformed", "malformed action: not a JSON object")
     ctype = obj.get("type")
-    ctype_s = ctype if isinstance(ctype, str) and len(ctype) <= 32 else "action"
-    cid = obj.get("command_id") if isinstance(obj.get("command_id"), str) else None
-    player = _player_of(obj)
+    # only what is known to be clean is echoed back (a "\ud800" escape makes a lone surrogate)
+    ctype_s = ctype if isinstance(ctype, str) and ctype in _KNOWN else "action"
+    cid = _id_of(obj, "command_id")
+    player = _id_of(obj, "player_id")
     if isinstance(ctype, str):
         why = wrong_role(ctype, role, tid)
         if why is not None:
@@ -159,12 +169,13 @@ def _supervisor(payload: bytes, tid: str, now_ms: int, supervisors: SupervisorVe
                     key_index=None if late is not None else outcome.key_index)  # type: ignore[union-attr]
 
 
-def _player_of(obj: dict[str, Any]) -> str | None:
-    """The player id of a command, if it has a usable one (to answer them on their own topic)."""
-    pid = obj.get("player_id")
-    if isinstance(pid, str) and 0 < len(pid) <= 64 and all(c.isalnum() or c in "_.:-" for c in pid) and pid.isascii():
-        return pid
-    return None
+_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,64}")
+
+
+def _id_of(obj: dict[str, Any], name: str) -> str | None:
+    """A field of a command that is a valid id (to name it in an answer), else None."""
+    v = obj.get(name)
+    return v if isinstance(v, str) and _ID.fullmatch(v) else None
 
 
 __all__ = ["Accepted", "MAX_COMMAND_BYTES", "Refused", "parse"]

@@ -77,7 +77,7 @@ def wrong_role(command: str, role: Role, table_id: str) -> str | None:
         return None
     owner = SENDER.get(command)
     if owner is None:
-        return f"unknown command type {command!r}"
+        return f"unknown command type {command[:32]!r}"
     return (f"{command} is {ROLE_TEXT[owner]}'s command and is not accepted from {ROLE_TEXT[role]}: "
             f"{ROLE_TEXT[owner]} sends it on {command_topic(owner, table_id)}")
 

@@ -957,7 +957,9 @@ async def test_the_virtual_dealer_follows_a_matgo_deal_redeal_and_stock():
     assert reader.cards[-1] == "03G" and dealer.in_hand == "03G"
     # a redeal: every card comes back, the 48 are shuffled again, the deal starts over
     await dealer._follow(prompt("CONFIRM", "SHUFFLE", 4))
-    assert dealer.reshuffles == 1 and sent == [{"type": "dealer_confirm", "step": "SHUFFLE"}]
+    assert dealer.reshuffles == 1 and [{k: m[k] for k in ("type", "step", "round_id")} for m in sent] == [
+        {"type": "dealer_confirm", "step": "SHUFFLE", "round_id": "X-000001"}]
+    assert sent[0]["command_id"]
     await dealer._follow(prompt("NEXT", "R1.F.1", 5))
     await dealer._follow(prompt("NEXT", "R1.S1", 6))  # the stock, one card at a time
     assert reader.cards[-2:] == ["12G", "12A"] and dealer.dealt == ["01G", "02A", "03G", "12G"]

@@ -664,7 +664,10 @@ async def test_virtual_dealer_confirms_and_counts_confirmations_as_steps():
     await dealer._follow(prompt("WAIT"))  # betting open: nothing to do
     await dealer._follow(prompt("CONFIRM", "WASH", 1))
     await dealer._follow(prompt("CONFIRM", "SHUFFLE", 2))
-    assert sent == [{"type": "dealer_confirm", "step": "WASH"}, {"type": "dealer_confirm", "step": "SHUFFLE"}]
+    assert [{k: m[k] for k in ("type", "step", "round_id")} for m in sent] == [
+        {"type": "dealer_confirm", "step": "WASH", "round_id": "X-000001"},
+        {"type": "dealer_confirm", "step": "SHUFFLE", "round_id": "X-000001"}]
+    assert len({m["command_id"] for m in sent}) == 2  # two confirmations, two command ids
     assert dealer.confirmed == ["WASH"] and dealer.confirming == "SHUFFLE"
     await dealer._follow(prompt("NEXT", "P1.1", 3))  # the shuffle was accepted; first card
     assert dealer.confirmed == ["WASH", "SHUFFLE"] and reader.cards == ["AS"] and sent[2:] == []

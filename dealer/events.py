@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
+from dealer.draws import DRAW_PATTERN
 from dealer.money import to_money
 
 Id = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:\-]+$")]
@@ -39,6 +40,12 @@ class OpenRound(_Event):
     context: dict[str, Any] = Field(default_factory=dict, description="what the game carries over from earlier "
                                     "rounds (Seotda: the first seat, the last winner), so that a replay starting "
                                     "at this round needs nothing older")
+    draw: Annotated[str, Field(pattern=DRAW_PATTERN)] | None = Field(
+        default=None, description="32 bytes from the operating system's CSPRNG, as lowercase hex, drawn by the "
+        "service when the round opens: every draw the rulebook calls random (Matgo's first player, Seotda's "
+        "first seat) is derived from it (dealer.draws), so a replay gives the same answer and nothing public "
+        "predicts it. Journal only, never published. Absent in rounds journaled before draws: those replay "
+        "with the derivation they were played with")
 
 
 class PlaceBet(_Event):

@@ -418,7 +418,9 @@ def _play_round(game: str, seed: int, *, link_cut: bool = False, void: bool = Fa
     table = Table(settings.tables[0].rules())
     game_obj = table.rules.game
     effects: list[Any] = []
-    events: list[Any] = [OpenRound(round_id="T1-000001", at=1_700_000_000_000, betting_closes_at=1_700_000_015_000)]
+    draw = random.Random(f"draw-{seed}").randbytes(32).hex()  # the round's secret draw (seeded: reproducible)
+    events: list[Any] = [OpenRound(round_id="T1-000001", at=1_700_000_000_000, betting_closes_at=1_700_000_015_000,
+                                   draw=draw)]
     seats = game_obj.seat_count
     for k, player in enumerate(("p1", "p2", "p3")):
         for bet_type in game_obj.bet_types:
@@ -535,7 +537,7 @@ def corpus() -> Corpus:
     ]
     c.actions = [json.loads(ACTION_ADAPTER.dump_json(a)) for a in actions]
     events = actions + [
-        OpenRound(round_id="T1-000001", at=5, betting_closes_at=15_005),
+        OpenRound(round_id="T1-000001", at=5, betting_closes_at=15_005, draw="0f" * 32),
         ScanRead(reader="SC1", code="AS", seq=4, at=9), ScanRead(reader="SC1", code="01G", at=9),
         ReadFailed(reader="SC1", reason="corrupt_frame", detail="bad CRC", at=10),
         LinkDown(link="scanner:SC1", reason="heartbeat timeout"), LinkUp(link="broker"), DecisionTimeout(at=3),

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import hashlib
 import json
 import random
 import re
+import secrets
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +29,7 @@ from pydantic import BaseModel, ValidationError
 
 from dealer import commands, ingress, topics
 from dealer.config import ScannerConfig, Settings, TableConfig
+from dealer.draws import DRAW_BYTES, ai_seed
 from dealer.events import (
     ACTION_ADAPTER,
     ActionTimeout,
@@ -201,8 +202,10 @@ class Service:
     def open_round(self, table_id: str) -> asyncio.Future[Step]:
         table, cfg = self.tables[table_id], self.configs[table_id]
         now = self.now_ms()
+        # The round's secret random draw, from the OS CSPRNG at the edge (the core never draws).
         return self.submit(table_id, OpenRound(round_id=table.next_round_id(), at=now, context=table.memory,
-                                               betting_closes_at=now + int(cfg.betting_seconds * 1000)))
+                                               betting_closes_at=now + int(cfg.betting_seconds * 1000),
+                                               draw=secrets.token_hex(DRAW_BYTES)))
 
     @property
     def outbox_pending(self) -> int:
@@ -558,7 +561,7 @@ class Service:
         hand = rnd.hand
         game, seat = hand.engine.clone(), hand.letter[AI_PLAYER]  # type: ignore[attr-defined]
         budget = hand.o.ai_budget_ms  # type: ignore[attr-defined]
-        seed = int.from_bytes(hashlib.sha256(f"{msg.round_id}:{turn}".encode()).digest()[:8], "big")
+        seed = ai_seed(rnd.draw, msg.round_id, turn)  # from the round's secret draw: not foreseeable
 
         async def think() -> None:
             from dealer.games.matgo import move_action

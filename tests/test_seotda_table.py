@@ -16,6 +16,7 @@ import pytest
 from dealer import topics
 from dealer.config import load_settings
 from dealer.events import CloseBetting, DealerConfirm, OpenRound, PlaceBet, PlayerAction, ScanRead
+from dealer.games.seotda import first_seat_drawn
 from dealer.messages import PlayerMessage, RoundResult
 from dealer.round import Phase, Round
 from dealer.service import Service
@@ -119,6 +120,15 @@ class Table:
         await wait_until(lambda: self.rnd.hand is not None, what="the hand dealt out")
         hand = self.rnd.hand
         self.S = {f"S{k}": hand.player_at[s] for s, k in hand.label.items()}
+
+    async def drawn_first_seat(self, seats: list[int], round_id: str = R1) -> int:
+        """The seat the round's secret draw makes S1 in a table's first game (seotda.md §3.1).
+        Only the backend knows the draw; the test reads it from the core to script a game."""
+        await wait_until(lambda: any(e["round_id"] == round_id for e in self.rec.events("round_opened")),
+                         what=f"round {round_id} opened")
+        rnd = self.service.tables[T].current
+        assert rnd is not None and rnd.round_id == round_id and rnd.draw is not None
+        return first_seat_drawn(rnd.draw, 1, seats)
 
     def seat_label(self, player: str) -> str:
         return next(k for k, p in self.S.items() if p == player)
@@ -478,7 +488,9 @@ async def test_c_a_silent_player_is_checked_then_folded_and_the_game_finishes(ta
     task = asyncio.create_task(bus.run())
     try:
         await asyncio.wait_for(bus.wait_connected(), 10)
-        await t.sit({"alice": (1, "1000"), "bob": (2, "1000"), "carol": (3, "1000")})
+        s1 = await t.drawn_first_seat([1, 2, 3])  # alice sits where the draw puts S1, bob and carol after her
+        seats = [s1, s1 % 3 + 1, (s1 + 1) % 3 + 1]
+        await t.sit({p: (s, "1000") for p, s in zip(("alice", "bob", "carol"), seats)})
         assert [t.S[k] for k in ("S1", "S2", "S3")] == ["alice", "bob", "carol"], t.S  # S1 drawn for game 1
         await t.confirm("SHUFFLE", at=1)
         await t.deal(("S1.1", "02A"), ("S2.1", "03R"), ("S3.1", "07A"))
@@ -729,7 +741,7 @@ def test_a_reservation_made_in_bet_1_does_not_run_in_bet_2():
         step = core.handle(ev.model_copy(update={"at": 1}))
         msgs.extend(e for e in step.effects if isinstance(e, PlayerMessage))
 
-    h(OpenRound(round_id=R1))
+    h(OpenRound(round_id=R1, draw=bytes(range(32)).hex()))
     for p, seat in (("alice", 1), ("bob", 2), ("carol", 3)):
         h(PlaceBet(bet_id=p, player_id=p, bet_type="chips", stake=Decimal(1000), seat=seat))
     h(CloseBetting(by="dealer"))

@@ -15,8 +15,8 @@ from dealer.round import ACTIVE, Effect, Rejection, Round, Step, TableRules
 
 _SEQ = re.compile(r"-(\d+)$")
 BROKER = "broker"  # the link players' actions come through
-#: Commands whose round the round machine checks itself (with its own wording).
-_ROUND_CHECKED_BY_ROUND = frozenset({"place_bet", "player_action"})
+#: How a command for another round is named in its refusal.
+_WHAT = {"place_bet": "bet", "player_action": "action"}
 
 
 class Table:
@@ -86,9 +86,9 @@ class Table:
         if self.current is None:
             return _reject(event.type, f"no round is open at table {self.table_id}")
         rid = getattr(event, "round_id", None)  # a command names its round: one for another round changes nothing
-        if rid is not None and rid != self.current.round_id and event.type not in _ROUND_CHECKED_BY_ROUND:
-            return _reject(event.type, f"{event.type} is for round {rid}, but round {self.current.round_id} is "
-                           + ("in play" if self.in_play else f"{self.current.phase.value}"))
+        if rid is not None and rid != self.current.round_id:
+            return _reject(event.type, f"{_WHAT.get(event.type, event.type)} is for round {rid}, but round "
+                           f"{self.current.round_id} is " + ("in play" if self.in_play else self.current.phase.value))
         step = self.current.handle(event)
         self._track_result()
         return step

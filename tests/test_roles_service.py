@@ -318,3 +318,62 @@ async def test_commands_name_their_round_and_a_retried_bet_is_answered_as_accept
         assert cur is not None and list(cur.bets) == ["b1"] and cur.phase == Phase.BETTING_OPEN
         # the player heard why on its own topic, with the command's id
         assert any(m["data"].get("reason", "").startswith("duplicate bet id") for m in player.mine("rejected"))
+
+
+COMMAND_SAMPLES: dict[str, dict[str, Any]] = {
+    "place_bet": {"type": "place_bet", "bet_id": "bx", "player_id": "player-7", "bet_type": "tie", "stake": "1"},
+    "player_decision": {"type": "player_decision", "player_id": "player-7", "action": "PLAY"},
+    "player_action": {"type": "player_action", "player_id": "player-7", "action": "CHECK", "turn": 1},
+    "close_betting": {"type": "close_betting"},
+    "dealer_confirm": {"type": "dealer_confirm", "step": "WASH"},
+    "card_exposed": {"type": "card_exposed", "position": "P1.7"},
+    "supervisor_void": {"type": "supervisor_void", "reason": "probe"},
+}
+SENDS = {"player-platform": "actions", "station-T1": "station", "supervisor-sup-ana": "supervisor"}
+OWN = {"actions": {"place_bet", "player_decision", "player_action"},
+       "station": {"close_betting", "dealer_confirm", "card_exposed"}, "supervisor": {"supervisor_void"}}
+
+
+async def test_every_role_every_command_type_every_command_topic(broker: SecureMosquitto,  # noqa: F811
+                                                                  tmp_path: Path) -> None:
+    """Each user publishes every command type on every command topic of T1, all for a round
+    that does not exist (so nothing that gets through can change the table): the broker drops
+    what the user may not publish, the backend refuses another role's command as
+    ``wrong_role``, and the rest reaches the round machine, which refuses it for its round."""
+    s = settings(tmp_path, broker)
+    ghost = "T1-999999"
+    users = ["player-platform", "station-T1", "station-T2", "supervisor-sup-ana", "scanner-T1", "settlement", "ops",
+             "player-7"]
+    async with backend(s, broker) as service, Client(broker, "ops", "studio/v1/tables/T1/events") as ops:
+        await wait_until(lambda: ops.events("round_opened"), what="round opened")
+        before = service.tables["T1"].current
+        expected: dict[str, str] = {}
+        for user in users:
+            async with Client(broker, user) as c:
+                for leaf in ("actions", "station", "supervisor"):
+                    for ctype, sample in COMMAND_SAMPLES.items():
+                        cid = f"m-{user}-{leaf}-{ctype}"[:64]
+                        msg = {**sample, "command_id": cid, "round_id": ghost}
+                        if ctype == "supervisor_void":
+                            msg = void(ghost, command_id=cid, reason="probe")
+                        await c.send(topics.table_topic("T1", leaf), msg)
+                        if SENDS.get(user) != leaf:
+                            expected[cid] = "dropped"
+                        elif ctype not in OWN[leaf]:
+                            expected[cid] = "wrong_role"
+                        else:
+                            expected[cid] = "core"
+        reached = [k for k, v in expected.items() if v != "dropped"]
+        await wait_until(lambda: {e["data"].get("command_id") for e in ops.events("rejected")} >= set(reached),
+                         timeout=45, what="every command that got through answered")
+        await asyncio.sleep(QUIET)
+        got: dict[str, str] = {cid: "dropped" for cid in expected}
+        for e in ops.events("rejected"):
+            cid, reason = e["data"].get("command_id"), e["data"]["reason"]
+            if cid in got:
+                got[cid] = "wrong_role" if "is not accepted from" in reason else (
+                    "core" if ghost in reason else f"other: {reason}")
+        assert got == expected
+        assert sum(v == "core" for v in got.values()) == 7 and sum(v == "wrong_role" for v in got.values()) == 14
+        cur = service.tables["T1"].current
+        assert cur is before and cur is not None and cur.phase == Phase.BETTING_OPEN and not cur.bets

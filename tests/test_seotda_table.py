@@ -611,6 +611,8 @@ async def test_e_a_player_needs_sixty_times_the_stake(table: Table, stake: int):
     await t.rec.command(ACT, bet("alice", str(least)))
     await wait_until(lambda: t.mine("alice", "bet_accepted"), what="exactly the minimum accepted")
     await t.refused("alice", bet("alice", str(least), bet_id="again"), "a player brings chips to a game once")
+    # the public bet_rejected events may trail the players' own answers: wait for all of them
+    await wait_until(lambda: len(rec.events("bet_rejected")) >= 7, what="every bet_rejected event")
     rejected = [e["data"]["reason"] for e in rec.events("bet_rejected")]
     assert len(rejected) == 7 and t.service.tables[T].current.bets.keys() == {f"alice-{least}"}
     # one player alone cannot play: the game is cancelled and the chips go back

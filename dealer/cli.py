@@ -308,10 +308,11 @@ def build_parser() -> argparse.ArgumentParser:
     from dealer import fuzz
 
     fuzz.register(bsub)
-    from dealer import audit, deploy_tools
+    from dealer import audit, deploy_tools, supervisor_cli
 
     audit.register(sub)
     deploy_tools.register(sub)
+    supervisor_cli.register(sub)
     from simulators import soak
 
     soak.register(sub)

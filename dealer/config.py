@@ -55,7 +55,11 @@ class ScannerConfig(_Strict):
         default_factory=list,
         description="files holding this reader's HMAC-SHA256 keys (hex); several during a key rotation: "
                     "a frame signed with any of them is accepted")
-    require_mac: bool = Field(default=False, description="refuse frames without a valid MAC from this reader")
+    require_mac: bool | None = Field(
+        default=None,
+        description="refuse frames without a valid MAC from this reader; unset = true when hmac_key_files is set "
+                    "(a reader with keys never has a frame accepted unsigned: false with keys is refused by "
+                    "dealer run and dealer deploy check)")
 
     @model_validator(mode="after")
     def _port(self) -> "ScannerConfig":
@@ -154,12 +158,54 @@ class ServiceSection(_Strict):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
 
+class SupervisorConfig(_Strict):
+    id: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:\-]+$",
+                    description="the supervisor id its signed commands carry (docs/mqtt-topics.md §10)")
+    key_files: list[Path] = Field(min_length=1, description="files holding this supervisor's HMAC-SHA256 keys "
+                                  "(hex); several during a key rotation: a command signed with any of them verifies")
+    tables: list[str] = Field(default_factory=list, description="tables this supervisor may command; empty = every table")
+
+    @field_validator("tables")
+    @classmethod
+    def _distinct(cls, v: list[str]) -> list[str]:
+        if len(v) != len(set(v)):
+            raise ValueError(f"a table is named twice in {v}")
+        return v
+
+
+class SecuritySection(_Strict):
+    supervisor_max_age_seconds: float = Field(
+        default=30.0, gt=0, le=3600, allow_inf_nan=False,
+        description="a signed supervisor command issued longer ago than this (vs the receive time) is refused as stale")
+    supervisor_max_skew_seconds: float = Field(
+        default=5.0, ge=0, le=3600, allow_inf_nan=False,
+        description="a signed supervisor command issued further than this in the future is refused")
+    supervisors: list[SupervisorConfig] = Field(default_factory=list)
+
+    @property
+    def max_age_ms(self) -> int:
+        return max(1, round(self.supervisor_max_age_seconds * 1000))
+
+    @property
+    def max_skew_ms(self) -> int:
+        return round(self.supervisor_max_skew_seconds * 1000)
+
+    @model_validator(mode="after")
+    def _unique(self) -> "SecuritySection":
+        ids = [s.id for s in self.supervisors]
+        dup = sorted({i for i in ids if ids.count(i) > 1})
+        if dup:
+            raise ValueError(f"duplicate supervisor ids: {', '.join(dup)}")
+        return self
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="DEALER_", env_nested_delimiter="__", extra="forbid")
 
     service: ServiceSection = Field(default_factory=ServiceSection)
     mqtt: MqttConfig = Field(default_factory=MqttConfig)
     tables: list[TableConfig] = Field(default_factory=list)
+    security: SecuritySection = Field(default_factory=SecuritySection)
 
     @model_validator(mode="after")
     def _unique(self) -> "Settings":
@@ -169,6 +215,11 @@ class Settings(BaseSettings):
         readers = [t.scanner.reader_id for t in self.tables]
         if len(readers) != len(set(readers)):
             raise ValueError(f"duplicate scanner reader ids in {readers}")
+        for sup in self.security.supervisors:
+            unknown = [t for t in sup.tables if t not in ids]
+            if unknown:
+                raise ValueError(f"security.supervisors: supervisor {sup.id} names table{'s' if len(unknown) > 1 else ''} "
+                                 f"{', '.join(unknown)}, not in [[tables]] (tables: {', '.join(ids) or 'none'})")
         return self
 
     @classmethod

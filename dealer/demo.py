@@ -524,7 +524,7 @@ async def run_demo(rounds: int = 4, seed: int = 7, broker: str | None = None, fa
                            silent_after=2)
         scripted: list[list[str]] = []
         if game == "seotda":  # the calling player sits at game 1's S1 and gets the 9·4 of a scripted deck
-            scripted = _seotda_players(sim_bus, seed, settings, rng)
+            scripted = _seotda_players(sim_bus, seed, settings, rng, service)
         if game == "matgo":  # player1 escrows a cover (the consumer bets it) and plays the house AI
             from simulators.matgo_players import MatgoPlayer
 
@@ -618,10 +618,16 @@ def _matgo_redeal_deck(rng: random.Random) -> list[str]:
     return rest[:10] + MATGO_LAYOUT_QUAD + rest[10:]
 
 
-def _seotda_players(bus: Bus, seed: int, settings: Settings, rng: random.Random) -> list[list[str]]:
+def _seotda_players(bus: Bus, seed: int, settings: Settings, rng: random.Random,
+                    service: Service) -> list[list[str]]:
     """Four Seotda players (one never folds, one random who reserves, one plays its cards, one
     goes silent after two actions); returns the scripted deck of the first game: the player
-    who never folds sits at S1 and gets the 9·4, so game 1 shows a rematch."""
+    who never folds sits at S1 and gets the 9·4, so game 1 shows a rematch.
+
+    S1 is drawn at random when game 1 opens, from the round's secret draw (seotda.md §3.1):
+    nothing outside the backend can know it. The demo runs the backend in-process, so once
+    the round is open it reads the draw from the core and hands out the strategies (before
+    any card is dealt or any player acts)."""
     from dealer.cards import SEOTDA_20
     from dealer.games import game_class
     from simulators.seotda_players import SeotdaPlayer
@@ -629,11 +635,21 @@ def _seotda_players(bus: Bus, seed: int, settings: Settings, rng: random.Random)
     table = settings.tables[0]
     game = game_class("seotda").from_options(table.options)
     seats = {s: f"player{s}" for s in range(1, 5)}
-    first = game.start_hand(seats, {p: Decimal(600) for p in seats.values()}, 1, table.minor_unit).first_seat
-    others = iter(("random", "hand", "disconnect"))
-    for s, pid in seats.items():
-        strategy = "calling" if s == first else next(others)
-        SeotdaPlayer(TABLE, pid, bus, strategy, rng=random.Random(seed + 2 + s), silent_after=2)  # type: ignore[arg-type]
+    players = {s: SeotdaPlayer(TABLE, pid, bus, "calling", rng=random.Random(seed + 2 + s), silent_after=2)
+               for s, pid in seats.items()}
+
+    def deal_out_strategies(kind: str, msg: Any) -> None:
+        rnd = service.tables[TABLE].current
+        if not (isinstance(msg, RoundEvent) and msg.event == "round_opened" and msg.round_id == f"{TABLE}-000001"
+                and rnd is not None and rnd.round_id == msg.round_id):
+            return
+        first = game.start_hand(seats, {p: Decimal(600) for p in seats.values()}, 1, table.minor_unit,
+                                rnd.context, draw=rnd.draw).first_seat  # type: ignore[attr-defined]
+        others = iter(("random", "hand", "disconnect"))
+        for s, player in players.items():
+            player.strategy = "calling" if s == first else next(others)  # type: ignore[assignment]
+
+    service.add_observer(deal_out_strategies)
     rest = [c for c in SEOTDA_20 if c not in SEOTDA_REMATCH_DECK]
     rng.shuffle(rest)
     return [SEOTDA_REMATCH_DECK + rest]

@@ -33,6 +33,10 @@ def station_user(table_id: str) -> str:
     return f"station-{table_id}"
 
 
+def supervisor_user(supervisor_id: str) -> str:
+    return f"supervisor-{supervisor_id}"
+
+
 _ALL = "+"
 
 _HEADER = """\
@@ -55,8 +59,9 @@ _HEADER = """\
 
 def render_acl(settings: Settings, *, source: str | None = None) -> str:
     """The Mosquitto ACL for ``settings``: fixed users (backend, settlement, player
-    platform, ops), one ``station-<table>`` block per table and one ``scanner-<table>``
-    block per table whose scanner reports over MQTT (``kind = "mqtt"``)."""
+    platform, ops), one ``station-<table>`` block per table, one ``scanner-<table>`` block
+    per table whose scanner reports over MQTT (``kind = "mqtt"``) and one
+    ``supervisor-<id>`` block per configured supervisor. It follows ``dealer.roles``."""
     t = topics.table_topic
     out: list[str] = [_HEADER.format(source=f"\n# Rendered from: {source}" if source else "")]
 
@@ -67,10 +72,12 @@ def render_acl(settings: Settings, *, source: str | None = None) -> str:
         out.append("")
 
     block("# --- The table backend (dealer run) ---------------------------------------------------------\n"
-          "# Reads what scanners and the player platform / stations send, writes everything a table\n"
-          "# produces, players' private topics included, and its own retained status.",
+          "# Reads every role's command topic (scanners, the player platform, stations, supervisors),\n"
+          "# writes everything a table produces, players' private topics included, and its own\n"
+          "# retained status. It checks each command's role again (dealer/roles.py).",
           BACKEND_USER,
-          [("read", t(_ALL, "scanner")), ("read", t(_ALL, "actions")),
+          [("read", t(_ALL, "scanner")), ("read", t(_ALL, "actions")), ("read", t(_ALL, "station")),
+           ("read", t(_ALL, "supervisor")),
            ("write", t(_ALL, "events")), ("write", t(_ALL, "prompts")), ("write", t(_ALL, "results")),
            ("write", t(_ALL, "players/+")), ("write", topics.backend_status(_ALL))])
 
@@ -81,8 +88,9 @@ def render_acl(settings: Settings, *, source: str | None = None) -> str:
           [("read", t(_ALL, "results"))])
 
     block("# --- Player platform ---------------------------------------------------------------------------\n"
-          "# Places players' bets and decisions (actions) and follows the tables' events\n"
-          "# (bet_accepted, bet_rejected, decisions_open ...) and the backends' liveness.",
+          "# Sends players' bets, decisions and actions (actions: its own command topic) and follows\n"
+          "# the tables' public events and the backends' liveness. It cannot close betting, confirm\n"
+          "# a deal step, report an exposed card or void a round: those topics are not its own.",
           PLAYER_PLATFORM_USER,
           [("write", t(_ALL, "actions")), ("read", t(_ALL, "events")), ("read", topics.backend_status(_ALL))])
 
@@ -96,18 +104,36 @@ def render_acl(settings: Settings, *, source: str | None = None) -> str:
         out.append("# (no table has an MQTT scanner)\n")
 
     out.append("# --- Dealer stations, one user per table: station-<table> ------------------------------------\n"
-               "# A station shows prompts, follows its table's events and sends actions (close betting,\n"
-               "# supervisor void) for ITS OWN table only.\n")
+               "# A station shows its table's prompts, follows its events and sends the dealer's commands\n"
+               "# (close betting, WASH/SHUFFLE confirmations, exposed cards) for ITS OWN table only.\n")
     for tc in settings.tables:
         block(f"# {tc.id}", station_user(tc.id),
-              [("read", topics.prompts(tc.id)), ("read", topics.events(tc.id)), ("write", topics.actions(tc.id))])
+              [("read", topics.prompts(tc.id)), ("read", topics.events(tc.id)), ("write", topics.station(tc.id))])
     if not settings.tables:
         out.append("# (no tables)\n")
 
+    out.append("# --- Supervisors, one user per supervisor: supervisor-<id> ------------------------------------\n"
+               "# A supervisor's console sends signed commands (void) for the tables the supervisor may act\n"
+               "# on, and follows their prompts and events. The broker login alone is not enough: the\n"
+               "# backend refuses any supervisor command not signed with that supervisor's own key.\n")
+    sups = list(getattr(getattr(settings, "security", None), "supervisors", []) or [])
+    for sup in sups:
+        tables = list(sup.tables) or [tc.id for tc in settings.tables]
+        grants: list[tuple[str, str]] = []
+        for tid in tables:
+            grants += [("write", topics.supervisor(tid)), ("read", topics.prompts(tid)), ("read", topics.events(tid))]
+        grants.append(("read", topics.backend_status(_ALL)))
+        block(f"# {sup.id}: tables {', '.join(tables) or '(none)'}", supervisor_user(sup.id), grants)
+    if not sups:
+        out.append("# (no supervisors configured: [[security.supervisors]])\n")
+
     block("# --- Operations (dashboards, debugging with mosquitto_sub) ---------------------------------\n"
-          "# Read-only: everything under studio/v1 and the broker's own $SYS statistics.",
+          "# Read-only, and only what operations needs: every table's public events, station prompts\n"
+          "# and results, the backends' status and the broker's own $SYS statistics. NOT the players'\n"
+          "# private topics (hole cards) and not the command topics.",
           OPS_USER,
-          [("read", f"{topics.PREFIX}/#"), ("read", "$SYS/#")])
+          [("read", t(_ALL, "events")), ("read", t(_ALL, "prompts")), ("read", t(_ALL, "results")),
+           ("read", topics.backend_status(_ALL)), ("read", "$SYS/#")])
 
     out.append("# --- Players (games with decisions, e.g. Sevenluck) ------------------------------------------\n"
                "# A player's client logs in with its player id as user name and may read only its own\n"
@@ -169,4 +195,4 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     return d
 
 
-__all__ = ["render_acl", "register", "scanner_user", "station_user"]
+__all__ = ["render_acl", "register", "scanner_user", "station_user", "supervisor_user"]

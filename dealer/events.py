@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
+from dealer.draws import DRAW_PATTERN
 from dealer.money import to_money
 
 Id = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:\-]+$")]
@@ -22,6 +23,16 @@ class _Event(BaseModel):
     at: int = Field(default=0, ge=0, description="epoch milliseconds, stamped by the receiving driver")
 
 
+def _command_id() -> Any:
+    return Field(default=None, description="the sender's id for this command: a repeat of the same id is answered "
+                 "with the original answer and applied once (required on the wire)")
+
+
+def _round_id() -> Any:
+    return Field(default=None, description="the round the command is meant for: a command for another round is "
+                 "refused (required on the wire)")
+
+
 class OpenRound(_Event):
     type: Literal["open_round"] = "open_round"
     round_id: Id
@@ -29,6 +40,12 @@ class OpenRound(_Event):
     context: dict[str, Any] = Field(default_factory=dict, description="what the game carries over from earlier "
                                     "rounds (Seotda: the first seat, the last winner), so that a replay starting "
                                     "at this round needs nothing older")
+    draw: Annotated[str, Field(pattern=DRAW_PATTERN)] | None = Field(
+        default=None, description="32 bytes from the operating system's CSPRNG, as lowercase hex, drawn by the "
+        "service when the round opens: every draw the rulebook calls random (Matgo's first player, Seotda's "
+        "first seat) is derived from it (dealer.draws), so a replay gives the same answer and nothing public "
+        "predicts it. Journal only, never published. Absent in rounds journaled before draws: those replay "
+        "with the derivation they were played with")
 
 
 class PlaceBet(_Event):
@@ -39,7 +56,8 @@ class PlaceBet(_Event):
     stake: Decimal = Field(description="decimal string in the table currency, e.g. \"10.00\"")
     seat: int | None = Field(default=None, ge=1, le=99, description="the seat, in games whose bets name one")
     round_id: Id | None = Field(default=None, description="the round the bet is meant for: a late bet that "
-                                "would otherwise land in a newer round is refused")
+                                "would otherwise land in a newer round is refused (required on the wire)")
+    command_id: Id | None = _command_id()
 
     @field_validator("stake", mode="before")
     @classmethod
@@ -50,6 +68,8 @@ class PlaceBet(_Event):
 class CloseBetting(_Event):
     type: Literal["close_betting"] = "close_betting"
     by: Literal["timer", "dealer", "supervisor"] = "dealer"
+    round_id: Id | None = _round_id()
+    command_id: Id | None = _command_id()
 
 
 class ScanRead(_Event):
@@ -80,9 +100,29 @@ class LinkUp(_Event):
 
 
 class SupervisorVoid(_Event):
+    """A supervisor's void. From the wire it is accepted only signed (``dealer.signing``); the
+    journal keeps the signature, so recall names the supervisor who authenticated it."""
+
     type: Literal["supervisor_void"] = "supervisor_void"
     supervisor: Id
     reason: Annotated[str, Field(min_length=1, max_length=200)]
+    round_id: Id | None = _round_id()
+    command_id: Id | None = _command_id()
+    issued_at: int | None = Field(default=None, ge=0, description="epoch ms the supervisor signed it")
+    signature: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = Field(
+        default=None, description="HMAC-SHA256 by the supervisor's key over the signed command")
+
+
+class SecurityEvent(_Event):
+    """An input refused for a security reason (bad signature, unknown supervisor, stale or
+    reused command). Journaled so auditors see every attempt; it changes nothing at the table."""
+
+    type: Literal["security_event"] = "security_event"
+    kind: Annotated[str, Field(min_length=1, max_length=32, pattern=r"^[a-z_]+$")]
+    role: Annotated[str, Field(min_length=1, max_length=32)]
+    detail: Annotated[str, Field(max_length=300)] = ""
+    command_id: Annotated[str, Field(max_length=64)] | None = None
+    supervisor: Annotated[str, Field(max_length=64)] | None = None
 
 
 class PlayerDecision(_Event):
@@ -91,6 +131,8 @@ class PlayerDecision(_Event):
     type: Literal["player_decision"] = "player_decision"
     player_id: Id
     action: Annotated[str, Field(min_length=1, max_length=16, pattern=r"^[A-Z_]+$")]
+    round_id: Id | None = _round_id()
+    command_id: Id | None = _command_id()
 
 
 class DecisionTimeout(_Event):
@@ -115,7 +157,8 @@ class PlayerAction(_Event):
                              "action for a turn that is over is refused instead of landing on a later one")
     reserve: bool = Field(default=False, description="Seotda: reserve this action before the player's turn; it "
                           "runs on their turn if still legal (seotda.md §6.2)")
-    round_id: Id | None = Field(default=None, description="the round the action is meant for")
+    round_id: Id | None = Field(default=None, description="the round the action is meant for (required on the wire)")
+    command_id: Id | None = _command_id()
 
     @field_validator("amount", mode="before")
     @classmethod
@@ -136,6 +179,8 @@ class DealerConfirm(_Event):
 
     type: Literal["dealer_confirm"] = "dealer_confirm"
     step: Annotated[str, Field(min_length=1, max_length=16, pattern=r"^[A-Z_]+$")]
+    round_id: Id | None = _round_id()
+    command_id: Id | None = _command_id()
 
 
 class CardExposed(_Event):
@@ -143,6 +188,8 @@ class CardExposed(_Event):
 
     type: Literal["card_exposed"] = "card_exposed"
     position: Annotated[str, Field(min_length=1, max_length=16, pattern=r"^[A-Z0-9.]+$")]
+    round_id: Id | None = _round_id()
+    command_id: Id | None = _command_id()
 
 
 class ResultDelivered(_Event):
@@ -156,12 +203,18 @@ class ResultDelivered(_Event):
 Event = Annotated[
     Union[OpenRound, PlaceBet, CloseBetting, ScanRead, ReadFailed, LinkDown, LinkUp, SupervisorVoid,
           PlayerDecision, DecisionTimeout, PlayerAction, ActionTimeout, DealerConfirm, CardExposed,
-          ResultDelivered],
+          ResultDelivered, SecurityEvent],
     Field(discriminator="type"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 
-#: What dealer stations, players and supervisors may send on ``.../actions``.
+#: Every command a client may send (``dealer.roles`` says which role sends which, on which topic).
 Action = Annotated[Union[PlaceBet, PlayerDecision, PlayerAction, DealerConfirm, CardExposed, CloseBetting,
                          SupervisorVoid], Field(discriminator="type")]
 ACTION_ADAPTER: TypeAdapter[Action] = TypeAdapter(Action)
+#: What the player platform sends on ``.../actions``.
+PlayerCommand = Annotated[Union[PlaceBet, PlayerDecision, PlayerAction], Field(discriminator="type")]
+PLAYER_COMMAND_ADAPTER: TypeAdapter[PlayerCommand] = TypeAdapter(PlayerCommand)
+#: What a dealer station sends on ``.../station``.
+StationCommand = Annotated[Union[CloseBetting, DealerConfirm, CardExposed], Field(discriminator="type")]
+STATION_COMMAND_ADAPTER: TypeAdapter[StationCommand] = TypeAdapter(StationCommand)

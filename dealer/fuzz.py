@@ -12,13 +12,13 @@ The contract checked for every input of every target:
 * **no crash**: a parser may only refuse an input with its documented exception
   (:class:`~drivers.frames.FrameError`, pydantic ``ValidationError``,
   :class:`~dealer.config.ConfigError`, ``ValueError`` from ``json``); the stream decoder,
-  the MQTT scanner ingest and the service's action handler may not raise at all;
+  the MQTT scanner ingest and the service's command handler may not raise at all;
 * **every rejection carries a reason**: a non-empty message (and, for frames, a reason
-  category; for the service, a bad-message report and a published ``rejected`` event);
+  category; for the service, one refusal and a published ``rejected`` event);
 * **no hang**: each call is timed; one taking longer than ``slow_s`` (1 s) is reported;
 * a few cheap oracles: an accepted message re-validates from its own JSON, a decoded frame
   re-encodes to the same bytes, the stream decoder's output does not depend on how the
-  bytes were chunked, a malformed action changes no table, a frame without a valid MAC
+  bytes were chunked, a refused command changes no table, a frame without a valid MAC
   at an authenticating reader becomes one ``FORGED`` input that changes no session state,
   a configuration ``load_settings`` accepts builds the service's tables.
 
@@ -418,7 +418,9 @@ def _play_round(game: str, seed: int, *, link_cut: bool = False, void: bool = Fa
     table = Table(settings.tables[0].rules())
     game_obj = table.rules.game
     effects: list[Any] = []
-    events: list[Any] = [OpenRound(round_id="T1-000001", at=1_700_000_000_000, betting_closes_at=1_700_000_015_000)]
+    draw = random.Random(f"draw-{seed}").randbytes(32).hex()  # the round's secret draw (seeded: reproducible)
+    events: list[Any] = [OpenRound(round_id="T1-000001", at=1_700_000_000_000, betting_closes_at=1_700_000_015_000,
+                                   draw=draw)]
     seats = game_obj.seat_count
     for k, player in enumerate(("p1", "p2", "p3")):
         for bet_type in game_obj.bet_types:
@@ -511,22 +513,31 @@ def corpus() -> Corpus:
                     c.frames.append(signed)
                     c.frame_lines.append(encode_frame(signed))
     c.scanner = [json.loads(ScannerMessage.of(f).model_dump_json()) for f in c.frames[::3]]
-    actions = [
-        PlaceBet(bet_id="b1", player_id="p1", bet_type="player_a", stake="10.00"),
-        PlaceBet(bet_id="bet-2.x:y", player_id="player_7", bet_type="tie", stake="5"),
-        PlaceBet(bet_id="b3", player_id="p2", bet_type="ante", stake="25", seat=3),
+    rid = "T1-000001"
+    actions = [  # commands as they come on the wire (command id, round, turn), and a few without (refused there)
+        PlaceBet(bet_id="b1", player_id="p1", bet_type="player_a", stake="10.00", round_id=rid, command_id="b1"),
+        PlaceBet(bet_id="bet-2.x:y", player_id="player_7", bet_type="tie", stake="5", round_id=rid,
+                 command_id="player_7-0123456789ab"),
+        PlaceBet(bet_id="b3", player_id="p2", bet_type="ante", stake="25", seat=3, round_id="T2-000001",
+                 command_id="c:3"),
         PlaceBet(bet_id="b4", player_id="p3", bet_type="pair_plus", stake="1.50", seat=7, at=17),
-        PlayerDecision(player_id="p1", action="PLAY"), PlayerDecision(player_id="p2", action="FOLD"),
-        CloseBetting(), CloseBetting(by="timer"), SupervisorVoid(supervisor="sup", reason="misdeal"),
-        PlaceBet(bet_id="s1", player_id="p4", bet_type="chips", stake="50.00", seat=2, round_id="T1-000001"),
-        PlayerAction(player_id="p1", action="BRING_IN", amount="0.50"),
-        PlayerAction(player_id="p2", action="RAISE", amount="2.00", round_id="T1-000001"),
-        PlayerAction(player_id="p3", action="CALL"), PlayerAction(player_id="p4", action="ALL_IN"),
-        DealerConfirm(step="SHUFFLE"), DealerConfirm(step="WASH"), CardExposed(position="P3.7"),
+        PlayerDecision(player_id="p1", action="PLAY", round_id="T2-000001", command_id="p1-d1"),
+        PlayerDecision(player_id="p2", action="FOLD"),
+        CloseBetting(round_id=rid, command_id="station-1"), CloseBetting(by="timer"),
+        SupervisorVoid(supervisor="sup", reason="misdeal", round_id=rid, command_id="v-1", issued_at=1767261690000,
+                       signature="0123456789abcdef" * 4),
+        PlaceBet(bet_id="s1", player_id="p4", bet_type="chips", stake="50.00", seat=2, round_id="T1-000001",
+                 command_id="s1"),
+        PlayerAction(player_id="p1", action="BRING_IN", amount="0.50", round_id=rid, turn=1, command_id="a-1"),
+        PlayerAction(player_id="p2", action="RAISE", amount="2.00", round_id="T1-000001", turn=3, command_id="a.2"),
+        PlayerAction(player_id="p3", action="CALL", reserve=True, round_id=rid, command_id="a-3"),
+        PlayerAction(player_id="p4", action="ALL_IN"),
+        DealerConfirm(step="SHUFFLE", round_id=rid, command_id="station-2"), DealerConfirm(step="WASH"),
+        CardExposed(position="P3.7", round_id=rid, command_id="station-3"),
     ]
     c.actions = [json.loads(ACTION_ADAPTER.dump_json(a)) for a in actions]
     events = actions + [
-        OpenRound(round_id="T1-000001", at=5, betting_closes_at=15_005),
+        OpenRound(round_id="T1-000001", at=5, betting_closes_at=15_005, draw="0f" * 32),
         ScanRead(reader="SC1", code="AS", seq=4, at=9), ScanRead(reader="SC1", code="01G", at=9),
         ReadFailed(reader="SC1", reason="corrupt_frame", detail="bad CRC", at=10),
         LinkDown(link="scanner:SC1", reason="heartbeat timeout"), LinkUp(link="broker"), DecisionTimeout(at=3),
@@ -1140,24 +1151,33 @@ def _table_state(table: Any) -> tuple[Any, ...]:
 
 
 class ServiceActionsTarget(_JsonTarget):
-    """``Service._on_action`` with a real Service (LocalBus, journal in a temp folder): it may not
-    raise; a malformed action changes no table and is reported (bad-message metric and a
-    published ``rejected`` event with the reason); a valid one is queued unchanged, and the
-    core handles it without raising (a refusal carries a reason)."""
+    """``Service._on_command`` (``_on_action`` is its old name) with a real Service (LocalBus,
+    journal in a temp folder), fed on every command topic: it may not raise and changes no
+    table directly. What ``dealer.roles`` and the schema refuse (another role's command, a
+    command without its ``command_id``, ``round_id`` or ``turn``, an unsigned supervisor's
+    command, a malformed one, an unknown table) is refused once with a reason and answered
+    with one published ``rejected`` event; what they accept is queued unchanged, reads back
+    from its own JSON (as the journal will), and the core, command-id check included (a
+    repeat answered again, a reused id refused), handles it without raising (a refusal
+    carries a reason). Inputs are addressed like a real client's: a fresh ``command_id``,
+    the table's round, its role's topic, and sometimes an exact repeat of a recent command."""
 
     name = "service_actions"
 
     def setup(self, seed: int) -> None:
         super().setup(seed)
-        from dealer import topics
+        from dealer import ingress, roles, topics
         from dealer.config import load_settings
         from dealer.events import (
             ACTION_ADAPTER,
+            EVENT_ADAPTER,
             CloseBetting,
             OpenRound,
             PlaceBet,
             ScanRead,
         )
+        from dealer.games.matgo import AI_PLAYER
+        from dealer.journal import Batch
         from dealer.messages import RoundEvent
         from dealer.round import ACTIVE
         from dealer.service import Service
@@ -1166,6 +1186,8 @@ class ServiceActionsTarget(_JsonTarget):
 
         self.allowed = ()
         self.topics, self.adapter, self.RoundEvent, self.Table, self.ACTIVE = topics, ACTION_ADAPTER, RoundEvent, Table, ACTIVE
+        self.roles, self.event_adapter, self.Batch, self.ai_player = roles, EVENT_ADAPTER, Batch, AI_PLAYER
+        self.max_bytes = ingress.MAX_COMMAND_BYTES
         self.ev = {"open": OpenRound, "bet": PlaceBet, "close": CloseBetting, "scan": ScanRead}
         self._tmp = tempfile.TemporaryDirectory(prefix="dealer-fuzz-")
         settings = load_settings(
@@ -1177,18 +1199,21 @@ class ServiceActionsTarget(_JsonTarget):
                      "scanner": {"kind": "mqtt", "reader_id": "SC2"}}])
         self.loop = asyncio.new_event_loop()
         self.svc = Service(settings, bus=LocalBus(), broker_link=False)
-        self.bad: list[tuple[str, str]] = []
+        self.refusals: list[Any] = []
         self.published: list[tuple[str, Any]] = []
-        original = self.svc._on_bad_message
+        self.core_error: BaseException | None = None
+        original = self.svc._refused
 
-        def on_bad(kind: str, reason: str) -> None:
-            self.bad.append((kind, reason))
-            original(kind, reason)
+        def refused(r: Any, at: int) -> None:
+            self.refusals.append(r)
+            original(r, at)
 
-        self.svc._on_bad_message = on_bad  # type: ignore[method-assign]
+        self.svc._refused = refused  # type: ignore[method-assign]
         self.svc.add_observer(lambda kind, msg: self.published.append((kind, msg)))
         self.since_reset, self.reset_every = 0, 0
         self.players = ("p1", "p2", "p3", "p4")
+        self.recent: list[tuple[str, bytes]] = []  # commands sent lately, to send one again exactly
+        self.recent_ids: list[str] = []  # and their ids, to use one again for another command
         self.service_seeds = self._action_seeds()
         own = {"T1": {"player_a", "tie", "pair_plus_a", "six_card_bonus"}, "T2": {"ante", "pair_plus"}}
         self.table_seeds = {tid: [d for d in self.service_seeds if d.get("bet_type", next(iter(types))) in types]
@@ -1203,8 +1228,14 @@ class ServiceActionsTarget(_JsonTarget):
                     seeds.append({"type": "place_bet", "bet_id": f"{p}-{bet_type}-{stake}", "player_id": p,
                                   "bet_type": bet_type, "stake": stake, "seat": seat})
             seeds += [{"type": "player_decision", "player_id": p, "action": a} for a in ("PLAY", "FOLD", "RAISE")]
-        seeds += [{"type": "close_betting", "by": b} for b in ("dealer", "timer", "supervisor")]
+        seeds += [{"type": "close_betting", "by": b} for b in ("dealer", "dealer", "timer", "supervisor")]
+        seeds += [{"type": "dealer_confirm", "step": s} for s in ("SHUFFLE", "WASH")]
+        seeds.append({"type": "card_exposed", "position": "P3.7"})
         seeds.append({"type": "supervisor_void", "supervisor": "sup", "reason": "misdeal"})
+        # a supervisor's command as a pit-boss console signs it (no supervisor key is configured here)
+        seeds.append({"type": "supervisor_void", "command_id": "c-1", "supervisor": "sup-ana", "table_id": "T1",
+                      "round_id": "T1-000001", "issued_at": 1767261690000, "reason": "shoe jammed",
+                      "signature": "0" * 64})
         return seeds
 
     def close(self) -> None:
@@ -1220,37 +1251,111 @@ class ServiceActionsTarget(_JsonTarget):
     def own_seeds(self) -> list[dict[str, Any]]:
         return self.corpus.actions
 
+    def _address(self, doc: dict[str, Any], tid: str, rng: random.Random) -> dict[str, Any]:
+        """Name the command as a client does: a fresh id, the table's round, the turn; now and
+        then an id used before (a reused id), another round, or nothing (refused)."""
+        table = self.svc.tables.get(tid)
+        cur = table.current if table is not None else None
+        r = rng.random()
+        if r < 0.85 or not self.recent_ids:
+            doc["command_id"] = f"fz-{rng.getrandbits(48):012x}"
+            self.recent_ids = (self.recent_ids + [doc["command_id"]])[-20:]
+        elif r < 0.95:
+            doc["command_id"] = rng.choice(self.recent_ids)
+        else:
+            doc.pop("command_id", None)
+        r = rng.random()
+        if r < 0.9 and cur is not None:
+            doc["round_id"] = cur.round_id
+        elif r < 0.95:
+            doc["round_id"] = f"{tid}-00000{rng.randrange(10)}"
+        else:
+            doc.pop("round_id", None)
+        if doc.get("type") == "player_action" and not doc.get("reserve") and rng.random() < 0.9:
+            doc["turn"] = cur.turn if cur is not None and getattr(cur, "turn", None) else rng.randint(1, 5)
+        return doc
+
+    def _topic_for(self, doc: dict[str, Any], tid: str, rng: random.Random) -> str:
+        """Mostly the topic of the command's role; sometimes another role's (refused)."""
+        role = self.roles.SENDER.get(str(doc.get("type")), self.roles.Role.PLAYER_PLATFORM)
+        if rng.random() < 0.1:
+            role = rng.choice((self.roles.Role.PLAYER_PLATFORM, self.roles.Role.STATION, self.roles.Role.SUPERVISOR))
+        return self.roles.command_topic(role, tid)
+
     def generate(self, rng: random.Random) -> tuple[str, bytes]:
         r = rng.random()
-        topic = self.topics.actions(rng.choice(("T1", "T2")))
+        tid = rng.choice(("T1", "T2"))
+        topic = self.topics.table_topic(tid, rng.choice(("actions", "station", "supervisor")))
         if r < 0.05:
-            topic = rng.choice(("", "studio/v1/tables/T3/actions", "studio/v1/tables", self.topics.actions("T1") + "/x",
-                                "studio/v2/tables/T1/actions", _unicode_text(rng)))
-        if r < 0.45:  # mostly what the table's phase expects, so valid actions get past the schema and the core
-            tid = self.topics.table_of(topic) or ""
+            topic = rng.choice(("", "studio/v1/tables/T3/actions", "studio/v1/tables/T3/station", "studio/v1/tables",
+                                self.topics.actions("T1") + "/x", self.topics.scanner("T1"), self.topics.events("T2"),
+                                "studio/v2/tables/T1/station", _unicode_text(rng)))
+        elif r < 0.10 and self.recent:  # a command delivered again (QoS 1), or retried by its sender
+            return rng.choice(self.recent)
+        if r < 0.50:  # mostly what the table's phase expects, so valid commands get past the ingress and the core
             table = self.svc.tables.get(tid)
             phase = table.current.phase if table is not None and table.current is not None else None
             seeds = self.table_seeds.get(tid, self.service_seeds)
             if phase == "BETTING_OPEN" and rng.random() < 0.9:
-                seeds = [d for d in seeds if d["type"] == "place_bet"]
+                seeds = [d for d in seeds if d["type"] in ("place_bet", "close_betting")]
             elif phase == "DECISION" and rng.random() < 0.8:
                 seeds = [d for d in seeds if d["type"] == "player_decision"]
             doc = dict(rng.choice(seeds if rng.random() < 0.8 else self.service_seeds))
             if "bet_id" in doc:
                 doc["bet_id"] += f"-{rng.randrange(1000)}"
-            if rng.random() < 0.35:
+            doc = self._address(doc, tid, rng)
+            if r >= 0.05:
+                topic = self._topic_for(doc, tid, rng)
+            if rng.random() < 0.3:
                 doc = mutate_tree(doc, rng, self.corpus.keys, self.corpus.strings)
-            return topic, encode_text(dump_json(doc))[:_MAX_INPUT]
-        return topic, super().generate(rng)
+            inp = (topic, encode_text(dump_json(doc))[:_MAX_INPUT])
+            self.recent = (self.recent + [inp])[-20:]
+            return inp
+        data = super().generate(rng)
+        named = re.search(rb'"type" ?: ?"([a-z_]{1,32})"', data[:4096])
+        if r >= 0.05 and named is not None and rng.random() < 0.7:  # a damaged command, mostly on its role's topic
+            topic = self._topic_for({"type": named.group(1).decode()}, tid, rng)
+        return topic, data
 
     def from_bytes(self, data: bytes) -> tuple[str, bytes]:
-        return self.topics.actions("T1" if len(data) % 2 else "T2"), data
+        leaf = ("actions", "station", "supervisor")[len(data) % 3]
+        return self.topics.table_topic("T1" if len(data) % 2 else "T2", leaf), data
 
     def to_bytes(self, inp: Any) -> bytes:
         return inp[1]
 
     def check(self, inp: tuple[str, bytes]) -> bool:
         return self.loop.run_until_complete(self._check(inp))
+
+    def _expected(self, topic: str, payload: bytes) -> Any | None:
+        """The event the rules make of this command, or None when they refuse it: judged from
+        ``dealer.roles`` and the schema, not by the ingress under test."""
+        where = self.roles.role_of_topic(topic)
+        if where is None or where[0] not in self.svc.tables or len(payload) > self.max_bytes:
+            return None
+        tid, role = where
+        try:
+            ev = self.adapter.validate_python(json.loads(payload))
+        except (ValueError, RecursionError, *self.validation_error):
+            return None
+        if ev.type not in self.roles.COMMANDS[role] or role is self.roles.Role.SUPERVISOR:
+            return None  # another role's command; no supervisor key is configured here
+        if not getattr(ev, "command_id", None) or not getattr(ev, "round_id", None):
+            return None
+        if ev.type == "player_action" and ev.turn is None and not ev.reserve:
+            return None
+        if getattr(ev, "player_id", None) == self.ai_player or (ev.type == "close_betting" and ev.by != "dealer"):
+            return None
+        return ev
+
+    def _apply(self, item: Any) -> Any:
+        """The core loop's handling of one queued item; an exception of the core is re-raised
+        (the service would log it and answer "internal error")."""
+        self.core_error = None
+        step = self.svc._apply(item, self.Batch())
+        if self.core_error is not None:
+            raise self.core_error
+        return step
 
     async def _check(self, inp: tuple[str, bytes]) -> bool:
         topic, payload = inp
@@ -1260,40 +1365,58 @@ class ServiceActionsTarget(_JsonTarget):
                 t.current is None or t.current.phase not in self.ACTIVE for t in svc.tables.values()):
             self._reset()
         before = {tid: _table_state(t) for tid, t in svc.tables.items()}
-        del self.bad[:], self.published[:]
-        svc._on_action(topic, payload)
-        _need({tid: _table_state(t) for tid, t in svc.tables.items()} == before, "_on_action changed a table directly")
+        del self.refusals[:], self.published[:]
+        svc._on_command(topic, payload)
+        _need({tid: _table_state(t) for tid, t in svc.tables.items()} == before, "_on_command changed a table directly")
         queued = []
         while not svc._queue.empty():
             queued.append(svc._queue.get_nowait())
-        tid = self.topics.table_of(topic)
-        try:
-            expected = self.adapter.validate_json(payload)
-        except self.validation_error:
-            expected = None
-        if tid not in svc.tables:
-            _need(not queued, "an action for an unknown table was queued")
-            _need(len(self.bad) == 1 and bool(self.bad[0][1].strip()), "an action for an unknown table not reported")
-            return False
+        commands = [i for i in queued if i.cmd is not None]
+        expected = self._expected(topic, payload)
         if expected is None:
-            _need(not queued, "a malformed action was queued")
-            _need(len(self.bad) == 1 and bool(self.bad[0][1].strip()), "a malformed action was not reported with a reason")
+            _need(not commands, "a command the rules refuse was queued")
+            _need(len(self.refusals) == 1 and bool(self.refusals[0].reason.strip()) and bool(self.refusals[0].kind),
+                  "a refused command was not refused once with a reason")
+            refusal = self.refusals[0]
             rejected = [m for k, m in self.published if isinstance(m, self.RoundEvent) and m.event == "rejected"]
-            _need(len(rejected) == 1 and bool(str(rejected[0].data.get("reason", "")).strip()),
-                  "a malformed action did not publish one rejected event with a reason")
+            if refusal.table_id is None:
+                _need(self.roles.role_of_topic(topic) is None or self.topics.table_of(topic) not in svc.tables,
+                      "a command for a known table was refused as for no table")
+                _need(not rejected, "a rejected event was published for an unknown table")
+            else:
+                _need(len(rejected) == 1 and bool(str(rejected[0].data.get("reason", "")).strip()),
+                      "a refused command did not publish one rejected event with a reason")
+            _need(all(i.cmd is None and refusal.security for i in queued), "a refusal queued something else than "
+                  "its security event", key="refusal queued")
+            for item in queued:  # the security event: journaled and alerted, changes no round
+                step = self._apply(item)
+                _need(step.accepted and step.journal, "a security event was not journaled")
+                svc._release(item, step)
             await asyncio.sleep(0)
             return False
-        _need(not self.bad, f"a valid action was reported as bad: {self.bad}")
-        _need(len(queued) == 1, f"a valid action queued {len(queued)} events")
+        _need(not self.refusals, f"a command the rules accept was refused: {self.refusals[:1]}",
+              key="a command the rules accept was refused")
+        _need(len(queued) == 1, f"a valid command queued {len(queued)} events")
         item = queued[0]
-        _need(item.table_id == tid and item.event == expected.model_copy(update={"at": item.event.at}),
-              "the queued event differs from the action")
+        _need(item.table_id == self.topics.table_of(topic) and item.event == expected.model_copy(update={"at": item.event.at}),
+              "the queued event differs from the command")
+        try:  # the journal keeps it as JSON and replays it from there
+            again = self.event_adapter.validate_json(item.event.model_dump_json())
+        except self.validation_error as exc:
+            raise Violation(f"an accepted command does not read back from its own JSON: {exc}"[:_MSG_LIMIT],
+                            key="accepted command does not read back") from None
+        _need(again == item.event, "an accepted command reads back different from its own JSON")
         item.future = None
-        step = svc.tables[tid].handle(item.event)
+        del self.refusals[:]
+        step = self._apply(item)
         if not step.accepted:
             rej = step.rejection
-            _need(rej is not None and bool(rej.reason.strip()), "a refused action without a reason")
+            _need((rej is not None and bool(rej.reason.strip()))
+                  or (len(self.refusals) == 1 and bool(self.refusals[0].reason.strip())), "a refused command without a reason")
         svc._release(item, step)
+        while not svc._queue.empty():  # a refusal in the core loop (a reused id) may queue its security event
+            extra = svc._queue.get_nowait()
+            svc._release(extra, self._apply(extra))
         await asyncio.sleep(0)  # let the publishes of this step run
         return bool(step.accepted)
 
@@ -1304,6 +1427,7 @@ class ServiceActionsTarget(_JsonTarget):
         for tid in svc.tables:
             table = self.Table(svc.configs[tid].rules())
             svc.tables[tid] = table
+            self._guard(table)
             self._drive(table, self.ev["open"](round_id=f"{tid}-000001", at=1))
             r = rng.random()
             if r < 0.6:
@@ -1320,6 +1444,20 @@ class ServiceActionsTarget(_JsonTarget):
             n = len(plan) if deciding else rng.randrange(len(plan))
             for i, code in enumerate(rng.sample(sorted(game.deck), len(plan))[:n]):
                 self._drive(table, self.ev["scan"](reader="R", code=code, seq=i + 1, at=4 + i))
+
+    def _guard(self, table: Any) -> None:
+        """Remember an exception of ``table.handle``: the service's core loop turns one into an
+        "internal error" refusal, which would hide it from the fuzzer."""
+        inner = table.handle
+
+        def handle(ev: Any) -> Any:
+            try:
+                return inner(ev)
+            except Exception as exc:
+                self.core_error = exc
+                raise
+
+        table.handle = handle
 
     @staticmethod
     def _drive(table: Any, ev: Any) -> None:

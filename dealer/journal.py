@@ -10,18 +10,40 @@ The events table is **append-only** (triggers refuse UPDATE and DELETE) and
 **hash-chained**: each row stores the SHA-256 of the previous row's hash and its own
 content, so ``dealer audit verify`` finds the first row that was altered, removed or
 inserted out of order (:func:`verify_chain`).
+
+**Scanner replay state** (``reader_state``): per signed reader, the boot counter and sequence
+number of its last accepted frame, the fingerprint of the key that verified it and the MAC
+of its last scan result (:class:`~drivers.frames.ReaderState`), so that after a restart a
+recorded frame of an earlier boot, or an old seq of this boot, is still a replay
+(docs/scanner-protocol.md §6.5). It is a small *mutable* table, one row per reader,
+upserted in the same transaction as the batch that holds the reads of the frames it
+covers. It is not derived from the events because most frames that move it journal no
+event at all (BOOT frames, heartbeats, scan results while no card is expected, and ScanRead
+carries no boot counter), and it is not written as events because that would add a chained
+row per frame for a value of which only the latest copy matters. It sits outside the hash
+chain (``verify_chain`` and ``dealer audit verify`` are unchanged): rolling a row back
+would reopen the restart window it closes, and needs write access to the journal file,
+which has to be protected for the events' sake anyway.
+
+Crash safety: the service hands a reader's new state to the group commit that takes the
+frame's read (or to an earlier one, never a later one). A frame whose read was not committed
+before a crash may therefore be accepted again afterwards: its read never registered, so it
+registers once. A frame whose read was committed is refused as a replay after the restart.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dealer.commands import StoredCommand
 from dealer.events import EVENT_ADAPTER, Event
+from drivers.frames import ReaderState
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
@@ -39,6 +61,21 @@ CREATE TRIGGER IF NOT EXISTS events_no_update BEFORE UPDATE ON events
     BEGIN SELECT RAISE(ABORT, 'the journal is append-only'); END;
 CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events
     BEGIN SELECT RAISE(ABORT, 'the journal is append-only'); END;
+CREATE TABLE IF NOT EXISTS commands (  -- accepted command ids, kept forever (dealer/commands.py)
+    table_id TEXT NOT NULL,
+    command_id TEXT NOT NULL,
+    round_id TEXT,
+    type TEXT NOT NULL,
+    role TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    answer TEXT NOT NULL,
+    event_id INTEGER NOT NULL,  -- the journal row of the command
+    PRIMARY KEY (table_id, role, command_id)  -- one role cannot squat another's ids
+);
+CREATE TRIGGER IF NOT EXISTS commands_no_update BEFORE UPDATE ON commands
+    BEGIN SELECT RAISE(ABORT, 'command ids are append-only'); END;
+CREATE TRIGGER IF NOT EXISTS commands_no_delete BEFORE DELETE ON commands
+    BEGIN SELECT RAISE(ABORT, 'command ids are append-only'); END;
 CREATE TABLE IF NOT EXISTS outbox (
     id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: an id names one result forever
     key TEXT NOT NULL UNIQUE,
@@ -46,6 +83,14 @@ CREATE TABLE IF NOT EXISTS outbox (
     payload BLOB NOT NULL,
     table_id TEXT NOT NULL,
     round_id TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS reader_state (  -- mutable: the latest accepted boot/seq per signed reader
+    reader TEXT PRIMARY KEY,
+    boot INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    key TEXT NOT NULL,           -- fingerprint of the key that verified the reader's last signed frame
+    mac TEXT,                    -- MAC of the last scan result, when its seq is `seq`
+    updated_at INTEGER NOT NULL  -- server wall clock at commit, epoch ms
 );
 """
 
@@ -92,14 +137,18 @@ class OutboxRow:
 
 @dataclass(slots=True)
 class Batch:
-    """What one group commit writes: journal rows, new outbox rows, delivered outbox ids."""
+    """What one group commit writes: journal rows, new outbox rows, delivered outbox ids, and
+    the accepted command ids (each with the index of its event in ``events``), and the latest
+    state of signed scanner readers (one per reader; a later one replaces it)."""
 
     events: list[tuple[str, str | None, Event]] = field(default_factory=list)
     outbox: list[tuple[str, str, bytes, str, str]] = field(default_factory=list)  # key, topic, payload, table, round
     delivered: list[int] = field(default_factory=list)
+    commands: list[tuple[StoredCommand, int]] = field(default_factory=list)
+    readers: list[ReaderState] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.events or self.outbox or self.delivered)
+        return bool(self.events or self.outbox or self.delivered or self.commands or self.readers)
 
 
 class Journal:
@@ -118,6 +167,7 @@ class Journal:
             raise RuntimeError(f"journal {self.path} predates the hash chain; archive it and start a new one")
         self._db.executescript(_SCHEMA)
         self._checkpointer: sqlite3.Connection | None = None
+        self._reader: sqlite3.Connection | None = None
         last = self._db.execute("SELECT id, hash FROM events ORDER BY id DESC LIMIT 1").fetchone()
         self._last_id, self._last_hash = (int(last[0]), str(last[1])) if last else (0, GENESIS)
 
@@ -150,6 +200,16 @@ class Journal:
                 if cur.rowcount:
                     new_rows.append(OutboxRow(int(cur.lastrowid or 0), key, topic, payload, table_id, round_id))
             db.executemany("DELETE FROM outbox WHERE id = ?", [(i,) for i in batch.delivered])
+            db.executemany(
+                "INSERT INTO commands (table_id, command_id, round_id, type, role, digest, answer, event_id) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                [(c.table_id, c.command_id, c.round_id, c.type, c.role, c.digest,
+                  json.dumps(c.answer, sort_keys=True), rows[i][0]) for c, i in batch.commands])
+            db.executemany(
+                "INSERT INTO reader_state (reader, boot, seq, key, mac, updated_at) VALUES (?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (reader) DO UPDATE SET boot = excluded.boot, seq = excluded.seq, key = excluded.key, "
+                "mac = excluded.mac, updated_at = excluded.updated_at",
+                [(r.reader, r.boot, r.seq, r.key, r.mac, now) for r in batch.readers])
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
@@ -157,9 +217,33 @@ class Journal:
         self._last_id, self._last_hash = last_id, last_hash
         return new_rows
 
+    def command(self, table_id: str, role: str, command_id: str) -> StoredCommand | None:
+        """An accepted command id of a table and role, from any earlier run (a separate read
+        connection: the writer thread may be committing meanwhile)."""
+        if self._reader is None:
+            self._reader = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        row = self._reader.execute(
+            "SELECT round_id, type, role, digest, answer FROM commands WHERE table_id = ? AND role = ? "
+            "AND command_id = ?", (table_id, role, command_id)).fetchone()
+        if row is None:
+            return None
+        return StoredCommand(table_id, command_id, row[0], row[1], row[2], row[3], json.loads(row[4]))
+
     def pending(self) -> list[OutboxRow]:
         cur = self._db.execute("SELECT id, key, topic, payload, table_id, round_id FROM outbox ORDER BY id")
         return [OutboxRow(i, k, t, bytes(p), tb, r) for i, k, t, p, tb, r in cur]
+
+    def reader_states(self) -> dict[str, ReaderState]:
+        """The last committed state of every signed reader (to restore its session at start-up).
+        Raises ValueError naming the reader for a row that is not a valid state."""
+        out: dict[str, ReaderState] = {}
+        for reader, boot, seq, key, mac in self._db.execute(
+                "SELECT reader, boot, seq, key, mac FROM reader_state ORDER BY reader"):
+            try:
+                out[reader] = ReaderState(reader, boot, seq, key, mac)
+            except ValueError as exc:
+                raise ValueError(f"journal {self.path}: table reader_state is damaged: {exc}") from None
+        return out
 
     def replay(self, table_id: str) -> Iterator[Event]:
         """The events needed to rebuild a table: from the oldest round not yet delivered
@@ -221,4 +305,6 @@ class Journal:
     def close(self) -> None:
         if self._checkpointer is not None:
             self._checkpointer.close()
+        if self._reader is not None:
+            self._reader.close()
         self._db.close()

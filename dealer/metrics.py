@@ -47,6 +47,21 @@ class Metrics:
                                           "Messages that would have shown a hidden card to their audience, by kind "
                                           "(event, prompt, player: withheld; result: delivered anyway, logged as "
                                           "an error)", ["kind"], registry=r)
+        self.commands_refused = Counter("dealer_commands_refused", "Commands refused at the edge, by the role of the "
+                                        "topic they came on and why: malformed, wrong_role, missing_command_id, "
+                                        "missing_round_id, missing_turn, bad_signature, stale, reused_command_id ...",
+                                        ["table", "role", "reason"], registry=r)
+        self.command_repeats = Counter("dealer_command_repeats", "Commands whose id was already accepted: answered "
+                                       "again, not applied again", ["table", "role"], registry=r)
+        self.security_events = Counter("dealer_security_events", "Inputs refused for a security reason (journaled "
+                                       "and alerted): bad or missing signature, unknown supervisor, stale, reused "
+                                       "command id, another role's command", ["table", "kind"], registry=r)
+        self.security_events_unjournaled = Counter(
+            "dealer_security_events_unjournaled", "Security events over the journaling rate limit (a flood): "
+            "counted and logged only", ["table"], registry=r)
+        self.supervisor_key_uses = Counter("dealer_supervisor_key_uses", "Signed supervisor commands accepted, by "
+                                           "supervisor and key (1 = the first key file): during a rotation the old "
+                                           "key can go once its count stops rising", ["supervisor", "key"], registry=r)
         self.publish_failures = Counter("dealer_publish_failures", "Non-durable publishes dropped while the bus was down",
                                         ["kind"], registry=r)
 

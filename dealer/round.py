@@ -140,6 +140,8 @@ class Round:
         self.rules = rules
         self.round_id = opened.round_id
         self.context = dict(opened.context)
+        #: The round's secret random draw (``OpenRound.draw``; None in rounds journaled before draws).
+        self.draw = opened.draw
         self.opened_at = opened.at
         self.betting_closes_at = opened.betting_closes_at
         self.closed_at: int | None = None
@@ -294,7 +296,7 @@ class Round:
             chips[bet.player_id] = chips.get(bet.player_id, Decimal(0)) + bet.stake
         m = _SEQ.search(self.round_id)
         self.hand = game.start_hand(dict(sorted(self.seat_owner.items())), chips, int(m.group(1)) if m else 1,
-                                    self.rules.minor_unit, self.context)
+                                    self.rules.minor_unit, self.context, draw=self.draw)
         return Step(True, True, [closed] + self._advance_hand(ev.at))
 
     def _scan(self, ev: ScanRead) -> Step:

@@ -14,6 +14,7 @@ from pydantic import TypeAdapter
 
 from dealer.events import ACTION_ADAPTER
 from dealer.messages import PlayerMessage, RoundEvent, RoundResult, StationPrompt
+from dealer.signing import SUPERVISOR_COMMAND_ADAPTER
 from drivers.scanner_json import ScannerMessage
 
 SCHEMAS: dict[str, TypeAdapter[Any]] = {
@@ -23,11 +24,13 @@ SCHEMAS: dict[str, TypeAdapter[Any]] = {
     "player-message.json": TypeAdapter(PlayerMessage),
     "action.json": ACTION_ADAPTER,
     "scanner-message.json": TypeAdapter(ScannerMessage),
+    "supervisor-command.json": SUPERVISOR_COMMAND_ADAPTER,
 }
+_INBOUND = {"action.json", "scanner-message.json", "supervisor-command.json"}  # validation-mode schemas
 
 
 def render(name: str) -> str:
-    schema = SCHEMAS[name].json_schema(mode="serialization" if name != "action.json" and name != "scanner-message.json" else "validation")
+    schema = SCHEMAS[name].json_schema(mode="validation" if name in _INBOUND else "serialization")
     schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": f"studio/v1/{name}", **schema}
     return json.dumps(schema, indent=2, sort_keys=True) + "\n"
 

@@ -9,12 +9,17 @@ restart loop). The rules:
   point the backend at another broker or change the pay tables);
 * a password written in the config file requires the file not to be readable by others
   (better: use ``[mqtt].password_file`` or ``DEALER_MQTT__PASSWORD``);
-* secrets (``password_file``, the TLS ``key_file``, scanner HMAC key files) must be
-  readable by the backend and by nobody else: no group or other permission bits;
+* secrets (``password_file``, the TLS ``key_file``, scanner HMAC key files, supervisor
+  signing key files) must be readable by the backend and by nobody else: no group or
+  other permission bits; and no key file may belong to two scanners or supervisors (a
+  shared key cannot tell who signed);
 * every TLS file named must exist and be readable, and TLS files only make sense with
   ``mqtts://``;
 * plain ``mqtt://`` is allowed only to a loopback address, unless
-  ``[mqtt].allow_insecure = true``.
+  ``[mqtt].allow_insecure = true``;
+* a scanner with HMAC keys must sign every frame: ``require_mac = false`` next to
+  ``hmac_key_files`` is refused (unsigned frames would pass, so the keys would protect
+  nothing), and so is ``require_mac = true`` without keys (every frame would be refused).
 """
 
 from __future__ import annotations
@@ -147,10 +152,29 @@ def check_deployment(settings: Settings, config_path: str | Path | None) -> list
                                     "in clear text. Use mqtts:// (with mqtt.ca_file), or set "
                                     "mqtt.allow_insecure = true to accept that")
 
-    # --- scanner HMAC keys ---
+    # --- scanner HMAC keys and supervisor signing keys ---
+    owners: dict[Path, list[str]] = {}
     for tc in settings.tables:
-        for key_file in tc.scanner.hmac_key_files:
-            problems += _check_secret(Path(key_file), f"table {tc.id} scanner {tc.scanner.reader_id} HMAC key file")
+        sc = tc.scanner
+        for key_file in sc.hmac_key_files:
+            problems += _check_secret(Path(key_file), f"table {tc.id} scanner {sc.reader_id} HMAC key file")
+            owners.setdefault(Path(key_file), []).append(f"scanner {sc.reader_id}")
+        if sc.hmac_key_files and sc.require_mac is False:
+            problems.append(f"table {tc.id} scanner {sc.reader_id}: require_mac = false although hmac_key_files is "
+                            "set: a reader with keys must sign every frame, otherwise anyone who can write its line "
+                            "or topic sends unsigned frames and the keys protect nothing. Remove require_mac (keys "
+                            "imply it) or set it to true")
+        elif not sc.hmac_key_files and sc.require_mac:
+            problems.append(f"table {tc.id} scanner {sc.reader_id}: require_mac = true without hmac_key_files: "
+                            "every frame of the reader would be refused; add its key files")
+    for sup in settings.security.supervisors:
+        for key_file in sup.key_files:
+            problems += _check_secret(Path(key_file), f"supervisor {sup.id} key file")
+            owners.setdefault(Path(key_file), []).append(f"supervisor {sup.id}")
+    for path, who in owners.items():
+        if len(set(who)) > 1:  # a shared key cannot tell its holders apart
+            problems.append(f"key file {path} is shared by {' and '.join(sorted(set(who)))}: "
+                            "every scanner and every supervisor needs its own key")
     return problems
 
 

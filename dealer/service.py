@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import hashlib
 import json
 import random
 import re
+import secrets
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -27,8 +27,9 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, ValidationError
 
-from dealer import topics, visibility
+from dealer import commands, ingress, topics, visibility
 from dealer.config import ScannerConfig, Settings, TableConfig
+from dealer.draws import DRAW_BYTES, ai_seed
 from dealer.events import (
     ACTION_ADAPTER,
     ActionTimeout,
@@ -42,15 +43,20 @@ from dealer.events import (
     ReadFailed,
     ResultDelivered,
     ScanRead,
+    SecurityEvent,
 )
+from dealer.keys import supervisor_verifier
 from dealer.journal import Batch, Journal, OutboxRow
+from dealer.keys import read_hex_keys
 from dealer.messages import PlayerMessage, RoundEvent, RoundResult, StationPrompt
 from dealer.metrics import Metrics
+from dealer.ratelimit import TokenBuckets
+from dealer.roles import COMMAND_TOPIC
 from dealer.round import Phase, Rejection, Step
 from dealer.games.matgo import AI_PLAYER
 from dealer.table import BROKER, Table
 from drivers.bus import Bus, BusError
-from drivers.frames import MIN_KEY_LEN, FrameAuthenticator
+from drivers.frames import FrameAuthenticator, ReaderSession, ReaderState
 from drivers.scan import LinkStatus, ScanInput, ScanKind
 from drivers.scanner_json import MqttScannerIngest
 
@@ -58,7 +64,7 @@ log = structlog.get_logger("dealer.service")
 
 Observer = Callable[[str, Any], None]  # (kind, message): kind in event/prompt/result/rejection
 
-MAX_ACTION_BYTES = 16_384
+MAX_ACTION_BYTES = ingress.MAX_COMMAND_BYTES
 
 _ROUND_OUTCOME = {"round_result": "completed", "round_cancelled": "cancelled", "round_voided": "voided"}
 
@@ -75,26 +81,16 @@ _FAIL_REASON = {
 def scanner_authenticator(scanner: ScannerConfig) -> FrameAuthenticator | None:
     """The reader's HMAC keys from ``hmac_key_files`` (hex text), or None when it has none.
 
+    A reader with keys always has to sign: the authenticator refuses unsigned frames whatever
+    ``require_mac`` says (``false`` with keys is a deployment error, dealer.security).
     Raises ValueError naming the file for an unreadable, malformed or too short key, and
     when ``require_mac`` is set without a key (every frame would be refused)."""
-    keys: list[bytes] = []
-    for path in scanner.hmac_key_files:
-        where = f"scanner {scanner.reader_id}: HMAC key file {path}"
-        try:
-            key = bytes.fromhex(path.read_text(encoding="ascii").strip())
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ValueError(f"{where} cannot be read: {exc}") from None
-        except ValueError:
-            raise ValueError(f"{where} must hold the key as hex digits (e.g. 'openssl rand -hex 32')") from None
-        if len(key) < MIN_KEY_LEN:
-            raise ValueError(f"{where} holds a {len(key)}-byte key; at least {MIN_KEY_LEN} bytes are needed "
-                             "(32 random bytes are recommended)")
-        keys.append(key)
+    keys = read_hex_keys(scanner.hmac_key_files, f"scanner {scanner.reader_id}: HMAC key file")
     if not keys:
         if scanner.require_mac:
             raise ValueError(f"scanner {scanner.reader_id}: require_mac is set but hmac_key_files is empty")
         return None
-    return FrameAuthenticator(keys, scanner.require_mac)
+    return FrameAuthenticator(keys, require=True)
 
 
 def wall_ms() -> int:
@@ -107,6 +103,12 @@ class _Item:
     event: Event
     received_ns: int = 0
     future: asyncio.Future[Step] | None = None
+    cmd: ingress.Accepted | None = None  # a command from the wire: its id and digest
+
+
+#: Queued only to wake the core loop for a reader state that came without a read (a BOOT
+#: frame): never applied; the loop writes the pending reader states with its next batch.
+_WAKE = _Item("", LinkUp(link="reader-state"))
 
 
 @dataclass(slots=True)
@@ -126,6 +128,7 @@ class Service:
                  broker_link: bool | None = None) -> None:
         # Scanner keys first: a missing or malformed key file stops the service before it opens anything.
         self._scanner_auth = {t.id: scanner_authenticator(t.scanner) for t in settings.tables}
+        self._supervisors = supervisor_verifier(settings.security)
         self.settings = settings
         self.bus = bus
         self.journal = journal or Journal(settings.service.journal_path, fsync=settings.service.fsync)
@@ -153,12 +156,23 @@ class Service:
         self._ai_started: set[tuple[str, str | None, int]] = set()
         self._bg: list[asyncio.Task[Any]] = []
         self.ready = asyncio.Event()
+        # Signed readers' boot and seq as journaled before this start, and the newer ones that
+        # wait for the next group commit (docs/scanner-protocol.md §6.5).
+        self._saved_readers = self.journal.reader_states()
+        self._reader_states: dict[str, ReaderState] = {}
         self._scanner_ingest = MqttScannerIngest(
             {cfg.scanner.reader_id: tid for tid, cfg in self.configs.items() if cfg.scanner.kind == "mqtt"},
             on_input=self._on_scan_input, on_link=self._on_scan_link, on_bad=self._on_bad_message,
             auth={cfg.scanner.reader_id: self._scanner_auth[tid] for tid, cfg in self.configs.items()},
+            on_state=lambda tid, state: self._on_reader_state(state),
         )
+        for reader, tid in self._scanner_ingest.readers.items():
+            self._restore_reader(tid, self._scanner_ingest.session(reader))
         self._serial_links: list[Any] = []
+        self._table_ids = frozenset(self.tables)
+        self._security_budget = TokenBuckets(burst=20, per_second=0.5)
+        #: accepted command ids of this run (the journal holds every earlier one)
+        self._commands: dict[tuple[str, str, str], commands.StoredCommand] = {}
         #: When set to a list (benchmarks), every scan-to-publish latency is appended in ns.
         self.latency_samples: list[int] | None = None
 
@@ -188,8 +202,10 @@ class Service:
     def open_round(self, table_id: str) -> asyncio.Future[Step]:
         table, cfg = self.tables[table_id], self.configs[table_id]
         now = self.now_ms()
+        # The round's secret random draw, from the OS CSPRNG at the edge (the core never draws).
         return self.submit(table_id, OpenRound(round_id=table.next_round_id(), at=now, context=table.memory,
-                                               betting_closes_at=now + int(cfg.betting_seconds * 1000)))
+                                               betting_closes_at=now + int(cfg.betting_seconds * 1000),
+                                               draw=secrets.token_hex(DRAW_BYTES)))
 
     @property
     def outbox_pending(self) -> int:
@@ -206,7 +222,9 @@ class Service:
     async def start(self) -> None:
         self._replay()
         for tid in self.tables:
-            self.bus.subscribe(topics.actions(tid), self._on_action)
+            self.bus.subscribe(topics.actions(tid), self._on_command)
+            self.bus.subscribe(topics.station(tid), self._on_command)
+            self.bus.subscribe(topics.supervisor(tid), self._on_command)
             if self.configs[tid].scanner.kind == "mqtt":
                 self.bus.subscribe(topics.scanner(tid), self._scanner_ingest.handle)
         self.bus.on_connection(self._on_bus)
@@ -286,9 +304,11 @@ class Service:
             items = [await self._queue.get()]
             while not self._queue.empty() and len(items) < 1000:
                 items.append(self._queue.get_nowait())
-            batch = Batch()
+            batch = Batch(readers=self._take_reader_states())
             steps: list[tuple[_Item, Step]] = []
             for item in items:
+                if item is _WAKE:
+                    continue
                 step = self._apply(item, batch)
                 steps.append((item, step))
             new_rows: list[OutboxRow] = []
@@ -313,9 +333,39 @@ class Service:
             for tid in touched:
                 self._schedule(tid)
 
+    def _known_command(self, tid: str, role: str, command_id: str) -> commands.StoredCommand | None:
+        stored = self._commands.get((tid, role, command_id))
+        return stored if stored is not None else self.journal.command(tid, role, command_id)
+
+    def _apply_command(self, item: _Item, batch: Batch) -> Step | None:
+        """A command id seen before: the original answer again (same content) or a refusal
+        (other content). A late supervisor command that is not a repeat is refused. None: new."""
+        cmd = item.cmd
+        assert cmd is not None
+        stored = self._known_command(item.table_id, cmd.role.value, cmd.command_id)
+        if stored is not None and stored.digest == cmd.digest:
+            self.metrics.command_repeats.labels(table=item.table_id, role=cmd.role.value).inc()
+            return Step(True, False, commands.repeat_effects(stored, item.event.at))
+        if stored is not None:
+            why = (f"command id {cmd.command_id} was already used for another command ({stored.type} in round "
+                   f"{stored.answer.get('round_id')}): use a new id for a new command")
+            refusal = ingress.Refused(item.table_id, cmd.role, "reused_command_id", why, item.event.type,
+                                      cmd.command_id, getattr(item.event, "player_id", None),
+                                      getattr(item.event, "supervisor", None))
+        elif cmd.late is not None:
+            refusal = cmd.late
+        else:
+            return None
+        self._refused(refusal, item.event.at)
+        return Step(False, False, [])
+
     def _apply(self, item: _Item, batch: Batch) -> Step:
         table = self.tables[item.table_id]
         ev = item.event
+        if item.cmd is not None:
+            answered = self._apply_command(item, batch)
+            if answered is not None:
+                return answered
         try:
             step = table.handle(ev)
         except Exception as exc:  # a bug must not take the table down; the event changed nothing we journal
@@ -324,6 +374,13 @@ class Service:
         if step.journal:
             round_id = getattr(ev, "round_id", None) or (table.current.round_id if table.current else None)
             batch.events.append((item.table_id, round_id, ev))
+            if item.cmd is not None and step.accepted:
+                stored = commands.StoredCommand(item.table_id, item.cmd.command_id, round_id, ev.type,
+                                                item.cmd.role.value, item.cmd.digest, commands.answer_of(ev, step))
+                self._commands[(item.table_id, stored.role, stored.command_id)] = stored
+                if len(self._commands) > 100_000:  # bounded: the journal remembers the rest
+                    self._commands.pop(next(iter(self._commands)))
+                batch.commands.append((stored, len(batch.events) - 1))
             for eff in step.effects:
                 if isinstance(eff, RoundResult):
                     payload = eff.model_dump_json()
@@ -362,15 +419,18 @@ class Service:
                     self.metrics.rejections.labels(table=tid, type=eff.event_type).inc()
                     log.warning("event rejected", type=eff.event_type, reason=eff.reason)
                     self._notify("rejection", eff)
+                    cid = getattr(item.event, "command_id", None)
                     self._publish_soft(topics.events(tid), RoundEvent(
                         table_id=tid, round_id=None, event="rejected", at=item.event.at,
-                        data={"type": eff.event_type, "reason": eff.reason}), "event")
+                        data={"type": eff.event_type, "reason": eff.reason} | ({"command_id": cid} if cid else {})),
+                        "event")
                     player = getattr(item.event, "player_id", None)
                     if player is not None and player != AI_PLAYER:  # the player who acted hears why, on their own topic
                         self._publish_soft(topics.player(tid, player), PlayerMessage(
                             table_id=tid, round_id=self._round_id(tid), player_id=player, kind="rejected",
                             at=item.event.at, data={"type": eff.event_type, "reason": eff.reason,
-                                                    "bet_id": getattr(item.event, "bet_id", None)}), "player")
+                                                    "bet_id": getattr(item.event, "bet_id", None)}
+                            | ({"command_id": cid} if cid else {})), "player")
                     if eff.event_type == "scan_read":  # the dealer passed a card no deal expects
                         self._release_prompt(StationPrompt(table_id=tid, kind="REJECTED", reason="not_expected",
                                                            message=f"card ignored: {eff.reason}", at=item.event.at))
@@ -530,7 +590,7 @@ class Service:
         hand = rnd.hand
         game, seat = hand.engine.clone(), hand.letter[AI_PLAYER]  # type: ignore[attr-defined]
         budget = hand.o.ai_budget_ms  # type: ignore[attr-defined]
-        seed = int.from_bytes(hashlib.sha256(f"{msg.round_id}:{turn}".encode()).digest()[:8], "big")
+        seed = ai_seed(rnd.draw, msg.round_id, turn)  # from the round's secret draw: not foreseeable
 
         async def think() -> None:
             from dealer.games.matgo import move_action
@@ -576,6 +636,31 @@ class Service:
             "message": f"SUPERVISOR: a message from scanner {inp.reader} failed authentication ({inp.detail}); "
                        "it was ignored and registered no card: check the shoe and its cable"}))
 
+    def _on_reader_state(self, state: ReaderState) -> None:
+        """A signed reader's frame was accepted and moved its boot or seq. The link reports it
+        before the frame's read is queued, and the core loop takes the pending states after it
+        has taken its items, so the state is committed with that read (or earlier), never after."""
+        if not self._reader_states:
+            self._queue.put_nowait(_WAKE)  # a BOOT frame brings no read that would wake the loop
+        self._reader_states[state.reader] = state
+
+    def _take_reader_states(self) -> list[ReaderState]:
+        states, self._reader_states = self._reader_states, {}
+        return list(states.values())
+
+    def _restore_reader(self, table_id: str, session: ReaderSession) -> None:
+        """Give a signed reader's new session the boot and seq journaled before this start."""
+        state = self._saved_readers.get(session.reader)
+        if state is None or session.auth is None:
+            return
+        if session.restore(state):
+            log.info("scanner replay state restored", table_id=table_id, reader=state.reader, boot=state.boot,
+                     seq=state.seq)
+        else:
+            log.warning("scanner replay state not restored: the key that signed its last frame is no longer "
+                        "configured (re-keyed reader); its next signed frame sets the boot counter",
+                        table_id=table_id, reader=state.reader, boot=state.boot, seq=state.seq)
+
     def _on_scan_link(self, table_id: str, status: LinkStatus) -> None:
         self._set_link(table_id, f"scanner:{self.configs[table_id].scanner.reader_id}", status.up, status.reason)
 
@@ -592,42 +677,60 @@ class Service:
             heartbeat_timeout=cfg.scanner.heartbeat_timeout,
             on_input=lambda inp: self._on_scan_input(cfg.id, inp),
             on_link=lambda st: self._on_scan_link(cfg.id, st), auth=self._scanner_auth[cfg.id],
+            on_state=self._on_reader_state,
         )
+        self._restore_reader(cfg.id, link.session(cfg.scanner.reader_id))
         self._serial_links.append(link)
         await link.run()
 
-    def _on_action(self, topic: str, payload: bytes) -> None:
-        tid = topics.table_of(topic)
-        if tid is None or tid not in self.tables:
-            self._on_bad_message("actions", f"action for unknown table on {topic}")
+    def _on_command(self, topic: str, payload: bytes) -> None:
+        """A command from the player platform, a dealer station or a supervisor: judged by the
+        ingress (role, ids, signature, size); what passes goes to the core loop, where a repeat of
+        an accepted command id is answered again instead of applied twice."""
+        now = self.now_ms()
+        verdict = ingress.parse(topic, payload, tables=self._table_ids, now_ms=now, supervisors=self._supervisors)
+        if isinstance(verdict, ingress.Accepted):
+            if verdict.key_index is not None:  # key rotation: when the old key's count stops rising, retire it
+                self.metrics.supervisor_key_uses.labels(supervisor=str(getattr(verdict.event, "supervisor")),
+                                                        key=str(verdict.key_index + 1)).inc()
+            self._queue.put_nowait(_Item(verdict.table_id, verdict.event, time.monotonic_ns(), cmd=verdict))
             return
-        if len(payload) > MAX_ACTION_BYTES:  # no action is anywhere near this: refuse before parsing
-            self._on_bad_message("actions", f"action of {len(payload)} bytes exceeds {MAX_ACTION_BYTES}")
-            self._publish_soft(topics.events(tid), RoundEvent(
-                table_id=tid, event="rejected", at=self.now_ms(),
-                data={"type": "action", "reason": f"malformed action: larger than {MAX_ACTION_BYTES} bytes"}), "event")
+        self._refused(verdict, now)
+
+    _on_action = _on_command  # the player platform's topic was the only command topic once
+
+    def _refused(self, r: ingress.Refused, at: int) -> None:
+        """Count, log and answer a refused command; a security refusal is also journaled and
+        alerted (through the core loop, rate-limited per table and role)."""
+        tid = r.table_id
+        role = r.role.value if r.role is not None else "unknown"
+        self.metrics.commands_refused.labels(table=tid or "unknown", role=role, reason=r.kind).inc()
+        if r.kind in ("malformed", "too_large") and r.role is not None:
+            self.metrics.bad_messages.labels(topic_kind=COMMAND_TOPIC[r.role]).inc()
+        log.warning("command refused", table_id=tid, role=role, kind=r.kind, type=r.command_type,
+                    command_id=r.command_id, reason=r.reason[:300])
+        if tid is None:
             return
-        try:
-            action = ACTION_ADAPTER.validate_json(payload)
-        except ValidationError as exc:
-            reason = "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()[:5])
-            self._on_bad_message("actions", reason)
-            player = _player_of(payload)
-            if player is not None:
-                self._publish_soft(topics.player(tid, player), PlayerMessage(
-                    table_id=tid, round_id=self._round_id(tid), player_id=player, kind="rejected",
-                    at=self.now_ms(), data={"type": "action", "reason": f"malformed action: {reason}"}), "player")
-            self._publish_soft(topics.events(tid), RoundEvent(
-                table_id=tid, event="rejected", at=self.now_ms(),
-                data={"type": "action", "reason": f"malformed action: {reason}"}), "event")
-            return
-        if getattr(action, "player_id", None) == AI_PLAYER:  # only the backend speaks for the house AI
-            reason = f"{AI_PLAYER} is the house AI: its moves come from the backend, never from the actions topic"
-            self._on_bad_message("actions", reason)
-            self._publish_soft(topics.events(tid), RoundEvent(
-                table_id=tid, event="rejected", at=self.now_ms(), data={"type": action.type, "reason": reason}), "event")
-            return
-        self.submit(tid, action.model_copy(update={"at": self.now_ms()}))
+        data = {"type": r.command_type, "reason": r.reason, "command_id": r.command_id}
+        self._publish_soft(topics.events(tid), RoundEvent(table_id=tid, event="rejected", at=at, data=data), "event")
+        if r.player_id is not None and r.player_id not in ingress.HOUSE_PLAYERS:
+            self._publish_soft(topics.player(tid, r.player_id), PlayerMessage(
+                table_id=tid, round_id=self._round_id(tid), player_id=r.player_id, kind="rejected", at=at,
+                data=data), "player")
+        if r.security:
+            self._security_event(tid, r.kind, role, r.reason, r.command_id, r.supervisor, at)
+
+    def _security_event(self, tid: str, kind: str, role: str, detail: str, command_id: str | None,
+                        supervisor: str | None, at: int) -> None:
+        self.metrics.security_events.labels(table=tid, kind=kind).inc()
+        log.error("security event", table_id=tid, kind=kind, role=role, command_id=command_id,
+                  supervisor=supervisor, detail=detail[:300])
+        if not self._security_budget.take(tid, role, time.monotonic()):
+            self.metrics.security_events_unjournaled.labels(table=tid).inc()
+            return  # a flood: counted and logged, not one journal row per message
+        self._queue.put_nowait(_Item(tid, SecurityEvent(kind=kind, role=role, detail=detail[:300],
+                                                        command_id=(command_id or "")[:64] or None,
+                                                        supervisor=supervisor, at=at)))
 
     # -- scheduling ---------------------------------------------------------------------
 
@@ -662,7 +765,9 @@ class Service:
         if want[0] == "close":
             assert cur is not None and cur.betting_closes_at is not None
             delay = max(0, cur.betting_closes_at - self.now_ms()) / 1000
-            handle = loop.call_later(delay, self._timer_fired, tid, lambda: self.submit(tid, CloseBetting(by="timer")))
+            rid = cur.round_id
+            handle = loop.call_later(delay, self._timer_fired, tid,
+                                     lambda: self.submit(tid, CloseBetting(by="timer", round_id=rid)))
         elif want[0] == "decide":  # the deadline is journaled data, so a restart keeps it
             assert cur is not None and cur.decision_deadline is not None
             delay = max(0, cur.decision_deadline - self.now_ms()) / 1000
@@ -683,15 +788,3 @@ class Service:
     def _auto_open(self, tid: str) -> None:
         if self.tables[tid].can_open() is None and self.links[tid].ready:
             self.open_round(tid)
-
-
-def _player_of(payload: bytes) -> str | None:
-    """The player id of a malformed action, if it has a usable one (to reply to them)."""
-    try:
-        pid = json.loads(payload).get("player_id")
-    except (ValueError, AttributeError, RecursionError):
-        return None
-    return pid if isinstance(pid, str) and _PLAYER_ID.fullmatch(pid) else None
-
-
-_PLAYER_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,64}")

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import re
 
-from dealer.events import ActionTimeout, Event, LinkDown, LinkUp, OpenRound, ResultDelivered
+from dealer.events import ActionTimeout, Event, LinkDown, LinkUp, OpenRound, ResultDelivered, SecurityEvent
 from dealer.messages import PlayerMessage, RoundEvent, StationPrompt
 from dealer.round import ACTIVE, Effect, Rejection, Round, Step, TableRules
 
 _SEQ = re.compile(r"-(\d+)$")
 BROKER = "broker"  # the link players' actions come through
+#: How a command for another round is named in its refusal.
+_WHAT = {"place_bet": "bet", "player_action": "action"}
 
 
 class Table:
@@ -77,13 +79,30 @@ class Table:
             if was_down and event.link == BROKER and self.current is not None:
                 effects += self.current.resume_turn(event.at)  # players could not act while it was down
             return Step(True, was_down, effects)
+        if isinstance(event, SecurityEvent):
+            return self._security(event)
         if isinstance(event, ActionTimeout) and BROKER in self.links_down:
             return _reject(event.type, "the turn timer is paused while the broker link is down")
         if self.current is None:
             return _reject(event.type, f"no round is open at table {self.table_id}")
+        rid = getattr(event, "round_id", None)  # a command names its round: one for another round changes nothing
+        if rid is not None and rid != self.current.round_id:
+            return _reject(event.type, f"{_WHAT.get(event.type, event.type)} is for round {rid}, but round "
+                           f"{self.current.round_id} is " + ("in play" if self.in_play else self.current.phase.value))
         step = self.current.handle(event)
         self._track_result()
         return step
+
+    def _security(self, ev: SecurityEvent) -> Step:
+        """A refused input with a security reason: journaled, and the supervisor is alerted on
+        the station; the deal stays where it was."""
+        prompt = self.prompt_now(ev.at)
+        who = f" from supervisor {ev.supervisor}" if ev.supervisor else ""
+        alert = prompt.model_copy(update={
+            "kind": "ALERT", "reason": "security", "count": None,
+            "message": f"SUPERVISOR: a {ev.role} command{who} was refused ({ev.kind}: {ev.detail}); "
+                       "nothing changed at the table"})
+        return Step(True, True, [alert])
 
     def prompt_now(self, at: int) -> StationPrompt:
         if self.current is not None and self.current.phase in ACTIVE:

@@ -22,11 +22,22 @@ def prompts(table_id: str) -> str:
 
 
 def actions(table_id: str) -> str:
+    """The player platform's commands (bets, decisions, player actions)."""
     return table_topic(table_id, "actions")
 
 
 def scanner(table_id: str) -> str:
     return table_topic(table_id, "scanner")
+
+
+def station(table_id: str) -> str:
+    """The dealer station's commands (close betting, confirmations, exposed cards)."""
+    return table_topic(table_id, "station")
+
+
+def supervisor(table_id: str) -> str:
+    """Signed supervisor commands (void, table operations)."""
+    return table_topic(table_id, "supervisor")
 
 
 def player(table_id: str, player_id: str) -> str:

@@ -15,6 +15,8 @@ Four parts, none of which touches IO or a clock:
   the sequence rules (lost, repeated, restarted) that make a dropped frame visible and,
   with an authenticator, the replay rules (a signed frame from an older boot, a seq going
   backwards, an old BOOT) that make an injected frame a ``FORGED`` input instead of a card.
+  Its :class:`ReaderState` (boot, seq) is what the backend journals so that these rules
+  hold across a restart too (:meth:`ReaderSession.restore`).
 """
 
 from __future__ import annotations
@@ -285,13 +287,19 @@ class AuthFailure(NamedTuple):
     detail: str
 
 
+def key_fingerprint(key: bytes) -> str:
+    """A short public name for a key (16 hex digits of a domain-separated SHA-256): what the
+    journal stores to say which key signed a reader's last frame, never the key itself."""
+    return hashlib.sha256(b"studio.v1.scanner-key\x00" + key).hexdigest()[:16]
+
+
 class FrameAuthenticator:
-    """One reader's HMAC keys and whether it must sign (pure: no IO, no state).
+    """One reader's HMAC keys and whether it must sign (pure: no IO).
 
     A signed frame is genuine when its MAC matches under *any* of ``keys``: during a key
     rotation the backend holds the old and the new key (protocol doc, §6.4). ``verified``
     counts, per key, the frames it verified, so an operator can see when the old key has
-    stopped being used.
+    stopped being used; ``last_key`` is the index of the key that verified the latest one.
     """
 
     def __init__(self, keys: Sequence[bytes], require: bool = False) -> None:
@@ -302,8 +310,10 @@ class FrameAuthenticator:
                 raise ValueError(f"key #{i + 1} is {len(key)} bytes; at least {MIN_KEY_LEN} are "
                                  "needed (32 random bytes are recommended)")
         self.keys = [bytes(k) for k in keys]
+        self.fingerprints = [key_fingerprint(k) for k in self.keys]
         self.require = require
         self.verified = [0] * len(self.keys)
+        self.last_key: int | None = None
 
     def verify(self, frame: Frame) -> AuthFailure | None:
         """None when ``frame`` may be used (genuine, or unsigned and signing not required)."""
@@ -314,6 +324,7 @@ class FrameAuthenticator:
         for i, key in enumerate(self.keys):
             if hmac.compare_digest(compute_mac(key, frame.body, frame.boot), frame.mac):
                 self.verified[i] += 1
+                self.last_key = i
                 return None
         return AuthFailure("bad_mac", f"bad MAC: not signed with any of the reader's {len(self.keys)} "
                                       f"key{'s' if len(self.keys) > 1 else ''}")
@@ -333,6 +344,33 @@ def _seq_range(first: int, last: int) -> str:
     return f"{first}" if first == last else f"{first}..{last}"
 
 
+@dataclass(frozen=True, slots=True)
+class ReaderState:
+    """What a signed reader's session must remember across a backend restart (protocol doc
+    §6.5): its current ``boot``, the last used ``seq`` of that boot, ``key`` (the fingerprint of
+    the key that verified its last signed frame: a reader given a new key may restart its boot
+    counter, §6.4), and ``mac``, the MAC of the last scan result when its seq is ``seq`` (so an
+    exact retransmission of it stays a harmless repeat, and other content at that seq a replay)."""
+
+    reader: str
+    boot: int
+    seq: int
+    key: str
+    mac: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.reader, str) or not _READER_RE.fullmatch(self.reader):
+            raise ValueError(f"reader id {self.reader!r} must match [A-Z0-9-]{{1,16}}")
+        for name in ("boot", "seq"):
+            value = getattr(self, name)
+            if type(value) is not int or not 0 <= value < SEQ_MOD:
+                raise ValueError(f"reader {self.reader!r}: {name} {value!r} must be an integer 0..{SEQ_MOD - 1}")
+        if not isinstance(self.key, str) or not re.fullmatch(r"[0-9a-f]{16}", self.key):
+            raise ValueError(f"reader {self.reader!r}: key fingerprint {self.key!r} must be 16 lowercase hex digits")
+        if self.mac is not None and (not isinstance(self.mac, str) or not _MAC_RE.fullmatch(self.mac)):
+            raise ValueError(f"reader {self.reader!r}: MAC {self.mac!r} must be 64 lowercase hex digits")
+
+
 class ReaderSession:
     """Sequence rules for one reader id (see "Sequence rules" in the protocol doc).
 
@@ -345,15 +383,21 @@ class ReaderSession:
     it, and within one boot the seq may not go backwards nor a seq be reused with other
     content (an exact copy of the last scan result stays a harmless repeat). A frame that
     fails becomes one ``FORGED`` input and changes nothing else, not even liveness.
+
+    :attr:`state` is what these rules need to survive a backend restart; the backend journals
+    it with the reads of the frames it covers and gives it back to the new session with
+    :meth:`restore`, so a frame recorded before the restart is as old afterwards as before.
     """
 
     def __init__(self, reader: str, auth: FrameAuthenticator | None = None) -> None:
         self.reader = reader
         self.auth = auth
         self.boot: int | None = None  # the reader's boot counter, from its last signed frame
+        self.key: str | None = None  # fingerprint of the key that verified its last signed frame
         self.forged = 0
         self.last_seq: int | None = None
         self._last_result: Frame | None = None
+        self._restored_last: tuple[int, int, str] | None = None  # (boot, seq, MAC) of the last scan result before a restart
         self._lost_tail: int | None = None  # last seq of the latest LOST report
         self.repeats = 0
         self.restarts = 0
@@ -379,11 +423,14 @@ class ReaderSession:
             if frame.boot is not None:
                 new_boot = self.boot is not None and frame.boot > self.boot
                 self.boot = frame.boot
+                if self.auth.last_key is not None:
+                    self.key = self.auth.fingerprints[self.auth.last_key]
         self.last_seen_ns = received_ns
         if frame.status is Status.BOOT:
             self.boots += 1
             self.firmware = frame.payload
             self.last_seq, self._last_result, self._lost_tail = 0, None, None
+            self._restored_last = None
             return []
         is_result = frame.status.is_scan_result
         if frame.status is Status.HB:
@@ -393,10 +440,11 @@ class ReaderSession:
         if new_boot:  # the reader restarted and its BOOT was lost: as if it had arrived
             self.restarts += 1
             base, self._last_result, self._lost_tail = 0, None, None
+            self._restored_last = None
         elif base is not None:
             step = (frame.seq - base) % SEQ_MOD
             if step == 0 and is_result:
-                if frame == self._last_result:
+                if self._same_as_last(frame) is True:
                     self.repeats += 1
                     return []
                 if frame.seq == self._lost_tail:
@@ -421,7 +469,7 @@ class ReaderSession:
                                      detail=f"missing seq {_seq_range(first, self._lost_tail)}"))
         self.last_seq = frame.seq
         if is_result:
-            self._last_result = frame
+            self._last_result, self._restored_last = frame, None
             out.append(ScanInput(self.reader, _KIND[frame.status],
                                  code=frame.payload if frame.status is Status.OK else None,
                                  detail=frame.payload if frame.status is not Status.OK else "",
@@ -432,7 +480,7 @@ class ReaderSession:
         """Why a correctly signed frame is not new (a replay), or None."""
         boot, current = frame.boot, self.boot
         assert boot is not None
-        if current is None:  # the first signed frame since the backend started: nothing to judge
+        if current is None:  # the reader's first signed frame ever (or since a re-key): nothing to judge
             return None
         if frame.status is Status.BOOT:
             if boot > current:
@@ -449,9 +497,48 @@ class ReaderSession:
         if step >= _SEQ_HALF:
             return AuthFailure("replayed_seq", f"replayed seq {frame.seq}: seq went back from {last} "
                                                f"in boot {boot}")
-        prev = self._last_result
-        if (step == 0 and frame.status.is_scan_result and prev is not None and prev.seq == frame.seq
-                and frame != prev):
+        if step == 0 and frame.status.is_scan_result and self._same_as_last(frame) is False:
             return AuthFailure("replayed_seq", f"replayed seq {frame.seq}: already used in boot {boot} "
                                                "for another read")
         return None
+
+    def _same_as_last(self, frame: Frame) -> bool | None:
+        """Is ``frame`` the last scan result again (True) or another read at its seq (False)?
+        None when no scan result is known at that seq. After a restart only the last result's
+        MAC is known: a verified frame with the same MAC and boot is that frame."""
+        prev = self._last_result
+        if prev is not None:
+            return frame == prev if prev.seq == frame.seq else None
+        mark = self._restored_last
+        if mark is not None and mark[1] == frame.seq:
+            return (frame.boot, frame.mac) == (mark[0], mark[2])
+        return None
+
+    @property
+    def state(self) -> ReaderState | None:
+        """What to journal for this reader; None until a signed frame was accepted (and always
+        without an authenticator: an unsigned reader has no boot counter to protect)."""
+        if self.auth is None or self.boot is None or self.key is None or self.last_seq is None:
+            return None
+        mac: str | None = None
+        prev, mark = self._last_result, self._restored_last
+        if prev is not None:
+            mac = prev.mac if prev.seq == self.last_seq else None
+        elif mark is not None and mark[1] == self.last_seq:
+            mac = mark[2]
+        return ReaderState(self.reader, self.boot, self.last_seq, self.key, mac)
+
+    def restore(self, state: ReaderState) -> bool:
+        """Continue, in a new backend process, from the ``state`` journaled by the previous one:
+        frames of an earlier boot, or older seqs of this boot, are then replays, exactly as they
+        would have been without the restart. Call it before the first frame.
+
+        Returns False, changing nothing, when ``state`` cannot apply: no authenticator, another
+        reader, or it was signed with a key that is no longer configured (the reader was given
+        a new key, which may come with a new boot counter: protocol doc §6.4)."""
+        if self.auth is None or state.reader != self.reader or state.key not in self.auth.fingerprints:
+            return False
+        self.boot, self.last_seq, self.key = state.boot, state.seq, state.key
+        self._last_result, self._lost_tail = None, None
+        self._restored_last = (state.boot, state.seq, state.mac) if state.mac is not None else None
+        return True

@@ -10,7 +10,9 @@ that does not belong to the topic's table is reported and changes nothing.
 A message may be signed exactly like a serial frame (``boot`` and ``mac``, over the same
 bytes ``reader,seq,status,payload;boot``), so a gateway can forward the reader's own
 signature unchanged; with a reader's :class:`~drivers.frames.FrameAuthenticator` a bad or
-missing MAC or a replay becomes a ``FORGED`` input (docs/scanner-protocol.md §6).
+missing MAC or a replay becomes a ``FORGED`` input (docs/scanner-protocol.md §6). As on the
+serial link, ``on_state`` hears every change of a signed reader's boot and seq before the
+frame's inputs, and :meth:`MqttScannerIngest.session` gives the session to restore after a restart.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from drivers.frames import Frame, FrameAuthenticator, FrameError, ReaderSession
+from drivers.frames import Frame, FrameAuthenticator, FrameError, ReaderSession, ReaderState
 from drivers.scan import LinkStatus, ScanInput, ScanKind
 
 
@@ -63,12 +65,14 @@ class MqttScannerIngest:
 
     def __init__(self, readers: dict[str, str], *, on_input: Callable[[str, ScanInput], None],
                  on_link: Callable[[str, LinkStatus], None], on_bad: Callable[[str, str], None],
-                 auth: Mapping[str, FrameAuthenticator | None] | None = None) -> None:
+                 auth: Mapping[str, FrameAuthenticator | None] | None = None,
+                 on_state: Callable[[str, ReaderState], None] | None = None) -> None:
         self.readers = dict(readers)  # reader id -> table id
         auth = auth or {}
         self._sessions = {r: ReaderSession(r, auth.get(r)) for r in readers}
         self._up: dict[str, bool] = {}
         self._on_input, self._on_link, self._on_bad = on_input, on_link, on_bad
+        self._on_state = on_state
 
     def handle(self, topic: str, payload: bytes) -> None:
         received = time.monotonic_ns()
@@ -82,7 +86,12 @@ class MqttScannerIngest:
         if table is None or not topic.endswith(f"/tables/{table}/scanner"):
             self._on_bad("scanner", f"{topic}: reader {msg.reader} is not the scanner of this table")
             return
-        inputs = self._sessions[msg.reader].accept(frame, received)
+        session = self._sessions[msg.reader]
+        before = session.state
+        inputs = session.accept(frame, received)
+        state = session.state
+        if state is not None and state != before and self._on_state is not None:
+            self._on_state(table, state)
         forged = bool(inputs) and inputs[0].kind is ScanKind.FORGED  # no sign of life either
         if not forged and not self._up.get(msg.reader):
             self._up[msg.reader] = True

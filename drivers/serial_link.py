@@ -14,7 +14,10 @@ as a sequence gap (LOST) on the first frame after the replug.
 With an :class:`~drivers.frames.FrameAuthenticator` the reader's frames must be signed
 (or, if it does not require signing, may be): a frame with a bad or missing MAC or a replay
 becomes a ``FORGED`` input, is counted in ``frames_forged`` and, like a damaged frame, does
-not count as a sign of life from the reader.
+not count as a sign of life from the reader. Whenever an accepted signed frame moves a
+session's :class:`~drivers.frames.ReaderState` (boot, seq), ``on_state`` hears it *before* the
+frame's inputs, so the backend can journal it with them and restore it after a restart
+(:meth:`session` then :meth:`~drivers.frames.ReaderSession.restore`, before :meth:`run`).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from typing import Any
 import serial
 import serial_asyncio_fast
 
-from drivers.frames import Frame, FrameAuthenticator, FrameDecoder, FrameError, ReaderSession, error_input
+from drivers.frames import Frame, FrameAuthenticator, FrameDecoder, FrameError, ReaderSession, ReaderState, error_input
 from drivers.scan import LinkStatus, ScanInput, ScanKind
 
 _READ_SIZE = 1024
@@ -59,6 +62,7 @@ class SerialScannerLink:
         on_link: Callable[[LinkStatus], Any],
         logger: Any = None,
         auth: FrameAuthenticator | None = None,
+        on_state: Callable[[ReaderState], Any] | None = None,
     ) -> None:
         self.port = port
         self.baudrate = baudrate
@@ -69,6 +73,7 @@ class SerialScannerLink:
         self._on_input = on_input
         self._on_link = on_link
         self.auth = auth
+        self._on_state = on_state
         self._log = logger if logger is not None else logging.getLogger(__name__)
         self.name = f"serial:{port}"
         self.decoder = FrameDecoder()
@@ -86,6 +91,13 @@ class SerialScannerLink:
     @property
     def garbage_bytes(self) -> int:
         return self.decoder.garbage_bytes
+
+    def session(self, reader: str) -> ReaderSession:
+        """The session of ``reader`` (created on first use, with this link's authenticator)."""
+        session = self.sessions.get(reader)
+        if session is None:
+            session = self.sessions[reader] = ReaderSession(reader, self.auth)
+        return session
 
     async def run(self) -> None:
         """Run until cancelled; never returns otherwise and never raises on device trouble."""
@@ -156,10 +168,15 @@ class SerialScannerLink:
                 self.frames_bad += 1
                 self._emit(self._foreign(item, now))
             else:
-                session = self.sessions.get(item.reader)
-                if session is None:
-                    session = self.sessions[item.reader] = ReaderSession(item.reader, self.auth)
+                session = self.session(item.reader)
+                before = session.state
                 scans = session.accept(item, now)
+                state = session.state
+                if state is not None and state != before and self._on_state is not None:
+                    try:
+                        self._on_state(state)
+                    except Exception:
+                        self._log.exception(f"{self.name}: on_state callback failed for {state!r}")
                 if scans and scans[0].kind is ScanKind.FORGED:
                     self.frames_forged += 1
                     self._log.error(f"{self.name}: frame from {item.reader} failed authentication: "

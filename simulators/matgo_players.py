@@ -5,7 +5,9 @@ It listens on its own topic as a player client would: its hand arrives as ``hole
 messages, and each ``your_turn`` lists the legal moves (``actions`` and, for PLAY and
 CHOOSE, the ``cards``). Strategies: ``random`` picks any legal move (Go or Stop at random),
 ``stopper`` plays the lowest card and stops as soon as it may, ``disconnect`` goes silent
-after a few moves so the backend's timer plays for it (the rulebook's defaults).
+after a few moves so the backend's timer plays for it (the rulebook's defaults). Each move
+names its round and turn and carries a ``command_id``; a turn given again after a reconnect
+is answered with the same move and the same id (the backend answers it as a repeat).
 
 :class:`MatgoDealer` is the :class:`~simulators.station.VirtualDealer` for Matgo: it deals
 from the 48 Hwatu cards, turns the stock over one card at a time as the station asks
@@ -19,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import random
 import re
+import uuid
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -68,8 +71,10 @@ class MatgoPlayer:
         self.sent: list[tuple[str, int, str, str | None]] = []  # (round, turn, action, card) answered
         self.ignored: list[tuple[str, int]] = []  # turns left to the timer (disconnect)
         self.accepted: list[dict[str, Any]] = []
+        self.repeated: list[dict[str, Any]] = []  # acceptances the backend sent again (a move re-sent)
         self.rejected: list[dict[str, Any]] = []  # refusals of what this player sent: never expected
         self._answered: dict[tuple[str, int], tuple[str, str | None]] = {}
+        self._ids: dict[tuple[str, int], str] = {}  # (round, turn) -> the command id of my move
         self._sat: set[str] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         bus.subscribe(topics.player(table_id, player_id), self._on_private)
@@ -101,13 +106,13 @@ class MatgoPlayer:
         if msg.kind == "hole_card":
             self.hole.setdefault(rid, []).append((str(msg.data["position"]), str(msg.data["card"])))
         elif msg.kind == "action_accepted":
-            self.accepted.append(dict(msg.data))
+            (self.repeated if msg.data.get("repeat") else self.accepted).append(dict(msg.data))
         elif msg.kind == "rejected":
             self.rejected.append(dict(msg.data))
         elif msg.kind == "your_turn":
             key = (rid, int(msg.data.get("turn", 0)))
-            if key in self._answered:  # given again after a reconnect: the answer was lost
-                self._spawn(self._send(rid, *self._answered[key]))
+            if key in self._answered:  # given again after a reconnect: the answer may have been lost
+                self._spawn(self._send(rid, key[1], *self._answered[key]))
                 return
             if self.silent:
                 self.ignored.append(key)
@@ -115,7 +120,7 @@ class MatgoPlayer:
             answer = choose(self.strategy, msg.data, self.rng)
             self._answered[key] = answer
             self.sent.append((rid, key[1], *answer))
-            self._spawn(self._send(rid, *answer))
+            self._spawn(self._send(rid, key[1], *answer))
 
     def _on_public(self, topic: str, payload: bytes) -> None:
         ev = RoundEvent.model_validate_json(payload)
@@ -123,13 +128,18 @@ class MatgoPlayer:
         if ev.event == "round_opened" and self.cover is not None and rid not in self._sat:
             self._sat.add(rid)
             bet = PlaceBet(bet_id=f"{rid}-{self.player_id}", player_id=self.player_id, bet_type="cover",
-                           stake=self.cover, seat=1, round_id=rid)  # type: ignore[arg-type]
+                           stake=self.cover, seat=1, round_id=rid, command_id=self._new_id())  # type: ignore[arg-type]
             self._spawn(self._publish(bet.model_dump_json(exclude={"at"}).encode()))
 
-    async def _send(self, rid: str, action: str, card: str | None) -> None:
+    def _new_id(self) -> str:
+        return f"{self.player_id[:40]}-{uuid.uuid4().hex[:12]}"
+
+    async def _send(self, rid: str, turn: int, action: str, card: str | None) -> None:
         if self.think:
             await asyncio.sleep(self.think)
-        msg = PlayerAction(player_id=self.player_id, action=action, card=card, round_id=rid or None)  # type: ignore[arg-type]
+        cid = self._ids.setdefault((rid, turn), self._new_id())  # the same id whenever this turn is answered
+        msg = PlayerAction(player_id=self.player_id, action=action, card=card, round_id=rid or None,  # type: ignore[arg-type]
+                           turn=turn or None, command_id=cid)
         # a Matgo move never carries an amount (nor a reservation)
         await self._publish(msg.model_dump_json(exclude={"at", "amount", "reserve"}).encode())
 

@@ -5,12 +5,17 @@ client would: it collects its hole cards, and when asked to decide it answers PL
 FOLD by its strategy. ``q64`` plays any hand at least Queen-6-4 (the classic Three Card
 Poker rule), ``random`` flips a coin, and ``disconnect`` goes silent once the deal is
 complete, so the backend's decision timer must decide for it (FOLD by default).
+
+A decision names its round and carries a ``command_id`` (fresh per decision); if the
+backend asks again for the same round (a reconnect), the player sends the same decision
+with the same id, and the backend answers it as a repeat instead of applying it twice.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+import uuid
 from typing import Literal
 
 from dealer import topics
@@ -32,6 +37,7 @@ class VirtualPlayer:
         self.hand: dict[str, list[str]] = {}  # round id -> cards seen (own hole cards or the shared hand)
         self.messages: list[PlayerMessage] = []
         self.decided: dict[str, str] = {}
+        self._decisions: dict[str, PlayerDecision] = {}  # round id -> the decision sent (re-sent as is)
         bus.subscribe(topics.player(table_id, player_id), self._on_private)
         bus.subscribe(topics.events(table_id), self._on_public)
 
@@ -56,11 +62,14 @@ class VirtualPlayer:
         return "PLAY" if len(cards) == 3 and evaluate3(cards) >= _Q64 else "FOLD"
 
     async def _decide(self, round_id: str) -> None:
-        if self.think:
-            await asyncio.sleep(self.think)
-        action = self.choose(self.hand.get(round_id, []))
-        self.decided[round_id] = action
-        msg = PlayerDecision(player_id=self.player_id, action=action)
+        msg = self._decisions.get(round_id)  # asked again (a reconnect): the same decision, the same id
+        if msg is None:
+            if self.think:
+                await asyncio.sleep(self.think)
+            fresh = PlayerDecision(player_id=self.player_id, action=self.choose(self.hand.get(round_id, [])),
+                                   round_id=round_id, command_id=f"{self.player_id[:40]}-{uuid.uuid4().hex[:12]}")
+            msg = self._decisions.setdefault(round_id, fresh)
+            self.decided[round_id] = msg.action
         try:
             await self.bus.publish(topics.actions(self.table_id), msg.model_dump_json(exclude={"at"}).encode())
         except BusError:

@@ -29,6 +29,10 @@ player answers with a button of that list only:
 Given ``seat`` and ``buy_in`` the player also sits down in every round it sees opening,
 by placing a ``chips`` bet (at least 60 x the stake).
 
+Every command names its round (a turn's answer also its turn; a reservation is made before
+the turn, so it names none) and carries a fresh ``command_id``. An acceptance the backend
+sends again (``repeat: true``: a command delivered twice) answers nothing new.
+
 :class:`SeotdaDealer` is the :class:`~simulators.station.VirtualDealer` for the 20-card
 deck: it reshuffles all 20 cards when a rematch asks for ``SHUFFLE`` again, its foreign
 cards are foreign to Seotda (a 52-card code, November and December cards), and its
@@ -39,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import uuid
 from collections import deque
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
@@ -137,6 +142,7 @@ class SeotdaPlayer:
         self.reserved: list[tuple[str, str, str]] = []  # (round, street, button) reserved before my turn
         self.ignored: list[tuple[str, int]] = []  # turns left to the timer (disconnect)
         self.accepted: list[dict[str, Any]] = []
+        self.repeated: list[dict[str, Any]] = []  # acceptances sent again (a command delivered twice)
         self.rejected: list[dict[str, Any]] = []  # refusals of my own turn's actions: a bug, never expected
         self.reservations_refused: list[str] = []  # reservations that raced the table (benign)
         self.reservations_cancelled: list[str] = []
@@ -177,6 +183,8 @@ class SeotdaPlayer:
             self.hole.setdefault(rid, []).append((data["position"], data["card"]))
         elif kind == "bet_accepted" and data.get("seat") is not None:
             self.seats[rid] = int(data["seat"])
+        elif data.get("repeat"):
+            self.repeated.append(dict(data))  # the answer to something answered already
         elif kind == "action_accepted":
             self.accepted.append(dict(data))
             if data.get("by") == "player":
@@ -202,7 +210,7 @@ class SeotdaPlayer:
             button = choose(self.strategy, data, self.rng, self.cards(rid, street_game(data.get("street"))))
             self.sent.append((rid, key[1], button))  # counted now: a silent player stops at once
             self._outstanding.append("act")
-            self._spawn(self._act(msg.round_id, button))
+            self._spawn(self._act(msg.round_id, button, turn=key[1] or None))
 
     def _answer(self, kind: str | None) -> str | None:
         """A reply arrived: it answers the oldest thing sent (the table replies in order)."""
@@ -264,18 +272,24 @@ class SeotdaPlayer:
         except BusError:
             pass  # the player's link is down: the turn timer acts for them
 
-    async def _act(self, round_id: str | None, button: str, reserve: bool = False) -> None:
+    def _new_id(self) -> str:
+        return f"{self.player_id[:40]}-{uuid.uuid4().hex[:12]}"
+
+    async def _act(self, round_id: str | None, button: str, reserve: bool = False, turn: int | None = None) -> None:
         if self.think and not reserve:
             await asyncio.sleep(self.think)
         msg = PlayerAction(player_id=self.player_id, action=button, reserve=reserve,  # type: ignore[arg-type]
-                           round_id=round_id)
-        # a button names its own amount: the action carries none (and "reserve" only when reserving)
-        await self._send(msg.model_dump_json(exclude={"at", "amount"} | (set() if reserve else {"reserve"})).encode())
+                           round_id=round_id, turn=None if reserve else turn, command_id=self._new_id())
+        # a button names its own amount: the action carries none ("reserve" only when reserving,
+        # "turn" only when answering one)
+        drop = {"at", "amount"} | ({"turn"} if reserve else {"reserve"})
+        await self._send(msg.model_dump_json(exclude=drop).encode())
 
     async def _sit(self, round_id: str) -> None:
         assert self.seat is not None and self.buy_in is not None
         bet = PlaceBet(bet_id=f"{round_id}-{self.player_id}", player_id=self.player_id, bet_type="chips",
-                       stake=self.buy_in, seat=self.seat, round_id=round_id)  # type: ignore[arg-type]
+                       stake=self.buy_in, seat=self.seat, round_id=round_id,  # type: ignore[arg-type]
+                       command_id=self._new_id())
         await self._send(bet.model_dump_json(exclude={"at"}, exclude_none=True).encode())
 
 

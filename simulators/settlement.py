@@ -1,7 +1,8 @@
 """Reference settlement consumer: random bets in, exactly-once payouts out, a SQLite ledger.
 
 It plays the part of the systems that pay players. For every round it sees opening it
-places random bets through the table's ``actions`` topic, keeps the ones the backend
+places random bets through the table's ``actions`` topic (each names its round, and its
+``command_id`` is its ``bet_id``: a bet sent twice is one command), keeps the ones the backend
 accepts (``bet_accepted`` events), and when the round's result arrives it applies it
 **once** per idempotency key (a second delivery is counted and ignored) using
 :func:`dealer.settlement.settle_bet`, so payouts and refunds are computed exactly as any
@@ -100,8 +101,9 @@ class SettlementConsumer:
 
         for player, bet_type, seat in self._random_bets():
             self._bet_seq += 1
-            bet = PlaceBet(bet_id=f"{round_id}-b{self._bet_seq}", player_id=player, bet_type=bet_type,
-                           stake=self.rng.choice(self.stakes), seat=seat, round_id=round_id)
+            bet_id = f"{round_id}-b{self._bet_seq}"
+            bet = PlaceBet(bet_id=bet_id, player_id=player, bet_type=bet_type, stake=self.rng.choice(self.stakes),
+                           seat=seat, round_id=round_id, command_id=bet_id)
             payload = bet.model_dump_json(exclude={"at"}, exclude_none=True).encode()
             self.db.execute("INSERT OR IGNORE INTO bets VALUES (?, ?, ?, ?, ?, ?)",
                             (bet.bet_id, round_id, bet.player_id, bet.bet_type, str(bet.stake), seat))

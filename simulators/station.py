@@ -5,7 +5,9 @@ dealer reads the station screen: on ``NEXT`` it deals the next card over the rea
 and stud's community card ``COMM`` like any other), on ``RESCAN`` it passes the same card
 again (or, when the backend says the card was foreign or a duplicate, the right card), on
 ``CONFIRM`` (stud's ``WASH`` and ``SHUFFLE``) it does the step and confirms it on the
-table's actions topic, on ``DONE`` it clears the table and reshuffles. Like a person, if
+table's dealer-station topic (``.../station``), naming the prompt's round and with a
+``command_id`` of its own (the same id whenever it confirms that step again: the backend
+answers a copy as a repeat), on ``DONE`` it clears the table and reshuffles. Like a person, if
 the station shows nothing new a while after a pass it passes the card (or confirms)
 again, except while the station says ``WAIT`` (players are betting or deciding: the card
 in hand has registered). The reader's bytes go out through a :class:`ShoeLink`: a real
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -92,7 +95,7 @@ ActionSender = Callable[[bytes], Awaitable[None]]
 class VirtualDealer:
     """A dealer who follows the station prompts.
 
-    ``actions`` sends a payload on the table's actions topic (used to confirm stud's
+    ``actions`` sends a payload on the table's dealer-station topic (used to confirm stud's
     ``WASH`` and ``SHUFFLE``); without it, :meth:`subscribe` uses the bus it subscribes on.
 
     The prompt's ``step`` counts every step of the plan, confirmations included, so the
@@ -117,6 +120,7 @@ class VirtualDealer:
         self._prompts: asyncio.Queue[StationPrompt] = asyncio.Queue()
         self.in_hand: str | None = None  # the card passed over the reader, not yet registered
         self.confirming: str | None = None  # the step confirmed, not yet acknowledged by a prompt
+        self._confirmation: DealerConfirm | None = None  # what confirms it (sent again as is)
         self.dealt: list[str] = []
         self.confirmed: list[str] = []
         self.passes = 0
@@ -135,7 +139,7 @@ class VirtualDealer:
     def subscribe(self, bus: Bus) -> None:
         bus.subscribe(topics.prompts(self.table_id), self.on_prompt)
         if self.actions is None:
-            topic = topics.actions(self.table_id)
+            topic = topics.station(self.table_id)
 
             async def send(payload: bytes) -> None:
                 await bus.publish(topic, payload, qos=1)
@@ -226,16 +230,24 @@ class VirtualDealer:
             self.in_hand = None
         if self.confirming is None:
             await asyncio.sleep(self.deal_interval)  # wash / shuffle the cards
+        if self.confirming != step or self._confirmation is None or self._confirmation.round_id != p.round_id:
+            # a new confirmation (the same step asked again, e.g. a lost prompt, keeps its id)
+            self._confirmation = DealerConfirm(step=step, round_id=p.round_id,
+                                               command_id=f"station-{uuid.uuid4().hex[:12]}")
         self.confirming = step
         await self._confirm(step)
 
     async def _confirm(self, step: str) -> None:
         if self.actions is None:
-            log.warning("cannot confirm without an actions publisher", step=step)
+            log.warning("cannot confirm without a station publisher", step=step)
+            return
+        msg = self._confirmation
+        if msg is None or msg.step != step:  # not from a prompt: nothing names the round
+            log.warning("no prompt to confirm", step=step)
             return
         self.confirms_sent += 1
         try:
-            await self.actions(DealerConfirm(step=step).model_dump_json(exclude={"at"}).encode())
+            await self.actions(msg.model_dump_json(exclude={"at"}).encode())
         except BusError:
             pass  # the link is down: confirm again when the station shows something (or on patience)
 
@@ -244,6 +256,7 @@ class VirtualDealer:
         self.shoe.deck = list(deck)
         self.in_hand, self.dealt = None, []
         self.confirming, self.confirmed, self.waiting = None, [], False
+        self._confirmation = None
 
     def _maybe_wrong(self, right: str) -> str:
         kind = self.dealer_faults.choose(self.rng)

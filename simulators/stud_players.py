@@ -21,12 +21,17 @@ only what the ``your_turn`` message offers (``actions``, ``call``, ``bet``, ``ra
 
 Given ``seat`` and ``buy_in`` the player also sits down in every round it sees opening,
 by placing a ``chips`` bet (the chips it brings to the hand, table stakes).
+
+Every command names its round (and an action its turn) and carries a fresh ``command_id``;
+a turn given again after a reconnect is answered with the same action and the same id, so
+the backend answers it as a repeat (``repeat: true``) instead of applying it twice.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
@@ -111,8 +116,10 @@ class StudPlayer:
         self.sent: list[tuple[str, int, Choice]] = []  # (round, turn, choice)
         self.ignored: list[tuple[str, int]] = []  # turns left to the timer (disconnect)
         self.accepted: list[dict[str, Any]] = []
+        self.repeated: list[dict[str, Any]] = []  # acceptances the backend sent again (a command re-sent)
         self.rejected: list[dict[str, Any]] = []
         self._answered: set[tuple[str | None, int]] = set()
+        self._ids: dict[tuple[str, int], str] = {}  # (round, turn) -> the command id of my answer
         self._sat: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         bus.subscribe(topics.player(table_id, player_id), self._on_private)
@@ -138,17 +145,18 @@ class StudPlayer:
         elif msg.kind == "bet_accepted" and msg.data.get("seat") is not None:
             self.seats[rid] = int(msg.data["seat"])
         elif msg.kind == "action_accepted":
-            self.accepted.append(dict(msg.data))
+            (self.repeated if msg.data.get("repeat") else self.accepted).append(dict(msg.data))
         elif msg.kind == "rejected":
             self.rejected.append(dict(msg.data))
         elif msg.kind == "your_turn":
             key = (msg.round_id, int(msg.data.get("turn", 0)))
             if key in self._answered:
-                # the same turn given again (after a reconnect or a restart): the answer was
-                # lost, so send it again; if it was not, the backend refuses the copy
+                # the same turn given again (after a reconnect or a restart): the answer may
+                # have been lost, so send it again, with the same id; if it was not, the
+                # backend answers the copy as a repeat and applies it once
                 again = next((c for r, t, c in reversed(self.sent) if (r, t) == (rid, key[1])), None)
                 if again is not None:
-                    self._spawn(self._act(msg.round_id, again))
+                    self._spawn(self._act(msg.round_id, key[1], again))
                 return
             self._answered.add(key)
             if self.silent:
@@ -156,7 +164,7 @@ class StudPlayer:
                 return
             choice = choose(self.strategy, msg.data, self.rng)
             self.sent.append((rid, key[1], choice))  # counted now: a silent player stops at once
-            self._spawn(self._act(msg.round_id, choice))
+            self._spawn(self._act(msg.round_id, key[1], choice))
 
     def _on_public(self, topic: str, payload: bytes) -> None:
         ev = RoundEvent.model_validate_json(payload)
@@ -184,17 +192,22 @@ class StudPlayer:
         except BusError:
             pass  # the player's link is down: the turn timer acts for them
 
-    async def _act(self, round_id: str | None, choice: Choice) -> None:
+    def _new_id(self) -> str:
+        return f"{self.player_id[:40]}-{uuid.uuid4().hex[:12]}"
+
+    async def _act(self, round_id: str | None, turn: int, choice: Choice) -> None:
         if self.think:
             await asyncio.sleep(self.think)
+        cid = self._ids.setdefault((round_id or "", turn), self._new_id())  # one id per turn answered
         msg = PlayerAction(player_id=self.player_id, action=choice.action, amount=choice.amount,  # type: ignore[arg-type]
-                           round_id=round_id)
+                           round_id=round_id, turn=turn or None, command_id=cid)
         await self._send(msg.model_dump_json(exclude={"at"}).encode())
 
     async def _sit(self, round_id: str) -> None:
         assert self.seat is not None and self.buy_in is not None
         bet = PlaceBet(bet_id=f"{round_id}-{self.player_id}", player_id=self.player_id, bet_type="chips",
-                       stake=self.buy_in, seat=self.seat, round_id=round_id)  # type: ignore[arg-type]
+                       stake=self.buy_in, seat=self.seat, round_id=round_id,  # type: ignore[arg-type]
+                       command_id=self._new_id())
         await self._send(bet.model_dump_json(exclude={"at"}, exclude_none=True).encode())
 
 

@@ -10,7 +10,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from dealer import topics
 from dealer.config import Settings, load_settings
+from dealer.roles import SENDER, Role, command_topic
 from dealer.service import Service
 from drivers.frames import Frame, FrameDecoder, Status
 from drivers.mqtt import MqttBus
@@ -82,6 +84,32 @@ class Recorder:
 
     async def publish(self, topic: str, payload: dict[str, Any]) -> None:
         await self.bus.publish(topic, json.dumps(payload).encode())
+
+    def current_round(self, table_id: str) -> str | None:
+        """The round the table opened last, as a client learns it from ``round_opened``."""
+        return next((m["round_id"] for t, m in reversed(self.messages)
+                     if t == topics.events(table_id) and m.get("event") == "round_opened"), None)
+
+    def current_turn(self, table_id: str) -> int:
+        """The table's running turn, as a client watching its public ``turn`` events knows it
+        (1 before the first)."""
+        return next((m["data"]["turn"] for t, m in reversed(self.messages)
+                     if t == topics.events(table_id) and m.get("event") == "turn"), 1)
+
+    async def command(self, topic: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """Send a command as a well-behaved client does: on its role's topic of the table of
+        ``topic``, with a fresh ``command_id`` and the current ``round_id`` (and ``turn``) unless
+        the payload names them. Returns what was sent."""
+        tid = topics.table_of(topic)
+        assert tid is not None, topic
+        msg = {"command_id": f"c-{uuid.uuid4().hex[:12]}", **payload}
+        if "round_id" not in msg:
+            msg["round_id"] = self.current_round(tid)
+        if msg.get("type") == "player_action" and "turn" not in msg and not msg.get("reserve"):
+            msg["turn"] = self.current_turn(tid)
+        role = SENDER.get(str(msg.get("type")), Role.PLAYER_PLATFORM)
+        await self.bus.publish(command_topic(role, tid), json.dumps(msg).encode())
+        return msg
 
 
 class HandShoe:

@@ -36,7 +36,7 @@ from dealer import runner, topics
 from dealer.config import Settings, load_settings
 from dealer.deploy_tools import register, render_acl
 from dealer.security import check_deployment
-from dealer.service import Service
+from dealer.service import Service, scanner_authenticator
 from drivers.mqtt import MqttBus, make_tls_context, parse_broker_url
 from drivers.scanner_json import ScannerMessage
 from simulators.secure_broker import DEPLOY_CONF, MAKE_TEST_CA, SecureMosquitto, derive_config, make_test_ca
@@ -190,13 +190,16 @@ def test_rendered_acl_is_least_privilege_per_table(tmp_path: Path) -> None:
     assert b["player-platform"] == ["topic write studio/v1/tables/+/actions", "topic read studio/v1/tables/+/events",
                                     "topic read studio/v1/backends/+/status"]
     assert b["station-T1"] == ["topic read studio/v1/tables/T1/prompts", "topic read studio/v1/tables/T1/events",
-                               "topic write studio/v1/tables/T1/actions"]
+                               "topic write studio/v1/tables/T1/station"]
     assert set(b["dealer-backend"]) == {
         "topic read studio/v1/tables/+/scanner", "topic read studio/v1/tables/+/actions",
+        "topic read studio/v1/tables/+/station", "topic read studio/v1/tables/+/supervisor",
         "topic write studio/v1/tables/+/events", "topic write studio/v1/tables/+/prompts",
         "topic write studio/v1/tables/+/results", "topic write studio/v1/tables/+/players/+",
         "topic write studio/v1/backends/+/status"}
-    assert b["ops"] == ["topic read studio/v1/#", "topic read $SYS/#"]
+    assert b["ops"] == ["topic read studio/v1/tables/+/events", "topic read studio/v1/tables/+/prompts",
+                        "topic read studio/v1/tables/+/results", "topic read studio/v1/backends/+/status",
+                        "topic read $SYS/#"]
     assert b["(pattern)"] == ["pattern read studio/v1/tables/+/players/%u"]
     assert "scanner-gateway" not in b  # no shared gateway account: one per table
     # nobody but the backend writes what the backend writes, and only scanners write scanner topics
@@ -396,7 +399,7 @@ async def test_anonymous_client_cannot_inject_a_card(secure_broker: SecureMosqui
     """No credentials, no connection, so no frame; and every authenticated user that is not
     that table's scanner has its frame dropped by the broker."""
     frame = ScannerMessage(reader="SC1", seq=1, status="OK", payload="AS").model_dump_json().encode()
-    async with inbox(secure_broker, "ops", "studio/v1/tables/+/scanner") as ops, \
+    async with inbox(secure_broker, "dealer-backend", "studio/v1/tables/+/scanner") as ops, \
             mqtt(secure_broker, "scanner-T1") as scanner:
         for user in ("settlement", "player-platform", "station-T1", "player-7"):
             async with mqtt(secure_broker, user) as forger:
@@ -408,7 +411,7 @@ async def test_anonymous_client_cannot_inject_a_card(secure_broker: SecureMosqui
 
 
 async def test_a_scanner_cannot_publish_into_another_table(secure_broker: SecureMosquitto) -> None:
-    async with inbox(secure_broker, "ops", "studio/v1/tables/+/scanner") as ops, \
+    async with inbox(secure_broker, "dealer-backend", "studio/v1/tables/+/scanner") as ops, \
             mqtt(secure_broker, "scanner-T1") as scanner:
         forged = b'{"forged": "T2"}'
         await scanner.publish(topics.scanner("T2"), forged, qos=1)  # acknowledged (MQTT 3.1.1) but dropped
@@ -422,7 +425,7 @@ async def test_a_scanner_cannot_publish_into_another_table(secure_broker: Secure
 
 
 async def test_settlement_reads_results_only_and_cannot_publish(secure_broker: SecureMosquitto) -> None:
-    async with inbox(secure_broker, "ops", "studio/v1/tables/+/actions", "studio/v1/tables/+/results") as ops, \
+    async with inbox(secure_broker, "dealer-backend", "studio/v1/tables/+/actions") as ops, \
             inbox(secure_broker, "settlement", "studio/v1/tables/+/results", "studio/v1/tables/+/events",
                   "studio/v1/tables/+/actions", "studio/v1/tables/+/players/+") as settlement, \
             mqtt(secure_broker, "player-platform") as platform, mqtt(secure_broker, "dealer-backend") as backend:
@@ -647,6 +650,29 @@ def test_hmac_key_files_must_be_private_and_readable(good: Path, tmp_path: Path)
     one(problems(good), "table T1 scanner SC1 HMAC key file", "0644")
     key.unlink()
     one(problems(good), "HMAC key file", "does not exist")
+
+
+def test_scanner_keys_imply_require_mac_and_require_mac_false_is_refused(
+        good: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A reader with keys never has an unsigned frame accepted (issue 12 item 6)."""
+    scanner = load_settings(good).tables[0].scanner
+    assert scanner.hmac_key_files and scanner.require_mac is None  # GOOD sets keys only
+    auth = scanner_authenticator(scanner)
+    assert auth is not None and auth.require  # keys alone imply it
+    text = GOOD.format(tmp=tmp_path)
+    one(problems(good, text + "require_mac = false\n"), "table T1 scanner SC1", "require_mac = false",
+        "hmac_key_files", "unsigned frames", "Remove require_mac")
+    rc, out, _ = _deploy_cli(["deploy", "check", "--config", str(good)], capsys)
+    assert rc == 2 and "require_mac = false" in out
+    proc = _run_cli("run", "--config", str(good))
+    assert proc.returncode == 2 and "require_mac = false" in proc.stderr and "Traceback" not in proc.stderr
+    # built anyway (the check bypassed), the authenticator still refuses unsigned frames
+    forced = scanner_authenticator(load_settings(good).tables[0].scanner)
+    assert forced is not None and forced.require
+    assert problems(good, text + "require_mac = true\n") == []
+    no_keys = text.replace(f'hmac_key_files = ["{tmp_path}/sc1.key"]\n', "require_mac = true\n")
+    one(problems(good, no_keys), "table T1 scanner SC1", "require_mac = true without hmac_key_files")
+    assert problems(good, no_keys.replace("require_mac = true\n", "")) == []  # unsigned reader: allowed
 
 
 def test_several_problems_are_all_reported(good: Path, tmp_path: Path) -> None:

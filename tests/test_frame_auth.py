@@ -81,9 +81,16 @@ def test_doc_signed_frame(name: str) -> None:
 @pytest.mark.parametrize("row", AUTH_SEQUENCES, ids=[r[5] for r in AUTH_SEQUENCES])
 def test_doc_auth_sequence(row: list[str]) -> None:
     keys, require, frames_in, inputs_out, counters, _rule = row
-    sess = session(*(DOC_KEYS[k] for k in keys.split()), require={"yes": True, "no": False}[require])
+    def new_session() -> ReaderSession:
+        return session(*(DOC_KEYS[k] for k in keys.split()), require={"yes": True, "no": False}[require])
+
+    sess = new_session()
     got: list[ScanInput] = []
     for ns, name in enumerate((n.strip() for n in frames_in.split(";")), start=1):
+        if name == "RESTART":  # the backend restarts: a new session continues from the journaled state
+            state, sess = sess.state, new_session()
+            assert state is not None and sess.restore(state)
+            continue
         got += sess.accept(decode_frame(ast.literal_eval(SIGNED[name][1])), received_ns=ns)
     assert [(i.kind.value, i.seq, i.code if i.kind is ScanKind.OK else i.reason if i.kind is ScanKind.FORGED
              else i.detail) for i in got] == parse_inputs(inputs_out)
@@ -287,7 +294,7 @@ def test_mqtt_ingest_rejects_forgeries_without_bringing_the_link_up() -> None:
 # --- key files ----------------------------------------------------------------------------
 
 
-def _scanner(tmp: Path, *files: Any, require: bool = True) -> Any:
+def _scanner(tmp: Path, *files: Any, require: bool | None = True) -> Any:
     s = load_settings(tables=[{"id": "T1", "game": "teen-patti", "scanner": {
         "kind": "mqtt", "reader_id": "GW1", "hmac_key_files": [str(f) for f in files], "require_mac": require}}])
     return s.tables[0].scanner
@@ -299,7 +306,10 @@ def test_key_files_are_loaded_and_bad_ones_stop_the_start(tmp_path: Path) -> Non
     new.write_text("  " + K2.hex().upper() + "\n")
     auth = scanner_authenticator(_scanner(tmp_path, old, new))
     assert auth is not None and auth.keys == [K1, K2] and auth.require
+    for require in (None, False):  # keys imply it; false with keys is refused by dealer.security, and ignored here
+        assert scanner_authenticator(_scanner(tmp_path, old, require=require)).require  # type: ignore[union-attr]
     assert scanner_authenticator(_scanner(tmp_path, require=False)) is None
+    assert scanner_authenticator(_scanner(tmp_path, require=None)) is None
     with pytest.raises(ValueError, match="require_mac is set but hmac_key_files is empty"):
         scanner_authenticator(_scanner(tmp_path))
     bad = tmp_path / "bad.hex"

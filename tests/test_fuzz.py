@@ -281,12 +281,16 @@ def service_target():
 
 @PROPS
 @given(payloads(CORPUS.actions + [{"type": "place_bet", "bet_id": "b1", "player_id": "p1", "bet_type": "ante",
-                                   "stake": "10", "seat": 2}]),
-       st.sampled_from([topics.actions("T1"), topics.actions("T2"), topics.actions("T9"), "studio/v1/tables"]))
+                                   "stake": "10", "seat": 2, "round_id": "T2-000001", "command_id": "b1"},
+                                  {"type": "close_betting", "by": "dealer", "round_id": "T1-000001",
+                                   "command_id": "station-9"}]),
+       st.sampled_from([topics.actions("T1"), topics.actions("T2"), topics.station("T1"), topics.station("T2"),
+                        topics.supervisor("T1"), topics.actions("T9"), topics.station("T9"), "studio/v1/tables"]))
 def test_service_action_handler_never_raises_and_malformed_actions_change_nothing(service_target, payload, topic):
-    """The fuzz harness's check: _on_action never raises; a malformed action changes no table and
-    is reported with a reason (bad-message metric, published ``rejected`` event); a valid one is
-    queued unchanged and the core handles it without raising."""
+    """The fuzz harness's check: _on_command never raises; a command the roles and the schema
+    refuse (malformed, another role's, without its ids) changes no table and is refused with a
+    reason (a published ``rejected`` event); a valid one is queued unchanged and the core
+    handles it without raising."""
     outcome = fuzz.run_one(service_target, (topic, payload))
     assert outcome.result != "finding", outcome
 
@@ -418,6 +422,33 @@ async def test_regression_deeply_nested_action_is_refused_with_a_reason(tmp_path
         assert service._queue.empty()
         rejected = [m for m in seen if isinstance(m, RoundEvent) and m.event == "rejected"]
         assert len(rejected) == 1 and rejected[0].data["reason"]
+    finally:
+        service._writer.shutdown(wait=True)
+        service.journal.close()
+
+
+@pytest.mark.parametrize("topic,payload", [
+    (topics.actions(TABLE), b'{"type":"\\ud800"}'),
+    (topics.actions(TABLE), b'{"type":"place_bet\xed\xa0\x80","player_id":"p1"}'),
+    (topics.station(TABLE), b'{"type":"close_betting","by":"dealer","round_id":"T1-000001","command_id":"\\udfff"}'),
+], ids=["escaped-type", "cesu-bytes-type", "escaped-command-id"])
+async def test_regression_lone_surrogates_in_a_command_are_refused_with_a_reason(tmp_path: Path, topic: str,
+                                                                                  payload: bytes):
+    """Fuzz finding (service_actions): ``json.loads`` accepts lone surrogates (``\\ud800``, and
+    CESU-8 bytes: it decodes bytes with ``surrogatepass``); the ingress echoes the command's
+    ``type`` and ``command_id`` into the refusal, and publishing the ``rejected`` event (or
+    logging it) raises UnicodeEncodeError / PydanticSerializationError out of
+    ``Service._on_command`` (dealer/ingress.py ``parse``: ``ctype_s``, ``cid``)."""
+    service = _service(tmp_path)
+    seen: list[Any] = []
+    service.add_observer(lambda kind, msg: seen.append(msg))
+    try:
+        service._on_command(topic, payload)  # must not raise
+        await asyncio.sleep(0)
+        assert service._queue.empty()
+        rejected = [m for m in seen if isinstance(m, RoundEvent) and m.event == "rejected"]
+        assert len(rejected) == 1 and rejected[0].data["reason"]
+        rejected[0].model_dump_json()  # what goes on the wire
     finally:
         service._writer.shutdown(wait=True)
         service.journal.close()

@@ -119,7 +119,7 @@ async def test_broker_killed_after_betting_closed_result_arrives_once_after_rest
 async def test_link_lost_while_betting_open_cancels_and_refunds(broker: Broker, long_betting):
     service, rec, _shoe = long_betting
     await wait_until(lambda: rec.events("round_opened"), what="round opened")
-    await rec.publish(topics.actions(TABLE), {"type": "place_bet", "bet_id": "b1", "player_id": "p1",
+    await rec.command(topics.actions(TABLE), {"type": "place_bet", "bet_id": "b1", "player_id": "p1",
                                               "bet_type": "player_a", "stake": "10.00"})
     await wait_until(lambda: rec.events("bet_accepted"), what="bet accepted")
     broker.kill()
@@ -157,9 +157,9 @@ async def test_bad_actions_get_a_clear_rejection_and_change_nothing(long_betting
     service, rec, _shoe = long_betting
     await wait_until(lambda: rec.events("round_opened"), what="round opened")
     await rec.bus.publish(topics.actions(TABLE), b"{not json")
-    await rec.publish(topics.actions(TABLE), {"type": "place_bet", "bet_id": "b1", "player_id": "p1",
+    await rec.command(topics.actions(TABLE), {"type": "place_bet", "bet_id": "b1", "player_id": "p1",
                                               "bet_type": "player_a", "stake": 10.5})
-    await rec.publish(topics.actions(TABLE), {"type": "place_bet", "bet_id": "b2", "player_id": "p1",
+    await rec.command(topics.actions(TABLE), {"type": "place_bet", "bet_id": "b2", "player_id": "p1",
                                               "bet_type": "banker", "stake": "1"})
     await wait_until(lambda: len(rec.events("rejected")) >= 3, what="three rejections")
     reasons = " | ".join(e["data"]["reason"] for e in rec.events("rejected"))

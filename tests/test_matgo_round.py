@@ -3,6 +3,8 @@ are turned over, moves, timeouts, redeals, journal replay and exact money."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 from decimal import Decimal
 
@@ -11,6 +13,7 @@ from hypothesis import strategies as st
 
 from dealer.cards import HWATU_48
 from dealer.events import (
+    EVENT_ADAPTER,
     ActionTimeout,
     CloseBetting,
     DealerConfirm,
@@ -21,7 +24,7 @@ from dealer.events import (
     ReadFailed,
     ScanRead,
 )
-from dealer.games.matgo import AI_PLAYER, Matgo
+from dealer.games.matgo import AI_PLAYER, Matgo, first_player
 from dealer.messages import PlayerMessage, RoundEvent
 from dealer.round import Phase, TableRules
 from dealer.settlement import settle_bet
@@ -34,9 +37,13 @@ def table(**options) -> Table:
     return Table(TableRules(table_id="MG1", game=Matgo.from_options(options), action_ms=10_000))
 
 
-def play(seed: int, *, options=None, scripted=None, timeouts=0.2):
-    """A whole game with random legal moves for both seats; returns (table, fed, journaled, effects)."""
+def play(seed: int, *, options=None, scripted=None, timeouts=0.2, draw: str | None = "", round_id="MG1-000007"):
+    """A whole game with random legal moves for both seats; returns (table, fed, journaled, effects).
+    ``draw`` is the round's secret draw ("": one derived from ``seed``; None: a round journaled
+    before draws)."""
     rng = random.Random(seed)
+    if draw == "":
+        draw = random.Random(f"draw-{seed}").randbytes(32).hex()
     t = table(**(options or {}))
     fed, journaled, effects = [], [], []
 
@@ -48,7 +55,7 @@ def play(seed: int, *, options=None, scripted=None, timeouts=0.2):
             journaled.append(ev)
         return step
 
-    feed(OpenRound(round_id="MG1-000007", at=1))
+    feed(OpenRound(round_id=round_id, at=1, draw=draw))
     assert feed(PlaceBet(bet_id="b1", player_id="alice", bet_type="cover", stake=str(COVER), seat=1, at=2)).accepted
     feed(CloseBetting(at=3))
     r = t.current
@@ -72,9 +79,9 @@ def play(seed: int, *, options=None, scripted=None, timeouts=0.2):
             deck = decks.setdefault(pos.deck, rng.sample(list(HWATU_48), 48))
             if scripted and pos.name in scripted:
                 code = scripted[pos.name]
-                deck.remove(code)
-            else:
-                code = deck.pop()
+            else:  # the top card, keeping the scripted ones of the first deal for their positions
+                code = next(c for c in reversed(deck) if pos.deck or c not in (scripted or {}).values())
+            deck.remove(code)
             if rng.random() < 0.05:
                 feed(ReadFailed(reader="R", reason="noread", at=at))
             assert feed(ScanRead(reader="R", code=code, at=at)).accepted
@@ -98,6 +105,61 @@ def test_a_matgo_game_ends_with_one_exact_result_and_replays_from_its_journal(se
     for ev in journaled:
         assert replayed.handle(ev).accepted
     assert replayed.current.result == res
+
+
+def test_the_first_player_follows_the_rounds_secret_draw_and_replays_with_it():
+    """matgo.md §2.1 "chosen at random": one public round id, and either seat may move first,
+    depending only on the round's draw; the journal carries the draw, so a replay agrees."""
+    firsts = {}
+    for k in range(16):
+        draw = random.Random(k).randbytes(32).hex()
+        t, _, journaled, _ = play(k, draw=draw)
+        first = t.current.hand.seat_of["F"]
+        assert first == {"PLAYER": "alice", "AI": AI_PLAYER}[first_player(draw, 7)]
+        assert t.current.result.details["seats"]["F"] == first
+        assert [m["player"] for m in t.current.result.details["moves"]][:1] in ([first], [])
+        replayed = Table(t.rules)
+        for ev in journaled:
+            assert replayed.handle(ev).accepted
+        assert replayed.current.hand.seat_of == t.current.hand.seat_of
+        assert replayed.current.result == t.current.result
+        # the round number plays no part: the same draw in another round, the same first player
+        other, _, _, _ = play(k + 1, draw=draw, round_id="MG1-000123")
+        assert other.current.hand.seat_of["F"] == first
+        firsts[draw] = first
+    assert set(firsts.values()) == {"alice", AI_PLAYER}
+
+
+def test_a_redeal_keeps_the_drawn_first_player():
+    """§2.3: a redeal is dealt again with the same F (no new draw)."""
+    quad = {"L1": "01G", "L2": "01J1", "L3": "01J2", "L4": "01R"}
+    seen = set()
+    for k in range(8):
+        draw = random.Random(50 + k).randbytes(32).hex()
+        t, _, _, effects = play(k, draw=draw, scripted=quad)
+        assert any(isinstance(e, RoundEvent) and e.event == "redeal" for e in effects)
+        first = {"PLAYER": "alice", "AI": AI_PLAYER}[first_player(draw, 7)]
+        assert t.current.hand.deals >= 2 and t.current.hand.seat_of["F"] == first
+        redealt_f = [p for p in t.current.plan if p.name.startswith("R1.F.")]  # F's hand of the redeal
+        assert redealt_f and all(p.seat == (1 if first == "alice" else 2) for p in redealt_f)
+        seen.add(first)
+    assert seen == {"alice", AI_PLAYER}
+
+
+def test_a_round_journaled_before_draws_keeps_the_first_player_it_was_played_with():
+    """An OpenRound journaled before draws existed (no ``draw`` key in its body) replays
+    exactly as it was played: the first player from the old derivation of the hand number."""
+    for seq in range(1, 21):
+        digest = hashlib.sha256(f"matgo-first:{seq}".encode()).digest()
+        old = "alice" if digest[0] % 2 == 0 else AI_PLAYER
+        t, _, journaled, _ = play(seq, draw=None, round_id=f"MG1-{seq:06d}")
+        assert t.current.hand.seat_of["F"] == old
+        body = json.loads(journaled[0].model_dump_json())
+        del body["draw"]  # the body an older service wrote
+        replayed = Table(t.rules)
+        for ev in [EVENT_ADAPTER.validate_json(json.dumps(body))] + journaled[1:]:
+            assert replayed.handle(ev).accepted
+        assert replayed.current.hand.seat_of["F"] == old and replayed.current.result == t.current.result
 
 
 def test_the_ai_hand_is_never_published_and_the_player_gets_only_its_own_cards():

@@ -136,14 +136,14 @@ class Table:
     async def sit(self, cover: str = "100.00", round_id: str = R1) -> None:
         await wait_until(lambda: any(e["round_id"] == round_id for e in self.rec.events("round_opened")),
                          what=f"round {round_id} opened")
-        await self.rec.publish(ACT, {"type": "place_bet", "bet_id": f"{round_id}-{ALICE}", "player_id": ALICE,
+        await self.rec.command(ACT, {"type": "place_bet", "bet_id": f"{round_id}-{ALICE}", "player_id": ALICE,
                                      "bet_type": "cover", "stake": cover, "seat": 1, "round_id": round_id})
         await wait_until(lambda: any(m["round_id"] == round_id for m in self.mine(ALICE, "bet_accepted")),
                          what="the player seated")
         self.cover = Decimal(cover)
         self.rnd = self.service.tables[T].current
         assert self.rnd is not None and self.rnd.round_id == round_id
-        await self.rec.publish(ACT, {"type": "close_betting", "by": "dealer"})
+        await self.rec.command(ACT, {"type": "close_betting", "by": "dealer"})
         await wait_until(lambda: self.rnd.hand is not None, what="the game started")
 
     @property
@@ -155,7 +155,7 @@ class Table:
     async def confirm(self, step: str = "SHUFFLE") -> None:
         await wait_until(lambda: (p := self.rec.last_prompt()) is not None and p["kind"] == "CONFIRM"
                          and p["position"] == step, what=f"CONFIRM {step}")
-        await self.rec.publish(ACT, {"type": "dealer_confirm", "step": step})
+        await self.rec.command(ACT, {"type": "dealer_confirm", "step": step})
 
     async def deal(self, cards: Iterable[tuple[str, str]]) -> None:
         """Scan each (position, code) once the station asks for that position."""
@@ -227,19 +227,19 @@ class Table:
         data = turn if turn is not None else await self.turn()
         assert action in data["actions"] and (card is None or card in data["cards"]), (action, card, data)
         n = len(self.mine(ALICE, "action_accepted"))
-        await self.rec.publish(ACT, self.action(action, card))
+        await self.rec.command(ACT, self.action(action, card))
         await wait_until(lambda: len(self.mine(ALICE, "action_accepted")) > n, what=f"{action} {card} accepted")
         return data
 
     def action(self, action: str, card: str | None = None, player: str = ALICE, **extra: Any) -> dict[str, Any]:
         out = {"type": "player_action", "player_id": player, "action": action,
-               "round_id": self.rnd.round_id if self.rnd else None}
+               "round_id": self.rnd.round_id if self.rnd else None, "turn": max(1, self.rnd.turn) if self.rnd else 1}
         return out | ({"card": card} if card is not None else {}) | extra
 
     async def refused(self, payload: dict[str, Any], contains: str, player: str = ALICE) -> str:
         """Send an action that must be refused; return the reason the player was given."""
         n = len(self.mine(player, "rejected"))
-        await self.rec.publish(ACT, payload)
+        await self.rec.command(ACT, payload)
         await wait_until(lambda: len(self.mine(player, "rejected")) > n, what=f"{player} told why")
         reason = self.mine(player, "rejected")[n]["data"]["reason"]
         assert contains in reason, reason
@@ -690,7 +690,7 @@ async def test_d_illegal_moves_are_refused_and_change_nothing(table: Table, ai_g
         reason = await t.refused(payload, why, player=payload["player_id"])
         assert "O's hand" not in reason
     # the house AI's id on the actions topic: refused before the table sees it, whatever it says
-    await rec.publish(ACT, t.action("PLAY", ai_card, player=AI))
+    await rec.command(ACT, t.action("PLAY", ai_card, player=AI))
     await wait_until(lambda: any("house AI" in e["data"]["reason"] for e in rec.events("rejected")),
                      what="house-ai action refused")
     assert (rnd.turn, rnd.action_deadline, hand.engine.phase, len(hand.log)) == before
@@ -718,7 +718,7 @@ async def test_d_illegal_moves_are_refused_and_change_nothing(table: Table, ai_g
     await wait_until(lambda: hand.to_act == AI, what="the AI's turn")
     await t.refused(t.action("PLAY", turn["cards"][-1]), f"it is not {ALICE}'s move (waiting for {AI})")
     rejected = len(rec.events("rejected"))
-    await rec.publish(ACT, t.action("PLAY", ai_card, player=AI))  # a legal move for the AI, but not from here
+    await rec.command(ACT, t.action("PLAY", ai_card, player=AI))  # a legal move for the AI, but not from here
     await wait_until(lambda: len(rec.events("rejected")) > rejected, what="house-ai action refused")
     assert "house-ai is the house AI" in rec.events("rejected")[-1]["data"]["reason"]
     assert hand.to_act == AI and [m["player"] for m in hand.log] == [ALICE, ALICE, ALICE]
@@ -844,18 +844,18 @@ async def test_f_a_cover_below_the_minimum_is_refused(table: Table, least: str):
     await t.refused(bet(least, seat=None, bet_id="noseat"), "must name a seat")
     await t.refused(bet(least, bet_id="chips", bet_type="chips"), "unknown bet type 'chips' for matgo")
     rejected = len(rec.events("rejected"))
-    await rec.publish(ACT, bet(least, player=AI))  # nobody bets as the house AI
+    await rec.command(ACT, bet(least, player=AI))  # nobody bets as the house AI
     await wait_until(lambda: len(rec.events("rejected")) > rejected, what="house-ai bet refused")
     assert "house-ai is the house AI" in rec.events("rejected")[-1]["data"]["reason"]
     assert t.service.tables[T].current.bets == {}
-    await rec.publish(ACT, bet(least))
+    await rec.command(ACT, bet(least))
     await wait_until(lambda: t.mine(ALICE, "bet_accepted"), what="exactly the minimum accepted")
     await t.refused(bet(least, bet_id="again"), "a player escrows one cover per game")
     await t.refused(bet(least, player="bob"), "seat 1 is taken by another player", player="bob")
     assert t.service.tables[T].current.bets.keys() == {f"{ALICE}-{least}"}
     # the AI is dealt a chongtong: it wins 5 points, the player's loss limited to the cover
     t.rnd, t.cover = t.service.tables[T].current, Decimal(least)
-    await rec.publish(ACT, {"type": "close_betting", "by": "dealer"})
+    await rec.command(ACT, {"type": "close_betting", "by": "dealer"})
     cards, _ = deck(O=["11G", "11J1", "11J2", "11JD"], seed=11, setup="CHONGTONG")
     await t.deal(cards)
     await wait_until(lambda: rec.results(KEY1), what="result")
@@ -877,7 +877,7 @@ async def test_f_a_cover_below_the_minimum_is_refused(table: Table, least: str):
 async def test_f_nobody_sits_down_the_game_is_cancelled(table: Table):
     rec = table.rec
     await wait_until(lambda: rec.events("round_opened"), what="round opened")
-    await rec.publish(ACT, {"type": "close_betting", "by": "dealer"})
+    await rec.command(ACT, {"type": "close_betting", "by": "dealer"})
     await wait_until(lambda: rec.results(KEY1), what="cancelled")
     res = rec.results(KEY1)[0]
     assert res["outcome"] == "CANCELLED" and res["refund_all"] is True
@@ -1001,7 +1001,9 @@ async def test_the_virtual_dealer_follows_a_matgo_deal_redeal_and_stock():
     assert reader.cards[-1] == "03G" and dealer.in_hand == "03G"
     # a redeal: every card comes back, the 48 are shuffled again, the deal starts over
     await dealer._follow(prompt("CONFIRM", "SHUFFLE", 4))
-    assert dealer.reshuffles == 1 and sent == [{"type": "dealer_confirm", "step": "SHUFFLE"}]
+    assert dealer.reshuffles == 1 and [{k: m[k] for k in ("type", "step", "round_id")} for m in sent] == [
+        {"type": "dealer_confirm", "step": "SHUFFLE", "round_id": "X-000001"}]
+    assert sent[0]["command_id"]
     await dealer._follow(prompt("NEXT", "R1.F.1", 5))
     await dealer._follow(prompt("NEXT", "R1.S1", 6))  # the stock, one card at a time
     assert reader.cards[-2:] == ["12G", "12A"] and dealer.dealt == ["01G", "02A", "03G", "12G"]

@@ -79,7 +79,9 @@ async def test_mqtt_scanner_ingest_deals_a_round_and_rejects_bad_json(broker: Br
 
 async def test_retained_actions_are_never_replayed_and_status_goes_offline_on_stop(broker: Broker, tmp_path: Path):
     rec = await Recorder(broker.url).start()
-    bet = {"type": "place_bet", "bet_id": "stale", "player_id": "p", "bet_type": "tie", "stake": "1"}
+    # a well-formed bet for the round about to open: only its being retained keeps it out
+    bet = {"type": "place_bet", "bet_id": "stale", "player_id": "p", "bet_type": "tie", "stake": "1",
+           "round_id": f"{TABLE}-000001", "command_id": "stale"}
     await rec.bus._client.publish(topics.actions(TABLE), json.dumps(bet).encode(), qos=1, retain=True)  # type: ignore[union-attr]
     settings = mqtt_settings(tmp_path, broker.url, betting_seconds=60)
     bus = MqttBus(broker.url, client_id="backend-status", status_topic=topics.backend_status("n1"))
@@ -131,7 +133,9 @@ async def test_a_stream_of_rejected_events_does_not_postpone_the_next_round(tmp_
             i = 0
             while True:
                 i += 1
-                late = {"type": "place_bet", "bet_id": f"late{i}", "player_id": "p", "bet_type": "tie", "stake": "1"}
+                # well-formed, for the round that just ended: refused by the table, not at the edge
+                late = {"type": "place_bet", "bet_id": f"late{i}", "player_id": "p", "bet_type": "tie", "stake": "1",
+                        "round_id": first, "command_id": f"late{i}"}
                 await bus.publish(topics.actions(TABLE), json.dumps(late).encode())
                 await asyncio.sleep(0.05)
 
@@ -140,6 +144,7 @@ async def test_a_stream_of_rejected_events_does_not_postpone_the_next_round(tmp_
             await wait_until(lambda: service.tables[TABLE].current.round_id != first, timeout=5, what="next round opened")
         finally:
             spammer.cancel()
+        assert service.metrics.rejections.labels(table=TABLE, type="place_bet")._value.get() >= 1  # they reached the core
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)

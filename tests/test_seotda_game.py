@@ -36,7 +36,7 @@ from dealer.events import (
     ScanRead,
 )
 from dealer.games.base import Face
-from dealer.games.seotda import Seotda, SeotdaOptions
+from dealer.games.seotda import Seotda, SeotdaOptions, first_seat_drawn
 from dealer.messages import PlayerMessage, RoundEvent, RoundResult, StationPrompt
 from dealer.round import Phase, Step, TableRules
 from dealer.settlement import settle_bet
@@ -92,9 +92,9 @@ class Play:
 
     # -- a round ------------------------------------------------------------------------------
 
-    def open(self, seq: int = 1, context: Mapping[str, Any] | None = None) -> Step:
+    def open(self, seq: int = 1, context: Mapping[str, Any] | None = None, draw: str | None = None) -> Step:
         return self.feed(OpenRound(round_id=f"T1-{seq:06d}", at=self.tick(), betting_closes_at=self.at + 100,
-                                   context=dict(context or {})))
+                                   context=dict(context or {}), draw=draw))
 
     def bring(self, seat: int, player: str, chips: int | str) -> Step:
         return self.feed(PlaceBet(bet_id=f"b-{player}-{len(self.fed)}", player_id=player, bet_type="chips",
@@ -104,10 +104,10 @@ class Play:
         return self.feed(CloseBetting(by="timer", at=self.tick()))
 
     def start(self, seats: Mapping[int, tuple[str, int]], cards: Mapping[str, str] | None = None,
-              context: Mapping[str, Any] | None = None, seq: int = 1) -> "Play":
+              context: Mapping[str, Any] | None = None, seq: int = 1, draw: str | None = None) -> "Play":
         """Open, seat everyone (seat -> (player, chips)), close and deal up to the first turn."""
         self.cards.update(cards or {})
-        assert self.open(seq, {"winner_seat": min(seats)} if context is None else context).accepted
+        assert self.open(seq, {"winner_seat": min(seats)} if context is None else context, draw).accepted
         for seat, (player, chips) in seats.items():
             step = self.bring(seat, player, chips)
             assert step.accepted, step.effects
@@ -402,10 +402,13 @@ def test_deal_link_loss_after_the_first_card_does_not_stop_the_game():
 
 # --- §3.1: the first seat -------------------------------------------------------------------------
 
+ROUND_DRAW = bytes(range(32)).hex()  # a fixed secret draw (the service takes 32 bytes from the OS CSPRNG)
 
-def first_seat(seats: list[int], context: Mapping[str, Any], seq: int = 1, **options: Any) -> int:
+
+def first_seat(seats: list[int], context: Mapping[str, Any], seq: int = 1, draw: str | None = ROUND_DRAW,
+               **options: Any) -> int:
     p = Play(**options)
-    p.start({s: (f"P{s}", 600) for s in seats}, context=context, seq=seq)
+    p.start({s: (f"P{s}", 600) for s in seats}, context=context, seq=seq, draw=draw)
     s1 = p.hand.first_seat
     assert p.r.plan[1].name == "S1.1" and p.r.plan[1].seat == s1
     assert p.to_act() == f"P{s1}"
@@ -426,20 +429,57 @@ def test_first_seat_rotate_moves_one_seat_clockwise_each_game():
     assert first_seat([1, 2, 4, 5], {"first_seat": 2}, first_seat="ROTATE") == 4  # seat 3 is empty
 
 
-def test_first_seat_of_a_tables_first_game_is_a_deterministic_draw():
+def test_first_seat_of_a_tables_first_game_follows_the_rounds_secret_draw():
+    """§3.1 "S1 is drawn at random": from the round's draw, never from its public number."""
     drawn = {}
-    for seq in range(1, 31):
-        drawn[seq] = first_seat([1, 2, 3], {}, seq=seq)
-        assert first_seat([1, 2, 3], {}, seq=seq) == drawn[seq]  # the same round draws the same seat
-        digest = hashlib.sha256(f"seotda-first-seat:{seq}".encode()).digest()
-        assert drawn[seq] == [1, 2, 3][digest[0] % 3]
-    assert set(drawn.values()) == {1, 2, 3}
+    for k in range(30):
+        draw = random.Random(k).randbytes(32).hex()
+        drawn[draw] = first_seat([1, 2, 3], {}, seq=1, draw=draw)  # the same round id every time
+        assert first_seat([1, 2, 3], {}, seq=1, draw=draw) == drawn[draw]  # the same draw, the same seat
+        assert first_seat([1, 2, 3], {}, seq=99, draw=draw) == drawn[draw]  # the round number plays no part
+        assert drawn[draw] == first_seat_drawn(draw, 1, [1, 2, 3])
+    assert set(drawn.values()) == {1, 2, 3}  # one public round id, every seat reachable
     assert first_seat([2, 5], {}, seq=7, first_seat="ROTATE") in (2, 5)
+    # a previous winner decides, whatever the draw
+    assert {first_seat([1, 2, 3], {"winner_seat": 2}, draw=d) for d in drawn} == {2}
+
+
+def test_first_seat_of_a_round_journaled_before_draws_is_the_one_it_was_played_with():
+    """An OpenRound without ``draw`` (an older journal) replays with the old derivation."""
+    for seq in range(1, 31):
+        digest = hashlib.sha256(f"seotda-first-seat:{seq}".encode()).digest()
+        assert first_seat([1, 2, 3], {}, seq=seq, draw=None) == [1, 2, 3][digest[0] % 3]
+
+
+def test_first_seat_drawn_replays_from_the_journal_and_a_rematch_keeps_it():
+    """The draw is journaled with the round, so a replay seats S1 where the live round did;
+    a rematch (§7.2 rule 5) keeps the S1 order restricted to its participants: no new draw."""
+    seen = set()
+    for k in range(12):
+        draw = random.Random(100 + k).randbytes(32).hex()
+        p = Play()
+        p.start(THREE, cards=DRAW | hands(R1_S1="05A 06A", R1_S2="03G 08G"), context={}, draw=draw)
+        s1 = p.hand.first_seat
+        seen.add(s1)
+        order = [x.seat for x in p.r.plan[1:4]]
+        assert order[0] == s1 and sorted(order) == [1, 2, 3]
+        while p.r.phase == Phase.ACTION:
+            p.act(p.b.to_act, "CHECK")
+        d = p.result.details
+        assert d["rematches"] == 1 and d["first_seat"] == s1  # S1 and S2 tie: a rematch between them
+        assert [q.seat for q in p.r.plan if q.name.startswith("R1.") and q.name.endswith(".1")] == order[:2]
+        fresh = new_table()
+        for ev in p.journal:
+            assert fresh.handle(ev).accepted
+        assert fresh.current.hand.first_seat == s1 and fresh.current.result == p.result
+        opened = next(ev for ev in p.journal if isinstance(ev, OpenRound))
+        assert opened.draw == draw and OpenRound.model_validate_json(opened.model_dump_json()).draw == draw
+    assert len(seen) > 1
 
 
 def test_first_seat_the_table_carries_the_winner_into_the_next_round():
     p = Play()
-    p.start(THREE, context={})  # the table's first game: S1 drawn
+    p.start(THREE, context={}, draw=ROUND_DRAW)  # the table's first game: S1 drawn
     s1 = p.hand.first_seat
     order = [x.seat for x in p.r.plan[1:4]]
     s2_player = p.hand.player_at[order[1]]
@@ -1135,13 +1175,14 @@ def random_game(seed: int) -> tuple[Play, dict[str, Any], dict[str, D]]:
     seats = sorted(rng.sample(range(1, 6), n))
     brought = {f"P{s}": D(rng.choice([10, 25, 60, 100, 250, 600, 1000])) for s in seats}
     context = rng.choice([{}, {"winner_seat": rng.randint(1, 5)}, {"first_seat": rng.randint(1, 5)}])
+    draw = rng.randbytes(32).hex()
     for deck in range(6):
         p.shoe[deck] = rng.sample(SEOTDA_20, 20)
         prefix = f"R{deck}_" if deck else ""
         scenario = rng.choice(list(SCENARIOS)) if deck < 3 else "shuffled"
         p.cards.update(hands(**{prefix + k: v for k, v in SCENARIOS[scenario].items()
                                 if int(k[1:]) <= n}))
-    assert p.open(seq=rng.randint(1, 99), context=context).accepted
+    assert p.open(seq=rng.randint(1, 99), context=context, draw=draw).accepted
     for s in seats:
         assert p.bring(s, f"P{s}", brought[f"P{s}"]).accepted
     assert p.close().accepted

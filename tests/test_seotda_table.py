@@ -16,6 +16,7 @@ import pytest
 from dealer import topics
 from dealer.config import load_settings
 from dealer.events import CloseBetting, DealerConfirm, OpenRound, PlaceBet, PlayerAction, ScanRead
+from dealer.games.seotda import first_seat_drawn
 from dealer.messages import PlayerMessage, RoundResult
 from dealer.round import Phase, Round
 from dealer.service import Service
@@ -109,16 +110,25 @@ class Table:
                          what=f"round {round_id} opened")
         self.stakes = {p: Decimal(c) for p, (_, c) in chips.items()}
         for p, (seat, c) in chips.items():
-            await self.rec.publish(ACT, {"type": "place_bet", "bet_id": f"{round_id}-{p}", "player_id": p,
+            await self.rec.command(ACT, {"type": "place_bet", "bet_id": f"{round_id}-{p}", "player_id": p,
                                          "bet_type": "chips", "stake": c, "seat": seat, "round_id": round_id})
         await wait_until(lambda: all(any(m["round_id"] == round_id for m in self.mine(p, "bet_accepted"))
                                      for p in chips), what="every player seated")
         self.rnd = self.service.tables[T].current
         assert self.rnd is not None and self.rnd.round_id == round_id
-        await self.rec.publish(ACT, {"type": "close_betting", "by": "dealer"})
+        await self.rec.command(ACT, {"type": "close_betting", "by": "dealer"})
         await wait_until(lambda: self.rnd.hand is not None, what="the hand dealt out")
         hand = self.rnd.hand
         self.S = {f"S{k}": hand.player_at[s] for s, k in hand.label.items()}
+
+    async def drawn_first_seat(self, seats: list[int], round_id: str = R1) -> int:
+        """The seat the round's secret draw makes S1 in a table's first game (seotda.md §3.1).
+        Only the backend knows the draw; the test reads it from the core to script a game."""
+        await wait_until(lambda: any(e["round_id"] == round_id for e in self.rec.events("round_opened")),
+                         what=f"round {round_id} opened")
+        rnd = self.service.tables[T].current
+        assert rnd is not None and rnd.round_id == round_id and rnd.draw is not None
+        return first_seat_drawn(rnd.draw, 1, seats)
 
     def seat_label(self, player: str) -> str:
         return next(k for k, p in self.S.items() if p == player)
@@ -126,7 +136,7 @@ class Table:
     async def confirm(self, step: str = "SHUFFLE", at: int | None = None) -> None:
         await wait_until(lambda: (p := self.rec.last_prompt()) is not None and p["kind"] == "CONFIRM"
                          and p["position"] == step and (at is None or p["step"] == at), what=f"CONFIRM {step}")
-        await self.rec.publish(ACT, {"type": "dealer_confirm", "step": step})
+        await self.rec.command(ACT, {"type": "dealer_confirm", "step": step})
 
     async def deal(self, *cards: tuple[str, str]) -> None:
         """Scan each (position, code) once the station asks for that position."""
@@ -153,21 +163,21 @@ class Table:
         data = turn if turn is not None else await self.turn(player)
         assert button in data["buttons"], (player, button, data)
         n = len(self.mine(player, "action_accepted"))
-        await self.rec.publish(ACT, {"type": "player_action", "player_id": player, "action": button,
+        await self.rec.command(ACT, {"type": "player_action", "player_id": player, "action": button,
                                      "round_id": self.rnd.round_id if self.rnd else None})
         await wait_until(lambda: len(self.mine(player, "action_accepted")) > n, what=f"{player} {button} accepted")
         return data
 
     async def reserve(self, player: str, button: str) -> None:
         n = len(self.mine(player, "reservation_accepted"))
-        await self.rec.publish(ACT, {"type": "player_action", "player_id": player, "action": button,
+        await self.rec.command(ACT, {"type": "player_action", "player_id": player, "action": button,
                                      "reserve": True, "round_id": self.rnd.round_id if self.rnd else None})
         await wait_until(lambda: len(self.mine(player, "reservation_accepted")) > n, what=f"{player} reserved {button}")
 
     async def refused(self, player: str, payload: dict[str, Any], contains: str) -> str:
         """Send an action that must be refused; return the reason the player was given."""
         n = len(self.mine(player, "rejected"))
-        await self.rec.publish(ACT, payload)
+        await self.rec.command(ACT, payload)
         await wait_until(lambda: len(self.mine(player, "rejected")) > n, what=f"{player} told why")
         reason = self.mine(player, "rejected")[n]["data"]["reason"]
         assert contains in reason, reason
@@ -479,7 +489,9 @@ async def test_c_a_silent_player_is_checked_then_folded_and_the_game_finishes(ta
     task = asyncio.create_task(bus.run())
     try:
         await asyncio.wait_for(bus.wait_connected(), 10)
-        await t.sit({"alice": (1, "1000"), "bob": (2, "1000"), "carol": (3, "1000")})
+        s1 = await t.drawn_first_seat([1, 2, 3])  # alice sits where the draw puts S1, bob and carol after her
+        seats = [s1, s1 % 3 + 1, (s1 + 1) % 3 + 1]
+        await t.sit({p: (s, "1000") for p, s in zip(("alice", "bob", "carol"), seats)})
         assert [t.S[k] for k in ("S1", "S2", "S3")] == ["alice", "bob", "carol"], t.S  # S1 drawn for game 1
         await t.confirm("SHUFFLE", at=1)
         await t.deal(("S1.1", "02A"), ("S2.1", "03R"), ("S3.1", "07A"))
@@ -597,14 +609,16 @@ async def test_e_a_player_needs_sixty_times_the_stake(table: Table, stake: int):
     await t.refused("bob", bet("bob", str(least), seat=None, bet_id="bob-noseat"), "must name a seat")
     await t.refused("bob", bet("bob", str(least), seat=2, bet_id="bob-ante") | {"bet_type": "ante"},
                     "unknown bet type 'ante' for seotda")
-    await t.rec.publish(ACT, bet("alice", str(least)))
+    await t.rec.command(ACT, bet("alice", str(least)))
     await wait_until(lambda: t.mine("alice", "bet_accepted"), what="exactly the minimum accepted")
     await t.refused("alice", bet("alice", str(least), bet_id="again"), "a player brings chips to a game once")
+    # the public bet_rejected events may trail the players' own answers: wait for all of them
+    await wait_until(lambda: len(rec.events("bet_rejected")) >= 7, what="every bet_rejected event")
     rejected = [e["data"]["reason"] for e in rec.events("bet_rejected")]
     assert len(rejected) == 7 and t.service.tables[T].current.bets.keys() == {f"alice-{least}"}
     # one player alone cannot play: the game is cancelled and the chips go back
     t.stakes = {"alice": Decimal(least)}
-    await t.rec.publish(ACT, {"type": "close_betting", "by": "dealer"})
+    await t.rec.command(ACT, {"type": "close_betting", "by": "dealer"})
     await wait_until(lambda: rec.results(KEY1), what="refund")
     res = rec.results(KEY1)[0]
     assert res["outcome"] == "CANCELLED" and res["refund_all"] is True
@@ -730,7 +744,7 @@ def test_a_reservation_made_in_bet_1_does_not_run_in_bet_2():
         step = core.handle(ev.model_copy(update={"at": 1}))
         msgs.extend(e for e in step.effects if isinstance(e, PlayerMessage))
 
-    h(OpenRound(round_id=R1))
+    h(OpenRound(round_id=R1, draw=bytes(range(32)).hex()))
     for p, seat in (("alice", 1), ("bob", 2), ("carol", 3)):
         h(PlaceBet(bet_id=p, player_id=p, bet_type="chips", stake=Decimal(1000), seat=seat))
     h(CloseBetting(by="dealer"))

@@ -104,12 +104,12 @@ async def test_player_actions_are_answered_on_the_players_own_topic(broker: Brok
 
     try:
         await wait_until(lambda: rec.events("round_opened"), what="round opened")
-        await rec.publish(act, {"type": "place_bet", "bet_id": "a1", "player_id": "p1", "bet_type": "ante",
+        await rec.command(act, {"type": "place_bet", "bet_id": "a1", "player_id": "p1", "bet_type": "ante",
                                 "stake": "10", "seat": 1})
-        await rec.publish(act, {"type": "place_bet", "bet_id": "a2", "player_id": "p2", "bet_type": "ante",
+        await rec.command(act, {"type": "place_bet", "bet_id": "a2", "player_id": "p2", "bet_type": "ante",
                                 "stake": "10", "seat": 1})  # the wrong seat: taken
-        await rec.publish(act, {"type": "player_decision", "player_id": "p1", "action": "PLAY"})  # wrong phase
-        await rec.publish(act, {"type": "player_decision", "player_id": "p1", "action": "play!"})  # malformed
+        await rec.command(act, {"type": "player_decision", "player_id": "p1", "action": "PLAY"})  # wrong phase
+        await rec.command(act, {"type": "player_decision", "player_id": "p1", "action": "play!"})  # malformed
         await wait_until(lambda: replies("p1", "bet_accepted") and replies("p2", "rejected")
                          and len(replies("p1", "rejected")) >= 2, what="replies")
         assert "seat 1 is taken" in replies("p2", "rejected")[0]["data"]["reason"]
@@ -125,8 +125,8 @@ async def test_player_actions_are_answered_on_the_players_own_topic(broker: Brok
         await wait_until(lambda: replies("p1", "decision_required"), what="decision required")
         assert [m["data"]["card"] for m in replies("p1", "hole_card")] == ["7S", "7D", "7C"]
         assert replies("p2", "hole_card") == []  # p2 has no seat, and never sees p1's cards
-        await rec.publish(act, {"type": "player_decision", "player_id": "p1", "action": "PLAY"})
-        await rec.publish(act, {"type": "player_decision", "player_id": "p1", "action": "FOLD"})  # duplicated
+        await rec.command(act, {"type": "player_decision", "player_id": "p1", "action": "PLAY"})
+        await rec.command(act, {"type": "player_decision", "player_id": "p1", "action": "FOLD"})  # duplicated
         key = f"{T}:{T}-000001"
         await wait_until(lambda: rec.results(key), what="result")
         # p1 was the only decider, so PLAY completed the round: the repeat is refused either way
@@ -150,7 +150,7 @@ async def test_broker_lost_during_decisions_the_timer_decides_and_the_result_wai
                                                            decision_seconds=0.5))
     try:
         await wait_until(lambda: rec.events("round_opened"), what="round opened")
-        await rec.publish(topics.actions(T), {"type": "place_bet", "bet_id": "a1", "player_id": "p1",
+        await rec.command(topics.actions(T), {"type": "place_bet", "bet_id": "a1", "player_id": "p1",
                                               "bet_type": "ante", "stake": "10", "seat": 2})
         await wait_until(lambda: rec.events("bet_accepted"), what="bet accepted")
         await wait_until(lambda: service.tables[T].current.phase == Phase.BETTING_CLOSED, what="betting closed")

@@ -112,18 +112,18 @@ class StudHand:
                          timeout=WAIT, what=f"round {self.round_id} opened")
         self.stakes = {p: Decimal(c) for p, c in chips.items()}
         for p, c in chips.items():
-            await self.rec.publish(ACT, {"type": "place_bet", "bet_id": f"{self.round_id}-{p}", "player_id": p,
+            await self.rec.command(ACT, {"type": "place_bet", "bet_id": f"{self.round_id}-{p}", "player_id": p,
                                          "bet_type": "chips", "stake": c, "seat": SEATS[p],
                                          "round_id": self.round_id})
         await wait_until(lambda: all(self.mine(p, "bet_accepted") for p in chips), timeout=WAIT,
                          what="every player seated")
-        await self.rec.publish(ACT, {"type": "close_betting", "by": "dealer"})
+        await self.rec.command(ACT, {"type": "close_betting", "by": "dealer"})
 
     async def confirm(self, step: str) -> None:
         await wait_until(lambda: (p := self.rec.last_prompt()) is not None and p["kind"] == "CONFIRM"
                          and p["position"] == step and p["round_id"] == self.round_id,
                          timeout=WAIT, what=f"CONFIRM {step}")
-        await self.rec.publish(ACT, {"type": "dealer_confirm", "step": step})
+        await self.rec.command(ACT, {"type": "dealer_confirm", "step": step})
 
     async def deal(self, *cards: tuple[str, str]) -> None:
         """Scan each (position, code) once the station asks for it; wait until it registered."""
@@ -147,7 +147,7 @@ class StudHand:
         assert action in data["actions"], (player, action, data)
         self.answered.add((player, data["turn"]))
         n = len(self.mine(player, "action_accepted"))
-        await self.rec.publish(ACT, {"type": "player_action", "player_id": player, "action": action,
+        await self.rec.command(ACT, {"type": "player_action", "player_id": player, "action": action,
                                      "amount": amount, "round_id": self.round_id})
         await wait_until(lambda: len(self.mine(player, "action_accepted")) > n, timeout=WAIT,
                          what=f"{player} {action} accepted")

@@ -91,18 +91,18 @@ class Table:
                          what=f"round {round_id} opened")
         self.stakes = {p: Decimal(c) for p, (_, c) in chips.items()}
         for p, (seat, c) in chips.items():
-            await self.rec.publish(ACT, {"type": "place_bet", "bet_id": f"{round_id}-{p}", "player_id": p,
+            await self.rec.command(ACT, {"type": "place_bet", "bet_id": f"{round_id}-{p}", "player_id": p,
                                          "bet_type": "chips", "stake": c, "seat": seat, "round_id": round_id})
         await wait_until(lambda: all(any(m["round_id"] == round_id for m in self.mine(p, "bet_accepted"))
                                      for p in chips), what="every player seated")
         self.rnd = self.service.tables[T].current
         assert self.rnd is not None and self.rnd.round_id == round_id
-        await self.rec.publish(ACT, {"type": "close_betting", "by": "dealer"})
+        await self.rec.command(ACT, {"type": "close_betting", "by": "dealer"})
 
     async def confirm(self, step: str) -> None:
         await wait_until(lambda: (p := self.rec.last_prompt()) is not None and p["kind"] == "CONFIRM"
                          and p["position"] == step, what=f"CONFIRM {step}")
-        await self.rec.publish(ACT, {"type": "dealer_confirm", "step": step})
+        await self.rec.command(ACT, {"type": "dealer_confirm", "step": step})
 
     async def deal(self, *cards: tuple[str, str]) -> None:
         """Scan each (position, code) once the station asks for that position."""
@@ -139,7 +139,7 @@ class Table:
         data = turn if turn is not None else await self.turn(player)
         assert action in data["actions"], (player, action, data)
         n = len(self.mine(player, "action_accepted"))
-        await self.rec.publish(ACT, {"type": "player_action", "player_id": player, "action": action,
+        await self.rec.command(ACT, {"type": "player_action", "player_id": player, "action": action,
                                      "amount": amount, "round_id": self.rnd.round_id if self.rnd else None})
         await wait_until(lambda: len(self.mine(player, "action_accepted")) > n, what=f"{player} {action} accepted")
         return data
@@ -147,7 +147,7 @@ class Table:
     async def refused(self, player: str, payload: dict[str, Any], contains: str) -> str:
         """Send an action that must be refused; return the reason the player was given."""
         n = len(self.mine(player, "rejected"))
-        await self.rec.publish(ACT, payload)
+        await self.rec.command(ACT, payload)
         await wait_until(lambda: len(self.mine(player, "rejected")) > n, what=f"{player} told why")
         reason = self.mine(player, "rejected")[n]["data"]["reason"]
         assert contains in reason, reason
@@ -664,7 +664,10 @@ async def test_virtual_dealer_confirms_and_counts_confirmations_as_steps():
     await dealer._follow(prompt("WAIT"))  # betting open: nothing to do
     await dealer._follow(prompt("CONFIRM", "WASH", 1))
     await dealer._follow(prompt("CONFIRM", "SHUFFLE", 2))
-    assert sent == [{"type": "dealer_confirm", "step": "WASH"}, {"type": "dealer_confirm", "step": "SHUFFLE"}]
+    assert [{k: m[k] for k in ("type", "step", "round_id")} for m in sent] == [
+        {"type": "dealer_confirm", "step": "WASH", "round_id": "X-000001"},
+        {"type": "dealer_confirm", "step": "SHUFFLE", "round_id": "X-000001"}]
+    assert len({m["command_id"] for m in sent}) == 2  # two confirmations, two command ids
     assert dealer.confirmed == ["WASH"] and dealer.confirming == "SHUFFLE"
     await dealer._follow(prompt("NEXT", "P1.1", 3))  # the shuffle was accepted; first card
     assert dealer.confirmed == ["WASH", "SHUFFLE"] and reader.cards == ["AS"] and sent[2:] == []

@@ -177,8 +177,12 @@ class Game(ABC):
         return None
 
     def start_hand(self, seats: Mapping[int, str], chips: Mapping[str, Decimal], hand_number: int,
-                   unit: Decimal, context: Mapping[str, Any] | None = None) -> "PeerHand":
-        """A peer game's hand for ``seats`` (seat -> player) bringing ``chips`` (player -> amount)."""
+                   unit: Decimal, context: Mapping[str, Any] | None = None, *,
+                   draw: str | None = None) -> "PeerHand":
+        """A peer game's hand for ``seats`` (seat -> player) bringing ``chips`` (player -> amount).
+        ``draw`` is the round's secret random draw (:mod:`dealer.draws`): whatever the rulebook
+        draws at random is derived from it, never from ``hand_number`` (None: a round journaled
+        before draws, which keeps the derivation it was played with)."""
         raise NotImplementedError(f"{self.name} is not a peer-to-peer game")
 
     @abstractmethod

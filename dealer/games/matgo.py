@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
+from dealer import draws
 from dealer.cards import HWATU_48
 from dealer.games.base import (
     BetResolution,
@@ -58,8 +59,8 @@ class MatgoOptions(GameOptions):
 
     * ``point_value``: money per payment point; ``min_cover_points``: the least cover a
       player escrows, in points (a loss is limited to the cover).
-    * ``first_player``: ``RANDOM`` (drawn from the round number: the core has no randomness),
-      ``PLAYER`` or ``AI``.
+    * ``first_player``: ``RANDOM`` (§2.1: derived from the round's secret draw, see
+      :mod:`dealer.draws`), ``PLAYER`` or ``AI``. A redeal keeps the same first player (§2.3).
     * ``ai_budget_ms``: the AI's thinking time per move (at most 100 ms on one core).
     * the engine's house options: ``deal_pattern``, ``ppuk_capture_steal``,
       ``immediate_win_multipliers``, ``nagari_next_multiplier``, ``sseul_rule``, ``last_turn``.
@@ -139,12 +140,23 @@ class Matgo(Game):
         return tuple(_deal(self.options, first_is_player=True, deal=0))
 
     def start_hand(self, seats: Mapping[int, str], chips: Mapping[str, Decimal], hand_number: int,
-                   unit: Decimal, context: Mapping[str, Any] | None = None) -> "MatgoHand":
-        return MatgoHand(self.options, seats[PLAYER_SEAT], chips[seats[PLAYER_SEAT]], hand_number, unit)
+                   unit: Decimal, context: Mapping[str, Any] | None = None, *,
+                   draw: str | None = None) -> "MatgoHand":
+        return MatgoHand(self.options, seats[PLAYER_SEAT], chips[seats[PLAYER_SEAT]], hand_number, unit, draw)
 
     def resolve(self, cards: Mapping[str, str], bets: Sequence[BetView] = (),
                 decisions: Mapping[str, str] | None = None) -> GameOutcome:
         raise NotImplementedError("a Matgo game is resolved move by move (MatgoHand), not from a card list")
+
+
+def first_player(draw: str | None, hand_number: int) -> Literal["PLAYER", "AI"]:
+    """§2.1 "The first player is chosen at random": a fair coin from the round's secret draw.
+    A round journaled before draws (``draw`` None) keeps the first player it was played with,
+    which came from the public hand number."""
+    if draw is None:
+        digest = hashlib.sha256(f"matgo-first:{hand_number}".encode()).digest()
+        return "PLAYER" if digest[0] % 2 == 0 else "AI"
+    return draws.choice(draw, "matgo-first-player", ("PLAYER", "AI"))
 
 
 def _deal(o: MatgoOptions, first_is_player: bool, deal: int) -> list[Position]:
@@ -161,15 +173,15 @@ def _deal(o: MatgoOptions, first_is_player: bool, deal: int) -> list[Position]:
 class MatgoHand(PeerHand):
     """One game of Matgo at the table: the deal (and redeals), then the engine move by move."""
 
-    def __init__(self, options: MatgoOptions, player: str, cover: Decimal, hand_number: int, unit: Decimal) -> None:
+    def __init__(self, options: MatgoOptions, player: str, cover: Decimal, hand_number: int, unit: Decimal,
+                 draw: str | None = None) -> None:
         self.o = options
         self.unit = unit
         self.player = player
         self.cover = cover
         first = options.first_player
         if first == "RANDOM":
-            digest = hashlib.sha256(f"matgo-first:{hand_number}".encode()).digest()
-            first = "PLAYER" if digest[0] % 2 == 0 else "AI"
+            first = first_player(draw, hand_number)
         self.seat_of: dict[str, str] = ({"F": player, "O": AI_PLAYER} if first == "PLAYER"
                                         else {"F": AI_PLAYER, "O": player})
         self.letter = {p: s for s, p in self.seat_of.items()}

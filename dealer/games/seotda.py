@@ -25,6 +25,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
+from dealer import draws
 from dealer.betting import Betting, Player, Range
 from dealer.cards import SEOTDA_20
 from dealer.games.base import (
@@ -58,7 +59,8 @@ class SeotdaOptions(GameOptions):
     * ``min_chips_check``: ``EVERY_GAME`` (default) or ``JOIN_ONLY`` (a player of the previous
       game at this table may play on with less).
     * ``first_seat``: ``PREVIOUS_WINNER`` (default) or ``ROTATE`` (§3.1); a table's first
-      game draws ``S1`` (deterministically from the round number: the core has no randomness).
+      game draws ``S1`` at random among the seated players, from the round's secret draw
+      (:mod:`dealer.draws`). A rematch keeps the same ``S1`` order (§7.2 rule 5): no new draw.
     * ``ante_and_blind``: ``ONE_POST`` (1 × stake, default) or ``TWO_POSTS`` (2 × stake).
     * ``raise_cap``: raises per betting round, None = unlimited (default).
     * ``pot_fraction_base``: ``POT_AFTER_CALL`` (default) or ``POT_BEFORE_ACTION`` (§9.14).
@@ -153,8 +155,9 @@ class Seotda(Game):
                      + positions_for(order, {s: i + 1 for i, s in enumerate(order)}, 2, 0))
 
     def start_hand(self, seats: Mapping[int, str], chips: Mapping[str, Decimal], hand_number: int,
-                   unit: Decimal, context: Mapping[str, Any] | None = None) -> "SeotdaHand":
-        return SeotdaHand(self.options, seats, chips, hand_number, unit, context or {})
+                   unit: Decimal, context: Mapping[str, Any] | None = None, *,
+                   draw: str | None = None) -> "SeotdaHand":
+        return SeotdaHand(self.options, seats, chips, hand_number, unit, context or {}, draw)
 
     def resolve(self, cards: Mapping[str, str], bets: Sequence[BetView] = (),
                 decisions: Mapping[str, str] | None = None) -> GameOutcome:
@@ -165,6 +168,16 @@ class Seotda(Game):
         hands = {s: evaluate(c, self.options.rank_rules) for s, c in held.items()}
         return GameOutcome(hands={s: HandInfo(h.cards, h.category) for s, h in hands.items()},
                            winner=",".join(sd.winners) or None, bets={}, details={"showdown": sd.kind})
+
+
+def first_seat_drawn(draw: str | None, hand_number: int, seats: Sequence[int]) -> int:
+    """§3.1 "in a table's first game S1 is drawn at random": each seated seat equally likely,
+    from the round's secret draw. A round journaled before draws (``draw`` None) keeps the
+    seat it was played with, which came from the public hand number."""
+    if draw is None:
+        digest = hashlib.sha256(f"seotda-first-seat:{hand_number}".encode()).digest()
+        return seats[digest[0] % len(seats)]
+    return draws.choice(draw, "seotda-first-seat", seats)
 
 
 def positions_for(order: Sequence[int], label: Mapping[int, int], card: int, deal: int) -> list[Position]:
@@ -211,14 +224,14 @@ class Game_:
 
 class SeotdaHand(PeerHand):
     def __init__(self, options: SeotdaOptions, seats: Mapping[int, str], chips: Mapping[str, Decimal],
-                 hand_number: int, unit: Decimal, context: Mapping[str, Any]) -> None:
+                 hand_number: int, unit: Decimal, context: Mapping[str, Any], draw: str | None = None) -> None:
         self.o = options
         self.rules = options.rank_rules
         self.unit = unit
         self.player_at = dict(seats)
         self.seat_of = {p: s for s, p in seats.items()}
         self.brought = {p: chips[p] for p in seats.values()}
-        self.first_seat = self._first_seat(sorted(seats), context, hand_number)
+        self.first_seat = self._first_seat(sorted(seats), context, hand_number, draw)
         ordered = sorted(seats)
         i = ordered.index(self.first_seat)
         order = ordered[i:] + ordered[:i]
@@ -241,17 +254,17 @@ class SeotdaHand(PeerHand):
 
     # -- set-up -------------------------------------------------------------------------
 
-    def _first_seat(self, seats: list[int], context: Mapping[str, Any], hand_number: int) -> int:
+    def _first_seat(self, seats: list[int], context: Mapping[str, Any], hand_number: int,
+                    draw: str | None) -> int:
         """§3.1: the previous winner (or the next seat clockwise), or one seat on from the
-        previous first seat; a table's first game draws it."""
+        previous first seat; a table's first game draws it at random."""
         key = "winner_seat" if self.o.first_seat == "PREVIOUS_WINNER" else "first_seat"
         prev = context.get(key)
         if isinstance(prev, int):
             start = prev if self.o.first_seat == "PREVIOUS_WINNER" else prev + 1
             later = [s for s in seats if s >= start]
             return later[0] if later else seats[0]
-        digest = hashlib.sha256(f"seotda-first-seat:{hand_number}".encode()).digest()
-        return seats[digest[0] % len(seats)]
+        return first_seat_drawn(draw, hand_number, seats)
 
     def _new_game(self, number: int, order: list[int], stacks: Mapping[str, Decimal],
                   carried: list[tuple[Pot, tuple[str, ...]]]) -> Game_:

@@ -148,7 +148,8 @@ class Stud(Game):
         return tuple(plan)
 
     def start_hand(self, seats: Mapping[int, str], chips: Mapping[str, Decimal], hand_number: int,
-                   unit: Decimal, context: Mapping[str, Any] | None = None) -> "StudHand":
+                   unit: Decimal, context: Mapping[str, Any] | None = None, *,
+                   draw: str | None = None) -> "StudHand":
         return StudHand(self.options, seats, chips, hand_number, unit)
 
     def resolve(self, cards: Mapping[str, str], bets: Sequence[BetView] = (),

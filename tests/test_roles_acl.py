@@ -1,0 +1,197 @@
+"""Black-box: who may publish and who may read every topic, on a real Mosquitto running the
+deployed configuration (``deploy/mosquitto/mosquitto.conf``, ports and paths substituted)
+with the ACL rendered by ``dealer deploy acl`` for two tables and one supervisor.
+
+Each user publishes a probe to every topic of the protocol, and a test-only ``auditor`` (read
+and write everything, appended to the rendered ACL) records what the broker let through;
+then the auditor publishes a probe on every topic and each user records what it received.
+Both are compared with the role table of ``docs/mqtt-topics.md`` written out here by hand,
+so a change to the renderer that widens anyone's rights fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import shutil
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import aiomqtt
+import pytest
+
+from dealer import topics
+from dealer.config import Settings, load_settings
+from dealer.deploy_tools import render_acl
+from drivers.mqtt import make_tls_context
+from simulators.secure_broker import SecureMosquitto, make_test_ca
+from tests.conftest import wait_until
+
+USERS = {
+    "dealer-backend": "pw-backend", "settlement": "pw-settlement", "player-platform": "pw-platform",
+    "ops": "pw-ops", "scanner-T1": "pw-scanner-1", "station-T1": "pw-station-1", "station-T2": "pw-station-2",
+    "supervisor-sup-ana": "pw-sup-ana", "player-7": "pw-player-7", "auditor": "pw-auditor",
+}
+T = topics.table_topic
+PROBED = {
+    "T1/scanner": T("T1", "scanner"), "T2/scanner": T("T2", "scanner"),
+    "T1/actions": T("T1", "actions"), "T1/station": T("T1", "station"), "T2/station": T("T2", "station"),
+    "T1/supervisor": T("T1", "supervisor"), "T2/supervisor": T("T2", "supervisor"),
+    "T1/events": T("T1", "events"), "T1/prompts": T("T1", "prompts"), "T1/results": T("T1", "results"),
+    "T1/players/player-7": T("T1", "players/player-7"), "T1/players/player-8": T("T1", "players/player-8"),
+    "status": topics.backend_status("n1"),
+}
+OUT = {"T1/events", "T1/prompts", "T1/results", "T1/players/player-7", "T1/players/player-8", "status"}
+INBOUND = {"T1/scanner", "T2/scanner", "T1/actions", "T1/station", "T2/station", "T1/supervisor", "T2/supervisor"}
+
+#: The role table: what each user may publish.
+MAY_WRITE: dict[str, set[str]] = {
+    "dealer-backend": OUT,
+    "settlement": set(),
+    "player-platform": {"T1/actions"},
+    "ops": set(),
+    "scanner-T1": {"T1/scanner"},
+    "station-T1": {"T1/station"},
+    "station-T2": {"T2/station"},
+    "supervisor-sup-ana": {"T1/supervisor"},  # sup-ana may act on T1 only
+    "player-7": set(),
+}
+#: ... and what each user may read.
+MAY_READ: dict[str, set[str]] = {
+    "dealer-backend": INBOUND,
+    "settlement": {"T1/results"},
+    "player-platform": {"T1/events", "status"},
+    "ops": {"T1/events", "T1/prompts", "T1/results", "status"},  # never a player's topic nor a command topic
+    "scanner-T1": set(),
+    "station-T1": {"T1/prompts", "T1/events"},
+    "station-T2": set(),  # nothing of T1
+    "supervisor-sup-ana": {"T1/prompts", "T1/events", "status"},
+    "player-7": {"T1/players/player-7"},
+}
+QUIET = 0.5
+
+
+def studio(tmp: Path) -> Settings:
+    tables = [{"id": tid, "game": "teen-patti", "scanner": {"kind": "mqtt", "reader_id": f"SC{i}"}}
+              for i, tid in enumerate(("T1", "T2"), start=1)]
+    key = tmp / "sup-ana.key"
+    key.write_text("11" * 32 + "\n")
+    key.chmod(0o600)
+    return load_settings(service={"journal_path": tmp / "j.sqlite", "metrics_enabled": False},
+                         tables=tables,
+                         security={"supervisors": [{"id": "sup-ana", "key_files": [str(key)], "tables": ["T1"]}]})
+
+
+def _tool(name: str) -> None:
+    if not (shutil.which(name) or Path(f"/usr/sbin/{name}").exists() or Path(f"/usr/bin/{name}").exists()):
+        pytest.fail(f"{name} is not installed: run scripts/test (it installs the Debian packages the tests need)")
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureMosquitto]:
+    for tool in ("mosquitto", "mosquitto_passwd", "openssl"):
+        _tool(tool)
+    base = tmp_path_factory.mktemp("roles-broker")
+    certs = make_test_ca(base / "tls")
+    work = base / "broker"
+    work.mkdir()
+    acl = render_acl(studio(base)) + "\n# test only: the observer of this test\nuser auditor\ntopic readwrite #\n"
+    b = SecureMosquitto(work, certs, USERS, acl)
+    b.start()
+    yield b
+    b.stop()
+
+
+@contextlib.asynccontextmanager
+async def client(broker: SecureMosquitto, user: str) -> AsyncIterator[aiomqtt.Client]:
+    async with aiomqtt.Client("127.0.0.1", broker.tls_port, username=user, password=USERS[user],
+                              identifier=f"{user}-{uuid.uuid4().hex[:8]}", tls_context=make_tls_context(broker.ca_file),
+                              timeout=5, keepalive=10) as c:
+        yield c
+
+
+async def _collect(c: aiomqtt.Client, into: list[tuple[str, bytes]]) -> None:
+    async for msg in c.messages:
+        into.append((str(msg.topic), bytes(msg.payload)))  # type: ignore[arg-type]
+
+
+def test_the_rendered_acl_is_the_role_table(tmp_path: Path) -> None:
+    """The renderer's grants, user by user (a readable diff when the role table changes)."""
+    blocks: dict[str, list[str]] = {}
+    user = None
+    for line in render_acl(studio(tmp_path)).splitlines():
+        if line.startswith("user "):
+            user = line.split()[1]
+            blocks[user] = []
+        elif line.startswith("topic ") and user:
+            blocks[user].append(line)
+    assert blocks["ops"] == ["topic read studio/v1/tables/+/events", "topic read studio/v1/tables/+/prompts",
+                             "topic read studio/v1/tables/+/results", "topic read studio/v1/backends/+/status",
+                             "topic read $SYS/#"]
+    assert blocks["station-T1"] == ["topic read studio/v1/tables/T1/prompts", "topic read studio/v1/tables/T1/events",
+                                    "topic write studio/v1/tables/T1/station"]
+    assert blocks["supervisor-sup-ana"] == [
+        "topic write studio/v1/tables/T1/supervisor", "topic read studio/v1/tables/T1/prompts",
+        "topic read studio/v1/tables/T1/events", "topic read studio/v1/backends/+/status"]
+    assert blocks["player-platform"] == ["topic write studio/v1/tables/+/actions",
+                                         "topic read studio/v1/tables/+/events", "topic read studio/v1/backends/+/status"]
+    assert not any("#" in ln for u, lines in blocks.items() if u != "ops" for ln in lines)
+
+
+async def test_who_may_publish_where(broker: SecureMosquitto) -> None:
+    seen: list[tuple[str, bytes]] = []
+    async with client(broker, "auditor") as auditor:
+        for topic in PROBED.values():
+            await auditor.subscribe(topic, qos=1)
+        collector = asyncio.create_task(_collect(auditor, seen))
+        try:
+            for user in MAY_WRITE:
+                async with client(broker, user) as c:
+                    for name, topic in PROBED.items():
+                        # MQTT 3.1.1: a denied publish is still acknowledged, then dropped
+                        await c.publish(topic, json.dumps({"probe": f"{user}|{name}"}).encode(), qos=1)
+            await asyncio.sleep(QUIET)
+            control = b'{"control": 1}'
+            await auditor.publish(PROBED["T1/events"], control, qos=1)
+            await wait_until(lambda: any(p == control for _, p in seen), what="the auditor's control")
+        finally:
+            collector.cancel()
+            await asyncio.gather(collector, return_exceptions=True)
+    got: dict[str, set[str]] = {u: set() for u in MAY_WRITE}
+    for topic, payload in seen:
+        probe = json.loads(payload).get("probe")
+        if probe:
+            user, name = probe.split("|")
+            assert PROBED[name] == topic
+            got[user].add(name)
+    assert got == MAY_WRITE
+
+
+async def test_who_may_read_what(broker: SecureMosquitto) -> None:
+    boxes: dict[str, list[tuple[str, bytes]]] = {u: [] for u in MAY_READ}
+    async with contextlib.AsyncExitStack() as stack:
+        tasks = []
+        for user in MAY_READ:
+            c = await stack.enter_async_context(client(broker, user))
+            for topic in PROBED.values():
+                await c.subscribe(topic, qos=1)
+            tasks.append(asyncio.create_task(_collect(c, boxes[user])))
+        auditor = await stack.enter_async_context(client(broker, "auditor"))
+        for name, topic in PROBED.items():
+            await auditor.publish(topic, json.dumps({"probe": name}).encode(), qos=1)
+        await asyncio.sleep(QUIET)
+        # a control every user may read proves its inbox is flowing (users with no read right get none)
+        for user, readable in MAY_READ.items():
+            if readable:
+                name = sorted(readable)[0]
+                await auditor.publish(PROBED[name], json.dumps({"control": user}).encode(), qos=1)
+                await wait_until(lambda: any(json.loads(p).get("control") == user for _, p in boxes[user]),
+                                 what=f"{user}'s control")
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    got = {u: {json.loads(p)["probe"] for _, p in box if "probe" in json.loads(p)} for u, box in boxes.items()}
+    assert got == MAY_READ
+    assert not any(n.startswith("T1/players/") for n in got["ops"])  # ops never sees a hole card

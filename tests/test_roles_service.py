@@ -1,0 +1,379 @@
+"""Roles, command ids and signed supervisor commands, through the real backend.
+
+The backend runs against a real Mosquitto with the deployed configuration and the ACL that
+``dealer deploy acl`` renders (the broker of ``tests/test_roles_acl.py``), and connects over
+TLS as ``dealer-backend``. Each role uses its own credentials, as in a studio: the broker
+drops what a role may not publish, and the backend refuses what arrives on a topic whose
+role may not send it. Every refusal is checked to change nothing at the table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiomqtt
+import pytest
+
+from dealer import topics
+from dealer.audit import recall
+from dealer.config import Settings, load_settings
+from dealer.journal import Journal
+from dealer.round import Phase
+from dealer.service import Service
+from dealer.signing import sign_command
+from drivers.mqtt import MqttBus, make_tls_context
+from drivers.scanner_json import ScannerMessage
+from simulators.secure_broker import SecureMosquitto
+from tests.conftest import wait_until
+from tests.test_roles_acl import USERS, broker  # noqa: F401  (the module-scoped secure broker fixture)
+
+SUP_KEY = bytes.fromhex("11" * 32)  # the key tests/test_roles_acl.py writes for sup-ana
+OTHER_KEY = bytes.fromhex("22" * 32)
+DEAL = ["AS", "KS", "AD", "KH", "AC", "KC"]
+POSITIONS = ["A1", "B1", "A2", "B2", "A3", "B3"]
+QUIET = 0.5
+
+
+def settings(tmp: Path, b: SecureMosquitto, *, betting: float = 30.0) -> Settings:
+    key = tmp / "sup-ana.key"
+    key.write_text(SUP_KEY.hex() + "\n")
+    key.chmod(0o600)
+    pw = tmp / "backend-password"
+    pw.write_text(USERS["dealer-backend"] + "\n")
+    pw.chmod(0o600)
+    tables = [{"id": tid, "game": "teen-patti", "betting_seconds": betting, "pause_seconds": 0.1,
+               "scanner": {"kind": "mqtt", "reader_id": f"SC{i}", "heartbeat_timeout": 60}}
+              for i, tid in enumerate(("T1", "T2"), start=1)]
+    return load_settings(
+        service={"journal_path": tmp / "journal.sqlite", "metrics_enabled": False, "node_id": "n1"},
+        mqtt={"url": b.tls_url, "client_id": f"backend-{uuid.uuid4().hex[:6]}", "username": "dealer-backend",
+              "password_file": str(pw), "ca_file": str(b.ca_file)},
+        tables=tables,
+        security={"supervisors": [{"id": "sup-ana", "key_files": [str(key)], "tables": ["T1"]}]})
+
+
+class Client:
+    """One role's MQTT client (its own credentials), recording what it may read."""
+
+    def __init__(self, b: SecureMosquitto, user: str, *filters: str) -> None:
+        self.b, self.user, self.filters = b, user, filters
+        self.got: list[tuple[str, dict[str, Any]]] = []
+        self._stack = contextlib.AsyncExitStack()
+
+    async def __aenter__(self) -> "Client":
+        self.c = await self._stack.enter_async_context(aiomqtt.Client(
+            "127.0.0.1", self.b.tls_port, username=self.user, password=USERS[self.user],
+            identifier=f"{self.user}-{uuid.uuid4().hex[:8]}", tls_context=make_tls_context(self.b.ca_file),
+            timeout=5, keepalive=10))
+        for f in self.filters:
+            await self.c.subscribe(f, qos=1)
+        self._task = asyncio.create_task(self._read())
+        return self
+
+    async def _read(self) -> None:
+        async for msg in self.c.messages:
+            self.got.append((str(msg.topic), json.loads(bytes(msg.payload))))  # type: ignore[arg-type]
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+        await self._stack.aclose()
+
+    async def send(self, topic: str, payload: dict[str, Any]) -> None:
+        await self.c.publish(topic, json.dumps(payload).encode(), qos=1)
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        return [m for t, m in self.got if t.endswith("/events") and m.get("event") == name]
+
+    def prompts(self, kind: str | None = None) -> list[dict[str, Any]]:
+        return [m for t, m in self.got if t.endswith("/prompts") and (kind is None or m["kind"] == kind)]
+
+    def mine(self, kind: str) -> list[dict[str, Any]]:
+        return [m for t, m in self.got if "/players/" in t and m.get("kind") == kind]
+
+
+async def _heartbeats(b: SecureMosquitto) -> None:
+    """T1's scanner gateway (its own credentials): BOOT, then a heartbeat every 0.3 s, so the
+    reader's link is up and rounds open."""
+    async with Client(b, "scanner-T1") as gw:
+        await gw.c.publish(topics.scanner("T1"), ScannerMessage(reader="SC1", seq=0, status="BOOT").model_dump_json(),
+                           qos=1)
+        while True:
+            await gw.c.publish(topics.scanner("T1"), ScannerMessage(reader="SC1", seq=0, status="HB").model_dump_json(),
+                               qos=1)
+            await asyncio.sleep(0.3)
+
+
+@contextlib.asynccontextmanager
+async def backend(s: Settings, b: SecureMosquitto) -> AsyncIterator[Service]:
+    from dealer import runner
+
+    service = Service(s, bus=runner.build_bus(s))
+    task = asyncio.create_task(service.run())
+    hb = asyncio.create_task(_heartbeats(b))
+    try:
+        await wait_until(lambda: service.bus.connected and service.ready.is_set(), what="backend connected")
+        yield service
+    finally:
+        for t in (hb, task):
+            t.cancel()
+        await asyncio.gather(hb, task, return_exceptions=True)
+
+
+def void(round_id: str, *, command_id: str | None = None, reason: str = "shoe dropped", key: bytes = SUP_KEY,
+         issued_at: int | None = None, table: str = "T1", supervisor: str = "sup-ana") -> dict[str, Any]:
+    import time
+
+    body = {"type": "supervisor_void", "command_id": command_id or f"v-{uuid.uuid4().hex[:10]}",
+            "supervisor": supervisor, "table_id": table, "round_id": round_id,
+            "issued_at": issued_at if issued_at is not None else time.time_ns() // 1_000_000, "reason": reason}
+    return sign_command(key, body)
+
+
+def bet(round_id: str | None, bet_id: str = "b1", command_id: str | None = None, **kw: Any) -> dict[str, Any]:
+    out = {"type": "place_bet", "bet_id": bet_id, "player_id": "player-7", "bet_type": "player_a", "stake": "10",
+           "command_id": command_id or f"c-{uuid.uuid4().hex[:10]}", "round_id": round_id}
+    return {k: v for k, v in (out | kw).items() if v is not None}
+
+
+def refused(watch: Client, n: int) -> list[str]:
+    return [e["data"]["reason"] for e in watch.events("rejected")[n:]]
+
+
+async def test_no_role_but_the_supervisor_can_void_and_only_the_station_closes_betting(
+        broker: SecureMosquitto, tmp_path: Path) -> None:  # noqa: F811
+    s = settings(tmp_path, broker)
+    async with backend(s, broker) as service, \
+            Client(broker, "ops", "studio/v1/tables/T1/events", "studio/v1/tables/T1/prompts") as ops, \
+            Client(broker, "player-platform") as platform, Client(broker, "station-T1") as station, \
+            Client(broker, "station-T2") as station2:
+        await wait_until(lambda: ops.events("round_opened"), what="round opened")
+        rid = ops.events("round_opened")[-1]["round_id"]
+        signed = void(rid)
+        # the player platform: a void (even a genuinely signed one) on its own topic is refused
+        await platform.send(topics.actions("T1"), signed)
+        await platform.send(topics.actions("T1"), {"type": "supervisor_void", "supervisor": "sup-ana",
+                                                   "reason": "free string", "command_id": "x1", "round_id": rid})
+        await platform.send(topics.actions("T1"), {"type": "close_betting", "command_id": "x2", "round_id": rid})
+        await platform.send(topics.supervisor("T1"), signed)  # not its topic: the broker drops it
+        # a station: a void on its topic is refused, the supervisor topic is not its own
+        await station.send(topics.station("T1"), {**signed, "command_id": "x3"})
+        await station.send(topics.supervisor("T1"), signed)  # dropped by the broker
+        await station2.send(topics.station("T1"), {"type": "close_betting", "command_id": "x4", "round_id": rid})
+        await wait_until(lambda: len(ops.events("rejected")) >= 4, what="four refusals")
+        await asyncio.sleep(QUIET)
+        reasons = refused(ops, 0)
+        assert len(reasons) == 4, reasons
+        assert sum("supervisor's command and is not accepted from the player platform" in r for r in reasons) == 2
+        assert any("close_betting is the dealer station's command" in r for r in reasons)
+        assert any("supervisor's command and is not accepted from the dealer station" in r for r in reasons)
+        cur = service.tables["T1"].current
+        assert cur is not None and cur.phase == Phase.BETTING_OPEN and cur.round_id == rid
+        m = service.metrics
+        assert m.commands_refused.labels(table="T1", role="player_platform", reason="wrong_role")._value.get() == 3
+        assert m.commands_refused.labels(table="T1", role="station", reason="wrong_role")._value.get() == 1
+        assert m.security_events.labels(table="T1", kind="wrong_role")._value.get() == 3  # the three voids
+        await wait_until(lambda: ops.prompts("ALERT"), what="the security alert on the station")
+        # the station of T1 closes betting
+        await station.send(topics.station("T1"), {"type": "close_betting", "command_id": "close-1", "round_id": rid})
+        await wait_until(lambda: ops.events("betting_closed"), what="betting closed by the station")
+        assert ops.events("betting_closed")[-1]["data"]["by"] == "dealer"
+    j = Journal(s.service.journal_path)
+    try:
+        kinds = [json.loads(r.body)["kind"] for r in j.rows("T1") if r.type == "security_event"]
+        assert kinds.count("wrong_role") == 3
+        assert not [r for r in j.rows("T1") if r.type == "supervisor_void"]
+    finally:
+        j.close()
+
+
+async def test_unsigned_forged_stale_reused_and_replayed_voids_change_nothing(
+        broker: SecureMosquitto, tmp_path: Path) -> None:  # noqa: F811
+    s = settings(tmp_path, broker)
+    async with backend(s, broker) as service, \
+            Client(broker, "ops", "studio/v1/tables/+/events", "studio/v1/tables/+/prompts",
+                   "studio/v1/tables/+/results") as ops, \
+            Client(broker, "supervisor-sup-ana") as sup:
+        await wait_until(lambda: ops.events("round_opened"), what="round opened")
+        rid = ops.events("round_opened")[-1]["round_id"]
+        unsigned = {k: v for k, v in void(rid).items() if k != "signature"}
+        await sup.send(topics.supervisor("T1"), unsigned)
+        await sup.send(topics.supervisor("T1"), void(rid, key=OTHER_KEY))              # a forged signature
+        await sup.send(topics.supervisor("T1"), void(rid, issued_at=1_000))             # issued long ago
+        await sup.send(topics.supervisor("T1"), {**void(rid), "reason": "altered after signing"})
+        await sup.send(topics.supervisor("T1"), void(rid, supervisor="sup-bob"))        # nobody we know
+        await sup.send(topics.supervisor("T1"), void(rid, table="T2"))                  # signed for another table
+        await sup.send(topics.supervisor("T2"), void(rid, table="T2"))                  # sup-ana may not act on T2: ACL
+        await wait_until(lambda: len(ops.events("rejected")) >= 6, what="six refusals")
+        await asyncio.sleep(QUIET)
+        m = service.metrics
+        for kind in ("missing_signature", "bad_signature", "stale", "unknown_supervisor", "wrong_table"):
+            assert m.security_events.labels(table="T1", kind=kind)._value.get() >= 1, kind
+        assert m.security_events.labels(table="T1", kind="bad_signature")._value.get() == 2
+        cur = service.tables["T1"].current
+        assert cur is not None and cur.phase == Phase.BETTING_OPEN and not ops.events("round_voided")
+        assert service.tables["T2"].current is None or service.tables["T2"].current.phase != Phase.VOID
+        # the genuine void: applied once, however often it is delivered
+        good = void(rid, command_id="void-1", reason="shoe dropped, cards exposed")
+        await sup.send(topics.supervisor("T1"), good)
+        await wait_until(lambda: ops.events("round_voided"), what="the round voided")
+        await sup.send(topics.supervisor("T1"), good)  # a QoS 1 redelivery
+        await wait_until(lambda: ops.events("command_repeated"), what="the repeat answered")
+        rep = ops.events("command_repeated")[-1]
+        assert rep["data"] == {"type": "supervisor_void", "command_id": "void-1", "answer": "accepted", "repeat": True}
+        assert rep["round_id"] == rid
+        # the next round opens; the old void delivered again does not void it
+        await wait_until(lambda: len(ops.events("round_opened")) >= 2, what="the next round")
+        nxt = ops.events("round_opened")[-1]["round_id"]
+        await sup.send(topics.supervisor("T1"), good)
+        await wait_until(lambda: len(ops.events("command_repeated")) >= 2, what="the repeat answered again")
+        # the same command id for other content is refused
+        n = len(ops.events("rejected"))
+        await sup.send(topics.supervisor("T1"), void(nxt, command_id="void-1", reason="another void"))
+        await wait_until(lambda: len(ops.events("rejected")) > n, what="reused id refused")
+        assert "already used for another command" in refused(ops, n)[0]
+        assert m.security_events.labels(table="T1", kind="reused_command_id")._value.get() == 1
+        cur = service.tables["T1"].current
+        assert cur is not None and cur.round_id == nxt and cur.phase == Phase.BETTING_OPEN
+        voided = [r for r in ops.got if r[0].endswith("/results") and r[1]["outcome"] == "VOIDED"]
+        assert [r[1]["round_id"] for r in voided] == [rid]
+        assert "sup-ana" in voided[0][1]["reason"]
+    # the journal and recall name the authenticated supervisor; every refusal is journaled
+    j = Journal(s.service.journal_path)
+    try:
+        voids = [json.loads(r.body) for r in j.rows("T1") if r.type == "supervisor_void"]
+        assert len(voids) == 1 and voids[0]["supervisor"] == "sup-ana" and voids[0]["signature"] == good["signature"]
+        assert voids[0]["command_id"] == "void-1" and voids[0]["round_id"] == rid
+        kinds = {json.loads(r.body)["kind"] for r in j.rows("T1") if r.type == "security_event"}
+        assert {"missing_signature", "bad_signature", "stale", "unknown_supervisor", "wrong_table",
+                "reused_command_id"} <= kinds
+    finally:
+        j.close()
+    rounds = recall(s, "T1", rounds=5)
+    ev = next(e for r in rounds for e in r["events"] if e["type"] == "supervisor_void")
+    assert ev["supervisor"] == "sup-ana" and ev["signature"] == good["signature"] and ev["issued_at"] == good["issued_at"]
+
+
+async def test_a_repeated_void_after_a_restart_is_still_answered_not_applied(
+        broker: SecureMosquitto, tmp_path: Path) -> None:  # noqa: F811
+    s = settings(tmp_path, broker, betting=1.0)
+    async with Client(broker, "ops", "studio/v1/tables/T1/events") as ops, \
+            Client(broker, "supervisor-sup-ana") as sup:
+        async with backend(s, broker):
+            await wait_until(lambda: ops.events("round_opened"), what="round opened")
+            rid = ops.events("round_opened")[-1]["round_id"]
+            good = void(rid, command_id="void-r")
+            await sup.send(topics.supervisor("T1"), good)
+            await wait_until(lambda: ops.events("round_voided"), what="voided")
+        async with backend(s, broker) as service:  # a new process on the same journal
+            await wait_until(lambda: len(ops.events("round_opened")) >= 2, what="a new round after the restart")
+            await sup.send(topics.supervisor("T1"), good)
+            await wait_until(lambda: ops.events("command_repeated"), what="the repeat answered")
+            assert len(ops.events("round_voided")) == 1
+            assert service.metrics.command_repeats.labels(table="T1", role="supervisor")._value.get() == 1
+
+
+async def test_commands_name_their_round_and_a_retried_bet_is_answered_as_accepted(
+        broker: SecureMosquitto, tmp_path: Path) -> None:  # noqa: F811
+    s = settings(tmp_path, broker)
+    async with backend(s, broker) as service, \
+            Client(broker, "ops", "studio/v1/tables/T1/events") as ops, \
+            Client(broker, "player-7", "studio/v1/tables/T1/players/player-7") as player, \
+            Client(broker, "player-platform") as platform, Client(broker, "station-T1") as station:
+        await wait_until(lambda: ops.events("round_opened"), what="round opened")
+        rid = ops.events("round_opened")[-1]["round_id"]
+        first = bet(rid, "b1", "cmd-b1")
+        await platform.send(topics.actions("T1"), first)
+        await wait_until(lambda: player.mine("bet_accepted"), what="bet accepted")
+        await platform.send(topics.actions("T1"), first)  # the platform retries: same command id
+        await wait_until(lambda: len(player.mine("bet_accepted")) >= 2, what="the retry answered")
+        again = player.mine("bet_accepted")[-1]
+        assert again["data"]["repeat"] is True and again["data"]["bet_id"] == "b1"
+        assert again["data"]["command_id"] == "cmd-b1"
+        cur = service.tables["T1"].current
+        assert cur is not None and list(cur.bets) == ["b1"]
+        n = len(ops.events("rejected"))
+        await platform.send(topics.actions("T1"), bet(rid, "b1"))                # a new command reusing a bet id
+        await platform.send(topics.actions("T1"), bet(None, "b2"))               # no round named
+        await platform.send(topics.actions("T1"), bet("T1-000099", "b3"))        # another round
+        await platform.send(topics.actions("T1"), {k: v for k, v in bet(rid, "b4").items() if k != "command_id"})
+        await station.send(topics.station("T1"), {"type": "close_betting", "command_id": "c9", "round_id": "T1-000099"})
+        await station.send(topics.station("T1"), {"type": "close_betting", "command_id": "c10", "round_id": rid,
+                                                  "by": "timer"})  # only the backend's own timer says timer
+        await wait_until(lambda: len(ops.events("rejected")) >= n + 6, what="six refusals")
+        reasons = refused(ops, n)
+        assert any("duplicate bet id 'b1'" in r for r in reasons)
+        assert any("place_bet must name its round id" in r for r in reasons)
+        assert any("bet is for round T1-000099" in r for r in reasons)
+        assert any("place_bet must name its command id" in r for r in reasons)
+        assert any("close_betting is for round T1-000099" in r for r in reasons)
+        assert any("closes betting as 'dealer', not 'timer'" in r for r in reasons)
+        cur = service.tables["T1"].current
+        assert cur is not None and list(cur.bets) == ["b1"] and cur.phase == Phase.BETTING_OPEN
+        # the player heard why on its own topic, with the command's id
+        assert any(m["data"].get("reason", "").startswith("duplicate bet id") for m in player.mine("rejected"))
+
+
+COMMAND_SAMPLES: dict[str, dict[str, Any]] = {
+    "place_bet": {"type": "place_bet", "bet_id": "bx", "player_id": "player-7", "bet_type": "tie", "stake": "1"},
+    "player_decision": {"type": "player_decision", "player_id": "player-7", "action": "PLAY"},
+    "player_action": {"type": "player_action", "player_id": "player-7", "action": "CHECK", "turn": 1},
+    "close_betting": {"type": "close_betting"},
+    "dealer_confirm": {"type": "dealer_confirm", "step": "WASH"},
+    "card_exposed": {"type": "card_exposed", "position": "P1.7"},
+    "supervisor_void": {"type": "supervisor_void", "reason": "probe"},
+}
+SENDS = {"player-platform": "actions", "station-T1": "station", "supervisor-sup-ana": "supervisor"}
+OWN = {"actions": {"place_bet", "player_decision", "player_action"},
+       "station": {"close_betting", "dealer_confirm", "card_exposed"}, "supervisor": {"supervisor_void"}}
+
+
+async def test_every_role_every_command_type_every_command_topic(broker: SecureMosquitto,  # noqa: F811
+                                                                  tmp_path: Path) -> None:
+    """Each user publishes every command type on every command topic of T1, all for a round
+    that does not exist (so nothing that gets through can change the table): the broker drops
+    what the user may not publish, the backend refuses another role's command as
+    ``wrong_role``, and the rest reaches the round machine, which refuses it for its round."""
+    s = settings(tmp_path, broker)
+    ghost = "T1-999999"
+    users = ["player-platform", "station-T1", "station-T2", "supervisor-sup-ana", "scanner-T1", "settlement", "ops",
+             "player-7"]
+    async with backend(s, broker) as service, Client(broker, "ops", "studio/v1/tables/T1/events") as ops:
+        await wait_until(lambda: ops.events("round_opened"), what="round opened")
+        before = service.tables["T1"].current
+        expected: dict[str, str] = {}
+        for user in users:
+            async with Client(broker, user) as c:
+                for leaf in ("actions", "station", "supervisor"):
+                    for ctype, sample in COMMAND_SAMPLES.items():
+                        cid = f"m-{user}-{leaf}-{ctype}"[:64]
+                        msg = {**sample, "command_id": cid, "round_id": ghost}
+                        if ctype == "supervisor_void":
+                            msg = void(ghost, command_id=cid, reason="probe")
+                        await c.send(topics.table_topic("T1", leaf), msg)
+                        if SENDS.get(user) != leaf:
+                            expected[cid] = "dropped"
+                        elif ctype not in OWN[leaf]:
+                            expected[cid] = "wrong_role"
+                        else:
+                            expected[cid] = "core"
+        reached = [k for k, v in expected.items() if v != "dropped"]
+        await wait_until(lambda: {e["data"].get("command_id") for e in ops.events("rejected")} >= set(reached),
+                         timeout=45, what="every command that got through answered")
+        await asyncio.sleep(QUIET)
+        got: dict[str, str] = {cid: "dropped" for cid in expected}
+        for e in ops.events("rejected"):
+            cid, reason = e["data"].get("command_id"), e["data"]["reason"]
+            if cid in got:
+                got[cid] = "wrong_role" if "is not accepted from" in reason else (
+                    "core" if ghost in reason else f"other: {reason}")
+        assert got == expected
+        assert sum(v == "core" for v in got.values()) == 7 and sum(v == "wrong_role" for v in got.values()) == 14
+        cur = service.tables["T1"].current
+        assert cur is before and cur is not None and cur.phase == Phase.BETTING_OPEN and not cur.bets

@@ -707,11 +707,13 @@ class Service:
         self.metrics.commands_refused.labels(table=tid or "unknown", role=role, reason=r.kind).inc()
         if r.kind in ("malformed", "too_large") and r.role is not None:
             self.metrics.bad_messages.labels(topic_kind=COMMAND_TOPIC[r.role]).inc()
+        rnd = self.tables[tid].current if tid in self.tables else None
+        reason = visibility.redact(rnd, r.reason) if rnd is not None else r.reason  # it may echo a hidden card
         log.warning("command refused", table_id=tid, role=role, kind=r.kind, type=r.command_type,
-                    command_id=r.command_id, reason=r.reason[:300])
+                    command_id=r.command_id, reason=reason[:300])
         if tid is None:
             return
-        data = {"type": r.command_type, "reason": r.reason, "command_id": r.command_id}
+        data = {"type": r.command_type, "reason": reason, "command_id": r.command_id}
         self._publish_soft(topics.events(tid), RoundEvent(table_id=tid, event="rejected", at=at, data=data), "event")
         if r.player_id is not None and r.player_id not in ingress.HOUSE_PLAYERS:
             self._publish_soft(topics.player(tid, r.player_id), PlayerMessage(

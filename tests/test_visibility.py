@@ -828,6 +828,14 @@ async def test_the_service_withholds_a_leaking_message_and_counts_it_and_still_d
         assert not rec.events("debug") and not [m for m in rec.prompts() if "QH" in m["message"]]
         assert not [m for tp, m in rec.messages if tp == topics.player(T, "bob") and m["kind"] == "hole_card"]
         assert _blocked(service, "player") == 1
+        # a malformed command that echoes a hidden card is refused in public, the card cut out
+        await rec.publish(topics.actions(T), {"type": "place_bet", "bet_id": "b-x", "player_id": "bob",
+                                              "bet_type": "ante", "stake": "QH", "seat": 2, "round_id": R1,
+                                              "command_id": "c-x"})
+        refused = await wait_until(lambda: [e for e in rec.events("rejected") if e["data"].get("command_id") == "c-x"],
+                                   what="the refusal")
+        assert "a hidden card" in refused[0]["data"]["reason"] and "QH" not in refused[0]["data"]["reason"]
+        assert _blocked(service, "event") == 1  # answered, not withheld
 
         # a core that (by a bug) put a folded hand in the result: delivered all the same, logged, counted
         def leaky(rnd: Round, hands: Any, details: Any) -> tuple[dict[str, str], Any, Any]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -31,6 +32,7 @@ from drivers.mqtt import MqttBus, make_tls_context
 from drivers.scanner_json import ScannerMessage
 from simulators.secure_broker import SecureMosquitto
 from tests.conftest import wait_until
+from tests.test_ingress import SAMPLES
 from tests.test_roles_acl import USERS, broker  # noqa: F401  (the module-scoped secure broker fixture)
 
 SUP_KEY = bytes.fromhex("11" * 32)  # the key tests/test_roles_acl.py writes for sup-ana
@@ -320,15 +322,9 @@ async def test_commands_name_their_round_and_a_retried_bet_is_answered_as_accept
         assert any(m["data"].get("reason", "").startswith("duplicate bet id") for m in player.mine("rejected"))
 
 
+#: One well-formed sample of every command type (tests/test_ingress.py), for player-7.
 COMMAND_SAMPLES: dict[str, dict[str, Any]] = {
-    "place_bet": {"type": "place_bet", "bet_id": "bx", "player_id": "player-7", "bet_type": "tie", "stake": "1"},
-    "player_decision": {"type": "player_decision", "player_id": "player-7", "action": "PLAY"},
-    "player_action": {"type": "player_action", "player_id": "player-7", "action": "CHECK", "turn": 1},
-    "close_betting": {"type": "close_betting"},
-    "dealer_confirm": {"type": "dealer_confirm", "step": "WASH"},
-    "card_exposed": {"type": "card_exposed", "position": "P1.7"},
-    "supervisor_void": {"type": "supervisor_void", "reason": "probe"},
-}
+    k: v | ({"player_id": "player-7"} if "player_id" in v else {}) for k, v in SAMPLES.items()}
 SENDS = {"player-platform": "actions", "station-T1": "station", "supervisor-sup-ana": "supervisor"}
 OWN = {"actions": {"place_bet", "player_decision", "player_action"},
        "station": {"close_betting", "dealer_confirm", "card_exposed"}, "supervisor": {"supervisor_void"}}
@@ -377,3 +373,100 @@ async def test_every_role_every_command_type_every_command_topic(broker: SecureM
         assert sum(v == "core" for v in got.values()) == 7 and sum(v == "wrong_role" for v in got.values()) == 14
         cur = service.tables["T1"].current
         assert cur is before and cur is not None and cur.phase == Phase.BETTING_OPEN and not cur.bets
+
+
+class Gateway:
+    """T1's scanner gateway with its own credentials: heartbeats carry the last used seq."""
+
+    def __init__(self, c: Client) -> None:
+        self.c, self.seq = c, 0
+
+    async def send(self, status: str, payload: str = "") -> None:
+        seq = self.seq if status in ("HB", "BOOT") else self.seq + 1
+        if status not in ("HB", "BOOT"):
+            self.seq = seq
+        msg = ScannerMessage(reader="SC1", seq=seq, status=status, payload=payload)  # type: ignore[arg-type]
+        await self.c.c.publish(topics.scanner("T1"), msg.model_dump_json(), qos=1)
+
+    async def beat(self) -> None:
+        await self.send("BOOT")
+        while True:
+            await self.send("HB")
+            await asyncio.sleep(0.3)
+
+
+async def test_ops_and_the_public_never_see_a_hole_card_and_results_carry_only_shown_cards(
+        broker: SecureMosquitto, tmp_path: Path) -> None:  # noqa: F811
+    """A Sevenluck round through the real backend over the rendered ACL: ``ops`` subscribed to
+    everything it may read, and another player, see no hole card before the reveal and never
+    the folded player's; each player gets its own cards; the result names only shown cards."""
+    s = settings(tmp_path, broker)
+    data = s.model_dump()
+    data["tables"] = [t | {"game": "sevenluck", "options": {"seats": 3}, "decision_seconds": 2.0}
+                      for t in data["tables"] if t["id"] == "T1"]
+    s = load_settings(**{k: data[k] for k in ("service", "mqtt", "tables", "security")})
+    deal = {"P1.1": "AS", "P2.1": "2C", "D.1": "QD", "P1.2": "AH", "P2.2": "7D", "D.2": "6S",
+            "P1.3": "AD", "P2.3": "9C", "D.3": "4H"}
+    from dealer import runner
+
+    service = Service(s, bus=runner.build_bus(s))
+    task = asyncio.create_task(service.run())
+    async with Client(broker, "ops", "#") as ops, Client(broker, "player-7", "#") as p7, \
+            Client(broker, "player-platform") as platform, Client(broker, "station-T1") as station, \
+            Client(broker, "scanner-T1") as gw_client:
+        gw = Gateway(gw_client)
+        beat = asyncio.create_task(gw.beat())
+        try:
+            await wait_until(lambda: ops.events("round_opened"), what="round opened")
+            rid = ops.events("round_opened")[-1]["round_id"]
+            for seat, player in ((1, "player-7"), (2, "player-8")):
+                await platform.send(topics.actions("T1"), bet(rid, f"ante-{seat}", player_id=player, bet_type="ante",
+                                                              seat=seat))
+            await wait_until(lambda: len(ops.events("bet_accepted")) == 2, what="two antes")
+            await station.send(topics.station("T1"), {"type": "close_betting", "command_id": "close", "round_id": rid})
+            for pos, code in deal.items():
+                await wait_until(lambda: (p := ops.prompts()) and p[-1]["kind"] == "NEXT" and p[-1]["position"] == pos,
+                                 what=f"NEXT {pos}")
+                await gw.send("OK", code)
+            await wait_until(lambda: p7.mine("decision_required"), what="player-7 asked to decide")
+            before_reveal = list(ops.got)
+            await platform.send(topics.actions("T1"), {"type": "player_decision", "command_id": "d7", "round_id": rid,
+                                                       "player_id": "player-7", "action": "PLAY"})
+            # player-8 never answers: the timer folds it, its cards are never shown
+            await wait_until(lambda: [m for t, m in ops.got if t.endswith("/results")], timeout=30, what="the result")
+        finally:
+            beat.cancel()
+            task.cancel()
+            await asyncio.gather(beat, task, return_exceptions=True)
+    hole = {c for p, c in deal.items() if p.startswith("P")}
+    dealer_cards = {deal["D.1"], deal["D.2"], deal["D.3"]}
+
+    def codes(msgs: list[tuple[str, dict[str, Any]]]) -> set[str]:
+        found: set[str] = set()
+
+        def walk(v: Any) -> None:
+            if isinstance(v, dict):
+                for x in v.values():
+                    walk(x)
+            elif isinstance(v, list):
+                for x in v:
+                    walk(x)
+            elif isinstance(v, str):
+                found.update(c for c in hole | dealer_cards if re.search(rf"\b{c}\b", v))
+        for _, m in msgs:
+            walk(m)
+        return found
+
+    assert not [t for t, _ in ops.got if "/players/" in t], "ops read a player's topic"
+    assert not [t for t, _ in p7.got if "/players/" in t and not t.endswith("/player-7")]
+    assert codes(before_reveal) == set(), "a hidden card reached ops before the reveal"
+    folded = {deal["P2.1"], deal["P2.2"], deal["P2.3"]}
+    assert codes(ops.got) & folded == set(), "the folded player's cards were shown"
+    # the reveal itself reaches ops (so the walker above does see cards when they are shown)
+    assert codes(ops.got) == dealer_cards | {deal["P1.1"], deal["P1.2"], deal["P1.3"]}
+    mine = {m["data"]["card"] for m in p7.mine("hole_card")}
+    assert mine == {deal["P1.1"], deal["P1.2"], deal["P1.3"]}
+    result = next(m for t, m in ops.got if t.endswith("/results"))
+    assert not set(result["cards"].values()) & folded
+    assert set(result["cards"]) == {"P1.1", "P1.2", "P1.3", "D.1", "D.2", "D.3"}
+    assert result["decisions"]["player-8"]["by"] == "timeout"

@@ -19,22 +19,20 @@ from typing import Any
 from dealer import topics
 from dealer.config import Settings
 
-BACKEND_USER = "dealer-backend"
-SETTLEMENT_USER = "settlement"
-PLAYER_PLATFORM_USER = "player-platform"
-OPS_USER = "ops"
+from dealer.roles import (BACKEND_USER, OPS_USER, PLAYER_PLATFORM_USER, SCANNER_PREFIX, SETTLEMENT_USER,
+                          STATION_PREFIX, SUPERVISOR_PREFIX)
 
 
 def scanner_user(table_id: str) -> str:
-    return f"scanner-{table_id}"
+    return f"{SCANNER_PREFIX}{table_id}"
 
 
 def station_user(table_id: str) -> str:
-    return f"station-{table_id}"
+    return f"{STATION_PREFIX}{table_id}"
 
 
 def supervisor_user(supervisor_id: str) -> str:
-    return f"supervisor-{supervisor_id}"
+    return f"{SUPERVISOR_PREFIX}{supervisor_id}"
 
 
 _ALL = "+"
@@ -137,7 +135,8 @@ def render_acl(settings: Settings, *, source: str | None = None) -> str:
 
     out.append("# --- Players (games with decisions, e.g. Sevenluck) ------------------------------------------\n"
                "# A player's client logs in with its player id as user name and may read only its own\n"
-               "# topic, which carries its hole cards (decks.md section 3: nobody else may see them). Its\n"
+               "# topic, which carries its hole cards (decks.md section 3: nobody else may see them). No\n"
+               "# player may be named like a user above (the backend refuses such a player id). Its\n"
                "# bets and decisions go through the player platform on `actions`. A pattern line applies\n"
                "# to every user.")
     out.append(f"pattern read {t(_ALL, 'players/%u')}")

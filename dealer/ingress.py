@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from dealer import commands, signing
 from dealer.events import PLAYER_COMMAND_ADAPTER, STATION_COMMAND_ADAPTER, Event, SupervisorVoid
-from dealer.roles import TURN_COMMANDS, Role, role_of_topic, wrong_role
+from dealer.roles import TURN_COMMANDS, Role, is_role_user, role_of_topic, wrong_role
 from dealer.signing import SupervisorVerifier
 
 MAX_COMMAND_BYTES = 16_384  # no command is anywhere near this: refused before parsing
@@ -120,6 +120,10 @@ def parse(topic: str, payload: bytes, *, tables: frozenset[str] | set[str], now_
     if missing is not None:
         return Refused(tid, role, f"missing_{missing}", f"{event.type} must name its {missing.replace('_', ' ')}",
                        event.type, cid, player)
+    if _reserved_player(getattr(event, "player_id", None)):
+        return Refused(tid, role, "reserved_player_id", f"player id {event.player_id!r} is the name of a broker "  # type: ignore[union-attr]
+                       "role: a player's client logs in with its player id and would read that role's topics "
+                       "(or the role a player's hole cards)", event.type, cid)
     if getattr(event, "player_id", None) in HOUSE_PLAYERS:
         return Refused(tid, role, "house_player", f"{event.player_id} is the house AI: its moves come from the "  # type: ignore[union-attr]
                        "backend, never from the actions topic", event.type, cid)
@@ -170,6 +174,8 @@ def _supervisor(payload: bytes, tid: str, now_ms: int, supervisors: SupervisorVe
 
 
 _ID = re.compile(r"[A-Za-z0-9_.:\-]{1,64}")
+def _reserved_player(pid: object) -> bool:
+    return isinstance(pid, str) and is_role_user(pid)
 
 
 def _id_of(obj: dict[str, Any], name: str) -> str | None:

@@ -58,6 +58,18 @@ ROLE_TEXT = {
 }
 
 
+#: Broker user names (``dealer deploy acl``): fixed ones, and per-table / per-supervisor prefixes.
+BACKEND_USER, SETTLEMENT_USER, PLAYER_PLATFORM_USER, OPS_USER = "dealer-backend", "settlement", "player-platform", "ops"
+SCANNER_PREFIX, STATION_PREFIX, SUPERVISOR_PREFIX = "scanner-", "station-", "supervisor-"
+
+
+def is_role_user(name: str) -> bool:
+    """A broker user name a role logs in with: no player may be called like one (a player's
+    client logs in with its player id, and the ACL lets it read its own player topic)."""
+    return (name in (BACKEND_USER, SETTLEMENT_USER, PLAYER_PLATFORM_USER, OPS_USER)
+            or name.startswith((SCANNER_PREFIX, STATION_PREFIX, SUPERVISOR_PREFIX)))
+
+
 def command_topic(role: Role, table_id: str) -> str:
     return topics.table_topic(table_id, COMMAND_TOPIC[role])
 

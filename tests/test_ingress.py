@@ -193,3 +193,9 @@ def test_command_ids_are_kept_per_table_and_role_across_reopening(tmp_path) -> N
         assert j.command("T2", "station", "c1") is None
     finally:
         j.close()
+
+
+@pytest.mark.parametrize("pid", ["ops", "dealer-backend", "station-T1", "scanner-T9", "supervisor-sup-ana"])
+def test_a_player_cannot_be_named_like_a_broker_role(pid: str) -> None:
+    r = parse(Role.PLAYER_PLATFORM, wire("place_bet", player_id=pid))
+    assert isinstance(r, ingress.Refused) and r.kind == "reserved_player_id"

@@ -61,6 +61,15 @@ class ScannerConfig(_Strict):
                     "(a reader with keys never has a frame accepted unsigned: false with keys is refused by "
                     "dealer run and dealer deploy check)")
 
+    flood_burst: int = Field(
+        default=20, ge=1, le=10_000,
+        description="failed reads (noread, misread, corrupt, lost, fault, forged) this reader may have in a row "
+                    "before a flood window starts; refilled at flood_burst / flood_window per second")
+    flood_window: float = Field(
+        default=10.0, gt=0, le=3600, allow_inf_nan=False,
+        description="seconds of a flood window: the failed reads beyond the burst are counted and journaled as "
+                    "one read_failed when it ends")
+
     @model_validator(mode="after")
     def _port(self) -> "ScannerConfig":
         if self.kind == "serial" and not self.port:

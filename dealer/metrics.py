@@ -62,6 +62,16 @@ class Metrics:
         self.supervisor_key_uses = Counter("dealer_supervisor_key_uses", "Signed supervisor commands accepted, by "
                                            "supervisor and key (1 = the first key file): during a rotation the old "
                                            "key can go once its count stops rising", ["supervisor", "key"], registry=r)
+        self.flood_suppressed = Counter(
+            "dealer_scanner_flood_suppressed", "Failed scanner reads held back by the reader's flood limiter, by reader "
+            "and kind (noread, misread, corrupt_frame, frame_lost, device_fault, forged_frame): each flood window is "
+            "journaled as one read_failed that carries the count", ["reader", "kind"], registry=r)
+        self.queue_dropped = Counter(
+            "dealer_queue_dropped", "Items dropped because the core queue was at its cap, by kind: scanner_failure, "
+            "security_event (card reads, accepted commands and internal events are never dropped)", ["kind"],
+            registry=r)
+        self.queue_depth = Gauge("dealer_queue_depth", "Items waiting in the core queue after the last batch was "
+                                 "taken", registry=r)
         self.publish_failures = Counter("dealer_publish_failures", "Non-durable publishes dropped while the bus was down",
                                         ["kind"], registry=r)
 

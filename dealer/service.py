@@ -50,7 +50,7 @@ from dealer.journal import Batch, Journal, OutboxRow
 from dealer.keys import read_hex_keys
 from dealer.messages import PlayerMessage, RoundEvent, RoundResult, StationPrompt
 from dealer.metrics import Metrics
-from dealer.ratelimit import TokenBuckets
+from dealer.ratelimit import FloodSummary, FloodWindows, TokenBuckets
 from dealer.roles import COMMAND_TOPIC
 from dealer.round import Phase, Rejection, Step
 from dealer.games.matgo import AI_PLAYER
@@ -76,6 +76,10 @@ _FAIL_REASON = {
     ScanKind.FAULT: "device_fault",
     ScanKind.FORGED: "forged_frame",
 }
+
+
+#: Hard cap of the core queue (see :meth:`Service._put_droppable`).
+MAX_QUEUE = 100_000
 
 
 def scanner_authenticator(scanner: ScannerConfig) -> FrameAuthenticator | None:
@@ -171,6 +175,11 @@ class Service:
         self._serial_links: list[Any] = []
         self._table_ids = frozenset(self.tables)
         self._security_budget = TokenBuckets(burst=20, per_second=0.5)
+        #: per table, its reader's failed reads beyond a burst: summarised once per flood window
+        self._floods = {t.id: FloodWindows(t.scanner.flood_burst, t.scanner.flood_window) for t in settings.tables}
+        self._flood_timers: dict[str, asyncio.TimerHandle] = {}
+        self.max_queue = MAX_QUEUE
+        self._queue_full = False  # logged once per overflow
         #: accepted command ids of this run (the journal holds every earlier one)
         self._commands: dict[tuple[str, str, str], commands.StoredCommand] = {}
         #: When set to a list (benchmarks), every scan-to-publish latency is appended in ns.
@@ -251,6 +260,8 @@ class Service:
             task.cancel()
         for _, handle in self._timers.values():
             handle.cancel()
+        for handle in self._flood_timers.values():
+            handle.cancel()
         await asyncio.gather(*self._bg, return_exceptions=True)
         self._writer.shutdown(wait=True)
         self.journal.close()
@@ -304,6 +315,7 @@ class Service:
             items = [await self._queue.get()]
             while not self._queue.empty() and len(items) < 1000:
                 items.append(self._queue.get_nowait())
+            self.metrics.queue_depth.set(self._queue.qsize())
             batch = Batch(readers=self._take_reader_states())
             steps: list[tuple[_Item, Step]] = []
             for item in items:
@@ -614,20 +626,83 @@ class Service:
         return None
 
     def _on_scan_input(self, table_id: str, inp: ScanInput) -> None:
+        """A scanner input becomes a ScanRead or a ReadFailed event on the core queue. A valid
+        read always goes at once. Failed reads pass the reader's flood limiter
+        (:class:`~dealer.ratelimit.FloodWindows`): the first ``flood_burst`` go through as
+        ever (a single bad read gets its RESCAN at once); in a flood the rest of each window are
+        counted (``dealer_scanner_flood_suppressed``) and journaled as one ``read_failed``
+        when the window ends, or just before the next valid read, whichever comes first."""
         at = self.now_ms()
-        ev: Event
+        received = inp.received_ns or time.monotonic_ns()
+        floods, now = self._floods[table_id], asyncio.get_running_loop().time()
+        if inp.kind == ScanKind.OK and inp.code is not None:
+            ended = floods.due(now) + [s for s in (floods.flush(inp.reader, now),) if s is not None]
+            self._flood_summaries(table_id, ended, at)
+            self._queue.put_nowait(_Item(table_id, ScanRead(reader=inp.reader, code=inp.code, seq=inp.seq, at=at),
+                                         received))  # never dropped, never delayed
+            return
+        reason = _FAIL_REASON[inp.kind]
+        if inp.kind == ScanKind.FORGED:
+            self.metrics.frames_rejected.labels(reader=inp.reader, reason=inp.reason or "unknown").inc()
+        passed, ended = floods.admit(inp.reader, reason, now)
+        self._flood_summaries(table_id, ended, at)
+        if not passed:
+            self.metrics.flood_suppressed.labels(reader=inp.reader, kind=reason).inc()
+            self._arm_flood_timer(table_id)
+            return
         if inp.kind == ScanKind.FORGED:
             self._on_forged(table_id, inp, at)
-        if inp.kind == ScanKind.OK and inp.code is not None:
-            ev = ScanRead(reader=inp.reader, code=inp.code, seq=inp.seq, at=at)
-        else:
-            ev = ReadFailed(reader=inp.reader, reason=_FAIL_REASON[inp.kind], detail=inp.detail[:120], at=at)  # type: ignore[arg-type]
-        self._queue.put_nowait(_Item(table_id, ev, inp.received_ns or time.monotonic_ns()))
+        self._put_droppable(_Item(table_id, ReadFailed(reader=inp.reader, reason=reason, detail=inp.detail[:120],  # type: ignore[arg-type]
+                                                       at=at), received), "scanner_failure")
+
+    def _flood_summaries(self, table_id: str, summaries: list[FloodSummary], at: int) -> None:
+        """One journaled read_failed per ended flood window, with its count in the detail."""
+        for s in summaries:
+            detail = s.detail("bad frames" if s.kind == "corrupt_frame" else "failed reads")
+            log.warning("scanner flood: failed reads counted, journaled as one", table_id=table_id, reader=s.key,
+                        suppressed=s.total, kinds=s.counts, seconds=round(s.ended - s.started, 1))
+            if "forged_frame" in s.counts:
+                self._on_forged(table_id, ScanInput(s.key, ScanKind.FORGED, detail=detail, reason="flood"), at)
+            self._put_droppable(_Item(table_id, ReadFailed(reader=s.key, reason=s.kind, detail=detail[:120], at=at),  # type: ignore[arg-type]
+                                      time.monotonic_ns()), "scanner_failure")
+
+    def _arm_flood_timer(self, table_id: str) -> None:
+        if table_id in self._flood_timers:
+            return
+        deadline = self._floods[table_id].next_deadline()
+        if deadline is not None:
+            loop = asyncio.get_running_loop()
+            self._flood_timers[table_id] = loop.call_at(deadline, self._flood_timer_fired, table_id)
+
+    def _flood_timer_fired(self, table_id: str) -> None:
+        del self._flood_timers[table_id]
+        self._flood_summaries(table_id, self._floods[table_id].due(asyncio.get_running_loop().time()), self.now_ms())
+        self._arm_flood_timer(table_id)  # a window still open (the timer fired a hair early): once more
+
+    def _put_droppable(self, item: _Item, kind: str) -> None:
+        """Queue an item that a flood could produce without end: a scanner's failed read (after
+        its flood limiter) or a refused command's security event (after its token bucket).
+
+        The core queue is bounded by :data:`MAX_QUEUE` for these only: beyond the cap they are
+        dropped and counted (``dealer_queue_dropped{kind}``), and the log says so once per
+        overflow. Everything else goes through ``put_nowait`` unconditionally and is never
+        dropped: card reads, accepted commands and internal events (timers, link changes,
+        result deliveries, reader-state wakes), since dropping one would lose a card, a bet or
+        a delivery; their sources are bounded by the studio itself (a dealer's hands, the
+        ingress's size and rate rules, the tables' timers), so the queue stays bounded too."""
+        if self._queue.qsize() >= self.max_queue:
+            if not self._queue_full:
+                self._queue_full = True
+                log.error("core queue full: dropping scanner failures and refused commands (counted)",
+                          kind=kind, depth=self._queue.qsize(), cap=self.max_queue)
+            self.metrics.queue_dropped.labels(kind=kind).inc()
+            return
+        self._queue_full = False
+        self._queue.put_nowait(item)
 
     def _on_forged(self, table_id: str, inp: ScanInput, at: int) -> None:
-        """A scanner frame failed authentication: count it and alert the supervisor now (the
-        round machine, given it as a ``forged_frame`` read failure, asks for a rescan)."""
-        self.metrics.frames_rejected.labels(reader=inp.reader, reason=inp.reason or "unknown").inc()
+        """A scanner frame failed authentication (counted by the caller): alert the supervisor
+        now (the round machine, given it as a ``forged_frame`` read failure, asks for a rescan)."""
         log.error("scanner frame failed authentication", table_id=table_id, reader=inp.reader,
                   reason=inp.reason, seq=inp.seq, detail=inp.detail)
         prompt = self.tables[table_id].prompt_now(at)  # keeps the position the deal stays at
@@ -730,9 +805,9 @@ class Service:
         if not self._security_budget.take(tid, role, time.monotonic()):
             self.metrics.security_events_unjournaled.labels(table=tid).inc()
             return  # a flood: counted and logged, not one journal row per message
-        self._queue.put_nowait(_Item(tid, SecurityEvent(kind=kind, role=role, detail=detail[:300],
-                                                        command_id=(command_id or "")[:64] or None,
-                                                        supervisor=supervisor, at=at)))
+        self._put_droppable(_Item(tid, SecurityEvent(kind=kind, role=role, detail=detail[:300],
+                                                     command_id=(command_id or "")[:64] or None,
+                                                     supervisor=supervisor, at=at)), "security_event")
 
     # -- scheduling ---------------------------------------------------------------------
 

@@ -188,6 +188,10 @@ BAD_CONFIGS = {
         ["duplicate scanner reader ids", "SC1"]),
     "serial scanner without port": (
         BASE.replace('kind = "mqtt"', 'kind = "serial"'), ["tables.0.scanner", "port"]),
+    "flood burst below 1": (
+        BASE.replace('kind = "mqtt"', 'kind = "mqtt"\nflood_burst = 0'), ["tables.0.scanner.flood_burst"]),
+    "flood window not positive": (
+        BASE.replace('kind = "mqtt"', 'kind = "mqtt"\nflood_window = 0'), ["tables.0.scanner.flood_window"]),
     "unknown game": (
         BASE.replace('game = "teen-patti"', 'game = "baccarat"'), ["baccarat"]),
     "TOML syntax error": (

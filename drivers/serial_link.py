@@ -37,6 +37,7 @@ from drivers.scan import LinkStatus, ScanInput, ScanKind
 _READ_SIZE = 1024
 _CLOSE_TIMEOUT = 2.0
 _SILENT = "heartbeat timeout"
+_LOG_BURST, _LOG_WINDOW = 10, 10.0  # corrupt-frame warnings: at most 10 per 10 s, the rest counted
 
 
 class SerialScannerLink:
@@ -87,6 +88,7 @@ class SerialScannerLink:
         self._opens = 0
         self._reader_hint = expected_reader or ""
         self._silent_reader = False  # the last outage was a heartbeat timeout
+        self._log_window = (0.0, 0, 0)  # corrupt-frame warnings: (window start, logged, held back)
 
     @property
     def garbage_bytes(self) -> int:
@@ -161,8 +163,8 @@ class SerialScannerLink:
         for item in self.decoder.feed(data):
             if isinstance(item, FrameError):
                 self.frames_bad += 1
-                self._log.warning(
-                    f"{self.name}: corrupt frame ({item.reason}): {item} raw={item.raw!r}")
+                if self._may_log(now):
+                    self._log.warning(f"{self.name}: corrupt frame ({item.reason}): {item} raw={item.raw!r}")
                 self._emit(error_input(self._reader_hint, item, now))
             elif self.expected_reader is not None and item.reader != self.expected_reader:
                 self.frames_bad += 1
@@ -189,10 +191,28 @@ class SerialScannerLink:
                     self._emit(scan)
         return heard
 
+    def _may_log(self, now_ns: int) -> bool:
+        """Whether a corrupt frame may have its own warning: a noisy line logs the first
+        ``_LOG_BURST`` of every ``_LOG_WINDOW`` seconds and one line for the rest (the backend
+        counts and journals floods itself, dealer/ratelimit.py)."""
+        start, logged, held = self._log_window
+        now = now_ns / 1e9
+        if now - start >= _LOG_WINDOW:
+            if held:
+                self._log.warning(f"{self.name}: {held} more corrupt frames in the last "
+                                  f"{now - start:.0f} s were not logged one by one")
+            start, logged, held = now, 0, 0
+        if logged < _LOG_BURST:
+            self._log_window = (start, logged + 1, held)
+            return True
+        self._log_window = (start, logged, held + 1)
+        return False
+
     def _foreign(self, frame: Frame, now: int) -> ScanInput:
         detail = (f"frame from reader {frame.reader!r} on {self.name}, "
                   f"expected {self.expected_reader!r}")
-        self._log.warning(f"{self.name}: {detail}")
+        if self._may_log(now):
+            self._log.warning(f"{self.name}: {detail}")
         return ScanInput(self._reader_hint, ScanKind.CORRUPT, detail=detail, seq=frame.seq,
                          received_ns=now)
 

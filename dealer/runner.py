@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import sqlite3
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -17,7 +18,7 @@ import structlog
 
 from dealer import topics
 from dealer.config import Settings
-from dealer.journal import Journal, lock_journal
+from dealer.journal import Journal, JournalError, lock_journal
 from dealer.metrics import Metrics
 from dealer.service import Service
 from drivers.bus import Bus, LocalBus
@@ -93,3 +94,9 @@ async def run_service(settings: Settings) -> None:
         await task
     except asyncio.CancelledError:
         log.info("backend stopped")
+    except sqlite3.DatabaseError as exc:
+        if service.ready.is_set():
+            raise
+        # Damage that opening the journal did not reach (a page read only by the replay):
+        # the service failed before it started any driver or touched the broker.
+        raise JournalError(f"journal {s.journal_path} cannot be replayed: {exc}") from None

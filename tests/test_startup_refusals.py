@@ -21,7 +21,8 @@ import pytest
 
 from dealer import topics
 from dealer.config import load_settings
-from dealer.journal import Journal, JournalError, JournalLocked, lock_journal
+from dealer.events import LinkDown
+from dealer.journal import Batch, Journal, JournalError, JournalLocked, lock_journal
 from tests.conftest import Broker, free_port, wait_until
 from tests.harness import DEAL, READER, TABLE, HandShoe, Recorder
 
@@ -102,6 +103,39 @@ def test_a_corrupt_journal_is_refused_with_exit_2(tmp_path: Path) -> None:
     one_line(dealer_run(write_config(tmp_path, journal)), 2, "refusing to start", str(journal),
              "not a SQLite database")
     assert journal.read_bytes() == junk  # left as it was, for the person who has to look at it
+
+
+def test_a_journal_damaged_where_only_the_replay_reads_is_refused_with_exit_2(tmp_path: Path) -> None:
+    """Opening reads the last row; a damaged page of the index the replay reads is found by
+    the replay, still before any driver starts or the broker is touched."""
+    journal = tmp_path / "journal.sqlite"
+    j = Journal(journal, fsync=False)
+    for _ in range(10):
+        j.commit(Batch(events=[(TABLE, None, LinkDown(link="broker", at=1, reason="x" * 200)) for _ in range(100)]))
+    j.checkpoint()
+    j.close()
+    with sqlite3.connect(journal) as db:
+        root = db.execute("SELECT rootpage FROM sqlite_master WHERE name = 'events_by_round'").fetchone()[0]
+        page = db.execute("PRAGMA page_size").fetchone()[0]
+    db.close()
+    with journal.open("r+b") as f:
+        f.seek((root - 1) * page)
+        f.write(bytes(page))  # a zeroed page: no valid b-tree page type
+    cfg = write_config(tmp_path, journal)
+    cfg.write_text(cfg.read_text().replace('log_level = "info"', 'log_level = "warning"') + f"""
+[[tables]]
+id = "{TABLE}"
+game = "teen-patti"
+
+[tables.scanner]
+kind = "mqtt"
+reader_id = "{READER}"
+""")
+    proc = dealer_run(cfg)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"dealer: refusing to start: journal {journal} cannot be replayed:"), last
+    assert "malformed" in last
 
 
 def test_a_journal_that_predates_the_hash_chain_is_refused_with_exit_2(tmp_path: Path) -> None:

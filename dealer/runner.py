@@ -18,7 +18,7 @@ import structlog
 
 from dealer import topics
 from dealer.config import Settings
-from dealer.journal import Journal, JournalError, lock_journal
+from dealer.journal import JournalError, lock_journal
 from dealer.metrics import Metrics
 from dealer.service import Service
 from drivers.bus import Bus, LocalBus
@@ -70,17 +70,14 @@ async def run_service(settings: Settings) -> None:
     lock_fd = lock_journal(settings.service.journal_path)  # noqa: F841 (held open on purpose)
     s = settings.service
     metrics = Metrics()
-    journal = Journal(s.journal_path, fsync=s.fsync)  # JournalError: unusable journal, exit 2
-    try:
-        service = Service(settings, bus=build_bus(settings), metrics=metrics, journal=journal)
-    except BaseException:
-        journal.close()
-        raise
+    # Reads the key files, then opens the journal (JournalError: unusable, exit 2); the bus
+    # is built but does not connect until the service runs.
+    service = Service(settings, bus=build_bus(settings), metrics=metrics)
     if s.metrics_enabled:
         try:
             port = metrics.serve(s.metrics_port, s.metrics_addr)
         except OSError as exc:  # EADDRINUSE (an old process still exiting), EADDRNOTAVAIL ...
-            journal.close()
+            service.journal.close()
             raise RetryableStartError(f"cannot serve metrics on {s.metrics_addr}:{s.metrics_port}: "
                                       f"{exc.strerror or exc}") from None
         log.info("metrics serving", addr=s.metrics_addr, port=port, path="/metrics")

@@ -37,14 +37,29 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(refusal_message(problems), file=sys.stderr)
         return 2
     configure_logging(settings.service.log_level)
+    from dealer.journal import JournalError
+    from dealer.runner import RetryableStartError
+
+    # Exit status: 2 = refused, a person must act (systemd's RestartPreventExitStatus=2);
+    # 1 = may pass by itself, restarted with backoff. One line on stderr, no traceback.
     try:
         run_loop(run_service(settings))
     except KeyboardInterrupt:
         pass
+    except JournalError as exc:  # locked by another process, missing directory, corrupt, too old
+        print(f"dealer: refusing to start: {_one_line(exc)}", file=sys.stderr)
+        return 2
     except ValueError as exc:  # e.g. an unreadable or malformed scanner key file
         print(f"dealer: cannot start: {exc}", file=sys.stderr)
         return 2
+    except RetryableStartError as exc:  # e.g. the metrics port still in use
+        print(f"dealer: cannot start (will be retried): {_one_line(exc)}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
 
 
 def _cmd_hand(args: argparse.Namespace) -> int:

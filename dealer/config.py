@@ -146,7 +146,8 @@ class TableConfig(_Strict):
 class MqttConfig(_Strict):
     url: str | None = Field(default=None, description="mqtt://host:port or mqtts://host:port (TLS); "
                             "unset = local in-process bus")
-    client_id: str = "dealer-backend"
+    client_id: str = Field(default="", description="MQTT client id; unset = dealer-{service.node_id}, unique per "
+                           "node (the node id already has to be: it names the node's status topic)")
     username: str | None = None
     password: str | None = None
     password_file: Path | None = Field(default=None, description="read the password from this file instead")
@@ -218,6 +219,13 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _unique(self) -> "Settings":
+        if not self.mqtt.client_id:
+            # Deterministic, not random: after a crash the restarted process takes over the old
+            # connection's session at once (the broker drops it and fires its will before the
+            # new "online"), where a fresh random id would leave the dead connection to time
+            # out later and its will would mark the live backend offline. The backend uses a
+            # clean session, so the id carries no session state either way.
+            self.mqtt.client_id = f"dealer-{self.service.node_id}"
         ids = [t.id for t in self.tables]
         if len(ids) != len(set(ids)):
             raise ValueError(f"duplicate table ids in {ids}")

@@ -33,8 +33,11 @@ registers once. A frame whose read was committed is refused as a replay after th
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import hashlib
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -98,6 +101,59 @@ CREATE TABLE IF NOT EXISTS reader_state (  -- mutable: the latest accepted boot/
 GENESIS = "0" * 64
 
 
+class JournalError(ValueError):
+    """The journal cannot be used as it is (missing or unwritable directory, not a SQLite
+    database, damaged, too old): restarting cannot help, a person must act. ``dealer run``
+    prints the message on one line and exits 2."""
+
+
+class JournalLocked(JournalError):
+    """Another process holds the journal's lock (:func:`lock_journal`)."""
+
+
+def _check_directory(path: Path) -> None:
+    parent = path.parent
+    if not parent.exists():
+        raise JournalError(f"journal directory {parent} does not exist (journal {path})")
+    if not parent.is_dir():
+        raise JournalError(f"journal directory {parent} is not a directory (journal {path})")
+    # WAL mode creates <journal>-wal and -shm beside the file: the directory must be writable
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise JournalError(f"journal directory {parent} is not writable by this user (journal {path})")
+
+
+def lock_journal(path: str | Path) -> int:
+    """Take the exclusive lock of a journal for the life of the process and return its file
+    descriptor (keep it open: closing it releases the lock).
+
+    The lock is ``flock`` on a sidecar ``<journal>.lock`` holding the owner's pid, not on the
+    SQLite file itself, whose POSIX locks SQLite manages (and drops when any descriptor of the
+    file closes). The kernel releases it when the process exits, however it exits, so a
+    stale lock file never blocks a restart; the file is never removed (removing it would let
+    two processes lock two different files). Raises :class:`JournalLocked` when another
+    process holds it and :class:`JournalError` when the lock file cannot be created."""
+    journal = Path(path)
+    _check_directory(journal)
+    lock_path = Path(f"{journal}.lock")
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o640)
+    except OSError as exc:
+        raise JournalError(f"cannot create the lock file {lock_path}: {exc.strerror or exc}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        owner = os.pread(fd, 32, 0).decode("ascii", "replace").strip() if exc.errno in (
+            errno.EWOULDBLOCK, errno.EAGAIN) else ""
+        os.close(fd)
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+            raise JournalLocked(f"journal {journal} is in use by another dealer process "
+                                f"(pid {owner or 'unknown'}; lock {lock_path})") from None
+        raise JournalError(f"cannot lock {lock_path}: {exc.strerror or exc}") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
 def row_hash(prev_hash: str, row_id: int, table_id: str, round_id: str | None, type_: str, body: str,
              recorded_at: int) -> str:
     """The chain link of one journal row: SHA-256 over the previous hash and the row."""
@@ -154,6 +210,22 @@ class Batch:
 class Journal:
     def __init__(self, path: str | Path, *, fsync: bool = True) -> None:
         self.path = str(path)
+        _check_directory(Path(path))
+        try:
+            self._open(fsync)
+        except sqlite3.DatabaseError as exc:  # includes OperationalError (unreadable, read-only file)
+            self.close()
+            reason = str(exc)
+            if "not a database" in reason or "malformed" in reason:
+                reason = f"not a SQLite database, or damaged ({reason})"
+            raise JournalError(f"journal {self.path} cannot be opened: {reason}") from None
+        except JournalError:
+            self.close()
+            raise
+        self._checkpointer: sqlite3.Connection | None = None
+        self._reader: sqlite3.Connection | None = None
+
+    def _open(self, fsync: bool) -> None:
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         # FULL: the WAL is fsynced at every commit, so a committed event survives power loss.
@@ -164,10 +236,8 @@ class Journal:
         self._db.execute("PRAGMA wal_autocheckpoint=0")
         cols = {r[1] for r in self._db.execute("PRAGMA table_info(events)")}
         if cols and "hash" not in cols:
-            raise RuntimeError(f"journal {self.path} predates the hash chain; archive it and start a new one")
+            raise JournalError(f"journal {self.path} predates the hash chain; archive it and start a new one")
         self._db.executescript(_SCHEMA)
-        self._checkpointer: sqlite3.Connection | None = None
-        self._reader: sqlite3.Connection | None = None
         last = self._db.execute("SELECT id, hash FROM events ORDER BY id DESC LIMIT 1").fetchone()
         self._last_id, self._last_hash = (int(last[0]), str(last[1])) if last else (0, GENESIS)
 
@@ -235,14 +305,14 @@ class Journal:
 
     def reader_states(self) -> dict[str, ReaderState]:
         """The last committed state of every signed reader (to restore its session at start-up).
-        Raises ValueError naming the reader for a row that is not a valid state."""
+        Raises :class:`JournalError` (a ValueError) naming the reader for a row that is not a valid state."""
         out: dict[str, ReaderState] = {}
         for reader, boot, seq, key, mac in self._db.execute(
                 "SELECT reader, boot, seq, key, mac FROM reader_state ORDER BY reader"):
             try:
                 out[reader] = ReaderState(reader, boot, seq, key, mac)
             except ValueError as exc:
-                raise ValueError(f"journal {self.path}: table reader_state is damaged: {exc}") from None
+                raise JournalError(f"journal {self.path}: table reader_state is damaged: {exc}") from None
         return out
 
     def replay(self, table_id: str) -> Iterator[Event]:
@@ -303,8 +373,9 @@ class Journal:
         return max(0, int(wal_frames) - int(copied))
 
     def close(self) -> None:
-        if self._checkpointer is not None:
-            self._checkpointer.close()
-        if self._reader is not None:
-            self._reader.close()
-        self._db.close()
+        if getattr(self, "_checkpointer", None) is not None:
+            self._checkpointer.close()  # type: ignore[union-attr]
+        if getattr(self, "_reader", None) is not None:
+            self._reader.close()  # type: ignore[union-attr]
+        if getattr(self, "_db", None) is not None:
+            self._db.close()

@@ -1,9 +1,16 @@
-"""Production entry point behind ``dealer run``: build the bus, serve metrics, run the service."""
+"""Production entry point behind ``dealer run``: lock and open the journal, build the bus,
+serve metrics, run the service.
+
+Start-up refusals come out as exceptions the CLI turns into one line and an exit status:
+:class:`~dealer.journal.JournalError` (exit 2, a person must act: restarting cannot help) and
+:class:`RetryableStartError` (exit 1, may pass by itself: systemd restarts with backoff).
+Nothing here touches the broker before the journal is locked and opened."""
 
 from __future__ import annotations
 
 import asyncio
 import signal
+import sqlite3
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -11,6 +18,7 @@ import structlog
 
 from dealer import topics
 from dealer.config import Settings
+from dealer.journal import JournalError, lock_journal
 from dealer.metrics import Metrics
 from dealer.service import Service
 from drivers.bus import Bus, LocalBus
@@ -18,6 +26,11 @@ from drivers.mqtt import MqttBus
 
 T = TypeVar("T")
 log = structlog.get_logger("dealer.runner")
+
+
+class RetryableStartError(Exception):
+    """Start-up failed for a reason that may pass by itself (a metrics port still in use):
+    ``dealer run`` prints one line and exits 1, so the unit restarts it with backoff."""
 
 
 def run_loop(main: Coroutine[Any, Any, T], loop: str = "uvloop") -> T:
@@ -51,11 +64,23 @@ def build_bus(settings: Settings) -> Bus:
 
 
 async def run_service(settings: Settings) -> None:
+    # One process per journal, decided before anything else: a second instance must not
+    # connect (it would share the node's client id and status topic, and its last will
+    # would mark the running backend offline). The lock lives as long as the process.
+    lock_fd = lock_journal(settings.service.journal_path)  # noqa: F841 (held open on purpose)
+    s = settings.service
     metrics = Metrics()
-    if settings.service.metrics_enabled:
-        port = metrics.serve(settings.service.metrics_port, settings.service.metrics_addr)
-        log.info("metrics serving", addr=settings.service.metrics_addr, port=port, path="/metrics")
+    # Reads the key files, then opens the journal (JournalError: unusable, exit 2); the bus
+    # is built but does not connect until the service runs.
     service = Service(settings, bus=build_bus(settings), metrics=metrics)
+    if s.metrics_enabled:
+        try:
+            port = metrics.serve(s.metrics_port, s.metrics_addr)
+        except OSError as exc:  # EADDRINUSE (an old process still exiting), EADDRNOTAVAIL ...
+            service.journal.close()
+            raise RetryableStartError(f"cannot serve metrics on {s.metrics_addr}:{s.metrics_port}: "
+                                      f"{exc.strerror or exc}") from None
+        log.info("metrics serving", addr=s.metrics_addr, port=port, path="/metrics")
     task = asyncio.create_task(service.run())
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -66,3 +91,9 @@ async def run_service(settings: Settings) -> None:
         await task
     except asyncio.CancelledError:
         log.info("backend stopped")
+    except sqlite3.DatabaseError as exc:
+        if service.ready.is_set():
+            raise
+        # Damage that opening the journal did not reach (a page read only by the replay):
+        # the service failed before it started any driver or touched the broker.
+        raise JournalError(f"journal {s.journal_path} cannot be replayed: {exc}") from None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any
 
 from dealer.config import ConfigError, Settings, load_settings
 from dealer.events import EVENT_ADAPTER
-from dealer.journal import Journal
+from dealer.journal import Journal, JournalError
 from dealer.messages import PlayerMessage, RoundEvent, RoundResult, StationPrompt
 from dealer.round import Rejection
 from dealer.table import Table
@@ -138,9 +139,16 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     if not path.is_file():
         print(f"dealer audit verify: no journal at {path}", file=sys.stderr)
         return 2
-    journal = Journal(path)
+    try:
+        journal = Journal(path)
+    except JournalError as exc:  # not a SQLite file, damaged, too old: one clear line
+        print(f"dealer audit verify: {exc}", file=sys.stderr)
+        return 2
     try:
         report = journal.verify_chain()
+    except sqlite3.DatabaseError as exc:  # damage that only the walk reads
+        print(f"dealer audit verify: journal {path} is damaged: {exc}", file=sys.stderr)
+        return 2
     finally:
         journal.close()
     print(json.dumps({"journal": str(path), "rows": report.rows, "ok": report.ok,

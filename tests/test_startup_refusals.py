@@ -228,3 +228,15 @@ async def test_a_second_instance_on_the_same_journal_is_refused_and_never_touche
         await rec.stop()
         shoe.close()
     assert "Traceback" not in log.read_text()
+
+
+def test_audit_verify_refuses_a_file_that_is_not_a_journal_with_one_line(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    bad = tmp_path / "journal.sqlite"
+    bad.write_bytes(bytes(range(256)) * 256)
+    proc = subprocess.run([sys.executable, "-m", "dealer", "audit", "verify", "--journal", str(bad)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "dealer audit verify:" in proc.stderr

@@ -99,6 +99,19 @@ class LinkUp(_Event):
     link: str
 
 
+class Resume(_Event):
+    """The backend runs again after a restart and its broker link is up (the service submits
+    it once per start, at the first connect; without a broker link, right after the replay).
+
+    Every pending decision or turn gets a full window from ``at``: nobody is timed out because
+    the backend was down. It counts as the broker's ``link_up`` too (the journal may say the
+    broker was down when the backend stopped). Journaled when it changed something, so a
+    replay reproduces the new deadlines."""
+
+    type: Literal["resume"] = "resume"
+    reason: str = "backend restarted"
+
+
 class SupervisorVoid(_Event):
     """A supervisor's void. From the wire it is accepted only signed (``dealer.signing``); the
     journal keeps the signature, so recall names the supervisor who authenticated it."""
@@ -201,7 +214,7 @@ class ResultDelivered(_Event):
 
 
 Event = Annotated[
-    Union[OpenRound, PlaceBet, CloseBetting, ScanRead, ReadFailed, LinkDown, LinkUp, SupervisorVoid,
+    Union[OpenRound, PlaceBet, CloseBetting, ScanRead, ReadFailed, LinkDown, LinkUp, Resume, SupervisorVoid,
           PlayerDecision, DecisionTimeout, PlayerAction, ActionTimeout, DealerConfirm, CardExposed,
           ResultDelivered, SecurityEvent],
     Field(discriminator="type"),

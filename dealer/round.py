@@ -217,6 +217,25 @@ class Round:
             out.append(self._your_turn(at))
         return out
 
+    def resume(self, at: int) -> list[Effect]:
+        """Players could not reach the backend (the broker link was down, or the backend itself
+        was): every pending decision, or the pending turn, gets a whole window from ``at``."""
+        return self.resume_decisions(at) + self.resume_turn(at)
+
+    def resume_decisions(self, at: int) -> list[Effect]:
+        """Every player still undecided gets a whole decision window again, told on their own
+        topic (``decision_required`` with ``resumed: true``); a public ``decisions_open``
+        with ``resumed: true`` marks it. Nobody is folded because the house was unreachable."""
+        if self.phase != Phase.DECISION:
+            return []
+        self.decision_deadline = at + self.rules.decision_ms
+        pending = sorted(p for p in self.deciders if p not in self.decisions)
+        actions = list(self.rules.game.decision_actions)
+        return [self._event("decisions_open", at, players=pending, closes_at=self.decision_deadline, resumed=True),
+                *[self._tell(p, "decision_required", at, actions=actions, closes_at=self.decision_deadline,
+                             seat=self.deciders[p], resumed=True) for p in pending],
+                self._prompt("WAIT", at, message="players are deciding: do not reveal")]
+
     def resume_turn(self, at: int) -> list[Effect]:
         """The broker link is back: the player to act gets a whole turn again (nobody is
         timed out because the studio's broker was down)."""
@@ -225,7 +244,7 @@ class Round:
         self.action_deadline = at + self.rules.action_ms
         return [self._event("turn", at, player_id=self.hand.to_act, turn=self.turn, street=self.street,
                             closes_at=self.action_deadline, resumed=True, **self.hand.turn_summary()),
-                self._your_turn(at), self.prompt_now(at)]
+                self._your_turn(at, resumed=True), self.prompt_now(at)]
 
     # -- transitions ------------------------------------------------------------------
 
@@ -430,10 +449,10 @@ class Round:
             self.prompt_now(at),
         ]
 
-    def _your_turn(self, at: int) -> PlayerMessage:
+    def _your_turn(self, at: int, **extra: object) -> PlayerMessage:
         assert self.hand is not None and self.hand.to_act is not None
         return self._tell(self.hand.to_act, "your_turn", at, turn=self.turn, street=self.street,
-                          closes_at=self.action_deadline, **self.hand.turn_options())
+                          closes_at=self.action_deadline, **self.hand.turn_options(), **extra)
 
     def _close_betting_round(self, at: int) -> list[Effect]:
         assert self.hand is not None

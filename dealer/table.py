@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import re
 
-from dealer.events import ActionTimeout, Event, LinkDown, LinkUp, OpenRound, ResultDelivered, SecurityEvent
+from dealer.events import (ActionTimeout, DecisionTimeout, Event, LinkDown, LinkUp, OpenRound, ResultDelivered, Resume,
+                           SecurityEvent)
 from dealer.messages import PlayerMessage, RoundEvent, StationPrompt
 from dealer.round import ACTIVE, Effect, Rejection, Round, Step, TableRules
 
@@ -77,12 +78,19 @@ class Table:
             was_down = self.links_down.pop(event.link, None) is not None
             effects: list[Effect] = [self._event("link_up", event.at, link=event.link)] if was_down else []
             if was_down and event.link == BROKER and self.current is not None:
-                effects += self.current.resume_turn(event.at)  # players could not act while it was down
+                effects += self.current.resume(event.at)  # players could not decide or act while it was down
             return Step(True, was_down, effects)
+        if isinstance(event, Resume):  # the backend is back and so is its broker link
+            was_down = self.links_down.pop(BROKER, None) is not None
+            effects = [self._event("link_up", event.at, link=BROKER)] if was_down else []
+            resumed = self.current.resume(event.at) if self.current is not None else []
+            return Step(True, was_down or bool(resumed), effects + resumed)
         if isinstance(event, SecurityEvent):
             return self._security(event)
         if isinstance(event, ActionTimeout) and BROKER in self.links_down:
             return _reject(event.type, "the turn timer is paused while the broker link is down")
+        if isinstance(event, DecisionTimeout) and BROKER in self.links_down:
+            return _reject(event.type, "the decision timer is paused while the broker link is down")
         if self.current is None:
             return _reject(event.type, f"no round is open at table {self.table_id}")
         rid = getattr(event, "round_id", None)  # a command names its round: one for another round changes nothing

@@ -42,6 +42,7 @@ from dealer.events import (
     PlayerAction,
     ReadFailed,
     ResultDelivered,
+    Resume,
     ScanRead,
     SecurityEvent,
 )
@@ -156,6 +157,12 @@ class Service:
         self._inflight: set[int] = set()
         self._outbox_wake = asyncio.Event()
         self._timers: dict[str, tuple[tuple[str, str | None], asyncio.TimerHandle]] = {}
+        #: Per table and timer kind: the journaled (wall-clock) deadline last armed and the loop's
+        #: monotonic instant computed for it, once; a re-arm for the same deadline reuses it.
+        self._mono: dict[tuple[str, str], tuple[int, float]] = {}
+        #: Tables whose pending decisions and turns wait for this run's first broker connect
+        #: (a :class:`~dealer.events.Resume`): no decision or turn timer runs before it.
+        self._resume_due: set[str] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._ai_started: set[tuple[str, str | None, int]] = set()
         self._bg: list[asyncio.Task[Any]] = []
@@ -237,6 +244,10 @@ class Service:
             if self.configs[tid].scanner.kind == "mqtt":
                 self.bus.subscribe(topics.scanner(tid), self._scanner_ingest.handle)
         self.bus.on_connection(self._on_bus)
+        if not self._broker_link:  # players do not come through a broker here: resume at once
+            for tid in sorted(self._resume_due):
+                self.submit(tid, Resume())
+            self._resume_due.clear()
         self._bg = [
             asyncio.create_task(self._core_loop(), name="core"),
             asyncio.create_task(self._relay(), name="outbox"),
@@ -289,6 +300,10 @@ class Service:
         for row in self.journal.pending():
             self._pending[row.id] = row
         self.metrics.outbox_pending.set(len(self._pending))
+        # Deadlines that passed while the backend was down never fire: pending decisions and
+        # turns wait for a Resume (the first broker connect of this run), which gives each a
+        # full window from then, journaled.
+        self._resume_due = set(self.tables)
         for tid, table in self.tables.items():
             self._release_prompt(table.prompt_now(now))
             self._schedule(tid)  # private messages go again when the bus connects (_on_bus)
@@ -562,25 +577,37 @@ class Service:
             return
         log.warning("link " + ("up" if up else "down"), table_id=tid, link=link, reason=reason)
         ev: Event = LinkUp(link=link) if up else LinkDown(link=link, reason=reason)
+        if up and link == BROKER and tid in self._resume_due:  # this run's first connect: resume the table
+            self._resume_due.discard(tid)
+            ev = Resume()
+            log.info("resuming pending decisions and turns after a restart", table_id=tid)
         self.submit(tid, ev)
 
     def _on_bus(self, up: bool, reason: str) -> None:
+        # Tables whose pending decision or turn is about to be resumed (LinkUp after an outage,
+        # Resume after a restart): the resume sends it with its new deadline, not the old one.
+        resuming = {tid for tid, t in self.tables.items() if tid in self._resume_due or BROKER in t.links_down} \
+            if up and self._broker_link else set()
         if self._broker_link:
             for tid in self.tables:
                 self._set_link(tid, "broker", up, reason)
         if up:
             self._outbox_wake.set()
             now = self.now_ms()
-            for table in self.tables.values():  # resync every dealer station and player after a (re)connect
+            for tid, table in self.tables.items():  # resync every dealer station and player after a (re)connect
                 self._release_prompt(table.prompt_now(now))
-                self._release_private(table, now)
+                self._release_private(table, now, resuming=tid in resuming)
         else:
             self._inflight.clear()
 
-    def _release_private(self, table: Table, now: int) -> None:
+    def _release_private(self, table: Table, now: int, *, resuming: bool = False) -> None:
         """Private messages are live: what a player missed while the broker was down (hole
-        cards, a pending decision or turn) is sent again. Clients key them by position/turn."""
+        cards, a pending decision or turn) is sent again. Clients key them by position/turn.
+        ``resuming``: the pending decision or turn is left to the resume, which sends it with
+        its new window."""
         for msg in table.private_now(now):
+            if resuming and msg.kind in ("decision_required", "your_turn"):
+                continue
             self._deliver_private(table.table_id, msg)
 
     def _deliver_private(self, tid: str, msg: PlayerMessage) -> None:
@@ -824,10 +851,13 @@ class Service:
         if cur is not None and cur.phase == Phase.BETTING_OPEN:
             if cur.betting_closes_at is not None:
                 want = ("close", cur.round_id)
+        elif cur is not None and cur.phase in (Phase.DECISION, Phase.ACTION) and (
+                BROKER in table.links_down or tid in self._resume_due):
+            want = None  # paused while players cannot reach us; the resume gives a new window
         elif cur is not None and cur.phase == Phase.DECISION:
-            want = ("decide", cur.round_id)
-        elif cur is not None and cur.phase == Phase.ACTION:  # paused while players cannot reach us
-            want = None if BROKER in table.links_down else ("act", f"{cur.round_id}#{cur.turn}@{cur.action_deadline}")
+            want = ("decide", f"{cur.round_id}@{cur.decision_deadline}")
+        elif cur is not None and cur.phase == Phase.ACTION:
+            want = ("act", f"{cur.round_id}#{cur.turn}@{cur.action_deadline}")
         elif cfg.auto_rounds and table.can_open() is None and self.links[tid].ready:
             want = ("open", cur.round_id if cur is not None else None)
         armed = self._timers.get(tid)
@@ -841,22 +871,37 @@ class Service:
         loop = asyncio.get_running_loop()
         if want[0] == "close":
             assert cur is not None and cur.betting_closes_at is not None
-            delay = max(0, cur.betting_closes_at - self.now_ms()) / 1000
             rid = cur.round_id
-            handle = loop.call_later(delay, self._timer_fired, tid,
-                                     lambda: self.submit(tid, CloseBetting(by="timer", round_id=rid)))
-        elif want[0] == "decide":  # the deadline is journaled data, so a restart keeps it
+            handle = loop.call_at(self._mono_deadline(tid, "close", cur.betting_closes_at), self._timer_fired, tid,
+                                  lambda: self.submit(tid, CloseBetting(by="timer", round_id=rid)))
+        elif want[0] == "decide":  # the deadline is journaled data
             assert cur is not None and cur.decision_deadline is not None
-            delay = max(0, cur.decision_deadline - self.now_ms()) / 1000
-            handle = loop.call_later(delay, self._timer_fired, tid, lambda: self.submit(tid, DecisionTimeout()))
+            handle = loop.call_at(self._mono_deadline(tid, "decide", cur.decision_deadline), self._timer_fired, tid,
+                                  lambda: self.submit(tid, DecisionTimeout()))
         elif want[0] == "act":  # the turn's deadline is journaled data too; the turn number guards a race
             assert cur is not None and cur.action_deadline is not None
-            delay = max(0, cur.action_deadline - self.now_ms()) / 1000
             turn = cur.turn
-            handle = loop.call_later(delay, self._timer_fired, tid, lambda: self.submit(tid, ActionTimeout(turn=turn)))
+            handle = loop.call_at(self._mono_deadline(tid, "act", cur.action_deadline), self._timer_fired, tid,
+                                  lambda: self.submit(tid, ActionTimeout(turn=turn)))
         else:
             handle = loop.call_later(cfg.pause_seconds, self._timer_fired, tid, lambda: self._auto_open(tid))
         self._timers[tid] = (want, handle)
+
+    def _mono_deadline(self, tid: str, kind: str, deadline_ms: int) -> float:
+        """The loop's monotonic instant for a journaled deadline (epoch ms).
+
+        The wall clock is read once per deadline, when it is first armed: ``deadline - now``
+        becomes an instant on the loop's monotonic clock, kept per table and timer kind, and
+        any re-arm for the same deadline reuses it. So a wall-clock step (NTP, an operator)
+        after that never fires a timer early nor stalls it: within a run deadlines run on the
+        monotonic clock. Across a restart there is no monotonic clock to carry: the deadlines
+        of pending decisions and turns are renewed by the start-up Resume instead."""
+        kept = self._mono.get((tid, kind))
+        if kept is not None and kept[0] == deadline_ms:
+            return kept[1]
+        at = asyncio.get_running_loop().time() + max(0, deadline_ms - self.now_ms()) / 1000
+        self._mono[(tid, kind)] = (deadline_ms, at)
+        return at
 
     def _timer_fired(self, tid: str, action: Callable[[], object]) -> None:
         self._timers.pop(tid, None)

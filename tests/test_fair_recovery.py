@@ -1,0 +1,104 @@
+"""Fair recovery, the clock side: deadlines are journaled as wall-clock epoch ms (data for the
+pure core), but within a run the service's timers run on the loop's monotonic clock, so a
+wall-clock step (NTP, an operator) never fires a timer early nor stalls it.
+
+The outage side (a backend restart or a broker outage longer than a window) is tested through
+the real service in test_sevenluck_table.py and test_stud_restart.py."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from dealer.config import load_settings
+from dealer.events import PlaceBet
+from dealer.round import Phase
+from dealer.service import Service, wall_ms
+from drivers.bus import LocalBus
+from tests.conftest import wait_until
+
+T = "T1"
+HOUR = 3_600_000
+
+
+class SteppedClock:
+    """The wall clock the service reads, stepped by the test."""
+
+    def __init__(self) -> None:
+        self.offset = 0
+
+    def __call__(self) -> int:
+        return wall_ms() + self.offset
+
+
+async def _service(tmp: Path, clock: SteppedClock) -> tuple[Service, asyncio.Task[Any]]:
+    settings = load_settings(service={"journal_path": tmp / "j.sqlite", "metrics_enabled": False},
+                             tables=[{"id": T, "game": "teen-patti", "auto_rounds": False, "betting_seconds": 1.0,
+                                      "scanner": {"kind": "mqtt", "reader_id": "GW1"}}])
+    service = Service(settings, bus=LocalBus(), broker_link=False, clock=clock)
+    task = asyncio.create_task(service.run())
+    await asyncio.wait_for(service.ready.wait(), 10)
+    return service, task
+
+
+def _rearm(service: Service) -> None:
+    """Drop the armed timer and arm it again from the table's state, as any re-schedule does."""
+    service._timers.pop(T)[1].cancel()
+    service._schedule(T)
+
+
+async def test_a_wall_clock_step_forward_and_back_neither_fires_nor_stalls_an_armed_timer(tmp_path: Path):
+    clock = SteppedClock()
+    service, task = await _service(tmp_path, clock)
+    loop = asyncio.get_running_loop()
+    try:
+        assert (await service.open_round(T)).accepted
+        rnd = service.tables[T].current
+        assert rnd.phase == Phase.BETTING_OPEN
+        (kind, _), handle = service._timers[T]
+        assert kind == "close"
+        when = handle.when()  # the betting deadline on the loop's monotonic clock, computed once
+
+        # an hour forward: the journaled deadline is "an hour ago" by the wall clock now
+        clock.offset += HOUR
+        assert (await service.submit(T, PlaceBet(bet_id="b1", player_id="p1", bet_type="tie", stake="1"))).accepted
+        _rearm(service)
+        assert service._timers[T][1].when() == when
+        await asyncio.sleep(0.05)
+        assert rnd.phase == Phase.BETTING_OPEN and loop.time() < when, "the timer fired early"
+
+        # and back: an hour behind the start; the deadline is "an hour ahead" by the wall clock
+        clock.offset -= 2 * HOUR
+        assert (await service.submit(T, PlaceBet(bet_id="b2", player_id="p2", bet_type="tie", stake="1"))).accepted
+        _rearm(service)
+        assert service._timers[T][1].when() == when
+        assert rnd.phase == Phase.BETTING_OPEN
+
+        # it fires at its monotonic instant: not before, and not an hour later
+        await wait_until(lambda: rnd.phase != Phase.BETTING_OPEN, timeout=10, what="the betting timer")
+        assert loop.time() >= when
+        assert rnd.closed_at is not None and sorted(rnd.bets) == ["b1", "b2"]
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_new_deadline_reads_the_wall_clock_once_when_it_is_armed(tmp_path: Path):
+    """A later step does not move an armed timer, but a deadline set after the step is
+    measured from the clock as it then is (the journaled deadline and ``at`` agree)."""
+    clock = SteppedClock()
+    service, task = await _service(tmp_path, clock)
+    loop = asyncio.get_running_loop()
+    try:
+        clock.offset -= HOUR
+        before = loop.time()
+        assert (await service.open_round(T)).accepted
+        when = service._timers[T][1].when()
+        assert before + 0.5 < when < loop.time() + 1.0 + 0.5  # about betting_seconds away, not an hour
+        clock.offset += 2 * HOUR
+        _rearm(service)
+        assert service._timers[T][1].when() == when
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

@@ -141,36 +141,129 @@ async def test_player_actions_are_answered_on_the_players_own_topic(broker: Brok
         shoe.close()
 
 
-async def test_broker_lost_during_decisions_the_timer_decides_and_the_result_waits(broker: Broker, tmp_path: Path,
-                                                                                   pty_dir: Path):
+def _private(rec: Recorder, player: str, kind: str, since: int = 0) -> list[dict]:
+    return [m for t, m in rec.messages[since:] if t == topics.player(T, player) and m["kind"] == kind]
+
+
+def _resumed(rec: Recorder, player: str, since: int = 0) -> list[dict]:
+    return [m for m in _private(rec, player, "decision_required", since) if m["data"].get("resumed")]
+
+
+async def _deal(service: Service, rec: Recorder, shoe: HandShoe, codes: list[str]) -> None:
+    for code in codes:
+        n = len(service.tables[T].current.cards)
+        await wait_until(lambda: rec.last_prompt() and rec.last_prompt()["kind"] in ("NEXT", "RESCAN"),
+                         what="deal prompt")
+        shoe.scan(code)
+        await wait_until(lambda: len(service.tables[T].current.cards) == n + 1, what="card registered")
+
+
+async def test_broker_lost_during_decisions_longer_than_the_window_nobody_is_folded(broker: Broker, tmp_path: Path,
+                                                                                    pty_dir: Path):
+    """Players cannot decide while the broker is down: the decision timer is paused, and when
+    the broker returns every undecided player gets a full window, told on their own topic."""
     shoe = HandShoe(pty_dir, reader="SC7")
     rec = await Recorder(broker.url).start()
     scanner = {"kind": "serial", "port": shoe.path, "reader_id": "SC7", "heartbeat_timeout": 30}
     service, task = await start_service(sevenluck_settings(tmp_path, broker.url, scanner, betting_seconds=1.0,
-                                                           decision_seconds=0.5))
+                                                           decision_seconds=1.0))
     try:
         await wait_until(lambda: rec.events("round_opened"), what="round opened")
-        await rec.command(topics.actions(T), {"type": "place_bet", "bet_id": "a1", "player_id": "p1",
-                                              "bet_type": "ante", "stake": "10", "seat": 2})
-        await wait_until(lambda: rec.events("bet_accepted"), what="bet accepted")
+        for bet, player, seat in (("a1", "p1", 1), ("a3", "p3", 3)):
+            await rec.command(topics.actions(T), {"type": "place_bet", "bet_id": bet, "player_id": player,
+                                                  "bet_type": "ante", "stake": "10", "seat": seat})
+        await wait_until(lambda: len(rec.events("bet_accepted")) == 2, what="bets accepted")
         await wait_until(lambda: service.tables[T].current.phase == Phase.BETTING_CLOSED, what="betting closed")
-        for code in ["AS", "2C", "AD", "3C"]:
-            n = len(service.tables[T].current.cards)
-            shoe.scan(code)
-            await wait_until(lambda: len(service.tables[T].current.cards) == n + 1, what="card registered")
-        broker.kill()  # after betting closed: the round goes on
-        for code in ["AC", "4C"]:
-            n = len(service.tables[T].current.cards)
-            shoe.scan(code)
-            await wait_until(lambda: len(service.tables[T].current.cards) == n + 1, what="card registered")
-        await wait_until(lambda: service.tables[T].current.phase == Phase.RESULT, what="timer decided")
-        await wait_until(lambda: service.outbox_pending == 1, what="result committed to the outbox")
+        await _deal(service, rec, shoe, ["AS", "2H", "2C", "AD", "5D", "3C", "AC", "9S", "4C"])  # P1 P3 D, x3
+        first = await wait_until(lambda: _private(rec, "p1", "decision_required"), what="decision required")
+        first_p3 = await wait_until(lambda: _private(rec, "p3", "decision_required"), what="p3 decision required")
+        broker.kill()
+        await wait_until(lambda: service.links[T].up["broker"] is False, what="broker link down")
+        await asyncio.sleep(2.5)  # longer than the decision window
+        rnd = service.tables[T].current
+        assert rnd.phase == Phase.DECISION and rnd.decisions == {}, "somebody was decided for while the broker was down"
+        armed = service._timers.get(T)
+        assert armed is None or armed[0][0] != "decide"
+        seen = len(rec.messages)
         broker.start()
-        key = f"{T}:{T}-000001"
-        await wait_until(lambda: rec.results(key), what="result after the broker returns")
+        await wait_until(lambda: service.bus.connected and rec.bus.connected, what="everyone reconnected")
+        for player, before in (("p1", first), ("p3", first_p3)):
+            again = await wait_until(lambda: _resumed(rec, player, seen), what=f"{player}'s decision given again")
+            assert again[-1]["data"]["closes_at"] > before[0]["data"]["closes_at"] + 2000
+            assert again[-1]["data"]["actions"] == before[0]["data"]["actions"]
+        opened = [e for e in rec.events("decisions_open") if e["data"].get("resumed")]
+        assert opened and opened[-1]["data"]["players"] == ["p1", "p3"]
+        for p in ("p1", "p3"):  # besides the resume, at most the broker's redelivery of the first request
+            assert all(m["data"].get("resumed") or m["at"] < again[-1]["at"] for m in _private(rec, p, "decision_required"))
+        await rec.command(topics.actions(T), {"type": "player_decision", "player_id": "p1", "action": "PLAY"})
+        key = f"{T}:{T}-000001"  # p3 stays silent: the new window's timer folds it
+        await wait_until(lambda: rec.results(key), what="result")
         res = rec.results(key)[0]
-        assert res["decisions"]["p1"] == {"action": "FOLD", "by": "timeout", "seat": 2, "play_stake": None}
-        assert res["player_bets"]["p1"]["ante"]["outcome"] == "LOSE" and len(rec.results(key)) == 1
+        assert res["decisions"]["p1"] == {"action": "PLAY", "by": "player", "seat": 1, "play_stake": "10"}
+        assert res["decisions"]["p3"]["action"] == "FOLD" and res["decisions"]["p3"]["by"] == "timeout"
+        made = [e for e in rec.events("decision_made") if e["data"]["player_id"] == "p3"]
+        assert made and made[0]["at"] >= opened[-1]["data"]["closes_at"]  # only after the new window
+        assert len(rec.results(key)) == 1
+    finally:
+        await stop_service(task)
+        await rec.stop()
+        shoe.close()
+
+
+async def test_backend_down_longer_than_the_decision_window_gives_a_new_window(broker: Broker, tmp_path: Path,
+                                                                               pty_dir: Path):
+    """The backend stops while a player decides and stays down longer than the window: on
+    restart the player is not folded, is told of a full new window, and can still PLAY. A player
+    who had decided keeps the decision and is not asked again."""
+    shoe = HandShoe(pty_dir, reader="SC7")
+    rec = await Recorder(broker.url).start()
+    scanner = {"kind": "serial", "port": shoe.path, "reader_id": "SC7", "heartbeat_timeout": 30}
+    settings = sevenluck_settings(tmp_path, broker.url, scanner, betting_seconds=1.0, decision_seconds=1.5)
+    service, task = await start_service(settings)
+    try:
+        await wait_until(lambda: rec.events("round_opened"), what="round opened")
+        for bet, player, seat in (("a1", "p1", 1), ("a3", "p3", 3)):
+            await rec.command(topics.actions(T), {"type": "place_bet", "bet_id": bet, "player_id": player,
+                                                  "bet_type": "ante", "stake": "10", "seat": seat})
+        await wait_until(lambda: len(rec.events("bet_accepted")) == 2, what="bets accepted")
+        await wait_until(lambda: service.tables[T].current.phase == Phase.BETTING_CLOSED, what="betting closed")
+        await _deal(service, rec, shoe, ["AS", "2H", "QH", "AD", "5D", "JH", "AC", "9S", "3H"])  # p1: three aces
+        first = await wait_until(lambda: _private(rec, "p1", "decision_required"), what="decision required")
+        await rec.command(topics.actions(T), {"type": "player_decision", "player_id": "p3", "action": "PLAY"})
+        await wait_until(lambda: _private(rec, "p3", "decision_accepted"), what="p3 decided")
+        await stop_service(task)  # the backend goes down while p1 decides
+        await asyncio.sleep(2.5)  # longer than the decision window
+        seen = len(rec.messages)
+        service, task = await start_service(settings)
+        again = await wait_until(lambda: _resumed(rec, "p1", seen), timeout=15, what="p1's decision given again")
+        assert again[0]["data"]["resumed"] is True and again[0]["data"]["closes_at"] > first[0]["data"]["closes_at"] + 2000
+        assert all(m["data"].get("resumed") or m["at"] < again[0]["at"] for m in _private(rec, "p1", "decision_required"))
+        rnd = service.tables[T].current
+        assert rnd.phase == Phase.DECISION and set(rnd.decisions) == {"p3"}  # not folded at once
+        assert not _private(rec, "p3", "decision_required", seen)
+        opened = [e for _, e in [(t, m) for t, m in rec.messages[seen:] if t == topics.events(T)]
+                  if e["event"] == "decisions_open"]
+        assert opened and opened[0]["data"] == {"players": ["p1"], "closes_at": again[0]["data"]["closes_at"],
+                                                "resumed": True}
+        await rec.command(topics.actions(T), {"type": "player_decision", "player_id": "p1", "action": "PLAY"})
+        key = f"{T}:{T}-000001"
+        await wait_until(lambda: rec.results(key), what="result")
+        res = rec.results(key)[0]
+        assert res["decisions"]["p1"] == {"action": "PLAY", "by": "player", "seat": 1, "play_stake": "10"}
+        assert res["decisions"]["p3"]["by"] == "player"
+        assert res["player_bets"]["p1"]["ante"]["outcome"] == "WIN"
+        # the new deadline is journaled: a replay of the journal rebuilds the same round
+        await stop_service(task)
+        replayed = Service(settings, bus=MqttBus(broker.url, client_id="replay-only"))
+        try:
+            replayed._replay()
+            assert replayed.tables[T].current.round_id == f"{T}-000001"
+            assert replayed.tables[T].current.decisions == rnd.decisions
+            assert replayed.tables[T].current.decision_deadline == again[0]["data"]["closes_at"]
+        finally:
+            replayed._writer.shutdown(wait=True)
+            replayed.journal.close()
+        service, task = await start_service(settings)
     finally:
         await stop_service(task)
         await rec.stop()

@@ -211,9 +211,13 @@ async def test_killed_during_a_betting_round_resumes_at_the_same_turn(stud_table
     seen = len(rec.messages)
     backend.start()
 
-    # the player to act gets the same turn again: same number, same deadline (journaled)
-    again = await wait_until(lambda: h.mine("bob", "your_turn", seen), timeout=WAIT, what="bob's turn re-sent")
-    assert again[0]["data"] == before
+    # the player to act gets the same turn again, whole: same number and options, a new
+    # deadline from the restart (journaled with the Resume), and told it is resumed
+    again = await wait_until(lambda: [m for m in h.mine("bob", "your_turn", seen) if m["data"].get("resumed")],
+                             timeout=WAIT, what="bob's turn re-sent")
+    assert {k: v for k, v in again[0]["data"].items() if k not in ("closes_at", "resumed")} == \
+           {k: v for k, v in before.items() if k != "closes_at"}
+    assert again[0]["data"]["closes_at"] > before["closes_at"]
     # every seated player gets their hole cards again, and nobody else's
     for player in SEATS:
         await wait_until(lambda: len(h.mine(player, "hole_card", seen)) >= 2, timeout=WAIT,
@@ -225,9 +229,11 @@ async def test_killed_during_a_betting_round_resumes_at_the_same_turn(stud_table
     assert prompt[0]["kind"] == "WAIT" and "bob to act" in prompt[0]["message"]
     assert (prompt[0]["message"], prompt[0]["announce"]) == (wait_before["message"], wait_before["announce"])
     assert prompt[0]["announce"] == "Two of clubs, low"
-    # nobody else was given a turn, nothing acted for bob, no turn was resumed or restarted
+    # nobody else was given a turn, nothing acted for bob; bob's turn was resumed, not renumbered
     assert not h.mine("alice", "your_turn", seen) and not h.mine("carol", "your_turn", seen)
-    assert not h.events("player_acted", seen) and not h.events("turn", seen)
+    assert not h.events("player_acted", seen)
+    assert [(e["data"]["turn"], e["data"]["player_id"], e["data"].get("resumed")) for e in h.events("turn", seen)] \
+        == [(3, "bob", True)]
 
     await h.act("bob", "CALL")
     await h.act("carol", "CALL")
@@ -248,9 +254,46 @@ async def test_killed_during_a_betting_round_resumes_at_the_same_turn(stud_table
     assert {p: b["chips"]["returned"] for p, b in res["player_bets"].items()} == {
         "alice": "19.00", "bob": "19.00", "carol": "21.70"}
     conserved(res, h.stakes)
-    # one turn per action: the restart neither renumbered nor added a turn
-    turns = [e["data"]["turn"] for e in h.events("turn")]
+    # one turn per action: the restart neither renumbered nor added a turn (it resumed one)
+    turns = [e["data"]["turn"] for e in h.events("turn") if not e["data"].get("resumed")]
     assert turns == list(range(1, len(acts) + 1))
+
+
+@pytest.mark.timeout(90)
+async def test_killed_and_down_longer_than_the_turn_the_player_is_not_folded(broker: Broker, tmp_path: Path,
+                                                                            pty_dir: Path):
+    """SIGKILL on a player's turn, down longer than action_seconds: on restart the turn is not
+    timed out at once; it is given again, whole, and the player acts in it."""
+    shoe = HandShoe(pty_dir, reader=READER)
+    rec = await Recorder(broker.url).start()
+    log = tmp_path / "backend.log"
+    backend = Backend(write_config(tmp_path, broker, shoe.path, action=3), log)
+    backend.start()
+    h = StudHand(rec, shoe)
+    try:
+        await h.sit(CHIPS)
+        await h.confirm("WASH")
+        await h.confirm("SHUFFLE")
+        await h.deal(*DEAL[:9])
+        await h.act("carol", "BRING_IN", "0.50")
+        before = await h.turn("alice")
+        backend.kill()
+        await asyncio.sleep(4.5)  # longer than the turn
+        seen = len(rec.messages)
+        backend.start()
+        again = await wait_until(lambda: [m for m in h.mine("alice", "your_turn", seen) if m["data"].get("resumed")],
+                                 timeout=WAIT, what="alice's turn given again")
+        assert again[0]["data"]["turn"] == before["turn"] and again[0]["data"]["actions"] == before["actions"]
+        assert again[0]["data"]["closes_at"] > before["closes_at"] + 4000
+        assert not h.events("player_acted", seen), "a player was acted for on restart"
+        await h.act("alice", "CALL")
+        acted = h.events("player_acted", seen)
+        assert [(e["data"]["player_id"], e["data"]["by"]) for e in acted][:1] == [("alice", "player")]
+    finally:
+        backend.stop()
+        await rec.stop()
+        shoe.close()
+    _clean_log(log)
 
 
 @pytest.mark.timeout(90)

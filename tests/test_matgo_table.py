@@ -118,6 +118,7 @@ class Table:
         self.rnd: Round | None = None
         self.cover = Decimal(0)
         self.flipped: list[str] = []  # stock positions scanned, with the checks of check_flip done
+        self.task: asyncio.Task[None] | None = None
 
     @property
     def key(self) -> str:
@@ -281,10 +282,12 @@ async def table(broker: Broker, tmp_path: Path, pty_dir: Path, request: pytest.F
     rec = await Recorder(broker.url).start()
     settings = matgo_settings(tmp_path, broker.url, shoe.path, **dict(getattr(request, "param", {})))
     service, task = await start_service(settings)
+    t = Table(service, rec, shoe, settings)
+    t.task = task  # a test may stop the service and start another on the same journal
     try:
-        yield Table(service, rec, shoe, settings)
+        yield t
     finally:
-        await stop_service(task)
+        await stop_service(t.task)
         await rec.stop()
         shoe.close()
 
@@ -790,6 +793,33 @@ async def test_e_a_broker_restart_mid_game_gives_the_turn_again_and_one_result(t
     replayed(res, t.settings)
     journal_agrees(t.settings, res)
     money_exact(res, Decimal("100.00"))
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("table", [{"action_seconds": 1.5}], indirect=True)
+async def test_e_a_backend_down_longer_than_a_turn_gives_the_turn_again_whole(table: Table):
+    """The backend stops on the player's turn and stays down longer than action_seconds; started
+    again on the same journal it does not play the timer's default at once: the player's turn
+    is given again with a full window (resumed) and the player moves in it."""
+    t, rec = table, table.rec
+    cards, stock = deck(seed=9)
+    await t.sit("100.00")
+    await t.deal(cards)
+    turn = await t.turn()
+    waiting = t.rnd.turn
+    await stop_service(t.task)
+    await asyncio.sleep(2.5)  # longer than the turn
+    seen = len(rec.messages)
+    service, t.task = await start_service(t.settings)
+    t.service, t.rnd = service, service.tables[T].current
+    again = await wait_until(lambda: [m["data"] for tp, m in rec.messages[seen:] if tp == topics.player(T, ALICE)
+                                      and m["kind"] == "your_turn" and m["data"].get("resumed")],
+                             what="the player's turn given again")
+    assert again[0]["turn"] == waiting and again[0]["closes_at"] > turn["closes_at"] + 2000
+    assert (again[0]["phase"], again[0]["actions"], again[0]["cards"]) == (turn["phase"], turn["actions"], turn["cards"])
+    assert not [a for a in t.acted() if a[3] == "timeout"], "the player was timed out on restart"
+    await t.act(*stopper(turn), turn=again[0])
+    assert [a[3] for a in t.acted() if a[0] == ALICE][:1] == ["player"]
 
 
 @pytest.mark.timeout(120)

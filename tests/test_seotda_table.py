@@ -790,3 +790,39 @@ def test_demo_plays_seotda_with_antes_buttons_showdown_awards_and_a_rematch():
     summary = json.loads(text.rsplit("summary ", 1)[1])
     assert summary["rounds_settled"] >= 3 and summary["reconciliation_mismatches"] == []
     assert summary["faults_injected"].get("foreign_card") and summary["faults_injected"].get("duplicate_card")
+
+
+@pytest.mark.timeout(120)
+async def test_a_backend_down_longer_than_a_turn_gives_the_turn_again_whole(broker: Broker, tmp_path: Path,
+                                                                           pty_dir: Path):
+    """The backend stops on a player's turn and stays down longer than action_seconds; started
+    again on the same journal it does not check or fold the player at once (a fold could
+    forfeit a rematch pot): the turn is given again with a full window (resumed)."""
+    shoe = HandShoe(pty_dir, reader=READER)
+    rec = await Recorder(broker.url).start()
+    settings = seotda_settings(tmp_path, broker.url, shoe.path, action_seconds=1.5)
+    service, task = await start_service(settings)
+    t = Table(service, rec, shoe)
+    try:
+        s1 = await t.drawn_first_seat([1, 2])
+        await t.sit({"alice": (s1, "1000"), "bob": (s1 % 2 + 1, "1000")})
+        await t.confirm("SHUFFLE", at=1)
+        await t.deal(("S1.1", "02A"), ("S2.1", "03R"))
+        turn = await t.turn("alice")
+        await stop_service(task)
+        await asyncio.sleep(2.5)  # longer than the turn
+        seen = len(rec.messages)
+        service, task = await start_service(settings)
+        t.service, t.rnd = service, service.tables[T].current
+        again = await wait_until(lambda: [m["data"] for tp, m in rec.messages[seen:] if tp == topics.player(T, "alice")
+                                          and m["kind"] == "your_turn" and m["data"].get("resumed")],
+                                 what="alice's turn given again")
+        assert again[0]["turn"] == turn["turn"] and again[0]["closes_at"] > turn["closes_at"] + 2000
+        assert again[0]["buttons"] == turn["buttons"]
+        assert not t.acted(), "a player was acted for on restart"
+        await t.press("alice", "CHECK", turn=again[0])
+        assert [(p, a, by) for p, a, _, _, by in t.acted()][:1] == [("alice", "CHECK", "player")]
+    finally:
+        await stop_service(task)
+        await rec.stop()
+        shoe.close()

@@ -6,8 +6,13 @@ takes events off a queue in batches, applies them to the tables, writes the jour
 (group commit) in a writer thread, and only then releases the effects: prompts and round
 events are published, results are handed to the outbox relay. The relay publishes each
 outbox row at QoS 1 and, after the PUBACK, feeds a ``result_delivered`` event back through
-the same loop, whose commit deletes the row. Timers (betting period, pause between rounds)
-are plain ``call_later`` handles that submit events; the core never sees a clock.
+the same loop, whose commit deletes the row. Timers (betting period, decisions, turns, pause
+between rounds) are plain loop handles that submit events; the core never sees a clock.
+Journaled deadlines are epoch ms; each is turned into an instant on the loop's monotonic
+clock once, when first armed (:meth:`Service._mono_deadline`), so a wall-clock step never
+fires or stalls a timer. Decision and turn timers are paused while the broker link is down
+and, after a restart, until the first broker connect, which submits a journaled
+:class:`~dealer.events.Resume` that gives every pending decision and turn a new window.
 """
 
 from __future__ import annotations

@@ -11,9 +11,11 @@ from dealer.events import (
     CloseBetting,
     DecisionTimeout,
     LinkDown,
+    LinkUp,
     OpenRound,
     PlaceBet,
     PlayerDecision,
+    Resume,
     ScanRead,
     SupervisorVoid,
 )
@@ -129,6 +131,41 @@ def test_links_and_voids_around_the_decision_phase():
     res = next(e for e in t.handle(SupervisorVoid(supervisor="s", reason="cards exposed")).effects
                if isinstance(e, RoundResult))
     assert res.outcome == "VOIDED" and settle_bet("ante", 10, res, "alice").returned == Decimal(10)
+
+
+def test_the_decision_timer_pauses_while_the_broker_is_down_and_resumes_with_a_whole_window():
+    t = table()
+    seated(t)
+    deal(t)
+    assert t.handle(PlayerDecision(player_id="bob", action="PLAY", at=4)).accepted
+    assert t.handle(LinkDown(link="broker", reason="gone", at=5)).journal
+    refused = t.handle(DecisionTimeout(at=20_000))
+    assert not refused.accepted and "paused while the broker link is down" in refused.rejection.reason
+    assert t.current.phase == Phase.DECISION and set(t.current.decisions) == {"bob"}
+    up = t.handle(LinkUp(link="broker", at=50_000))
+    assert up.accepted and up.journal and t.current.decision_deadline == 60_000
+    opened = [e for e in up.effects if isinstance(e, RoundEvent) and e.event == "decisions_open"]
+    assert [o.data for o in opened] == [{"players": ["alice"], "closes_at": 60_000, "resumed": True}]
+    told = [e for e in up.effects if isinstance(e, PlayerMessage)]
+    assert [(m.player_id, m.kind, m.data["closes_at"], m.data["resumed"]) for m in told] == [
+        ("alice", "decision_required", 60_000, True)]
+    assert t.handle(PlayerDecision(player_id="alice", action="PLAY", at=55_000)).accepted
+    assert t.current.phase == Phase.RESULT and t.current.decisions["alice"].by == "player"
+
+
+def test_resume_after_a_restart_renews_the_window_and_counts_as_the_broker_coming_back():
+    t = table()
+    seated(t)
+    deal(t)
+    t.handle(LinkDown(link="broker", reason="gone", at=5))  # the journal may end with the broker down
+    step = t.handle(Resume(at=90_000))
+    assert step.accepted and step.journal and "broker" not in t.links_down
+    assert [e.event for e in step.effects if isinstance(e, RoundEvent)] == ["link_up", "decisions_open"]
+    assert t.current.decision_deadline == 100_000
+    assert {m.player_id for m in step.effects if isinstance(m, PlayerMessage)} == {"alice", "bob"}
+    # nothing pending: a resume changes nothing and is not journaled
+    idle = Table(TableRules(table_id="S1", game=Sevenluck.from_options({}), decision_ms=10_000))
+    assert idle.handle(Resume(at=1)).accepted and not idle.handle(Resume(at=1)).journal
 
 
 def test_shared_hand_mode_has_no_seats_and_public_player_cards():

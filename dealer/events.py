@@ -104,11 +104,13 @@ class Resume(_Event):
     it once per start, at the first connect; without a broker link, right after the replay).
 
     Every pending decision or turn gets a full window from ``at``: nobody is timed out because
-    the backend was down. It counts as the broker's ``link_up`` too (the journal may say the
-    broker was down when the backend stopped). Journaled when it changed something, so a
-    replay reproduces the new deadlines."""
+    the backend was down. It counts as ``link``'s ``link_up`` too (the journal may say the
+    broker was down when the backend stopped); ``link`` is None for a backend without a broker
+    link, and a broker the journal still has down then waits for its own ``link_up``.
+    Journaled when it changed something, so a replay reproduces the new deadlines."""
 
     type: Literal["resume"] = "resume"
+    link: str | None = "broker"
     reason: str = "backend restarted"
 
 

@@ -251,7 +251,7 @@ class Service:
         self.bus.on_connection(self._on_bus)
         if not self._broker_link:  # players do not come through a broker here: resume at once
             for tid in sorted(self._resume_due):
-                self.submit(tid, Resume())
+                self.submit(tid, Resume(link=None))
             self._resume_due.clear()
         self._bg = [
             asyncio.create_task(self._core_loop(), name="core"),

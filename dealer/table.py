@@ -81,10 +81,11 @@ class Table:
                 effects += self.current.resume(event.at)  # players could not decide or act while it was down
             return Step(True, was_down, effects)
         if isinstance(event, Resume):  # the backend is back and so is its broker link
-            was_down = self.links_down.pop(BROKER, None) is not None
-            effects = [self._event("link_up", event.at, link=BROKER)] if was_down else []
-            resumed = self.current.resume(event.at) if self.current is not None else []
-            return Step(True, was_down or bool(resumed), effects + resumed)
+            was_down = event.link is not None and self.links_down.pop(event.link, None) is not None
+            effects = [self._event("link_up", event.at, link=event.link)] if was_down else []
+            if self.current is not None and BROKER not in self.links_down:  # else its LinkUp resumes
+                effects += self.current.resume(event.at)
+            return Step(True, bool(effects), effects)
         if isinstance(event, SecurityEvent):
             return self._security(event)
         if isinstance(event, ActionTimeout) and BROKER in self.links_down:

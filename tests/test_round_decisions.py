@@ -212,3 +212,14 @@ def test_any_sequence_replays_to_the_same_result(events):
     if t.current.phase == Phase.RESULT:
         res = RoundResult.model_validate_json(results[-1])
         assert set(res.decisions) == set(t.current.deciders)
+
+
+def test_resume_without_a_broker_link_leaves_a_journaled_broker_outage_to_its_link_up():
+    t = table()
+    seated(t)
+    deal(t)
+    t.handle(LinkDown(link="broker", reason="gone", at=5))
+    step = t.handle(Resume(link=None, at=90_000))
+    assert step.accepted and not step.journal and step.effects == [] and "broker" in t.links_down
+    up = t.handle(LinkUp(link="broker", at=95_000))
+    assert up.journal and t.current.decision_deadline == 105_000

@@ -112,3 +112,13 @@ def test_rules_event_checks_its_hash_and_sets_the_next_rounds_rules() -> None:
     assert step.accepted and step.journal and table.journaled_rules == (rules_hash(new), "1")
     assert table.current.rules.rules_hash == rules_hash(old)  # the round in play keeps its rules
     assert table.rules.rules_hash == rules_hash(new)
+
+
+def test_the_canonical_bytes_do_not_drift() -> None:
+    """Pinned: a change here changes every table's rules hash (a new rules event at the next
+    start). Update it only together with a real change of the effective rules or their form."""
+    text = canonical_rules(RulesConfig(game="teen-patti"))
+    assert text.startswith('{"action_seconds":20.0,"alert_after":3,"betting_seconds":15.0,"currency":"EUR",'
+                           '"decision_seconds":15.0,"format":1,"game":"teen-patti","limits":{},"minor_unit":"0.01",'
+                           '"options":{')
+    assert rules_hash(text) == "e938048e29c0b006034abd1e6c0c71bceab6695878c1079391832d309cfcdadf"

@@ -7,8 +7,9 @@ default filled in). Operational settings (the table id, ``pause_seconds``, ``aut
 the scanner) are not part of them.
 
 :func:`canonical_rules` serialises them deterministically: compact JSON with sorted keys,
-decimals as plain strings without trailing zeros, so equivalent configurations give the same
-bytes and the same SHA-256 (:func:`rules_hash`). :func:`rules_from_canonical` is its inverse:
+decimals as plain strings, so equivalent configurations give the same
+bytes and the same SHA-256 (:func:`rules_hash`). Decimals keep their written precision
+("1.00" and "1" are different rules: the core shows amounts as configured). :func:`rules_from_canonical` is its inverse:
 it validates the canonical JSON again through the configuration and game models and builds
 the :class:`~dealer.round.TableRules` the pure core plays with. Both are pure.
 
@@ -51,9 +52,9 @@ def software_version() -> str:
 
 
 def _decimal(d: Decimal) -> str:
-    if d == 0:
-        return "0"
-    return format(d.normalize(), "f")
+    # Plain notation, never an exponent (money parsing refuses one), and the exponent kept:
+    # "1.00" is not normalised to "1", since the games show amounts as configured.
+    return format(d, "f")
 
 
 def _plain(v: Any) -> Any:

@@ -23,20 +23,30 @@ def test_canonical_bytes_are_stable_sorted_and_compact() -> None:
     assert text == canonical_rules(_cfg(limits={"player_a": {"min": "1.00", "max": "100.00"}}))
     doc = json.loads(text)
     assert json.dumps(doc, sort_keys=True, separators=(",", ":")) == text
-    assert doc["format"] == 1 and doc["game"] == "teen-patti" and doc["limits"] == {"player_a": {"min": "1", "max": "100"}}
+    assert doc["format"] == 1 and doc["game"] == "teen-patti" and doc["limits"] == {"player_a": {"min": "1.00", "max": "100.00"}}
     assert doc["options"]["deal_order"] == "ALTERNATE"  # defaults are filled in
     assert rules_hash(text) == rules_hash(text) and len(rules_hash(text)) == 64
 
 
 def test_equivalent_configs_have_the_same_bytes() -> None:
-    a = _cfg(minor_unit="0.01", limits={"player_a": {"min": "1", "max": "100"}}, betting_seconds=15,
-             options={"main_ratio": "0.95"})
-    b = _cfg(minor_unit="0.010", limits={"player_a": {"min": "1.00", "max": "100.0"}}, betting_seconds=15.0,
-             options={"deal_order": "ALTERNATE", "main_ratio": "0.950"})
-    c = _cfg()  # the options' and timers' defaults spelled out or not
-    assert canonical_rules(a) == canonical_rules(b)
-    assert canonical_rules(a) != canonical_rules(c)  # c has no limits
+    a = _cfg(limits={"player_a": {"min": "1.00", "max": "100.00"}, "tie": {"min": "1", "max": "5"}},
+             betting_seconds=15, alert_after=3, options={"main_ratio": "0.95", "burn_cards": 1})
+    b = _cfg(options={"burn_cards": 1, "deal_order": "ALTERNATE", "main_ratio": "0.95"}, betting_seconds=15.0,
+             limits={"tie": {"max": "5", "min": "1"}, "player_a": {"max": "100.00", "min": "1.00"}})
+    assert canonical_rules(a) == canonical_rules(b)  # key order, defaults spelled out or not, 15 vs 15.0
+    c = _cfg()
     assert canonical_rules(c) == canonical_rules(_cfg(options={"deal_order": "ALTERNATE", "burn_cards": 0}))
+    assert canonical_rules(a) != canonical_rules(c)
+
+
+def test_decimals_keep_their_written_precision() -> None:
+    """The core shows amounts as configured ("at least 50.00"), so 1.00 and 1 are other rules."""
+    one, cents = _cfg(options={"main_ratio": "0.95"}), _cfg(options={"main_ratio": "0.950"})
+    assert canonical_rules(one) != canonical_rules(cents)
+    r = rules_from_canonical("T1", canonical_rules(cents))
+    assert str(r.game.options.main_ratio) == "0.950"
+    tiny = canonical_rules(_cfg(minor_unit="0.0000001", options={}))
+    assert '"minor_unit":"0.0000001"' in tiny and rules_from_canonical("T1", tiny).minor_unit == Decimal("1E-7")
 
 
 def test_operational_settings_are_not_rules() -> None:

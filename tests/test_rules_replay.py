@@ -127,7 +127,7 @@ async def test_a_round_replays_under_the_rules_it_opened_with(tmp_path: Path) ->
     assert rounds[0]["rules"]["hash"] == old_hash and rounds[0]["result"]["rules_hash"] == old_hash
     assert rounds[0]["rules"]["source"] == f"journal row {rows[0]['row']}"
     assert rounds[0]["rules"]["canonical"]["options"]["deal_order"] == "ALTERNATE"
-    assert rounds[1]["rules"]["hash"] == new_hash and rounds[1]["rules"]["canonical"]["limits"]["player_a"]["max"] == "10"
+    assert rounds[1]["rules"]["hash"] == new_hash and rounds[1]["rules"]["canonical"]["limits"]["player_a"]["max"] == "10.00"
     assert [e["type"] for e in rounds[1]["events"]][:1] == ["open_round"]
 
 

@@ -47,7 +47,12 @@ def _effect(e: Any) -> dict[str, Any]:
 
 
 def recall(settings: Settings, table_id: str, rounds: int = 10) -> list[dict[str, Any]]:
-    """The last ``rounds`` rounds of a table, each with every journaled event and its effects."""
+    """The last ``rounds`` rounds of a table, each with every journaled event and its effects.
+
+    The table is rebuilt under the rules journaled for it (the last ``table_rules`` event before
+    the first round shown, then every later one as it comes), exactly as the service replays it;
+    only a journal older than rules events falls back to the configuration's rules. Each round
+    names the rules it was played under: their hash, software version and canonical form."""
     cfg = next((t for t in settings.tables if t.id == table_id), None)
     if cfg is None:
         raise ValueError(f"table {table_id!r} is not in this configuration ({[t.id for t in settings.tables]})")
@@ -57,15 +62,29 @@ def recall(settings: Settings, table_id: str, rounds: int = 10) -> list[dict[str
         wanted = [r.round_id for r in opens[-rounds:]]
         if not opens:
             return []
+        first = opens[-len(wanted)].id
         table = Table(cfg.rules())
+        rules_source = "configuration (no table_rules event journaled before this round)"
+        before = journal.rules_before(table_id, first)
+        if before is not None:
+            table.handle(EVENT_ADAPTER.validate_json(before.body))
+            rules_source = f"journal row {before.id}"
         out: dict[str, dict[str, Any]] = {}
-        for row in journal.rows(table_id, since_id=opens[-len(wanted)].id):
+        for row in journal.rows(table_id, since_id=first):
             ev = EVENT_ADAPTER.validate_json(row.body)
+            if ev.type == "table_rules":
+                rules_source = f"journal row {row.id}"
             step = table.handle(ev)
             rid = row.round_id or (table.current.round_id if table.current else None)
             if rid not in wanted:
                 continue
-            rec = out.setdefault(rid, {"round_id": rid, "table_id": table_id, "game": cfg.game, "events": []})
+            if rid not in out:
+                played = table.current.rules if table.current is not None and table.current.round_id == rid \
+                    else table.rules
+                out[rid] = {"round_id": rid, "table_id": table_id, "game": played.game.name, "events": [],
+                            "rules": {"hash": played.rules_hash, "software_version": played.software_version,
+                                      "source": rules_source, "canonical": json.loads(played.canonical)}}
+            rec = out[rid]
             fields = {k: v for k, v in ev.model_dump(mode="json").items() if k not in ("type", "at")}
             rec["events"].append({
                 "journal_id": row.id, "type": ev.type, "received_at": _iso(ev.at), "recorded_at": _iso(row.recorded_at),
@@ -85,6 +104,10 @@ def render_recall(rounds: list[dict[str, Any]]) -> str:
         res = rnd.get("result") or {}
         lines.append(f"=== {rnd['round_id']} ({rnd['game']})  outcome: {res.get('outcome', 'in play')}"
                      + (f"  reason: {res['reason']}" if res.get("reason") else ""))
+        rules = rnd.get("rules")
+        if rules:
+            lines.append(f"  rules {rules['hash']}  software {rules['software_version'] or '(unknown)'}  "
+                         f"from {rules['source']}")
         for ev in rnd["events"]:
             detail = {k: v for k, v in ev.items()
                       if k not in ("journal_id", "type", "received_at", "recorded_at", "effects") and v is not None}
@@ -103,7 +126,7 @@ def _short(e: dict[str, Any]) -> str:
         if e["event"] == "card_registered":
             return f"card {e['position']}={e.get('card') or '(face down)'}"
         if e["event"] in ("round_result", "round_cancelled", "round_voided", "decision_made", "cards_revealed",
-                          "bet_accepted", "bet_rejected", "betting_closed"):
+                          "bet_accepted", "bet_rejected", "betting_closed", "rules_changed"):
             return e["event"] + " " + json.dumps({k: v for k, v in e.items() if k != "event"}, sort_keys=True)
         return ""
     if "private_to" in e:

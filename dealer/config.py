@@ -17,7 +17,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from dealer.games import game_class
 from dealer.money import Rounding, to_money
-from dealer.round import BetLimit, TableRules
+from dealer.round import TableRules
 
 
 class ConfigError(ValueError):
@@ -77,8 +77,11 @@ class ScannerConfig(_Strict):
         return self
 
 
-class TableConfig(_Strict):
-    id: str = Field(pattern=r"^[A-Za-z0-9_]{1,32}$")
+class RulesConfig(_Strict):
+    """The fields of a table that affect play: its *effective rules*. Their canonical form
+    (:func:`dealer.rules.canonical_rules`) is journaled, and a round replays under the rules
+    it opened with (:func:`dealer.rules.rules_from_canonical` rebuilds them)."""
+
     game: str
     currency: str = Field(default="EUR", pattern=r"^[A-Z]{3}$")
     minor_unit: Decimal = Decimal("0.01")
@@ -88,12 +91,9 @@ class TableConfig(_Strict):
                                     description="players' decision timer (games with decisions)")
     action_seconds: float = Field(default=20.0, gt=0, le=3600, allow_inf_nan=False,
                                   description="peer games (stud): each player's turn timer")
-    pause_seconds: float = Field(default=3.0, ge=0, le=3600, allow_inf_nan=False)
-    auto_rounds: bool = True
     alert_after: int = Field(default=3, ge=1)
     limits: dict[str, LimitConfig] = Field(default_factory=dict)
     options: dict[str, Any] = Field(default_factory=dict, description="the game's house options and pay tables")
-    scanner: ScannerConfig
 
     _mu = field_validator("minor_unit", mode="before")(classmethod(lambda cls, v: _exact(v)))
 
@@ -112,7 +112,7 @@ class TableConfig(_Strict):
         return v
 
     @model_validator(mode="after")
-    def _limits(self) -> "TableConfig":
+    def _limits(self) -> "RulesConfig":
         if self.minor_unit <= 0:
             raise ValueError("minor_unit must be positive")
         unknown = set(self.limits) - set(game_class(self.game).bet_types)
@@ -133,14 +133,19 @@ class TableConfig(_Strict):
             raise ValueError(f"options: {problem}")
         return self
 
+
+class TableConfig(RulesConfig):
+    id: str = Field(pattern=r"^[A-Za-z0-9_]{1,32}$")
+    pause_seconds: float = Field(default=3.0, ge=0, le=3600, allow_inf_nan=False)
+    auto_rounds: bool = True
+    scanner: ScannerConfig
+
     def rules(self) -> TableRules:
-        game = game_class(self.game).from_options(self.options)
-        return TableRules(
-            table_id=self.id, game=game, currency=self.currency, minor_unit=self.minor_unit,
-            rounding=self.rounding, alert_after=self.alert_after, decision_ms=int(self.decision_seconds * 1000),
-            action_ms=int(self.action_seconds * 1000),
-            limits={k: BetLimit(v.min, v.max) for k, v in self.limits.items()},
-        )
+        """The table's rules as configured now, built through their canonical form (the same
+        path a replay takes from the journal), with its hash and this software's version."""
+        from dealer.rules import canonical_rules, rules_from_canonical, software_version
+
+        return rules_from_canonical(self.id, canonical_rules(self), software_version())
 
 
 class MqttConfig(_Strict):

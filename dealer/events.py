@@ -7,10 +7,11 @@ The models double as the wire format of the ``actions`` topic (see ``ACTION_TYPE
 
 from __future__ import annotations
 
+import hashlib
 from decimal import Decimal
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 
 from dealer.draws import DRAW_PATTERN
 from dealer.money import to_money
@@ -215,10 +216,29 @@ class ResultDelivered(_Event):
     outbox_id: int
 
 
+class RulesChanged(_Event):
+    """The table's effective rules from now on (``dealer.rules``): journaled by the service at
+    start-up whenever their hash or the software version differs from the last one journaled
+    for the table. A round in play keeps the rules it opened with; the next round opens under
+    these. Journal only, never from the wire."""
+
+    type: Literal["table_rules"] = "table_rules"
+    rules: Annotated[str, Field(min_length=2, max_length=100_000)] = Field(
+        description="canonical JSON of the effective rules (dealer.rules.canonical_rules)")
+    rules_hash: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] = Field(description="SHA-256 of rules")
+    software_version: Annotated[str, Field(min_length=1, max_length=64)]
+
+    @model_validator(mode="after")
+    def _hash(self) -> "RulesChanged":
+        if hashlib.sha256(self.rules.encode()).hexdigest() != self.rules_hash:
+            raise ValueError("rules_hash is not the SHA-256 of rules")
+        return self
+
+
 Event = Annotated[
     Union[OpenRound, PlaceBet, CloseBetting, ScanRead, ReadFailed, LinkDown, LinkUp, Resume, SupervisorVoid,
           PlayerDecision, DecisionTimeout, PlayerAction, ActionTimeout, DealerConfirm, CardExposed,
-          ResultDelivered, SecurityEvent],
+          ResultDelivered, SecurityEvent, RulesChanged],
     Field(discriminator="type"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)

@@ -107,6 +107,11 @@ class JournalError(ValueError):
     prints the message on one line and exits 2."""
 
 
+class ReplayError(JournalError):
+    """Replaying the journal failed at a row (its body is not a valid event, or the core refused
+    it): the tables cannot be rebuilt as they were, so the service refuses to start (exit 2)."""
+
+
 class JournalLocked(JournalError):
     """Another process holds the journal's lock (:func:`lock_journal`)."""
 
@@ -316,8 +321,15 @@ class Journal:
         return out
 
     def replay(self, table_id: str) -> Iterator[Event]:
-        """The events needed to rebuild a table: from the oldest round not yet delivered
-        (or the last round opened, which carries the round sequence) to the end."""
+        """The events needed to rebuild a table (:meth:`replay_rows` without the row ids)."""
+        for _row_id, ev in self.replay_rows(table_id):
+            yield ev
+
+    def replay_rows(self, table_id: str) -> Iterator[tuple[int, Event]]:
+        """(row id, event) of the events needed to rebuild a table: the last ``table_rules``
+        event before the start (the rules in force there), then everything from the oldest
+        round not yet delivered (or the last round opened, which carries the round sequence)
+        to the end. Raises :class:`ReplayError` naming the row for a body that is not a valid event."""
         start = self._db.execute(
             """SELECT MIN(id) FROM events WHERE table_id = ?1 AND type = 'open_round' AND round_id NOT IN
                  (SELECT round_id FROM events WHERE table_id = ?1 AND type = 'result_delivered')""",
@@ -327,12 +339,30 @@ class Journal:
             start = self._db.execute(
                 "SELECT MAX(id) FROM events WHERE table_id = ? AND type = 'open_round'", (table_id,)
             ).fetchone()[0]
+        rules = self.rules_before(table_id, start)
+        if rules is not None:
+            yield rules.id, self._event(rules.id, rules.body)
         if start is None:
             return
-        for (body,) in self._db.execute(
-            "SELECT body FROM events WHERE table_id = ? AND id >= ? ORDER BY id", (table_id, start)
+        for row_id, body in self._db.execute(
+            "SELECT id, body FROM events WHERE table_id = ? AND id >= ? ORDER BY id", (table_id, start)
         ):
-            yield EVENT_ADAPTER.validate_json(body)
+            yield row_id, self._event(row_id, body)
+
+    def _event(self, row_id: int, body: str) -> Event:
+        try:
+            return EVENT_ADAPTER.validate_json(body)
+        except ValueError as exc:
+            raise ReplayError(f"journal {self.path}: row {row_id} is not a valid event: "
+                              f"{str(exc).splitlines()[0]}") from None
+
+    def rules_before(self, table_id: str, row_id: int | None) -> JournalRow | None:
+        """The last ``table_rules`` row of a table before ``row_id`` (None: before the end)."""
+        row = self._db.execute(
+            "SELECT id, table_id, round_id, type, body, recorded_at, prev_hash, hash FROM events "
+            "WHERE table_id = ? AND type = 'table_rules' AND id < ? ORDER BY id DESC LIMIT 1",
+            (table_id, row_id if row_id is not None else (1 << 62))).fetchone()
+        return JournalRow(*row) if row is not None else None
 
     def rows(self, table_id: str | None = None, since_id: int = 0) -> Iterator[JournalRow]:
         """Journal rows in order (for recall and audit)."""

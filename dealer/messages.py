@@ -90,6 +90,10 @@ class RoundResult(_Msg):
     opened_at: int
     closed_at: int | None = None
     finished_at: int
+    rules_hash: str = Field(default="", description="SHA-256 (hex) of the canonical form of the table rules the "
+                            "round was played under, as journaled in its table_rules event (program identification)")
+    software_version: str = Field(default="", description="version of the backend software journaled with those "
+                                  "rules, i.e. the software the round opened under")
 
 
 PromptKind = Literal["NEXT", "CONFIRM", "RESCAN", "ALERT", "WAIT", "REJECTED", "DONE"]

@@ -93,6 +93,11 @@ class TableRules:
     alert_after: int = 3
     decision_ms: int = 15_000
     action_ms: int = 20_000  # peer games: the turn timer
+    #: The canonical JSON these rules were built from (dealer.rules), its SHA-256 and the
+    #: software version journaled with them: every result of a round played under them names both.
+    canonical: str = ""
+    rules_hash: str = ""
+    software_version: str = ""
 
     @property
     def money(self) -> MoneyRules:
@@ -610,6 +615,7 @@ class Round:
             decisions=dict(self.decisions),
             details=details, accepted_bets=self._bets_summary(), money=r.money,
             opened_at=self.opened_at, closed_at=self.closed_at, finished_at=at,
+            rules_hash=self.rules.rules_hash, software_version=self.rules.software_version,
         )
         reveal: list[Effect] = [self._event("cards_revealed", at, cards=revealed)] if revealed else []
         announce = outcome.details.get("announce") if self.hand is not None else None
@@ -629,6 +635,7 @@ class Round:
             outcome=outcome, reason=reason, refund_all=True, cards=public,  # type: ignore[arg-type]
             accepted_bets=self._bets_summary(), money=self.rules.money,
             opened_at=self.opened_at, closed_at=self.closed_at, finished_at=at,
+            rules_hash=self.rules.rules_hash, software_version=self.rules.software_version,
         )
         return [
             self._event(f"round_{outcome.lower()}", at, reason=reason),

@@ -48,11 +48,12 @@ from dealer.events import (
     ReadFailed,
     ResultDelivered,
     Resume,
+    RulesChanged,
     ScanRead,
     SecurityEvent,
 )
 from dealer.keys import supervisor_verifier
-from dealer.journal import Batch, Journal, OutboxRow
+from dealer.journal import Batch, Journal, OutboxRow, ReplayError
 from dealer.keys import read_hex_keys
 from dealer.messages import PlayerMessage, RoundEvent, RoundResult, StationPrompt
 from dealer.metrics import Metrics
@@ -285,23 +286,40 @@ class Service:
     # -- start-up ---------------------------------------------------------------------
 
     def _replay(self) -> None:
+        """Rebuild every table from the journal, under the rules journaled for it (a round keeps
+        the rules it opened with), then journal each table's rules from today's configuration if
+        their hash or the software version changed: they apply from the next round.
+
+        A journaled event the core refuses (other than the delivery of an older, settled round)
+        means the table cannot be rebuilt as it was: :class:`~dealer.journal.ReplayError` names
+        the row, and ``dealer run`` refuses to start (exit 2) instead of carrying on."""
         now = self.now_ms()
         for tid, table in self.tables.items():
             n = 0
-            for ev in self.journal.replay(tid):
-                step = table.handle(ev)
+            for row_id, ev in self.journal.replay_rows(tid):
+                try:
+                    step = table.handle(ev)
+                except Exception as exc:  # a bug or a forged row: never carry on with a half-built table
+                    log.error("journal replay failed", table_id=tid, row=row_id, event_type=ev.type, error=repr(exc))
+                    raise ReplayError(f"journal {self.journal.path}: replay of table {tid} failed at row {row_id} "
+                                      f"({ev.type}): {type(exc).__name__}: {exc}") from exc
                 n += 1
                 # Replay starts at the oldest undelivered round, so the delivery of an older,
                 # already settled round can follow it: nothing to rebuild there.
                 if not step.accepted and ev.type != "result_delivered":
-                    log.error("journal replay rejected an event", table_id=tid, event_type=ev.type,
-                              reason=step.rejection.reason if step.rejection else None)
+                    reason = step.rejection.reason if step.rejection else "refused"
+                    log.error("journal replay refused an event", table_id=tid, row=row_id, event_type=ev.type,
+                              reason=reason)
+                    raise ReplayError(f"journal {self.journal.path}: replay of table {tid} refused row {row_id} "
+                                      f"({ev.type}): {reason}")
             # Links that the journal says are down stay down until their driver reports them
             # up: that report is then journaled (LinkUp), so the next replay sees the recovery.
             cur = table.current
             log.info("table restored", table_id=tid, replayed=n,
                      round_id=cur.round_id if cur else None, phase=cur.phase.value if cur else None,
-                     position=cur.expected_position if cur else None)
+                     position=cur.expected_position if cur else None,
+                     round_rules_hash=cur.rules.rules_hash if cur else None)
+            self._journal_rules(tid, table, now)
         for row in self.journal.pending():
             self._pending[row.id] = row
         self.metrics.outbox_pending.set(len(self._pending))
@@ -312,6 +330,21 @@ class Service:
         for tid, table in self.tables.items():
             self._release_prompt(table.prompt_now(now))
             self._schedule(tid)  # private messages go again when the bus connects (_on_bus)
+
+    def _journal_rules(self, tid: str, table: Table, now: int) -> None:
+        """Queue a ``table_rules`` event when today's rules or software version differ from the
+        last journaled for the table. It is the first item of the core queue, so it is journaled
+        (group commit) and in force before any new round can open; a round in play keeps its rules.
+        A journal without any rules event (older than them) replays under today's rules."""
+        rules = self.configs[tid].rules()
+        if table.journaled_rules == (rules.rules_hash, rules.software_version):
+            return
+        log.info("table rules journaled", table_id=tid, rules_hash=rules.rules_hash,
+                 software_version=rules.software_version,
+                 previous_hash=table.journaled_rules[0] if table.journaled_rules else None,
+                 previous_version=table.journaled_rules[1] if table.journaled_rules else None)
+        self._queue.put_nowait(_Item(tid, RulesChanged(rules=rules.canonical, rules_hash=rules.rules_hash,
+                                                       software_version=rules.software_version, at=now)))
 
     def _heartbeat_timeouts(self) -> dict[str, float]:
         return {c.scanner.reader_id: c.scanner.heartbeat_timeout for c in self.configs.values() if c.scanner.kind == "mqtt"}
@@ -404,7 +437,8 @@ class Service:
             log.exception("core raised", table_id=item.table_id, event=ev.type)
             return Step(False, False, [Rejection(ev.type, f"internal error: {exc}")])
         if step.journal:
-            round_id = getattr(ev, "round_id", None) or (table.current.round_id if table.current else None)
+            round_id = None if isinstance(ev, RulesChanged) else (
+                getattr(ev, "round_id", None) or (table.current.round_id if table.current else None))
             batch.events.append((item.table_id, round_id, ev))
             if item.cmd is not None and step.accepted:
                 stored = commands.StoredCommand(item.table_id, item.cmd.command_id, round_id, ev.type,

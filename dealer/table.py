@@ -10,9 +10,10 @@ from __future__ import annotations
 import re
 
 from dealer.events import (ActionTimeout, DecisionTimeout, Event, LinkDown, LinkUp, OpenRound, ResultDelivered, Resume,
-                           SecurityEvent)
+                           RulesChanged, SecurityEvent)
 from dealer.messages import PlayerMessage, RoundEvent, StationPrompt
 from dealer.round import ACTIVE, Effect, Rejection, Round, Step, TableRules
+from dealer.rules import RulesError, rules_from_canonical
 
 _SEQ = re.compile(r"-(\d+)$")
 BROKER = "broker"  # the link players' actions come through
@@ -22,7 +23,10 @@ _WHAT = {"place_bet": "bet", "player_action": "action"}
 
 class Table:
     def __init__(self, rules: TableRules) -> None:
+        #: The rules the next round opens under (a round keeps the rules it opened with).
         self.rules = rules
+        #: (hash, software version) of the last ``table_rules`` event handled; None before the first.
+        self.journaled_rules: tuple[str, str] | None = None
         self.current: Round | None = None
         self.undelivered: dict[str, Round] = {}
         self.links_down: dict[str, str] = {}
@@ -88,6 +92,8 @@ class Table:
             return Step(True, bool(effects), effects)
         if isinstance(event, SecurityEvent):
             return self._security(event)
+        if isinstance(event, RulesChanged):
+            return self._rules_changed(event)
         if isinstance(event, ActionTimeout) and BROKER in self.links_down:
             return _reject(event.type, "the turn timer is paused while the broker link is down")
         if isinstance(event, DecisionTimeout) and BROKER in self.links_down:
@@ -101,6 +107,20 @@ class Table:
         step = self.current.handle(event)
         self._track_result()
         return step
+
+    def _rules_changed(self, ev: RulesChanged) -> Step:
+        """New effective rules: they apply from the next round; the round in play (and every
+        round waiting for its delivery) keeps the rules it opened with."""
+        try:
+            rules = rules_from_canonical(self.table_id, ev.rules, ev.software_version)
+        except RulesError as exc:
+            return _reject(ev.type, f"the table rules cannot be used: {exc}")
+        self.rules = rules
+        self.journaled_rules = (rules.rules_hash, rules.software_version)
+        note = RoundEvent(table_id=self.table_id, round_id=None, event="rules_changed", at=ev.at,
+                          data={"rules_hash": rules.rules_hash, "software_version": rules.software_version,
+                                "game": rules.game.name})
+        return Step(True, True, [note])
 
     def _security(self, ev: SecurityEvent) -> Step:
         """A refused input with a security reason: journaled, and the supervisor is alerted on

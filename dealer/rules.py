@@ -1,0 +1,142 @@
+"""A table's effective rules in canonical form, their hash, and the software version.
+
+The *effective rules* are the validated fields of a table's configuration that affect play
+(:class:`dealer.config.RulesConfig`: game, currency, minor unit, rounding, the betting,
+decision and turn timers, ``alert_after``, bet limits, and the game's options with every
+default filled in). Operational settings (the table id, ``pause_seconds``, ``auto_rounds``,
+the scanner) are not part of them.
+
+:func:`canonical_rules` serialises them deterministically: compact JSON with sorted keys,
+decimals as plain strings, so equivalent configurations give the same
+bytes and the same SHA-256 (:func:`rules_hash`). Decimals keep their written precision
+("1.00" and "1" are different rules: the core shows amounts as configured). :func:`rules_from_canonical` is its inverse:
+it validates the canonical JSON again through the configuration and game models and builds
+the :class:`~dealer.round.TableRules` the pure core plays with. Both are pure.
+
+The service journals a ``table_rules`` event (:class:`dealer.events.RulesChanged`) carrying
+the canonical JSON, its hash and the software version whenever either differs from the last
+one journaled for the table; a round keeps the rules it opened with until it ends, and a
+replay rebuilds them from the journal, never from today's configuration (GLI-style program
+identification: every result names its rules hash and software version).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from decimal import Decimal
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from dealer.round import BetLimit, TableRules
+
+#: Version of the canonical form itself (a key of the JSON object).
+FORMAT = 1
+PACKAGE = "live-dealer-backend"
+
+
+class RulesError(ValueError):
+    """A canonical rules text that is not valid (not JSON, wrong format, rules that do not validate)."""
+
+
+def software_version() -> str:
+    """The installed package's version (package metadata), or ``0+unknown``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(PACKAGE)
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def _decimal(d: Decimal) -> str:
+    # Plain notation, never an exponent (money parsing refuses one), and the exponent kept:
+    # "1.00" is not normalised to "1", since the games show amounts as configured.
+    return format(d, "f")
+
+
+def _plain(v: Any) -> Any:
+    """A python-mode model dump made JSON-safe and canonical."""
+    if isinstance(v, BaseModel):
+        return _plain(v.model_dump())
+    if isinstance(v, dict):
+        return {str(k.value if isinstance(k, Enum) else k): _plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    if isinstance(v, (set, frozenset)):
+        return sorted(_plain(x) for x in v)
+    if isinstance(v, Enum):
+        return _plain(v.value)
+    if isinstance(v, bool) or v is None or isinstance(v, (int, str)):
+        return v
+    if isinstance(v, float):
+        return v
+    if isinstance(v, Decimal):
+        return _decimal(v)
+    raise TypeError(f"cannot put {type(v).__name__} into canonical rules")
+
+
+def canonical_rules(cfg: Any) -> str:
+    """The canonical JSON of a validated table configuration's effective rules
+    (a :class:`dealer.config.RulesConfig` or :class:`~dealer.config.TableConfig`)."""
+    from dealer.games import game_class
+
+    options = game_class(cfg.game).Options.model_validate(dict(cfg.options))  # defaults filled in
+    doc = {
+        "format": FORMAT,
+        "game": cfg.game,
+        "currency": cfg.currency,
+        "minor_unit": _decimal(cfg.minor_unit),
+        "rounding": _plain(cfg.rounding),
+        "betting_seconds": float(cfg.betting_seconds),
+        "decision_seconds": float(cfg.decision_seconds),
+        "action_seconds": float(cfg.action_seconds),
+        "alert_after": int(cfg.alert_after),
+        "limits": {k: {"min": _decimal(v.min), "max": _decimal(v.max)} for k, v in cfg.limits.items()},
+        "options": _plain(options),
+    }
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+
+
+def rules_hash(canonical: str) -> str:
+    """SHA-256 (hex) of the canonical JSON's UTF-8 bytes."""
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def parse_canonical(canonical: str) -> Any:
+    """Validate a canonical rules text and return it as a :class:`dealer.config.RulesConfig`."""
+    from dealer.config import RulesConfig
+
+    try:
+        doc = json.loads(canonical)
+    except ValueError as exc:
+        raise RulesError(f"rules are not JSON: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise RulesError(f"rules are not canonical rules of format {FORMAT}")
+    doc = {k: v for k, v in doc.items() if k != "format"}
+    try:
+        cfg = RulesConfig.model_validate(doc)
+    except ValidationError as exc:
+        detail = "; ".join(f"{'.'.join(str(x) for x in e['loc']) or '(top)'}: {e['msg']}" for e in exc.errors())
+        raise RulesError(f"rules do not validate: {detail}") from None
+    again = canonical_rules(cfg)
+    if again != canonical:
+        raise RulesError("rules are not in canonical form (serialising them again gives other bytes)")
+    return cfg
+
+
+def rules_from_canonical(table_id: str, canonical: str, software_version: str = "") -> TableRules:
+    """The inverse of :func:`canonical_rules`: the core's rules for ``table_id``. Pure.
+    Raises :class:`RulesError` for a text that is not valid canonical rules."""
+    from dealer.games import game_class
+
+    cfg = parse_canonical(canonical)
+    return TableRules(
+        table_id=table_id, game=game_class(cfg.game).from_options(cfg.options), currency=cfg.currency,
+        minor_unit=cfg.minor_unit, rounding=cfg.rounding, alert_after=cfg.alert_after,
+        decision_ms=int(cfg.decision_seconds * 1000), action_ms=int(cfg.action_seconds * 1000),
+        limits={k: BetLimit(v.min, v.max) for k, v in cfg.limits.items()},
+        canonical=canonical, rules_hash=rules_hash(canonical), software_version=software_version,
+    )

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from dealer import commands, signing
 from dealer.events import PLAYER_COMMAND_ADAPTER, STATION_COMMAND_ADAPTER, Event, SupervisorVoid
-from dealer.roles import TURN_COMMANDS, Role, is_role_user, role_of_topic, wrong_role
+from dealer.roles import SENDER, TURN_COMMANDS, Role, is_role_user, role_of_topic, wrong_role
 from dealer.signing import SupervisorVerifier
 
 MAX_COMMAND_BYTES = 16_384  # no command is anywhere near this: refused before parsing
@@ -99,13 +99,13 @@ def parse(topic: str, payload: bytes, *, tables: frozenset[str] | set[str], now_
         return Refused(tid, role, "malformed", "malformed action: not a JSON object")
     ctype = obj.get("type")
     # only what is known to be clean is echoed back (a "\ud800" escape makes a lone surrogate)
-    ctype_s = ctype if isinstance(ctype, str) and ctype in _KNOWN else "action"
+    ctype_s = ctype if isinstance(ctype, str) and ctype in SENDER else "action"
     cid = _id_of(obj, "command_id")
     player = _id_of(obj, "player_id")
     if isinstance(ctype, str):
         why = wrong_role(ctype, role, tid)
         if why is not None:
-            kind = "wrong_role" if ctype in _KNOWN else "malformed"
+            kind = "wrong_role" if ctype in SENDER else "malformed"
             return Refused(tid, role, kind, why if kind == "wrong_role" else f"malformed action: {why}",
                            ctype_s, cid, player)
     if role is Role.SUPERVISOR:
@@ -132,10 +132,6 @@ def parse(topic: str, payload: bytes, *, tables: frozenset[str] | set[str], now_
                        f"{event.by!r}", event.type, cid)  # type: ignore[union-attr]
     event = event.model_copy(update={"at": now_ms})
     return Accepted(tid, role, event, commands.digest(event))
-
-
-_KNOWN = frozenset({"place_bet", "player_decision", "player_action", "close_betting", "dealer_confirm",
-                    "card_exposed", "supervisor_void"})
 
 
 def _missing(event: Any) -> str | None:

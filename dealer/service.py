@@ -71,7 +71,6 @@ log = structlog.get_logger("dealer.service")
 
 Observer = Callable[[str, Any], None]  # (kind, message): kind in event/prompt/result/rejection
 
-MAX_ACTION_BYTES = ingress.MAX_COMMAND_BYTES
 
 _ROUND_OUTCOME = {"round_result": "completed", "round_cancelled": "cancelled", "round_voided": "voided"}
 

@@ -49,6 +49,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import glob
+import os
 import json
 import math
 import random
@@ -75,6 +77,7 @@ from dealer.settlement import settle_bet
 from drivers.mqtt import MqttBus
 from simulators.broker import MosquittoProcess
 from simulators.pty_port import PtyPort
+from simulators.players import VirtualPlayer
 from simulators.settlement import SettlementConsumer
 from simulators.shoe import FaultPlan, VirtualShoe
 from simulators.station import DealerFaults, PtyShoeLink, VirtualDealer
@@ -82,7 +85,8 @@ from simulators.station import DealerFaults, PtyShoeLink, VirtualDealer
 log = structlog.get_logger("simulators.soak")
 
 #: Faults the chaos task injects (each at least once per cycle of the rotation).
-CHAOS_KINDS = ("broker_restart", "reader_unplug", "backend_kill", "link_loss_before_close", "link_loss_after_close")
+CHAOS_KINDS = ("broker_restart", "reader_unplug", "backend_kill", "link_loss_before_close", "link_loss_after_close",
+               "backend_down_long", "clock_step")
 #: Line faults of the reader, per pass of a card (``simulators.shoe.FaultPlan``).
 LINE_FAULTS = ("garbage", "noread", "torn", "drop", "repeat")
 #: Dealer mistakes, per card dealt (``simulators.station.DealerFaults``), as the dealer counts them.
@@ -98,6 +102,7 @@ _CANCEL_REASON = re.compile(r"^link (broker|scanner:[A-Z0-9-]+) down before the 
 #: broker disconnect within milliseconds; the margin absorbs a loaded machine).
 BEFORE_CLOSE_MARGIN_MS = 100
 MAX_LISTED = 200
+SEVENLUCK_SEATS = 3
 
 
 # ---------------------------------------------------------------------------------------------
@@ -126,6 +131,10 @@ class SoakData:
     consumer_mismatches: list[str] = field(default_factory=list)
     must_cancel: dict[str, str] = field(default_factory=dict)  # key -> which fault demands it
     must_complete: dict[str, str] = field(default_factory=dict)
+    #: round key -> the outage its deciders lived through (they must still decide themselves)
+    must_not_time_out: dict[str, str] = field(default_factory=dict)
+    #: round keys the backend journaled as acknowledged by settlement, one entry per ack journaled
+    acked: list[str] | None = None
     player_bankroll: Decimal = PLAYER_BANKROLL
     house_bankroll: Decimal = HOUSE_BANKROLL
 
@@ -217,9 +226,51 @@ def reconcile(data: SoakData) -> Reconciliation:
         if r is not None and r.outcome != "COMPLETED":
             d.append(f"{key}: {why}, yet the round ended {r.outcome} (it must complete)")
 
+    # -- no player timed out: the soak's players always answer within their window ---------
+    timed_out = 0
+    for key, r in sorted(results.items()):
+        late = sorted(p for p, dec in r.decisions.items() if dec.by == "timeout")
+        timed_out += len(late)
+        if late:
+            why = data.must_not_time_out.get(key, "an outage (its players always answer in time)")
+            d.append(f"{key}: {', '.join(late)} timed out by the decision timer after {why}")
+    for key in sorted(data.must_not_time_out):
+        r = results.get(key)
+        if r is not None and r.outcome == "COMPLETED" and not r.decisions:
+            d.append(f"{key}: completed without the decisions it was waiting for")
+
+    # -- every result acknowledged by settlement, once -----------------------------------------
+    if data.acked is not None:
+        acks = Counter(data.acked)
+        for key in sorted(opened_keys):
+            if acks.get(key, 0) == 0:
+                d.append(f"{key}: the backend never journaled settlement's acknowledgement")
+            elif acks[key] > 1:
+                d.append(f"{key}: acknowledgement journaled {acks[key]} times")
+        for key in sorted(set(acks) - opened_keys):
+            d.append(f"{key}: acknowledgement journaled for a round the journal never opened")
+
     # -- every bet exactly once, at the right amount ----------------------------------------
+    # A Sevenluck PLAY decision places a Play bet (the ante's id + ":play") at the stake the
+    # result records: it is placed, and accepted, when the decision is made.
+    bets = list(data.bets)
+    plays: set[str] = set()
+    antes: dict[tuple[str, str], list[str]] = {}
+    for b in data.bets:
+        if b[3] == "ante":
+            antes.setdefault((b[1], b[2]), []).append(b[0])
+    for key, r in results.items():
+        for player, dec in r.decisions.items():
+            if dec.play_stake is None:
+                continue
+            ante = next((b for b in antes.get((r.round_id, player), []) if b in r.accepted_bets.bet_ids), None)
+            if ante is None:
+                d.append(f"{key}: {player} played without an accepted ante")
+                continue
+            bets.append((f"{ante}:play", r.round_id, player, "play", str(dec.play_stake)))
+            plays.add(f"{ante}:play")
     placed: dict[str, tuple[str, str, str, str, str]] = {}
-    for row in data.bets:
+    for row in bets:
         if row[0] in placed:
             d.append(f"bet {row[0]}: placed twice in the ledger's bet book")
         placed[row[0]] = row
@@ -251,7 +302,7 @@ def reconcile(data: SoakData) -> Reconciliation:
         if r is None:
             d.append(f"bet {bet_id}: settled against {key}, which has no applied result")
             continue
-        accepted = bet_id in r.accepted_bets.bet_ids
+        accepted = bet_id in r.accepted_bets.bet_ids or bet_id in plays
         if not accepted:
             want_outcome, want_returned = "NOT_ACCEPTED", stake
         else:
@@ -279,10 +330,10 @@ def reconcile(data: SoakData) -> Reconciliation:
     d.extend(f"settlement consumer: {m}" for m in data.consumer_mismatches)
 
     # -- chips are conserved ------------------------------------------------------------------
-    wallets = {p: data.player_bankroll for p in sorted({b[2] for b in data.bets} | {x[2] for x in data.ledger})}
+    wallets = {p: data.player_bankroll for p in sorted({b[2] for b in bets} | {x[2] for x in data.ledger})}
     house, escrow = data.house_bankroll, Decimal(0)
     before = data.player_bankroll * len(wallets) + data.house_bankroll
-    for _, _, player, _, stake_s in data.bets:  # the stake leaves the wallet when the bet is placed
+    for _, _, player, _, stake_s in bets:  # the stake leaves the wallet when the bet is placed
         wallets[player] -= Decimal(stake_s)
         escrow += Decimal(stake_s)
     for _, _, player, _, stake_s, _, returned_s in data.ledger:  # ... and its line releases it
@@ -303,6 +354,9 @@ def reconcile(data: SoakData) -> Reconciliation:
         results=len(results), completed=outcomes.get("COMPLETED", 0), cancelled=outcomes.get("CANCELLED", 0),
         voided=outcomes.get("VOIDED", 0), cancelled_by=dict(sorted(cancelled_by.items())),
         deliveries=sum(len(v) for v in data.deliveries.values()),
+        decisions={"by_timeout": timed_out,
+                   "made": sum(len(r.decisions) for r in results.values())},
+        acks=len(data.acked) if data.acked is not None else None,
         bets={"placed": len(placed), "ledger_lines": len(data.ledger),
               **{k.lower(): v for k, v in sorted(by_outcome.items())}},
         chips={"before": str(before), "after": str(after), "escrow": str(escrow),
@@ -321,28 +375,34 @@ def table_ids(n: int) -> list[tuple[str, str]]:
     return [(f"S{i:0{width}d}", f"R{i:0{width}d}") for i in range(1, n + 1)]
 
 
-def write_config(path: Path, *, broker_url: str, journal: Path, tables: Sequence[tuple[str, str, str]],
+def write_config(path: Path, *, broker_url: str, journal: Path, tables: Sequence[tuple[str, str, str, str]],
                  betting_seconds: float, pause_seconds: float, auto_rounds: bool = True,
-                 heartbeat_timeout: float = 3.0, log_level: str = "warning") -> Path:
+                 heartbeat_timeout: float = 3.0, decision_seconds: float = 1.5, log_level: str = "warning",
+                 service_extra: str = "") -> Path:
+    """The backend's TOML: one table per (id, reader, serial port, game)."""
     parts = [f"""[service]
 node_id = "{NODE_ID}"
 journal_path = "{journal}"
 metrics_enabled = false
 log_level = "{log_level}"
-
+{service_extra}
 [mqtt]
 url = "{broker_url}"
 client_id = "soak-backend"
 """]
-    for tid, reader, port in tables:
+    for tid, reader, port, game in tables:
         parts.append(f"""
 [[tables]]
 id = "{tid}"
-game = "teen-patti"
+game = "{game}"
 betting_seconds = {betting_seconds}
 pause_seconds = {pause_seconds}
 auto_rounds = {'true' if auto_rounds else 'false'}
+""" + (f"""decision_seconds = {decision_seconds}
 
+[tables.options]
+seats = {SEVENLUCK_SEATS}
+""" if game == "sevenluck" else "") + f"""
 [tables.scanner]
 kind = "serial"
 port = "{port}"
@@ -353,6 +413,22 @@ heartbeat_timeout = {heartbeat_timeout}
     tmp.write_text("".join(parts))
     tmp.replace(path)
     return path
+
+
+def table_games(n: int, games: str) -> list[str]:
+    """``teen-patti``, ``sevenluck`` or ``mixed`` (every second table Sevenluck, whose players
+    decide: the soak's proof that no outage times a player out)."""
+    if games == "mixed":
+        return ["sevenluck" if i % 2 == 0 else "teen-patti" for i in range(1, n + 1)]
+    if games in ("teen-patti", "sevenluck"):
+        return [games] * n
+    raise ValueError(f"games must be teen-patti, sevenluck or mixed, not {games!r}")
+
+
+def find_libfaketime() -> str | None:
+    """libfaketime (Debian package ``libfaketime``), which steps the backend's wall clock."""
+    found = sorted(glob.glob("/usr/lib/*/faketime/libfaketime.so.1")) + sorted(glob.glob("/usr/lib/faketime/libfaketime.so.1"))
+    return found[0] if found else None
 
 
 _FD_CALLBACK = re.compile(r"^Exception in callback .*\b(add|remove)_(reader|writer)\b")
@@ -393,20 +469,24 @@ class _StationScreen:
     The dealers' MQTT session is persistent, so no prompt is missed while they reconnect;
     but a broker that crashes redelivers what it had not saved as acknowledged. A person
     would never see those again on the screen; the virtual dealer would act on them (and
-    a prompt of another round makes it reshuffle mid-deal). So prompts older than the
-    newest one shown, or already shown, are dropped here and counted.
+    a prompt of another round makes it reshuffle mid-deal). So prompts of an older round,
+    or of an earlier step of this round, or already shown, are dropped here and counted.
+    The order is the round's sequence and the prompt's step, never its wall-clock ``at``:
+    the backend's wall clock may step back (the soak's ``clock_step``).
     """
 
     def __init__(self, dealer: VirtualDealer) -> None:
         self.dealer = dealer
-        self.newest: tuple[int, int] = (0, 0)  # (round sequence, at)
+        self.newest: tuple[int, int] = (0, 0)  # (round sequence, step)
         self.recent: dict[bytes, None] = {}
         self.dropped = 0
 
     def on_prompt(self, topic: str, payload: bytes) -> None:
         try:
             p = json.loads(payload)
-            when = (_seq(p["round_id"]) if p.get("round_id") else self.newest[0], int(p["at"]))
+            seq = _seq(p["round_id"]) if p.get("round_id") else self.newest[0]
+            step = p.get("step")
+            when = (seq, int(step) if step is not None else (self.newest[1] if seq == self.newest[0] else 0))
         except (ValueError, KeyError, TypeError):
             self.dealer.on_prompt(topic, payload)  # let the dealer judge what it cannot read
             return
@@ -446,6 +526,7 @@ class _SplitBus:
         raise NotImplementedError
 
 
+@dataclass
 class _SoakConsumer(SettlementConsumer):
     """The reference consumer, betting like a person would: once per round, and only while
     its betting is open.
@@ -457,9 +538,12 @@ class _SoakConsumer(SettlementConsumer):
     never be settled. Such openings are counted and ignored here.
     """
 
+    games: dict[str, str] = field(default_factory=dict)  # table -> game (bets differ by game)
+
     def __post_init__(self) -> None:
         super().__post_init__()
         self.stale_openings = 0
+        self.clock_offset_ms = 0  # how far the backend's wall clock is ahead (the soak's clock_step)
         self.opening_lag_ms: list[float] = []  # round_opened: backend stamp to arrival here
         self._bet_rounds: set[str] = set()
 
@@ -470,22 +554,43 @@ class _SoakConsumer(SettlementConsumer):
         if ev.get("event") != "round_opened":
             return
         rid = str(ev.get("round_id"))
+        now_ms = time.time() * 1000 + self.clock_offset_ms
         if isinstance(ev.get("at"), int):
-            self.opening_lag_ms.append(time.time() * 1000 - ev["at"])
+            self.opening_lag_ms.append(now_ms - ev["at"])
         closes_at = (ev.get("data") or {}).get("betting_closes_at")
         applied = self.db.execute("SELECT 1 FROM applied WHERE key = ?", (f"{ev.get('table_id')}:{rid}",)).fetchone()
-        if rid in self._bet_rounds or applied or (closes_at is not None and closes_at <= time.time() * 1000):
+        if rid in self._bet_rounds or applied or (closes_at is not None and closes_at <= now_ms):
             self.stale_openings += 1
             return
         self._bet_rounds.add(rid)
+        self.game = self.games.get(str(ev.get("table_id")), "teen-patti")
         super()._on_event(topic, payload)
+
+
+class _SoakPlayer(VirtualPlayer):
+    """A Sevenluck player who always answers, after thinking for a while (well within the
+    window): a decision the timer makes in this soak was made because of an outage.
+
+    It decides when told on its own topic (``decision_required``, again after a resume) and
+    also when the public ``decisions_open`` lists it (its private message may be lost with
+    a crashed broker's queue, as a real client would notice from the table's public state)."""
+
+    def _on_public(self, topic: str, payload: bytes) -> None:
+        super()._on_public(topic, payload)
+        if b'"decisions_open"' not in payload:
+            return
+        ev = json.loads(payload)
+        if ev.get("event") == "decisions_open" and self.player_id in (ev.get("data") or {}).get("players", []):
+            asyncio.get_running_loop().create_task(self._decide(str(ev["round_id"])))
 
 
 class BackendProcess:
     """``python -m dealer run --config FILE`` as a child process (stderr appended to a log)."""
 
-    def __init__(self, config: Path, log_path: Path, python: str = sys.executable) -> None:
+    def __init__(self, config: Path, log_path: Path, python: str = sys.executable,
+                 env: dict[str, str] | None = None) -> None:
         self.config, self.log_path, self.python = config, log_path, python
+        self.env = env
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
@@ -493,7 +598,8 @@ class BackendProcess:
         assert self.proc is None or self.proc.poll() is not None
         with self.log_path.open("ab") as err:
             self.proc = subprocess.Popen([self.python, "-m", "dealer", "run", "--config", str(self.config)],
-                                         stdout=subprocess.DEVNULL, stderr=err)
+                                         stdout=subprocess.DEVNULL, stderr=err,
+                                         env=None if self.env is None else os.environ | self.env)
         self.starts += 1
 
     def kill(self) -> None:
@@ -518,7 +624,8 @@ class BackendProcess:
 class _Soak:
     def __init__(self, tables: int, rounds: int, seed: int, workdir: Path, fault_rate: float, *,
                  card_fault_rate: float | None, betting_seconds: float, pause_seconds: float,
-                 deal_interval: float, max_seconds: float, stall_seconds: float, drain_seconds: float) -> None:
+                 deal_interval: float, max_seconds: float, stall_seconds: float, drain_seconds: float,
+                 games: str = "mixed", decision_seconds: float = 1.5) -> None:
         if tables < 1 or rounds < 1:
             raise ValueError("a soak needs at least one table and one round")
         if not 0 <= fault_rate <= 1:
@@ -534,6 +641,12 @@ class _Soak:
         self.rng = random.Random(seed)
         self.ids = table_ids(tables)
         self.tids = [t for t, _ in self.ids]
+        self.games = dict(zip(self.tids, table_games(tables, games)))
+        self.decision_seconds = decision_seconds
+        self.clock_offset = 0  # seconds the backend's wall clock is ahead of the real one (clock_step)
+        self.clock_steps: list[int] = []
+        self.last_step_at = -math.inf
+        self.must_not_time_out: dict[str, str] = {}  # round key -> the outage its deciders lived through
         self.chaos_counts: Counter[str] = Counter()
         self.chaos_log: list[dict[str, Any]] = []
         self.problems: list[str] = []  # discrepancies found while running (stalls, timeouts, crashes)
@@ -562,9 +675,9 @@ class _Soak:
 
     def _config(self, auto_rounds: bool) -> Path:
         return write_config(self.workdir / "soak.toml", broker_url=self.broker.url, journal=self.journal_path,
-                            tables=[(t, r, p.path) for (t, r), p in zip(self.ids, self.ports)],
+                            tables=[(t, r, p.path, self.games[t]) for (t, r), p in zip(self.ids, self.ports)],
                             betting_seconds=self.betting_seconds, pause_seconds=self.pause_seconds,
-                            auto_rounds=auto_rounds)
+                            auto_rounds=auto_rounds, decision_seconds=self.decision_seconds)
 
     async def _start(self) -> None:
         wd = self.workdir
@@ -577,7 +690,18 @@ class _Soak:
         self.broker = MosquittoProcess(wd / "broker")  # keeps persistence working as root too
         await asyncio.to_thread(self.broker.start)
         self.ports = [PtyPort(wd / "dev", f"shoe-{tid}") for tid in self.tids]
-        self.backend = BackendProcess(self._config(auto_rounds=True), wd / "backend.log")
+        # The backend's wall clock follows a libfaketime offset file (its monotonic clock is the
+        # machine's): ``clock_step`` rewrites the file, as an NTP step would move the clock.
+        faketime = find_libfaketime()
+        if faketime is None and self.fault_rate > 0:  # every kind is planned when there is chaos
+            raise RuntimeError("the clock_step fault needs libfaketime (Debian package libfaketime; scripts/test "
+                               "installs it)")
+        self.clock_file = wd / "clock-offset"
+        self.clock_file.write_text("+0\n")
+        env = None if faketime is None else {
+            "LD_PRELOAD": faketime, "FAKETIME_TIMESTAMP_FILE": str(self.clock_file), "FAKETIME_NO_CACHE": "1",
+            "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+        self.backend = BackendProcess(self._config(auto_rounds=True), wd / "backend.log", env=env)
 
         url = self.broker.url
         # Settlement keeps a persistent session for what must not be missed, the results, and
@@ -588,7 +712,22 @@ class _Soak:
         self.dealer_bus = MqttBus(url, client_id="soak-dealers", persistent_session=True)
         self.monitor = MqttBus(url, client_id="soak-monitor", accept_retained=True)
         self.consumer = _SoakConsumer(_SplitBus(durable=self.settle_bus, live=self.live_bus), list(self.tids),
-                                      wd / "ledger.sqlite", rng=random.Random(self.seed + 1))
+                                      wd / "ledger.sqlite", rng=random.Random(self.seed + 1),
+                                      players=SEVENLUCK_SEATS, games=dict(self.games))
+        # Sevenluck players: a persistent session each table, so a decision asked while they
+        # reconnect is not missed (a crashed broker may still lose it: see _SoakPlayer).
+        self.player_buses: list[MqttBus] = []
+        self.players: list[VirtualPlayer] = []
+        prng = random.Random(self.seed + 2)
+        for tid in self.tids:
+            if self.games[tid] != "sevenluck":
+                continue
+            pbus = MqttBus(url, client_id=f"soak-players-{tid}", persistent_session=True)
+            self.player_buses.append(pbus)
+            for n in range(1, SEVENLUCK_SEATS + 1):
+                self.players.append(_SoakPlayer(tid, f"player{n}", pbus, prng.choice(["q64", "random"]),
+                                                rng=random.Random(prng.random()),
+                                                think=round(prng.uniform(0.05, 0.3) * self.decision_seconds, 3)))
         # The simulated ledger's durability is not under test (this process never crashes):
         # spare the event loop one fsync per bet.
         self.consumer.db.execute("PRAGMA synchronous=NORMAL")
@@ -612,7 +751,7 @@ class _Soak:
         self.monitor.subscribe(topics.table_topic("+", "prompts"), self._on_prompt)
         self.monitor.subscribe(topics.backend_status(NODE_ID), self._on_status)
 
-        buses = (self.settle_bus, self.live_bus, self.dealer_bus, self.monitor)
+        buses = (self.settle_bus, self.live_bus, self.dealer_bus, self.monitor, *self.player_buses)
         for bus in buses:
             self._bus_tasks.append(asyncio.create_task(bus.run()))
         for bus in buses:
@@ -659,11 +798,16 @@ class _Soak:
             ev = json.loads(payload)
         except ValueError:
             return
+        ev["_rx"] = time.monotonic()
         if opening and isinstance(ev.get("at"), int):
-            self.opening_lag_ms.append(time.time() * 1000 - ev["at"])
+            self.opening_lag_ms.append(self.backend_now_ms() - ev["at"])
         for pred, fut in list(self._waiters):
             if not fut.done() and pred(ev):
                 fut.set_result(ev)
+
+    def backend_now_ms(self) -> float:
+        """The backend's wall clock now (libfaketime runs it ``clock_offset`` seconds ahead)."""
+        return time.time() * 1000 + self.clock_offset * 1000
 
     def _on_prompt(self, topic: str, payload: bytes) -> None:
         self.last_prompt[topics.table_of(topic) or "?"] = payload
@@ -748,15 +892,16 @@ class _Soak:
                                          "(link_loss_before_close not injected)")
                     return
                 closes_at = (ev.get("data") or {}).get("betting_closes_at")
-                left_ms = (closes_at - time.time() * 1000) if closes_at is not None else 0
-                if left_ms > BEFORE_CLOSE_MARGIN_MS + 20:
+                left_ms = (closes_at - self.backend_now_ms()) if closes_at is not None else 0
+                # a round opened just before a clock step carries a deadline of the old clock
+                if left_ms > BEFORE_CLOSE_MARGIN_MS + 20 and ev["_rx"] > self.last_step_at + 1.0:
                     break
                 self.before_close_missed += 1  # heard too late (a loaded machine): try the next one
             key = f"{ev['table_id']}:{ev['round_id']}"
             # let a bet or two be accepted first, so the cancellation has something to refund
             await self._wait_event(lambda e: e.get("event") == "bet_accepted" and e.get("round_id") == ev["round_id"],
                                    timeout=min(0.05, (left_ms - BEFORE_CLOSE_MARGIN_MS - 20) / 1000))
-            kill_ms = time.time() * 1000
+            kill_ms = self.backend_now_ms()
             await self._broker_down(rng.uniform(0.1, 0.6))
             entry.update(round=key, before_close_ms=None if closes_at is None else round(closes_at - kill_ms))
             if closes_at is not None and kill_ms < closes_at - BEFORE_CLOSE_MARGIN_MS:
@@ -775,10 +920,45 @@ class _Soak:
             self.broker_back_at[key] = time.monotonic()
             self.must_complete[key] = f"broker killed while dealing (after card {ev['data']['step']})"
             entry["round"] = key
+        elif kind == "backend_down_long":
+            if not await self._down_during_decisions(entry):
+                return
+        elif kind == "clock_step":
+            # Forward by 1..5 minutes, or back to the real time (a step back just as big).
+            step = rng.randint(60, 300) if self.clock_offset == 0 else -self.clock_offset
+            self.clock_offset += step
+            self.clock_file.write_text(f"{self.clock_offset:+d}\n")
+            self.last_step_at = time.monotonic()
+            self.consumer.clock_offset_ms = self.clock_offset * 1000
+            self.clock_steps.append(step)
+            entry["step_seconds"] = step
         else:
             raise ValueError(kind)
         self.chaos_counts[kind] += 1
         self.chaos_log.append(entry)
+
+    async def _down_during_decisions(self, entry: dict[str, Any]) -> bool:
+        """Kill the backend while Sevenluck players are deciding and keep it down for longer than
+        the decision window: on restart they must get a new window, not a timeout fold."""
+        if not any(g == "sevenluck" for g in self.games.values()):
+            self.problems.append("chaos: backend_down_long needs a Sevenluck table (use --games mixed)")
+            return False
+        ev = await self._wait_event(lambda e: e.get("event") == "decisions_open", timeout=60)
+        if ev is None:
+            self.problems.append("chaos: no decisions opened within 60 s (backend_down_long not injected)")
+            return False
+        key = f"{ev['table_id']}:{ev['round_id']}"
+        self._backend_busy = True
+        try:
+            self.backend.kill()
+            down = self.decision_seconds * self.rng.uniform(1.3, 2.0)
+            await asyncio.sleep(down)
+            await self._start_backend()
+        finally:
+            self._backend_busy = False
+        self.must_not_time_out[key] = f"backend killed while deciding, down {down:.1f} s (window {self.decision_seconds} s)"
+        entry.update(round=key, down_seconds=round(down, 2))
+        return True
 
     # -- the run ----------------------------------------------------------------------------
 
@@ -897,12 +1077,15 @@ class _Soak:
         opened: dict[str, list[str]] = {t: [] for t in self.tids}
         closed: set[str] = set()
         outbox: list[str] = []
+        acked: list[str] | None = None
         try:
             db = self._journal_db()
             try:
                 for t, r in db.execute("SELECT table_id, round_id FROM events WHERE type = 'open_round' ORDER BY id"):
                     opened.setdefault(t, []).append(r)
                 closed = {r for (r,) in db.execute("SELECT DISTINCT round_id FROM events WHERE type = 'close_betting'")}
+                acked = [f"{t}:{r}" for t, r in db.execute(
+                    "SELECT table_id, round_id FROM events WHERE type = 'result_delivered' ORDER BY id")]
                 outbox = [k for (k,) in db.execute("SELECT key FROM outbox ORDER BY id")]
             finally:
                 db.close()
@@ -918,6 +1101,7 @@ class _Soak:
                 "SELECT bet_id, key, player_id, bet_type, stake, outcome, returned FROM ledger")],
             consumer_mismatches=list(self.consumer.mismatches),
             must_cancel=dict(self.must_cancel), must_complete=dict(self.must_complete),
+            must_not_time_out=dict(self.must_not_time_out), acked=acked,
         )
 
     def _faults(self) -> dict[str, int]:
@@ -984,6 +1168,11 @@ class _Soak:
                 "after_close_result_after_restart": sum(
                     1 for k, t in self.broker_back_at.items() if self.first_delivery.get(k, 0) > t),
             },
+            "games": dict(sorted(Counter(self.games.values()).items())),
+            "decisions": rec.stats.get("decisions", {}),
+            "acks_journaled": rec.stats.get("acks"),
+            "clock_steps_seconds": self.clock_steps,
+            "backend_down_long_rounds": len(self.must_not_time_out),
             "bets": rec.stats.get("bets", {}),
             "chips": rec.stats.get("chips", {}),
             "backend_log": backend_log,
@@ -1000,7 +1189,7 @@ class _Soak:
 async def run_soak(tables: int, rounds: int, seed: int, workdir: Path, fault_rate: float, *,
                    card_fault_rate: float | None = None, betting_seconds: float = 0.15, pause_seconds: float = 0.05,
                    deal_interval: float = 0.005, max_seconds: float = 3600.0, stall_seconds: float = 90.0,
-                   drain_seconds: float = 120.0) -> dict[str, Any]:
+                   drain_seconds: float = 120.0, games: str = "mixed", decision_seconds: float = 1.5) -> dict[str, Any]:
     """Run the soak and return its summary (see the module docstring).
 
     ``fault_rate`` sets both the number of chaos events (``ceil(fault_rate * tables *
@@ -1010,7 +1199,8 @@ async def run_soak(tables: int, rounds: int, seed: int, workdir: Path, fault_rat
     """
     soak = _Soak(tables, rounds, seed, Path(workdir), fault_rate, card_fault_rate=card_fault_rate,
                  betting_seconds=betting_seconds, pause_seconds=pause_seconds, deal_interval=deal_interval,
-                 max_seconds=max_seconds, stall_seconds=stall_seconds, drain_seconds=drain_seconds)
+                 max_seconds=max_seconds, stall_seconds=stall_seconds, drain_seconds=drain_seconds,
+                 games=games, decision_seconds=decision_seconds)
     return await soak.run()
 
 
@@ -1027,7 +1217,8 @@ def _cmd_soak(args: argparse.Namespace) -> int:
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="dealer-soak-"))
     summary = run_loop(run_soak(args.tables, args.rounds, args.seed, workdir, args.fault_rate,
                                 card_fault_rate=args.card_fault_rate, betting_seconds=args.betting_seconds,
-                                max_seconds=args.max_seconds))
+                                max_seconds=args.max_seconds, games=args.games,
+                                decision_seconds=args.decision_seconds))
     print(json.dumps(summary, sort_keys=True))
     return 0 if summary["ok"] else 1
 
@@ -1045,6 +1236,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                         "given, the chance per card pass of a line fault or dealer mistake")
     p.add_argument("--card-fault-rate", type=float, default=None)
     p.add_argument("--betting-seconds", type=float, default=0.15)
+    p.add_argument("--games", default="mixed", choices=["mixed", "teen-patti", "sevenluck"],
+                   help="mixed: every second table is Sevenluck, whose players decide (default)")
+    p.add_argument("--decision-seconds", type=float, default=1.5, help="Sevenluck decision window")
     p.add_argument("--max-seconds", type=float, default=3600.0, help="give up (and report it) after this long")
     p.add_argument("--workdir", help="a new or empty directory for the broker, journal, ledger and logs "
                                      "(default: a fresh temporary directory, kept)")

@@ -11,7 +11,7 @@ import pytest
 
 from dealer.config import TableConfig
 from dealer.events import CloseBetting, OpenRound, PlaceBet, ScanRead
-from dealer.messages import RoundResult
+from dealer.messages import DecisionRecord, RoundResult
 from dealer.settlement import settle_bet
 from dealer.table import Table
 from simulators.soak import (
@@ -133,6 +133,11 @@ async def test_small_soak_with_every_fault_kind_reconciles(tmp_path: Path):
     assert summary["cancelled"] >= checks["before_close_must_cancel"]
     assert summary["chips"]["escrow"] == "0.00" and summary["chips"]["before"] == summary["chips"]["after"]
     assert summary["bets"]["placed"] == summary["bets"]["ledger_lines"] > 0
+    # Sevenluck players decided themselves, including through a backend down longer than the
+    # window and a wall-clock step
+    assert summary["games"] == {"sevenluck": 1, "teen-patti": 1}
+    assert summary["decisions"]["made"] > 0 and summary["decisions"]["by_timeout"] == 0
+    assert summary["backend_down_long_rounds"] >= 1 and summary["clock_steps_seconds"]
 
 
 def test_backend_log_scan_separates_loop_fd_races_from_real_tracebacks():
@@ -155,14 +160,37 @@ def test_station_screen_never_shows_an_older_prompt_again():
 
     screen = _StationScreen(Dealer())  # type: ignore[arg-type]
 
-    def prompt(round_id: str | None, at: int, kind: str = "NEXT") -> bytes:
-        return json.dumps({"table_id": "T1", "round_id": round_id, "kind": kind, "at": at}).encode()
+    def prompt(round_id: str | None, step: int | None, at: int, kind: str = "NEXT") -> bytes:
+        return json.dumps({"table_id": "T1", "round_id": round_id, "kind": kind, "step": step, "at": at}).encode()
 
-    for payload in (prompt("T1-000002", 10), prompt("T1-000002", 10),  # a redelivered copy
-                    prompt("T1-000001", 50),  # a prompt of the previous round, redelivered late
-                    prompt("T1-000002", 9),  # older than the newest one shown
-                    prompt("T1-000002", 11), prompt(None, 12, "WAIT"), prompt("T1-000003", 13)):
+    for payload in (prompt("T1-000002", 3, 10), prompt("T1-000002", 3, 10),  # a redelivered copy
+                    prompt("T1-000001", 5, 50),  # a prompt of the previous round, redelivered late
+                    prompt("T1-000002", 2, 9),  # an earlier step of this round
+                    prompt("T1-000002", 4, 11), prompt(None, None, 12, "WAIT"),
+                    prompt("T1-000003", 1, 13),
+                    prompt("T1-000003", 1, 7, "RESCAN")):  # the backend's wall clock stepped back: still shown
         screen.on_prompt("t", payload)
-    assert [(p["round_id"], p["at"]) for p in shown] == [("T1-000002", 10), ("T1-000002", 11), (None, 12),
-                                                          ("T1-000003", 13)]
+    assert [(p["round_id"], p["step"], p["at"]) for p in shown] == [
+        ("T1-000002", 3, 10), ("T1-000002", 4, 11), (None, None, 12), ("T1-000003", 1, 13), ("T1-000003", 1, 7)]
     assert screen.dropped == 3
+
+
+def test_reconciliation_reports_a_player_timed_out_by_an_outage():
+    data, r1 = _data()
+    timed_out = RoundResult.model_validate_json(r1).model_copy(
+        update={"decisions": {"p1": DecisionRecord(action="FOLD", by="timeout", seat=1)}})
+    data.applied[0] = ("T1:T1-000001", timed_out.model_dump_json())
+    data.deliveries["T1:T1-000001"] = [timed_out.model_dump_json().encode()]
+    data.must_not_time_out = {"T1:T1-000001": "backend killed while deciding, down 3.0 s (window 1.5 s)"}
+    found = reconcile(data).discrepancies
+    assert any(d.startswith("T1:T1-000001: p1 timed out") and "backend killed while deciding" in d for d in found), found
+
+
+def test_reconciliation_reports_results_never_acknowledged_or_acknowledged_twice():
+    data, _ = _data()
+    data.acked = ["T1:T1-000001", "T1:T1-000001"]
+    found = reconcile(data).discrepancies
+    assert "T1:T1-000001: acknowledgement journaled 2 times" in found, found
+    assert "T1:T1-000002: the backend never journaled settlement's acknowledgement" in found, found
+    data.acked = ["T1:T1-000001", "T1:T1-000002"]
+    assert reconcile(data).discrepancies == []

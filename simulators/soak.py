@@ -74,7 +74,7 @@ from dealer import topics
 from dealer.cards import STANDARD_52
 from dealer.messages import RoundResult
 from dealer.settlement import settle_bet
-from drivers.mqtt import MqttBus
+from drivers.mqtt import MqttBus, cancel_and_wait
 from simulators.broker import MosquittoProcess
 from simulators.pty_port import PtyPort
 from simulators.players import VirtualPlayer
@@ -86,7 +86,7 @@ log = structlog.get_logger("simulators.soak")
 
 #: Faults the chaos task injects (each at least once per cycle of the rotation).
 CHAOS_KINDS = ("broker_restart", "reader_unplug", "backend_kill", "link_loss_before_close", "link_loss_after_close",
-               "backend_down_long", "clock_step")
+               "backend_down_long", "clock_step", "settlement_down", "disk_full")
 #: Line faults of the reader, per pass of a card (``simulators.shoe.FaultPlan``).
 LINE_FAULTS = ("garbage", "noread", "torn", "drop", "repeat")
 #: Dealer mistakes, per card dealt (``simulators.station.DealerFaults``), as the dealer counts them.
@@ -377,7 +377,7 @@ def table_ids(n: int) -> list[tuple[str, str]]:
 
 def write_config(path: Path, *, broker_url: str, journal: Path, tables: Sequence[tuple[str, str, str, str]],
                  betting_seconds: float, pause_seconds: float, auto_rounds: bool = True,
-                 heartbeat_timeout: float = 3.0, decision_seconds: float = 1.5, log_level: str = "warning",
+                 heartbeat_timeout: float = 3.0, decision_seconds: float = 3.0, log_level: str = "warning",
                  service_extra: str = "") -> Path:
     """The backend's TOML: one table per (id, reader, serial port, game)."""
     parts = [f"""[service]
@@ -423,6 +423,47 @@ def table_games(n: int, games: str) -> list[str]:
     if games in ("teen-patti", "sevenluck"):
         return [games] * n
     raise ValueError(f"games must be teen-patti, sevenluck or mixed, not {games!r}")
+
+
+#: Size of the journal's own filesystem (a tmpfs: it takes memory only as it fills).
+JOURNAL_FS_BYTES = 2 << 30
+
+
+def mount_tmpfs(path: Path, size: int) -> bool:
+    """Mount a tmpfs of ``size`` bytes on ``path`` (root only): the soak's ``disk_full`` fills
+    it, so the backend meets a real ENOSPC. Raises RuntimeError saying what is missing."""
+    try:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(path)],
+                       check=True, capture_output=True, text=True)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        detail = getattr(exc, "stderr", "") or str(exc)
+        raise RuntimeError(f"the disk_full fault mounts a tmpfs for the journal and needs root: {detail.strip()} "
+                           f"(run as root, or --fault-rate 0)") from None
+    return True
+
+
+def fill_filesystem(filler: Path) -> int:
+    """Take every free byte of ``filler``'s filesystem; returns the bytes taken."""
+    st = os.statvfs(filler.parent)
+    taken = 0
+    with filler.open("wb") as f:
+        with contextlib.suppress(OSError):
+            os.posix_fallocate(f.fileno(), 0, st.f_bavail * st.f_frsize)
+            taken = st.f_bavail * st.f_frsize
+        chunk = b"\0" * (64 << 10)
+        try:  # whatever is left (allocation granularity)
+            f.seek(taken)
+            while True:
+                f.write(chunk)
+                f.flush()
+                taken += len(chunk)
+        except OSError:
+            pass
+    return taken
+
+
+def unmount(path: Path) -> None:
+    subprocess.run(["umount", "-l", str(path)], check=False, capture_output=True)
 
 
 def find_libfaketime() -> str | None:
@@ -625,7 +666,7 @@ class _Soak:
     def __init__(self, tables: int, rounds: int, seed: int, workdir: Path, fault_rate: float, *,
                  card_fault_rate: float | None, betting_seconds: float, pause_seconds: float,
                  deal_interval: float, max_seconds: float, stall_seconds: float, drain_seconds: float,
-                 games: str = "mixed", decision_seconds: float = 1.5) -> None:
+                 games: str = "mixed", decision_seconds: float = 3.0) -> None:
         if tables < 1 or rounds < 1:
             raise ValueError("a soak needs at least one table and one round")
         if not 0 <= fault_rate <= 1:
@@ -646,6 +687,9 @@ class _Soak:
         self.clock_offset = 0  # seconds the backend's wall clock is ahead of the real one (clock_step)
         self.clock_steps: list[int] = []
         self.last_step_at = -math.inf
+        self.journal_fs_mounted = False
+        self.disk_full_windows: list[dict[str, Any]] = []
+        self.journal_alerts = 0  # ALERT prompts about the journal (disk_full)
         self.must_not_time_out: dict[str, str] = {}  # round key -> the outage its deciders lived through
         self.chaos_counts: Counter[str] = Counter()
         self.chaos_log: list[dict[str, Any]] = []
@@ -682,9 +726,13 @@ class _Soak:
     async def _start(self) -> None:
         wd = self.workdir
         wd.mkdir(parents=True, exist_ok=True)
-        self.journal_path = wd / "journal.sqlite"
-        if self.journal_path.exists() or (wd / "ledger.sqlite").exists():
-            raise FileExistsError(f"{wd} already holds a soak run (journal.sqlite / ledger.sqlite): use a new workdir")
+        self.journal_fs = wd / "journal-fs"
+        self.journal_path = self.journal_fs / "journal.sqlite"
+        if self.journal_fs.exists() or (wd / "ledger.sqlite").exists():
+            raise FileExistsError(f"{wd} already holds a soak run (journal-fs / ledger.sqlite): use a new workdir")
+        self.journal_fs.mkdir()
+        if self.fault_rate > 0:  # disk_full: the journal lives on a filesystem of its own, which the soak fills
+            self.journal_fs_mounted = mount_tmpfs(self.journal_fs, JOURNAL_FS_BYTES)
         (wd / "broker").mkdir(exist_ok=True)
         (wd / "dev").mkdir(exist_ok=True)
         self.broker = MosquittoProcess(wd / "broker")  # keeps persistence working as root too
@@ -727,7 +775,7 @@ class _Soak:
             for n in range(1, SEVENLUCK_SEATS + 1):
                 self.players.append(_SoakPlayer(tid, f"player{n}", pbus, prng.choice(["q64", "random"]),
                                                 rng=random.Random(prng.random()),
-                                                think=round(prng.uniform(0.05, 0.3) * self.decision_seconds, 3)))
+                                                think=round(prng.uniform(0.02, 0.3), 3)))
         # The simulated ledger's durability is not under test (this process never crashes):
         # spare the event loop one fsync per bet.
         self.consumer.db.execute("PRAGMA synchronous=NORMAL")
@@ -811,6 +859,8 @@ class _Soak:
 
     def _on_prompt(self, topic: str, payload: bytes) -> None:
         self.last_prompt[topics.table_of(topic) or "?"] = payload
+        if b'"ALERT"' in payload and b"journal" in payload:
+            self.journal_alerts += 1
 
     def _on_status(self, topic: str, payload: bytes) -> None:
         with contextlib.suppress(ValueError, AttributeError):
@@ -923,6 +973,10 @@ class _Soak:
         elif kind == "backend_down_long":
             if not await self._down_during_decisions(entry):
                 return
+        elif kind == "settlement_down":
+            await self._settlement_down(entry)
+        elif kind == "disk_full":
+            await self._disk_full(entry)
         elif kind == "clock_step":
             # Forward by 1..5 minutes, or back to the real time (a step back just as big).
             step = rng.randint(60, 300) if self.clock_offset == 0 else -self.clock_offset
@@ -936,6 +990,40 @@ class _Soak:
             raise ValueError(kind)
         self.chaos_counts[kind] += 1
         self.chaos_log.append(entry)
+
+    async def _settlement_down(self, entry: dict[str, Any]) -> None:
+        """Settlement's results session goes away for a while; half the time it comes back
+        without its session (the broker drops what it queued): only the backend's re-sends
+        of unacknowledged results can deliver those."""
+        rng = self.rng
+        lose = rng.random() < 0.5
+        await cancel_and_wait(self._bus_tasks[0])  # the consumer's persistent results session
+        down = rng.uniform(1.0, 4.0)
+        await asyncio.sleep(down)
+        if lose:  # a clean connect under the same client id discards the stored session
+            clean = MqttBus(self.broker.url, client_id=self.settle_bus.client_id)
+            task = asyncio.create_task(clean.run())
+            try:
+                async with asyncio.timeout(15):
+                    await clean.wait_connected()
+            except TimeoutError:
+                self.problems.append("chaos: settlement could not reconnect within 15 s (settlement_down)")
+            await cancel_and_wait(task)
+        self._bus_tasks[0] = asyncio.create_task(self.settle_bus.run())
+        entry.update(down_seconds=round(down, 2), session_lost=lose)
+
+    async def _disk_full(self, entry: dict[str, Any]) -> None:
+        """The journal's filesystem fills up for a while (a real ENOSPC), then space returns:
+        the backend must hold its input, keep every round as it was and carry on."""
+        filler = self.journal_fs / "filler"
+        alerts = self.journal_alerts
+        filled = await asyncio.to_thread(fill_filesystem, filler)
+        hold = self.rng.uniform(1.0, 4.0)
+        await asyncio.sleep(hold)
+        filler.unlink()
+        self.disk_full_windows.append({"hold_seconds": round(hold, 2), "filled_bytes": filled,
+                                       "backend_alerted": self.journal_alerts > alerts})
+        entry.update(hold_seconds=round(hold, 2), filled_bytes=filled)
 
     async def _down_during_decisions(self, entry: dict[str, Any]) -> bool:
         """Kill the backend while Sevenluck players are deciding and keep it down for longer than
@@ -1104,6 +1192,25 @@ class _Soak:
             must_not_time_out=dict(self.must_not_time_out), acked=acked,
         )
 
+    def _keep_journal(self) -> None:
+        """Copy the journal off its tmpfs into the workdir (kept for inspection), then unmount."""
+        if not self.journal_fs_mounted:
+            return
+        try:
+            if self.journal_path.exists():
+                src = self._journal_db()
+                dst = sqlite3.connect(self.workdir / "journal.sqlite")
+                try:
+                    src.backup(dst)
+                finally:
+                    src.close()
+                    dst.close()
+        except sqlite3.Error as exc:
+            self.problems.append(f"cannot copy the journal off its filesystem: {exc}")
+        finally:
+            unmount(self.journal_fs)
+            self.journal_fs_mounted = False
+
     def _faults(self) -> dict[str, int]:
         out = {k: self.chaos_counts.get(k, 0) for k in CHAOS_KINDS}
         dealt: Counter[str] = Counter()
@@ -1127,7 +1234,10 @@ class _Soak:
         finally:
             await self._stop()
         seconds = time.monotonic() - self.t0
-        rec = reconcile(self._collect()) if hasattr(self, "consumer") else Reconciliation([], {})
+        try:
+            rec = reconcile(self._collect()) if hasattr(self, "consumer") else Reconciliation([], {})
+        finally:
+            self._keep_journal()
         log_path = self.workdir / "backend.log"
         backend_log = scan_backend_log(log_path.read_text(errors="replace") if log_path.exists() else "")
         if backend_log["tracebacks"]:
@@ -1173,6 +1283,7 @@ class _Soak:
             "acks_journaled": rec.stats.get("acks"),
             "clock_steps_seconds": self.clock_steps,
             "backend_down_long_rounds": len(self.must_not_time_out),
+            "disk_full_windows": self.disk_full_windows,
             "bets": rec.stats.get("bets", {}),
             "chips": rec.stats.get("chips", {}),
             "backend_log": backend_log,
@@ -1189,7 +1300,7 @@ class _Soak:
 async def run_soak(tables: int, rounds: int, seed: int, workdir: Path, fault_rate: float, *,
                    card_fault_rate: float | None = None, betting_seconds: float = 0.15, pause_seconds: float = 0.05,
                    deal_interval: float = 0.005, max_seconds: float = 3600.0, stall_seconds: float = 90.0,
-                   drain_seconds: float = 120.0, games: str = "mixed", decision_seconds: float = 1.5) -> dict[str, Any]:
+                   drain_seconds: float = 120.0, games: str = "mixed", decision_seconds: float = 3.0) -> dict[str, Any]:
     """Run the soak and return its summary (see the module docstring).
 
     ``fault_rate`` sets both the number of chaos events (``ceil(fault_rate * tables *
@@ -1238,7 +1349,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--betting-seconds", type=float, default=0.15)
     p.add_argument("--games", default="mixed", choices=["mixed", "teen-patti", "sevenluck"],
                    help="mixed: every second table is Sevenluck, whose players decide (default)")
-    p.add_argument("--decision-seconds", type=float, default=1.5, help="Sevenluck decision window")
+    p.add_argument("--decision-seconds", type=float, default=3.0,
+                   help="Sevenluck decision window (its players answer within 0.3 s: a load margin)")
     p.add_argument("--max-seconds", type=float, default=3600.0, help="give up (and report it) after this long")
     p.add_argument("--workdir", help="a new or empty directory for the broker, journal, ledger and logs "
                                      "(default: a fresh temporary directory, kept)")

@@ -247,7 +247,10 @@ class Journal:
         self._last_id, self._last_hash = (int(last[0]), str(last[1])) if last else (0, GENESIS)
 
     def commit(self, batch: Batch) -> list[OutboxRow]:
-        """Write a batch atomically (one fsync); return the outbox rows it created."""
+        """Write a batch atomically (one fsync); return the outbox rows it created.
+
+        All or nothing: when it raises (disk full, I/O error) nothing was written and the chain
+        head is unchanged, so the same batch may be committed again and gets the same row ids."""
         db = self._db
         db.execute("BEGIN IMMEDIATE")
         last_id, last_hash = self._last_id, self._last_hash
@@ -287,7 +290,15 @@ class Journal:
                 [(r.reader, r.boot, r.seq, r.key, r.mac, now) for r in batch.readers])
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            # A failed COMMIT (disk full, I/O error) has already rolled back: a second ROLLBACK
+            # would raise "no transaction is active" and hide the real error. Either way nothing
+            # of the batch is written and the chain head is kept, so the same batch can be
+            # committed again later (the service retries it until it does).
+            if db.in_transaction:
+                try:
+                    db.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass  # the connection rolls back on its own; the original error matters
             raise
         self._last_id, self._last_hash = last_id, last_hash
         return new_rows

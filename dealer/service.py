@@ -13,6 +13,14 @@ clock once, when first armed (:meth:`Service._mono_deadline`), so a wall-clock s
 fires or stalls a timer. Decision and turn timers are paused while the broker link is down
 and, after a restart, until the first broker connect, which submits a journaled
 :class:`~dealer.events.Resume` that gives every pending decision and turn a new window.
+
+A group commit that fails (disk full, an SQLite I/O error) never ends the loop: the batch is
+already applied to the tables, so the same batch is committed again with backoff until it
+goes through, and its effects stay held until then (nothing is published that is not
+journaled). Meanwhile the journal counts as unavailable: commands are refused at the edge
+(``journal_unavailable``), scanner reads are not taken (the station is told to stop dealing),
+no round opens, decision and turn timers pause; the first successful commit queues a journaled
+``Resume(link="journal")`` that gives every pending decision and turn a full new window.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ import json
 import random
 import re
 import secrets
+import sqlite3
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -54,6 +63,7 @@ from dealer.events import (
 )
 from dealer.keys import supervisor_verifier
 from dealer.journal import Batch, Journal, OutboxRow, ReplayError
+from dealer.journal_health import disk_usage, failure_reason
 from dealer.keys import read_hex_keys
 from dealer.messages import PlayerMessage, RoundEvent, RoundResult, StationPrompt
 from dealer.metrics import Metrics
@@ -86,6 +96,12 @@ _FAIL_REASON = {
 
 #: Hard cap of the core queue (see :meth:`Service._put_droppable`).
 MAX_QUEUE = 100_000
+
+#: A failing group commit is retried after this many seconds, doubling up to the cap.
+COMMIT_RETRY = (0.2, 5.0)
+#: The ``link`` of the Resume journaled when the journal is writable again.
+JOURNAL = "journal"
+JOURNAL_UNAVAILABLE = "journal_unavailable"
 
 
 def scanner_authenticator(scanner: ScannerConfig) -> FrameAuthenticator | None:
@@ -196,6 +212,16 @@ class Service:
         self._commands: dict[tuple[str, str, str], commands.StoredCommand] = {}
         #: When set to a list (benchmarks), every scan-to-publish latency is appended in ns.
         self.latency_samples: list[int] | None = None
+        #: False from a failed group commit until its batch commits (:meth:`_commit`).
+        self.journal_writable = True
+        self.commit_retry = COMMIT_RETRY
+        self._journal_down_at = 0.0  # loop time of the first failed attempt of the outage
+        self._journal_back = False  # the outage just ended: resume and resync after the batch's effects
+        self._resync_due = False  # the bus reconnected during the outage: private messages go again
+        #: Tables whose Resume(link="journal") is queued but not applied yet: their decision and
+        #: turn timers stay paused until it is (the old deadlines passed during the outage).
+        self._journal_resume: set[str] = set()
+        self.metrics.journal_writable.set(1)
 
     # -- public API -------------------------------------------------------------------
 
@@ -349,20 +375,37 @@ class Service:
         return {c.scanner.reader_id: c.scanner.heartbeat_timeout for c in self.configs.values() if c.scanner.kind == "mqtt"}
 
     async def _checkpoints(self, period: float = 1.0) -> None:
-        """Keep the WAL short without putting checkpoint fsyncs on the commit path."""
+        """Keep the WAL short without putting checkpoint fsyncs on the commit path, and keep
+        the journal's size and its disk's free space current for the metrics. A checkpoint that
+        keeps failing (a full disk) is logged when it starts and when it stops failing."""
         loop = asyncio.get_running_loop()
+        failing = False
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="wal-checkpoint") as pool:
             while True:
                 await asyncio.sleep(period)
                 try:
                     await loop.run_in_executor(pool, self.journal.checkpoint)
-                except Exception:
-                    log.exception("WAL checkpoint failed")
+                except Exception as exc:
+                    if not failing:
+                        log.warning("WAL checkpoint failing: retried every period, logged again when it works",
+                                    error=str(exc), period=period)
+                    failing = True
+                else:
+                    if failing:
+                        log.info("WAL checkpoint works again")
+                    failing = False
+                try:
+                    usage = await loop.run_in_executor(pool, disk_usage, self.journal.path)
+                except OSError as exc:
+                    log.warning("journal disk usage unknown", error=str(exc))
+                    continue
+                self.metrics.journal_bytes.set(usage.journal_bytes)
+                self.metrics.journal_disk_free.set(usage.free_bytes)
+                self.metrics.journal_disk_size.set(usage.size_bytes)
 
     # -- the core loop ----------------------------------------------------------------
 
     async def _core_loop(self) -> None:
-        loop = asyncio.get_running_loop()
         while True:
             items = [await self._queue.get()]
             while not self._queue.empty() and len(items) < 1000:
@@ -375,11 +418,7 @@ class Service:
                     continue
                 step = self._apply(item, batch)
                 steps.append((item, step))
-            new_rows: list[OutboxRow] = []
-            if batch:
-                t0 = time.perf_counter()
-                new_rows = await loop.run_in_executor(self._writer, self.journal.commit, batch)
-                self.metrics.journal_commit.observe(time.perf_counter() - t0)
+            new_rows = await self._commit(batch) if batch else []
             for oid in batch.delivered:
                 self._pending.pop(oid, None)
                 self._inflight.discard(oid)
@@ -388,14 +427,109 @@ class Service:
             self.metrics.outbox_pending.set(len(self._pending))
             if new_rows:
                 self._outbox_wake.set()
-            touched = set()
+            touched: set[str] = set()
             for item, step in steps:
                 self._release(item, step)
                 touched.add(item.table_id)
                 if item.future is not None and not item.future.done():
                     item.future.set_result(step)
+            if self._journal_back:
+                self._journal_back = False
+                touched |= set(self.tables)
+                self._after_journal_outage()
             for tid in touched:
                 self._schedule(tid)
+
+    async def _commit(self, batch: Batch) -> list[OutboxRow]:
+        """Commit one batch, retrying the very same batch with backoff until it commits.
+
+        The tables have already applied it, so committing it later keeps memory and journal
+        equal; :meth:`Journal.commit` writes all or nothing and keeps its chain head on a
+        failure, so a retry gets the same row ids. The caller holds the batch's effects until
+        this returns. The first failure marks the journal unavailable (one log line, an alert
+        at every table, input refused at the edge); the commit that succeeds ends it."""
+        loop = asyncio.get_running_loop()
+        delay, cap = self.commit_retry
+        attempts = 0
+        while True:
+            t0 = time.perf_counter()
+            try:
+                rows = await loop.run_in_executor(self._writer, self.journal.commit, batch)
+            except sqlite3.Error as exc:
+                attempts += 1
+                reason = failure_reason(exc)
+                self.metrics.journal_commit_failures.labels(reason=reason).inc()
+                if self.journal_writable:
+                    self._journal_unavailable(reason, exc, batch)
+                await asyncio.sleep(delay)
+                delay = min(cap, delay * 2)
+                continue
+            self.metrics.journal_commit.observe(time.perf_counter() - t0)
+            if not self.journal_writable:
+                self._journal_writable_again(attempts)
+            return rows
+
+    def _journal_unavailable(self, reason: str, exc: sqlite3.Error, batch: Batch) -> None:
+        """The first failed attempt of an outage: refuse input from now on, pause the decision
+        and turn timers and open no round, alert every table."""
+        self.journal_writable = False
+        self._journal_down_at = asyncio.get_running_loop().time()
+        self.metrics.journal_writable.set(0)
+        log.error("journal unwritable: input refused and the batch held until it commits (retrying with backoff)",
+                  reason=reason, error=str(exc), journal=self.journal.path, held_rows=len(batch.events),
+                  held_results=len(batch.outbox))
+        now = self.now_ms()
+        for tid in self.tables:
+            self._schedule(tid)
+            self._release_prompt(self._journal_alert(tid, now))
+
+    def _journal_writable_again(self, attempts: int) -> None:
+        self.journal_writable = True
+        self._journal_back = True
+        self.metrics.journal_writable.set(1)
+        log.warning("journal writable again: the held batch is committed, input accepted",
+                    failed_attempts=attempts,
+                    seconds=round(asyncio.get_running_loop().time() - self._journal_down_at, 1))
+
+    def _journal_alert(self, tid: str, at: int, *, card: bool = False) -> StationPrompt:
+        """The station's ALERT while the journal is unavailable. It names no position: the
+        table in memory may be one batch ahead of the journal, and that batch is not published."""
+        what = ("this card was NOT registered: keep it aside and pass it again when the station asks for it"
+                if card else "no card, bet or decision is taken until it can write again; the round stays as it is")
+        return StationPrompt(table_id=tid, kind="ALERT", reason=JOURNAL_UNAVAILABLE, at=at,
+                             message=f"journal unavailable: stop dealing. The backend cannot write its journal "
+                                     f"(disk full or I/O error): {what}")
+
+    def _after_journal_outage(self) -> None:
+        """The journal commits again and the held batch's effects are out: queue a
+        ``Resume(link="journal")`` per table ahead of everything else, so every pending decision
+        and turn gets a full new window from now (journaled, and told to the players as any
+        resume), and drop decision and turn timeouts queued meanwhile (the Resume supersedes
+        them: nobody is timed out by the outage). Then resync every station, and the players if
+        the bus reconnected during the outage (their resync was held)."""
+        now = self.now_ms()
+        held: list[_Item] = []
+        while not self._queue.empty():
+            held.append(self._queue.get_nowait())
+        stale = [i for i in held if isinstance(i.event, (DecisionTimeout, ActionTimeout))]
+        for tid in sorted(self.tables):
+            self._journal_resume.add(tid)
+            self._queue.put_nowait(_Item(tid, Resume(link=JOURNAL, reason="journal writable again", at=now)))
+        for item in held:
+            if not isinstance(item.event, (DecisionTimeout, ActionTimeout)):
+                self._queue.put_nowait(item)
+        for item in stale:
+            if item.future is not None and not item.future.done():
+                item.future.set_result(Step(False, False, [Rejection(item.event.type, "superseded by the resume "
+                                                                     "after the journal outage")]))
+        if stale:
+            log.info("timeouts queued during the journal outage dropped: the resume gives a new window",
+                     count=len(stale))
+        resync, self._resync_due = self._resync_due, False
+        for tid, table in self.tables.items():
+            self._release_prompt(table.prompt_now(now))
+            if resync:
+                self._release_private(table, now, resuming=True)
 
     def _known_command(self, tid: str, role: str, command_id: str) -> commands.StoredCommand | None:
         stored = self._commands.get((tid, role, command_id))
@@ -426,6 +560,8 @@ class Service:
     def _apply(self, item: _Item, batch: Batch) -> Step:
         table = self.tables[item.table_id]
         ev = item.event
+        if isinstance(ev, Resume) and ev.link == JOURNAL:
+            self._journal_resume.discard(item.table_id)  # its new windows are armed after this batch
         if item.cmd is not None:
             answered = self._apply_command(item, batch)
             if answered is not None:
@@ -633,6 +769,10 @@ class Service:
             self._outbox_wake.set()
             now = self.now_ms()
             for tid, table in self.tables.items():  # resync every dealer station and player after a (re)connect
+                if not self.journal_writable:  # the table may be a held batch ahead: resync when it commits
+                    self._resync_due = True
+                    self._release_prompt(self._journal_alert(tid, now))
+                    continue
                 self._release_prompt(table.prompt_now(now))
                 self._release_private(table, now, resuming=tid in resuming)
         else:
@@ -698,6 +838,9 @@ class Service:
         counted (``dealer_scanner_flood_suppressed``) and journaled as one ``read_failed``
         when the window ends, or just before the next valid read, whichever comes first."""
         at = self.now_ms()
+        if not self.journal_writable:
+            self._scan_refused(table_id, inp, at)
+            return
         received = inp.received_ns or time.monotonic_ns()
         floods, now = self._floods[table_id], asyncio.get_running_loop().time()
         if inp.kind == ScanKind.OK and inp.code is not None:
@@ -719,6 +862,19 @@ class Service:
             self._on_forged(table_id, inp, at)
         self._put_droppable(_Item(table_id, ReadFailed(reader=inp.reader, reason=reason, detail=inp.detail[:120],  # type: ignore[arg-type]
                                                        at=at), received), "scanner_failure")
+
+    def _scan_refused(self, table_id: str, inp: ScanInput, at: int) -> None:
+        """A scanner input while the journal is unavailable: not taken (it could not be journaled),
+        counted as ``journal_unavailable``; a card read tells the station to stop dealing (the card
+        is not registered), a failed read is only counted (a flood must not queue work), a forged
+        frame is still alerted."""
+        self.metrics.scan_reads.labels(table=table_id, result=JOURNAL_UNAVAILABLE).inc()
+        if inp.kind == ScanKind.FORGED:
+            self.metrics.frames_rejected.labels(reader=inp.reader, reason=inp.reason or "unknown").inc()
+            self._on_forged(table_id, inp, at)
+        elif inp.kind == ScanKind.OK:
+            log.warning("card read not taken: journal unavailable", table_id=table_id, reader=inp.reader, seq=inp.seq)
+            self._release_prompt(self._journal_alert(table_id, at, card=True))
 
     def _flood_summaries(self, table_id: str, summaries: list[FloodSummary], at: int) -> None:
         """One journaled read_failed per ended flood window, with its count in the detail."""
@@ -829,6 +985,13 @@ class Service:
         an accepted command id is answered again instead of applied twice."""
         now = self.now_ms()
         verdict = ingress.parse(topic, payload, tables=self._table_ids, now_ms=now, supervisors=self._supervisors)
+        if isinstance(verdict, ingress.Accepted) and not self.journal_writable:
+            verdict = ingress.Refused(
+                verdict.table_id, verdict.role, JOURNAL_UNAVAILABLE,
+                "journal unavailable: the backend cannot record commands now (disk full or I/O error); nothing "
+                "was applied: send it again later with the same command_id", verdict.event.type,
+                verdict.command_id, getattr(verdict.event, "player_id", None),
+                getattr(verdict.event, "supervisor", None))
         if isinstance(verdict, ingress.Accepted):
             if verdict.key_index is not None:  # key rotation: when the old key's count stops rising, retire it
                 self.metrics.supervisor_key_uses.labels(supervisor=str(getattr(verdict.event, "supervisor")),
@@ -890,13 +1053,14 @@ class Service:
             if cur.betting_closes_at is not None:
                 want = ("close", cur.round_id)
         elif cur is not None and cur.phase in (Phase.DECISION, Phase.ACTION) and (
-                BROKER in table.links_down or tid in self._resume_due):
-            want = None  # paused while players cannot reach us; the resume gives a new window
+                BROKER in table.links_down or tid in self._resume_due or not self.journal_writable
+                or tid in self._journal_resume):
+            want = None  # paused while players cannot reach us (or be heard); the resume gives a new window
         elif cur is not None and cur.phase == Phase.DECISION:
             want = ("decide", f"{cur.round_id}@{cur.decision_deadline}")
         elif cur is not None and cur.phase == Phase.ACTION:
             want = ("act", f"{cur.round_id}#{cur.turn}@{cur.action_deadline}")
-        elif cfg.auto_rounds and table.can_open() is None and self.links[tid].ready:
+        elif cfg.auto_rounds and self.journal_writable and table.can_open() is None and self.links[tid].ready:
             want = ("open", cur.round_id if cur is not None else None)
         armed = self._timers.get(tid)
         if armed is not None and armed[0] == want:
@@ -946,5 +1110,5 @@ class Service:
         action()
 
     def _auto_open(self, tid: str) -> None:
-        if self.tables[tid].can_open() is None and self.links[tid].ready:
+        if self.journal_writable and self.tables[tid].can_open() is None and self.links[tid].ready:
             self.open_round(tid)

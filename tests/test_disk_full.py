@@ -28,7 +28,10 @@ from pathlib import Path
 import pytest
 
 from dealer import topics
-from dealer.journal import Journal
+from dealer.commands import StoredCommand
+from dealer.events import OpenRound, PlaceBet
+from dealer.journal import Batch, Journal
+from dealer.journal_health import disk_usage, failure_reason
 from drivers.mqtt import MqttBus
 from simulators.settlement import SettlementConsumer
 from tests.conftest import Broker, free_port, wait_until
@@ -84,6 +87,48 @@ def fill(directory: Path) -> Path:
     return filler
 
 
+def test_a_commit_on_a_full_disk_writes_nothing_and_the_same_batch_commits_later(small_fs: Path):
+    """Journal.commit is safe to retry: a failure leaves no row and keeps the chain head, so
+    the same batch commits later with the same row ids, one outbox row and one command id."""
+    path = small_fs / "j.sqlite"
+    j = Journal(path)
+    try:
+        j.commit(Batch(events=[("T1", "T1-000001", OpenRound(round_id="T1-000001", at=1))]))
+        bet = PlaceBet(bet_id="b1", player_id="p1", bet_type="tie", stake="1", round_id="T1-000001", at=2)
+        cmd = StoredCommand("T1", "c-1", "T1-000001", "place_bet", "player_platform", "d" * 64, {"answer": "accepted"})
+        batch = Batch(events=[("T1", "T1-000001", bet)], commands=[(cmd, 0)],
+                      outbox=[("T1:T1-000001", "studio/v1/tables/T1/results", b"{}", "T1", "T1-000001")])
+        truncate_wal(path)
+        filler = fill(small_fs)
+        for _ in range(3):
+            with pytest.raises(sqlite3.OperationalError) as err:
+                j.commit(batch)
+            assert failure_reason(err.value) == "disk_full"  # the real error, not "cannot rollback"
+        assert j.count() == 1
+        os.remove(filler)
+        rows = j.commit(batch)
+        assert [r.key for r in rows] == ["T1:T1-000001"] and j.count() == 2
+        assert [r.id for r in j.rows()] == [1, 2] and j.verify_chain().ok
+        assert j.command("T1", "player_platform", "c-1") is not None
+        usage = disk_usage(path)
+        assert usage.journal_bytes >= path.stat().st_size > 0
+        assert usage.size_bytes == 8 << 20 and 0 < usage.free_bytes < usage.size_bytes
+    finally:
+        j.close()
+
+
+def test_failure_reasons_come_from_sqlite_s_own_codes(tmp_path: Path):
+    path = tmp_path / "ro.sqlite"
+    sqlite3.connect(path).execute("CREATE TABLE t (x)").connection.commit()
+    ro = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    with pytest.raises(sqlite3.OperationalError) as err:
+        ro.execute("INSERT INTO t VALUES (1)")
+    ro.close()
+    assert failure_reason(err.value) == "read_only"
+    assert failure_reason(sqlite3.OperationalError("disk I/O error")) == "io_error"  # no code: by its text
+    assert failure_reason(sqlite3.OperationalError("something else")) == "other"
+
+
 def sample(service, name: str, **labels: str) -> float:
     return service.metrics.registry.get_sample_value(name, labels) or 0.0
 
@@ -135,6 +180,9 @@ async def test_disk_full_during_a_decision_holds_everything_and_carries_on_when_
         await wait_until(lambda: any("NOT registered" in p["message"] for p in rec.prompts("ALERT")),
                          what="the card refused at the station")
         assert sample(service, "dealer_scan_reads_total", table=T, result="journal_unavailable") >= 1
+        await wait_until(lambda: sample(service, "dealer_journal_disk_size_bytes") == 8 << 20
+                         and sample(service, "dealer_journal_disk_free_bytes") == 0
+                         and sample(service, "dealer_journal_bytes") > 0, what="the disk metrics of the full disk")
 
         await asyncio.sleep(2.5)  # the outage lasts longer than the decision window
         assert task.done() is False, "the service stopped"

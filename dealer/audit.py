@@ -3,8 +3,10 @@
 ``dealer recall TABLE`` replays the table's journal through the same pure core that ran
 the game, so what it shows is exactly what the backend decided: every read (with the
 reader's sequence number and the receive time), every rescan and its reason, every
-prompt, bet, decision, void reason and result. ``dealer audit verify`` walks the
-hash chain of the journal and reports the first row that does not hold.
+prompt, bet, decision, void reason and result, from the segment files rolled out of the
+journal (dealer/segments.py) on. ``dealer audit verify`` walks the hash chain across every
+segment and the live journal, checks each segment file against its record and every anchor,
+and reports the first row (and segment) that does not hold.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dealer.events import EVENT_ADAPTER
 from dealer.journal import Journal, JournalError
 from dealer.messages import PlayerMessage, RoundEvent, RoundResult, StationPrompt
 from dealer.round import Rejection
+from dealer.segments import parse_anchor, verify
 from dealer.table import Table
 
 
@@ -168,14 +171,21 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         print(f"dealer audit verify: {exc}", file=sys.stderr)
         return 2
     try:
-        report = journal.verify_chain()
+        anchors = [parse_anchor(a) for a in args.anchor or ()]
+    except ValueError as exc:
+        print(f"dealer audit verify: {exc}", file=sys.stderr)
+        return 2
+    try:
+        report = verify(journal, anchors)
     except sqlite3.DatabaseError as exc:  # damage that only the walk reads
         print(f"dealer audit verify: journal {path} is damaged: {exc}", file=sys.stderr)
         return 2
     finally:
         journal.close()
-    print(json.dumps({"journal": str(path), "rows": report.rows, "ok": report.ok,
-                      "first_broken": report.first_broken, "reason": report.reason}, sort_keys=True))
+    print(json.dumps({"journal": str(path), "rows": report.rows, "segments": report.segments,
+                      "anchors": report.anchors, "ok": report.ok, "first_broken": report.first_broken,
+                      "segment": report.segment, "reason": report.reason, "uncommitted": report.uncommitted},
+                     sort_keys=True))
     return 0 if report.ok else 1
 
 
@@ -188,7 +198,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     r.set_defaults(func=_cmd_recall)
     a = sub.add_parser("audit", help="journal audit")
     asub = a.add_subparsers(dest="audit", required=True)
-    v = asub.add_parser("verify", help="check the journal's hash chain; exit 1 at the first broken link")
+    v = asub.add_parser("verify", help="check the journal's hash chain across its segments; exit 1 at the first "
+                        "broken link, missing or altered segment, or anchor not matched")
     v.add_argument("--config")
     v.add_argument("--journal", help="a journal file (instead of --config)")
+    v.add_argument("--anchor", action="append", metavar="ROW_ID:HASH",
+                   help="a head published on studio/v1/backends/{node}/journal (retained): the row must exist "
+                        "with this hash, so rows cut off the end are found (repeatable)")
     v.set_defaults(func=_cmd_verify)

@@ -254,3 +254,17 @@ def test_an_unrecorded_segment_of_a_crashed_roll_is_replaced(tmp_path: Path):
     assert rep.ok and rep.uncommitted == ["000001.sqlite"]
     assert isinstance(roll(j), Prepared) and verify(j).ok
     assert j.commit(Batch()) == []
+
+
+def test_a_journal_older_than_segments_gets_the_delete_guard(tmp_path: Path):
+    """The old trigger refused every DELETE; opening the journal replaces it with the guard."""
+    j, table = journal_with_rounds(tmp_path, 5, rules_again_after=2)
+    j.close()
+    db = sqlite3.connect(tmp_path / "journal.sqlite")
+    db.executescript("DROP TRIGGER events_no_delete; CREATE TRIGGER events_no_delete BEFORE DELETE ON events "
+                     "BEGIN SELECT RAISE(ABORT, 'the journal is append-only'); END;")
+    db.close()
+    j = Journal(tmp_path / "journal.sqlite")
+    assert isinstance(roll(j), Prepared) and verify(j).ok
+    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+        sqlite3.connect(j.path).execute("DELETE FROM events WHERE id = ?", (j.head[0],))

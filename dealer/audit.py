@@ -156,12 +156,55 @@ def _cmd_recall(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_verify(args: argparse.Namespace) -> int:
+def anchor_from_broker(settings: Settings, timeout: float = 10.0) -> tuple[int, str]:
+    """The head the backend last published, retained, on ``studio/v1/backends/{node}/journal``,
+    read with the configuration's broker and credentials (an auditor's own, e.g. the ops user).
+    Raises ValueError when none arrives within ``timeout`` or it is malformed."""
+    import asyncio
+    import secrets
+
+    from dealer import topics
+    from dealer.runner import mqtt_password
+    from drivers.mqtt import MqttBus
+
+    m = settings.mqtt
+    if m.url is None:
+        raise ValueError("--anchor-from-broker needs [mqtt] url in the configuration")
+    topic = topics.backend_journal(settings.service.node_id)
+
+    async def read() -> bytes:
+        got: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        bus = MqttBus(m.url, client_id=f"audit-{secrets.token_hex(4)}", username=m.username,
+                      password=mqtt_password(settings), accept_retained=True, ca_file=m.ca_file,
+                      cert_file=m.cert_file, key_file=m.key_file)
+        bus.subscribe(topic, lambda _t, p: got.done() or got.set_result(p))
+        task = asyncio.create_task(bus.run())
+        try:
+            async with asyncio.timeout(timeout):
+                return await got
+        except TimeoutError:
+            raise ValueError(f"no retained journal anchor on {topic} at {m.url} within {timeout:g} s") from None
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    payload = asyncio.run(read())
     try:
-        path = Path(args.journal) if args.journal else _settings(args).service.journal_path
+        return parse_anchor(str(json.loads(payload)["anchor"]))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"the journal anchor on {topic} is malformed: {exc}") from None
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    if not (args.config or args.journal):
+        print("dealer audit verify: give --config or --journal", file=sys.stderr)
+        return 2
+    try:
+        settings = _settings(args) if args.config else None
     except ConfigError as exc:
         print(f"dealer audit verify: {exc}", file=sys.stderr)
         return 2
+    path = Path(args.journal) if args.journal else settings.service.journal_path  # type: ignore[union-attr]
     if not path.is_file():
         print(f"dealer audit verify: no journal at {path}", file=sys.stderr)
         return 2
@@ -172,7 +215,12 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         return 2
     try:
         anchors = [parse_anchor(a) for a in args.anchor or ()]
+        if args.anchor_from_broker:
+            if settings is None:
+                raise ValueError("--anchor-from-broker needs --config (the broker and the node id)")
+            anchors.append(anchor_from_broker(settings))
     except ValueError as exc:
+        journal.close()
         print(f"dealer audit verify: {exc}", file=sys.stderr)
         return 2
     try:
@@ -205,4 +253,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     v.add_argument("--anchor", action="append", metavar="ROW_ID:HASH",
                    help="a head published on studio/v1/backends/{node}/journal (retained): the row must exist "
                         "with this hash, so rows cut off the end are found (repeatable)")
+    v.add_argument("--anchor-from-broker", action="store_true",
+                   help="also check the anchor retained on the broker of --config for its node_id")
     v.set_defaults(func=_cmd_verify)

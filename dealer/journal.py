@@ -310,7 +310,7 @@ class Journal:
         try:
             recorded = db.execute("SELECT COALESCE(MAX(number), 0) FROM segments").fetchone()[0]
             first = db.execute("SELECT MIN(id) FROM events").fetchone()[0]
-            floor, _ = replay_floor(db)
+            floor, _ = replay_floor(db, prepared.tables or None)
             if recorded + 1 != rec.number or first != rec.first_id or first != self.chain_start()[0] + 1 or \
                     (floor is not None and rec.last_id >= floor) or rec.last_id >= self._last_id:
                 db.execute("ROLLBACK")

@@ -101,6 +101,9 @@ class Prepared:
 
     record: SegmentRecord
     path: Path
+    #: every table with rows in the journal when it was prepared: a table that appears later
+    #: has only rows after the segment, so the floor check at the commit needs only these
+    tables: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +154,11 @@ def replay_start(con: sqlite3.Connection, table_id: str) -> int | None:
     return None if start is None else int(start)
 
 
-def replay_floor(con: sqlite3.Connection) -> tuple[int | None, dict[str, int]]:
+def journal_tables(con: sqlite3.Connection) -> tuple[str, ...]:
+    return tuple(str(t) for (t,) in con.execute("SELECT DISTINCT table_id FROM events"))
+
+
+def replay_floor(con: sqlite3.Connection, tables: Iterable[str] | None = None) -> tuple[int | None, dict[str, int]]:
     """The lowest row id any table's replay needs (its start, or the ``table_rules`` row in
     force there), over every table in the journal (configured or not: a table taken out of
     the configuration keeps what it needs). None: no table needs anything. Also, per table
@@ -159,7 +166,7 @@ def replay_floor(con: sqlite3.Connection) -> tuple[int | None, dict[str, int]]:
     row's id (journaling the rules again would let the floor move past it)."""
     floor: int | None = None
     rules_pins: dict[str, int] = {}
-    for (tid,) in con.execute("SELECT DISTINCT table_id FROM events").fetchall():
+    for tid in (journal_tables(con) if tables is None else tables):
         start = replay_start(con, tid)
         rules = con.execute("SELECT MAX(id) FROM events WHERE table_id = ? AND type = 'table_rules' AND id < ?",
                             (tid, start if start is not None else 1 << 62)).fetchone()[0]
@@ -175,7 +182,8 @@ def replay_floor(con: sqlite3.Connection) -> tuple[int | None, dict[str, int]]:
     return floor, rules_pins
 
 
-def roll_range(con: sqlite3.Connection, *, keep_rows: int, segment_rows: int) -> tuple[int, int, NoRoll | None]:
+def roll_range(con: sqlite3.Connection, *, keep_rows: int, segment_rows: int,
+               tables: Iterable[str] | None = None) -> tuple[int, int, NoRoll | None]:
     """(first, last) row ids of the next segment, or a :class:`NoRoll` saying why not.
 
     A segment is exactly ``segment_rows`` rows, never reaching into the newest ``keep_rows``
@@ -184,7 +192,7 @@ def roll_range(con: sqlite3.Connection, *, keep_rows: int, segment_rows: int) ->
     if first_row[0] is None:
         return 0, 0, NoRoll(0)
     first, head = int(first_row[0]), int(first_row[1])
-    floor, pins = replay_floor(con)
+    floor, pins = replay_floor(con, tables)
     limit = head - keep_rows
     upto = min(limit, floor - 1) if floor is not None else limit
     last = first + segment_rows - 1
@@ -207,7 +215,8 @@ def prepare_roll(journal_path: str | Path, *, keep_rows: int, segment_rows: int,
         recs = records(con)
         number = recs[-1].number + 1 if recs else 1
         prev_hash = recs[-1].last_hash if recs else GENESIS
-        first, last, no = roll_range(con, keep_rows=keep_rows, segment_rows=segment_rows)
+        tables = journal_tables(con)
+        first, last, no = roll_range(con, keep_rows=keep_rows, segment_rows=segment_rows, tables=tables)
         if no is not None:
             return no
         anchor_id, anchor_hash = con.execute("SELECT id, hash FROM events ORDER BY id DESC LIMIT 1").fetchone()
@@ -220,7 +229,7 @@ def prepare_roll(journal_path: str | Path, *, keep_rows: int, segment_rows: int,
     finally:
         con.close()
     return Prepared(SegmentRecord(number, first, last, last_hash, int(anchor_id), str(anchor_hash), sha,
-                                  last - first + 1, created), out)
+                                  last - first + 1, created), out, tables)
 
 
 def _write_segment(journal: Path, number: int, first: int, last: int, prev_hash: str, anchor: tuple[int, str],

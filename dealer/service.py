@@ -291,6 +291,8 @@ class Service:
         for handle in self._flood_timers.values():
             handle.cancel()
         await asyncio.gather(*self._bg, return_exceptions=True)
+        if self._roll_task is not None:  # a segment file being written: let it finish (the next roll records or replaces it)
+            await asyncio.gather(self._roll_task, return_exceptions=True)
         self._writer.shutdown(wait=True)
         self.journal.close()
 

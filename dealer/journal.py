@@ -296,11 +296,14 @@ class Journal:
 
         return records(self._db)
 
-    def finish_roll(self, prepared: Any) -> bool:
-        """Record a prepared segment (:func:`dealer.segments.prepare_roll`) and delete its rows
-        from the events table, in one transaction, from the writer thread between group
-        commits. False (nothing changed, the file removed) when the journal moved on in a way
-        that makes the segment wrong: another segment recorded, or a table's replay floor now
+    def finish_roll(self, prepared: Any, purge_rows: int = 2000) -> bool:
+        """Record a prepared segment (:func:`dealer.segments.prepare_roll`) and delete the first
+        ``purge_rows`` of its rows from the events table, in one transaction, from the writer
+        thread between group commits; :meth:`purge_rolled` deletes the rest a chunk at a time
+        (deleting 100,000 rows in one go holds the writer for half a second). From the commit
+        on, the rolled rows are the segment's: every reader skips the ones not yet deleted.
+        False (nothing changed, the file removed) when the journal moved on in a way that
+        makes the segment wrong: another segment recorded, or a table's replay floor now
         inside it (never expected: the floor only moves forward)."""
         from dealer.segments import replay_floor
 
@@ -309,9 +312,8 @@ class Journal:
         db.execute("BEGIN IMMEDIATE")
         try:
             recorded = db.execute("SELECT COALESCE(MAX(number), 0) FROM segments").fetchone()[0]
-            first = db.execute("SELECT MIN(id) FROM events").fetchone()[0]
             floor, _ = replay_floor(db, prepared.tables or None)
-            if recorded + 1 != rec.number or first != rec.first_id or first != self.chain_start()[0] + 1 or \
+            if recorded + 1 != rec.number or rec.first_id != self.chain_start()[0] + 1 or \
                     (floor is not None and rec.last_id >= floor) or rec.last_id >= self._last_id:
                 db.execute("ROLLBACK")
                 prepared.path.unlink(missing_ok=True)
@@ -320,16 +322,31 @@ class Journal:
                        "rows, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                        (rec.number, rec.first_id, rec.last_id, rec.last_hash, rec.anchor_id, rec.anchor_hash,
                         rec.sha256, rec.rows, rec.created_at))
-            deleted = db.execute("DELETE FROM events WHERE id BETWEEN ? AND ?", (rec.first_id, rec.last_id)).rowcount
-            if deleted != rec.rows:
-                raise JournalError(f"journal {self.path}: segment {rec.number} should remove {rec.rows} rows, "
-                                   f"{deleted} were there")
+            db.execute("DELETE FROM events WHERE id <= ? AND id < (SELECT MIN(id) FROM events) + ?",
+                       (rec.last_id, purge_rows))
             db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:
                 db.execute("ROLLBACK")
             raise
         return True
+
+    def purge_rolled(self, limit: int = 2000) -> int:
+        """Delete up to ``limit`` rows already held by a recorded segment (after a roll, or a
+        crash in the middle of one); returns how many went (0: none left)."""
+        start = self.chain_start()[0]
+        if not start:
+            return 0
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            n = db.execute("DELETE FROM events WHERE id <= ? AND id < (SELECT MIN(id) FROM events) + ?",
+                           (start, limit)).rowcount
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        return int(n)
 
     def commit(self, batch: Batch) -> list[OutboxRow]:
         """Write a batch atomically (one fsync); return the outbox rows it created."""
@@ -464,9 +481,10 @@ class Journal:
         yield from self.live_rows(table_id, since_id)
 
     def live_rows(self, table_id: str | None = None, since_id: int = 0) -> Iterator[JournalRow]:
-        """The rows still in the live journal, in order."""
+        """The rows of the live journal, in order (not those of a recorded segment still
+        waiting for :meth:`purge_rolled`)."""
         sql = "SELECT id, table_id, round_id, type, body, recorded_at, prev_hash, hash FROM events WHERE id >= ?"
-        args: tuple[object, ...] = (since_id,)
+        args: tuple[object, ...] = (max(since_id, self.chain_start()[0] + 1),)
         if table_id is not None:
             sql += " AND table_id = ?"
             args += (table_id,)
@@ -491,9 +509,11 @@ class Journal:
         return ChainReport(n, True)
 
     def count(self, table_id: str | None = None) -> int:
+        start = self.chain_start()[0]
         if table_id is None:
-            return int(self._db.execute("SELECT COUNT(*) FROM events").fetchone()[0])
-        return int(self._db.execute("SELECT COUNT(*) FROM events WHERE table_id = ?", (table_id,)).fetchone()[0])
+            return int(self._db.execute("SELECT COUNT(*) FROM events WHERE id > ?", (start,)).fetchone()[0])
+        return int(self._db.execute("SELECT COUNT(*) FROM events WHERE id > ? AND table_id = ?",
+                                    (start, table_id)).fetchone()[0])
 
     def checkpoint(self) -> int:
         """Passive WAL checkpoint from a second connection (the writer is not blocked; once

@@ -188,10 +188,12 @@ def roll_range(con: sqlite3.Connection, *, keep_rows: int, segment_rows: int,
 
     A segment is exactly ``segment_rows`` rows, never reaching into the newest ``keep_rows``
     rows nor to or past the replay floor."""
-    first_row = con.execute("SELECT MIN(id), MAX(id) FROM events").fetchone()
-    if first_row[0] is None:
+    recs = records(con)
+    first = recs[-1].last_id + 1 if recs else 1  # rows of a recorded segment not yet purged are not counted
+    head = con.execute("SELECT MAX(id) FROM events").fetchone()[0]
+    if head is None or head < first:
         return 0, 0, NoRoll(0)
-    first, head = int(first_row[0]), int(first_row[1])
+    head = int(head)
     floor, pins = replay_floor(con, tables)
     limit = head - keep_rows
     upto = min(limit, floor - 1) if floor is not None else limit

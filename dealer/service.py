@@ -202,6 +202,7 @@ class Service:
         self._roll_task: asyncio.Task[None] | None = None
         self._roll_ready: Prepared | None = None
         self._roll_next_at = 0
+        self._purge_due = True  # rows of a recorded segment left by a crash in the middle of a roll
         recs = self.journal.segment_records()
         self._segments = len(recs)
         self._rolled_upto = recs[-1].last_id if recs else 0
@@ -435,6 +436,13 @@ class Service:
                 log.info("journal segment rolled", segment=rec.number, first_row=rec.first_id, last_row=rec.last_id,
                          rows=rec.rows, anchor_row=rec.anchor_id, path=str(prepared.path))
                 self._publish_anchor()
+                self._purge_due = True
+        elif self._purge_due:  # the rolled rows go a chunk per batch: the writer is never held for long
+            try:
+                self._purge_due = await loop.run_in_executor(self._writer, self.journal.purge_rolled, 2000) > 0
+            except Exception as exc:
+                self.metrics.journal_roll_failures.inc()
+                log.error("rolled journal rows could not be purged; tried again later", error=repr(exc))
         cfg = self.settings.service
         head = self.journal.head[0]
         if (cfg.journal_segment_rows and self._roll_task is None and head >= self._roll_next_at

@@ -92,6 +92,8 @@ async def test_rolling_while_dealing_then_restart_replays_the_same_table(broker:
     assert rep.ok, rep.reason
     assert rep.segments >= rolled
     # the table's rules were journaled again so the first rows could roll; every old round is recallable
+    rules_rows = [r.id for r in j.rows(TABLE) if r.type == "table_rules"]
+    assert len(rules_rows) >= 2 and rules_rows[0] <= j.segment_records()[0].last_id
     j.close()
     rounds = recall(cfg, TABLE, rounds=50)
     assert [r["round_id"] for r in rounds] == [f"{TABLE}-{n:06d}" for n in range(1, 10)]

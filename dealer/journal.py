@@ -11,6 +11,12 @@ The events table is **append-only** (triggers refuse UPDATE and DELETE) and
 content, so ``dealer audit verify`` finds the first row that was altered, removed or
 inserted out of order (:func:`verify_chain`).
 
+**Retention** (dealer/segments.py): settled rows roll into read-only segment files; the
+``segments`` table (append-only) records each one, and the delete trigger lets through only
+rows a recorded segment holds. The live chain continues from the last segment's last hash
+(:meth:`Journal.chain_start`); replay reads the live journal only (a roll never takes a row a
+replay needs), recall and audit read across the segments (:meth:`Journal.rows`).
+
 **Scanner replay state** (``reader_state``): per signed reader, the boot counter and sequence
 number of its last accepted frame, the fingerprint of the key that verified it and the MAC
 of its last scan result (:class:`~drivers.frames.ReaderState`), so that after a restart a

@@ -13,6 +13,9 @@ clock once, when first armed (:meth:`Service._mono_deadline`), so a wall-clock s
 fires or stalls a timer. Decision and turn timers are paused while the broker link is down
 and, after a restart, until the first broker connect, which submits a journaled
 :class:`~dealer.events.Resume` that gives every pending decision and turn a new window.
+Journal retention (dealer/segments.py): a segment file is written beside the writer and
+recorded between group commits in the writer thread (:meth:`Service._retention`); the
+journal's head is published retained on ``studio/v1/backends/{node}/journal``.
 """
 
 from __future__ import annotations

@@ -86,6 +86,15 @@ class Metrics:
                                        "journal directory's file system (statvfs)", registry=r)
         self.journal_disk_size = Gauge("dealer_journal_disk_size_bytes", "Size of the journal directory's file "
                                        "system (statvfs), for free-space ratios", registry=r)
+        self.journal_segments = Counter("dealer_journal_segments", "Journal segments rolled into read-only "
+                                        "segment files (dealer/segments.py)", registry=r)
+        self.journal_rows_rolled = Counter("dealer_journal_rows_rolled", "Journal rows moved from the live journal "
+                                           "into segment files", registry=r)
+        self.journal_roll_failures = Counter("dealer_journal_roll_failures", "Journal rolls that failed (logged; "
+                                             "nothing is lost: the rows stay in the live journal and the roll is "
+                                             "tried again later)", registry=r)
+        self.journal_segment_files = Gauge("dealer_journal_segment_files", "Segment files recorded in the journal",
+                                           registry=r)
         self.publish_failures = Counter("dealer_publish_failures", "Non-durable publishes dropped while the bus was down",
                                         ["kind"], registry=r)
 

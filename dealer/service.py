@@ -21,6 +21,9 @@ journaled). Meanwhile the journal counts as unavailable: commands are refused at
 (``journal_unavailable``), scanner reads are not taken (the station is told to stop dealing),
 no round opens, decision and turn timers pause; the first successful commit queues a journaled
 ``Resume(link="journal")`` that gives every pending decision and turn a full new window.
+Journal retention (dealer/segments.py): a segment file is written beside the writer and
+recorded between group commits in the writer thread (:meth:`Service._retention`); the
+journal's head is published retained on ``studio/v1/backends/{node}/journal``.
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ from dealer.events import (
 from dealer.keys import supervisor_verifier
 from dealer.journal import Batch, Journal, OutboxRow, ReplayError
 from dealer.journal_health import disk_usage, failure_reason
+from dealer.segments import NoRoll, Prepared, prepare_roll
 from dealer.keys import read_hex_keys
 from dealer.messages import PlayerMessage, RoundEvent, RoundResult, StationPrompt
 from dealer.metrics import Metrics
@@ -222,6 +226,17 @@ class Service:
         #: turn timers stay paused until it is (the old deadlines passed during the outage).
         self._journal_resume: set[str] = set()
         self.metrics.journal_writable.set(1)
+        # Journal retention (dealer/segments.py): a segment prepared beside the writer, waiting
+        # for the core loop to record it between group commits; the row id to try again at.
+        self._roll_task: asyncio.Task[None] | None = None
+        self._roll_ready: Prepared | None = None
+        self._roll_next_at = 0
+        self._purge_due = True  # rows of a recorded segment left by a crash in the middle of a roll
+        recs = self.journal.segment_records()
+        self._segments = len(recs)
+        self._rolled_upto = recs[-1].last_id if recs else 0
+        self.metrics.journal_segment_files.set(self._segments)
+        self._anchor_sent: tuple[int, str] | None = None
 
     # -- public API -------------------------------------------------------------------
 
@@ -284,6 +299,7 @@ class Service:
             asyncio.create_task(self._relay(), name="outbox"),
             asyncio.create_task(self.bus.run(), name="bus"),
             asyncio.create_task(self._checkpoints(), name="wal-checkpoint"),
+            asyncio.create_task(self._anchors(), name="journal-anchor"),
         ]
         if self._scanner_ingest.readers:
             self._bg.append(asyncio.create_task(self._scanner_ingest.watchdog(self._heartbeat_timeouts()), name="mqtt-scanner-watchdog"))
@@ -305,6 +321,8 @@ class Service:
         for handle in self._flood_timers.values():
             handle.cancel()
         await asyncio.gather(*self._bg, return_exceptions=True)
+        if self._roll_task is not None:  # a segment file being written: let it finish (the next roll records or replaces it)
+            await asyncio.gather(self._roll_task, return_exceptions=True)
         self._writer.shutdown(wait=True)
         self.journal.close()
 
@@ -406,6 +424,7 @@ class Service:
     # -- the core loop ----------------------------------------------------------------
 
     async def _core_loop(self) -> None:
+        loop = asyncio.get_running_loop()
         while True:
             items = [await self._queue.get()]
             while not self._queue.empty() and len(items) < 1000:
@@ -439,6 +458,110 @@ class Service:
                 self._after_journal_outage()
             for tid in touched:
                 self._schedule(tid)
+            await self._retention(loop)
+
+    # -- journal retention and anchoring ------------------------------------------------
+
+    async def _retention(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Between group commits: record a prepared segment (writer thread, one transaction),
+        and start preparing the next one when the live journal has grown past
+        ``journal_retain_rows + journal_segment_rows`` (cheap: two integers compared)."""
+        prepared, self._roll_ready = self._roll_ready, None
+        if prepared is not None:
+            rec = prepared.record
+            try:
+                done = await loop.run_in_executor(self._writer, self.journal.finish_roll, prepared)
+            except Exception as exc:  # the rows stay live; the next roll tries again
+                self.metrics.journal_roll_failures.inc()
+                log.error("journal roll failed; rows kept in the live journal", segment=rec.number, error=repr(exc))
+                done = False
+            if done:
+                self._segments, self._rolled_upto = rec.number, rec.last_id
+                self.metrics.journal_segments.inc()
+                self.metrics.journal_rows_rolled.inc(rec.rows)
+                self.metrics.journal_segment_files.set(self._segments)
+                log.info("journal segment rolled", segment=rec.number, first_row=rec.first_id, last_row=rec.last_id,
+                         rows=rec.rows, anchor_row=rec.anchor_id, path=str(prepared.path))
+                self._publish_anchor()
+                self._purge_due = True
+        elif self._purge_due:  # the rolled rows go a chunk per batch: the writer is never held for long
+            try:
+                self._purge_due = await loop.run_in_executor(self._writer, self.journal.purge_rolled, 2000) > 0
+            except Exception as exc:
+                self.metrics.journal_roll_failures.inc()
+                log.error("rolled journal rows could not be purged; tried again later", error=repr(exc))
+        cfg = self.settings.service
+        head = self.journal.head[0]
+        if (cfg.journal_segment_rows and self._roll_task is None and head >= self._roll_next_at
+                and head - self._rolled_upto >= cfg.journal_retain_rows + cfg.journal_segment_rows):
+            self._roll_task = asyncio.create_task(self._prepare_roll(head), name="journal-roll")
+
+    async def _prepare_roll(self, head: int) -> None:
+        """Copy the next segment's rows into its file beside the writer (its own connection:
+        the rows are below every replay floor, nothing changes them), then wake the core loop."""
+        cfg = self.settings.service
+        retry_at = head + max(1, cfg.journal_segment_rows // 10)
+        try:
+            got = await asyncio.to_thread(prepare_roll, self.journal.path, keep_rows=cfg.journal_retain_rows,
+                                          segment_rows=cfg.journal_segment_rows)
+        except Exception as exc:
+            self.metrics.journal_roll_failures.inc()
+            log.error("journal segment could not be written; rows kept in the live journal", error=repr(exc))
+            self._roll_next_at = retry_at
+            return
+        finally:
+            self._roll_task = None
+        if isinstance(got, Prepared):
+            self._roll_ready = got
+            self._queue.put_nowait(_WAKE)
+            return
+        self._roll_next_at = retry_at
+        self._rules_again(got)
+
+    def _rules_again(self, no: NoRoll) -> None:
+        """A table whose rules have not changed for a long time pins retention at its old
+        ``table_rules`` row (every replay needs the rules in force at its start): journal the
+        same rules again, so the floor can pass the old row once a later round opens. The
+        table's ``rules_changed`` event says the same hash and version as before."""
+        now = self.now_ms()
+        for tid in no.pinned:
+            table = self.tables.get(tid)
+            if table is None or not table.rules.canonical:
+                continue  # a table no longer configured keeps its rows: nothing to journal for it
+            r = table.rules
+            log.info("table rules journaled again so journal retention can roll older rows", table_id=tid,
+                     rules_hash=r.rules_hash, software_version=r.software_version, eligible_rows=no.eligible)
+            self.submit(tid, RulesChanged(rules=r.canonical, rules_hash=r.rules_hash,
+                                          software_version=r.software_version, at=now))
+
+    async def _anchors(self) -> None:
+        """Publish the journal's head periodically (when it moved), retained."""
+        while True:
+            await asyncio.sleep(self.settings.service.journal_anchor_seconds)
+            self._publish_anchor()
+
+    def _publish_anchor(self) -> None:
+        """The head (row id, hash) retained on ``studio/v1/backends/{node}/journal``: rows cut
+        off the journal's end after it are found by ``dealer audit verify --anchor ID:HASH``."""
+        head = self.journal.head
+        if head == self._anchor_sent or head[0] == 0 or not self.bus.connected:
+            return
+        node = self.settings.service.node_id
+        payload = json.dumps({"node_id": node, "row_id": head[0], "hash": head[1], "anchor": f"{head[0]}:{head[1]}",
+                              "journal": str(self.journal.path), "segments": self._segments,
+                              "at": self.now_ms()}, sort_keys=True).encode()
+
+        async def send() -> None:
+            try:
+                await self.bus.publish(topics.backend_journal(node), payload, qos=1, retain=True)
+            except BusError:
+                self.metrics.publish_failures.labels(kind="journal_anchor").inc()
+                return
+            self._anchor_sent = head
+
+        task = asyncio.create_task(send())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _commit(self, batch: Batch) -> list[OutboxRow]:
         """Commit one batch, retrying the very same batch with backoff until it commits.
@@ -767,6 +890,8 @@ class Service:
                 self._set_link(tid, "broker", up, reason)
         if up:
             self._outbox_wake.set()
+            self._anchor_sent = None  # published again on every connect
+            self._publish_anchor()
             now = self.now_ms()
             for tid, table in self.tables.items():  # resync every dealer station and player after a (re)connect
                 if not self.journal_writable:  # the table may be a held batch ahead: resync when it commits

@@ -3,8 +3,10 @@
 ``dealer recall TABLE`` replays the table's journal through the same pure core that ran
 the game, so what it shows is exactly what the backend decided: every read (with the
 reader's sequence number and the receive time), every rescan and its reason, every
-prompt, bet, decision, void reason and result. ``dealer audit verify`` walks the
-hash chain of the journal and reports the first row that does not hold.
+prompt, bet, decision, void reason and result, from the segment files rolled out of the
+journal (dealer/segments.py) on. ``dealer audit verify`` walks the hash chain across every
+segment and the live journal, checks each segment file against its record and every anchor,
+and reports the first row (and segment) that does not hold.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dealer.events import EVENT_ADAPTER
 from dealer.journal import Journal, JournalError
 from dealer.messages import PlayerMessage, RoundEvent, RoundResult, StationPrompt
 from dealer.round import Rejection
+from dealer.segments import parse_anchor, verify
 from dealer.table import Table
 
 
@@ -153,12 +156,55 @@ def _cmd_recall(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_verify(args: argparse.Namespace) -> int:
+def anchor_from_broker(settings: Settings, timeout: float = 10.0) -> tuple[int, str]:
+    """The head the backend last published, retained, on ``studio/v1/backends/{node}/journal``,
+    read with the configuration's broker and credentials (an auditor's own, e.g. the ops user).
+    Raises ValueError when none arrives within ``timeout`` or it is malformed."""
+    import asyncio
+    import secrets
+
+    from dealer import topics
+    from dealer.runner import mqtt_password
+    from drivers.mqtt import MqttBus
+
+    m = settings.mqtt
+    if m.url is None:
+        raise ValueError("--anchor-from-broker needs [mqtt] url in the configuration")
+    topic = topics.backend_journal(settings.service.node_id)
+
+    async def read() -> bytes:
+        got: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        bus = MqttBus(m.url, client_id=f"audit-{secrets.token_hex(4)}", username=m.username,
+                      password=mqtt_password(settings), accept_retained=True, ca_file=m.ca_file,
+                      cert_file=m.cert_file, key_file=m.key_file)
+        bus.subscribe(topic, lambda _t, p: got.done() or got.set_result(p))
+        task = asyncio.create_task(bus.run())
+        try:
+            async with asyncio.timeout(timeout):
+                return await got
+        except TimeoutError:
+            raise ValueError(f"no retained journal anchor on {topic} at {m.url} within {timeout:g} s") from None
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    payload = asyncio.run(read())
     try:
-        path = Path(args.journal) if args.journal else _settings(args).service.journal_path
+        return parse_anchor(str(json.loads(payload)["anchor"]))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"the journal anchor on {topic} is malformed: {exc}") from None
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    if not (args.config or args.journal):
+        print("dealer audit verify: give --config or --journal", file=sys.stderr)
+        return 2
+    try:
+        settings = _settings(args) if args.config else None
     except ConfigError as exc:
         print(f"dealer audit verify: {exc}", file=sys.stderr)
         return 2
+    path = Path(args.journal) if args.journal else settings.service.journal_path  # type: ignore[union-attr]
     if not path.is_file():
         print(f"dealer audit verify: no journal at {path}", file=sys.stderr)
         return 2
@@ -168,14 +214,26 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         print(f"dealer audit verify: {exc}", file=sys.stderr)
         return 2
     try:
-        report = journal.verify_chain()
+        anchors = [parse_anchor(a) for a in args.anchor or ()]
+        if args.anchor_from_broker:
+            if settings is None:
+                raise ValueError("--anchor-from-broker needs --config (the broker and the node id)")
+            anchors.append(anchor_from_broker(settings))
+    except ValueError as exc:
+        journal.close()
+        print(f"dealer audit verify: {exc}", file=sys.stderr)
+        return 2
+    try:
+        report = verify(journal, anchors)
     except sqlite3.DatabaseError as exc:  # damage that only the walk reads
         print(f"dealer audit verify: journal {path} is damaged: {exc}", file=sys.stderr)
         return 2
     finally:
         journal.close()
-    print(json.dumps({"journal": str(path), "rows": report.rows, "ok": report.ok,
-                      "first_broken": report.first_broken, "reason": report.reason}, sort_keys=True))
+    print(json.dumps({"journal": str(path), "rows": report.rows, "segments": report.segments,
+                      "anchors": report.anchors, "ok": report.ok, "first_broken": report.first_broken,
+                      "segment": report.segment, "reason": report.reason, "uncommitted": report.uncommitted},
+                     sort_keys=True))
     return 0 if report.ok else 1
 
 
@@ -188,7 +246,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     r.set_defaults(func=_cmd_recall)
     a = sub.add_parser("audit", help="journal audit")
     asub = a.add_subparsers(dest="audit", required=True)
-    v = asub.add_parser("verify", help="check the journal's hash chain; exit 1 at the first broken link")
+    v = asub.add_parser("verify", help="check the journal's hash chain across its segments; exit 1 at the first "
+                        "broken link, missing or altered segment, or anchor not matched")
     v.add_argument("--config")
     v.add_argument("--journal", help="a journal file (instead of --config)")
+    v.add_argument("--anchor", action="append", metavar="ROW_ID:HASH",
+                   help="a head published on studio/v1/backends/{node}/journal (retained): the row must exist "
+                        "with this hash, so rows cut off the end are found (repeatable)")
+    v.add_argument("--anchor-from-broker", action="store_true",
+                   help="also check the anchor retained on the broker of --config for its node_id")
     v.set_defaults(func=_cmd_verify)

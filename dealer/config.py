@@ -171,6 +171,18 @@ class ServiceSection(_Strict):
     metrics_addr: str = Field(default="127.0.0.1", description="bind address of /metrics; 0.0.0.0 for a remote Prometheus")
     metrics_port: int = Field(default=9108, ge=0, le=65535, description="0 = any free port")
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    journal_segment_rows: int = Field(
+        default=100_000, ge=0, le=10_000_000,
+        description="journal retention: settled rows roll into read-only segment files of this many rows "
+                    "(<journal>.segments/, dealer/segments.py); 0 = never roll")
+    journal_retain_rows: int = Field(
+        default=1_000_000, ge=1,
+        description="the newest rows always kept in the live journal (a roll starts once it holds this many "
+                    "plus journal_segment_rows); rows a replay needs are kept whatever this says")
+    journal_anchor_seconds: float = Field(
+        default=60.0, gt=0, le=86_400, allow_inf_nan=False,
+        description="how often the journal's head (row id and hash) is published, retained, on "
+                    "studio/v1/backends/{node_id}/journal when it moved (and at every roll and connect)")
 
 
 class SupervisorConfig(_Strict):

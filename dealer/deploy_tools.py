@@ -71,13 +71,14 @@ def render_acl(settings: Settings, *, source: str | None = None) -> str:
 
     block("# --- The table backend (dealer run) ---------------------------------------------------------\n"
           "# Reads every role's command topic (scanners, the player platform, stations, supervisors),\n"
-          "# writes everything a table produces, players' private topics included, and its own\n"
-          "# retained status. It checks each command's role again (dealer/roles.py).",
+          "# writes everything a table produces, players' private topics included, its own\n"
+          "# retained status and journal anchor. It checks each command's role again (dealer/roles.py).",
           BACKEND_USER,
           [("read", t(_ALL, "scanner")), ("read", t(_ALL, "actions")), ("read", t(_ALL, "station")),
            ("read", t(_ALL, "supervisor")),
            ("write", t(_ALL, "events")), ("write", t(_ALL, "prompts")), ("write", t(_ALL, "results")),
-           ("write", t(_ALL, "players/+")), ("write", topics.backend_status(_ALL))])
+           ("write", t(_ALL, "players/+")), ("write", topics.backend_status(_ALL)),
+           ("write", topics.backend_journal(_ALL))])
 
     block("# --- Settlement ------------------------------------------------------------------------------\n"
           "# Reads round results (persistent session, dedupe by idempotency_key) and nothing else:\n"
@@ -127,11 +128,12 @@ def render_acl(settings: Settings, *, source: str | None = None) -> str:
 
     block("# --- Operations (dashboards, debugging with mosquitto_sub) ---------------------------------\n"
           "# Read-only, and only what operations needs: every table's public events, station prompts\n"
-          "# and results, the backends' status and the broker's own $SYS statistics. NOT the players'\n"
-          "# private topics (hole cards) and not the command topics.",
+          "# and results, the backends' status and journal anchors (an auditor's `dealer audit verify\n"
+          "# --anchor`) and the broker's own $SYS statistics. NOT the players' private topics (hole\n"
+          "# cards) and not the command topics.",
           OPS_USER,
           [("read", t(_ALL, "events")), ("read", t(_ALL, "prompts")), ("read", t(_ALL, "results")),
-           ("read", topics.backend_status(_ALL)), ("read", "$SYS/#")])
+           ("read", topics.backend_status(_ALL)), ("read", topics.backend_journal(_ALL)), ("read", "$SYS/#")])
 
     out.append("# --- Players (games with decisions, e.g. Sevenluck) ------------------------------------------\n"
                "# A player's client logs in with its player id as user name and may read only its own\n"

@@ -108,6 +108,9 @@ class Resume(_Event):
     the backend was down. It counts as ``link``'s ``link_up`` too (the journal may say the
     broker was down when the backend stopped); ``link`` is None for a backend without a broker
     link, and a broker the journal still has down then waits for its own ``link_up``.
+    Also submitted with ``link="journal"`` when the journal is writable again after a disk-full
+    or I/O-error outage (no input was taken meanwhile): "journal" is never a link the table
+    holds down, so it only renews the windows (and waits for the broker if that is down).
     Journaled when it changed something, so a replay reproduces the new deadlines."""
 
     type: Literal["resume"] = "resume"

@@ -11,6 +11,12 @@ The events table is **append-only** (triggers refuse UPDATE and DELETE) and
 content, so ``dealer audit verify`` finds the first row that was altered, removed or
 inserted out of order (:func:`verify_chain`).
 
+**Retention** (dealer/segments.py): settled rows roll into read-only segment files; the
+``segments`` table (append-only) records each one, and the delete trigger lets through only
+rows a recorded segment holds. The live chain continues from the last segment's last hash
+(:meth:`Journal.chain_start`); replay reads the live journal only (a roll never takes a row a
+replay needs), recall and audit read across the segments (:meth:`Journal.rows`).
+
 **Scanner replay state** (``reader_state``): per signed reader, the boot counter and sequence
 number of its last accepted frame, the fingerprint of the key that verified it and the MAC
 of its last scan result (:class:`~drivers.frames.ReaderState`), so that after a restart a
@@ -43,6 +49,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from dealer.commands import StoredCommand
 from dealer.events import EVENT_ADAPTER, Event
@@ -62,8 +69,21 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE INDEX IF NOT EXISTS events_by_round ON events (table_id, type, round_id);
 CREATE TRIGGER IF NOT EXISTS events_no_update BEFORE UPDATE ON events
     BEGIN SELECT RAISE(ABORT, 'the journal is append-only'); END;
-CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events
-    BEGIN SELECT RAISE(ABORT, 'the journal is append-only'); END;
+CREATE TABLE IF NOT EXISTS segments (  -- rolled segment files (dealer/segments.py), append-only
+    number INTEGER PRIMARY KEY,
+    first_id INTEGER NOT NULL,
+    last_id INTEGER NOT NULL,
+    last_hash TEXT NOT NULL,
+    anchor_id INTEGER NOT NULL,   -- the head (last row) of the journal when the segment was rolled
+    anchor_hash TEXT NOT NULL,
+    sha256 TEXT NOT NULL,         -- of the segment file
+    rows INTEGER NOT NULL,
+    created_at INTEGER NOT NULL
+);
+CREATE TRIGGER IF NOT EXISTS segments_no_update BEFORE UPDATE ON segments
+    BEGIN SELECT RAISE(ABORT, 'segment records are append-only'); END;
+CREATE TRIGGER IF NOT EXISTS segments_no_delete BEFORE DELETE ON segments
+    BEGIN SELECT RAISE(ABORT, 'segment records are append-only'); END;
 CREATE TABLE IF NOT EXISTS commands (  -- accepted command ids, kept forever (dealer/commands.py)
     table_id TEXT NOT NULL,
     command_id TEXT NOT NULL,
@@ -96,6 +116,14 @@ CREATE TABLE IF NOT EXISTS reader_state (  -- mutable: the latest accepted boot/
     updated_at INTEGER NOT NULL  -- server wall clock at commit, epoch ms
 );
 """
+
+#: Rows may be deleted only once a recorded segment holds them (Journal.finish_roll).
+_DELETE_GUARD = """
+CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events
+    WHEN OLD.id > (SELECT COALESCE(MAX(last_id), 0) FROM segments)
+    BEGIN SELECT RAISE(ABORT, 'the journal is append-only'); END;
+"""
+_SCHEMA += _DELETE_GUARD
 
 
 GENESIS = "0" * 64
@@ -243,11 +271,94 @@ class Journal:
         if cols and "hash" not in cols:
             raise JournalError(f"journal {self.path} predates the hash chain; archive it and start a new one")
         self._db.executescript(_SCHEMA)
+        self._guard_deletes()
         last = self._db.execute("SELECT id, hash FROM events ORDER BY id DESC LIMIT 1").fetchone()
-        self._last_id, self._last_hash = (int(last[0]), str(last[1])) if last else (0, GENESIS)
+        self._last_id, self._last_hash = (int(last[0]), str(last[1])) if last else self.chain_start()
+        self._head = (self._last_id, self._last_hash)
+
+    def _guard_deletes(self) -> None:
+        """Journals older than segments refuse every DELETE; the guard now lets through only rows
+        already covered by a recorded segment (:meth:`finish_roll`). A guard in the trigger,
+        rather than dropping and recreating it around each roll, keeps the refusal in force at
+        every instant, for every other connection too."""
+        sql = self._db.execute("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'events_no_delete'"
+                               ).fetchone()
+        if sql is not None and "segments" not in sql[0]:
+            self._db.executescript(f"BEGIN IMMEDIATE; DROP TRIGGER events_no_delete; {_DELETE_GUARD} COMMIT;")
+
+    @property
+    def head(self) -> tuple[int, str]:
+        """(id, hash) of the last committed row: the anchor published on the journal topic."""
+        return self._head
+
+    def chain_start(self) -> tuple[int, str]:
+        """(id, hash) the live rows link to: the last segment's last row, or (0, GENESIS)."""
+        row = self._db.execute("SELECT last_id, last_hash FROM segments ORDER BY number DESC LIMIT 1").fetchone()
+        return (int(row[0]), str(row[1])) if row else (0, GENESIS)
+
+    def segment_records(self) -> list[Any]:
+        """The segments rolled out of this journal, in order (:class:`dealer.segments.SegmentRecord`)."""
+        from dealer.segments import records
+
+        return records(self._db)
+
+    def finish_roll(self, prepared: Any, purge_rows: int = 2000) -> bool:
+        """Record a prepared segment (:func:`dealer.segments.prepare_roll`) and delete the first
+        ``purge_rows`` of its rows from the events table, in one transaction, from the writer
+        thread between group commits; :meth:`purge_rolled` deletes the rest a chunk at a time
+        (deleting 100,000 rows in one go holds the writer for half a second). From the commit
+        on, the rolled rows are the segment's: every reader skips the ones not yet deleted.
+        False (nothing changed, the file removed) when the journal moved on in a way that
+        makes the segment wrong: another segment recorded, or a table's replay floor now
+        inside it (never expected: the floor only moves forward)."""
+        from dealer.segments import replay_floor
+
+        rec = prepared.record
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            recorded = db.execute("SELECT COALESCE(MAX(number), 0) FROM segments").fetchone()[0]
+            floor, _ = replay_floor(db, prepared.tables or None)
+            if recorded + 1 != rec.number or rec.first_id != self.chain_start()[0] + 1 or \
+                    (floor is not None and rec.last_id >= floor) or rec.last_id >= self._last_id:
+                db.execute("ROLLBACK")
+                prepared.path.unlink(missing_ok=True)
+                return False
+            db.execute("INSERT INTO segments (number, first_id, last_id, last_hash, anchor_id, anchor_hash, sha256, "
+                       "rows, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       (rec.number, rec.first_id, rec.last_id, rec.last_hash, rec.anchor_id, rec.anchor_hash,
+                        rec.sha256, rec.rows, rec.created_at))
+            db.execute("DELETE FROM events WHERE id <= ? AND id < (SELECT MIN(id) FROM events) + ?",
+                       (rec.last_id, purge_rows))
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+        return True
+
+    def purge_rolled(self, limit: int = 2000) -> int:
+        """Delete up to ``limit`` rows already held by a recorded segment (after a roll, or a
+        crash in the middle of one); returns how many went (0: none left)."""
+        start = self.chain_start()[0]
+        if not start:
+            return 0
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            n = db.execute("DELETE FROM events WHERE id <= ? AND id < (SELECT MIN(id) FROM events) + ?",
+                           (start, limit)).rowcount
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        return int(n)
 
     def commit(self, batch: Batch) -> list[OutboxRow]:
-        """Write a batch atomically (one fsync); return the outbox rows it created."""
+        """Write a batch atomically (one fsync); return the outbox rows it created.
+
+        All or nothing: when it raises (disk full, I/O error) nothing was written and the chain
+        head is unchanged, so the same batch may be committed again and gets the same row ids."""
         db = self._db
         db.execute("BEGIN IMMEDIATE")
         last_id, last_hash = self._last_id, self._last_hash
@@ -287,9 +398,18 @@ class Journal:
                 [(r.reader, r.boot, r.seq, r.key, r.mac, now) for r in batch.readers])
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            # A failed COMMIT (disk full, I/O error) has already rolled back: a second ROLLBACK
+            # would raise "no transaction is active" and hide the real error. Either way nothing
+            # of the batch is written and the chain head is kept, so the same batch can be
+            # committed again later (the service retries it until it does).
+            if db.in_transaction:
+                try:
+                    db.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass  # the connection rolls back on its own; the original error matters
             raise
         self._last_id, self._last_hash = last_id, last_hash
+        self._head = (last_id, last_hash)
         return new_rows
 
     def command(self, table_id: str, role: str, command_id: str) -> StoredCommand | None:
@@ -330,16 +450,10 @@ class Journal:
         event before the start (the rules in force there), then everything from the oldest
         round not yet delivered (or the last round opened, which carries the round sequence)
         to the end. Raises :class:`ReplayError` naming the row for a body that is not a valid event."""
-        start = self._db.execute(
-            """SELECT MIN(id) FROM events WHERE table_id = ?1 AND type = 'open_round' AND round_id NOT IN
-                 (SELECT round_id FROM events WHERE table_id = ?1 AND type = 'result_delivered')""",
-            (table_id,),
-        ).fetchone()[0]
-        if start is None:
-            start = self._db.execute(
-                "SELECT MAX(id) FROM events WHERE table_id = ? AND type = 'open_round'", (table_id,)
-            ).fetchone()[0]
-        rules = self.rules_before(table_id, start)
+        from dealer.segments import replay_start
+
+        start = replay_start(self._db, table_id)
+        rules = self._live_rules_before(table_id, start)
         if rules is not None:
             yield rules.id, self._event(rules.id, rules.body)
         if start is None:
@@ -357,7 +471,18 @@ class Journal:
                               f"{str(exc).splitlines()[0]}") from None
 
     def rules_before(self, table_id: str, row_id: int | None) -> JournalRow | None:
-        """The last ``table_rules`` row of a table before ``row_id`` (None: before the end)."""
+        """The last ``table_rules`` row of a table before ``row_id`` (None: before the end), in
+        the live journal or else in the segments rolled out of it (recall of an old round)."""
+        row = self._live_rules_before(table_id, row_id)
+        if row is not None:
+            return row
+        from dealer.segments import rules_in_segments
+
+        return rules_in_segments(self.path, self.segment_records(), table_id,
+                                 row_id if row_id is not None else (1 << 62))
+
+    def _live_rules_before(self, table_id: str, row_id: int | None) -> JournalRow | None:
+        """Replay reads the live journal only: retention never rolls a row a replay needs."""
         row = self._db.execute(
             "SELECT id, table_id, round_id, type, body, recorded_at, prev_hash, hash FROM events "
             "WHERE table_id = ? AND type = 'table_rules' AND id < ? ORDER BY id DESC LIMIT 1",
@@ -365,9 +490,18 @@ class Journal:
         return JournalRow(*row) if row is not None else None
 
     def rows(self, table_id: str | None = None, since_id: int = 0) -> Iterator[JournalRow]:
-        """Journal rows in order (for recall and audit)."""
+        """Journal rows in order, from the segment files on (for recall and audit)."""
+        from dealer.segments import segment_rows
+
+        recs = self.segment_records()
+        yield from segment_rows(self.path, recs, table_id, since_id)
+        yield from self.live_rows(table_id, since_id)
+
+    def live_rows(self, table_id: str | None = None, since_id: int = 0) -> Iterator[JournalRow]:
+        """The rows of the live journal, in order (not those of a recorded segment still
+        waiting for :meth:`purge_rolled`)."""
         sql = "SELECT id, table_id, round_id, type, body, recorded_at, prev_hash, hash FROM events WHERE id >= ?"
-        args: tuple[object, ...] = (since_id,)
+        args: tuple[object, ...] = (max(since_id, self.chain_start()[0] + 1),)
         if table_id is not None:
             sql += " AND table_id = ?"
             args += (table_id,)
@@ -375,9 +509,12 @@ class Journal:
             yield JournalRow(*row)
 
     def verify_chain(self) -> ChainReport:
-        """Walk the whole chain; report the first row that was altered, removed or reordered."""
-        prev, expected_id, n = GENESIS, 1, 0
-        for row in self.rows():
+        """Walk the live journal's chain, from the last rolled segment's head (the whole chain,
+        segments included: :func:`dealer.segments.verify`); report the first row that was
+        altered, removed or reordered."""
+        expected_id, prev = self.chain_start()
+        expected_id, n = expected_id + 1, 0
+        for row in self.live_rows():
             n += 1
             if row.id != expected_id:
                 return ChainReport(n, False, row.id, f"row {expected_id} is missing (next row is {row.id})")
@@ -389,9 +526,11 @@ class Journal:
         return ChainReport(n, True)
 
     def count(self, table_id: str | None = None) -> int:
+        start = self.chain_start()[0]
         if table_id is None:
-            return int(self._db.execute("SELECT COUNT(*) FROM events").fetchone()[0])
-        return int(self._db.execute("SELECT COUNT(*) FROM events WHERE table_id = ?", (table_id,)).fetchone()[0])
+            return int(self._db.execute("SELECT COUNT(*) FROM events WHERE id > ?", (start,)).fetchone()[0])
+        return int(self._db.execute("SELECT COUNT(*) FROM events WHERE id > ? AND table_id = ?",
+                                    (start, table_id)).fetchone()[0])
 
     def checkpoint(self) -> int:
         """Passive WAL checkpoint from a second connection (the writer is not blocked; once

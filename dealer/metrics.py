@@ -72,6 +72,29 @@ class Metrics:
             registry=r)
         self.queue_depth = Gauge("dealer_queue_depth", "Items waiting in the core queue after the last batch was "
                                  "taken", registry=r)
+        self.journal_writable = Gauge("dealer_journal_writable", "1 while group commits succeed; 0 from a failed "
+                                      "commit (disk full, I/O error) until the retried batch commits: meanwhile "
+                                      "input is refused (journal_unavailable) and decision/turn timers pause",
+                                      registry=r)
+        self.journal_writable.set(1)
+        self.journal_commit_failures = Counter(
+            "dealer_journal_commit_failures", "Failed group commit attempts (every retry counts), by reason: "
+            "disk_full, io_error, read_only, busy, corrupt, cant_open, constraint, other", ["reason"], registry=r)
+        self.journal_bytes = Gauge("dealer_journal_bytes", "Size of the live journal: database, WAL and WAL index "
+                                   "files", registry=r)
+        self.journal_disk_free = Gauge("dealer_journal_disk_free_bytes", "Bytes available to the backend in the "
+                                       "journal directory's file system (statvfs)", registry=r)
+        self.journal_disk_size = Gauge("dealer_journal_disk_size_bytes", "Size of the journal directory's file "
+                                       "system (statvfs), for free-space ratios", registry=r)
+        self.journal_segments = Counter("dealer_journal_segments", "Journal segments rolled into read-only "
+                                        "segment files (dealer/segments.py)", registry=r)
+        self.journal_rows_rolled = Counter("dealer_journal_rows_rolled", "Journal rows moved from the live journal "
+                                           "into segment files", registry=r)
+        self.journal_roll_failures = Counter("dealer_journal_roll_failures", "Journal rolls that failed (logged; "
+                                             "nothing is lost: the rows stay in the live journal and the roll is "
+                                             "tried again later)", registry=r)
+        self.journal_segment_files = Gauge("dealer_journal_segment_files", "Segment files recorded in the journal",
+                                           registry=r)
         self.publish_failures = Counter("dealer_publish_failures", "Non-durable publishes dropped while the bus was down",
                                         ["kind"], registry=r)
 

@@ -13,6 +13,17 @@ clock once, when first armed (:meth:`Service._mono_deadline`), so a wall-clock s
 fires or stalls a timer. Decision and turn timers are paused while the broker link is down
 and, after a restart, until the first broker connect, which submits a journaled
 :class:`~dealer.events.Resume` that gives every pending decision and turn a new window.
+
+A group commit that fails (disk full, an SQLite I/O error) never ends the loop: the batch is
+already applied to the tables, so the same batch is committed again with backoff until it
+goes through, and its effects stay held until then (nothing is published that is not
+journaled). Meanwhile the journal counts as unavailable: commands are refused at the edge
+(``journal_unavailable``), scanner reads are not taken (the station is told to stop dealing),
+no round opens, decision and turn timers pause; the first successful commit queues a journaled
+``Resume(link="journal")`` that gives every pending decision and turn a full new window.
+Journal retention (dealer/segments.py): a segment file is written beside the writer and
+recorded between group commits in the writer thread (:meth:`Service._retention`); the
+journal's head is published retained on ``studio/v1/backends/{node}/journal``.
 """
 
 from __future__ import annotations
@@ -23,6 +34,7 @@ import json
 import random
 import re
 import secrets
+import sqlite3
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -54,6 +66,8 @@ from dealer.events import (
 )
 from dealer.keys import supervisor_verifier
 from dealer.journal import Batch, Journal, OutboxRow, ReplayError
+from dealer.journal_health import disk_usage, failure_reason
+from dealer.segments import NoRoll, Prepared, prepare_roll
 from dealer.keys import read_hex_keys
 from dealer.messages import PlayerMessage, RoundEvent, RoundResult, StationPrompt
 from dealer.metrics import Metrics
@@ -86,6 +100,12 @@ _FAIL_REASON = {
 
 #: Hard cap of the core queue (see :meth:`Service._put_droppable`).
 MAX_QUEUE = 100_000
+
+#: A failing group commit is retried after this many seconds, doubling up to the cap.
+COMMIT_RETRY = (0.2, 5.0)
+#: The ``link`` of the Resume journaled when the journal is writable again.
+JOURNAL = "journal"
+JOURNAL_UNAVAILABLE = "journal_unavailable"
 
 
 def scanner_authenticator(scanner: ScannerConfig) -> FrameAuthenticator | None:
@@ -196,6 +216,27 @@ class Service:
         self._commands: dict[tuple[str, str, str], commands.StoredCommand] = {}
         #: When set to a list (benchmarks), every scan-to-publish latency is appended in ns.
         self.latency_samples: list[int] | None = None
+        #: False from a failed group commit until its batch commits (:meth:`_commit`).
+        self.journal_writable = True
+        self.commit_retry = COMMIT_RETRY
+        self._journal_down_at = 0.0  # loop time of the first failed attempt of the outage
+        self._journal_back = False  # the outage just ended: resume and resync after the batch's effects
+        self._resync_due = False  # the bus reconnected during the outage: private messages go again
+        #: Tables whose Resume(link="journal") is queued but not applied yet: their decision and
+        #: turn timers stay paused until it is (the old deadlines passed during the outage).
+        self._journal_resume: set[str] = set()
+        self.metrics.journal_writable.set(1)
+        # Journal retention (dealer/segments.py): a segment prepared beside the writer, waiting
+        # for the core loop to record it between group commits; the row id to try again at.
+        self._roll_task: asyncio.Task[None] | None = None
+        self._roll_ready: Prepared | None = None
+        self._roll_next_at = 0
+        self._purge_due = True  # rows of a recorded segment left by a crash in the middle of a roll
+        recs = self.journal.segment_records()
+        self._segments = len(recs)
+        self._rolled_upto = recs[-1].last_id if recs else 0
+        self.metrics.journal_segment_files.set(self._segments)
+        self._anchor_sent: tuple[int, str] | None = None
 
     # -- public API -------------------------------------------------------------------
 
@@ -258,6 +299,7 @@ class Service:
             asyncio.create_task(self._relay(), name="outbox"),
             asyncio.create_task(self.bus.run(), name="bus"),
             asyncio.create_task(self._checkpoints(), name="wal-checkpoint"),
+            asyncio.create_task(self._anchors(), name="journal-anchor"),
         ]
         if self._scanner_ingest.readers:
             self._bg.append(asyncio.create_task(self._scanner_ingest.watchdog(self._heartbeat_timeouts()), name="mqtt-scanner-watchdog"))
@@ -279,6 +321,8 @@ class Service:
         for handle in self._flood_timers.values():
             handle.cancel()
         await asyncio.gather(*self._bg, return_exceptions=True)
+        if self._roll_task is not None:  # a segment file being written: let it finish (the next roll records or replaces it)
+            await asyncio.gather(self._roll_task, return_exceptions=True)
         self._writer.shutdown(wait=True)
         self.journal.close()
 
@@ -349,15 +393,33 @@ class Service:
         return {c.scanner.reader_id: c.scanner.heartbeat_timeout for c in self.configs.values() if c.scanner.kind == "mqtt"}
 
     async def _checkpoints(self, period: float = 1.0) -> None:
-        """Keep the WAL short without putting checkpoint fsyncs on the commit path."""
+        """Keep the WAL short without putting checkpoint fsyncs on the commit path, and keep
+        the journal's size and its disk's free space current for the metrics. A checkpoint that
+        keeps failing (a full disk) is logged when it starts and when it stops failing."""
         loop = asyncio.get_running_loop()
+        failing = False
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="wal-checkpoint") as pool:
             while True:
                 await asyncio.sleep(period)
                 try:
                     await loop.run_in_executor(pool, self.journal.checkpoint)
-                except Exception:
-                    log.exception("WAL checkpoint failed")
+                except Exception as exc:
+                    if not failing:
+                        log.warning("WAL checkpoint failing: retried every period, logged again when it works",
+                                    error=str(exc), period=period)
+                    failing = True
+                else:
+                    if failing:
+                        log.info("WAL checkpoint works again")
+                    failing = False
+                try:
+                    usage = await loop.run_in_executor(pool, disk_usage, self.journal.path)
+                except OSError as exc:
+                    log.warning("journal disk usage unknown", error=str(exc))
+                    continue
+                self.metrics.journal_bytes.set(usage.journal_bytes)
+                self.metrics.journal_disk_free.set(usage.free_bytes)
+                self.metrics.journal_disk_size.set(usage.size_bytes)
 
     # -- the core loop ----------------------------------------------------------------
 
@@ -375,11 +437,7 @@ class Service:
                     continue
                 step = self._apply(item, batch)
                 steps.append((item, step))
-            new_rows: list[OutboxRow] = []
-            if batch:
-                t0 = time.perf_counter()
-                new_rows = await loop.run_in_executor(self._writer, self.journal.commit, batch)
-                self.metrics.journal_commit.observe(time.perf_counter() - t0)
+            new_rows = await self._commit(batch) if batch else []
             for oid in batch.delivered:
                 self._pending.pop(oid, None)
                 self._inflight.discard(oid)
@@ -388,14 +446,213 @@ class Service:
             self.metrics.outbox_pending.set(len(self._pending))
             if new_rows:
                 self._outbox_wake.set()
-            touched = set()
+            touched: set[str] = set()
             for item, step in steps:
                 self._release(item, step)
                 touched.add(item.table_id)
                 if item.future is not None and not item.future.done():
                     item.future.set_result(step)
+            if self._journal_back:
+                self._journal_back = False
+                touched |= set(self.tables)
+                self._after_journal_outage()
             for tid in touched:
                 self._schedule(tid)
+            await self._retention(loop)
+
+    # -- journal retention and anchoring ------------------------------------------------
+
+    async def _retention(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Between group commits: record a prepared segment (writer thread, one transaction),
+        and start preparing the next one when the live journal has grown past
+        ``journal_retain_rows + journal_segment_rows`` (cheap: two integers compared)."""
+        prepared, self._roll_ready = self._roll_ready, None
+        if prepared is not None:
+            rec = prepared.record
+            try:
+                done = await loop.run_in_executor(self._writer, self.journal.finish_roll, prepared)
+            except Exception as exc:  # the rows stay live; the next roll tries again
+                self.metrics.journal_roll_failures.inc()
+                log.error("journal roll failed; rows kept in the live journal", segment=rec.number, error=repr(exc))
+                done = False
+            if done:
+                self._segments, self._rolled_upto = rec.number, rec.last_id
+                self.metrics.journal_segments.inc()
+                self.metrics.journal_rows_rolled.inc(rec.rows)
+                self.metrics.journal_segment_files.set(self._segments)
+                log.info("journal segment rolled", segment=rec.number, first_row=rec.first_id, last_row=rec.last_id,
+                         rows=rec.rows, anchor_row=rec.anchor_id, path=str(prepared.path))
+                self._publish_anchor()
+                self._purge_due = True
+        elif self._purge_due:  # the rolled rows go a chunk per batch: the writer is never held for long
+            try:
+                self._purge_due = await loop.run_in_executor(self._writer, self.journal.purge_rolled, 2000) > 0
+            except Exception as exc:
+                self.metrics.journal_roll_failures.inc()
+                log.error("rolled journal rows could not be purged; tried again later", error=repr(exc))
+        cfg = self.settings.service
+        head = self.journal.head[0]
+        if (cfg.journal_segment_rows and self._roll_task is None and head >= self._roll_next_at
+                and head - self._rolled_upto >= cfg.journal_retain_rows + cfg.journal_segment_rows):
+            self._roll_task = asyncio.create_task(self._prepare_roll(head), name="journal-roll")
+
+    async def _prepare_roll(self, head: int) -> None:
+        """Copy the next segment's rows into its file beside the writer (its own connection:
+        the rows are below every replay floor, nothing changes them), then wake the core loop."""
+        cfg = self.settings.service
+        retry_at = head + max(1, cfg.journal_segment_rows // 10)
+        try:
+            got = await asyncio.to_thread(prepare_roll, self.journal.path, keep_rows=cfg.journal_retain_rows,
+                                          segment_rows=cfg.journal_segment_rows)
+        except Exception as exc:
+            self.metrics.journal_roll_failures.inc()
+            log.error("journal segment could not be written; rows kept in the live journal", error=repr(exc))
+            self._roll_next_at = retry_at
+            return
+        finally:
+            self._roll_task = None
+        if isinstance(got, Prepared):
+            self._roll_ready = got
+            self._queue.put_nowait(_WAKE)
+            return
+        self._roll_next_at = retry_at
+        self._rules_again(got)
+
+    def _rules_again(self, no: NoRoll) -> None:
+        """A table whose rules have not changed for a long time pins retention at its old
+        ``table_rules`` row (every replay needs the rules in force at its start): journal the
+        same rules again, so the floor can pass the old row once a later round opens. The
+        table's ``rules_changed`` event says the same hash and version as before."""
+        now = self.now_ms()
+        for tid in no.pinned:
+            table = self.tables.get(tid)
+            if table is None or not table.rules.canonical:
+                continue  # a table no longer configured keeps its rows: nothing to journal for it
+            r = table.rules
+            log.info("table rules journaled again so journal retention can roll older rows", table_id=tid,
+                     rules_hash=r.rules_hash, software_version=r.software_version, eligible_rows=no.eligible)
+            self.submit(tid, RulesChanged(rules=r.canonical, rules_hash=r.rules_hash,
+                                          software_version=r.software_version, at=now))
+
+    async def _anchors(self) -> None:
+        """Publish the journal's head periodically (when it moved), retained."""
+        while True:
+            await asyncio.sleep(self.settings.service.journal_anchor_seconds)
+            self._publish_anchor()
+
+    def _publish_anchor(self) -> None:
+        """The head (row id, hash) retained on ``studio/v1/backends/{node}/journal``: rows cut
+        off the journal's end after it are found by ``dealer audit verify --anchor ID:HASH``."""
+        head = self.journal.head
+        if head == self._anchor_sent or head[0] == 0 or not self.bus.connected:
+            return
+        node = self.settings.service.node_id
+        payload = json.dumps({"node_id": node, "row_id": head[0], "hash": head[1], "anchor": f"{head[0]}:{head[1]}",
+                              "journal": str(self.journal.path), "segments": self._segments,
+                              "at": self.now_ms()}, sort_keys=True).encode()
+
+        async def send() -> None:
+            try:
+                await self.bus.publish(topics.backend_journal(node), payload, qos=1, retain=True)
+            except BusError:
+                self.metrics.publish_failures.labels(kind="journal_anchor").inc()
+                return
+            self._anchor_sent = head
+
+        task = asyncio.create_task(send())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _commit(self, batch: Batch) -> list[OutboxRow]:
+        """Commit one batch, retrying the very same batch with backoff until it commits.
+
+        The tables have already applied it, so committing it later keeps memory and journal
+        equal; :meth:`Journal.commit` writes all or nothing and keeps its chain head on a
+        failure, so a retry gets the same row ids. The caller holds the batch's effects until
+        this returns. The first failure marks the journal unavailable (one log line, an alert
+        at every table, input refused at the edge); the commit that succeeds ends it."""
+        loop = asyncio.get_running_loop()
+        delay, cap = self.commit_retry
+        attempts = 0
+        while True:
+            t0 = time.perf_counter()
+            try:
+                rows = await loop.run_in_executor(self._writer, self.journal.commit, batch)
+            except sqlite3.Error as exc:
+                attempts += 1
+                reason = failure_reason(exc)
+                self.metrics.journal_commit_failures.labels(reason=reason).inc()
+                if self.journal_writable:
+                    self._journal_unavailable(reason, exc, batch)
+                await asyncio.sleep(delay)
+                delay = min(cap, delay * 2)
+                continue
+            self.metrics.journal_commit.observe(time.perf_counter() - t0)
+            if not self.journal_writable:
+                self._journal_writable_again(attempts)
+            return rows
+
+    def _journal_unavailable(self, reason: str, exc: sqlite3.Error, batch: Batch) -> None:
+        """The first failed attempt of an outage: refuse input from now on, pause the decision
+        and turn timers and open no round, alert every table."""
+        self.journal_writable = False
+        self._journal_down_at = asyncio.get_running_loop().time()
+        self.metrics.journal_writable.set(0)
+        log.error("journal unwritable: input refused and the batch held until it commits (retrying with backoff)",
+                  reason=reason, error=str(exc), journal=self.journal.path, held_rows=len(batch.events),
+                  held_results=len(batch.outbox))
+        now = self.now_ms()
+        for tid in self.tables:
+            self._schedule(tid)
+            self._release_prompt(self._journal_alert(tid, now))
+
+    def _journal_writable_again(self, attempts: int) -> None:
+        self.journal_writable = True
+        self._journal_back = True
+        self.metrics.journal_writable.set(1)
+        log.warning("journal writable again: the held batch is committed, input accepted",
+                    failed_attempts=attempts,
+                    seconds=round(asyncio.get_running_loop().time() - self._journal_down_at, 1))
+
+    def _journal_alert(self, tid: str, at: int, *, card: bool = False) -> StationPrompt:
+        """The station's ALERT while the journal is unavailable. It names no position: the
+        table in memory may be one batch ahead of the journal, and that batch is not published."""
+        what = ("this card was NOT registered: keep it aside and pass it again when the station asks for it"
+                if card else "no card, bet or decision is taken until it can write again; the round stays as it is")
+        return StationPrompt(table_id=tid, kind="ALERT", reason=JOURNAL_UNAVAILABLE, at=at,
+                             message=f"journal unavailable: stop dealing. The backend cannot write its journal "
+                                     f"(disk full or I/O error): {what}")
+
+    def _after_journal_outage(self) -> None:
+        """The journal commits again and the held batch's effects are out: queue a
+        ``Resume(link="journal")`` per table ahead of everything else, so every pending decision
+        and turn gets a full new window from now (journaled, and told to the players as any
+        resume), and drop decision and turn timeouts queued meanwhile (the Resume supersedes
+        them: nobody is timed out by the outage). Then resync every station, and the players if
+        the bus reconnected during the outage (their resync was held)."""
+        now = self.now_ms()
+        held: list[_Item] = []
+        while not self._queue.empty():
+            held.append(self._queue.get_nowait())
+        stale = [i for i in held if isinstance(i.event, (DecisionTimeout, ActionTimeout))]
+        for tid in sorted(self.tables):
+            self._journal_resume.add(tid)
+            self._queue.put_nowait(_Item(tid, Resume(link=JOURNAL, reason="journal writable again", at=now)))
+        for item in held:
+            if not isinstance(item.event, (DecisionTimeout, ActionTimeout)):
+                self._queue.put_nowait(item)
+        for item in stale:
+            if item.future is not None and not item.future.done():
+                item.future.set_result(Step(False, False, [Rejection(item.event.type, "superseded by the resume "
+                                                                     "after the journal outage")]))
+        if stale:
+            log.info("timeouts queued during the journal outage dropped: the resume gives a new window",
+                     count=len(stale))
+        resync, self._resync_due = self._resync_due, False
+        for tid, table in self.tables.items():
+            self._release_prompt(table.prompt_now(now))
+            if resync:
+                self._release_private(table, now, resuming=True)
 
     def _known_command(self, tid: str, role: str, command_id: str) -> commands.StoredCommand | None:
         stored = self._commands.get((tid, role, command_id))
@@ -426,6 +683,8 @@ class Service:
     def _apply(self, item: _Item, batch: Batch) -> Step:
         table = self.tables[item.table_id]
         ev = item.event
+        if isinstance(ev, Resume) and ev.link == JOURNAL:
+            self._journal_resume.discard(item.table_id)  # its new windows are armed after this batch
         if item.cmd is not None:
             answered = self._apply_command(item, batch)
             if answered is not None:
@@ -631,8 +890,14 @@ class Service:
                 self._set_link(tid, "broker", up, reason)
         if up:
             self._outbox_wake.set()
+            self._anchor_sent = None  # published again on every connect
+            self._publish_anchor()
             now = self.now_ms()
             for tid, table in self.tables.items():  # resync every dealer station and player after a (re)connect
+                if not self.journal_writable:  # the table may be a held batch ahead: resync when it commits
+                    self._resync_due = True
+                    self._release_prompt(self._journal_alert(tid, now))
+                    continue
                 self._release_prompt(table.prompt_now(now))
                 self._release_private(table, now, resuming=tid in resuming)
         else:
@@ -698,6 +963,9 @@ class Service:
         counted (``dealer_scanner_flood_suppressed``) and journaled as one ``read_failed``
         when the window ends, or just before the next valid read, whichever comes first."""
         at = self.now_ms()
+        if not self.journal_writable:
+            self._scan_refused(table_id, inp, at)
+            return
         received = inp.received_ns or time.monotonic_ns()
         floods, now = self._floods[table_id], asyncio.get_running_loop().time()
         if inp.kind == ScanKind.OK and inp.code is not None:
@@ -719,6 +987,19 @@ class Service:
             self._on_forged(table_id, inp, at)
         self._put_droppable(_Item(table_id, ReadFailed(reader=inp.reader, reason=reason, detail=inp.detail[:120],  # type: ignore[arg-type]
                                                        at=at), received), "scanner_failure")
+
+    def _scan_refused(self, table_id: str, inp: ScanInput, at: int) -> None:
+        """A scanner input while the journal is unavailable: not taken (it could not be journaled),
+        counted as ``journal_unavailable``; a card read tells the station to stop dealing (the card
+        is not registered), a failed read is only counted (a flood must not queue work), a forged
+        frame is still alerted."""
+        self.metrics.scan_reads.labels(table=table_id, result=JOURNAL_UNAVAILABLE).inc()
+        if inp.kind == ScanKind.FORGED:
+            self.metrics.frames_rejected.labels(reader=inp.reader, reason=inp.reason or "unknown").inc()
+            self._on_forged(table_id, inp, at)
+        elif inp.kind == ScanKind.OK:
+            log.warning("card read not taken: journal unavailable", table_id=table_id, reader=inp.reader, seq=inp.seq)
+            self._release_prompt(self._journal_alert(table_id, at, card=True))
 
     def _flood_summaries(self, table_id: str, summaries: list[FloodSummary], at: int) -> None:
         """One journaled read_failed per ended flood window, with its count in the detail."""
@@ -829,6 +1110,13 @@ class Service:
         an accepted command id is answered again instead of applied twice."""
         now = self.now_ms()
         verdict = ingress.parse(topic, payload, tables=self._table_ids, now_ms=now, supervisors=self._supervisors)
+        if isinstance(verdict, ingress.Accepted) and not self.journal_writable:
+            verdict = ingress.Refused(
+                verdict.table_id, verdict.role, JOURNAL_UNAVAILABLE,
+                "journal unavailable: the backend cannot record commands now (disk full or I/O error); nothing "
+                "was applied: send it again later with the same command_id", verdict.event.type,
+                verdict.command_id, getattr(verdict.event, "player_id", None),
+                getattr(verdict.event, "supervisor", None))
         if isinstance(verdict, ingress.Accepted):
             if verdict.key_index is not None:  # key rotation: when the old key's count stops rising, retire it
                 self.metrics.supervisor_key_uses.labels(supervisor=str(getattr(verdict.event, "supervisor")),
@@ -890,13 +1178,14 @@ class Service:
             if cur.betting_closes_at is not None:
                 want = ("close", cur.round_id)
         elif cur is not None and cur.phase in (Phase.DECISION, Phase.ACTION) and (
-                BROKER in table.links_down or tid in self._resume_due):
-            want = None  # paused while players cannot reach us; the resume gives a new window
+                BROKER in table.links_down or tid in self._resume_due or not self.journal_writable
+                or tid in self._journal_resume):
+            want = None  # paused while players cannot reach us (or be heard); the resume gives a new window
         elif cur is not None and cur.phase == Phase.DECISION:
             want = ("decide", f"{cur.round_id}@{cur.decision_deadline}")
         elif cur is not None and cur.phase == Phase.ACTION:
             want = ("act", f"{cur.round_id}#{cur.turn}@{cur.action_deadline}")
-        elif cfg.auto_rounds and table.can_open() is None and self.links[tid].ready:
+        elif cfg.auto_rounds and self.journal_writable and table.can_open() is None and self.links[tid].ready:
             want = ("open", cur.round_id if cur is not None else None)
         armed = self._timers.get(tid)
         if armed is not None and armed[0] == want:
@@ -946,5 +1235,5 @@ class Service:
         action()
 
     def _auto_open(self, tid: str) -> None:
-        if self.tables[tid].can_open() is None and self.links[tid].ready:
+        if self.journal_writable and self.tables[tid].can_open() is None and self.links[tid].ready:
             self.open_round(tid)

@@ -49,6 +49,11 @@ def backend_status(node_id: str) -> str:
     return f"{PREFIX}/backends/{node_id}/status"
 
 
+def backend_journal(node_id: str) -> str:
+    """The backend's journal anchor (retained): head row id and hash, segment count."""
+    return f"{PREFIX}/backends/{node_id}/journal"
+
+
 def table_of(topic: str) -> str | None:
     parts = topic.split("/")
     if len(parts) >= 5 and parts[0] == "studio" and parts[1] == "v1" and parts[2] == "tables":

@@ -57,7 +57,7 @@ class Bus(Protocol):
 
     def on_connection(self, listener: ConnectionListener) -> None: ...
 
-    async def publish(self, topic: str, payload: bytes, *, qos: int = 1) -> None: ...
+    async def publish(self, topic: str, payload: bytes, *, qos: int = 1, retain: bool = False) -> None: ...
 
     async def run(self) -> None: ...
 
@@ -92,7 +92,7 @@ class LocalBus:
             for listener in list(self._listeners):
                 listener(up, reason)
 
-    async def publish(self, topic: str, payload: bytes, *, qos: int = 1) -> None:
+    async def publish(self, topic: str, payload: bytes, *, qos: int = 1, retain: bool = False) -> None:
         if not self._connected:
             raise BusError("local bus disconnected")
         for handler in self._router.handlers(topic):

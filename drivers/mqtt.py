@@ -236,12 +236,12 @@ class MqttBus:
     def on_connection(self, listener: ConnectionListener) -> None:
         self._listeners.append(listener)
 
-    async def publish(self, topic: str, payload: bytes, *, qos: int = 1) -> None:
+    async def publish(self, topic: str, payload: bytes, *, qos: int = 1, retain: bool = False) -> None:
         client = self._client
         if client is None:
             raise BusError(f"not connected to {self.url}")
         try:
-            await client.publish(topic, payload, qos=qos, timeout=self._publish_timeout)
+            await client.publish(topic, payload, qos=qos, retain=retain, timeout=self._publish_timeout)
         except aiomqtt.MqttError as exc:
             raise BusError(f"publish to {topic} failed: {exc}") from exc
 

@@ -560,8 +560,8 @@ class _SplitBus:
     def on_connection(self, listener: Callable[[bool, str], None]) -> None:
         self.live.on_connection(listener)
 
-    async def publish(self, topic: str, payload: bytes, *, qos: int = 1) -> None:
-        await self.live.publish(topic, payload, qos=qos)
+    async def publish(self, topic: str, payload: bytes, *, qos: int = 1, retain: bool = False) -> None:
+        await self.live.publish(topic, payload, qos=qos, retain=retain)
 
     async def run(self) -> None:  # the soak runs both sessions itself
         raise NotImplementedError

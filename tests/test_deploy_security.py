@@ -196,17 +196,17 @@ def test_rendered_acl_is_least_privilege_per_table(tmp_path: Path) -> None:
         "topic read studio/v1/tables/+/station", "topic read studio/v1/tables/+/supervisor",
         "topic write studio/v1/tables/+/events", "topic write studio/v1/tables/+/prompts",
         "topic write studio/v1/tables/+/results", "topic write studio/v1/tables/+/players/+",
-        "topic write studio/v1/backends/+/status"}
+        "topic write studio/v1/backends/+/status", "topic write studio/v1/backends/+/journal"}
     assert b["ops"] == ["topic read studio/v1/tables/+/events", "topic read studio/v1/tables/+/prompts",
                         "topic read studio/v1/tables/+/results", "topic read studio/v1/backends/+/status",
-                        "topic read $SYS/#"]
+                        "topic read studio/v1/backends/+/journal", "topic read $SYS/#"]
     assert b["(pattern)"] == ["pattern read studio/v1/tables/+/players/%u"]
     assert "scanner-gateway" not in b  # no shared gateway account: one per table
     # nobody but the backend writes what the backend writes, and only scanners write scanner topics
     for user, lines in b.items():
         writes = [ln.split()[-1] for ln in lines if ln.startswith("topic write")]
         if user != "dealer-backend":
-            assert not any(w.endswith(("/events", "/prompts", "/results", "/status")) or "/players/" in w
+            assert not any(w.endswith(("/events", "/prompts", "/results", "/status", "/journal")) or "/players/" in w
                            for w in writes), user
         if not user.startswith("scanner-"):
             assert not any(w.endswith("/scanner") for w in writes), user

@@ -41,9 +41,9 @@ PROBED = {
     "T1/supervisor": T("T1", "supervisor"), "T2/supervisor": T("T2", "supervisor"),
     "T1/events": T("T1", "events"), "T1/prompts": T("T1", "prompts"), "T1/results": T("T1", "results"),
     "T1/players/player-7": T("T1", "players/player-7"), "T1/players/player-8": T("T1", "players/player-8"),
-    "status": topics.backend_status("n1"),
+    "status": topics.backend_status("n1"), "journal": topics.backend_journal("n1"),
 }
-OUT = {"T1/events", "T1/prompts", "T1/results", "T1/players/player-7", "T1/players/player-8", "status"}
+OUT = {"T1/events", "T1/prompts", "T1/results", "T1/players/player-7", "T1/players/player-8", "status", "journal"}
 INBOUND = {"T1/scanner", "T2/scanner", "T1/actions", "T1/station", "T2/station", "T1/supervisor", "T2/supervisor"}
 
 #: The role table: what each user may publish.
@@ -63,7 +63,7 @@ MAY_READ: dict[str, set[str]] = {
     "dealer-backend": INBOUND,
     "settlement": {"T1/results"},
     "player-platform": {"T1/events", "status"},
-    "ops": {"T1/events", "T1/prompts", "T1/results", "status"},  # never a player's topic nor a command topic
+    "ops": {"T1/events", "T1/prompts", "T1/results", "status", "journal"},  # never a player's topic nor a command topic
     "scanner-T1": set(),
     "station-T1": {"T1/prompts", "T1/events"},
     "station-T2": set(),  # nothing of T1
@@ -128,7 +128,7 @@ def test_the_rendered_acl_is_the_role_table(tmp_path: Path) -> None:
             blocks[user].append(line)
     assert blocks["ops"] == ["topic read studio/v1/tables/+/events", "topic read studio/v1/tables/+/prompts",
                              "topic read studio/v1/tables/+/results", "topic read studio/v1/backends/+/status",
-                             "topic read $SYS/#"]
+                             "topic read studio/v1/backends/+/journal", "topic read $SYS/#"]
     assert blocks["station-T1"] == ["topic read studio/v1/tables/T1/prompts", "topic read studio/v1/tables/T1/events",
                                     "topic write studio/v1/tables/T1/station"]
     assert blocks["supervisor-sup-ana"] == [

@@ -55,6 +55,7 @@ import json
 import math
 import random
 import re
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -74,6 +75,8 @@ from dealer import topics
 from dealer.cards import STANDARD_52
 from dealer.messages import RoundResult
 from dealer.settlement import settle_bet
+from dealer.journal import Journal, JournalError
+from dealer.segments import AuditReport, parse_anchor, segment_dir, verify
 from drivers.mqtt import MqttBus, cancel_and_wait
 from simulators.broker import MosquittoProcess
 from simulators.pty_port import PtyPort
@@ -103,6 +106,9 @@ _CANCEL_REASON = re.compile(r"^link (broker|scanner:[A-Z0-9-]+) down before the 
 BEFORE_CLOSE_MARGIN_MS = 100
 MAX_LISTED = 200
 SEVENLUCK_SEATS = 3
+#: Journal retention far more aggressive than a studio's, so that segments roll (and are
+#: verified at the end) under every fault.
+SOAK_RETENTION = "journal_retain_rows = 500\njournal_segment_rows = 500\n"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -690,6 +696,9 @@ class _Soak:
         self.journal_fs_mounted = False
         self.disk_full_windows: list[dict[str, Any]] = []
         self.journal_alerts = 0  # ALERT prompts about the journal (disk_full)
+        self.journal_audit: AuditReport | None = None
+        self.anchor: tuple[int, str] | None = None
+        self.journal_segments = 0
         self.must_not_time_out: dict[str, str] = {}  # round key -> the outage its deciders lived through
         self.chaos_counts: Counter[str] = Counter()
         self.chaos_log: list[dict[str, Any]] = []
@@ -721,7 +730,8 @@ class _Soak:
         return write_config(self.workdir / "soak.toml", broker_url=self.broker.url, journal=self.journal_path,
                             tables=[(t, r, p.path, self.games[t]) for (t, r), p in zip(self.ids, self.ports)],
                             betting_seconds=self.betting_seconds, pause_seconds=self.pause_seconds,
-                            auto_rounds=auto_rounds, decision_seconds=self.decision_seconds)
+                            auto_rounds=auto_rounds, decision_seconds=self.decision_seconds,
+                            service_extra=SOAK_RETENTION)
 
     async def _start(self) -> None:
         wd = self.workdir
@@ -798,6 +808,7 @@ class _Soak:
         self.monitor.subscribe(topics.table_topic("+", "events"), self._on_event)
         self.monitor.subscribe(topics.table_topic("+", "prompts"), self._on_prompt)
         self.monitor.subscribe(topics.backend_status(NODE_ID), self._on_status)
+        self.monitor.subscribe(topics.backend_journal(NODE_ID), self._on_anchor)
 
         buses = (self.settle_bus, self.live_bus, self.dealer_bus, self.monitor, *self.player_buses)
         for bus in buses:
@@ -852,6 +863,11 @@ class _Soak:
         for pred, fut in list(self._waiters):
             if not fut.done() and pred(ev):
                 fut.set_result(ev)
+
+    def _on_anchor(self, topic: str, payload: bytes) -> None:
+        """The journal head the backend publishes (retained), as an auditor would log it."""
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            self.anchor = parse_anchor(json.loads(payload)["anchor"])
 
     def backend_now_ms(self) -> float:
         """The backend's wall clock now (libfaketime runs it ``clock_offset`` seconds ahead)."""
@@ -1162,23 +1178,33 @@ class _Soak:
             port.close()
 
     def _collect(self) -> SoakData:
+        """The journal's side of the reconciliation, across its segment files (the backend has
+        stopped), and the outbox left in the live file."""
         opened: dict[str, list[str]] = {t: [] for t in self.tids}
         closed: set[str] = set()
         outbox: list[str] = []
         acked: list[str] | None = None
         try:
-            db = self._journal_db()
+            journal = Journal(self.journal_path, fsync=False)
             try:
-                for t, r in db.execute("SELECT table_id, round_id FROM events WHERE type = 'open_round' ORDER BY id"):
-                    opened.setdefault(t, []).append(r)
-                closed = {r for (r,) in db.execute("SELECT DISTINCT round_id FROM events WHERE type = 'close_betting'")}
-                acked = [f"{t}:{r}" for t, r in db.execute(
-                    "SELECT table_id, round_id FROM events WHERE type = 'result_delivered' ORDER BY id")]
-                outbox = [k for (k,) in db.execute("SELECT key FROM outbox ORDER BY id")]
+                acked = []
+                for row in journal.rows():
+                    if row.type == "open_round":
+                        opened.setdefault(row.table_id, []).append(str(row.round_id))
+                    elif row.type == "close_betting":
+                        closed.add(str(row.round_id))
+                    elif row.type == "result_delivered":
+                        acked.append(f"{row.table_id}:{row.round_id}")
+                outbox = [r.key for r in journal.pending()]
+                # checked against the last head the backend published, too: rows cut off the end show
+                self.journal_audit = verify(journal, [self.anchor] if self.anchor else [])
+                self.journal_segments = len(journal.segment_records())
             finally:
-                db.close()
-        except sqlite3.Error as exc:
+                journal.close()
+        except (sqlite3.Error, JournalError) as exc:
             self.problems.append(f"cannot read the backend journal {self.journal_path}: {exc}")
+        if self.journal_audit is not None and not self.journal_audit.ok:
+            self.problems.append(f"dealer audit verify fails on the journal: {self.journal_audit.reason}")
         c = self.consumer.db
         return SoakData(
             tables=list(self.tids), opened=opened, closed=closed, outbox_left=outbox,
@@ -1205,7 +1231,10 @@ class _Soak:
                 finally:
                     src.close()
                     dst.close()
-        except sqlite3.Error as exc:
+            segments = segment_dir(self.journal_path)
+            if segments.is_dir():
+                shutil.copytree(segments, segment_dir(self.workdir / "journal.sqlite"), dirs_exist_ok=True)
+        except (sqlite3.Error, OSError) as exc:
             self.problems.append(f"cannot copy the journal off its filesystem: {exc}")
         finally:
             unmount(self.journal_fs)
@@ -1284,6 +1313,8 @@ class _Soak:
             "clock_steps_seconds": self.clock_steps,
             "backend_down_long_rounds": len(self.must_not_time_out),
             "disk_full_windows": self.disk_full_windows,
+            "journal": {"segments": self.journal_segments, "anchor_checked": self.anchor is not None,
+                        "audit_ok": None if self.journal_audit is None else self.journal_audit.ok},
             "bets": rec.stats.get("bets", {}),
             "chips": rec.stats.get("chips", {}),
             "backend_log": backend_log,

@@ -134,6 +134,9 @@ class _Item:
     received_ns: int = 0
     future: asyncio.Future[Step] | None = None
     cmd: ingress.Accepted | None = None  # a command from the wire: its id and digest
+    #: ``time.monotonic()`` when the item was made, next to its event's wall-clock ``at``: the
+    #: deadlines this event sets are measured from here (:meth:`Service._mono_deadline`)
+    mono: float = field(default_factory=time.monotonic)
 
 
 #: Queued only to wake the core loop for a reader state that came without a read (a BOOT
@@ -185,6 +188,10 @@ class Service:
         #: Per table and timer kind: the journaled (wall-clock) deadline last armed and the loop's
         #: monotonic instant computed for it, once; a re-arm for the same deadline reuses it.
         self._mono: dict[tuple[str, str], tuple[int, float]] = {}
+        #: Per table, the wall-clock ``at`` of the last event applied and the monotonic time it
+        #: was stamped at: a deadline that event set is measured from there, not from the wall
+        #: clock when the timer is armed (a step may come in between).
+        self._clock_ref: dict[str, tuple[int, float]] = {}
         #: Tables whose pending decisions and turns wait for this run's first broker connect
         #: (a :class:`~dealer.events.Resume`): no decision or turn timer runs before it.
         self._resume_due: set[str] = set()
@@ -683,6 +690,7 @@ class Service:
     def _apply(self, item: _Item, batch: Batch) -> Step:
         table = self.tables[item.table_id]
         ev = item.event
+        self._clock_ref[item.table_id] = (ev.at, item.mono)
         if isinstance(ev, Resume) and ev.link == JOURNAL:
             self._journal_resume.discard(item.table_id)  # its new windows are armed after this batch
         if item.cmd is not None:
@@ -1222,11 +1230,21 @@ class Service:
         any re-arm for the same deadline reuses it. So a wall-clock step (NTP, an operator)
         after that never fires a timer early nor stalls it: within a run deadlines run on the
         monotonic clock. Across a restart there is no monotonic clock to carry: the deadlines
-        of pending decisions and turns are renewed by the start-up Resume instead."""
+        of pending decisions and turns are renewed by the start-up Resume instead.
+
+        A deadline is measured from the event that set it (its ``at`` and the monotonic time
+        it was stamped at, ``_clock_ref``), so a step between that stamp and the arming (a
+        batch waiting for its commit) does not move it either; a deadline older than every
+        event of this run (replayed) is measured from the wall clock now."""
         kept = self._mono.get((tid, kind))
         if kept is not None and kept[0] == deadline_ms:
             return kept[1]
-        at = asyncio.get_running_loop().time() + max(0, deadline_ms - self.now_ms()) / 1000
+        ref = self._clock_ref.get(tid)
+        if ref is not None and ref[0] <= deadline_ms:
+            remaining = (deadline_ms - ref[0]) / 1000 - (time.monotonic() - ref[1])
+        else:
+            remaining = (deadline_ms - self.now_ms()) / 1000
+        at = asyncio.get_running_loop().time() + max(0.0, remaining)
         self._mono[(tid, kind)] = (deadline_ms, at)
         return at
 

@@ -163,6 +163,11 @@ class MqttConfig(_Strict):
     allow_insecure: bool = Field(default=False, description="allow plain mqtt:// to a host that is not loopback")
 
 
+#: The smallest ``max_message_bytes``: every result manifest of a seated game (its per-player
+#: fields are bounded by the seats) and every prompt, event and player message fits in it.
+MIN_MESSAGE_BYTES = 16_384
+
+
 class ServiceSection(_Strict):
     node_id: str = "studio-host-1"
     journal_path: Path = Path("dealer-journal.sqlite")
@@ -171,6 +176,11 @@ class ServiceSection(_Strict):
     metrics_addr: str = Field(default="127.0.0.1", description="bind address of /metrics; 0.0.0.0 for a remote Prometheus")
     metrics_port: int = Field(default=9108, ge=0, le=65535, description="0 = any free port")
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    max_message_bytes: int = Field(
+        default=131_072, ge=MIN_MESSAGE_BYTES, le=256 * 1024 * 1024,
+        description="largest payload the backend publishes; keep it below the broker's max_packet_size (262144 in "
+                    "deploy/mosquitto/mosquitto.conf) minus the topic. A larger result goes as a manifest plus parts; "
+                    "any other message over it is not sent (logged, dealer_messages_oversize_total)")
 
 
 class SupervisorConfig(_Strict):

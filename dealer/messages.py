@@ -11,7 +11,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from dealer.games.base import Outcome
 from dealer.money import Rounding
@@ -50,6 +50,15 @@ class BetsSummary(_Msg):
                        "manifest and the ids travel in n RoundResultPart messages (docs/mqtt-topics.md)")
     digest: str = Field(default="", description="manifests only: SHA-256 (hex) of the ids in acceptance order, "
                         "each followed by a line feed (dealer.result_parts.bet_ids_digest)")
+
+    @model_serializer(mode="wrap")
+    def _inline(self, handler):  # type: ignore[no-untyped-def]
+        """A result with its ids inline (parts = 0) is written as before parts existed."""
+        out = handler(self)
+        if self.parts == 0 and isinstance(out, dict):
+            out.pop("parts", None)
+            out.pop("digest", None)
+        return out
 
 
 class DecisionRecord(_Msg):

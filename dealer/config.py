@@ -163,9 +163,11 @@ class MqttConfig(_Strict):
     allow_insecure: bool = Field(default=False, description="allow plain mqtt:// to a host that is not loopback")
 
 
-#: The smallest ``max_message_bytes``: every result manifest of a seated game (its per-player
-#: fields are bounded by the seats) and every prompt, event and player message fits in it.
-MIN_MESSAGE_BYTES = 16_384
+#: The smallest ``max_message_bytes``. A manifest keeps every field but the bet ids; in the
+#: seated games those are bounded by the seats, the largest being a Seven-Card Stud hand's
+#: action history (8 seats, 5 streets, the default raise_cap: about 35 KB); prompts, events
+#: and player messages are a few KB at most.
+MIN_MESSAGE_BYTES = 65_536
 
 
 class ServiceSection(_Strict):

@@ -1,16 +1,23 @@
-"""Splitting an oversize round result into a manifest and parts (pure, plain calls + hypothesis)."""
+"""Results in parts: the pure split (plain calls + hypothesis), the reference consumer that joins
+them, and the service refusing any other message over [service] max_message_bytes."""
 
 from __future__ import annotations
 
+import asyncio
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dealer.messages import BetsSummary, MoneyRules, RoundResult, RoundResultPart
+from dealer import topics
+from dealer.games.base import Outcome
+from dealer.messages import BetTypeResult, BetsSummary, MoneyRules, RoundResult, RoundResultPart
 from dealer.money import Rounding
 from dealer.result_parts import OversizeResult, bet_ids_digest, join_parts, split_result
+from drivers.bus import LocalBus
+from simulators.settlement import SettlementConsumer
 
 ID_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:-"
 
@@ -92,3 +99,83 @@ def test_every_message_fits_and_the_parts_give_back_the_list(ids: list[str], lim
     assert manifest.accepted_bets.digest == bet_ids_digest(ids)
     assert all(p.bet_ids for p in parts) and len(parts) == manifest.accepted_bets.parts
     assert join_parts(manifest, parts) == r
+
+
+# --- the reference settlement consumer ------------------------------------------------------
+
+
+def _consumer(bus: LocalBus, ledger: Path, r: RoundResult) -> SettlementConsumer:
+    c = SettlementConsumer(bus, ["T1"], ledger, place_bets=False)
+    c.db.executemany("INSERT OR IGNORE INTO bets VALUES (?, ?, 'p1', 'player_a', '1.00', NULL)",
+                     [(b, r.round_id) for b in r.accepted_bets.bet_ids])
+    return c
+
+
+def _won(r: RoundResult) -> RoundResult:
+    return r.model_copy(update={"winner": "A", "bets": {"player_a": BetTypeResult(outcome=Outcome.WIN,
+                                                                                  ratio=Decimal("0.95"))}})
+
+
+async def test_the_consumer_buffers_parts_across_a_restart_and_applies_once(tmp_path: Path):
+    r = _won(result([f"bet-{i:06d}" for i in range(3000)]))
+    msgs = split_result(r, 16384)
+    assert len(msgs) > 3
+    bus, ledger = LocalBus(), tmp_path / "ledger.sqlite"
+    c = _consumer(bus, ledger, r)
+    for m in reversed(msgs[2:]):  # parts out of order, one twice, the manifest not yet
+        await bus.publish(topics.results("T1"), m.payload)
+    await bus.publish(topics.results("T1"), msgs[-1].payload)
+    await bus.publish(topics.results("T1"), msgs[0].payload)
+    assert c.applied_keys() == [] and c.duplicate_parts == 1
+    c.close()
+    bus = LocalBus()  # the consumer restarts: what it buffered is in its ledger
+    c = _consumer(bus, ledger, r)
+    await bus.publish(topics.results("T1"), msgs[1].payload)
+    assert c.applied_keys() == [r.idempotency_key] and c.mismatches == []
+    assert c.db.execute("SELECT COUNT(*) FROM ledger WHERE outcome = 'WIN' AND returned = '1.95'").fetchone() == (3000,)
+    assert c.db.execute("SELECT (SELECT COUNT(*) FROM parts) + (SELECT COUNT(*) FROM manifests)").fetchone() == (0,)
+    for m in msgs:  # redelivered after it was applied: ignored
+        await bus.publish(topics.results("T1"), m.payload)
+    assert c.applied_keys() == [r.idempotency_key] and c.duplicates == 1
+    c.close()
+
+
+async def test_the_consumer_records_a_digest_mismatch_and_applies_nothing(tmp_path: Path):
+    r = _won(result([f"bet-{i:06d}" for i in range(3000)]))
+    msgs = split_result(r, 16384)
+    bus = LocalBus()
+    c = _consumer(bus, tmp_path / "ledger.sqlite", r)
+    part = RoundResultPart.model_validate_json(msgs[1].payload)
+    forged = part.model_copy(update={"bet_ids": part.bet_ids[1:]})  # a bet left out
+    await bus.publish(topics.results("T1"), forged.model_dump_json().encode())
+    for m in msgs[:1] + msgs[2:]:
+        await bus.publish(topics.results("T1"), m.payload)
+    assert c.applied_keys() == [] and len(c.mismatches) == 1 and "digest" in c.mismatches[0]
+    assert c.db.execute("SELECT COUNT(*) FROM ledger").fetchone() == (0,)
+    c.close()
+
+
+# --- the service refuses any other message over the limit -----------------------------------
+
+async def test_an_event_over_the_limit_is_not_published_but_counted(tmp_path: Path):
+    from dealer.messages import RoundEvent
+    from dealer.service import Service
+    from tests.harness import settings_for
+
+    settings = settings_for(tmp_path, None, "/dev/null")
+    settings.service.max_message_bytes = 65536
+    bus = LocalBus()
+    heard: list[bytes] = []
+    bus.subscribe(topics.events("T1"), lambda t, p: heard.append(p))
+    service = Service(settings, bus=bus)
+    try:
+        small = RoundEvent(table_id="T1", event="note", at=1, data={"text": "x" * 100})
+        big = RoundEvent(table_id="T1", event="note", at=1, data={"text": "x" * 70_000})
+        assert service._publish_soft(topics.events("T1"), small, "event") is True
+        assert service._publish_soft(topics.events("T1"), big, "event") is False
+        await asyncio.gather(*service._tasks)
+        assert [RoundEvent.model_validate_json(p) for p in heard] == [small]
+        assert service.metrics.messages_oversize.labels(kind="event")._value.get() == 1
+    finally:
+        service._writer.shutdown()
+        service.journal.close()

@@ -190,7 +190,7 @@ class SettlementConsumer:
             self.mismatches.append(f"{key}: result in parts not applied: {exc}")
             log.warning("result in parts refused", key=key, reason=str(exc))
             return
-        self._apply(result, result.model_dump_json(), done_parts=key)
+        self._apply(result, text, done_parts=key)  # ``applied`` keeps what was delivered: the manifest
 
     def _apply(self, result: RoundResult, text: str, done_parts: str | None = None) -> None:
         """Apply one whole result once per idempotency key (and drop its buffered parts, in the

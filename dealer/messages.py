@@ -50,6 +50,9 @@ class BetsSummary(_Msg):
                        "manifest and the ids travel in n RoundResultPart messages (docs/mqtt-topics.md)")
     digest: str = Field(default="", description="manifests only: SHA-256 (hex) of the ids in acceptance order, "
                         "each followed by a line feed (dealer.result_parts.bet_ids_digest)")
+    players_digest: str = Field(default="", description="manifests whose player_bets and decisions moved to the "
+                                "parts too (too many players for one message): SHA-256 (hex) of their canonical "
+                                "JSON (dealer.result_parts.players_digest); empty when they are in the manifest")
 
     @model_serializer(mode="wrap")
     def _inline(self, handler):  # type: ignore[no-untyped-def]
@@ -58,6 +61,8 @@ class BetsSummary(_Msg):
         if self.parts == 0 and isinstance(out, dict):
             out.pop("parts", None)
             out.pop("digest", None)
+        if not self.players_digest and isinstance(out, dict):
+            out.pop("players_digest", None)
         return out
 
 
@@ -123,6 +128,10 @@ class RoundResultPart(_Msg):
     parts: int = Field(ge=1, description="number of parts, as in the manifest's accepted_bets.parts")
     bet_ids: list[str] = Field(description="this part's ids; parts 1..n concatenated are the accepted bet ids "
                                "in acceptance order")
+    player_bets: dict[str, dict[str, BetTypeResult]] = Field(
+        default_factory=dict, description="when the manifest's players_digest is set: this part's slice of the "
+        "result's player_bets (each player in exactly one part)")
+    decisions: dict[str, DecisionRecord] = Field(default_factory=dict, description="likewise, of decisions")
 
 
 PromptKind = Literal["NEXT", "CONFIRM", "RESCAN", "ALERT", "WAIT", "REJECTED", "DONE"]

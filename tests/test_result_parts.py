@@ -23,8 +23,9 @@ ID_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:-"
 
 
 def result(bet_ids: list[str], **extra: object) -> RoundResult:
+    extra.setdefault("game", "teen-patti")
     return RoundResult(
-        idempotency_key="T1:T1-abcd2345-000001", table_id="T1", round_id="T1-abcd2345-000001", game="teen-patti",
+        idempotency_key="T1:T1-abcd2345-000001", table_id="T1", round_id="T1-abcd2345-000001",
         outcome="COMPLETED", refund_all=False,
         accepted_bets=BetsSummary(count=len(bet_ids), stakes={"player_a": Decimal("1.00") * len(bet_ids)},
                                   bet_ids=bet_ids),
@@ -179,3 +180,57 @@ async def test_an_event_over_the_limit_is_not_published_but_counted(tmp_path: Pa
     finally:
         service._writer.shutdown()
         service.journal.close()
+
+
+# --- too many players: player_bets and decisions go to the parts too ------------------------
+
+def _shared_sevenluck(players: int) -> RoundResult:
+    from dealer.messages import DecisionRecord
+
+    ids = [f"r1-p{i:05d}-ante" for i in range(players)]
+    win = BetTypeResult(outcome=Outcome.WIN, ratio=Decimal(1))
+    return result(ids, game="sevenluck",
+                  player_bets={f"p{i:05d}": {"ante": win, "play": win} for i in range(players)},
+                  decisions={f"p{i:05d}": DecisionRecord(action="PLAY", by="player", play_stake=Decimal("1.00"))
+                             for i in reversed(range(players))})
+
+
+def test_a_shared_table_with_thousands_of_players_moves_them_to_the_parts():
+    r = _shared_sevenluck(5000)
+    msgs = split_result(r, 65536)
+    manifest = RoundResult.model_validate_json(msgs[0].payload)
+    parts = [RoundResultPart.model_validate_json(m.payload) for m in msgs[1:]]
+    assert all(len(m.payload) <= 65536 for m in msgs) and len(parts) == manifest.accepted_bets.parts
+    assert manifest.player_bets == {} and manifest.decisions == {} and manifest.accepted_bets.players_digest
+    assert sum(len(p.player_bets) for p in parts) == 5000 == sum(len(p.decisions) for p in parts)
+    joined = join_parts(manifest, parts)
+    assert joined == r
+    tampered = parts[-1].model_copy(update={"decisions": {k: v.model_copy(update={"by": "timeout"})
+                                                          for k, v in parts[-1].decisions.items()}})
+    with pytest.raises(ValueError, match="player_bets and decisions"):
+        join_parts(manifest, parts[:-1] + [tampered])
+
+
+def test_players_stay_in_the_manifest_when_it_fits_without_the_bet_ids():
+    r = _shared_sevenluck(40)
+    r = r.model_copy(update={"accepted_bets": r.accepted_bets.model_copy(
+        update={"bet_ids": [f"b{i:06d}-{'x' * 40}" for i in range(2000)], "count": 2000})})
+    msgs = split_result(r, 65536)
+    manifest = RoundResult.model_validate_json(msgs[0].payload)
+    assert manifest.player_bets == r.player_bets and manifest.accepted_bets.players_digest == ""
+    assert b"players_digest" not in msgs[0].payload
+    assert join_parts(manifest, [RoundResultPart.model_validate_json(m.payload) for m in msgs[1:]]) == r
+
+
+@settings(max_examples=40, deadline=None)
+@given(players=st.integers(min_value=0, max_value=600), bets=st.integers(min_value=0, max_value=600),
+       limit=st.integers(min_value=2048, max_value=30_000))
+def test_with_players_every_message_fits_and_joins_back(players: int, bets: int, limit: int):
+    r = _shared_sevenluck(players)
+    r = r.model_copy(update={"accepted_bets": r.accepted_bets.model_copy(
+        update={"bet_ids": r.accepted_bets.bet_ids + [f"extra-{i}" for i in range(bets)],
+                "count": players + bets})})
+    msgs = split_result(r, limit)
+    assert all(len(m.payload) <= limit for m in msgs)
+    manifest = RoundResult.model_validate_json(msgs[0].payload)
+    assert join_parts(manifest, [RoundResultPart.model_validate_json(m.payload) for m in msgs[1:]]) == r

@@ -471,8 +471,7 @@ class Service:
         limit = self.settings.service.max_message_bytes
         try:
             msgs = result_parts.split_result(result, limit)
-        except result_parts.OversizeResult as exc:
-            self.metrics.messages_oversize.labels(kind="result").inc()
+        except result_parts.OversizeResult as exc:  # counted by the relay, which refuses the row
             log.error("result over the message limit even without its bet ids; kept in the outbox, not sent",
                       key=result.idempotency_key, limit=limit, reason=str(exc))
             return [result_parts.Message(result.idempotency_key, result.model_dump_json().encode())]
@@ -578,7 +577,7 @@ class Service:
         if len(payload) > self.settings.service.max_message_bytes:  # the broker would drop our connection
             self.metrics.messages_oversize.labels(kind=kind).inc()
             log.error("message over the limit: not sent", kind=kind, topic=topic, size=len(payload),
-                      limit=self.settings.service.max_message_bytes, message=getattr(msg, "event", None)
+                      limit=self.settings.service.max_message_bytes, name=getattr(msg, "event", None)
                       or getattr(msg, "kind", None))
             return False
         self._notify(kind, msg)

@@ -119,3 +119,35 @@ async def test_rows_left_in_the_outbox_are_all_sent_by_the_next_run(tmp_path: Pa
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         consumer.close()
+
+
+async def test_a_row_over_a_limit_lowered_across_a_restart_is_kept_and_never_sent(tmp_path: Path):
+    settings = _settings(tmp_path)
+    settings.service.max_message_bytes = 1 << 20  # the first run stores the result as one row
+    bus = LocalBus()
+    bus.set_connected(False, "broker down")
+    service = Service(settings, bus=bus)
+    task = asyncio.create_task(service.run())
+    await asyncio.wait_for(service.ready.wait(), 10)
+    try:
+        key, _ids = await _play_round(service)
+        await wait_until(lambda: service.outbox_pending == 1, what="result in the outbox")
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert _outbox_rows(settings.service.journal_path) == [key]
+    settings.service.max_message_bytes = 65536  # the next run has a lower limit
+    bus = LocalBus()
+    heard: list[bytes] = []
+    bus.subscribe(topics.results(TABLE), lambda t, p: heard.append(p))
+    service = Service(settings, bus=bus)
+    task = asyncio.create_task(service.run())
+    try:
+        await wait_until(lambda: service.metrics.messages_oversize.labels(kind="result")._value.get() == 1,
+                         what="the oversize row refused")
+        # the relay counts the row in the same pass that skips it, and skips it in every pass
+        assert heard == [] and _outbox_rows(settings.service.journal_path) == [key]
+        assert service.outbox_pending == 1 and bus.connected
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

@@ -105,3 +105,21 @@ async def test_ten_thousand_bets_settle_through_a_broker_with_the_deploy_packet_
         await asyncio.gather(player_task, settle_task, return_exceptions=True)
         consumer.close()
         shoe.close()
+
+
+async def test_the_deploy_broker_drops_a_client_that_publishes_a_whole_oversize_result(
+        deploy_broker: MosquittoProcess):
+    """The control: what the backend did before results came in parts (issue 13)."""
+    bus = MqttBus(deploy_broker.url, client_id=f"whole-{uuid.uuid4().hex[:6]}")
+    drops: list[str] = []
+    bus.on_connection(lambda up, reason: None if up else drops.append(reason))
+    run = asyncio.create_task(bus.run())
+    try:
+        await asyncio.wait_for(bus.wait_connected(), 10)
+        publish = asyncio.create_task(bus.publish(topics.results(TABLE), b"x" * (deploy_max_packet_size() + 1)))
+        await wait_until(lambda: drops, what="the broker dropping the connection")
+        publish.cancel()
+        await asyncio.gather(publish, return_exceptions=True)
+    finally:
+        run.cancel()
+        await asyncio.gather(run, return_exceptions=True)

@@ -234,3 +234,40 @@ def test_with_players_every_message_fits_and_joins_back(players: int, bets: int,
     assert all(len(m.payload) <= limit for m in msgs)
     manifest = RoundResult.model_validate_json(msgs[0].payload)
     assert join_parts(manifest, [RoundResultPart.model_validate_json(m.payload) for m in msgs[1:]]) == r
+
+
+# --- a real Sevenluck SHARED round from the core, with thousands of players ----------------
+
+def test_a_shared_sevenluck_round_with_thousands_of_players_splits_and_settles_the_same():
+    from dealer.events import CloseBetting, OpenRound, PlaceBet, PlayerDecision, ScanRead
+    from dealer.games.sevenluck import Sevenluck
+    from dealer.round import TableRules
+    from dealer.settlement import settle_bet
+    from dealer.table import Table
+
+    players = 4000
+    t = Table(TableRules(table_id="S1", game=Sevenluck.from_options({"hand_mode": "SHARED"}), decision_ms=10_000))
+    assert t.handle(OpenRound(round_id="S1-000001", at=1)).accepted
+    for i in range(players):
+        assert t.handle(PlaceBet(bet_id=f"S1-000001-ante-{i:05d}", player_id=f"player-{i:05d}", bet_type="ante",
+                                 stake="10.00", at=1)).accepted
+        if i % 2:
+            assert t.handle(PlaceBet(bet_id=f"S1-000001-pp-{i:05d}", player_id=f"player-{i:05d}",
+                                     bet_type="pair_plus", stake="5.00", at=1)).accepted
+    t.handle(CloseBetting(at=2))
+    for code in ["7S", "QH", "7D", "JH", "7C", "TH"]:  # P.1 D.1 P.2 D.2 P.3 D.3: trips vs a straight flush
+        assert t.handle(ScanRead(reader="R", code=code, at=3)).accepted
+    steps = [t.handle(PlayerDecision(player_id=f"player-{i:05d}", action="PLAY" if i % 3 else "FOLD", at=4))
+             for i in range(players)]
+    r = next(e for s in steps for e in s.effects if isinstance(e, RoundResult))
+    assert len(r.model_dump_json()) > 131072 * 4 and len(r.decisions) == players
+    msgs = split_result(r, 131072)
+    manifest = RoundResult.model_validate_json(msgs[0].payload)
+    assert manifest.accepted_bets.players_digest and manifest.player_bets == {}
+    joined = join_parts(manifest, [RoundResultPart.model_validate_json(m.payload) for m in msgs[1:]])
+    assert joined == r and all(len(m.payload) <= 131072 for m in msgs)
+    for i in range(0, players, 7):
+        p = f"player-{i:05d}"
+        for bet_type, stake in (("ante", "10.00"), ("pair_plus", "5.00"), ("play", "10.00")):
+            if bet_type in r.player_bets[p]:
+                assert settle_bet(bet_type, stake, joined, p) == settle_bet(bet_type, stake, r, p)

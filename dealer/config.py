@@ -163,6 +163,13 @@ class MqttConfig(_Strict):
     allow_insecure: bool = Field(default=False, description="allow plain mqtt:// to a host that is not loopback")
 
 
+#: The smallest ``max_message_bytes``. A manifest keeps every field but the bet ids; in the
+#: seated games those are bounded by the seats, the largest being a Seven-Card Stud hand's
+#: action history (8 seats, 5 streets, the default raise_cap: about 35 KB); prompts, events
+#: and player messages are a few KB at most.
+MIN_MESSAGE_BYTES = 65_536
+
+
 class ServiceSection(_Strict):
     node_id: str = "studio-host-1"
     journal_path: Path = Path("dealer-journal.sqlite")
@@ -183,6 +190,11 @@ class ServiceSection(_Strict):
         default=60.0, gt=0, le=86_400, allow_inf_nan=False,
         description="how often the journal's head (row id and hash) is published, retained, on "
                     "studio/v1/backends/{node_id}/journal when it moved (and at every roll and connect)")
+    max_message_bytes: int = Field(
+        default=131_072, ge=MIN_MESSAGE_BYTES, le=256 * 1024 * 1024,
+        description="largest payload the backend publishes; keep it below the broker's max_packet_size (262144 in "
+                    "deploy/mosquitto/mosquitto.conf) minus the topic. A larger result goes as a manifest plus parts; "
+                    "any other message over it is not sent (logged, dealer_messages_oversize_total)")
 
 
 class SupervisorConfig(_Strict):

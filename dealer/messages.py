@@ -11,7 +11,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from dealer.games.base import Outcome
 from dealer.money import Rounding
@@ -44,7 +44,26 @@ class BetsSummary(_Msg):
     count: int = 0
     stakes: dict[str, Decimal] = Field(default_factory=dict, description="total stake per bet type")
     bet_ids: list[str] = Field(default_factory=list, description="every accepted bet id, in acceptance order: "
-                               "settle exactly these; a bet not listed was never accepted")
+                               "settle exactly these; a bet not listed was never accepted. Empty in a manifest "
+                               "(parts > 0): the ids are in its RoundResultPart messages")
+    parts: int = Field(default=0, ge=0, description="0: bet_ids is the whole list. n > 0: this result is a "
+                       "manifest and the ids travel in n RoundResultPart messages (docs/mqtt-topics.md)")
+    digest: str = Field(default="", description="manifests only: SHA-256 (hex) of the ids in acceptance order, "
+                        "each followed by a line feed (dealer.result_parts.bet_ids_digest)")
+    players_digest: str = Field(default="", description="manifests whose player_bets and decisions moved to the "
+                                "parts too (too many players for one message): SHA-256 (hex) of their canonical "
+                                "JSON (dealer.result_parts.players_digest); empty when they are in the manifest")
+
+    @model_serializer(mode="wrap")
+    def _inline(self, handler):  # type: ignore[no-untyped-def]
+        """A result with its ids inline (parts = 0) is written as before parts existed."""
+        out = handler(self)
+        if self.parts == 0 and isinstance(out, dict):
+            out.pop("parts", None)
+            out.pop("digest", None)
+        if not self.players_digest and isinstance(out, dict):
+            out.pop("players_digest", None)
+        return out
 
 
 class DecisionRecord(_Msg):
@@ -94,6 +113,25 @@ class RoundResult(_Msg):
                             "round was played under, as journaled in its table_rules event (program identification)")
     software_version: str = Field(default="", description="version of the backend software journaled with those "
                                   "rules, i.e. the software the round opened under")
+
+
+class RoundResultPart(_Msg):
+    """One slice of a manifest result's accepted bet ids: a result too big for one message
+    (``[service] max_message_bytes``) travels as a manifest plus ``parts`` of these, on the
+    same ``results`` topic. Settlement applies it only when it holds all of them."""
+
+    schema_id: Literal["studio.v1.round_result_part"] = "studio.v1.round_result_part"
+    idempotency_key: str
+    table_id: str
+    round_id: str
+    part: int = Field(ge=1, description="1-based index of this part")
+    parts: int = Field(ge=1, description="number of parts, as in the manifest's accepted_bets.parts")
+    bet_ids: list[str] = Field(description="this part's ids; parts 1..n concatenated are the accepted bet ids "
+                               "in acceptance order")
+    player_bets: dict[str, dict[str, BetTypeResult]] = Field(
+        default_factory=dict, description="when the manifest's players_digest is set: this part's slice of the "
+        "result's player_bets (each player in exactly one part)")
+    decisions: dict[str, DecisionRecord] = Field(default_factory=dict, description="likewise, of decisions")
 
 
 PromptKind = Literal["NEXT", "CONFIRM", "RESCAN", "ALERT", "WAIT", "REJECTED", "DONE"]

@@ -97,6 +97,9 @@ class Metrics:
                                            registry=r)
         self.publish_failures = Counter("dealer_publish_failures", "Non-durable publishes dropped while the bus was down",
                                         ["kind"], registry=r)
+        self.messages_oversize = Counter("dealer_messages_oversize", "Messages over [service] max_message_bytes, "
+                                         "never sent: by kind (event, prompt, player; result: a manifest that "
+                                         "cannot be brought under the limit, kept in the outbox)", ["kind"], registry=r)
 
     def serve(self, port: int, addr: str = "127.0.0.1") -> int:
         """Serve ``/metrics`` over HTTP; returns the bound port (``port=0`` picks a free one)."""

@@ -13,12 +13,13 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from dealer.events import ACTION_ADAPTER
-from dealer.messages import PlayerMessage, RoundEvent, RoundResult, StationPrompt
+from dealer.messages import PlayerMessage, RoundEvent, RoundResult, RoundResultPart, StationPrompt
 from dealer.signing import SUPERVISOR_COMMAND_ADAPTER
 from drivers.scanner_json import ScannerMessage
 
 SCHEMAS: dict[str, TypeAdapter[Any]] = {
     "round-result.json": TypeAdapter(RoundResult),
+    "round-result-part.json": TypeAdapter(RoundResultPart),
     "round-event.json": TypeAdapter(RoundEvent),
     "station-prompt.json": TypeAdapter(StationPrompt),
     "player-message.json": TypeAdapter(PlayerMessage),

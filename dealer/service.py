@@ -44,7 +44,7 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, ValidationError
 
-from dealer import commands, ingress, topics, visibility
+from dealer import commands, ingress, result_parts, topics, visibility
 from dealer.config import ScannerConfig, Settings, TableConfig
 from dealer.draws import DRAW_BYTES, ai_seed
 from dealer.events import (
@@ -123,6 +123,11 @@ def scanner_authenticator(scanner: ScannerConfig) -> FrameAuthenticator | None:
     return FrameAuthenticator(keys, require=True)
 
 
+def _result_key(outbox_key: str) -> str:
+    """The idempotency key of the result an outbox row belongs to (a part's key is ``{key}#i/n``)."""
+    return outbox_key.split("#", 1)[0]
+
+
 def wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -134,6 +139,9 @@ class _Item:
     received_ns: int = 0
     future: asyncio.Future[Step] | None = None
     cmd: ingress.Accepted | None = None  # a command from the wire: its id and digest
+    #: ``time.monotonic()`` when the item was made, next to its event's wall-clock ``at``: the
+    #: deadlines this event sets are measured from here (:meth:`Service._mono_deadline`)
+    mono: float = field(default_factory=time.monotonic)
 
 
 #: Queued only to wake the core loop for a reader state that came without a read (a BOOT
@@ -180,11 +188,16 @@ class Service:
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal")
         self._pending: dict[int, OutboxRow] = {}
         self._inflight: set[int] = set()
+        self._oversize_rows: set[int] = set()  # outbox rows over the limit, logged once
         self._outbox_wake = asyncio.Event()
         self._timers: dict[str, tuple[tuple[str, str | None], asyncio.TimerHandle]] = {}
         #: Per table and timer kind: the journaled (wall-clock) deadline last armed and the loop's
         #: monotonic instant computed for it, once; a re-arm for the same deadline reuses it.
         self._mono: dict[tuple[str, str], tuple[int, float]] = {}
+        #: Per table, the wall-clock ``at`` of the last event applied and the monotonic time it
+        #: was stamped at: a deadline that event set is measured from there, not from the wall
+        #: clock when the timer is armed (a step may come in between).
+        self._clock_ref: dict[str, tuple[int, float]] = {}
         #: Tables whose pending decisions and turns wait for this run's first broker connect
         #: (a :class:`~dealer.events.Resume`): no decision or turn timer runs before it.
         self._resume_due: set[str] = set()
@@ -271,7 +284,8 @@ class Service:
 
     @property
     def outbox_pending(self) -> int:
-        return len(self._pending)
+        """Results waiting in the outbox (a result in parts is one, whatever its rows)."""
+        return len({_result_key(r.key) for r in self._pending.values()})
 
     async def run(self) -> None:
         """Replay the journal, start every driver and loop until cancelled."""
@@ -365,7 +379,7 @@ class Service:
             self._journal_rules(tid, table, now)
         for row in self.journal.pending():
             self._pending[row.id] = row
-        self.metrics.outbox_pending.set(len(self._pending))
+        self.metrics.outbox_pending.set(self.outbox_pending)
         # Deadlines that passed while the backend was down never fire: pending decisions and
         # turns wait for a Resume (the first broker connect of this run), which gives each a
         # full window from then, journaled.
@@ -443,7 +457,7 @@ class Service:
                 self._inflight.discard(oid)
             for row in new_rows:
                 self._pending[row.id] = row
-            self.metrics.outbox_pending.set(len(self._pending))
+            self.metrics.outbox_pending.set(self.outbox_pending)
             if new_rows:
                 self._outbox_wake.set()
             touched: set[str] = set()
@@ -683,6 +697,7 @@ class Service:
     def _apply(self, item: _Item, batch: Batch) -> Step:
         table = self.tables[item.table_id]
         ev = item.event
+        self._clock_ref[item.table_id] = (ev.at, item.mono)
         if isinstance(ev, Resume) and ev.link == JOURNAL:
             self._journal_resume.discard(item.table_id)  # its new windows are armed after this batch
         if item.cmd is not None:
@@ -709,11 +724,37 @@ class Service:
                 if isinstance(eff, RoundResult):
                     payload = eff.model_dump_json()
                     self._withheld(topics.results(eff.table_id), payload, "result", eff.round_id)  # money: delivered anyway
-                    batch.outbox.append((eff.idempotency_key, topics.results(eff.table_id),
-                                         payload.encode(), eff.table_id, eff.round_id))
+                    for msg in self._result_messages(eff):  # one outbox row per message: manifest, then parts
+                        batch.outbox.append((msg.key, topics.results(eff.table_id), msg.payload, eff.table_id,
+                                             eff.round_id))
             if isinstance(ev, ResultDelivered):
-                batch.delivered.append(ev.outbox_id)
+                batch.delivered.extend(self._rows_of_result(ev.outbox_id))
         return step
+
+    def _result_messages(self, result: RoundResult) -> list[result_parts.Message]:
+        """The result as messages under ``max_message_bytes``: itself, or a manifest plus parts.
+        A manifest that cannot fit is kept whole in the outbox (money is never dropped) and the
+        relay refuses to send it: logged, counted, and an operator raises the limit."""
+        limit = self.settings.service.max_message_bytes
+        try:
+            msgs = result_parts.split_result(result, limit)
+        except result_parts.OversizeResult as exc:  # counted by the relay, which refuses the row
+            log.error("result over the message limit even without its bet ids; kept in the outbox, not sent",
+                      key=result.idempotency_key, limit=limit, reason=str(exc))
+            return [result_parts.Message(result.idempotency_key, result.model_dump_json().encode())]
+        if len(msgs) > 1:
+            log.info("result split into parts", key=result.idempotency_key, parts=len(msgs) - 1,
+                     bets=result.accepted_bets.count, limit=limit)
+        return msgs
+
+    def _rows_of_result(self, outbox_id: int) -> list[int]:
+        """Every pending outbox row of the result whose row ``outbox_id`` was delivered: the
+        relay reports a result delivered once all its rows (manifest and parts) were acknowledged."""
+        row = self._pending.get(outbox_id)
+        if row is None:
+            return [outbox_id]
+        key = _result_key(row.key)
+        return [r.id for r in self._pending.values() if _result_key(r.key) == key]
 
     def _release(self, item: _Item, step: Step) -> None:
         tid = item.table_id
@@ -799,8 +840,14 @@ class Service:
         text = msg.model_dump_json()
         if self._withheld(topic, text, kind, getattr(msg, "round_id", None)):
             return False
-        self._notify(kind, msg)
         payload = text.encode()
+        if len(payload) > self.settings.service.max_message_bytes:  # the broker would drop our connection
+            self.metrics.messages_oversize.labels(kind=kind).inc()
+            log.error("message over the limit: not sent", kind=kind, topic=topic, size=len(payload),
+                      limit=self.settings.service.max_message_bytes, name=getattr(msg, "event", None)
+                      or getattr(msg, "kind", None))
+            return False
+        self._notify(kind, msg)
         task = asyncio.create_task(self._publish_task(topic, payload, kind, latency_from))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -847,21 +894,40 @@ class Service:
             self._outbox_wake.clear()
             if not self.bus.connected:
                 continue
+            results: dict[str, list[OutboxRow]] = {}
             for oid in sorted(self._pending):
-                if oid not in self._inflight:
-                    self._inflight.add(oid)
-                    task = asyncio.create_task(self._deliver(self._pending[oid]))
-                    self._tasks.add(task)
-                    task.add_done_callback(self._tasks.discard)
+                row = self._pending[oid]
+                results.setdefault(_result_key(row.key), []).append(row)
+            for rows in results.values():
+                if any(r.id in self._inflight for r in rows) or self._refused_oversize(rows):
+                    continue
+                self._inflight.update(r.id for r in rows)
+                task = asyncio.create_task(self._deliver(rows))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
 
-    async def _deliver(self, row: OutboxRow) -> None:
+    def _refused_oversize(self, rows: list[OutboxRow]) -> bool:
+        """A row over the limit is never sent (the broker would drop the connection): logged
+        and counted once per row and run."""
+        limit = self.settings.service.max_message_bytes
+        big = [r for r in rows if len(r.payload) > limit]
+        for r in big:
+            if r.id not in self._oversize_rows:
+                self._oversize_rows.add(r.id)
+                self.metrics.messages_oversize.labels(kind="result").inc()
+                log.error("outbox row over the message limit: not sent", key=r.key, size=len(r.payload), limit=limit)
+        return bool(big)
+
+    async def _deliver(self, rows: list[OutboxRow]) -> None:
+        """Publish every row of one result (manifest first, then its parts); the result counts
+        as delivered, and all its rows go, only once the broker acknowledged each of them."""
         try:
-            await self.bus.publish(row.topic, row.payload, qos=1)
+            await asyncio.gather(*(self.bus.publish(r.topic, r.payload, qos=1) for r in rows))
         except BusError as exc:
-            log.warning("result publish failed; kept in outbox", key=row.key, reason=str(exc))
-            self._inflight.discard(row.id)
+            log.warning("result publish failed; kept in outbox", key=rows[0].key, rows=len(rows), reason=str(exc))
+            self._inflight.difference_update(r.id for r in rows)
             return
-        self.submit(row.table_id, ResultDelivered(round_id=row.round_id, outbox_id=row.id))
+        self.submit(rows[0].table_id, ResultDelivered(round_id=rows[0].round_id, outbox_id=rows[0].id))
 
     # -- links and drivers --------------------------------------------------------------
 
@@ -1222,11 +1288,21 @@ class Service:
         any re-arm for the same deadline reuses it. So a wall-clock step (NTP, an operator)
         after that never fires a timer early nor stalls it: within a run deadlines run on the
         monotonic clock. Across a restart there is no monotonic clock to carry: the deadlines
-        of pending decisions and turns are renewed by the start-up Resume instead."""
+        of pending decisions and turns are renewed by the start-up Resume instead.
+
+        A deadline is measured from the event that set it (its ``at`` and the monotonic time
+        it was stamped at, ``_clock_ref``), so a step between that stamp and the arming (a
+        batch waiting for its commit) does not move it either; a deadline older than every
+        event of this run (replayed) is measured from the wall clock now."""
         kept = self._mono.get((tid, kind))
         if kept is not None and kept[0] == deadline_ms:
             return kept[1]
-        at = asyncio.get_running_loop().time() + max(0, deadline_ms - self.now_ms()) / 1000
+        ref = self._clock_ref.get(tid)
+        if ref is not None and ref[0] <= deadline_ms:
+            remaining = (deadline_ms - ref[0]) / 1000 - (time.monotonic() - ref[1])
+        else:
+            remaining = (deadline_ms - self.now_ms()) / 1000
+        at = asyncio.get_running_loop().time() + max(0.0, remaining)
         self._mono[(tid, kind)] = (deadline_ms, at)
         return at
 

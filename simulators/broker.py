@@ -25,7 +25,9 @@ def free_port() -> int:
 
 
 class MosquittoProcess:
-    def __init__(self, workdir: Path, *, persistence: bool = True) -> None:
+    def __init__(self, workdir: Path, *, persistence: bool = True, max_packet_size: int | None = None) -> None:
+        """``max_packet_size``: as in deploy/mosquitto/mosquitto.conf (262144); the broker drops a
+        client that publishes a bigger packet. None: Mosquitto's default (no limit)."""
         self.port = free_port()
         self.url = f"mqtt://127.0.0.1:{self.port}"
         self.dir = workdir
@@ -35,6 +37,7 @@ class MosquittoProcess:
         self.conf.write_text(
             f"listener {self.port} 127.0.0.1\nset_tcp_nodelay true\nallow_anonymous true\n{persist}"
             f"max_queued_messages 100000\nmax_inflight_messages 0\nlog_dest file {workdir}/mosquitto.log\n"
+            + (f"max_packet_size {max_packet_size}\n" if max_packet_size is not None else "")
             # As root, mosquitto 2 drops to the 'mosquitto' user and then cannot write its
             # database in our folder: persistence would silently be off.
             + ("user root\n" if os.geteuid() == 0 else "")

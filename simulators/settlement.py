@@ -7,6 +7,13 @@ accepts (``bet_accepted`` events), and when the round's result arrives it applie
 **once** per idempotency key (a second delivery is counted and ignored) using
 :func:`dealer.settlement.settle_bet`, so payouts and refunds are computed exactly as any
 consumer would. It reconciles its bets with the result's ``accepted_bets`` summary.
+
+A result too big for one message comes as a manifest (``accepted_bets.parts = n``) and n
+:class:`~dealer.messages.RoundResultPart` messages, in any order and possibly more than once.
+Each is buffered durably in the ledger (tables ``manifests`` and ``parts``) as it arrives; the
+result is applied, and its buffer emptied, in one transaction once the manifest and every part
+are there and the digest of the joined bet ids matches the manifest's. A mismatch is recorded in
+:attr:`SettlementConsumer.mismatches` and nothing is applied.
 """
 
 from __future__ import annotations
@@ -14,7 +21,8 @@ from __future__ import annotations
 import json
 import random
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -23,7 +31,8 @@ import structlog
 
 from dealer import topics
 from dealer.events import PlaceBet
-from dealer.messages import RoundEvent, RoundResult
+from dealer.messages import RoundEvent, RoundResult, RoundResultPart
+from dealer.result_parts import join_parts
 from dealer.settlement import settle_bet
 from drivers.bus import Bus, BusError
 
@@ -36,6 +45,9 @@ CREATE TABLE IF NOT EXISTS bets (bet_id TEXT PRIMARY KEY, round_id TEXT NOT NULL
 CREATE TABLE IF NOT EXISTS ledger (bet_id TEXT PRIMARY KEY, key TEXT NOT NULL, player_id TEXT NOT NULL,
                                    bet_type TEXT NOT NULL, stake TEXT NOT NULL, outcome TEXT NOT NULL,
                                    returned TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS manifests (key TEXT PRIMARY KEY, parts INTEGER NOT NULL, result TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS parts (key TEXT NOT NULL, parts INTEGER NOT NULL, part INTEGER NOT NULL,
+                                  body TEXT NOT NULL, PRIMARY KEY (key, parts, part));
 """
 
 
@@ -68,6 +80,7 @@ class SettlementConsumer:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.executescript(_SCHEMA)
         self.duplicates = 0
+        self.duplicate_parts = 0
         self.mismatches: list[str] = []
         self.results_seen = 0
         self._bet_seq = 0
@@ -118,14 +131,79 @@ class SettlementConsumer:
     # -- results ----------------------------------------------------------------------
 
     def _on_result(self, topic: str, payload: bytes) -> None:
+        if json.loads(payload).get("schema_id") == "studio.v1.round_result_part":
+            self._on_part(RoundResultPart.model_validate_json(payload), payload)
+            return
         result = RoundResult.model_validate_json(payload)
         self.results_seen += 1
-        with self.db:
+        if result.accepted_bets.parts == 0:
+            self._apply(result, payload.decode())
+            return
+        with self._tx():
+            if self._applied(result.idempotency_key):
+                self.duplicates += 1
+                return
+            self.db.execute("INSERT OR IGNORE INTO manifests VALUES (?, ?, ?)",
+                            (result.idempotency_key, result.accepted_bets.parts, payload.decode()))
+        self._try_join(result.idempotency_key)
+
+    def _on_part(self, part: RoundResultPart, payload: bytes) -> None:
+        with self._tx():
+            if self._applied(part.idempotency_key):
+                self.duplicate_parts += 1  # a part of a result applied already
+                return
+            cur = self.db.execute("INSERT OR IGNORE INTO parts VALUES (?, ?, ?, ?)",
+                                  (part.idempotency_key, part.parts, part.part, payload.decode()))
+            if cur.rowcount == 0:
+                self.duplicate_parts += 1
+                return
+        self._try_join(part.idempotency_key)
+
+    @contextmanager
+    def _tx(self) -> Iterator[None]:
+        """One transaction (the connection autocommits otherwise: ``with db`` alone would not)."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    def _applied(self, key: str) -> bool:
+        return self.db.execute("SELECT 1 FROM applied WHERE key = ?", (key,)).fetchone() is not None
+
+    def _try_join(self, key: str) -> None:
+        """Apply a result in parts once its manifest and all its parts are buffered."""
+        row = self.db.execute("SELECT parts, result FROM manifests WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            return
+        n, text = int(row[0]), str(row[1])
+        bodies = [b for (b,) in self.db.execute("SELECT body FROM parts WHERE key = ? AND parts = ? ORDER BY part",
+                                                (key, n))]
+        if len(bodies) < n:
+            return
+        manifest = RoundResult.model_validate_json(text)
+        try:
+            result = join_parts(manifest, [RoundResultPart.model_validate_json(b) for b in bodies])
+        except ValueError as exc:
+            self.mismatches.append(f"{key}: result in parts not applied: {exc}")
+            log.warning("result in parts refused", key=key, reason=str(exc))
+            return
+        self._apply(result, text, done_parts=key)  # ``applied`` keeps what was delivered: the manifest
+
+    def _apply(self, result: RoundResult, text: str, done_parts: str | None = None) -> None:
+        """Apply one whole result once per idempotency key (and drop its buffered parts, in the
+        same transaction)."""
+        with self._tx():
             cur = self.db.execute("INSERT OR IGNORE INTO applied VALUES (?, ?, ?)",
-                                  (result.idempotency_key, result.outcome, payload.decode()))
+                                  (result.idempotency_key, result.outcome, text))
             if cur.rowcount == 0:
                 self.duplicates += 1  # delivered again (at-least-once): already applied, ignore
                 return
+            if done_parts is not None:
+                self.db.execute("DELETE FROM manifests WHERE key = ?", (done_parts,))
+                self.db.execute("DELETE FROM parts WHERE key = ?", (done_parts,))
             rows = self.db.execute("SELECT bet_id, player_id, bet_type, stake FROM bets WHERE round_id = ?",
                                    (result.round_id,)).fetchall()
             accepted = set(result.accepted_bets.bet_ids)

@@ -836,11 +836,16 @@ class _Soak:
 
     def _on_result(self, topic: str, payload: bytes) -> None:
         try:
-            key = json.loads(payload)["idempotency_key"]
-        except (ValueError, KeyError):
+            msg = json.loads(payload)
+            key = msg["idempotency_key"]
+            if msg.get("schema_id") == "studio.v1.round_result_part":  # a part: its own delivery
+                key = f"{key}#{msg['part']}/{msg['parts']}"
+        except (ValueError, KeyError, TypeError):
             self.problems.append(f"undecodable result on {topic}: {payload[:200]!r}")
             return
         self.deliveries.setdefault(key, []).append(payload)
+        if "#" in key:
+            return  # a part counts with its manifest
         self.first_delivery.setdefault(key, time.monotonic())
         tid = key.split(":", 1)[0]
         if tid in self.applied_per_table and key not in self.applied_per_table[tid]:

@@ -192,6 +192,12 @@ BAD_CONFIGS = {
         BASE.replace('kind = "mqtt"', 'kind = "mqtt"\nflood_burst = 0'), ["tables.0.scanner.flood_burst"]),
     "flood window not positive": (
         BASE.replace('kind = "mqtt"', 'kind = "mqtt"\nflood_window = 0'), ["tables.0.scanner.flood_window"]),
+    "message limit below the minimum": (
+        BASE.replace("metrics_port = 0\n", "metrics_port = 0\nmax_message_bytes = 8000\n"),
+        ["service.max_message_bytes", "65536"]),
+    "message limit above 256 MiB": (
+        BASE.replace("metrics_port = 0\n", "metrics_port = 0\nmax_message_bytes = 268435457\n"),
+        ["service.max_message_bytes"]),
     "unknown game": (
         BASE.replace('game = "teen-patti"', 'game = "baccarat"'), ["baccarat"]),
     "TOML syntax error": (

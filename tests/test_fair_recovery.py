@@ -102,3 +102,31 @@ async def test_a_new_deadline_reads_the_wall_clock_once_when_it_is_armed(tmp_pat
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_step_between_an_events_stamp_and_its_timer_does_not_move_the_deadline(tmp_path: Path):
+    """The soak found this: a Resume stamped just before a wall-clock step and armed just after
+    it (its batch was waiting for the commit) timed every player out at once. A deadline is
+    measured from the monotonic time its event was stamped at, not from the clock at arming."""
+    clock = SteppedClock()
+    service, task = await _service(tmp_path, clock)
+    loop = asyncio.get_running_loop()
+    try:
+        before = loop.time()
+        opened = service.open_round(T)  # stamped now, with betting closing 1 s from now ...
+        clock.offset += HOUR  # ... and the clock steps an hour forward before the core loop arms it
+        assert (await opened).accepted
+        rnd = service.tables[T].current
+        when = service._timers[T][1].when()
+        assert before + 0.5 < when < loop.time() + 1.0 + 0.05, "the deadline moved with the step"
+        assert rnd.phase == Phase.BETTING_OPEN
+        clock.offset -= 2 * HOUR
+        opened_again = service.submit(T, PlaceBet(bet_id="b1", player_id="p1", bet_type="tie", stake="1"))
+        clock.offset += HOUR
+        assert (await opened_again).accepted
+        assert service._timers[T][1].when() == when
+        await wait_until(lambda: rnd.phase != Phase.BETTING_OPEN, timeout=10, what="the betting timer")
+        assert loop.time() >= when and sorted(rnd.bets) == ["b1"]
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

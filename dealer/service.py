@@ -145,7 +145,11 @@ class Service:
         self.metrics = metrics or Metrics()
         self.now_ms = clock
         self.configs: dict[str, TableConfig] = {t.id: t for t in settings.tables}
-        self.tables: dict[str, Table] = {t.id: Table(t.rules()) for t in settings.tables}
+        log.info("journal opened", path=self.journal.path, journal_id=self.journal.journal_id,
+                 journal_id_source=self.journal.journal_id_source)
+        # The journal id is in every round id (and so every idempotency key) this journal opens.
+        self.tables: dict[str, Table] = {t.id: Table(t.rules(), series=self.journal.journal_id)
+                                         for t in settings.tables}
         self.links: dict[str, _Links] = {t: _Links() for t in self.tables}
         for t in settings.tables:  # series exist from the start, so "no rounds for 10 min" can be seen
             for outcome in ("completed", "cancelled", "voided"):

@@ -640,7 +640,8 @@ def _seotda_players(bus: Bus, seed: int, settings: Settings, rng: random.Random,
 
     def deal_out_strategies(kind: str, msg: Any) -> None:
         rnd = service.tables[TABLE].current
-        if not (isinstance(msg, RoundEvent) and msg.event == "round_opened" and msg.round_id == f"{TABLE}-000001"
+        if not (isinstance(msg, RoundEvent) and msg.event == "round_opened" and msg.round_id is not None
+                and service.tables[TABLE].round_seq(msg.round_id) == 1
                 and rnd is not None and rnd.round_id == msg.round_id):
             return
         first = game.start_hand(seats, {p: Decimal(600) for p in seats.values()}, 1, table.minor_unit,

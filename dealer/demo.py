@@ -661,7 +661,7 @@ async def _drop_link_during_betting(service: Service, bus: LocalBus, nth: int, o
     seen = asyncio.Event()
 
     def watch(kind: str, msg: Any) -> None:
-        if isinstance(msg, RoundEvent) and msg.event == "round_opened" and str(msg.round_id).endswith(f"{nth:06d}"):
+        if isinstance(msg, RoundEvent) and msg.event == "round_opened" and str(msg.round_id).endswith(f"-{nth:06d}"):
             seen.set()
 
     service.add_observer(watch)

@@ -147,6 +147,9 @@ class Service:
         self.configs: dict[str, TableConfig] = {t.id: t for t in settings.tables}
         log.info("journal opened", path=self.journal.path, journal_id=self.journal.journal_id,
                  journal_id_source=self.journal.journal_id_source)
+        if self.journal.journal_id_source == "migrated":
+            log.warning("journal id generated for a journal written before journal ids: its rounds keep their "
+                        "ids, new rounds carry the journal id", journal_id=self.journal.journal_id)
         # The journal id is in every round id (and so every idempotency key) this journal opens.
         self.tables: dict[str, Table] = {t.id: Table(t.rules(), series=self.journal.journal_id)
                                          for t in settings.tables}

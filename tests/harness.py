@@ -26,21 +26,24 @@ READER = "SC1"
 DEAL = ["AS", "KS", "AD", "KH", "AC", "KC"]  # A: three aces, B: three kings
 
 
+def journal_id(source: Service | Journal | Settings | Path | str) -> str:
+    """The journal id of a service, a journal, or the journal file of settings or a path
+    (opening a file that does not exist yet creates the journal the service will open)."""
+    if isinstance(source, Service):
+        return source.journal.journal_id
+    if isinstance(source, Journal):
+        return source.journal_id
+    journal = Journal(source.service.journal_path if isinstance(source, Settings) else source)
+    try:
+        return journal.journal_id
+    finally:
+        journal.close()
+
+
 def round_id(source: Service | Journal | Settings | Path | str, seq: int, table: str = TABLE) -> str:
     """The id of round ``seq`` of ``table`` as the service opens it on this journal: the
     journal id is part of every round id, so tests read it instead of spelling it."""
-    if isinstance(source, Service):
-        journal_id = source.journal.journal_id
-    elif isinstance(source, Journal):
-        journal_id = source.journal_id
-    else:
-        path = source.service.journal_path if isinstance(source, Settings) else source
-        journal = Journal(path)
-        try:
-            journal_id = journal.journal_id
-        finally:
-            journal.close()
-    return f"{table}-{journal_id}-{seq:06d}"
+    return f"{table}-{journal_id(source)}-{seq:06d}"
 
 
 def key(source: Service | Journal | Settings | Path | str, seq: int, table: str = TABLE) -> str:

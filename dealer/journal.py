@@ -40,9 +40,9 @@ registers once. A frame whose read was committed is refused as a replay after th
 
 from __future__ import annotations
 
+import base64
 import errno
 import fcntl
-import base64
 import hashlib
 import json
 import os

@@ -113,6 +113,7 @@ async def test_the_journal_is_append_only_and_tampering_is_found(tmp_path: Path)
     out = subprocess.run([sys.executable, "-m", "dealer", "audit", "verify", "--config", str(config)],
                          capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert out.returncode == 1 and json.loads(out.stdout)["first_broken"] == first_scan
+    assert json.loads(out.stdout)["journal_id"] == Journal(path).journal_id  # the id every round id carries
 
 
 async def test_a_deleted_row_is_found(tmp_path: Path):

@@ -14,8 +14,7 @@ import pytest
 from dealer.events import LinkUp
 from dealer.service import Service
 from tests.conftest import Broker, wait_until
-from tests.harness import DEAL, READER, TABLE, HandShoe, Recorder, settings_for, start_service, stop_service
-from tests.harness import key, round_id
+from tests.harness import DEAL, READER, TABLE, HandShoe, Recorder, key, settings_for, start_service, stop_service
 from tests.test_integration import deal
 
 POSITIONS = ["A1", "B1", "A2", "B2", "A3", "B3"]

@@ -38,8 +38,7 @@ from drivers.scanner_json import MqttScannerIngest, ScannerMessage
 from simulators.pty_port import PtyPort
 from simulators.shoe import VirtualShoe
 from tests.conftest import Broker, wait_until
-from tests.harness import DEAL, TABLE, Recorder, start_service, stop_service
-from tests.harness import key, round_id
+from tests.harness import DEAL, TABLE, Recorder, key, round_id, start_service, stop_service
 from tests.test_frames import doc_table, parse_inputs
 
 K1 = bytes(range(32))

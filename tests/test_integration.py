@@ -11,8 +11,7 @@ import pytest
 from dealer import topics
 from dealer.round import Phase
 from tests.conftest import Broker, wait_until
-from tests.harness import DEAL, TABLE, HandShoe, Recorder, settings_for, start_service, stop_service
-from tests.harness import key, round_id
+from tests.harness import DEAL, TABLE, HandShoe, Recorder, key, round_id, settings_for, start_service, stop_service
 
 POSITIONS = ["A1", "B1", "A2", "B2", "A3", "B3"]
 

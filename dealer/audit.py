@@ -66,7 +66,7 @@ def recall(settings: Settings, table_id: str, rounds: int = 10) -> list[dict[str
         if not opens:
             return []
         first = opens[-len(wanted)].id
-        table = Table(cfg.rules())
+        table = Table(cfg.rules(), series=journal.journal_id)
         rules_source = "configuration (no table_rules event journaled before this round)"
         before = journal.rules_before(table_id, first)
         if before is not None:
@@ -85,6 +85,7 @@ def recall(settings: Settings, table_id: str, rounds: int = 10) -> list[dict[str
                 played = table.current.rules if table.current is not None and table.current.round_id == rid \
                     else table.rules
                 out[rid] = {"round_id": rid, "table_id": table_id, "game": played.game.name, "events": [],
+                            "journal": {"id": journal.journal_id, "path": journal.path},
                             "rules": {"hash": played.rules_hash, "software_version": played.software_version,
                                       "source": rules_source, "canonical": json.loads(played.canonical)}}
             rec = out[rid]
@@ -103,6 +104,8 @@ def recall(settings: Settings, table_id: str, rounds: int = 10) -> list[dict[str
 
 def render_recall(rounds: list[dict[str, Any]]) -> str:
     lines: list[str] = []
+    if rounds and rounds[0].get("journal"):  # the series in every round id and idempotency key
+        lines.append(f"journal {rounds[0]['journal']['path']}  id {rounds[0]['journal']['id']}")
     for rnd in rounds:
         res = rnd.get("result") or {}
         lines.append(f"=== {rnd['round_id']} ({rnd['game']})  outcome: {res.get('outcome', 'in play')}"
@@ -213,6 +216,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     except JournalError as exc:  # not a SQLite file, damaged, too old: one clear line
         print(f"dealer audit verify: {exc}", file=sys.stderr)
         return 2
+    journal_id = journal.journal_id
     try:
         anchors = [parse_anchor(a) for a in args.anchor or ()]
         if args.anchor_from_broker:
@@ -230,7 +234,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         return 2
     finally:
         journal.close()
-    print(json.dumps({"journal": str(path), "rows": report.rows, "segments": report.segments,
+    print(json.dumps({"journal": str(path), "journal_id": journal_id, "rows": report.rows, "segments": report.segments,
                       "anchors": report.anchors, "ok": report.ok, "first_broken": report.first_broken,
                       "segment": report.segment, "reason": report.reason, "uncommitted": report.uncommitted},
                      sort_keys=True))

@@ -640,7 +640,8 @@ def _seotda_players(bus: Bus, seed: int, settings: Settings, rng: random.Random,
 
     def deal_out_strategies(kind: str, msg: Any) -> None:
         rnd = service.tables[TABLE].current
-        if not (isinstance(msg, RoundEvent) and msg.event == "round_opened" and msg.round_id == f"{TABLE}-000001"
+        if not (isinstance(msg, RoundEvent) and msg.event == "round_opened" and msg.round_id is not None
+                and service.tables[TABLE].round_seq(msg.round_id) == 1
                 and rnd is not None and rnd.round_id == msg.round_id):
             return
         first = game.start_hand(seats, {p: Decimal(600) for p in seats.values()}, 1, table.minor_unit,
@@ -660,7 +661,7 @@ async def _drop_link_during_betting(service: Service, bus: LocalBus, nth: int, o
     seen = asyncio.Event()
 
     def watch(kind: str, msg: Any) -> None:
-        if isinstance(msg, RoundEvent) and msg.event == "round_opened" and str(msg.round_id).endswith(f"{nth:06d}"):
+        if isinstance(msg, RoundEvent) and msg.event == "round_opened" and str(msg.round_id).endswith(f"-{nth:06d}"):
             seen.set()
 
     service.add_observer(watch)

@@ -31,6 +31,13 @@ chain (``verify_chain`` and ``dealer audit verify`` are unchanged): rolling a ro
 would reopen the restart window it closes, and needs write access to the journal file,
 which has to be protected for the events' sake anyway.
 
+**Journal id** (``meta``): 8 random characters generated when the journal is created and
+never changed (the table refuses UPDATE and DELETE). The service puts it into every round id,
+``{table}-{journal_id}-{seq:06d}``, and so into every idempotency key: a new, lost or
+re-installed journal starts its round sequence again, but never repeats a key settlement has
+seen. A journal from before journal ids gets one when first opened; its old rounds keep their
+ids and the sequence continues from them.
+
 Crash safety: the service hands a reader's new state to the group commit that takes the
 frame's read (or to an earlier one, never a later one). A frame whose read was not committed
 before a crash may therefore be accepted again afterwards: its read never registered, so it
@@ -39,11 +46,14 @@ registers once. A frame whose read was committed is refused as a replay after th
 
 from __future__ import annotations
 
+import base64
 import errno
 import fcntl
 import hashlib
 import json
 import os
+import re
+import secrets
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -127,6 +137,26 @@ _SCHEMA += _DELETE_GUARD
 
 
 GENESIS = "0" * 64
+
+#: The journal's own small, append-only key/value table. ``journal_id`` names this journal
+#: forever: it is part of every round id the service opens, so a new, lost or re-installed
+#: journal never reuses a round id or an idempotency key of an earlier one. It is created
+#: in one transaction with its triggers, so a meta table without a valid id is damage.
+_META = (
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TRIGGER meta_no_update BEFORE UPDATE ON meta "
+    "BEGIN SELECT RAISE(ABORT, 'the journal meta table is append-only'); END",
+    "CREATE TRIGGER meta_no_delete BEFORE DELETE ON meta "
+    "BEGIN SELECT RAISE(ABORT, 'the journal meta table is append-only'); END",
+)
+JOURNAL_ID = re.compile(r"^[a-z2-7]{8}$")
+
+
+def new_journal_id() -> str:
+    """5 random bytes from the OS CSPRNG, base32 lowercase without padding: 8 characters
+    that are safe in a round id, a topic-free key and a file name (40 bits: two journals of
+    one table collide with probability ~1e-12)."""
+    return base64.b32encode(secrets.token_bytes(5)).decode("ascii").lower()
 
 
 class JournalError(ValueError):
@@ -272,6 +302,7 @@ class Journal:
             raise JournalError(f"journal {self.path} predates the hash chain; archive it and start a new one")
         self._db.executescript(_SCHEMA)
         self._guard_deletes()
+        self._id, self.journal_id_source = self._load_id()
         last = self._db.execute("SELECT id, hash FROM events ORDER BY id DESC LIMIT 1").fetchone()
         self._last_id, self._last_hash = (int(last[0]), str(last[1])) if last else self.chain_start()
         self._head = (self._last_id, self._last_hash)
@@ -353,6 +384,52 @@ class Journal:
             db.execute("ROLLBACK")
             raise
         return int(n)
+
+    @property
+    def journal_id(self) -> str:
+        """This journal's id (8 characters, ``[a-z2-7]``), the series of its round ids."""
+        return self._id
+
+    def _load_id(self) -> tuple[str, str]:
+        """Read the journal id, or create it: ``existing``, ``created`` (a new journal) or
+        ``migrated`` (a journal from before journal ids: its old round ids stay as they are,
+        the table's round sequence continues, so new ids never collide with them). A meta
+        table without a valid id is damage and refused. Reading takes no write lock (recall
+        and audit open the journal of a running service)."""
+        found = self._read_journal_id()
+        if found is not None:
+            return found, "existing"
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")  # two processes opening a new journal agree on one id
+        try:
+            found = self._read_journal_id()
+            if found is not None:
+                db.execute("COMMIT")
+                return found, "existing"
+            events = db.execute("SELECT 1 FROM events LIMIT 1").fetchone() is not None
+            journal_id = new_journal_id()
+            for stmt in _META:
+                db.execute(stmt)
+            db.execute("INSERT INTO meta (key, value) VALUES ('journal_id', ?)", (journal_id,))
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+        return journal_id, "migrated" if events else "created"
+
+    def _read_journal_id(self) -> str | None:
+        """The valid journal id, or None when there is no meta table yet."""
+        db = self._db
+        if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone() is None:
+            return None
+        row = db.execute("SELECT value FROM meta WHERE key = 'journal_id'").fetchone()
+        value = row[0] if row is not None else None
+        if not isinstance(value, str) or not JOURNAL_ID.match(value):
+            what = "is missing" if row is None else f"is damaged ({str(value)[:40]!r})"
+            raise JournalError(f"journal {self.path}: its journal id {what}; round ids and idempotency keys "
+                               "depend on it: restore the journal from a backup")
+        return value
 
     def commit(self, batch: Batch) -> list[OutboxRow]:
         """Write a batch atomically (one fsync); return the outbox rows it created.

@@ -86,7 +86,7 @@ async def run_service(settings: Settings) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, task.cancel)
     log.info("backend started", node=settings.service.node_id, tables=list(service.tables),
-             journal=str(settings.service.journal_path))
+             journal=str(settings.service.journal_path), journal_id=service.journal.journal_id)
     try:
         await task
     except asyncio.CancelledError:

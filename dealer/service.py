@@ -173,7 +173,9 @@ class Service:
         self.metrics = metrics or Metrics()
         self.now_ms = clock
         self.configs: dict[str, TableConfig] = {t.id: t for t in settings.tables}
-        self.tables: dict[str, Table] = {t.id: Table(t.rules()) for t in settings.tables}
+        # The journal id is in every round id (and so every idempotency key) this journal opens.
+        self.tables: dict[str, Table] = {t.id: Table(t.rules(), series=self.journal.journal_id)
+                                         for t in settings.tables}
         self.links: dict[str, _Links] = {t: _Links() for t in self.tables}
         for t in settings.tables:  # series exist from the start, so "no rounds for 10 min" can be seen
             for outcome in ("completed", "cancelled", "voided"):
@@ -296,6 +298,13 @@ class Service:
             await self.stop()
 
     async def start(self) -> None:
+        # Logged here, not when the journal opens: a start refused later in __init__ (a damaged
+        # reader state, a key file) or by the runner stays one line on stderr.
+        log.info("journal opened", path=self.journal.path, journal_id=self.journal.journal_id,
+                 journal_id_source=self.journal.journal_id_source)
+        if self.journal.journal_id_source == "migrated":
+            log.warning("journal id generated for a journal written before journal ids: its rounds keep their "
+                        "ids, new rounds carry the journal id", journal_id=self.journal.journal_id)
         self._replay()
         for tid in self.tables:
             self.bus.subscribe(topics.actions(tid), self._on_command)

@@ -15,14 +15,19 @@ from dealer.messages import PlayerMessage, RoundEvent, StationPrompt
 from dealer.round import ACTIVE, Effect, Rejection, Round, Step, TableRules
 from dealer.rules import RulesError, rules_from_canonical
 
-_SEQ = re.compile(r"-(\d+)$")
+#: What follows ``{table}-`` in a round id: ``{series}-{seq}`` (the journal id, since journals
+#: have one) or ``{seq}`` (journals from before, and pure core tests without a series).
+_TAIL = re.compile(r"^(?:(?P<series>[a-z2-7]{8})-)?(?P<seq>\d+)$")
 BROKER = "broker"  # the link players' actions come through
 #: How a command for another round is named in its refusal.
 _WHAT = {"place_bet": "bet", "player_action": "action"}
 
 
 class Table:
-    def __init__(self, rules: TableRules) -> None:
+    def __init__(self, rules: TableRules, series: str | None = None) -> None:
+        """``series`` (the service passes its journal id) goes into every new round id, so a
+        new or re-installed journal never repeats a round id, nor an idempotency key."""
+        self.series = series
         #: The rules the next round opens under (a round keeps the rules it opened with).
         self.rules = rules
         #: (hash, software version) of the last ``table_rules`` event handled; None before the first.
@@ -40,7 +45,18 @@ class Table:
         return self.rules.table_id
 
     def next_round_id(self) -> str:
-        return f"{self.table_id}-{self.last_seq + 1:06d}"
+        if self.series is None:
+            return f"{self.table_id}-{self.last_seq + 1:06d}"
+        return f"{self.table_id}-{self.series}-{self.last_seq + 1:06d}"
+
+    def round_seq(self, round_id: str) -> int | None:
+        """The sequence number of a round id of this table, in either form (with this table's
+        series, or without one from a journal older than journal ids); None if it is not one."""
+        prefix = f"{self.table_id}-"
+        m = _TAIL.match(round_id[len(prefix):]) if round_id.startswith(prefix) else None
+        if m is None or m.group("series") not in (None, self.series):
+            return None
+        return int(m.group("seq"))
 
     @property
     def in_play(self) -> bool:
@@ -147,13 +163,13 @@ class Table:
 
     def _open(self, ev: OpenRound) -> Step:
         why = self.can_open()
-        m = _SEQ.search(ev.round_id)
-        if why is None and (not ev.round_id.startswith(f"{self.table_id}-") or m is None or int(m.group(1)) <= self.last_seq):
+        seq = self.round_seq(ev.round_id)
+        if why is None and (seq is None or seq <= self.last_seq):
             why = f"round id {ev.round_id!r} is not new for table {self.table_id} (next is {self.next_round_id()})"
         if why is not None:
             return _reject(ev.type, why)
-        assert m is not None
-        self.last_seq = int(m.group(1))
+        assert seq is not None
+        self.last_seq = seq
         self.memory = dict(ev.context)
         self.current = Round(self.rules, ev)
         opened = self._event("round_opened", ev.at, game=self.rules.game.name,

@@ -12,6 +12,7 @@ from typing import Any
 
 from dealer import topics
 from dealer.config import Settings, load_settings
+from dealer.journal import Journal
 from dealer.roles import SENDER, Role, command_topic
 from dealer.service import Service
 from drivers.frames import Frame, FrameDecoder, Status
@@ -23,6 +24,31 @@ from simulators.station import ShoeLink
 TABLE = "T1"
 READER = "SC1"
 DEAL = ["AS", "KS", "AD", "KH", "AC", "KC"]  # A: three aces, B: three kings
+
+
+def journal_id(source: Service | Journal | Settings | Path | str) -> str:
+    """The journal id of a service, a journal, or the journal file of settings or a path
+    (opening a file that does not exist yet creates the journal the service will open)."""
+    if isinstance(source, Service):
+        return source.journal.journal_id
+    if isinstance(source, Journal):
+        return source.journal_id
+    journal = Journal(source.service.journal_path if isinstance(source, Settings) else source)
+    try:
+        return journal.journal_id
+    finally:
+        journal.close()
+
+
+def round_id(source: Service | Journal | Settings | Path | str, seq: int, table: str = TABLE) -> str:
+    """The id of round ``seq`` of ``table`` as the service opens it on this journal: the
+    journal id is part of every round id, so tests read it instead of spelling it."""
+    return f"{table}-{journal_id(source)}-{seq:06d}"
+
+
+def key(source: Service | Journal | Settings | Path | str, seq: int, table: str = TABLE) -> str:
+    """The idempotency key of round ``seq`` of ``table`` on this journal."""
+    return f"{table}:{round_id(source, seq, table)}"
 
 
 def settings_for(tmp: Path, broker_url: str | None, port_path: str, **table: Any) -> Settings:

@@ -17,7 +17,7 @@ from dealer.events import CloseBetting, PlaceBet, ReadFailed, ScanRead, Supervis
 from dealer.journal import Journal
 from dealer.service import Service
 from drivers.bus import LocalBus
-from tests.harness import DEAL
+from tests.harness import DEAL, round_id
 
 ROOT = Path(__file__).resolve().parent.parent
 T = "T1"
@@ -68,8 +68,11 @@ async def play_two_rounds(config: Path) -> None:
 async def test_recall_shows_every_read_rescan_and_outcome(tmp_path: Path):
     config = write_config(tmp_path)
     await play_two_rounds(config)
-    rounds = recall(load_settings(config), T, rounds=10)
-    assert [r["round_id"] for r in rounds] == ["T1-000001", "T1-000002"]
+    settings = load_settings(config)
+    rounds = recall(settings, T, rounds=10)
+    assert [r["round_id"] for r in rounds] == [round_id(settings, 1), round_id(settings, 2)]
+    journal_id = round_id(settings, 1).split("-")[1]
+    assert all(r["journal"]["id"] == journal_id for r in rounds)
     first = rounds[0]
     scans = [e for e in first["events"] if e["type"] == "scan_read"]
     assert [e["seq"] for e in scans] == [1, 3, 4, 5, 6, 7, 8]  # the device's sequence numbers
@@ -81,8 +84,9 @@ async def test_recall_shows_every_read_rescan_and_outcome(tmp_path: Path):
     assert rounds[1]["result"]["reason"] == "voided by supervisor sup-ana: shoe dropped"
     text = render_recall(rounds)
     assert "RESCAN B1: the scanner could not read the card" in text and "VOIDED" in text
+    assert text.splitlines()[0].endswith(f"id {journal_id}")  # the header names the journal
     only_last = recall(load_settings(config), T, rounds=1)
-    assert [r["round_id"] for r in only_last] == ["T1-000002"]
+    assert [r["round_id"] for r in only_last] == [round_id(settings, 2)]
 
 
 async def test_the_journal_is_append_only_and_tampering_is_found(tmp_path: Path):
@@ -109,6 +113,7 @@ async def test_the_journal_is_append_only_and_tampering_is_found(tmp_path: Path)
     out = subprocess.run([sys.executable, "-m", "dealer", "audit", "verify", "--config", str(config)],
                          capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert out.returncode == 1 and json.loads(out.stdout)["first_broken"] == first_scan
+    assert json.loads(out.stdout)["journal_id"] == Journal(path).journal_id  # the id every round id carries
 
 
 async def test_a_deleted_row_is_found(tmp_path: Path):

@@ -24,7 +24,7 @@ from simulators.settlement import SettlementConsumer
 from simulators.shoe import FaultPlan, VirtualShoe
 from simulators.station import MqttShoeLink, VirtualDealer
 from tests.conftest import Broker, wait_until
-from tests.harness import DEAL, TABLE
+from tests.harness import DEAL, TABLE, round_id
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -88,7 +88,9 @@ async def test_unknown_table_is_rejected_and_logs_carry_table_and_round(tmp_path
         configure_logging("warning")
     lines = [json.loads(line) for line in stream.getvalue().splitlines() if line.startswith("{")]
     accepted = [rec for rec in lines if rec.get("event") == "bet_accepted"]
-    assert accepted and accepted[0]["table_id"] == TABLE and accepted[0]["round_id"] == f"{TABLE}-000001"
+    assert accepted and accepted[0]["table_id"] == TABLE and accepted[0]["round_id"] == round_id(service, 1)
+    opened = [rec for rec in lines if rec.get("event") == "journal opened"]
+    assert [rec["journal_id"] for rec in opened] == [service.journal.journal_id]
     assert any(rec.get("event") == "event rejected" and rec.get("table_id") == "NOPE" for rec in lines)
 
 

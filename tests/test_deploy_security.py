@@ -519,7 +519,7 @@ async def test_backend_runs_over_mqtts_and_settlement_receives_its_result(secure
             for code, pos in zip(DEAL, POSITIONS):
                 await wait_until(lambda: ops.expects(pos), what=f"NEXT {pos}")
                 await frame("OK", code)
-            key = "T1:T1-000001"
+            key = f"T1:T1-{service.journal.journal_id}-000001"
             await wait_until(lambda: [r for r in settlement.on("results") if r["idempotency_key"] == key],
                              what="the result at settlement")
             result = next(r for r in settlement.on("results") if r["idempotency_key"] == key)

@@ -14,11 +14,10 @@ import pytest
 from dealer.events import LinkUp
 from dealer.service import Service
 from tests.conftest import Broker, wait_until
-from tests.harness import DEAL, READER, TABLE, HandShoe, Recorder, settings_for, start_service, stop_service
+from tests.harness import DEAL, READER, TABLE, HandShoe, Recorder, key, settings_for, start_service, stop_service
 from tests.test_integration import deal
 
 POSITIONS = ["A1", "B1", "A2", "B2", "A3", "B3"]
-KEY = f"{TABLE}:{TABLE}-000001"
 FRAME = b"$GARBAGE\r\n"  # one CORRUPT input each (no such grammar)
 FLOOD = FRAME * (200_000 // len(FRAME))  # 200 KB
 
@@ -72,8 +71,8 @@ async def test_200_kb_of_garbage_during_a_deal_is_a_bounded_number_of_journal_ro
         assert rows[-1]["reason"] == "corrupt_frame"
         assert rows[-1]["detail"].startswith(f"flood: {frames - burst} bad frames in the last ")
         await deal(rec, shoe, DEAL[3:], POSITIONS[3:])
-        await wait_until(lambda: rec.results(KEY), what="result")
-        assert rec.results(KEY)[0]["cards"] == dict(zip(POSITIONS, DEAL))
+        await wait_until(lambda: rec.results(key(service, 1)), what="result")
+        assert rec.results(key(service, 1))[0]["cards"] == dict(zip(POSITIONS, DEAL))
         assert len(read_failed(service)) == burst + 1
         assert service.metrics.queue_dropped.labels(kind="scanner_failure")._value.get() == 0
         corrupt_lines = [r for r in caplog.records if "corrupt frame" in r.getMessage()]

@@ -38,7 +38,7 @@ from drivers.scanner_json import MqttScannerIngest, ScannerMessage
 from simulators.pty_port import PtyPort
 from simulators.shoe import VirtualShoe
 from tests.conftest import Broker, wait_until
-from tests.harness import DEAL, TABLE, Recorder, start_service, stop_service
+from tests.harness import DEAL, TABLE, Recorder, key, round_id, start_service, stop_service
 from tests.test_frames import doc_table, parse_inputs
 
 K1 = bytes(range(32))
@@ -332,7 +332,6 @@ def test_key_files_are_loaded_and_bad_ones_stop_the_start(tmp_path: Path) -> Non
 # --- whole backend: real Mosquitto, real PTY ------------------------------------------------
 
 POSITIONS = ["A1", "B1", "A2", "B2", "A3", "B3"]
-KEY = f"{TABLE}:{TABLE}-000001"
 READER = "SC1"
 
 
@@ -408,7 +407,7 @@ async def test_serial_forged_card_never_registers_and_alerts(signed_studio):
     shoe.write(shoe.shoe.forged("AH"))  # a valid-looking ace of hearts for A2, seq 3, wrong key
     await wait_until(lambda: _forged_alerts(rec), what="supervisor ALERT for the forged frame")
     alert = _forged_alerts(rec)[0]
-    assert alert["position"] == "A2" and alert["round_id"] == f"{TABLE}-000001"
+    assert alert["position"] == "A2" and alert["round_id"] == round_id(service, 1)
     assert "failed authentication" in alert["message"] and "bad MAC" in alert["message"]
     await wait_until(lambda: rec.prompts("RESCAN"), what="RESCAN after the forged frame")
     assert rec.prompts("RESCAN")[-1]["reason"] == "forged_frame"
@@ -427,8 +426,8 @@ async def test_serial_forged_card_never_registers_and_alerts(signed_studio):
     for code, pos in zip(DEAL[2:], POSITIONS[2:]):
         await _next(rec, pos)
         shoe.write(shoe.shoe.scan(code))
-    await wait_until(lambda: rec.results(KEY), what="result")
-    assert rec.results(KEY)[0]["cards"] == dict(zip(POSITIONS, DEAL))
+    await wait_until(lambda: rec.results(key(service, 1)), what="result")
+    assert rec.results(key(service, 1))[0]["cards"] == dict(zip(POSITIONS, DEAL))
     assert not [p for p in rec.prompts("RESCAN") if p["reason"] == "frame_lost"]  # the sequence was untouched
     assert service.links[TABLE].ready
 
@@ -462,8 +461,8 @@ async def test_serial_replayed_old_frames_change_nothing(signed_studio):
     for code, pos in zip(DEAL[3:], POSITIONS[3:]):
         await _next(rec, pos)
         shoe.write(shoe.shoe.scan(code))
-    await wait_until(lambda: rec.results(KEY), what="result")
-    assert rec.results(KEY)[0]["cards"] == dict(zip(POSITIONS, DEAL))
+    await wait_until(lambda: rec.results(key(service, 1)), what="result")
+    assert rec.results(key(service, 1))[0]["cards"] == dict(zip(POSITIONS, DEAL))
     assert not [p for p in rec.prompts("RESCAN") if p["reason"] == "frame_lost"]
 
 
@@ -503,8 +502,8 @@ async def test_mqtt_forged_and_replayed_messages_change_nothing(broker: Broker, 
         for code, pos in zip(DEAL[2:], POSITIONS[2:]):
             await _next(rec, pos)
             await send(shoe.scan(code))
-        await wait_until(lambda: rec.results(KEY), what="result")
-        assert rec.results(KEY)[0]["cards"] == dict(zip(POSITIONS, DEAL))
+        await wait_until(lambda: rec.results(key(service, 1)), what="result")
+        assert rec.results(key(service, 1))[0]["cards"] == dict(zip(POSITIONS, DEAL))
         assert not [p for p in rec.prompts("RESCAN") if p["reason"] == "frame_lost"]
     finally:
         await stop_service(task)

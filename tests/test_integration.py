@@ -11,10 +11,9 @@ import pytest
 from dealer import topics
 from dealer.round import Phase
 from tests.conftest import Broker, wait_until
-from tests.harness import DEAL, TABLE, HandShoe, Recorder, settings_for, start_service, stop_service
+from tests.harness import DEAL, TABLE, HandShoe, Recorder, key, round_id, settings_for, start_service, stop_service
 
 POSITIONS = ["A1", "B1", "A2", "B2", "A3", "B3"]
-KEY = f"{TABLE}:{TABLE}-000001"
 
 
 async def deal(rec: Recorder, shoe: HandShoe, cards: list[str], positions: list[str]) -> None:
@@ -56,8 +55,8 @@ async def test_rescan_after_noread(studio):
     assert (rescan["position"], rescan["reason"], rescan["count"]) == ("A2", "noread", 1)
     assert service.tables[TABLE].current.expected_position == "A2"  # the deal did not advance
     await deal(rec, shoe, DEAL[2:], POSITIONS[2:])
-    await wait_until(lambda: rec.results(KEY), what="result")
-    res = rec.results(KEY)[0]
+    await wait_until(lambda: rec.results(key(service, 1)), what="result")
+    res = rec.results(key(service, 1))[0]
     assert res["cards"] == dict(zip(POSITIONS, DEAL)) and res["winner"] == "A"
     assert res["hands"]["A"]["category"] == "trail_of_aces" and res["bets"]["six_card_bonus"]["outcome"] == "WIN"
     assert service.metrics.rescans.labels(table=TABLE, reason="noread")._value.get() == 1
@@ -78,8 +77,8 @@ async def test_duplicate_and_foreign_cards_prompt_rescan_then_alert(studio):
     assert [p["reason"] for p in rec.prompts("RESCAN")] == ["duplicate_card"] + ["foreign_card"] * 3
     shoe.scan(DEAL[1])
     await deal(rec, shoe, DEAL[2:], POSITIONS[2:])
-    await wait_until(lambda: rec.results(KEY), what="result")
-    assert rec.results(KEY)[0]["cards"] == dict(zip(POSITIONS, DEAL))
+    await wait_until(lambda: rec.results(key(service, 1)), what="result")
+    assert rec.results(key(service, 1))[0]["cards"] == dict(zip(POSITIONS, DEAL))
 
 
 async def test_garbage_bytes_on_the_line_change_nothing(studio):
@@ -90,8 +89,8 @@ async def test_garbage_bytes_on_the_line_change_nothing(studio):
         noise = bytes(rng.randrange(256) for _ in range(40))
         shoe.write(noise + b"\r\n" + (b"$SC1,99,OK,AS*0000\r\n" if i == 2 else b""))  # and a frame with a bad CRC
         shoe.scan(code)
-    await wait_until(lambda: rec.results(KEY), what="result")
-    assert rec.results(KEY)[0]["cards"] == dict(zip(POSITIONS, DEAL))
+    await wait_until(lambda: rec.results(key(service, 1)), what="result")
+    assert rec.results(key(service, 1))[0]["cards"] == dict(zip(POSITIONS, DEAL))
     assert service.links[TABLE].ready
 
 
@@ -109,11 +108,11 @@ async def test_broker_killed_after_betting_closed_result_arrives_once_after_rest
     await wait_until(lambda: service.outbox_pending == 1, what="result committed to the outbox")
     assert rec.results() == []
     broker.start()
-    await wait_until(lambda: rec.results(KEY), what="result after broker restart")
+    await wait_until(lambda: rec.results(key(service, 1)), what="result after broker restart")
     await wait_until(lambda: service.outbox_pending == 0, what="outbox drained")
     await wait_until(lambda: service.tables[TABLE].undelivered == {}, what="round settled")
-    assert len(rec.results(KEY)) == 1
-    assert rec.results(KEY)[0]["outcome"] == "COMPLETED" and rec.results(KEY)[0]["cards"] == dict(zip(POSITIONS, DEAL))
+    assert len(rec.results(key(service, 1))) == 1
+    assert rec.results(key(service, 1))[0]["outcome"] == "COMPLETED" and rec.results(key(service, 1))[0]["cards"] == dict(zip(POSITIONS, DEAL))
 
 
 async def test_link_lost_while_betting_open_cancels_and_refunds(broker: Broker, long_betting):
@@ -126,12 +125,12 @@ async def test_link_lost_while_betting_open_cancels_and_refunds(broker: Broker, 
     await wait_until(lambda: service.tables[TABLE].current.phase == Phase.CANCELLED, what="round cancelled")
     assert service.tables[TABLE].can_open() is not None  # no new round while the link is down
     broker.start()
-    await wait_until(lambda: rec.results(KEY), what="refund result")
-    res = rec.results(KEY)[0]
+    await wait_until(lambda: rec.results(key(service, 1)), what="refund result")
+    res = rec.results(key(service, 1))[0]
     assert res["outcome"] == "CANCELLED" and res["refund_all"] is True and res["bets"] == {}
     assert res["accepted_bets"] == {"count": 1, "stakes": {"player_a": "10.00"}, "bet_ids": ["b1"]}
-    await wait_until(lambda: service.tables[TABLE].current.round_id == f"{TABLE}-000002", what="next round")
-    assert len(rec.results(KEY)) == 1
+    await wait_until(lambda: service.tables[TABLE].current.round_id == round_id(service, 2), what="next round")
+    assert len(rec.results(key(service, 1))) == 1
     assert Decimal(res["accepted_bets"]["stakes"]["player_a"]) == Decimal("10.00")
 
 
@@ -147,9 +146,9 @@ async def test_serial_unplugged_and_replugged_mid_round(studio):
     shoe.write(shoe.shoe.boot())  # a re-enumerated reader boots and restarts its sequence
     await wait_until(lambda: service.links[TABLE].up[link] is True, timeout=20, what="scanner link up")
     await deal(rec, shoe, DEAL[3:], POSITIONS[3:])
-    await wait_until(lambda: rec.results(KEY), what="result")
-    assert rec.results(KEY)[0]["outcome"] == "COMPLETED"
-    assert rec.results(KEY)[0]["cards"] == dict(zip(POSITIONS, DEAL))
+    await wait_until(lambda: rec.results(key(service, 1)), what="result")
+    assert rec.results(key(service, 1))[0]["outcome"] == "COMPLETED"
+    assert rec.results(key(service, 1))[0]["cards"] == dict(zip(POSITIONS, DEAL))
     assert [e["data"]["link"] for e in rec.events("link_down_round_continues")] == [link]
 
 

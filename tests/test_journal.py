@@ -11,7 +11,7 @@ from dealer.journal import Batch, Journal
 from dealer.messages import RoundResult
 from dealer.round import Phase, TableRules
 from dealer.table import Table
-from tests.harness import DEAL
+from tests.harness import DEAL, round_id
 
 T = "T1"
 
@@ -155,4 +155,4 @@ async def test_a_restart_after_a_link_outage_replays_every_later_round(tmp_path)
 
     await instance(first)
     await instance(second)
-    assert await instance(third) == "T1-000002"
+    assert await instance(third) == round_id(settings, 2)

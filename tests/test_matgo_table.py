@@ -38,13 +38,12 @@ from simulators.matgo_players import MatgoDealer, MatgoPlayer, choose
 from simulators.shoe import VirtualShoe
 from simulators.station import DealerFaults
 from tests.conftest import Broker, wait_until
-from tests.harness import HandShoe, Recorder, RecordingReader, start_service, stop_service, strings
+from tests.harness import (HandShoe, Recorder, RecordingReader, journal_id, key, round_id, start_service, stop_service,
+                           strings)
 
 T = "MG1"
 READER = "SC8"
 ACT = topics.actions(T)
-R1, R2 = f"{T}-000001", f"{T}-000002"
-KEY1 = f"{T}:{R1}"
 ALICE = "alice"
 AI = AI_PLAYER
 DEAL = [name for name, _ in deal_positions(MatgoRules())]  # F.1..F.5 O.1..O.5 L1..L4 F.6.. O.6.. L5..L8
@@ -125,16 +124,27 @@ class Table:
         assert self.rnd is not None
         return f"{T}:{self.rnd.round_id}"
 
+    @property
+    def r1(self) -> str:
+        """The id of this journal's first round (the journal id is part of it)."""
+        return round_id(self.service, 1, T)
+
+    @property
+    def key1(self) -> str:
+        return key(self.service, 1, T)
+
     def mine(self, player: str = ALICE, kind: str | None = None) -> list[dict[str, Any]]:
         return [m for t, m in self.rec.messages
                 if t == topics.player(T, player) and (kind is None or m["kind"] == kind)]
 
-    def acted(self, round_id: str = R1) -> list[tuple[str, str, str | None, str]]:
+    def acted(self, round_id: str | None = None) -> list[tuple[str, str, str | None, str]]:
         """(player, action, card, by) of every move, in order."""
+        round_id = round_id or self.r1
         return [(e["data"]["player_id"], e["data"]["action"], e["data"].get("card"), e["data"]["by"])
                 for e in self.rec.events("player_acted") if e["round_id"] == round_id]
 
-    async def sit(self, cover: str = "100.00", round_id: str = R1) -> None:
+    async def sit(self, cover: str = "100.00", round_id: str | None = None) -> None:
+        round_id = round_id or self.r1
         await wait_until(lambda: any(e["round_id"] == round_id for e in self.rec.events("round_opened")),
                          what=f"round {round_id} opened")
         await self.rec.command(ACT, {"type": "place_bet", "bet_id": f"{round_id}-{ALICE}", "player_id": ALICE,
@@ -266,7 +276,7 @@ class Table:
     async def next_round(self) -> None:
         """The result was delivered and the table opened the next round."""
         assert self.rnd is not None
-        nxt = f"{T}-{int(self.rnd.round_id.rsplit('-', 1)[1]) + 1:06d}"
+        nxt = round_id(self.service, int(self.rnd.round_id.rsplit("-", 1)[1]) + 1, T)
         await wait_until(lambda: self.service.tables[T].undelivered == {}, what="result delivered")
         await wait_until(lambda: any(e["round_id"] == nxt for e in self.rec.events("round_opened")),
                          what="the next round")
@@ -345,7 +355,7 @@ def journal_round(settings: Settings, round_id: str) -> Round:
     path = settings.service.journal_path
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
         bodies = [b for (b,) in db.execute("SELECT body FROM events WHERE table_id = ? ORDER BY id", (T,))]
-    core = CoreTable(settings.tables[0].rules())
+    core = CoreTable(settings.tables[0].rules(), series=journal_id(settings))  # as the service replays
     found = None
     for b in bodies:
         core.handle(EVENT_ADAPTER.validate_json(b))
@@ -453,7 +463,7 @@ def journal_agrees(settings: Settings, res: dict[str, Any]) -> None:
     ai_sent = [(e.action, e.card) for e in events if isinstance(e, PlayerAction) and e.player_id == AI]
     ai_moves = [(m["action"], m["card"]) for m in res["details"]["moves"] if m["player"] == AI and m["action"] != "FLIP"]
     assert ai_sent == ai_moves
-    core = CoreTable(settings.tables[0].rules())
+    core = CoreTable(settings.tables[0].rules(), series=journal_id(settings))  # as the service replays
     for ev in events:
         core.handle(ev)
         rnd = core.undelivered.get(rid) or core.current
@@ -463,7 +473,7 @@ def journal_agrees(settings: Settings, res: dict[str, Any]) -> None:
     raise AssertionError("the journal does not rebuild the result")
 
 
-def asked(rec: Recorder, round_id: str = R1) -> list[str]:
+def asked(rec: Recorder, round_id: str) -> list[str]:
     """The positions and steps the station asked for, in order (a repeated prompt counts once)."""
     out: list[str] = []
     for p in rec.prompts():
@@ -496,12 +506,12 @@ async def test_a_a_whole_game_between_the_player_bot_and_the_house_ai(table: Tab
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-    assert len(rec.results(KEY1)) == 1
+    assert len(rec.results(table.key1)) == 1
     d = res["details"]
     assert d["seats"] == hand.seat_of and d["deals"] == 1 and d["kind"] in ("STOP", "NAGARI", "THREE_PPUK")
     # the deal in the rulebook's order, then one stock card after each hand card
     flips = [m for m in d["moves"] if m["action"] == "FLIP"]
-    assert asked(rec) == DEAL + [f"S{i}" for i in range(1, len(flips) + 1)]
+    assert asked(rec, table.r1) == DEAL + [f"S{i}" for i in range(1, len(flips) + 1)]
     assert t.flipped == [f"S{i}" for i in range(1, len(flips) + 1)] and len(flips) >= 2
     played = {m["card"] for m in d["moves"] if m["action"] == "PLAY"}
     assert {p: c for p, c in res["cards"].items() if not _STOCK.match(p)} == {
@@ -520,11 +530,11 @@ async def test_a_a_whole_game_between_the_player_bot_and_the_house_ai(table: Tab
     money_exact(res, Decimal("100.00"))
     # the bot played every turn it was given, with cards it held; nothing it sent was refused
     assert bot.rejected == [] and len(bot.sent) == sum(p == ALICE for p, *_ in acted)
-    assert bot.cards(R1) == [c for p, c in cards if p.startswith(f"{t.letter}.")]
-    assert {c for rid, _, a, c in bot.sent if a == "PLAY"} <= set(bot.cards(R1))
+    assert bot.cards(table.r1) == [c for p, c in cards if p.startswith(f"{t.letter}.")]
+    assert {c for rid, _, a, c in bot.sent if a == "PLAY"} <= set(bot.cards(table.r1))
     # the matgo_move events tell the same story as the result
-    assert [e["data"] for e in rec.events("matgo_move") if e["round_id"] == R1] == d["moves"]
-    done = [p for p in rec.prompts("DONE") if p["round_id"] == R1]
+    assert [e["data"] for e in rec.events("matgo_move") if e["round_id"] == table.r1] == d["moves"]
+    done = [p for p in rec.prompts("DONE") if p["round_id"] == table.r1]
     assert done and (d["kind"] == "NAGARI" or done[-1]["announce"].endswith(f"wins {d['payment_points']} points "
                                                                             f"({d['kind'].lower().replace('_', ' ')})"))
 
@@ -538,7 +548,7 @@ async def test_b_foreign_duplicate_and_unread_cards_never_register_nor_start_a_t
     t, rec = table, table.rec
     cards, stock = deck(F=["03J1"], O=["03J2"], L=["03G", "03R"], seed=5)
     await t.sit("100.00")
-    await wait_until(lambda: rec.expects("F.1", R1), what="NEXT F.1")
+    await wait_until(lambda: rec.expects("F.1", table.r1), what="NEXT F.1")
     # a 52-card code, a joker, a bonus/service card and a code no Hwatu card has: foreign
     for n, code in enumerate(("AS", "JK", "13B", "12J1"), start=1):
         t.shoe.scan(code)
@@ -549,7 +559,7 @@ async def test_b_foreign_duplicate_and_unread_cards_never_register_nor_start_a_t
     assert t.rnd.cards == {} and t.rnd.expected_position == "F.1" and not t.mine(ALICE, "hole_card")
     await t.deal(cards[:6])
     # the first card dealt again, at O.2: a duplicate, the deal stays at O.2
-    await wait_until(lambda: rec.expects("O.2", R1), what="NEXT O.2")
+    await wait_until(lambda: rec.expects("O.2", table.r1), what="NEXT O.2")
     t.shoe.scan(cards[0][1])
     await wait_until(lambda: len(rec.prompts("RESCAN")) == 5, what="RESCAN duplicate")
     p = rec.prompts("RESCAN")[-1]
@@ -598,7 +608,7 @@ async def test_b_foreign_duplicate_and_unread_cards_never_register_nor_start_a_t
     assert [m["action"] for m in t.rnd.hand.log] == ["PLAY", "CHOOSE"]
     await t.flip(stock[0], check=False)
     res = await t.play_out(stock[1:], stopper)
-    assert res["cards"]["S1"] == stock[0] and len(rec.results(KEY1)) == 1
+    assert res["cards"]["S1"] == stock[0] and len(rec.results(table.key1)) == 1
     assert [e["data"]["reason"] for e in rec.events("scan_rejected")] == (
         ["foreign_card"] * 4 + ["duplicate_card"] + ["noread"] * 3 + ["foreign_card"] + ["duplicate_card"] * 2)
     replayed(res, t.settings)
@@ -631,7 +641,7 @@ async def test_c_a_disconnected_player_is_played_by_the_timer_to_the_end(table: 
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-    assert len(rec.results(KEY1)) == 1
+    assert len(rec.results(table.key1)) == 1
     mine = [(a, c, by) for p, a, c, by in t.acted() if p == ALICE]
     assert [by for *_, by in mine[:2]] == ["player", "player"] and mine[2:]
     assert all(by == "timeout" for *_, by in mine[2:]), mine
@@ -639,7 +649,7 @@ async def test_c_a_disconnected_player_is_played_by_the_timer_to_the_end(table: 
     last_turn: dict[str, Any] | None = None
     timed = 0
     for topic, msg in rec.messages:
-        if msg.get("round_id") != R1:
+        if msg.get("round_id") != table.r1:
             continue
         if topic == topics.player(T, ALICE) and msg["kind"] == "your_turn":
             last_turn = msg["data"]
@@ -788,7 +798,7 @@ async def test_e_a_broker_restart_mid_game_gives_the_turn_again_and_one_result(t
     assert resumed[-1]["data"]["player_id"] == ALICE
     res = await t.play_out(stock[flips:], stopper)
     await t.next_round()
-    assert len(rec.results(KEY1)) == 1
+    assert len(rec.results(table.key1)) == 1
     assert not [a for a in t.acted() if a[3] == "timeout"]
     replayed(res, t.settings)
     journal_agrees(t.settings, res)
@@ -833,12 +843,12 @@ async def test_e_a_chongtong_dealt_while_the_broker_is_down_is_paid_once_it_retu
     await t.deal_blind(cards[3:])
     await wait_until(lambda: t.rnd.phase == Phase.RESULT, what="game over")
     await wait_until(lambda: service.outbox_pending == 1, what="result in the outbox")
-    assert rec.results(KEY1) == []
+    assert rec.results(table.key1) == []
     broker.start()
-    await wait_until(lambda: rec.results(KEY1), what="the result after the broker returns")
+    await wait_until(lambda: rec.results(table.key1), what="the result after the broker returns")
     await t.next_round()
-    assert len(rec.results(KEY1)) == 1
-    res = rec.results(KEY1)[0]
+    assert len(rec.results(table.key1)) == 1
+    res = rec.results(table.key1)[0]
     d = res["details"]
     assert (res["winner"], d["kind"], d["payment_points"], d["money"], d["moves"]) == ("PLAYER", "CHONGTONG", 5, "5.00", [])
     assert res["player_bets"][ALICE]["cover"]["returned"] == "55.00" and d["result"]["months"] == [7]
@@ -861,7 +871,7 @@ async def test_f_a_cover_below_the_minimum_is_refused(table: Table, least: str):
 
     def bet(stake: Any, seat: int | None = 1, player: str = ALICE, bet_id: str | None = None, **kw: Any) -> dict[str, Any]:
         out = {"type": "place_bet", "bet_id": bet_id or f"{player}-{stake}", "player_id": player, "bet_type": "cover",
-               "stake": stake, "round_id": R1} | kw
+               "stake": stake, "round_id": table.r1} | kw
         return out | ({"seat": seat} if seat is not None else {})
 
     points, value = opts.get("min_cover_points", 50), opts.get("point_value", "1.00")
@@ -888,8 +898,8 @@ async def test_f_a_cover_below_the_minimum_is_refused(table: Table, least: str):
     await rec.command(ACT, {"type": "close_betting", "by": "dealer"})
     cards, _ = deck(O=["11G", "11J1", "11J2", "11JD"], seed=11, setup="CHONGTONG")
     await t.deal(cards)
-    await wait_until(lambda: rec.results(KEY1), what="result")
-    res = rec.results(KEY1)[0]
+    await wait_until(lambda: rec.results(table.key1), what="result")
+    res = rec.results(table.key1)[0]
     d = res["details"]
     money = Decimal(value) * 5
     assert (res["winner"], d["kind"], d["payment_points"], Decimal(d["money"])) == ("AI", "CHONGTONG", 5, money)
@@ -908,8 +918,8 @@ async def test_f_nobody_sits_down_the_game_is_cancelled(table: Table):
     rec = table.rec
     await wait_until(lambda: rec.events("round_opened"), what="round opened")
     await rec.command(ACT, {"type": "close_betting", "by": "dealer"})
-    await wait_until(lambda: rec.results(KEY1), what="cancelled")
-    res = rec.results(KEY1)[0]
+    await wait_until(lambda: rec.results(table.key1), what="cancelled")
+    res = rec.results(table.key1)[0]
     assert res["outcome"] == "CANCELLED" and res["refund_all"] is True
     assert "matgo needs at least 1 seated players, 0 sat down" in res["reason"]
 
@@ -937,15 +947,15 @@ async def test_a_layout_quad_is_redealt_with_all_48_cards_then_a_chongtong_wins(
     await t.confirm("SHUFFLE")
     await t.deal(second[:7])
     # within the redeal a card dealt twice is a duplicate (the first deal's cards are back in)
-    await wait_until(lambda: rec.expects("R1.O.3", R1), what="NEXT R1.O.3")
+    await wait_until(lambda: rec.expects("R1.O.3", table.r1), what="NEXT R1.O.3")
     t.shoe.scan(second[5][1])
     await wait_until(lambda: rec.prompts("RESCAN"), what="RESCAN duplicate")
     assert (rec.prompts("RESCAN")[-1]["position"], rec.prompts("RESCAN")[-1]["reason"]) == ("R1.O.3", "duplicate_card")
     await t.deal(second[7:])
-    await wait_until(lambda: rec.results(KEY1), what="result")
-    res = rec.results(KEY1)[0]
+    await wait_until(lambda: rec.results(table.key1), what="result")
+    res = rec.results(table.key1)[0]
     d = res["details"]
-    assert asked(rec) == DEAL + ["SHUFFLE"] + [f"R1.{p}" for p in DEAL]
+    assert asked(rec, table.r1) == DEAL + ["SHUFFLE"] + [f"R1.{p}" for p in DEAL]
     assert (res["winner"], d["kind"], d["payment_points"], d["deals"], d["seats"]) == (
         "PLAYER", "CHONGTONG", 5, 2, {"F": AI, "O": ALICE})
     # the first deal's hands are never shown; the redeal's: only the four Augusts that win
@@ -971,8 +981,8 @@ async def test_both_players_holding_a_quad_is_a_redeal_too(table: Table):
     await t.deal(first)
     await t.confirm("SHUFFLE")
     await t.deal(second)
-    await wait_until(lambda: rec.results(KEY1), what="result")
-    res = rec.results(KEY1)[0]
+    await wait_until(lambda: rec.results(table.key1), what="result")
+    res = rec.results(table.key1)[0]
     assert rec.events("redeal")[0]["data"]["reason"] == "BOTH_QUADS"
     assert (res["winner"], res["details"]["kind"], res["details"]["deals"]) == ("PLAYER", "CHONGTONG", 2)
     assert res["details"]["result"]["months"] == [12]
@@ -1048,7 +1058,7 @@ def test_demo_plays_matgo_against_the_house_ai():
     out = run_cli("demo", "--game", "matgo", "--rounds", "2", "--seed", "5", timeout=240)
     assert out.returncode == 0, out.stderr[-2000:]
     text = out.stdout
-    game1 = text.split("=== T1-000002")[0]
+    game1 = re.split(r"=== T1-[a-z2-7]{8}-000002", text)[0]
     assert "REDEAL (four cards of one month on the layout)" in game1 and "dealer shuffles all 48 cards" in game1
     assert "face down, to player1 only" in text and "holds 10 cards face down: nobody sees them" in text
     assert "layout: " in text and " plays " in text and "turns over" in text and "captures" in text

@@ -15,7 +15,7 @@ from drivers.bus import LocalBus
 from drivers.mqtt import MqttBus
 from drivers.scanner_json import ScannerMessage
 from tests.conftest import Broker, wait_until
-from tests.harness import DEAL, TABLE, Recorder, start_service, stop_service
+from tests.harness import DEAL, TABLE, Recorder, key, round_id, start_service, stop_service
 
 POSITIONS = ["A1", "B1", "A2", "B2", "A3", "B3"]
 READER = "GW1"
@@ -69,9 +69,8 @@ async def test_mqtt_scanner_ingest_deals_a_round_and_rejects_bad_json(broker: Br
         for code, pos in zip(DEAL[3:], POSITIONS[3:]):
             await wait_until(lambda: rec.expects(pos), what=f"NEXT {pos}")
             await gw.send("OK", code)
-        key = f"{TABLE}:{TABLE}-000001"
-        await wait_until(lambda: rec.results(key), what="result")
-        assert rec.results(key)[0]["cards"] == dict(zip(POSITIONS, DEAL))
+        await wait_until(lambda: rec.results(key(service, 1)), what="result")
+        assert rec.results(key(service, 1))[0]["cards"] == dict(zip(POSITIONS, DEAL))
     finally:
         await stop_service(task)
         await rec.stop()
@@ -79,11 +78,12 @@ async def test_mqtt_scanner_ingest_deals_a_round_and_rejects_bad_json(broker: Br
 
 async def test_retained_actions_are_never_replayed_and_status_goes_offline_on_stop(broker: Broker, tmp_path: Path):
     rec = await Recorder(broker.url).start()
-    # a well-formed bet for the round about to open: only its being retained keeps it out
-    bet = {"type": "place_bet", "bet_id": "stale", "player_id": "p", "bet_type": "tie", "stake": "1",
-           "round_id": f"{TABLE}-000001", "command_id": "stale"}
-    await rec.bus._client.publish(topics.actions(TABLE), json.dumps(bet).encode(), qos=1, retain=True)  # type: ignore[union-attr]
     settings = mqtt_settings(tmp_path, broker.url, betting_seconds=60)
+    # a well-formed bet for the round about to open: only its being retained keeps it out
+    # (reading the journal id creates the journal the service then opens)
+    bet = {"type": "place_bet", "bet_id": "stale", "player_id": "p", "bet_type": "tie", "stake": "1",
+           "round_id": round_id(settings, 1), "command_id": "stale"}
+    await rec.bus._client.publish(topics.actions(TABLE), json.dumps(bet).encode(), qos=1, retain=True)  # type: ignore[union-attr]
     bus = MqttBus(broker.url, client_id="backend-status", status_topic=topics.backend_status("n1"))
     service = Service(settings, bus=bus)
     task = asyncio.create_task(service.run())

@@ -20,7 +20,7 @@ from simulators.shoe import FaultPlan, VirtualShoe
 from simulators.station import PtyShoeLink, VirtualDealer
 from simulators.pty_port import PtyPort
 from tests.conftest import Broker, free_port, wait_until
-from tests.harness import DEAL, READER, TABLE, HandShoe, Recorder
+from tests.harness import DEAL, READER, TABLE, HandShoe, Recorder, round_id
 
 POSITIONS = ["A1", "B1", "A2", "B2", "A3", "B3"]
 
@@ -93,11 +93,11 @@ async def test_backend_killed_mid_deal_resumes_at_the_same_position(broker: Brok
         await wait_until(lambda: any(t.endswith("/prompts") and m["kind"] == "NEXT" for t, m in rec.messages[seen:]),
                          what="prompt from the restarted backend")
         first = next(m for t, m in rec.messages[seen:] if t.endswith("/prompts"))
-        assert (first["round_id"], first["position"], first["step"]) == (f"{TABLE}-000001", "B2", 4)
+        assert (first["round_id"], first["position"], first["step"]) == (round_id(tmp_path / "journal.sqlite", 1), "B2", 4)
         for code, pos in zip(DEAL[3:], POSITIONS[3:]):
             await wait_until(lambda: rec.expects(pos), what=f"NEXT {pos}")
             shoe.scan(code)
-        key = f"{TABLE}:{TABLE}-000001"
+        key = f"{TABLE}:{round_id(tmp_path / 'journal.sqlite', 1)}"
         await wait_until(lambda: rec.results(key), what="result")
         assert rec.results(key)[0]["cards"] == dict(zip(POSITIONS, DEAL))
         # metrics are served over HTTP by the running process
@@ -105,7 +105,7 @@ async def test_backend_killed_mid_deal_resumes_at_the_same_position(broker: Brok
         for name in ("dealer_scan_reads_total", "dealer_rounds_total", "dealer_scan_to_publish_seconds_bucket",
                      "dealer_outbox_pending", "dealer_link_up"):
             assert name in body
-        await wait_until(lambda: rec.events("round_opened") and rec.events("round_opened")[-1]["round_id"] == f"{TABLE}-000002",
+        await wait_until(lambda: rec.events("round_opened") and rec.events("round_opened")[-1]["round_id"] == round_id(tmp_path / "journal.sqlite", 2),
                          what="next round opened")
         assert len(rec.results(key)) == 1
     finally:

@@ -19,10 +19,10 @@ from dealer.journal import Batch, Journal, ReplayError
 from dealer.messages import RoundResult
 from dealer.service import Service
 from drivers.bus import LocalBus
-from tests.harness import DEAL, READER, TABLE
+from tests.harness import DEAL, READER, TABLE, round_id
 from tests.test_startup_refusals import dealer_run, write_config
 
-R1, R2 = f"{TABLE}-000001", f"{TABLE}-000002"
+R1 = f"{TABLE}-000001"  # a round of a journal from before journal ids
 
 
 def settings(tmp: Path, *, max_stake: str, deal_order: str, **extra: Any):
@@ -72,6 +72,7 @@ async def test_a_round_replays_under_the_rules_it_opened_with(tmp_path: Path) ->
     old_s, new_s = settings(tmp_path, **OLD), settings(tmp_path, **NEW)
     old_hash, new_hash = old_s.tables[0].rules().rules_hash, new_s.tables[0].rules().rules_hash
     assert old_hash != new_hash
+    R1, R2 = round_id(old_s, 1), round_id(old_s, 2)  # noqa: N806 (this journal's rounds)
 
     async with Running(old_s) as svc:
         assert (await svc.open_round(TABLE)).accepted

@@ -45,7 +45,7 @@ from drivers.scanner_json import MqttScannerIngest, ScannerMessage
 from simulators.pty_port import PtyPort
 from simulators.shoe import VirtualShoe
 from tests.conftest import Broker, free_port, wait_until
-from tests.harness import DEAL, TABLE, Recorder, start_service, stop_service
+from tests.harness import DEAL, TABLE, Recorder, round_id, start_service, stop_service
 from tests.test_process_restart import Backend
 
 K1 = bytes(range(32))
@@ -53,7 +53,7 @@ K2 = bytes(range(32, 64))
 READER = "SC1"
 POSITIONS = ["A1", "B1", "A2", "B2", "A3", "B3"]
 DEAL2 = ["QS", "JS", "QD", "JD", "QC", "JC"]  # round 2: no card of round 1
-ROUND1, ROUND2 = f"{TABLE}-000001", f"{TABLE}-000002"
+ROUND1 = f"{TABLE}-000001"  # journal-level tests only: a running service names its rounds with its journal id
 
 
 def session(*keys: bytes, reader: str = READER) -> ReaderSession:
@@ -354,6 +354,7 @@ async def test_serial_frames_recorded_before_a_restart_are_refused_after_it(brok
                                                                            pty_dir: Path) -> None:
     shoe = PtyShoe(pty_dir)
     journal = tmp_path / "journal.sqlite"
+    ROUND1, ROUND2 = round_id(journal, 1), round_id(journal, 2)  # noqa: N806 (creates the journal)
     scanner = {"kind": "serial", "port": shoe.port.path, "reader_id": READER, "heartbeat_timeout": 30,
                "hmac_key_files": [str(_key_file(tmp_path, K1))]}  # no require_mac: keys imply it
     rec = await Recorder(broker.url).start()
@@ -416,6 +417,7 @@ async def test_serial_frames_recorded_before_a_restart_are_refused_after_it(brok
 async def test_mqtt_messages_recorded_before_a_restart_are_refused_after_it(broker: Broker, tmp_path: Path) -> None:
     reader = "GW1"
     journal = tmp_path / "journal.sqlite"
+    ROUND1, ROUND2 = round_id(journal, 1), round_id(journal, 2)  # noqa: N806 (creates the journal)
     scanner = {"kind": "mqtt", "reader_id": reader, "heartbeat_timeout": 30,
                "hmac_key_files": [str(_key_file(tmp_path, K1))]}
     rec = await Recorder(broker.url).start()
@@ -493,6 +495,7 @@ async def test_dealer_run_sigkilled_still_refuses_frames_recorded_before(broker:
     mport = free_port()
     key = _key_file(tmp_path, K1)
     journal = tmp_path / "journal.sqlite"
+    ROUND1, ROUND2 = round_id(journal, 1), round_id(journal, 2)  # noqa: N806 (creates the journal)
     cfg = tmp_path / "dealer.toml"
     cfg.write_text(f"""
 [service]

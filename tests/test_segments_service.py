@@ -14,7 +14,7 @@ from dealer.journal import Journal
 from dealer.segments import segment_dir, verify
 from drivers.mqtt import MqttBus
 from tests.conftest import Broker, wait_until
-from tests.harness import DEAL, READER, TABLE, HandShoe, Recorder, start_service, stop_service
+from tests.harness import DEAL, READER, TABLE, HandShoe, Recorder, key, round_id, start_service, stop_service
 
 POSITIONS = ["A1", "B1", "A2", "B2", "A3", "B3"]
 
@@ -28,8 +28,7 @@ def settings(tmp: Path, broker: Broker, port: str):
                  "scanner": {"kind": "serial", "port": port, "reader_id": READER, "heartbeat_timeout": 30}}])
 
 
-async def deal(rec: Recorder, shoe: HandShoe, round_no: int, cards: list[str]) -> None:
-    rid = f"{TABLE}-{round_no:06d}"
+async def deal(rec: Recorder, shoe: HandShoe, rid: str, cards: list[str]) -> None:
     for code, pos in zip(cards, POSITIONS):
         await wait_until(lambda: rec.expects(pos, rid), what=f"NEXT {pos} of {rid}")
         shoe.scan(code)
@@ -43,12 +42,12 @@ async def test_rolling_while_dealing_then_restart_replays_the_same_table(broker:
     service, task = await start_service(cfg)
     try:
         for n in range(1, 9):
-            await deal(rec, shoe, n, DEAL)
-            key = f"{TABLE}:{TABLE}-{n:06d}"
-            await wait_until(lambda: rec.results(key), what=f"result {key}")
+            await deal(rec, shoe, round_id(service, n), DEAL)
+            k = key(service, n)
+            await wait_until(lambda: rec.results(k), what=f"result {k}")
         await wait_until(lambda: service._segments >= 3, what="three segments rolled")
         # mid-deal of round 9: stop, start again, the deal goes on where it was
-        rid = f"{TABLE}-000009"
+        rid = round_id(service, 9)
         for code, pos in zip(DEAL[:3], POSITIONS[:3]):
             await wait_until(lambda: rec.expects(pos, rid), what=f"NEXT {pos}")
             shoe.scan(code)
@@ -66,9 +65,9 @@ async def test_rolling_while_dealing_then_restart_replays_the_same_table(broker:
         for code, pos in zip(DEAL[3:], POSITIONS[3:]):
             await wait_until(lambda: rec.expects(pos, rid), what=f"NEXT {pos}")
             shoe.scan(code)
-        key = f"{TABLE}:{rid}"
-        await wait_until(lambda: rec.results(key), what="result of the restarted round")
-        assert rec.results(key)[0]["cards"] == dict(zip(POSITIONS, DEAL))
+        k = f"{TABLE}:{rid}"
+        await wait_until(lambda: rec.results(k), what="result of the restarted round")
+        assert rec.results(k)[0]["cards"] == dict(zip(POSITIONS, DEAL))
         # the head is anchored, retained: a late subscriber reads it
         late = MqttBus(broker.url, client_id="auditor", accept_retained=True)
         anchors: list[dict[str, object]] = []
@@ -96,5 +95,5 @@ async def test_rolling_while_dealing_then_restart_replays_the_same_table(broker:
     assert len(rules_rows) >= 2 and rules_rows[0] <= j.segment_records()[0].last_id
     j.close()
     rounds = recall(cfg, TABLE, rounds=50)
-    assert [r["round_id"] for r in rounds] == [f"{TABLE}-{n:06d}" for n in range(1, 10)]
+    assert [r["round_id"] for r in rounds] == [round_id(cfg, n) for n in range(1, 10)]
     assert all(r["result"]["outcome"] == "COMPLETED" for r in rounds)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import re
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -28,14 +29,12 @@ from simulators.seotda_players import SeotdaDealer, SeotdaPlayer, choose, positi
 from simulators.shoe import FaultPlan, VirtualShoe
 from simulators.station import DealerFaults, PtyShoeLink
 from tests.conftest import Broker, wait_until
-from tests.harness import HandShoe, Recorder, start_service, stop_service, strings
+from tests.harness import HandShoe, Recorder, key, round_id, start_service, stop_service, strings
 
 T = "SD1"
 READER = "SC7"
 ACT = topics.actions(T)
-R1 = f"{T}-000001"
-R2 = f"{T}-000002"
-KEY1 = f"{T}:{R1}"
+R1 = f"{T}-000001"  # pure core tests only: a running service names its rounds with its journal id
 
 
 def seotda_settings(tmp: Path, url: str | None, port: str, **table: Any):
@@ -101,11 +100,25 @@ class Table:
         self.stakes: dict[str, Decimal] = {}  # the chips each player brought to the game
         self.S: dict[str, str] = {}  # "S1" -> player, once the hand is dealt
 
+    @property
+    def r1(self) -> str:
+        """The id of this journal's first round (the journal id is part of it)."""
+        return round_id(self.service, 1, T)
+
+    @property
+    def r2(self) -> str:
+        return round_id(self.service, 2, T)
+
+    @property
+    def key1(self) -> str:
+        return key(self.service, 1, T)
+
     def mine(self, player: str, kind: str | None = None) -> list[dict[str, Any]]:
         return [m for t, m in self.rec.messages
                 if t == topics.player(T, player) and (kind is None or m["kind"] == kind)]
 
-    async def sit(self, chips: dict[str, tuple[int, str]], round_id: str = R1) -> None:
+    async def sit(self, chips: dict[str, tuple[int, str]], round_id: str | None = None) -> None:
+        round_id = round_id or self.r1
         await wait_until(lambda: any(e["round_id"] == round_id for e in self.rec.events("round_opened")),
                          what=f"round {round_id} opened")
         self.stakes = {p: Decimal(c) for p, (_, c) in chips.items()}
@@ -121,9 +134,10 @@ class Table:
         hand = self.rnd.hand
         self.S = {f"S{k}": hand.player_at[s] for s, k in hand.label.items()}
 
-    async def drawn_first_seat(self, seats: list[int], round_id: str = R1) -> int:
+    async def drawn_first_seat(self, seats: list[int], round_id: str | None = None) -> int:
         """The seat the round's secret draw makes S1 in a table's first game (seotda.md §3.1).
         Only the backend knows the draw; the test reads it from the core to script a game."""
+        round_id = round_id or self.r1
         await wait_until(lambda: any(e["round_id"] == round_id for e in self.rec.events("round_opened")),
                          what=f"round {round_id} opened")
         rnd = self.service.tables[T].current
@@ -183,8 +197,9 @@ class Table:
         assert contains in reason, reason
         return reason
 
-    def acted(self, round_id: str = R1) -> list[tuple[str, str, str, str | None, str]]:
+    def acted(self, round_id: str | None = None) -> list[tuple[str, str, str, str | None, str]]:
         """(player, engine action, round total, button, by) of every action, in order."""
+        round_id = round_id or self.r1
         return [(d["player_id"], d["action"], d["total"], d.get("button"), d["by"])
                 for e in self.rec.events("player_acted") if e["round_id"] == round_id for d in [e["data"]]]
 
@@ -272,9 +287,9 @@ async def test_a_scripted_game_to_showdown_with_the_rulebook_button_amounts(tabl
     assert _buttons(turn)["HALF"] == ("183", "183")
     await t.press(s2, "HALF", turn=turn)
     await t.press(s1, "CALL")
-    await wait_until(lambda: rec.results(KEY1), what="result")
+    await wait_until(lambda: rec.results(table.key1), what="result")
     await wait_until(lambda: t.service.tables[T].undelivered == {}, what="result delivered")
-    await wait_until(lambda: any(e["round_id"] == R2 for e in rec.events("round_opened")), what="the next round")
+    await wait_until(lambda: any(e["round_id"] == table.r2 for e in rec.events("round_opened")), what="the next round")
 
     assert t.acted() == [
         (s1, "BET", "10", None, "player"), (s2, "RAISE", "20", "X2_RAISE", "player"),
@@ -287,10 +302,10 @@ async def test_a_scripted_game_to_showdown_with_the_rulebook_button_amounts(tabl
     # the deal order and the steps: SHUFFLE, S1.1 S2.1 S3.1, BET_1, S1.2 S2.2 S3.2
     asked = []
     for p in rec.prompts():
-        if p["round_id"] == R1 and p["kind"] in ("NEXT", "CONFIRM") and (not asked or asked[-1] != p["position"]):
+        if p["round_id"] == table.r1 and p["kind"] in ("NEXT", "CONFIRM") and (not asked or asked[-1] != p["position"]):
             asked.append(p["position"])
     assert asked == ["SHUFFLE", "S1.1", "S2.1", "S3.1", "S1.2", "S2.2", "S3.2"]
-    opened = [(e["data"]["street"], e["data"]["first"]) for e in rec.events("betting_round_opened") if e["round_id"] == R1]
+    opened = [(e["data"]["street"], e["data"]["first"]) for e in rec.events("betting_round_opened") if e["round_id"] == table.r1]
     assert opened == [("BET_1", s1), ("BET_2", s1)]
 
     # visibility: each card to its owner only, the second cards after the last second card;
@@ -319,8 +334,8 @@ async def test_a_scripted_game_to_showdown_with_the_rulebook_button_amounts(tabl
     assert rec.events("cards_revealed")[0]["data"]["cards"] == {p: c for p, c in DEAL_A.items() if not p.startswith("S3")}
 
     # one result: S1's 3·8 Bright Pair takes the whole pot of 732, chips conserved, no rake
-    assert len(rec.results(KEY1)) == 1
-    res = rec.results(KEY1)[0]
+    assert len(rec.results(table.key1)) == 1
+    res = rec.results(table.key1)[0]
     d = res["details"]
     assert res["outcome"] == "COMPLETED" and res["winner"] == "S1" and res["money"]["minor_unit"] == "1"
     assert res["hands"] == {"S1": {"cards": ["03G", "08G"], "category": "bright_pair"},
@@ -333,7 +348,7 @@ async def test_a_scripted_game_to_showdown_with_the_rulebook_button_amounts(tabl
     assert {p: b["chips"]["returned"] for p, b in res["player_bets"].items()} == {s1: "1427", s2: "695", s3: "878"}
     assert {p: b["chips"]["outcome"] for p, b in res["player_bets"].items()} == {s1: "WIN", s2: "LOSE", s3: "LOSE"}
     conserved(res, t.stakes)
-    done = [p for p in rec.prompts("DONE") if p["round_id"] == R1]
+    done = [p for p in rec.prompts("DONE") if p["round_id"] == table.r1]
     assert done and "winner S1" in done[-1]["message"]
 
 
@@ -355,11 +370,11 @@ async def test_b_a_draw_is_rematched_with_the_carried_pot_and_the_same_twenty_ca
     await t.press(s2, "CHECK")
     # two Al-li: a draw. The pot of 50 is carried; the same round goes on with a new SHUFFLE
     await t.confirm("SHUFFLE", at=7)
-    assert t.rnd.phase != Phase.RESULT and rec.results(KEY1) == []
+    assert t.rnd.phase != Phase.RESULT and rec.results(table.key1) == []
     # the rematch is dealt from the same 20 cards: the first deal's cards register again ...
     await t.deal(("R1.S1.1", "01R"))
     # ... but a card already dealt since this shuffle is a duplicate: RESCAN, the position stays
-    await wait_until(lambda: rec.expects("R1.S2.1", R1), what="NEXT R1.S2.1")
+    await wait_until(lambda: rec.expects("R1.S2.1", table.r1), what="NEXT R1.S2.1")
     t.shoe.scan("01R")
     await wait_until(lambda: any(p["position"] == "R1.S2.1" for p in rec.prompts("RESCAN")), what="RESCAN R1.S2.1")
     rescan = next(p for p in rec.prompts("RESCAN") if p["position"] == "R1.S2.1")
@@ -377,27 +392,27 @@ async def test_b_a_draw_is_rematched_with_the_carried_pot_and_the_same_twenty_ca
     assert turn["street"] == "BET_2 (rematch 1)" and turn["pot"] == "70" and _buttons(turn)["HALF"] == ("35", "35")
     await t.press(s1, "HALF", turn=turn)
     await t.press(s2, "CALL")
-    await wait_until(lambda: rec.results(KEY1), what="result")
+    await wait_until(lambda: rec.results(table.key1), what="result")
     await wait_until(lambda: t.service.tables[T].undelivered == {}, what="result delivered")
 
-    confirms = [(p["position"], p["step"]) for p in rec.prompts("CONFIRM") if p["round_id"] == R1]
+    confirms = [(p["position"], p["step"]) for p in rec.prompts("CONFIRM") if p["round_id"] == table.r1]
     assert sorted(set(confirms)) == [("SHUFFLE", 1), ("SHUFFLE", 7)]
     asked = []
     for p in rec.prompts():
-        if p["round_id"] == R1 and p["kind"] in ("NEXT", "CONFIRM") and (not asked or asked[-1] != p["position"]):
+        if p["round_id"] == table.r1 and p["kind"] in ("NEXT", "CONFIRM") and (not asked or asked[-1] != p["position"]):
             asked.append(p["position"])
     assert asked == ["SHUFFLE", "S1.1", "S2.1", "S3.1", "S1.2", "S2.2",
                      "SHUFFLE", "R1.S1.1", "R1.S2.1", "R1.S1.2", "R1.S2.2"]
-    streets = [e["data"]["street"] for e in rec.events("betting_round_opened") if e["round_id"] == R1]
+    streets = [e["data"]["street"] for e in rec.events("betting_round_opened") if e["round_id"] == table.r1]
     assert streets == ["BET_1", "BET_2", "BET_1 (rematch 1)", "BET_2 (rematch 1)"]
     assert [(m["data"]["position"], m["data"]["card"]) for m in t.mine(s1, "hole_card")] == [
         ("S1.1", "01G"), ("S1.2", "02A"), ("R1.S1.1", "01R"), ("R1.S1.2", "05A")]
     assert [(m["data"]["position"], m["data"]["card"]) for m in t.mine(s2, "hole_card")] == [
         ("S2.1", "01R"), ("S2.2", "02R"), ("R1.S2.1", "01G"), ("R1.S2.2", "08G")]
 
-    res = rec.results(KEY1)[0]
+    res = rec.results(table.key1)[0]
     d = res["details"]
-    assert len(rec.results(KEY1)) == 1 and res["outcome"] == "COMPLETED"
+    assert len(rec.results(table.key1)) == 1 and res["outcome"] == "COMPLETED"
     # both games' hands of the players still in are shown at the end; S3's folded card never is
     # (not in the result either: the journal keeps it)
     assert res["cards"] == {"S1.1": "01G", "S2.1": "01R", "S1.2": "02A", "S2.2": "02R",
@@ -414,11 +429,11 @@ async def test_b_a_draw_is_rematched_with_the_carried_pot_and_the_same_twenty_ca
 
     # the next game: the winner's seat is the first seat S1
     t.answered.clear()
-    await t.sit({"alice": (1, "1000"), "bob": (2, "1000"), "carol": (3, "1000")}, round_id=R2)
+    await t.sit({"alice": (1, "1000"), "bob": (2, "1000"), "carol": (3, "1000")}, round_id=table.r2)
     assert t.S["S1"] == s2 and t.rnd.hand.first_seat == {"alice": 1, "bob": 2, "carol": 3}[s2]
     await t.confirm("SHUFFLE", at=1)
     await t.deal(("S1.1", "07A"))
-    await wait_until(lambda: [m["data"]["position"] for m in t.mine(s2, "hole_card") if m["round_id"] == R2] == ["S1.1"],
+    await wait_until(lambda: [m["data"]["position"] for m in t.mine(s2, "hole_card") if m["round_id"] == table.r2] == ["S1.1"],
                      what="S1.1 to the previous winner")
 
 
@@ -431,7 +446,7 @@ async def test_c_foreign_cards_and_noreads_never_register_or_move_the_deal(table
     await t.sit({"alice": (1, "800"), "bob": (2, "800")})
     s1, s2 = t.S["S1"], t.S["S2"]
     await t.confirm("SHUFFLE", at=1)
-    await wait_until(lambda: rec.expects("S1.1", R1), what="NEXT S1.1")
+    await wait_until(lambda: rec.expects("S1.1", table.r1), what="NEXT S1.1")
     # a 52-card code and November cards are foreign to the 20 Seotda cards
     for n, code in enumerate(("AS", "11A", "11G"), start=1):
         t.shoe.scan(code)
@@ -460,7 +475,7 @@ async def test_c_foreign_cards_and_noreads_never_register_or_move_the_deal(table
     await t.press(s2, "CHECK")
     # a no-read during the deal: RESCAN, and the deal stays at that position
     await t.deal(("S1.2", "10R"))
-    await wait_until(lambda: rec.expects("S2.2", R1), what="NEXT S2.2")
+    await wait_until(lambda: rec.expects("S2.2", table.r1), what="NEXT S2.2")
     t.shoe.write(t.shoe.shoe.noread())
     await wait_until(lambda: len(rec.prompts("RESCAN")) == rescans + 1, what="RESCAN S2.2")
     p = rec.prompts("RESCAN")[-1]
@@ -470,8 +485,8 @@ async def test_c_foreign_cards_and_noreads_never_register_or_move_the_deal(table
     await t.deal(("S2.2", "06R"))
     await t.press(s1, "CHECK")
     await t.press(s2, "CHECK")
-    await wait_until(lambda: rec.results(KEY1), what="result")
-    res = rec.results(KEY1)[0]
+    await wait_until(lambda: rec.results(table.key1), what="result")
+    res = rec.results(table.key1)[0]
     # S2's 4·6 (Se-ryuk, a special combination) beats S1's 9 + 10 = 9 points (Gap-o)
     assert res["winner"] == "S2" and res["details"]["names"]["S2"] == "Se-ryuk (4·6)"
     assert res["cards"] == {"S1.1": "09A", "S2.1": "04R", "S1.2": "10R", "S2.2": "06R"}
@@ -498,17 +513,17 @@ async def test_c_a_silent_player_is_checked_then_folded_and_the_game_finishes(ta
         await t.press("alice", "CHECK")  # bob's timer checks; carol checks
         await t.deal(("S1.2", "02R"), ("S2.2", "08A"), ("S3.2", "09R"))
         await t.press("alice", "HALF")  # pot 30: makes it 15; bob's timer folds; carol calls
-        await wait_until(lambda: rec.results(KEY1), what="result")
+        await wait_until(lambda: rec.results(table.key1), what="result")
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-    res = rec.results(KEY1)[0]
+    res = rec.results(table.key1)[0]
     assert [(p, a, by) for p, a, _, _, by in t.acted()] == [
         ("alice", "CHECK", "player"), ("bob", "CHECK", "timeout"), ("carol", "CHECK", "player"),
         ("alice", "BET", "player"), ("bob", "FOLD", "timeout"), ("carol", "CALL", "player")]
     assert len(bots["bob"].ignored) == 2 and bots["bob"].sent == []
     assert bots["carol"].rejected == [] and bots["bob"].rejected == []
-    assert bots["bob"].cards(R1) == ["03R", "08A"] and bots["carol"].cards(R1) == ["07A", "09R"]
+    assert bots["bob"].cards(table.r1) == ["03R", "08A"] and bots["carol"].cards(table.r1) == ["07A", "09R"]
     # S1 2·2 pair beats S3 7+9 = 6 points; bob's cards stay hidden
     assert res["outcome"] == "COMPLETED" and res["winner"] == "S1" and set(res["hands"]) == {"S1", "S3"}
     assert "S2.1" not in rec.events("cards_revealed")[0]["data"]["cards"]
@@ -574,8 +589,8 @@ async def test_d_bad_buttons_amounts_and_out_of_turn_actions_are_refused(table: 
     await t.refused(s2, action(s2, action="BET"), "BET is not allowed now: someone has already bet this round")
     await t.refused(s1, action(s1, action="CALL"), f"it is not {s1}'s turn")
     await t.press(s2, "FOLD", turn=bob)
-    await wait_until(lambda: rec.results(KEY1), what="result")
-    res = rec.results(KEY1)[0]
+    await wait_until(lambda: rec.results(table.key1), what="result")
+    res = rec.results(table.key1)[0]
     # S1's bet was not called: it goes back; S1 wins the antes; nobody's cards are shown
     assert [e["data"] for e in rec.events("uncalled_returned")] == [{"player_id": s1, "amount": "10"}]
     assert res["hands"] == {} and res["winner"] == "S1"
@@ -598,7 +613,7 @@ async def test_e_a_player_needs_sixty_times_the_stake(table: Table, stake: int):
 
     def bet(player: str, stake_: Any, seat: int | None = 1, bet_id: str | None = None) -> dict[str, Any]:
         out = {"type": "place_bet", "bet_id": bet_id or f"{player}-{stake_}", "player_id": player,
-               "bet_type": "chips", "stake": stake_, "round_id": R1}
+               "bet_type": "chips", "stake": stake_, "round_id": table.r1}
         return out | ({"seat": seat} if seat is not None else {})
 
     await t.refused("alice", bet("alice", str(least - 1)),
@@ -619,8 +634,8 @@ async def test_e_a_player_needs_sixty_times_the_stake(table: Table, stake: int):
     # one player alone cannot play: the game is cancelled and the chips go back
     t.stakes = {"alice": Decimal(least)}
     await t.rec.command(ACT, {"type": "close_betting", "by": "dealer"})
-    await wait_until(lambda: rec.results(KEY1), what="refund")
-    res = rec.results(KEY1)[0]
+    await wait_until(lambda: rec.results(table.key1), what="refund")
+    res = rec.results(table.key1)[0]
     assert res["outcome"] == "CANCELLED" and res["refund_all"] is True
     assert "seotda needs at least 2 seated players, 1 sat down" in res["reason"]
     conserved(res, t.stakes)
@@ -783,7 +798,7 @@ def test_demo_plays_seotda_with_antes_buttons_showdown_awards_and_a_rematch():
     assert "second cards go to their owners: S1.2 -> " in text
     assert "showdown: " in text and "RESULT winner S" in text
     # game 1 is dealt from a stacked deck: S1's 9·4 against hands no better than Al-li is rematched
-    game1 = text.split("=== T1-000002")[0]
+    game1 = re.split(r"=== T1-[a-z2-7]{8}-000002", text)[0]
     assert "REMATCH 1: the carried pot stays in; the dealer reshuffles the 20 cards" in game1
     assert "REMATCH_94: carried into a rematch among" in game1 and "-- BET_1 (rematch 1)" in game1
     assert "rematch 1: pot " in game1 and " WIN -> " in game1 and "rematches 1, rake 0" in game1

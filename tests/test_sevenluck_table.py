@@ -22,7 +22,7 @@ from simulators.settlement import SettlementConsumer
 from simulators.shoe import FaultPlan, VirtualShoe
 from simulators.station import MqttShoeLink, PtyShoeLink, VirtualDealer
 from tests.conftest import Broker, wait_until
-from tests.harness import HandShoe, Recorder, start_service, stop_service
+from tests.harness import HandShoe, Recorder, round_id, start_service, stop_service
 
 T = "S1"
 
@@ -127,7 +127,7 @@ async def test_player_actions_are_answered_on_the_players_own_topic(broker: Brok
         assert replies("p2", "hole_card") == []  # p2 has no seat, and never sees p1's cards
         await rec.command(act, {"type": "player_decision", "player_id": "p1", "action": "PLAY"})
         await rec.command(act, {"type": "player_decision", "player_id": "p1", "action": "FOLD"})  # duplicated
-        key = f"{T}:{T}-000001"
+        key = f"{T}:{round_id(service, 1, T)}"
         await wait_until(lambda: rec.results(key), what="result")
         # p1 was the only decider, so PLAY completed the round: the repeat is refused either way
         await wait_until(lambda: any(("already chose PLAY" in m["data"]["reason"] or "takes no decisions while RESULT"
@@ -196,7 +196,7 @@ async def test_broker_lost_during_decisions_longer_than_the_window_nobody_is_fol
         for p in ("p1", "p3"):  # besides the resume, at most the broker's redelivery of the first request
             assert all(m["data"].get("resumed") or m["at"] < again[-1]["at"] for m in _private(rec, p, "decision_required"))
         await rec.command(topics.actions(T), {"type": "player_decision", "player_id": "p1", "action": "PLAY"})
-        key = f"{T}:{T}-000001"  # p3 stays silent: the new window's timer folds it
+        key = f"{T}:{round_id(service, 1, T)}"  # p3 stays silent: the new window's timer folds it
         await wait_until(lambda: rec.results(key), what="result")
         res = rec.results(key)[0]
         assert res["decisions"]["p1"] == {"action": "PLAY", "by": "player", "seat": 1, "play_stake": "10"}
@@ -246,7 +246,7 @@ async def test_backend_down_longer_than_the_decision_window_gives_a_new_window(b
         assert opened and opened[0]["data"] == {"players": ["p1"], "closes_at": again[0]["data"]["closes_at"],
                                                 "resumed": True}
         await rec.command(topics.actions(T), {"type": "player_decision", "player_id": "p1", "action": "PLAY"})
-        key = f"{T}:{T}-000001"
+        key = f"{T}:{round_id(service, 1, T)}"
         await wait_until(lambda: rec.results(key), what="result")
         res = rec.results(key)[0]
         assert res["decisions"]["p1"] == {"action": "PLAY", "by": "player", "seat": 1, "play_stake": "10"}
@@ -257,7 +257,7 @@ async def test_backend_down_longer_than_the_decision_window_gives_a_new_window(b
         replayed = Service(settings, bus=MqttBus(broker.url, client_id="replay-only"))
         try:
             replayed._replay()
-            assert replayed.tables[T].current.round_id == f"{T}-000001"
+            assert replayed.tables[T].current.round_id == round_id(replayed, 1, T)
             assert replayed.tables[T].current.decisions == rnd.decisions
             assert replayed.tables[T].current.decision_deadline == again[0]["data"]["closes_at"]
         finally:

@@ -24,7 +24,7 @@ from dealer.config import load_settings
 from dealer.events import LinkDown
 from dealer.journal import Batch, Journal, JournalError, JournalLocked, lock_journal
 from tests.conftest import Broker, free_port, wait_until
-from tests.harness import DEAL, READER, TABLE, HandShoe, Recorder
+from tests.harness import DEAL, READER, TABLE, HandShoe, Recorder, round_id
 
 ROOT = Path(__file__).resolve().parents[1]
 NODE = "test-host"
@@ -207,7 +207,7 @@ async def test_a_second_instance_on_the_same_journal_is_refused_and_never_touche
         for code, pos in zip(DEAL, POSITIONS):  # the first still deals a whole round
             await wait_until(lambda: rec.expects(pos), what=f"NEXT {pos}")
             shoe.scan(code)
-        key = f"{TABLE}:{TABLE}-000001"
+        key = f"{TABLE}:{round_id(journal, 1)}"
         await wait_until(lambda: rec.results(key), what="the result")
         assert rec.results(key)[0]["cards"] == dict(zip(POSITIONS, DEAL))
         body = urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=5).read().decode()

@@ -22,15 +22,13 @@ from simulators.shoe import FaultPlan, VirtualShoe
 from simulators.station import PtyShoeLink, VirtualDealer
 from simulators.stud_players import StudPlayer
 from tests.conftest import Broker, wait_until
-from tests.harness import HandShoe, Recorder
+from tests.harness import HandShoe, Recorder, round_id
 from tests.test_process_restart import Backend
 from tests.test_stud_table import conserved
 
 T = "ST1"
 READER = "SC9"
 ACT = topics.actions(T)
-R1 = f"{T}-000001"
-KEY1 = f"{T}:{R1}"
 WAIT = 30.0  # generous: every wait is for real IO (a process start, a broker round trip)
 
 # Seats 1, 2 and 4 (the cards of test_stud_table's DEAL_A). Carol's 2 of clubs is low and
@@ -89,7 +87,7 @@ class StudHand:
     """The test is the dealer (a PTY shoe scanned card by card, confirmations on the actions
     topic) and the players; it sees the backend only through MQTT, like everyone else."""
 
-    def __init__(self, rec: Recorder, shoe: HandShoe, round_id: str = R1) -> None:
+    def __init__(self, rec: Recorder, shoe: HandShoe, round_id: str) -> None:
         self.rec, self.shoe, self.round_id = rec, shoe, round_id
         self.answered: set[tuple[str, int]] = set()
         self.stakes: dict[str, Decimal] = {}
@@ -163,7 +161,8 @@ class StudHand:
     async def result(self) -> dict[str, Any]:
         key = f"{T}:{self.round_id}"
         await wait_until(lambda: self.rec.results(key), timeout=WAIT, what=f"result of {self.round_id}")
-        nxt = f"{T}-{int(self.round_id.rsplit('-', 1)[1]) + 1:06d}"
+        series, seq = self.round_id.rsplit("-", 1)
+        nxt = f"{series}-{int(seq) + 1:06d}"
         await wait_until(lambda: any(e["round_id"] == nxt for e in self.rec.events("round_opened")),
                          timeout=WAIT, what="the next round")  # the result was delivered: the table moved on
         assert len(self.rec.results(key)) == 1
@@ -180,10 +179,11 @@ def _clean_log(log: Path) -> None:
 async def stud_table(broker: Broker, tmp_path: Path, pty_dir: Path):
     shoe = HandShoe(pty_dir, reader=READER)
     rec = await Recorder(broker.url).start()
+    first = round_id(tmp_path / "journal.sqlite", 1, T)  # creates the journal the backend opens
     backend = Backend(write_config(tmp_path, broker, shoe.path), tmp_path / "backend.log")
     backend.start()
     try:
-        yield StudHand(rec, shoe), backend
+        yield StudHand(rec, shoe, first), backend
     finally:
         backend.stop()
         await rec.stop()
@@ -267,9 +267,10 @@ async def test_killed_and_down_longer_than_the_turn_the_player_is_not_folded(bro
     shoe = HandShoe(pty_dir, reader=READER)
     rec = await Recorder(broker.url).start()
     log = tmp_path / "backend.log"
+    first = round_id(tmp_path / "journal.sqlite", 1, T)  # creates the journal the backend opens
     backend = Backend(write_config(tmp_path, broker, shoe.path, action=3), log)
     backend.start()
-    h = StudHand(rec, shoe)
+    h = StudHand(rec, shoe, first)
     try:
         await h.sit(CHIPS)
         await h.confirm("WASH")
@@ -304,7 +305,7 @@ async def test_killed_mid_street_resumes_the_deal_at_the_same_position(stud_tabl
     async def kill_at(pos: str) -> tuple[dict[str, Any], int]:
         """Kill while the station asks for ``pos``; return the restarted backend's first prompt
         and where its messages start in the recording."""
-        await wait_until(lambda: rec.expects(pos, R1), timeout=WAIT, what=f"NEXT {pos}")
+        await wait_until(lambda: rec.expects(pos, h.round_id), timeout=WAIT, what=f"NEXT {pos}")
         before = rec.last_prompt()
         backend.kill()
         seen = len(rec.messages)

@@ -26,13 +26,11 @@ from simulators.shoe import FaultPlan, VirtualShoe
 from simulators.station import PtyShoeLink, VirtualDealer
 from simulators.stud_players import StudPlayer, choose
 from tests.conftest import Broker, wait_until
-from tests.harness import HandShoe, Recorder, RecordingReader, start_service, stop_service, strings
+from tests.harness import HandShoe, Recorder, RecordingReader, key, round_id, start_service, stop_service, strings
 
 T = "ST1"
 READER = "SC9"
 ACT = topics.actions(T)
-R1 = f"{T}-000001"
-KEY1 = f"{T}:{R1}"
 
 
 def stud_settings(tmp: Path, url: str, port: str, **table: Any):
@@ -82,11 +80,25 @@ class Table:
         self.rnd: Round | None = None
         self.stakes: dict[str, Decimal] = {}  # the chips each player brought to the hand
 
+    @property
+    def r1(self) -> str:
+        """The id of this journal's first round (the journal id is part of it)."""
+        return round_id(self.service, 1, T)
+
+    @property
+    def r2(self) -> str:
+        return round_id(self.service, 2, T)
+
+    @property
+    def key1(self) -> str:
+        return key(self.service, 1, T)
+
     def mine(self, player: str, kind: str | None = None) -> list[dict[str, Any]]:
         return [m for t, m in self.rec.messages
                 if t == topics.player(T, player) and (kind is None or m["kind"] == kind)]
 
-    async def sit(self, chips: dict[str, tuple[int, str]], round_id: str = R1) -> None:
+    async def sit(self, chips: dict[str, tuple[int, str]], round_id: str | None = None) -> None:
+        round_id = round_id or self.r1
         await wait_until(lambda: any(e["round_id"] == round_id for e in self.rec.events("round_opened")),
                          what=f"round {round_id} opened")
         self.stakes = {p: Decimal(c) for p, (_, c) in chips.items()}
@@ -221,27 +233,27 @@ async def test_a_scripted_hand_to_showdown_with_a_side_pot(table: Table):
     await t.act("bob", "BET", "2.00", turn=seventh)
     await t.act("alice", "RAISE", "4.00")
     await t.act("bob", "CALL")
-    await wait_until(lambda: rec.results(KEY1), what="result")
+    await wait_until(lambda: rec.results(table.key1), what="result")
     await wait_until(lambda: t.service.tables[T].undelivered == {}, what="result delivered")
-    await wait_until(lambda: any(e["round_id"] == f"{T}-000002" for e in rec.events("round_opened")),
+    await wait_until(lambda: any(e["round_id"] == table.r2 for e in rec.events("round_opened")),
                      what="the next round")
 
     # the deal order: seat order street by street, a burn before 4th to 7th
     asked = []
     for p in rec.prompts():
-        if p["round_id"] == R1 and p["kind"] in ("NEXT", "CONFIRM") and (not asked or asked[-1] != p["position"]):
+        if p["round_id"] == table.r1 and p["kind"] in ("NEXT", "CONFIRM") and (not asked or asked[-1] != p["position"]):
             asked.append(p["position"])
     assert asked == ["WASH", "SHUFFLE"] + [pos for pos, _ in DEAL_A]
-    steps = [p["step"] for p in rec.prompts() if p["round_id"] == R1 and p["kind"] in ("NEXT", "CONFIRM")]
+    steps = [p["step"] for p in rec.prompts() if p["round_id"] == table.r1 and p["kind"] in ("NEXT", "CONFIRM")]
     assert steps == sorted(steps) and steps[0] == 1 and steps[-1] == 2 + len(DEAL_A)
 
     # bring-in and high hands, as the dealer announces them
-    opened = [e["data"] for e in rec.events("betting_round_opened") if e["round_id"] == R1]
+    opened = [e["data"] for e in rec.events("betting_round_opened") if e["round_id"] == table.r1]
     assert [(o["street"], o["first"], o["announce"]) for o in opened] == [
         ("3rd", "carol", "Two of clubs, low"), ("4th", "bob", "Pair of nines high"),
         ("5th", "bob", "Pair of nines high"), ("6th", "bob", "Pair of nines high"),
         ("7th", "bob", "Pair of nines high")]
-    waits = {p["announce"] for p in rec.prompts("WAIT") if p["round_id"] == R1}
+    waits = {p["announce"] for p in rec.prompts("WAIT") if p["round_id"] == table.r1}
     assert {"Two of clubs, low", "Pair of nines high"} <= waits
 
     # visibility: down cards to their owner only; nobody else, nothing public before the reveal
@@ -259,14 +271,14 @@ async def test_a_scripted_hand_to_showdown_with_a_side_pot(table: Table):
             assert not seen & others, (tp, m)
         elif tp in (topics.events(T), topics.prompts(T)) and i < reveal:
             assert not seen & DOWN_A, (tp, m)
-    ups = {e["data"]["position"]: e["data"]["card"] for e in rec.events("card_registered") if e["round_id"] == R1}
+    ups = {e["data"]["position"]: e["data"]["card"] for e in rec.events("card_registered") if e["round_id"] == table.r1}
     assert {p: c for p, c in ups.items() if c} == {p: c for p, c in DEAL_A if p.startswith("P") and p[-1] in "3456"}
     assert rec.events("cards_revealed")[0]["data"]["cards"] == {p: c for p, c in DEAL_A if p.startswith("P")
                                                                 and p[-1] in "127"}
 
     # the result: two pots, the rake from the main pot, exact returns, exactly one delivery
-    assert len(rec.results(KEY1)) == 1
-    res = rec.results(KEY1)[0]
+    assert len(rec.results(table.key1)) == 1
+    res = rec.results(table.key1)[0]
     assert res["outcome"] == "COMPLETED" and res["winner"] == "P4"
     d = res["details"]
     assert d["contributions"] == {"alice": "10.00", "bob": "10.00", "carol": "2.00"}
@@ -285,10 +297,10 @@ async def test_a_scripted_hand_to_showdown_with_a_side_pot(table: Table):
     assert settle_bet("chips", "20.00", result, "bob").returned == Decimal("26.00")
     assert settle_bet("chips", "2.00", result, "carol").net == Decimal("1.80")
     conserved(res, t.stakes)
-    done = [p for p in rec.prompts("DONE") if p["round_id"] == R1]
+    done = [p for p in rec.prompts("DONE") if p["round_id"] == table.r1]
     assert done and done[-1]["announce"].lower().startswith("four of a kind") and done[-1]["announce"].endswith("win")
     acted = [(e["data"]["player_id"], e["data"]["action"], e["data"]["total"]) for e in rec.events("player_acted")
-             if e["round_id"] == R1]
+             if e["round_id"] == table.r1]
     assert acted[:4] == [("carol", "BRING_IN", "0.50"), ("alice", "RAISE", "1.00"), ("bob", "CALL", "1.00"),
                          ("carol", "CALL", "1.00")]
 
@@ -322,11 +334,11 @@ async def test_b_a_silent_player_is_checked_then_folded_by_the_timer(table: Tabl
         await t.confirm("SHUFFLE")
         await t.deal(*DEAL_B[:13])
         await t.deal(*DEAL_B[13:])
-        await wait_until(lambda: rec.results(KEY1), what="result")
+        await wait_until(lambda: rec.results(table.key1), what="result")
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-    res = rec.results(KEY1)[0]
+    res = rec.results(table.key1)[0]
     acts = [(a["player_id"], a["action"], a["by"]) for a in res["details"]["actions"]]
     # 3rd: Carol (2 of hearts) brings in, Alice raises the most, Bob calls and then goes silent
     assert acts[:4] == [("carol", "BRING_IN", "player"), ("alice", "RAISE", "player"), ("bob", "CALL", "player"),
@@ -342,9 +354,9 @@ async def test_b_a_silent_player_is_checked_then_folded_by_the_timer(table: Tabl
     timeouts = [e["data"] for e in rec.events("player_acted") if e["data"]["by"] == "timeout"]
     assert [(d["player_id"], d["action"]) for d in timeouts] == [("bob", "CHECK"), ("bob", "FOLD")]
     # what the players saw of their own hands
-    assert alice.cards(R1) == ["AH", "KH", "QC", "JD", "3C", "4S", "8H"]
-    assert carol.cards(R1) == ["2S", "3S", "2H", "5D", "9C", "9D", "JS"]
-    assert bob.cards(R1) == ["7S", "8S", "TD", "TH"]
+    assert alice.cards(table.r1) == ["AH", "KH", "QC", "JD", "3C", "4S", "8H"]
+    assert carol.cards(table.r1) == ["2S", "3S", "2H", "5D", "9C", "9D", "JS"]
+    assert bob.cards(table.r1) == ["7S", "8S", "TD", "TH"]
     conserved(res, t.stakes)
 
 
@@ -362,11 +374,11 @@ async def test_b_a_silent_bring_in_posts_the_minimum_then_is_folded(table: Table
         await t.confirm("WASH")
         await t.confirm("SHUFFLE")
         await t.deal(("P1.1", "AH"), ("P2.1", "7S"), ("P1.2", "KH"), ("P2.2", "8S"), ("P1.3", "QC"), ("P2.3", "2D"))
-        await wait_until(lambda: rec.results(KEY1), what="result")
+        await wait_until(lambda: rec.results(table.key1), what="result")
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-    res = rec.results(KEY1)[0]
+    res = rec.results(table.key1)[0]
     assert [(a["player_id"], a["action"], a["total"], a["by"]) for a in res["details"]["actions"]] == [
         ("bob", "BRING_IN", "0.50", "timeout"), ("alice", "RAISE", "3.50", "player"), ("bob", "FOLD", "0.50", "timeout")]
     assert len(bob.ignored) == 2 and bob.sent == []
@@ -400,7 +412,7 @@ async def test_c_noread_and_a_broker_restart_during_a_betting_round(table: Table
     await t.act("bob", "CALL")
     await t.deal(*DEAL_C[9:11])
     # a no-read at P2.4: RESCAN, the deal stays there until the card registers
-    await wait_until(lambda: rec.expects("P2.4", R1), what="NEXT P2.4")
+    await wait_until(lambda: rec.expects("P2.4", table.r1), what="NEXT P2.4")
     t.shoe.write(t.shoe.shoe.noread())
     await wait_until(lambda: any(p["position"] == "P2.4" for p in rec.prompts("RESCAN")), what="RESCAN P2.4")
     rescan = next(p for p in rec.prompts("RESCAN") if p["position"] == "P2.4")
@@ -423,7 +435,7 @@ async def test_c_noread_and_a_broker_restart_during_a_betting_round(table: Table
                                       if m["data"]["turn"] == turn["turn"] and m["data"]["closes_at"] > turn["closes_at"]],
                              what="bob's turn given again")
     assert again[-1]["actions"] == turn["actions"]
-    assert not [e for e in rec.events("player_acted") if e["round_id"] == R1 and e["data"]["by"] == "timeout"]
+    assert not [e for e in rec.events("player_acted") if e["round_id"] == table.r1 and e["data"]["by"] == "timeout"]
     holes = [m["data"]["position"] for m in t.mine("bob", "hole_card")]
     assert holes.count("P2.1") >= 2 and holes.count("P2.2") >= 2
     await t.act("bob", "BET", "1.00", turn=turn)
@@ -438,19 +450,19 @@ async def test_c_noread_and_a_broker_restart_during_a_betting_round(table: Table
     await t.deal(*DEAL_C[21:])
     await t.act("alice", "CHECK")
     await t.act("bob", "CHECK")
-    await wait_until(lambda: rec.results(KEY1), what="result")
+    await wait_until(lambda: rec.results(table.key1), what="result")
     await wait_until(lambda: service.tables[T].undelivered == {}, what="delivered")
-    await wait_until(lambda: any(e["round_id"] == f"{T}-000002" for e in rec.events("round_opened")),
+    await wait_until(lambda: any(e["round_id"] == table.r2 for e in rec.events("round_opened")),
                      what="the next round")
-    assert len(rec.results(KEY1)) == 1
-    res = rec.results(KEY1)[0]
+    assert len(rec.results(table.key1)) == 1
+    res = rec.results(table.key1)[0]
     assert res["outcome"] == "COMPLETED" and res["details"]["contributions"] == {
         "alice": "2.00", "bob": "2.00", "carol": "1.00"}
     opened = [(e["data"]["street"], e["data"]["designated"], e["data"]["first"], e["data"]["announce"])
-              for e in rec.events("betting_round_opened") if e["round_id"] == R1]
+              for e in rec.events("betting_round_opened") if e["round_id"] == table.r1]
     assert opened[-2:] == [("6th", "carol", "alice", "Two pair, queens and twos high"),
                            ("7th", "carol", "alice", "Two pair, queens and twos high")]
-    acted = [(e["data"]["player_id"], e["data"]["action"]) for e in rec.events("player_acted") if e["round_id"] == R1]
+    acted = [(e["data"]["player_id"], e["data"]["action"]) for e in rec.events("player_acted") if e["round_id"] == table.r1]
     assert ("bob", "BET") in acted and all(p != "carol" for p, _ in acted[1:])
     conserved(res, t.stakes)
 
@@ -470,7 +482,7 @@ async def test_c_broker_down_at_the_end_the_result_waits_and_arrives_once(table:
     await t.act("alice", "CALL")
     await t.deal(*deal[6:9])
     # a no-read on 5th street, then the broker dies
-    await wait_until(lambda: rec.expects("BURN2", R1), what="NEXT BURN2")
+    await wait_until(lambda: rec.expects("BURN2", table.r1), what="NEXT BURN2")
     t.shoe.write(t.shoe.shoe.noread())
     await wait_until(lambda: any(p["position"] == "BURN2" for p in rec.prompts("RESCAN")), what="RESCAN BURN2")
     await t.deal(*deal[9:10])
@@ -479,14 +491,14 @@ async def test_c_broker_down_at_the_end_the_result_waits_and_arrives_once(table:
     await t.deal_blind(*deal[10:])  # the physical game goes on; the scanner is on serial
     await wait_until(lambda: t.rnd.phase == Phase.RESULT, what="hand over")
     await wait_until(lambda: service.outbox_pending == 1, what="result committed to the outbox")
-    assert rec.results(KEY1) == []
+    assert rec.results(table.key1) == []
     broker.start()
-    await wait_until(lambda: rec.results(KEY1), what="result after the broker returns")
+    await wait_until(lambda: rec.results(table.key1), what="result after the broker returns")
     await wait_until(lambda: service.tables[T].undelivered == {}, what="delivered")
-    await wait_until(lambda: any(e["round_id"] == f"{T}-000002" for e in rec.events("round_opened")),
+    await wait_until(lambda: any(e["round_id"] == table.r2 for e in rec.events("round_opened")),
                      what="the next round")
-    assert len(rec.results(KEY1)) == 1
-    res = rec.results(KEY1)[0]
+    assert len(rec.results(table.key1)) == 1
+    res = rec.results(table.key1)[0]
     assert res["outcome"] == "COMPLETED" and res["cards"] == {p: c for p, c in deal if p.startswith("P")}
     assert res["details"]["total_pot"] == "2.00" and res["details"]["rake"] == "0.20"
     # Alice: aces and tens (three pairs: the best two) beat Bob's kings and jacks
@@ -554,13 +566,13 @@ async def test_d_malformed_out_of_turn_and_wrong_amount_actions_are_refused(tabl
                     "RAISE must make it 1.00..3.50, not 0.75")
     await t.act("bob", "RAISE", "3.50", turn=bob)
     await t.act("alice", "FOLD")
-    await wait_until(lambda: rec.results(KEY1), what="result")
-    res = rec.results(KEY1)[0]
+    await wait_until(lambda: rec.results(table.key1), what="result")
+    res = rec.results(table.key1)[0]
     # Bob's raise was not called: the 3.00 above Alice's 0.50 goes back to him; no rake before 7th
     assert [e["data"] for e in rec.events("uncalled_returned")] == [{"player_id": "bob", "amount": "3.00"}]
     assert res["details"]["rake"] == "0" and res["details"]["raked"] is False and res["hands"] == {}
     assert {p: b["chips"]["returned"] for p, b in res["player_bets"].items()} == {"alice": "19.50", "bob": "20.50"}
-    assert "cards_revealed" not in [e["event"] for e in rec.events() if e["round_id"] == R1]
+    assert "cards_revealed" not in [e["event"] for e in rec.events() if e["round_id"] == table.r1]
     conserved(res, t.stakes)
 
 
@@ -571,20 +583,20 @@ async def test_d_malformed_out_of_turn_and_wrong_amount_actions_are_refused(tabl
 async def test_e_fewer_than_two_players_cancels_the_hand_with_a_refund(table: Table):
     t, rec = table, table.rec
     await t.sit({"alice": (3, "25.00")})
-    await wait_until(lambda: rec.results(KEY1), what="refund")
-    res = rec.results(KEY1)[0]
+    await wait_until(lambda: rec.results(table.key1), what="refund")
+    res = rec.results(table.key1)[0]
     assert res["outcome"] == "CANCELLED" and res["refund_all"] is True
     assert "at least 2 seated players, 1 sat down" in res["reason"]
-    assert res["accepted_bets"] == {"count": 1, "stakes": {"chips": "25.00"}, "bet_ids": [f"{R1}-alice"]}
+    assert res["accepted_bets"] == {"count": 1, "stakes": {"chips": "25.00"}, "bet_ids": [f"{table.r1}-alice"]}
     s = settle_bet("chips", "25.00", RoundResult.model_validate(res), "alice")
     assert (s.outcome, s.returned) == ("REFUND", Decimal("25.00"))
     conserved(res, t.stakes)
-    assert not [p for p in rec.prompts() if p["round_id"] == R1 and p["kind"] in ("CONFIRM", "NEXT")]
+    assert not [p for p in rec.prompts() if p["round_id"] == table.r1 and p["kind"] in ("CONFIRM", "NEXT")]
     assert t.mine("alice", "hole_card") == [] and t.mine("alice", "your_turn") == []
     assert [e["data"]["reason"] for e in rec.events("round_cancelled")] == [res["reason"]]
-    await wait_until(lambda: any(e["round_id"] == f"{T}-000002" for e in rec.events("round_opened")),
+    await wait_until(lambda: any(e["round_id"] == table.r2 for e in rec.events("round_opened")),
                      what="the next round")
-    assert len(rec.results(KEY1)) == 1
+    assert len(rec.results(table.key1)) == 1
 
 
 # -- unattended: the virtual dealer and players, hand after hand ------------------------------

@@ -55,7 +55,7 @@ from dealer.round import ACTIVE, Phase, Rejection, Round, Step
 from dealer.table import Table
 from dealer.visibility import Visibility
 from tests.conftest import Broker, wait_until
-from tests.harness import Recorder, start_service, stop_service
+from tests.harness import Recorder, round_id, start_service, stop_service
 
 GAMES = ("teen-patti", "sevenluck", "stud", "seotda", "matgo")
 DECKS = {"teen-patti": STANDARD_52, "sevenluck": STANDARD_52, "stud": STANDARD_52, "seotda": SEOTDA_20,
@@ -796,6 +796,7 @@ async def test_the_service_withholds_a_leaking_message_and_counts_it_and_still_d
                                "scanner": {"kind": "mqtt", "reader_id": "SC1", "heartbeat_timeout": 600}}])
     rec = await Recorder(broker.url).start()
     service, task = await start_service(s)
+    r1 = round_id(service, 1, T)
     try:
         assert (await service.open_round(T)).accepted
         for player, seat in (("ann", 1), ("bob", 2)):
@@ -805,9 +806,9 @@ async def test_the_service_withholds_a_leaking_message_and_counts_it_and_still_d
         assert (await service.submit(T, ScanRead(reader="SC1", code="QH"))).accepted  # P1.1, ann's
         await wait_until(lambda: [m for tp, m in rec.messages if tp == topics.player(T, "ann")
                                   and m["kind"] == "hole_card"], what="ann's hole card")
-        leak = {"event": RoundEvent(table_id=T, round_id=R1, event="debug", at=1, data={"card": "QH"}),
-                "prompt": StationPrompt(table_id=T, round_id=R1, kind="RESCAN", message="RESCAN P2.1 (QH)", at=1),
-                "player": PlayerMessage(table_id=T, round_id=R1, player_id="bob", kind="hole_card", at=1,
+        leak = {"event": RoundEvent(table_id=T, round_id=r1, event="debug", at=1, data={"card": "QH"}),
+                "prompt": StationPrompt(table_id=T, round_id=r1, kind="RESCAN", message="RESCAN P2.1 (QH)", at=1),
+                "player": PlayerMessage(table_id=T, round_id=r1, player_id="bob", kind="hole_card", at=1,
                                         data={"position": "P1.1", "card": "QH"})}
         topic = {"event": topics.events(T), "prompt": topics.prompts(T), "player": topics.player(T, "bob")}
         with structlog.testing.capture_logs() as logs:
@@ -818,10 +819,10 @@ async def test_the_service_withholds_a_leaking_message_and_counts_it_and_still_d
         assert [(e["log_level"], e["kind"], e["positions"]) for e in logs] == [
             ("error", kind, ["P1.1"]) for kind in leak]
         assert not any("QH" in json.dumps(e, default=str) for e in logs)
-        own = PlayerMessage(table_id=T, round_id=R1, player_id="ann", kind="hole_card", at=2,
+        own = PlayerMessage(table_id=T, round_id=r1, player_id="ann", kind="hole_card", at=2,
                             data={"position": "P1.1", "card": "QH"})
         service._publish_soft(topics.player(T, "ann"), own, "player")  # its owner may see it
-        service._publish_soft(topics.events(T), RoundEvent(table_id=T, round_id=R1, event="marker", at=3), "event")
+        service._publish_soft(topics.events(T), RoundEvent(table_id=T, round_id=r1, event="marker", at=3), "event")
         await wait_until(lambda: rec.events("marker"), what="the marker after the withheld messages")
         await wait_until(lambda: [m for tp, m in rec.messages if tp == topics.player(T, "ann") and m["at"] == 2],
                          what="ann's own card")
@@ -830,7 +831,7 @@ async def test_the_service_withholds_a_leaking_message_and_counts_it_and_still_d
         assert _blocked(service, "player") == 1
         # a malformed command that echoes a hidden card is refused in public, the card cut out
         await rec.publish(topics.actions(T), {"type": "place_bet", "bet_id": "b-x", "player_id": "bob",
-                                              "bet_type": "ante", "stake": "QH", "seat": 2, "round_id": R1,
+                                              "bet_type": "ante", "stake": "QH", "seat": 2, "round_id": r1,
                                               "command_id": "c-x"})
         refused = await wait_until(lambda: [e for e in rec.events("rejected") if e["data"].get("command_id") == "c-x"],
                                    what="the refusal")
@@ -847,7 +848,7 @@ async def test_the_service_withholds_a_leaking_message_and_counts_it_and_still_d
         assert (await service.submit(T, PlayerDecision(player_id="bob", action="FOLD"))).accepted
         with structlog.testing.capture_logs() as logs:
             assert (await service.submit(T, PlayerDecision(player_id="ann", action="PLAY"))).accepted
-        res = await wait_until(lambda: rec.results(f"{T}:{R1}"), what="the result")
+        res = await wait_until(lambda: rec.results(f"{T}:{r1}"), what="the result")
         assert res[0]["cards"]["P2.1"] == "7D" and _blocked(service, "result") == 1
         errors = [e for e in logs if e["log_level"] == "error"]
         assert [(e["kind"], e["positions"]) for e in errors] == [("result", ["P2.1", "P2.2", "P2.3"])]

@@ -25,15 +25,20 @@ def free_port() -> int:
 
 
 class MosquittoProcess:
-    def __init__(self, workdir: Path, *, persistence: bool = True, max_packet_size: int | None = None) -> None:
+    def __init__(self, workdir: Path, *, persistence: bool = True, max_packet_size: int | None = None,
+                 save_on_every_change: bool = True) -> None:
         """``max_packet_size``: as in deploy/mosquitto/mosquitto.conf (262144); the broker drops a
-        client that publishes a bigger packet. None: Mosquitto's default (no limit)."""
+        client that publishes a bigger packet. None: Mosquitto's default (no limit).
+        ``save_on_every_change``: the database is written after every change (a kill -9 loses
+        nothing queued, and every message costs a write), else once a second (a kill -9 loses
+        up to a second of queued messages, as a production broker may)."""
         self.port = free_port()
         self.url = f"mqtt://127.0.0.1:{self.port}"
         self.dir = workdir
         self.conf = workdir / "mosquitto.conf"
-        persist = (f"persistence true\npersistence_location {workdir}/\nautosave_interval 1\nautosave_on_changes true\n"
-                   if persistence else "persistence false\n")
+        on_changes = "true" if save_on_every_change else "false"
+        persist = (f"persistence true\npersistence_location {workdir}/\nautosave_interval 1\n"
+                   f"autosave_on_changes {on_changes}\n" if persistence else "persistence false\n")
         self.conf.write_text(
             f"listener {self.port} 127.0.0.1\nset_tcp_nodelay true\nallow_anonymous true\n{persist}"
             f"max_queued_messages 100000\nmax_inflight_messages 0\nlog_dest file {workdir}/mosquitto.log\n"

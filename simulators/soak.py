@@ -50,8 +50,8 @@ import argparse
 import asyncio
 import contextlib
 import glob
-import os
 import json
+import os
 import math
 import random
 import re
@@ -73,10 +73,13 @@ import structlog
 
 from dealer import topics
 from dealer.cards import STANDARD_52
-from dealer.messages import RoundResult
-from dealer.settlement import settle_bet
+from dealer.events import PlaceBet
 from dealer.journal import Journal, JournalError
+from dealer.messages import RoundResult, RoundResultPart
+from dealer.result_parts import join_parts
 from dealer.segments import AuditReport, parse_anchor, segment_dir, verify
+from dealer.settlement import settle_bet
+from drivers.bus import BusError
 from drivers.mqtt import MqttBus, cancel_and_wait
 from simulators.broker import MosquittoProcess
 from simulators.pty_port import PtyPort
@@ -89,7 +92,7 @@ log = structlog.get_logger("simulators.soak")
 
 #: Faults the chaos task injects (each at least once per cycle of the rotation).
 CHAOS_KINDS = ("broker_restart", "reader_unplug", "backend_kill", "link_loss_before_close", "link_loss_after_close",
-               "backend_down_long", "clock_step", "settlement_down", "disk_full")
+               "backend_down_long", "clock_step", "settlement_down", "disk_full", "oversize_round")
 #: Line faults of the reader, per pass of a card (``simulators.shoe.FaultPlan``).
 LINE_FAULTS = ("garbage", "noread", "torn", "drop", "repeat")
 #: Dealer mistakes, per card dealt (``simulators.station.DealerFaults``), as the dealer counts them.
@@ -108,7 +111,17 @@ MAX_LISTED = 200
 SEVENLUCK_SEATS = 3
 #: Journal retention far more aggressive than a studio's, so that segments roll (and are
 #: verified at the end) under every fault.
-SOAK_RETENTION = "journal_retain_rows = 500\njournal_segment_rows = 500\n"
+SOAK_SERVICE = "journal_retain_rows = 500\njournal_segment_rows = 500\nmax_message_bytes = 65536\n"
+#: With chaos on, one more Teen Patti table with a longer betting period, where the
+#: ``oversize_round`` fault places thousands of bets in one round: its result is bigger than
+#: ``max_message_bytes`` and goes as a manifest plus parts. It plays along, outside the target.
+BIG_TABLE, BIG_READER = "SBIG", "RBIG"
+BIG_BETTING_SECONDS = 8.0
+#: Bets of an oversize round, with 60-character bet ids: about 82 KB of ids, over the soak's
+#: 64 KiB ``max_message_bytes``. Paced, because the soak's broker saves to disk on every
+#: change (autosave_on_changes): a burst would stall every other client for seconds.
+OVERSIZE_BETS = 1300
+OVERSIZE_BETS_PER_SECOND = 250
 
 
 # ---------------------------------------------------------------------------------------------
@@ -204,6 +217,18 @@ def reconcile(data: SoakData) -> Reconciliation:
             results[key] = RoundResult.model_validate_json(bodies[0])
         except ValueError as exc:
             d.append(f"{key}: applied result does not parse: {exc}")
+    # A result in parts: its manifest was applied; join the parts delivered with it.
+    in_parts = 0
+    for key, r in list(results.items()):
+        n = r.accepted_bets.parts
+        if not n:
+            continue
+        in_parts += 1
+        try:
+            parts = [RoundResultPart.model_validate_json(data.deliveries[f"{key}#{i}/{n}"][0]) for i in range(1, n + 1)]
+            results[key] = join_parts(r, parts)
+        except (KeyError, ValueError) as exc:
+            d.append(f"{key}: the result's {n} parts do not join: {exc}")
     outcomes = Counter(r.outcome for r in results.values())
     cancelled_by: Counter[str] = Counter()
     for key, r in sorted(results.items()):
@@ -360,6 +385,7 @@ def reconcile(data: SoakData) -> Reconciliation:
         results=len(results), completed=outcomes.get("COMPLETED", 0), cancelled=outcomes.get("CANCELLED", 0),
         voided=outcomes.get("VOIDED", 0), cancelled_by=dict(sorted(cancelled_by.items())),
         deliveries=sum(len(v) for v in data.deliveries.values()),
+        results_in_parts=in_parts,
         decisions={"by_timeout": timed_out,
                    "made": sum(len(r.decisions) for r in results.values())},
         acks=len(data.acked) if data.acked is not None else None,
@@ -384,7 +410,7 @@ def table_ids(n: int) -> list[tuple[str, str]]:
 def write_config(path: Path, *, broker_url: str, journal: Path, tables: Sequence[tuple[str, str, str, str]],
                  betting_seconds: float, pause_seconds: float, auto_rounds: bool = True,
                  heartbeat_timeout: float = 3.0, decision_seconds: float = 3.0, log_level: str = "warning",
-                 service_extra: str = "") -> Path:
+                 service_extra: str = "", betting_overrides: dict[str, float] | None = None) -> Path:
     """The backend's TOML: one table per (id, reader, serial port, game)."""
     parts = [f"""[service]
 node_id = "{NODE_ID}"
@@ -401,7 +427,7 @@ client_id = "soak-backend"
 [[tables]]
 id = "{tid}"
 game = "{game}"
-betting_seconds = {betting_seconds}
+betting_seconds = {(betting_overrides or {}).get(tid, betting_seconds)}
 pause_seconds = {pause_seconds}
 auto_rounds = {'true' if auto_rounds else 'false'}
 """ + (f"""decision_seconds = {decision_seconds}
@@ -614,6 +640,39 @@ class _SoakConsumer(SettlementConsumer):
         super()._on_event(topic, payload)
 
 
+    async def place_many(self, table_id: str, round_id: str, n: int, per_second: float) -> int:
+        """``n`` Teen Patti bets in one round from high-rollers, at ``per_second`` (each bet in
+        the bet book first, like every bet here); returns how many were handed to the broker."""
+        self._bet_rounds.add(round_id)
+        sent = 0
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        pending: set[asyncio.Task[None]] = set()
+
+        async def one(bet: PlaceBet) -> None:
+            nonlocal sent
+            try:
+                await self.bus.publish(topics.actions(table_id),
+                                       bet.model_dump_json(exclude={"at"}, exclude_none=True).encode(), qos=1)
+                sent += 1
+            except BusError:
+                pass
+
+        for i in range(n):
+            self._bet_seq += 1
+            bet_id = f"{round_id}-x{self._bet_seq}-".ljust(60, "p")
+            bet = PlaceBet(bet_id=bet_id, player_id=f"whale{i % 200}", bet_type=self.rng.choice(self.bet_types),
+                           stake=self.rng.choice(self.stakes), round_id=round_id, command_id=bet_id)
+            self.db.execute("INSERT OR IGNORE INTO bets VALUES (?, ?, ?, ?, ?, ?)",
+                            (bet.bet_id, round_id, bet.player_id, bet.bet_type, str(bet.stake), None))
+            task = asyncio.create_task(one(bet))
+            pending.add(task)
+            task.add_done_callback(pending.discard)
+            await asyncio.sleep(max(0.0, start + (i + 1) / per_second - loop.time()))
+        await asyncio.gather(*pending)
+        return sent
+
+
 class _SoakPlayer(VirtualPlayer):
     """A Sevenluck player who always answers, after thinking for a while (well within the
     window): a decision the timer makes in this soak was made because of an outage.
@@ -686,9 +745,10 @@ class _Soak:
         self.betting_seconds, self.pause_seconds, self.deal_interval = betting_seconds, pause_seconds, deal_interval
         self.max_seconds, self.stall_seconds, self.drain_seconds = max_seconds, stall_seconds, drain_seconds
         self.rng = random.Random(seed)
-        self.ids = table_ids(tables)
+        self.ids = table_ids(tables) + ([(BIG_TABLE, BIG_READER)] if fault_rate > 0 else [])
         self.tids = [t for t, _ in self.ids]
-        self.games = dict(zip(self.tids, table_games(tables, games)))
+        self.games = dict(zip(self.tids, table_games(tables, games) + ["teen-patti"]))
+        self.oversize: dict[str, int] = {}  # round key -> bets placed by oversize_round
         self.decision_seconds = decision_seconds
         self.clock_offset = 0  # seconds the backend's wall clock is ahead of the real one (clock_step)
         self.clock_steps: list[int] = []
@@ -731,7 +791,7 @@ class _Soak:
                             tables=[(t, r, p.path, self.games[t]) for (t, r), p in zip(self.ids, self.ports)],
                             betting_seconds=self.betting_seconds, pause_seconds=self.pause_seconds,
                             auto_rounds=auto_rounds, decision_seconds=self.decision_seconds,
-                            service_extra=SOAK_RETENTION)
+                            service_extra=SOAK_SERVICE, betting_overrides={BIG_TABLE: BIG_BETTING_SECONDS})
 
     async def _start(self) -> None:
         wd = self.workdir
@@ -745,7 +805,10 @@ class _Soak:
             self.journal_fs_mounted = mount_tmpfs(self.journal_fs, JOURNAL_FS_BYTES)
         (wd / "broker").mkdir(exist_ok=True)
         (wd / "dev").mkdir(exist_ok=True)
-        self.broker = MosquittoProcess(wd / "broker")  # keeps persistence working as root too
+        # Persistence on (it works as root too), saved once a second as a production broker would:
+        # a kill -9 loses up to a second of queued messages, which the backend's re-sends of
+        # unacknowledged results and its resyncs on reconnect must make good.
+        self.broker = MosquittoProcess(wd / "broker", save_on_every_change=False)
         await asyncio.to_thread(self.broker.start)
         self.ports = [PtyPort(wd / "dev", f"shoe-{tid}") for tid in self.tids]
         # The backend's wall clock follows a libfaketime offset file (its monotonic clock is the
@@ -998,6 +1061,9 @@ class _Soak:
             await self._settlement_down(entry)
         elif kind == "disk_full":
             await self._disk_full(entry)
+        elif kind == "oversize_round":
+            if not await self._oversize_round(entry):
+                return
         elif kind == "clock_step":
             # Forward by 1..5 minutes, or back to the real time (a step back just as big).
             step = rng.randint(60, 300) if self.clock_offset == 0 else -self.clock_offset
@@ -1045,6 +1111,23 @@ class _Soak:
         self.disk_full_windows.append({"hold_seconds": round(hold, 2), "filled_bytes": filled,
                                        "backend_alerted": self.journal_alerts > alerts})
         entry.update(hold_seconds=round(hold, 2), filled_bytes=filled)
+
+    async def _oversize_round(self, entry: dict[str, Any]) -> bool:
+        """Thousands of bets in one round of the big table: its result cannot be one message."""
+        ev = await self._wait_event(lambda e: e.get("event") == "round_opened" and e.get("table_id") == BIG_TABLE
+                                    and (e.get("data") or {}).get("betting_closes_at", 0) - self.backend_now_ms()
+                                    > BIG_BETTING_SECONDS * 600, timeout=60)
+        if ev is None:
+            self.problems.append(f"chaos: no round of {BIG_TABLE} opened in time within 60 s (oversize_round)")
+            return False
+        key = f"{BIG_TABLE}:{ev['round_id']}"
+        sent = await self.consumer.place_many(BIG_TABLE, str(ev["round_id"]), OVERSIZE_BETS, OVERSIZE_BETS_PER_SECOND)
+        self.oversize[key] = sent
+        entry.update(round=key, bets=sent)
+        # the next fault waits for this round's betting to close (a kill now would only drop bets)
+        await self._wait_event(lambda e: e.get("event") == "betting_closed" and e.get("round_id") == ev["round_id"],
+                               timeout=BIG_BETTING_SECONDS + 30)
+        return True
 
     async def _down_during_decisions(self, entry: dict[str, Any]) -> bool:
         """Kill the backend while Sevenluck players are deciding and keep it down for longer than
@@ -1095,11 +1178,12 @@ class _Soak:
             if time.monotonic() >= next_report:
                 next_report += 10
                 log.info("soak progress", seconds=round(time.monotonic() - self.t0),
-                         results=self.total_applied(), min_table=min(len(s) for s in self.applied_per_table.values()),
+                         results=self.total_applied(),
+                         min_table=min(len(s) for t, s in self.applied_per_table.items() if t != BIG_TABLE),
                          chaos=sum(self.chaos_counts.values()))
             if chaos.done() and chaos.exception() is not None:
                 raise chaos.exception()  # type: ignore[misc]
-            if chaos.done() and all(len(s) >= self.rounds for s in self.applied_per_table.values()):
+            if chaos.done() and all(len(s) >= self.rounds for t, s in self.applied_per_table.items() if t != BIG_TABLE):
                 return
             now = time.monotonic()
             if now - self.t0 > self.max_seconds:
@@ -1109,7 +1193,7 @@ class _Soak:
                 self.problems.append(f"stalled: no new result for {self.stall_seconds} s: {self._diagnose()}")
                 return
             stuck = [t for t, at in self.table_progress.items()
-                     if now - at > self.stall_seconds and len(self.applied_per_table[t]) < self.rounds]
+                     if now - at > self.stall_seconds and (len(self.applied_per_table[t]) < self.rounds or t == BIG_TABLE)]
             if stuck:
                 self.problems.append(f"table(s) {stuck} stalled: no new result for {self.stall_seconds} s: "
                                      f"{self._diagnose()}")
@@ -1277,7 +1361,7 @@ class _Soak:
         if backend_log["tracebacks"]:
             self.problems.append(f"the backend logged {backend_log['tracebacks']} traceback(s): see {log_path}")
         discrepancies = self.problems + rec.discrepancies
-        per_table = [len(s) for s in self.applied_per_table.values()]
+        per_table = [len(s) for t, s in self.applied_per_table.items() if t != BIG_TABLE]
         if hasattr(self, "consumer"):
             duplicates, stale, lags = self.consumer.duplicates, self.consumer.stale_openings, self.consumer.opening_lag_ms
             self.consumer.close()
@@ -1318,6 +1402,8 @@ class _Soak:
             "clock_steps_seconds": self.clock_steps,
             "backend_down_long_rounds": len(self.must_not_time_out),
             "disk_full_windows": self.disk_full_windows,
+            "oversize_rounds": {"rounds": len(self.oversize), "bets_sent": sum(self.oversize.values()),
+                                "results_in_parts": rec.stats.get("results_in_parts", 0)},
             "journal": {"segments": self.journal_segments, "anchor_checked": self.anchor is not None,
                         "audit_ok": None if self.journal_audit is None else self.journal_audit.ok},
             "bets": rec.stats.get("bets", {}),

@@ -171,6 +171,12 @@ class ServiceSection(_Strict):
     metrics_addr: str = Field(default="127.0.0.1", description="bind address of /metrics; 0.0.0.0 for a remote Prometheus")
     metrics_port: int = Field(default=9108, ge=0, le=65535, description="0 = any free port")
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    result_resend_seconds: float = Field(
+        default=10.0, gt=0, le=3600, allow_inf_nan=False,
+        description="a result settlement has not acknowledged is published again after this, then after twice as "
+                    "long, up to result_resend_max_seconds (and at once after every broker reconnect)")
+    result_resend_max_seconds: float = Field(default=300.0, gt=0, le=86400, allow_inf_nan=False,
+                                             description="the longest wait between two publishes of one result")
 
 
 class SupervisorConfig(_Strict):

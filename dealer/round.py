@@ -561,7 +561,8 @@ class Round:
         self.delivered = True
         if self.phase == Phase.RESULT:
             self.phase = Phase.SETTLED
-        return Step(True, True, [self._event("round_settled", ev.at, outbox_id=ev.outbox_id)])
+        data = {"idempotency_key": ev.idempotency_key} if ev.idempotency_key is not None else {}
+        return Step(True, True, [self._event("round_settled", ev.at, **data, outbox_id=ev.outbox_id)])
 
     # -- helpers ----------------------------------------------------------------------
 

@@ -5,8 +5,10 @@ takes events off a queue in batches, applies them to the tables, writes the jour
 (and outbox rows for results) of the whole batch in one SQLite transaction with one fsync
 (group commit) in a writer thread, and only then releases the effects: prompts and round
 events are published, results are handed to the outbox relay. The relay publishes each
-outbox row at QoS 1 and, after the PUBACK, feeds a ``result_delivered`` event back through
-the same loop, whose commit deletes the row. Timers (betting period, decisions, turns, pause
+outbox row at QoS 1 and publishes it again with backoff (and after every broker reconnect)
+until settlement acknowledges the result's idempotency key on ``results/ack``; the
+acknowledgement becomes a ``result_delivered`` event through the same loop, whose commit
+deletes every outbox row of the result. Timers (betting period, decisions, turns, pause
 between rounds) are plain loop handles that submit events; the core never sees a clock.
 Journaled deadlines are epoch ms; each is turned into an instant on the loop's monotonic
 clock once, when first armed (:meth:`Service._mono_deadline`), so a wall-clock step never
@@ -32,7 +34,7 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, ValidationError
 
-from dealer import commands, ingress, topics, visibility
+from dealer import acks, commands, ingress, topics, visibility
 from dealer.config import ScannerConfig, Settings, TableConfig
 from dealer.draws import DRAW_BYTES, ai_seed
 from dealer.events import (
@@ -53,7 +55,7 @@ from dealer.events import (
     SecurityEvent,
 )
 from dealer.keys import supervisor_verifier
-from dealer.journal import Batch, Journal, OutboxRow, ReplayError
+from dealer.journal import Batch, Journal, OutboxRow, ReplayError, result_key
 from dealer.keys import read_hex_keys
 from dealer.messages import PlayerMessage, RoundEvent, RoundResult, StationPrompt
 from dealer.metrics import Metrics
@@ -159,7 +161,13 @@ class Service:
         self._queue: asyncio.Queue[_Item] = asyncio.Queue()
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal")
         self._pending: dict[int, OutboxRow] = {}
+        self._by_key: dict[str, set[int]] = {}  # result idempotency key -> its pending outbox row ids
         self._inflight: set[int] = set()
+        self._sends: dict[int, int] = {}  # publishes of each pending row acknowledged by the broker, this run
+        self._due: dict[int, float] = {}  # loop time of each pending row's next publish (absent: now)
+        self._reconnect_resend: set[int] = set()  # rows going again because the broker link came back
+        self._acking: set[str] = set()  # acknowledged keys whose result_delivered is on its way to the journal
+        self.metrics.outbox_oldest_age.set_function(self._oldest_age)
         self._outbox_wake = asyncio.Event()
         self._timers: dict[str, tuple[tuple[str, str | None], asyncio.TimerHandle]] = {}
         #: Per table and timer kind: the journaled (wall-clock) deadline last armed and the loop's
@@ -246,6 +254,7 @@ class Service:
             self.bus.subscribe(topics.actions(tid), self._on_command)
             self.bus.subscribe(topics.station(tid), self._on_command)
             self.bus.subscribe(topics.supervisor(tid), self._on_command)
+            self.bus.subscribe(topics.results_ack(tid), self._on_ack)
             if self.configs[tid].scanner.kind == "mqtt":
                 self.bus.subscribe(topics.scanner(tid), self._scanner_ingest.handle)
         self.bus.on_connection(self._on_bus)
@@ -320,7 +329,7 @@ class Service:
                      round_rules_hash=cur.rules.rules_hash if cur else None)
             self._journal_rules(tid, table, now)
         for row in self.journal.pending():
-            self._pending[row.id] = row
+            self._add_pending(row)
         self.metrics.outbox_pending.set(len(self._pending))
         # Deadlines that passed while the backend was down never fire: pending decisions and
         # turns wait for a Resume (the first broker connect of this run), which gives each a
@@ -381,10 +390,15 @@ class Service:
                 new_rows = await loop.run_in_executor(self._writer, self.journal.commit, batch)
                 self.metrics.journal_commit.observe(time.perf_counter() - t0)
             for oid in batch.delivered:
-                self._pending.pop(oid, None)
-                self._inflight.discard(oid)
+                self._drop_pending(oid)
+            for key in batch.acked:
+                for oid in sorted(self._by_key.get(key, ())):
+                    self._drop_pending(oid)
+                self._acking.discard(key)
+                self.metrics.result_acks.labels(table=key.split(":", 1)[0], outcome="applied").inc()
+                log.info("result acknowledged by settlement", idempotency_key=key)
             for row in new_rows:
-                self._pending[row.id] = row
+                self._add_pending(row)
             self.metrics.outbox_pending.set(len(self._pending))
             if new_rows:
                 self._outbox_wake.set()
@@ -453,7 +467,12 @@ class Service:
                     batch.outbox.append((eff.idempotency_key, topics.results(eff.table_id),
                                          payload.encode(), eff.table_id, eff.round_id))
             if isinstance(ev, ResultDelivered):
-                batch.delivered.append(ev.outbox_id)
+                if ev.idempotency_key is not None:
+                    batch.acked.append(ev.idempotency_key)
+                elif ev.outbox_id is not None:
+                    batch.delivered.append(ev.outbox_id)
+        elif isinstance(ev, ResultDelivered) and ev.idempotency_key is not None:
+            self._acking.discard(ev.idempotency_key)  # refused by the core (logged as a rejection): rows stay
         return step
 
     def _release(self, item: _Item, step: Step) -> None:
@@ -582,27 +601,107 @@ class Service:
 
     # -- outbox relay -----------------------------------------------------------------
 
+    def _add_pending(self, row: OutboxRow) -> None:
+        self._pending[row.id] = row
+        self._by_key.setdefault(result_key(row.key), set()).add(row.id)
+
+    def _drop_pending(self, oid: int) -> None:
+        row = self._pending.pop(oid, None)
+        self._inflight.discard(oid)
+        self._sends.pop(oid, None)
+        self._due.pop(oid, None)
+        self._reconnect_resend.discard(oid)
+        if row is not None:
+            ids = self._by_key.get(result_key(row.key))
+            if ids is not None:
+                ids.discard(oid)
+                if not ids:
+                    del self._by_key[result_key(row.key)]
+
+    def _oldest_age(self) -> float:
+        """Seconds since the oldest unacknowledged outbox row was committed (read at scrape
+        time, from the metrics thread: the list is copied in one step)."""
+        try:
+            created = [r.created_at for r in list(self._pending.values())]
+        except RuntimeError:  # changed while copied: the next scrape reads it
+            return 0.0
+        return max(0.0, (self.now_ms() - min(created)) / 1000) if created else 0.0
+
     async def _relay(self) -> None:
+        """Publish every outbox row that is due: at once when new, then again after the resend
+        backoff (``service.result_resend_seconds``, doubling up to ``result_resend_max_seconds``)
+        and after every broker reconnect, until settlement acknowledges its result."""
+        loop = asyncio.get_running_loop()
+        svc = self.settings.service
         while True:
-            await self._outbox_wake.wait()
             self._outbox_wake.clear()
-            if not self.bus.connected:
-                continue
-            for oid in sorted(self._pending):
-                if oid not in self._inflight:
+            now, next_due = loop.time(), None
+            if self.bus.connected:
+                for oid in sorted(self._pending):
+                    if oid in self._inflight:
+                        continue
+                    due = self._due.get(oid, 0.0)
+                    if due > now:
+                        next_due = due if next_due is None else min(next_due, due)
+                        continue
+                    row = self._pending[oid]
+                    if self._sends.get(oid):
+                        reason = "reconnect" if oid in self._reconnect_resend else "backoff"
+                        self.metrics.result_resends.labels(table=row.table_id, reason=reason).inc()
+                        log.info("result sent again: settlement has not acknowledged it", key=row.key,
+                                 reason=reason, sends=self._sends[oid])
+                    self._reconnect_resend.discard(oid)
                     self._inflight.add(oid)
-                    task = asyncio.create_task(self._deliver(self._pending[oid]))
+                    task = asyncio.create_task(self._deliver(row, svc.result_resend_seconds,
+                                                             svc.result_resend_max_seconds))
                     self._tasks.add(task)
                     task.add_done_callback(self._tasks.discard)
+            try:
+                await asyncio.wait_for(self._outbox_wake.wait(), None if next_due is None else next_due - now)
+            except TimeoutError:
+                pass
 
-    async def _deliver(self, row: OutboxRow) -> None:
+    async def _deliver(self, row: OutboxRow, initial: float, cap: float) -> None:
+        """One publish of an outbox row. The PUBACK only schedules the next publish: the row
+        leaves the outbox when settlement acknowledges its result (:meth:`_on_ack`)."""
         try:
             await self.bus.publish(row.topic, row.payload, qos=1)
         except BusError as exc:
             log.warning("result publish failed; kept in outbox", key=row.key, reason=str(exc))
             self._inflight.discard(row.id)
             return
-        self.submit(row.table_id, ResultDelivered(round_id=row.round_id, outbox_id=row.id))
+        self._inflight.discard(row.id)
+        if row.id not in self._pending:
+            return  # acknowledged meanwhile
+        sends = self._sends[row.id] = self._sends.get(row.id, 0) + 1
+        self._due[row.id] = asyncio.get_running_loop().time() + acks.resend_delay(sends, initial, cap)
+        self._outbox_wake.set()  # the relay's next wake-up may be this one
+
+    def _on_ack(self, topic: str, payload: bytes) -> None:
+        """Settlement acknowledged a result on ``results/ack``: its ``result_delivered`` goes
+        through the core loop, whose commit deletes every outbox row of the result. A repeat
+        (already acknowledged) is counted and ignored quietly; an unknown key is counted,
+        logged and ignored; a malformed payload is a bad message."""
+        tid = topics.table_of(topic) or "unknown"
+        verdict = acks.parse_ack(tid, payload)
+        if isinstance(verdict, acks.BadAck):
+            self._on_bad_message("results_ack", f"table {tid}: {verdict.reason}")
+            return
+        key = verdict.idempotency_key
+        ids = self._by_key.get(key)
+        if key in self._acking or (not ids and self.journal.delivered(tid, key.split(":", 1)[1])):
+            self.metrics.result_acks.labels(table=tid, outcome="repeat").inc()
+            log.debug("result acknowledged again; ignored", idempotency_key=key)
+            return
+        if not ids:
+            self.metrics.result_acks_unknown.labels(table=tid).inc()
+            log.warning("acknowledgement for an unknown result; ignored", table_id=tid, idempotency_key=key[:200])
+            return
+        rows = [self._pending[i] for i in sorted(ids)]
+        main = next((r for r in rows if r.key == key), rows[0])
+        self._acking.add(key)
+        self.submit(tid, ResultDelivered(round_id=main.round_id, idempotency_key=key,
+                                         outbox_id=main.id if main.key == key else None))
 
     # -- links and drivers --------------------------------------------------------------
 
@@ -629,7 +728,9 @@ class Service:
         if self._broker_link:
             for tid in self.tables:
                 self._set_link(tid, "broker", up, reason)
-        if up:
+        if up:  # every pending result goes again now: the broker may have lost what it had
+            self._reconnect_resend = {oid for oid in self._pending if self._sends.get(oid)}
+            self._due.clear()
             self._outbox_wake.set()
             now = self.now_ms()
             for tid, table in self.tables.items():  # resync every dealer station and player after a (re)connect

@@ -7,10 +7,16 @@ accepts (``bet_accepted`` events), and when the round's result arrives it applie
 **once** per idempotency key (a second delivery is counted and ignored) using
 :func:`dealer.settlement.settle_bet`, so payouts and refunds are computed exactly as any
 consumer would. It reconciles its bets with the result's ``accepted_bets`` summary.
+
+The ledger is durable (SQLite, WAL): a result is applied in one transaction, and only after
+that commit is its idempotency key acknowledged on ``results/ack``, so the backend keeps
+(and re-sends) a result until it is on this ledger. A redelivery of a result already applied
+is acknowledged again: the first acknowledgement may be the one that was lost.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import sqlite3
@@ -62,6 +68,7 @@ class SettlementConsumer:
     place_bets: bool = True
     game: str = "teen-patti"
     on_payout: Callable[[RoundResult, list[Payout]], None] | None = None
+    acknowledge: bool = True  # False: a settlement that applies results but never says so (tests)
 
     def __post_init__(self) -> None:
         self.db = sqlite3.connect(str(self.ledger_path), isolation_level=None)
@@ -70,6 +77,8 @@ class SettlementConsumer:
         self.duplicates = 0
         self.mismatches: list[str] = []
         self.results_seen = 0
+        self.acks_sent = 0
+        self._tasks: set[asyncio.Task[None]] = set()
         self._bet_seq = 0
         self._opened: set[tuple[str, str | None]] = set()
         for tid in self.table_ids:
@@ -97,8 +106,6 @@ class SettlementConsumer:
         return out
 
     def _place_random_bets(self, table_id: str, round_id: str) -> None:
-        import asyncio
-
         for player, bet_type, seat in self._random_bets():
             self._bet_seq += 1
             bet_id = f"{round_id}-b{self._bet_seq}"
@@ -113,42 +120,66 @@ class SettlementConsumer:
         try:
             await self.bus.publish(topic, payload, qos=1)
         except BusError as exc:
-            log.info("bet not sent", reason=str(exc))
+            log.info("not sent", topic=topic, reason=str(exc))
 
     # -- results ----------------------------------------------------------------------
 
     def _on_result(self, topic: str, payload: bytes) -> None:
         result = RoundResult.model_validate_json(payload)
         self.results_seen += 1
-        with self.db:
-            cur = self.db.execute("INSERT OR IGNORE INTO applied VALUES (?, ?, ?)",
-                                  (result.idempotency_key, result.outcome, payload.decode()))
-            if cur.rowcount == 0:
-                self.duplicates += 1  # delivered again (at-least-once): already applied, ignore
-                return
-            rows = self.db.execute("SELECT bet_id, player_id, bet_type, stake FROM bets WHERE round_id = ?",
-                                   (result.round_id,)).fetchall()
-            accepted = set(result.accepted_bets.bet_ids)
-            payouts = []
-            lines = [(b, p, t, st) for b, p, t, st in rows]
-            for player, decision in result.decisions.items():  # a PLAY decision created a Play bet
-                ante = next((b for b, p, t, _ in rows if p == player and t == "ante" and b in accepted), None)
-                if decision.play_stake is not None and ante is not None:
-                    lines.append((f"{ante}:play", player, "play", str(decision.play_stake)))
-                    accepted.add(f"{ante}:play")
-            for bet_id, player, bet_type, stake in lines:
-                if bet_id in accepted:
-                    s = settle_bet(bet_type, stake, result, player)
-                    outcome, returned = s.outcome, s.returned
-                else:  # never accepted (sent too late, refused, or lost): the stake was never at risk
-                    outcome, returned = "NOT_ACCEPTED", Decimal(stake)
-                payouts.append(Payout(result.idempotency_key, bet_id, player, bet_type, Decimal(stake), outcome, returned))
-                self.db.execute("INSERT INTO ledger VALUES (?, ?, ?, ?, ?, ?, ?)",
-                                (bet_id, result.idempotency_key, player, bet_type, stake, outcome, str(returned)))
-            unknown = accepted - {line[0] for line in lines}
+        self.db.execute("BEGIN IMMEDIATE")  # the whole result, or nothing of it
+        try:
+            applied = self._apply(result, payload)
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self._acknowledge(result)  # only now: the result is on the ledger
+        if applied is None:
+            self.duplicates += 1  # delivered again (at-least-once): already applied, acknowledged again
+            return
+        payouts, unknown = applied
         self._reconcile(result, [p for p in payouts if p.outcome != "NOT_ACCEPTED" and p.bet_type != "play"], unknown)
         if self.on_payout is not None:
             self.on_payout(result, payouts)
+
+    def _acknowledge(self, result: RoundResult) -> None:
+        if not self.acknowledge:
+            return
+        ack = json.dumps({"idempotency_key": result.idempotency_key, "round_id": result.round_id}).encode()
+        task = asyncio.get_running_loop().create_task(self._send(topics.results_ack(result.table_id), ack))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        self.acks_sent += 1
+
+    def _apply(self, result: RoundResult, payload: bytes) -> tuple[list[Payout], set[str]] | None:
+        """Write one result to the ledger (inside the caller's transaction); None when its key
+        was applied before."""
+        cur = self.db.execute("INSERT OR IGNORE INTO applied VALUES (?, ?, ?)",
+                              (result.idempotency_key, result.outcome, payload.decode()))
+        if cur.rowcount == 0:
+            return None
+        rows = self.db.execute("SELECT bet_id, player_id, bet_type, stake FROM bets WHERE round_id = ?",
+                               (result.round_id,)).fetchall()
+        accepted = set(result.accepted_bets.bet_ids)
+        payouts = []
+        lines = [(b, p, t, st) for b, p, t, st in rows]
+        for player, decision in result.decisions.items():  # a PLAY decision created a Play bet
+            ante = next((b for b, p, t, _ in rows if p == player and t == "ante" and b in accepted), None)
+            if decision.play_stake is not None and ante is not None:
+                lines.append((f"{ante}:play", player, "play", str(decision.play_stake)))
+                accepted.add(f"{ante}:play")
+        for bet_id, player, bet_type, stake in lines:
+            if bet_id in accepted:
+                s = settle_bet(bet_type, stake, result, player)
+                outcome, returned = s.outcome, s.returned
+            else:  # never accepted (sent too late, refused, or lost): the stake was never at risk
+                outcome, returned = "NOT_ACCEPTED", Decimal(stake)
+            payouts.append(Payout(result.idempotency_key, bet_id, player, bet_type, Decimal(stake), outcome, returned))
+            self.db.execute("INSERT INTO ledger VALUES (?, ?, ?, ?, ?, ?, ?)",
+                            (bet_id, result.idempotency_key, player, bet_type, stake, outcome, str(returned)))
+        unknown = accepted - {line[0] for line in lines}
+        return payouts, unknown
 
     def _reconcile(self, result: RoundResult, settled: list[Payout], unknown: set[str]) -> None:
         mine: dict[str, Decimal] = {}

@@ -152,6 +152,7 @@ class Service:
         for t in settings.tables:  # series exist from the start, so "no rounds for 10 min" can be seen
             for outcome in ("completed", "cancelled", "voided"):
                 self.metrics.rounds.labels(table=t.id, game=t.game, outcome=outcome)
+            self.metrics.result_acks_unknown.labels(table=t.id)  # increase() sees the first unknown ack
         self._broker_link = bus.name == "broker" if broker_link is None else broker_link
         for tid, cfg in self.configs.items():
             self.links[tid].up[self.scanner_link(cfg)] = None

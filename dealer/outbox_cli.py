@@ -125,6 +125,9 @@ def _cmd_resend(args: argparse.Namespace) -> int:
         print(f"dealer outbox resend: {args.key} is not in the outbox (acknowledged already, or never produced)"
               if args.key else "dealer outbox resend: the outbox is empty", file=sys.stderr)
         return 1
+    from dealer.logs import configure_logging
+
+    configure_logging("warning")  # JSON lines on stderr; stdout carries the answer
     try:
         asyncio.run(_publish(settings, rows, args.timeout))
     except (TimeoutError, ConnectionError, OSError) as exc:

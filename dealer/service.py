@@ -657,10 +657,14 @@ class Service:
                                                              svc.result_resend_max_seconds))
                     self._tasks.add(task)
                     task.add_done_callback(self._tasks.discard)
+            # A timer sets the wake-up event: asyncio.wait_for (3.11) can swallow the task's
+            # cancellation when the event is set at the same moment, and stop() would hang.
+            timer = loop.call_at(next_due, self._outbox_wake.set) if next_due is not None else None
             try:
-                await asyncio.wait_for(self._outbox_wake.wait(), None if next_due is None else next_due - now)
-            except TimeoutError:
-                pass
+                await self._outbox_wake.wait()
+            finally:
+                if timer is not None:
+                    timer.cancel()
 
     async def _deliver(self, row: OutboxRow, initial: float, cap: float) -> None:
         """One publish of an outbox row. The PUBACK only schedules the next publish: the row

@@ -64,8 +64,8 @@ class Phase(StrEnum):
     DEALING = "DEALING"
     DECISION = "DECISION"  # the deal is complete; players decide (timer runs from here only)
     ACTION = "ACTION"  # peer games: a betting round between cards (the turn timer runs only here)
-    RESULT = "RESULT"  # result computed, waiting in the outbox for the broker's PUBACK
-    SETTLED = "SETTLED"  # result delivered to settlement
+    RESULT = "RESULT"  # result computed, waiting in the outbox for settlement's acknowledgement
+    SETTLED = "SETTLED"  # settlement acknowledged the result
     CANCELLED = "CANCELLED"  # failure before the round started: refund all
     VOID = "VOID"  # supervisor void: refund all
 

@@ -26,11 +26,9 @@ class BadAck:
     reason: str
 
 
-def parse_ack(table_id: str, payload: bytes) -> Ack | BadAck:
-    """The acknowledged key, or why the payload is not an acknowledgement for ``table_id``.
-
-    A key of another table is refused here (``{table}:`` prefix): an ack on one table's topic
-    can never remove another table's result."""
+def parse_ack(payload: bytes) -> Ack | BadAck:
+    """The acknowledged key, or why the payload is not an acknowledgement at all (a bad
+    message; a well-formed key this backend does not hold is the caller's "unknown")."""
     if len(payload) > MAX_ACK_BYTES:
         return BadAck(f"acknowledgement of {len(payload)} bytes (at most {MAX_ACK_BYTES})")
     try:
@@ -40,9 +38,13 @@ def parse_ack(table_id: str, payload: bytes) -> Ack | BadAck:
     key = msg.get("idempotency_key") if isinstance(msg, dict) else None
     if not isinstance(key, str) or not 0 < len(key) <= MAX_KEY_CHARS:
         return BadAck("no idempotency_key (a string of at most 200 characters)")
-    if not key.startswith(f"{table_id}:") or "#" in key:
-        return BadAck(f"idempotency_key {key[:80]!r} is not a result key of table {table_id}")
     return Ack(key)
+
+
+def of_table(table_id: str, key: str) -> bool:
+    """Whether ``key`` names a result of ``table_id`` (``{table}:{round}``; a part's key
+    ``...#p/n`` is not a result's): an ack on one table's topic never removes another's result."""
+    return key.startswith(f"{table_id}:") and "#" not in key
 
 
 def resend_delay(sends: int, initial: float, cap: float) -> float:

@@ -168,6 +168,7 @@ class Service:
         self._due: dict[int, float] = {}  # loop time of each pending row's next publish (absent: now)
         self._reconnect_resend: set[int] = set()  # rows going again because the broker link came back
         self._acking: set[str] = set()  # acknowledged keys whose result_delivered is on its way to the journal
+        self._relay_next: float | None = None  # loop time the relay wakes up at by itself (None: only when woken)
         self.metrics.outbox_oldest_age.set_function(self._oldest_age)
         self._outbox_wake = asyncio.Event()
         self._timers: dict[str, tuple[tuple[str, str | None], asyncio.TimerHandle]] = {}
@@ -659,6 +660,7 @@ class Service:
                     task.add_done_callback(self._tasks.discard)
             # A timer sets the wake-up event: asyncio.wait_for (3.11) can swallow the task's
             # cancellation when the event is set at the same moment, and stop() would hang.
+            self._relay_next = next_due
             timer = loop.call_at(next_due, self._outbox_wake.set) if next_due is not None else None
             try:
                 await self._outbox_wake.wait()
@@ -679,8 +681,9 @@ class Service:
         if row.id not in self._pending:
             return  # acknowledged meanwhile
         sends = self._sends[row.id] = self._sends.get(row.id, 0) + 1
-        self._due[row.id] = asyncio.get_running_loop().time() + acks.resend_delay(sends, initial, cap)
-        self._outbox_wake.set()  # the relay's next wake-up may be this one
+        due = self._due[row.id] = asyncio.get_running_loop().time() + acks.resend_delay(sends, initial, cap)
+        if self._relay_next is None or due < self._relay_next:
+            self._outbox_wake.set()  # the relay's next wake-up is this one (else it comes earlier anyway)
 
     def _on_ack(self, topic: str, payload: bytes) -> None:
         """Settlement acknowledged a result on ``results/ack``: its ``result_delivered`` goes
@@ -688,13 +691,14 @@ class Service:
         (already acknowledged) is counted and ignored quietly; an unknown key is counted,
         logged and ignored; a malformed payload is a bad message."""
         tid = topics.table_of(topic) or "unknown"
-        verdict = acks.parse_ack(tid, payload)
+        verdict = acks.parse_ack(payload)
         if isinstance(verdict, acks.BadAck):
             self._on_bad_message("results_ack", f"table {tid}: {verdict.reason}")
             return
         key = verdict.idempotency_key
-        ids = self._by_key.get(key)
-        if key in self._acking or (not ids and self.journal.delivered(tid, key.split(":", 1)[1])):
+        mine = acks.of_table(tid, key)  # another table's key (or a part's) is unknown here
+        ids = self._by_key.get(key) if mine else None
+        if mine and (key in self._acking or (not ids and self.journal.delivered(tid, key.split(":", 1)[1]))):
             self.metrics.result_acks.labels(table=tid, outcome="repeat").inc()
             log.debug("result acknowledged again; ignored", idempotency_key=key)
             return

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from dealer import topics
-from dealer.acks import Ack, BadAck, parse_ack, resend_delay
+from dealer.acks import Ack, BadAck, of_table, parse_ack, resend_delay
 from dealer.journal import Journal
 from simulators.broker import MosquittoProcess
 from simulators.settlement import SettlementConsumer
@@ -60,15 +60,19 @@ async def ack(bus: Recorder, table: str, payload: bytes) -> None:
 # -- the pure part ------------------------------------------------------------------------------
 
 
-def test_parse_ack_takes_a_key_of_its_own_table_only() -> None:
-    assert parse_ack("T1", b'{"idempotency_key": "T1:T1-000001", "by": "ledger-2"}') == Ack("T1:T1-000001")
-    assert isinstance(parse_ack("T1", b'{"idempotency_key": "T2:T2-000001"}'), BadAck)  # another table's
-    assert isinstance(parse_ack("T1", b'{"idempotency_key": "T1:T1-000001#1/2"}'), BadAck)  # a part, not a result
-    assert isinstance(parse_ack("T1", b"not json"), BadAck)
-    assert isinstance(parse_ack("T1", b'["T1:T1-000001"]'), BadAck)
-    assert isinstance(parse_ack("T1", b'{"idempotency_key": 7}'), BadAck)
+def test_parse_ack_takes_a_bounded_object_with_a_key() -> None:
+    assert parse_ack(b'{"idempotency_key": "T1:T1-000001", "by": "ledger-2"}') == Ack("T1:T1-000001")
+    assert isinstance(parse_ack(b"not json"), BadAck)
+    assert isinstance(parse_ack(b'["T1:T1-000001"]'), BadAck)
+    assert isinstance(parse_ack(b'{"idempotency_key": 7}'), BadAck)
     big = json.dumps({"idempotency_key": "T1:T1-000001", "pad": "x" * 5000}).encode()
-    assert isinstance(parse_ack("T1", big), BadAck)
+    assert isinstance(parse_ack(big), BadAck)
+
+
+def test_an_ack_names_a_result_of_its_own_table_only() -> None:
+    assert of_table("T1", "T1:T1-000001")
+    assert not of_table("T1", "T2:T2-000001") and not of_table("T1", "T10:T10-000001")
+    assert not of_table("T1", "T1:T1-000001#1/2")  # a part, not a result
 
 
 def test_resend_delay_doubles_up_to_its_cap() -> None:
@@ -150,13 +154,13 @@ async def test_unknown_and_malformed_acks_are_counted_and_ignored(broker: Broker
         await ack(rec, TABLE, json.dumps({"idempotency_key": key}).encode())  # the real one, last
         # one publisher, one subscriber: the real ack is handled after the three before it
         await wait_until(lambda: service.outbox_pending == 0, what="the valid acknowledgement")
-        assert counter(service.metrics.result_acks_unknown, table=TABLE) == 1
-        assert counter(service.metrics.bad_messages, topic_kind="results_ack") == 2
+        assert counter(service.metrics.result_acks_unknown, table=TABLE) == 2
+        assert counter(service.metrics.bad_messages, topic_kind="results_ack") == 1
         assert counter(service.metrics.result_acks, table=TABLE, outcome="applied") == 1
         await ack(rec, TABLE, json.dumps({"idempotency_key": key}).encode())  # settlement says it again
         await wait_until(lambda: counter(service.metrics.result_acks, table=TABLE, outcome="repeat") == 1,
                          what="the repeated acknowledgement")
-        assert counter(service.metrics.result_acks_unknown, table=TABLE) == 1
+        assert counter(service.metrics.result_acks_unknown, table=TABLE) == 2
         assert [r.type for r in service.journal.rows(TABLE)].count("result_delivered") == 1
     finally:
         await stop_service(task)

@@ -206,6 +206,33 @@ async def test_broker_restarted_without_persistence_the_result_goes_again(tmp_pa
         broker.kill()
 
 
+async def test_every_pending_result_goes_again_when_the_broker_link_comes_back(broker: Broker, tmp_path: Path,
+                                                                              pty_dir: Path) -> None:
+    shoe = HandShoe(pty_dir)
+    rec = await Recorder(broker.url, settles=False).start()
+    service, task = await start_service(_settings(tmp_path, broker.url, shoe, auto_rounds=False,
+                                                  service={"result_resend_seconds": 0.2,
+                                                           "result_resend_max_seconds": 3600}))
+    try:
+        service.open_round(TABLE)
+        await deal_round(rec, shoe)
+        # a second copy is only scheduled after the first one's PUBACK: it has been sent once
+        await wait_until(lambda: len(rec.results()) >= 2, what="the result and one resend")
+        assert counter(service.metrics.result_resends, table=TABLE, reason="reconnect") == 0
+        broker.kill()
+        await wait_until(lambda: service.links[TABLE].up["broker"] is False, what="broker link down")
+        n = len(rec.results())
+        broker.start()
+        await wait_until(lambda: counter(service.metrics.result_resends, table=TABLE, reason="reconnect") == 1,
+                         what="the resend on reconnect")
+        await wait_until(lambda: len(rec.results()) > n, what="the result again after the reconnect")
+        assert service.outbox_pending == 1  # still not acknowledged
+    finally:
+        await stop_service(task)
+        await rec.stop()
+        shoe.close()
+
+
 async def test_an_acknowledged_result_is_not_sent_after_a_restart_an_unacknowledged_one_is(
         broker: Broker, tmp_path: Path, pty_dir: Path) -> None:
     shoe = HandShoe(pty_dir)

@@ -8,12 +8,23 @@ when an unacknowledged result goes out again. No IO.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 #: An acknowledgement is small: its key and a few fields of the consumer's own (bounded).
 MAX_ACK_BYTES = 4096
 MAX_KEY_CHARS = 200
+
+
+class ResultAck(BaseModel):
+    """What settlement publishes on ``results/ack`` once it has applied (committed) a result.
+    Fields of settlement's own (a ledger id, a timestamp) are allowed; the whole payload is at
+    most 4096 bytes (MAX_ACK_BYTES)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    idempotency_key: str = Field(min_length=1, max_length=MAX_KEY_CHARS,
+                                 description="the idempotency_key of the applied result, e.g. TP1:TP1-000042")
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,13 +43,10 @@ def parse_ack(payload: bytes) -> Ack | BadAck:
     if len(payload) > MAX_ACK_BYTES:
         return BadAck(f"acknowledgement of {len(payload)} bytes (at most {MAX_ACK_BYTES})")
     try:
-        msg = json.loads(payload)
-    except (ValueError, UnicodeDecodeError) as exc:
-        return BadAck(f"not JSON: {exc}")
-    key = msg.get("idempotency_key") if isinstance(msg, dict) else None
-    if not isinstance(key, str) or not 0 < len(key) <= MAX_KEY_CHARS:
-        return BadAck("no idempotency_key (a string of at most 200 characters)")
-    return Ack(key)
+        msg = ResultAck.model_validate_json(payload, strict=True)
+    except ValidationError as exc:
+        return BadAck(f"not an acknowledgement ({exc.error_count()} error(s): {exc.errors()[0]['msg']})")
+    return Ack(msg.idempotency_key)
 
 
 def of_table(table_id: str, key: str) -> bool:

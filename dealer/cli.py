@@ -1,4 +1,4 @@
-"""The ``dealer`` command: demo, run, hand, rtp, schemas, bench."""
+"""The ``dealer`` command: demo, run, hand, rtp, schemas, bench, outbox, ..."""
 
 from __future__ import annotations
 
@@ -323,10 +323,11 @@ def build_parser() -> argparse.ArgumentParser:
     from dealer import fuzz
 
     fuzz.register(bsub)
-    from dealer import audit, deploy_tools, supervisor_cli
+    from dealer import audit, deploy_tools, outbox_cli, supervisor_cli
 
     audit.register(sub)
     deploy_tools.register(sub)
+    outbox_cli.register(sub)
     supervisor_cli.register(sub)
     from simulators import soak
 

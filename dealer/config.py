@@ -195,6 +195,12 @@ class ServiceSection(_Strict):
         description="largest payload the backend publishes; keep it below the broker's max_packet_size (262144 in "
                     "deploy/mosquitto/mosquitto.conf) minus the topic. A larger result goes as a manifest plus parts; "
                     "any other message over it is not sent (logged, dealer_messages_oversize_total)")
+    result_resend_seconds: float = Field(
+        default=10.0, gt=0, le=3600, allow_inf_nan=False,
+        description="a result settlement has not acknowledged is published again after this, then after twice as "
+                    "long, up to result_resend_max_seconds (and at once after every broker reconnect)")
+    result_resend_max_seconds: float = Field(default=300.0, gt=0, le=86400, allow_inf_nan=False,
+                                             description="the longest wait between two publishes of one result")
 
 
 class SupervisorConfig(_Strict):

@@ -19,8 +19,8 @@ from typing import Any
 from dealer import topics
 from dealer.config import Settings
 
-from dealer.roles import (BACKEND_USER, OPS_USER, PLAYER_PLATFORM_USER, SCANNER_PREFIX, SETTLEMENT_USER,
-                          STATION_PREFIX, SUPERVISOR_PREFIX)
+from dealer.roles import (ACK_TOPIC, BACKEND_USER, OPS_USER, PLAYER_PLATFORM_USER, SCANNER_PREFIX, SETTLEMENT_USER,
+                          STATION_PREFIX, SUPERVISOR_PREFIX, Role)
 
 
 def scanner_user(table_id: str) -> str:
@@ -72,19 +72,21 @@ def render_acl(settings: Settings, *, source: str | None = None) -> str:
     block("# --- The table backend (dealer run) ---------------------------------------------------------\n"
           "# Reads every role's command topic (scanners, the player platform, stations, supervisors),\n"
           "# writes everything a table produces, players' private topics included, its own\n"
-          "# retained status and journal anchor. It checks each command's role again (dealer/roles.py).",
+          "# retained status and journal anchor. It checks each command's role again (dealer/roles.py).\n"
+          "# It reads settlement's acknowledgements: a result leaves its outbox only when acknowledged.",
           BACKEND_USER,
           [("read", t(_ALL, "scanner")), ("read", t(_ALL, "actions")), ("read", t(_ALL, "station")),
-           ("read", t(_ALL, "supervisor")),
+           ("read", t(_ALL, "supervisor")), ("read", t(_ALL, ACK_TOPIC[Role.SETTLEMENT])),
            ("write", t(_ALL, "events")), ("write", t(_ALL, "prompts")), ("write", t(_ALL, "results")),
            ("write", t(_ALL, "players/+")), ("write", topics.backend_status(_ALL)),
            ("write", topics.backend_journal(_ALL))])
 
     block("# --- Settlement ------------------------------------------------------------------------------\n"
-          "# Reads round results (persistent session, dedupe by idempotency_key) and nothing else:\n"
-          "# it cannot place bets, deal cards or impersonate the backend.",
+          "# Reads round results (persistent session, dedupe by idempotency_key) and acknowledges\n"
+          "# each one it has applied (results/ack; only settlement may), and nothing else: it\n"
+          "# cannot place bets, deal cards or impersonate the backend.",
           SETTLEMENT_USER,
-          [("read", t(_ALL, "results"))])
+          [("read", t(_ALL, "results")), ("write", t(_ALL, ACK_TOPIC[Role.SETTLEMENT]))])
 
     block("# --- Player platform ---------------------------------------------------------------------------\n"
           "# Sends players' bets, decisions and actions (actions: its own command topic) and follows\n"

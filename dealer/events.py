@@ -212,11 +212,14 @@ class CardExposed(_Event):
 
 
 class ResultDelivered(_Event):
-    """The broker acknowledged the round's result (outbox row removed in the same commit)."""
+    """Settlement acknowledged the round's result (its idempotency key, on ``results/ack``):
+    every outbox row of that result is deleted in the same commit. Journals written before
+    acknowledgements meant the broker's PUBACK and carry ``outbox_id`` only."""
 
     type: Literal["result_delivered"] = "result_delivered"
     round_id: Id
-    outbox_id: int
+    idempotency_key: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    outbox_id: int | None = None
 
 
 class RulesChanged(_Event):

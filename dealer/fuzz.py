@@ -542,7 +542,8 @@ def corpus() -> Corpus:
         ReadFailed(reader="SC1", reason="corrupt_frame", detail="bad CRC", at=10),
         LinkDown(link="scanner:SC1", reason="heartbeat timeout"), LinkUp(link="broker"), DecisionTimeout(at=3),
         ActionTimeout(turn=3, at=4),
-        ResultDelivered(round_id="T1-000001", outbox_id=12),
+        ResultDelivered(round_id="T1-000001", outbox_id=12),  # a journal older than acknowledgements
+        ResultDelivered(round_id="T1-000001", idempotency_key="T1:T1-000001", outbox_id=12),
     ]
     c.events = [json.loads(EVENT_ADAPTER.dump_json(e)) for e in events]
     effects: list[Any] = []

@@ -3,8 +3,9 @@
 Every accepted event is written here before its effects are released; a round's
 result row is inserted in the *same* transaction as the event that produced it, so
 after a crash either both exist or neither does. An outbox row is deleted in the
-same transaction that journals its ``result_delivered`` event, i.e. only after the
-broker's PUBACK. Used from one thread at a time (the service's writer thread).
+same transaction that journals its ``result_delivered`` event, i.e. only after settlement
+acknowledged the result's idempotency key (``Batch.acked``: the row of that key and every
+row of its parts, ``{key}#...``). Used from one thread at a time (the service's writer thread).
 
 The events table is **append-only** (triggers refuse UPDATE and DELETE) and
 **hash-chained**: each row stores the SHA-256 of the previous row's hash and its own
@@ -115,7 +116,8 @@ CREATE TABLE IF NOT EXISTS outbox (
     topic TEXT NOT NULL,
     payload BLOB NOT NULL,
     table_id TEXT NOT NULL,
-    round_id TEXT NOT NULL
+    round_id TEXT NOT NULL,
+    created_at INTEGER  -- server wall clock at commit, epoch ms (NULL only in rows migrated from old journals)
 );
 CREATE TABLE IF NOT EXISTS reader_state (  -- mutable: the latest accepted boot/seq per signed reader
     reader TEXT PRIMARY KEY,
@@ -252,22 +254,31 @@ class OutboxRow:
     payload: bytes
     table_id: str
     round_id: str
+    created_at: int = 0  # epoch ms the row was committed (the oldest-age metric)
+
+
+def result_key(outbox_key: str) -> str:
+    """The idempotency key of the result an outbox row belongs to (a part's key is
+    ``{idempotency_key}#{part}/{parts}``)."""
+    return outbox_key.split("#", 1)[0]
 
 
 @dataclass(slots=True)
 class Batch:
-    """What one group commit writes: journal rows, new outbox rows, delivered outbox ids, and
-    the accepted command ids (each with the index of its event in ``events``), and the latest
-    state of signed scanner readers (one per reader; a later one replaces it)."""
+    """What one group commit writes: journal rows, new outbox rows, delivered outbox ids,
+    acknowledged idempotency keys (every outbox row of the result goes), the accepted command
+    ids (each with the index of its event in ``events``), and the latest state of signed
+    scanner readers (one per reader; a later one replaces it)."""
 
     events: list[tuple[str, str | None, Event]] = field(default_factory=list)
     outbox: list[tuple[str, str, bytes, str, str]] = field(default_factory=list)  # key, topic, payload, table, round
     delivered: list[int] = field(default_factory=list)
+    acked: list[str] = field(default_factory=list)
     commands: list[tuple[StoredCommand, int]] = field(default_factory=list)
     readers: list[ReaderState] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.events or self.outbox or self.delivered or self.commands or self.readers)
+        return bool(self.events or self.outbox or self.delivered or self.acked or self.commands or self.readers)
 
 
 class Journal:
@@ -303,6 +314,7 @@ class Journal:
         self._db.executescript(_SCHEMA)
         self._guard_deletes()
         self._id, self.journal_id_source = self._load_id()
+        self._migrate_outbox()
         last = self._db.execute("SELECT id, hash FROM events ORDER BY id DESC LIMIT 1").fetchone()
         self._last_id, self._last_hash = (int(last[0]), str(last[1])) if last else self.chain_start()
         self._head = (self._last_id, self._last_hash)
@@ -431,6 +443,23 @@ class Journal:
                                "depend on it: restore the journal from a backup")
         return value
 
+    def _migrate_outbox(self) -> None:
+        """Journals older than settlement acknowledgements have no ``outbox.created_at``: add
+        it, dated by the last journal row of the row's round (about when its result was made)."""
+        cols = {r[1] for r in self._db.execute("PRAGMA table_info(outbox)")}
+        if "created_at" in cols:
+            return
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self._db.execute("ALTER TABLE outbox ADD COLUMN created_at INTEGER")
+            self._db.execute(
+                "UPDATE outbox SET created_at = COALESCE((SELECT MAX(recorded_at) FROM events WHERE events.table_id = "
+                "outbox.table_id AND events.round_id = outbox.round_id), ?)", (time.time_ns() // 1_000_000,))
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+
     def commit(self, batch: Batch) -> list[OutboxRow]:
         """Write a batch atomically (one fsync); return the outbox rows it created.
 
@@ -456,13 +485,16 @@ class Journal:
                 cur = db.execute(
                     # Only a second row for the same idempotency key is ignored (a replayed
                     # commit); any other constraint failure aborts the whole batch.
-                    "INSERT INTO outbox (key, topic, payload, table_id, round_id) VALUES (?, ?, ?, ?, ?) "
-                    "ON CONFLICT (key) DO NOTHING",
-                    (key, topic, payload, table_id, round_id),
+                    "INSERT INTO outbox (key, topic, payload, table_id, round_id, created_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING",
+                    (key, topic, payload, table_id, round_id, now),
                 )
                 if cur.rowcount:
-                    new_rows.append(OutboxRow(int(cur.lastrowid or 0), key, topic, payload, table_id, round_id))
+                    new_rows.append(OutboxRow(int(cur.lastrowid or 0), key, topic, payload, table_id, round_id, now))
             db.executemany("DELETE FROM outbox WHERE id = ?", [(i,) for i in batch.delivered])
+            # substr, not LIKE: '_' (allowed in table ids) is a LIKE wildcard
+            db.executemany("DELETE FROM outbox WHERE key = ?1 OR substr(key, 1, length(?1) + 1) = ?1 || '#'",
+                           [(k,) for k in batch.acked])
             db.executemany(
                 "INSERT INTO commands (table_id, command_id, round_id, type, role, digest, answer, event_id) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
@@ -502,8 +534,18 @@ class Journal:
         return StoredCommand(table_id, command_id, row[0], row[1], row[2], row[3], json.loads(row[4]))
 
     def pending(self) -> list[OutboxRow]:
-        cur = self._db.execute("SELECT id, key, topic, payload, table_id, round_id FROM outbox ORDER BY id")
-        return [OutboxRow(i, k, t, bytes(p), tb, r) for i, k, t, p, tb, r in cur]
+        cur = self._db.execute("SELECT id, key, topic, payload, table_id, round_id, COALESCE(created_at, 0) "
+                               "FROM outbox ORDER BY id")
+        return [OutboxRow(i, k, t, bytes(p), tb, r, c) for i, k, t, p, tb, r, c in cur]
+
+    def delivered(self, table_id: str, round_id: str) -> bool:
+        """Whether the journal holds a ``result_delivered`` for the round (an ack seen before;
+        a separate read connection, like :meth:`command`)."""
+        if self._reader is None:
+            self._reader = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        return self._reader.execute(
+            "SELECT 1 FROM events WHERE table_id = ? AND type = 'result_delivered' AND round_id = ? LIMIT 1",
+            (table_id, round_id)).fetchone() is not None
 
     def reader_states(self) -> dict[str, ReaderState]:
         """The last committed state of every signed reader (to restore its session at start-up).

@@ -34,7 +34,19 @@ class Metrics:
                                          buckets=LATENCY_BUCKETS, registry=r)
         self.journal_commit = Histogram("dealer_journal_commit_seconds", "SQLite journal group commit (fsync)",
                                         buckets=LATENCY_BUCKETS, registry=r)
-        self.outbox_pending = Gauge("dealer_outbox_pending", "Results waiting in the outbox for a PUBACK", registry=r)
+        self.outbox_pending = Gauge("dealer_outbox_pending", "Outbox rows (results and result parts) waiting for "
+                                    "settlement's acknowledgement", registry=r)
+        self.outbox_oldest_age = Gauge("dealer_outbox_oldest_age_seconds", "Age of the oldest outbox row not yet "
+                                       "acknowledged by settlement (0 when the outbox is empty)", registry=r)
+        self.result_resends = Counter("dealer_result_resends", "Results published again because settlement had not "
+                                      "acknowledged them: by reason, backoff (its resend timer) or reconnect (the "
+                                      "broker link came back)", ["table", "reason"], registry=r)
+        self.result_acks = Counter("dealer_result_acks", "Settlement acknowledgements on results/ack, by outcome: "
+                                   "applied (the result leaves the outbox), repeat (already acknowledged: ignored)",
+                                   ["table", "outcome"], registry=r)
+        self.result_acks_unknown = Counter("dealer_result_acks_unknown", "Acknowledgements for an idempotency key "
+                                           "this backend never produced for the table (or a malformed one): counted "
+                                           "and ignored", ["table"], registry=r)
         self.link_up = Gauge("dealer_link_up", "1 when a link (broker, scanner) is up", ["link"], registry=r)
         self.frames_rejected = Counter("dealer_frames_rejected",
                                        "Scanner frames that failed authentication, by reason: bad_mac, missing_mac, "

@@ -34,6 +34,10 @@ COMMAND_TOPIC: dict[Role, str] = {
 
 _ROLE_OF_LEAF = {leaf: role for role, leaf in COMMAND_TOPIC.items()}
 
+#: What settlement publishes: not commands but acknowledgements of applied results
+#: (``dealer.acks``): a result leaves the backend's outbox only when settlement acknowledges it.
+ACK_TOPIC: dict[Role, str] = {Role.SETTLEMENT: "results/ack"}
+
 #: The command types each role may send (scanner frames are not commands: drivers read them).
 COMMANDS: dict[Role, frozenset[str]] = {
     Role.PLAYER_PLATFORM: frozenset({"place_bet", "player_decision", "player_action"}),
@@ -94,5 +98,5 @@ def wrong_role(command: str, role: Role, table_id: str) -> str | None:
             f"{ROLE_TEXT[owner]} sends it on {command_topic(owner, table_id)}")
 
 
-__all__ = ["COMMANDS", "COMMAND_TOPIC", "ROLE_TEXT", "Role", "SENDER", "TURN_COMMANDS", "command_topic",
+__all__ = ["ACK_TOPIC", "COMMANDS", "COMMAND_TOPIC", "ROLE_TEXT", "Role", "SENDER", "TURN_COMMANDS", "command_topic",
            "role_of_topic", "wrong_role"]

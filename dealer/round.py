@@ -64,8 +64,8 @@ class Phase(StrEnum):
     DEALING = "DEALING"
     DECISION = "DECISION"  # the deal is complete; players decide (timer runs from here only)
     ACTION = "ACTION"  # peer games: a betting round between cards (the turn timer runs only here)
-    RESULT = "RESULT"  # result computed, waiting in the outbox for the broker's PUBACK
-    SETTLED = "SETTLED"  # result delivered to settlement
+    RESULT = "RESULT"  # result computed, waiting in the outbox for settlement's acknowledgement
+    SETTLED = "SETTLED"  # settlement acknowledged the result
     CANCELLED = "CANCELLED"  # failure before the round started: refund all
     VOID = "VOID"  # supervisor void: refund all
 
@@ -561,7 +561,8 @@ class Round:
         self.delivered = True
         if self.phase == Phase.RESULT:
             self.phase = Phase.SETTLED
-        return Step(True, True, [self._event("round_settled", ev.at, outbox_id=ev.outbox_id)])
+        data = {"idempotency_key": ev.idempotency_key} if ev.idempotency_key is not None else {}
+        return Step(True, True, [self._event("round_settled", ev.at, **data, outbox_id=ev.outbox_id)])
 
     # -- helpers ----------------------------------------------------------------------
 

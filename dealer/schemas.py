@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from dealer.acks import ResultAck
 from dealer.events import ACTION_ADAPTER
 from dealer.messages import PlayerMessage, RoundEvent, RoundResult, RoundResultPart, StationPrompt
 from dealer.signing import SUPERVISOR_COMMAND_ADAPTER
@@ -26,8 +27,9 @@ SCHEMAS: dict[str, TypeAdapter[Any]] = {
     "action.json": ACTION_ADAPTER,
     "scanner-message.json": TypeAdapter(ScannerMessage),
     "supervisor-command.json": SUPERVISOR_COMMAND_ADAPTER,
+    "result-ack.json": TypeAdapter(ResultAck),
 }
-_INBOUND = {"action.json", "scanner-message.json", "supervisor-command.json"}  # validation-mode schemas
+_INBOUND = {"action.json", "scanner-message.json", "supervisor-command.json", "result-ack.json"}  # validation-mode schemas
 
 
 def render(name: str) -> str:

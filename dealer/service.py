@@ -5,8 +5,10 @@ takes events off a queue in batches, applies them to the tables, writes the jour
 (and outbox rows for results) of the whole batch in one SQLite transaction with one fsync
 (group commit) in a writer thread, and only then releases the effects: prompts and round
 events are published, results are handed to the outbox relay. The relay publishes each
-outbox row at QoS 1 and, after the PUBACK, feeds a ``result_delivered`` event back through
-the same loop, whose commit deletes the row. Timers (betting period, decisions, turns, pause
+outbox row at QoS 1 and publishes it again with backoff (and after every broker reconnect)
+until settlement acknowledges the result's idempotency key on ``results/ack``; the
+acknowledgement becomes a ``result_delivered`` event through the same loop, whose commit
+deletes every outbox row of the result. Timers (betting period, decisions, turns, pause
 between rounds) are plain loop handles that submit events; the core never sees a clock.
 Journaled deadlines are epoch ms; each is turned into an instant on the loop's monotonic
 clock once, when first armed (:meth:`Service._mono_deadline`), so a wall-clock step never
@@ -44,7 +46,7 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, ValidationError
 
-from dealer import commands, ingress, result_parts, topics, visibility
+from dealer import acks, commands, ingress, result_parts, topics, visibility
 from dealer.config import ScannerConfig, Settings, TableConfig
 from dealer.draws import DRAW_BYTES, ai_seed
 from dealer.events import (
@@ -65,7 +67,7 @@ from dealer.events import (
     SecurityEvent,
 )
 from dealer.keys import supervisor_verifier
-from dealer.journal import Batch, Journal, OutboxRow, ReplayError
+from dealer.journal import Batch, Journal, OutboxRow, ReplayError, result_key
 from dealer.journal_health import disk_usage, failure_reason
 from dealer.segments import NoRoll, Prepared, prepare_roll
 from dealer.keys import read_hex_keys
@@ -123,11 +125,6 @@ def scanner_authenticator(scanner: ScannerConfig) -> FrameAuthenticator | None:
     return FrameAuthenticator(keys, require=True)
 
 
-def _result_key(outbox_key: str) -> str:
-    """The idempotency key of the result an outbox row belongs to (a part's key is ``{key}#i/n``)."""
-    return outbox_key.split("#", 1)[0]
-
-
 def wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -180,6 +177,7 @@ class Service:
         for t in settings.tables:  # series exist from the start, so "no rounds for 10 min" can be seen
             for outcome in ("completed", "cancelled", "voided"):
                 self.metrics.rounds.labels(table=t.id, game=t.game, outcome=outcome)
+            self.metrics.result_acks_unknown.labels(table=t.id)  # increase() sees the first unknown ack
         self._broker_link = bus.name == "broker" if broker_link is None else broker_link
         for tid, cfg in self.configs.items():
             self.links[tid].up[self.scanner_link(cfg)] = None
@@ -189,8 +187,15 @@ class Service:
         self._queue: asyncio.Queue[_Item] = asyncio.Queue()
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal")
         self._pending: dict[int, OutboxRow] = {}
+        self._by_key: dict[str, set[int]] = {}  # result idempotency key -> its pending outbox row ids
         self._inflight: set[int] = set()
         self._oversize_rows: set[int] = set()  # outbox rows over the limit, logged once
+        self._sends: dict[int, int] = {}  # publishes of each pending row acknowledged by the broker, this run
+        self._due: dict[int, float] = {}  # loop time of each pending row's next publish (absent: now)
+        self._reconnect_resend: set[int] = set()  # rows going again because the broker link came back
+        self._acking: set[str] = set()  # acknowledged keys whose result_delivered is on its way to the journal
+        self._relay_next: float | None = None  # loop time the relay wakes up at by itself (None: only when woken)
+        self.metrics.outbox_oldest_age.set_function(self._oldest_age)
         self._outbox_wake = asyncio.Event()
         self._timers: dict[str, tuple[tuple[str, str | None], asyncio.TimerHandle]] = {}
         #: Per table and timer kind: the journaled (wall-clock) deadline last armed and the loop's
@@ -287,7 +292,7 @@ class Service:
     @property
     def outbox_pending(self) -> int:
         """Results waiting in the outbox (a result in parts is one, whatever its rows)."""
-        return len({_result_key(r.key) for r in self._pending.values()})
+        return len(self._by_key)
 
     async def run(self) -> None:
         """Replay the journal, start every driver and loop until cancelled."""
@@ -310,6 +315,7 @@ class Service:
             self.bus.subscribe(topics.actions(tid), self._on_command)
             self.bus.subscribe(topics.station(tid), self._on_command)
             self.bus.subscribe(topics.supervisor(tid), self._on_command)
+            self.bus.subscribe(topics.results_ack(tid), self._on_ack)
             if self.configs[tid].scanner.kind == "mqtt":
                 self.bus.subscribe(topics.scanner(tid), self._scanner_ingest.handle)
         self.bus.on_connection(self._on_bus)
@@ -387,7 +393,7 @@ class Service:
                      round_rules_hash=cur.rules.rules_hash if cur else None)
             self._journal_rules(tid, table, now)
         for row in self.journal.pending():
-            self._pending[row.id] = row
+            self._add_pending(row)
         self.metrics.outbox_pending.set(self.outbox_pending)
         # Deadlines that passed while the backend was down never fire: pending decisions and
         # turns wait for a Resume (the first broker connect of this run), which gives each a
@@ -462,10 +468,15 @@ class Service:
                 steps.append((item, step))
             new_rows = await self._commit(batch) if batch else []
             for oid in batch.delivered:
-                self._pending.pop(oid, None)
-                self._inflight.discard(oid)
+                self._drop_pending(oid)
+            for key in batch.acked:
+                for oid in sorted(self._by_key.get(key, ())):
+                    self._drop_pending(oid)
+                self._acking.discard(key)
+                self.metrics.result_acks.labels(table=key.split(":", 1)[0], outcome="applied").inc()
+                log.info("result acknowledged by settlement", idempotency_key=key)
             for row in new_rows:
-                self._pending[row.id] = row
+                self._add_pending(row)
             self.metrics.outbox_pending.set(self.outbox_pending)
             if new_rows:
                 self._outbox_wake.set()
@@ -737,7 +748,12 @@ class Service:
                         batch.outbox.append((msg.key, topics.results(eff.table_id), msg.payload, eff.table_id,
                                              eff.round_id))
             if isinstance(ev, ResultDelivered):
-                batch.delivered.extend(self._rows_of_result(ev.outbox_id))
+                if ev.idempotency_key is not None:
+                    batch.acked.append(ev.idempotency_key)
+                elif ev.outbox_id is not None:
+                    batch.delivered.append(ev.outbox_id)
+        elif isinstance(ev, ResultDelivered) and ev.idempotency_key is not None:
+            self._acking.discard(ev.idempotency_key)  # refused by the core (logged as a rejection): rows stay
         return step
 
     def _result_messages(self, result: RoundResult) -> list[result_parts.Message]:
@@ -755,15 +771,6 @@ class Service:
             log.info("result split into parts", key=result.idempotency_key, parts=len(msgs) - 1,
                      bets=result.accepted_bets.count, limit=limit)
         return msgs
-
-    def _rows_of_result(self, outbox_id: int) -> list[int]:
-        """Every pending outbox row of the result whose row ``outbox_id`` was delivered: the
-        relay reports a result delivered once all its rows (manifest and parts) were acknowledged."""
-        row = self._pending.get(outbox_id)
-        if row is None:
-            return [outbox_id]
-        key = _result_key(row.key)
-        return [r.id for r in self._pending.values() if _result_key(r.key) == key]
 
     def _release(self, item: _Item, step: Step) -> None:
         tid = item.table_id
@@ -897,46 +904,128 @@ class Service:
 
     # -- outbox relay -----------------------------------------------------------------
 
-    async def _relay(self) -> None:
-        while True:
-            await self._outbox_wake.wait()
-            self._outbox_wake.clear()
-            if not self.bus.connected:
-                continue
-            results: dict[str, list[OutboxRow]] = {}
-            for oid in sorted(self._pending):
-                row = self._pending[oid]
-                results.setdefault(_result_key(row.key), []).append(row)
-            for rows in results.values():
-                if any(r.id in self._inflight for r in rows) or self._refused_oversize(rows):
-                    continue
-                self._inflight.update(r.id for r in rows)
-                task = asyncio.create_task(self._deliver(rows))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+    def _add_pending(self, row: OutboxRow) -> None:
+        self._pending[row.id] = row
+        self._by_key.setdefault(result_key(row.key), set()).add(row.id)
 
-    def _refused_oversize(self, rows: list[OutboxRow]) -> bool:
-        """A row over the limit is never sent (the broker would drop the connection): logged
-        and counted once per row and run."""
-        limit = self.settings.service.max_message_bytes
-        big = [r for r in rows if len(r.payload) > limit]
-        for r in big:
-            if r.id not in self._oversize_rows:
-                self._oversize_rows.add(r.id)
-                self.metrics.messages_oversize.labels(kind="result").inc()
-                log.error("outbox row over the message limit: not sent", key=r.key, size=len(r.payload), limit=limit)
-        return bool(big)
+    def _drop_pending(self, oid: int) -> None:
+        row = self._pending.pop(oid, None)
+        self._inflight.discard(oid)
+        self._sends.pop(oid, None)
+        self._due.pop(oid, None)
+        self._reconnect_resend.discard(oid)
+        if row is not None:
+            ids = self._by_key.get(result_key(row.key))
+            if ids is not None:
+                ids.discard(oid)
+                if not ids:
+                    del self._by_key[result_key(row.key)]
 
-    async def _deliver(self, rows: list[OutboxRow]) -> None:
-        """Publish every row of one result (manifest first, then its parts); the result counts
-        as delivered, and all its rows go, only once the broker acknowledged each of them."""
+    def _oldest_age(self) -> float:
+        """Seconds since the oldest unacknowledged outbox row was committed (read at scrape
+        time, from the metrics thread: the list is copied in one step)."""
         try:
-            await asyncio.gather(*(self.bus.publish(r.topic, r.payload, qos=1) for r in rows))
+            created = [r.created_at for r in list(self._pending.values())]
+        except RuntimeError:  # changed while copied: the next scrape reads it
+            return 0.0
+        return max(0.0, (self.now_ms() - min(created)) / 1000) if created else 0.0
+
+    async def _relay(self) -> None:
+        """Publish every outbox row that is due: at once when new, then again after the resend
+        backoff (``service.result_resend_seconds``, doubling up to ``result_resend_max_seconds``)
+        and after every broker reconnect, until settlement acknowledges its result."""
+        loop = asyncio.get_running_loop()
+        svc = self.settings.service
+        while True:
+            self._outbox_wake.clear()
+            now, next_due = loop.time(), None
+            if self.bus.connected:
+                for oid in sorted(self._pending):
+                    if oid in self._inflight:
+                        continue
+                    due = self._due.get(oid, 0.0)
+                    if due > now:
+                        next_due = due if next_due is None else min(next_due, due)
+                        continue
+                    row = self._pending[oid]
+                    if self._refused_oversize(row):
+                        continue
+                    if self._sends.get(oid):
+                        reason = "reconnect" if oid in self._reconnect_resend else "backoff"
+                        self.metrics.result_resends.labels(table=row.table_id, reason=reason).inc()
+                        log.info("result sent again: settlement has not acknowledged it", key=row.key,
+                                 reason=reason, sends=self._sends[oid])
+                    self._reconnect_resend.discard(oid)
+                    self._inflight.add(oid)
+                    task = asyncio.create_task(self._deliver(row, svc.result_resend_seconds,
+                                                             svc.result_resend_max_seconds))
+                    self._tasks.add(task)
+                    task.add_done_callback(self._tasks.discard)
+            # A timer sets the wake-up event: asyncio.wait_for (3.11) can swallow the task's
+            # cancellation when the event is set at the same moment, and stop() would hang.
+            self._relay_next = next_due
+            timer = loop.call_at(next_due, self._outbox_wake.set) if next_due is not None else None
+            try:
+                await self._outbox_wake.wait()
+            finally:
+                if timer is not None:
+                    timer.cancel()
+
+    def _refused_oversize(self, row: OutboxRow) -> bool:
+        """A row over the limit is never sent (the broker would drop the connection): logged
+        and counted once per row and run; it stays in the outbox (raise the limit to send it)."""
+        limit = self.settings.service.max_message_bytes
+        if len(row.payload) <= limit:
+            return False
+        if row.id not in self._oversize_rows:
+            self._oversize_rows.add(row.id)
+            self.metrics.messages_oversize.labels(kind="result").inc()
+            log.error("outbox row over the message limit: not sent", key=row.key, size=len(row.payload), limit=limit)
+        return True
+
+    async def _deliver(self, row: OutboxRow, initial: float, cap: float) -> None:
+        """One publish of an outbox row. The PUBACK only schedules the next publish: the row
+        leaves the outbox when settlement acknowledges its result (:meth:`_on_ack`)."""
+        try:
+            await self.bus.publish(row.topic, row.payload, qos=1)
         except BusError as exc:
-            log.warning("result publish failed; kept in outbox", key=rows[0].key, rows=len(rows), reason=str(exc))
-            self._inflight.difference_update(r.id for r in rows)
+            log.warning("result publish failed; kept in outbox", key=row.key, reason=str(exc))
+            self._inflight.discard(row.id)
             return
-        self.submit(rows[0].table_id, ResultDelivered(round_id=rows[0].round_id, outbox_id=rows[0].id))
+        self._inflight.discard(row.id)
+        if row.id not in self._pending:
+            return  # acknowledged meanwhile
+        sends = self._sends[row.id] = self._sends.get(row.id, 0) + 1
+        due = self._due[row.id] = asyncio.get_running_loop().time() + acks.resend_delay(sends, initial, cap)
+        if self._relay_next is None or due < self._relay_next:
+            self._outbox_wake.set()  # the relay's next wake-up is this one (else it comes earlier anyway)
+
+    def _on_ack(self, topic: str, payload: bytes) -> None:
+        """Settlement acknowledged a result on ``results/ack``: its ``result_delivered`` goes
+        through the core loop, whose commit deletes every outbox row of the result. A repeat
+        (already acknowledged) is counted and ignored quietly; an unknown key is counted,
+        logged and ignored; a malformed payload is a bad message."""
+        tid = topics.table_of(topic) or "unknown"
+        verdict = acks.parse_ack(payload)
+        if isinstance(verdict, acks.BadAck):
+            self._on_bad_message("results_ack", f"table {tid}: {verdict.reason}")
+            return
+        key = verdict.idempotency_key
+        mine = acks.of_table(tid, key)  # another table's key (or a part's) is unknown here
+        ids = self._by_key.get(key) if mine else None
+        if mine and (key in self._acking or (not ids and self.journal.delivered(tid, key.split(":", 1)[1]))):
+            self.metrics.result_acks.labels(table=tid, outcome="repeat").inc()
+            log.debug("result acknowledged again; ignored", idempotency_key=key)
+            return
+        if not ids:
+            self.metrics.result_acks_unknown.labels(table=tid).inc()
+            log.warning("acknowledgement for an unknown result; ignored", table_id=tid, idempotency_key=key[:200])
+            return
+        rows = [self._pending[i] for i in sorted(ids)]
+        main = next((r for r in rows if r.key == key), rows[0])
+        self._acking.add(key)
+        self.submit(tid, ResultDelivered(round_id=main.round_id, idempotency_key=key,
+                                         outbox_id=main.id if main.key == key else None))
 
     # -- links and drivers --------------------------------------------------------------
 
@@ -963,7 +1052,9 @@ class Service:
         if self._broker_link:
             for tid in self.tables:
                 self._set_link(tid, "broker", up, reason)
-        if up:
+        if up:  # every pending result goes again now: the broker may have lost what it had
+            self._reconnect_resend = {oid for oid in self._pending if self._sends.get(oid)}
+            self._due.clear()
             self._outbox_wake.set()
             self._anchor_sent = None  # published again on every connect
             self._publish_anchor()

@@ -13,6 +13,11 @@ def results(table_id: str) -> str:
     return table_topic(table_id, "results")
 
 
+def results_ack(table_id: str) -> str:
+    """Settlement's acknowledgements: a result leaves the outbox when its key is acknowledged here."""
+    return table_topic(table_id, "results/ack")
+
+
 def events(table_id: str) -> str:
     return table_topic(table_id, "events")
 

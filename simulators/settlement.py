@@ -8,16 +8,23 @@ accepts (``bet_accepted`` events), and when the round's result arrives it applie
 :func:`dealer.settlement.settle_bet`, so payouts and refunds are computed exactly as any
 consumer would. It reconciles its bets with the result's ``accepted_bets`` summary.
 
+The ledger is durable (SQLite, WAL): a result is applied in one transaction, and only after
+that commit is its idempotency key acknowledged on ``results/ack``, so the backend keeps
+(and re-sends) a result until it is on this ledger. A redelivery of a result already applied
+is acknowledged again: the first acknowledgement may be the one that was lost.
+
 A result too big for one message comes as a manifest (``accepted_bets.parts = n``) and n
 :class:`~dealer.messages.RoundResultPart` messages, in any order and possibly more than once.
 Each is buffered durably in the ledger (tables ``manifests`` and ``parts``) as it arrives; the
 result is applied, and its buffer emptied, in one transaction once the manifest and every part
-are there and the digest of the joined bet ids matches the manifest's. A mismatch is recorded in
-:attr:`SettlementConsumer.mismatches` and nothing is applied.
+are there and the digest of the joined bet ids matches the manifest's (then acknowledged). A
+mismatch is recorded in :attr:`SettlementConsumer.mismatches`, nothing is applied and nothing
+is acknowledged.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import sqlite3
@@ -74,6 +81,7 @@ class SettlementConsumer:
     place_bets: bool = True
     game: str = "teen-patti"
     on_payout: Callable[[RoundResult, list[Payout]], None] | None = None
+    acknowledge: bool = True  # False: a settlement that applies results but never says so (tests)
 
     def __post_init__(self) -> None:
         self.db = sqlite3.connect(str(self.ledger_path), isolation_level=None)
@@ -83,6 +91,8 @@ class SettlementConsumer:
         self.duplicate_parts = 0
         self.mismatches: list[str] = []
         self.results_seen = 0
+        self.acks_sent = 0
+        self._tasks: set[asyncio.Task[None]] = set()
         self._bet_seq = 0
         self._opened: set[tuple[str, str | None]] = set()
         for tid in self.table_ids:
@@ -110,8 +120,6 @@ class SettlementConsumer:
         return out
 
     def _place_random_bets(self, table_id: str, round_id: str) -> None:
-        import asyncio
-
         for player, bet_type, seat in self._random_bets():
             self._bet_seq += 1
             bet_id = f"{round_id}-b{self._bet_seq}"
@@ -126,7 +134,7 @@ class SettlementConsumer:
         try:
             await self.bus.publish(topic, payload, qos=1)
         except BusError as exc:
-            log.info("bet not sent", reason=str(exc))
+            log.info("not sent", topic=topic, reason=str(exc))
 
     # -- results ----------------------------------------------------------------------
 
@@ -137,26 +145,31 @@ class SettlementConsumer:
         result = RoundResult.model_validate_json(payload)
         self.results_seen += 1
         if result.accepted_bets.parts == 0:
-            self._apply(result, payload.decode())
+            self._settle(result, payload.decode())
             return
         with self._tx():
-            if self._applied(result.idempotency_key):
-                self.duplicates += 1
-                return
-            self.db.execute("INSERT OR IGNORE INTO manifests VALUES (?, ?, ?)",
-                            (result.idempotency_key, result.accepted_bets.parts, payload.decode()))
+            before = self._applied(result.idempotency_key)
+            if not before:
+                self.db.execute("INSERT OR IGNORE INTO manifests VALUES (?, ?, ?)",
+                                (result.idempotency_key, result.accepted_bets.parts, payload.decode()))
+        if before:  # delivered again: applied already, acknowledged again
+            self.duplicates += 1
+            self._acknowledge(result.table_id, result.idempotency_key, result.round_id)
+            return
         self._try_join(result.idempotency_key)
 
     def _on_part(self, part: RoundResultPart, payload: bytes) -> None:
         with self._tx():
-            if self._applied(part.idempotency_key):
-                self.duplicate_parts += 1  # a part of a result applied already
-                return
-            cur = self.db.execute("INSERT OR IGNORE INTO parts VALUES (?, ?, ?, ?)",
-                                  (part.idempotency_key, part.parts, part.part, payload.decode()))
-            if cur.rowcount == 0:
-                self.duplicate_parts += 1
-                return
+            before = self._applied(part.idempotency_key)
+            cur = None if before else self.db.execute("INSERT OR IGNORE INTO parts VALUES (?, ?, ?, ?)",
+                                                      (part.idempotency_key, part.parts, part.part, payload.decode()))
+        if before:  # a part of a result applied already: acknowledged again
+            self.duplicate_parts += 1
+            self._acknowledge(part.table_id, part.idempotency_key, part.round_id)
+            return
+        if cur is not None and cur.rowcount == 0:
+            self.duplicate_parts += 1
+            return
         self._try_join(part.idempotency_key)
 
     @contextmanager
@@ -190,43 +203,62 @@ class SettlementConsumer:
             self.mismatches.append(f"{key}: result in parts not applied: {exc}")
             log.warning("result in parts refused", key=key, reason=str(exc))
             return
-        self._apply(result, text, done_parts=key)  # ``applied`` keeps what was delivered: the manifest
+        self._settle(result, text, done_parts=key)  # ``applied`` keeps what was delivered: the manifest
 
-    def _apply(self, result: RoundResult, text: str, done_parts: str | None = None) -> None:
-        """Apply one whole result once per idempotency key (and drop its buffered parts, in the
-        same transaction)."""
-        with self._tx():
-            cur = self.db.execute("INSERT OR IGNORE INTO applied VALUES (?, ?, ?)",
-                                  (result.idempotency_key, result.outcome, text))
-            if cur.rowcount == 0:
-                self.duplicates += 1  # delivered again (at-least-once): already applied, ignore
-                return
+    def _settle(self, result: RoundResult, text: str, done_parts: str | None = None) -> None:
+        """Apply one whole result once per idempotency key, in one transaction (with the removal
+        of its buffered parts), then acknowledge it; a repeat is acknowledged again."""
+        with self._tx():  # the whole result, or nothing of it
             if done_parts is not None:
                 self.db.execute("DELETE FROM manifests WHERE key = ?", (done_parts,))
                 self.db.execute("DELETE FROM parts WHERE key = ?", (done_parts,))
-            rows = self.db.execute("SELECT bet_id, player_id, bet_type, stake FROM bets WHERE round_id = ?",
-                                   (result.round_id,)).fetchall()
-            accepted = set(result.accepted_bets.bet_ids)
-            payouts = []
-            lines = [(b, p, t, st) for b, p, t, st in rows]
-            for player, decision in result.decisions.items():  # a PLAY decision created a Play bet
-                ante = next((b for b, p, t, _ in rows if p == player and t == "ante" and b in accepted), None)
-                if decision.play_stake is not None and ante is not None:
-                    lines.append((f"{ante}:play", player, "play", str(decision.play_stake)))
-                    accepted.add(f"{ante}:play")
-            for bet_id, player, bet_type, stake in lines:
-                if bet_id in accepted:
-                    s = settle_bet(bet_type, stake, result, player)
-                    outcome, returned = s.outcome, s.returned
-                else:  # never accepted (sent too late, refused, or lost): the stake was never at risk
-                    outcome, returned = "NOT_ACCEPTED", Decimal(stake)
-                payouts.append(Payout(result.idempotency_key, bet_id, player, bet_type, Decimal(stake), outcome, returned))
-                self.db.execute("INSERT INTO ledger VALUES (?, ?, ?, ?, ?, ?, ?)",
-                                (bet_id, result.idempotency_key, player, bet_type, stake, outcome, str(returned)))
-            unknown = accepted - {line[0] for line in lines}
+            applied = self._apply(result, text)
+        self._acknowledge(result.table_id, result.idempotency_key, result.round_id)  # only now: it is on the ledger
+        if applied is None:
+            self.duplicates += 1  # delivered again (at-least-once): already applied, acknowledged again
+            return
+        payouts, unknown = applied
         self._reconcile(result, [p for p in payouts if p.outcome != "NOT_ACCEPTED" and p.bet_type != "play"], unknown)
         if self.on_payout is not None:
             self.on_payout(result, payouts)
+
+    def _acknowledge(self, table_id: str, key: str, round_id: str) -> None:
+        if not self.acknowledge:
+            return
+        ack = json.dumps({"idempotency_key": key, "round_id": round_id}).encode()
+        task = asyncio.get_running_loop().create_task(self._send(topics.results_ack(table_id), ack))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        self.acks_sent += 1
+
+    def _apply(self, result: RoundResult, text: str) -> tuple[list[Payout], set[str]] | None:
+        """Write one result to the ledger (inside the caller's transaction); None when its key
+        was applied before."""
+        cur = self.db.execute("INSERT OR IGNORE INTO applied VALUES (?, ?, ?)",
+                              (result.idempotency_key, result.outcome, text))
+        if cur.rowcount == 0:
+            return None
+        rows = self.db.execute("SELECT bet_id, player_id, bet_type, stake FROM bets WHERE round_id = ?",
+                               (result.round_id,)).fetchall()
+        accepted = set(result.accepted_bets.bet_ids)
+        payouts = []
+        lines = [(b, p, t, st) for b, p, t, st in rows]
+        for player, decision in result.decisions.items():  # a PLAY decision created a Play bet
+            ante = next((b for b, p, t, _ in rows if p == player and t == "ante" and b in accepted), None)
+            if decision.play_stake is not None and ante is not None:
+                lines.append((f"{ante}:play", player, "play", str(decision.play_stake)))
+                accepted.add(f"{ante}:play")
+        for bet_id, player, bet_type, stake in lines:
+            if bet_id in accepted:
+                s = settle_bet(bet_type, stake, result, player)
+                outcome, returned = s.outcome, s.returned
+            else:  # never accepted (sent too late, refused, or lost): the stake was never at risk
+                outcome, returned = "NOT_ACCEPTED", Decimal(stake)
+            payouts.append(Payout(result.idempotency_key, bet_id, player, bet_type, Decimal(stake), outcome, returned))
+            self.db.execute("INSERT INTO ledger VALUES (?, ?, ?, ?, ?, ?, ?)",
+                            (bet_id, result.idempotency_key, player, bet_type, stake, outcome, str(returned)))
+        unknown = accepted - {line[0] for line in lines}
+        return payouts, unknown
 
     def _reconcile(self, result: RoundResult, settled: list[Payout], unknown: set[str]) -> None:
         mine: dict[str, Decimal] = {}

@@ -16,6 +16,7 @@ from dealer.journal import Journal
 from dealer.roles import SENDER, Role, command_topic
 from dealer.service import Service
 from drivers.frames import Frame, FrameDecoder, Status
+from drivers.bus import BusError
 from drivers.mqtt import MqttBus
 from simulators.pty_port import PtyPort
 from simulators.shoe import VirtualShoe
@@ -65,17 +66,36 @@ def settings_for(tmp: Path, broker_url: str | None, port_path: str, **table: Any
 
 
 class Recorder:
-    """A subscriber with a persistent session that records everything under studio/v1/#."""
+    """A subscriber with a persistent session that records everything under studio/v1/#.
 
-    def __init__(self, url: str) -> None:
+    It also plays settlement's part in the protocol unless ``settles=False``: every result it
+    receives is acknowledged on ``results/ack`` (a result otherwise stays in the outbox and
+    is re-sent)."""
+
+    def __init__(self, url: str, *, settles: bool = True) -> None:
         self.bus = MqttBus(url, client_id=f"recorder-{uuid.uuid4().hex[:8]}", persistent_session=True,
                            accept_retained=True)
         self.messages: list[tuple[str, dict[str, Any]]] = []
+        self.settles = settles
         self.bus.subscribe("studio/v1/#", self._on)
         self._task: asyncio.Task[None] | None = None
+        self._acks: set[asyncio.Task[None]] = set()
 
     def _on(self, topic: str, payload: bytes) -> None:
-        self.messages.append((topic, json.loads(payload)))
+        msg = json.loads(payload)
+        self.messages.append((topic, msg))
+        tid = topics.table_of(topic)
+        if self.settles and tid is not None and topic == topics.results(tid) and "idempotency_key" in msg:
+            ack = json.dumps({"idempotency_key": msg["idempotency_key"]}).encode()
+            task = asyncio.get_running_loop().create_task(self._ack(topics.results_ack(tid), ack))
+            self._acks.add(task)
+            task.add_done_callback(self._acks.discard)
+
+    async def _ack(self, topic: str, payload: bytes) -> None:
+        try:
+            await self.bus.publish(topic, payload)
+        except BusError:
+            pass  # not connected: the backend sends the result again, and it is acknowledged then
 
     async def start(self) -> "Recorder":
         self._task = asyncio.create_task(self.bus.run())

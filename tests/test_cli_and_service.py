@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import sqlite3
 import random
 import subprocess
 import sys
@@ -112,9 +113,20 @@ async def test_settlement_consumer_applies_a_result_once_even_if_delivered_twice
         step = table.handle(ScanRead(reader="R", code=code))
     result = next(e for e in step.effects if e.__class__.__name__ == "RoundResult")
     payload = result.model_dump_json().encode()
+    acks: list[bytes] = []
+
+    def on_ack(_topic: str, ack: bytes) -> None:  # the result is on the ledger (committed) before its ack
+        other = sqlite3.connect(tmp_path / "ledger.sqlite")
+        assert other.execute("SELECT COUNT(*) FROM applied").fetchone()[0] == 1
+        other.close()
+        acks.append(ack)
+
+    bus.subscribe(topics.results_ack(TABLE), on_ack)
     await bus.publish(topics.results(TABLE), payload)
     await bus.publish(topics.results(TABLE), payload)
     assert consumer.duplicates == 1 and consumer.applied_keys() == [f"{TABLE}:{TABLE}-000001"]
+    await wait_until(lambda: len(acks) == 2, what="both deliveries acknowledged")  # the redelivery too
+    assert {json.loads(a)["idempotency_key"] for a in acks} == {f"{TABLE}:{TABLE}-000001"}
     assert consumer.balances() == {"p1": Decimal("14.25")}  # 15 at 0.95:1; the tie bet was never accepted
     assert consumer.mismatches == []
     consumer.close()

@@ -186,7 +186,7 @@ def test_rendered_acl_is_least_privilege_per_table(tmp_path: Path) -> None:
     b = _acl_blocks(render_acl(two_tables(tmp_path)))
     assert b["scanner-T1"] == ["topic write studio/v1/tables/T1/scanner"]
     assert b["scanner-T2"] == ["topic write studio/v1/tables/T2/scanner"]
-    assert b["settlement"] == ["topic read studio/v1/tables/+/results"]
+    assert b["settlement"] == ["topic read studio/v1/tables/+/results", "topic write studio/v1/tables/+/results/ack"]
     assert b["player-platform"] == ["topic write studio/v1/tables/+/actions", "topic read studio/v1/tables/+/events",
                                     "topic read studio/v1/backends/+/status"]
     assert b["station-T1"] == ["topic read studio/v1/tables/T1/prompts", "topic read studio/v1/tables/T1/events",
@@ -194,7 +194,7 @@ def test_rendered_acl_is_least_privilege_per_table(tmp_path: Path) -> None:
     assert set(b["dealer-backend"]) == {
         "topic read studio/v1/tables/+/scanner", "topic read studio/v1/tables/+/actions",
         "topic read studio/v1/tables/+/station", "topic read studio/v1/tables/+/supervisor",
-        "topic write studio/v1/tables/+/events", "topic write studio/v1/tables/+/prompts",
+        "topic read studio/v1/tables/+/results/ack", "topic write studio/v1/tables/+/events", "topic write studio/v1/tables/+/prompts",
         "topic write studio/v1/tables/+/results", "topic write studio/v1/tables/+/players/+",
         "topic write studio/v1/backends/+/status", "topic write studio/v1/backends/+/journal"}
     assert b["ops"] == ["topic read studio/v1/tables/+/events", "topic read studio/v1/tables/+/prompts",
@@ -210,6 +210,8 @@ def test_rendered_acl_is_least_privilege_per_table(tmp_path: Path) -> None:
                            for w in writes), user
         if not user.startswith("scanner-"):
             assert not any(w.endswith("/scanner") for w in writes), user
+        if user != "settlement":  # only settlement acknowledges results
+            assert not any(w.endswith("/results/ack") for w in writes), user
 
 
 def test_serial_tables_get_a_station_but_no_scanner_user() -> None:

@@ -40,16 +40,18 @@ PROBED = {
     "T1/actions": T("T1", "actions"), "T1/station": T("T1", "station"), "T2/station": T("T2", "station"),
     "T1/supervisor": T("T1", "supervisor"), "T2/supervisor": T("T2", "supervisor"),
     "T1/events": T("T1", "events"), "T1/prompts": T("T1", "prompts"), "T1/results": T("T1", "results"),
+    "T1/results/ack": topics.results_ack("T1"),
     "T1/players/player-7": T("T1", "players/player-7"), "T1/players/player-8": T("T1", "players/player-8"),
     "status": topics.backend_status("n1"), "journal": topics.backend_journal("n1"),
 }
 OUT = {"T1/events", "T1/prompts", "T1/results", "T1/players/player-7", "T1/players/player-8", "status", "journal"}
-INBOUND = {"T1/scanner", "T2/scanner", "T1/actions", "T1/station", "T2/station", "T1/supervisor", "T2/supervisor"}
+INBOUND = {"T1/scanner", "T2/scanner", "T1/actions", "T1/station", "T2/station", "T1/supervisor", "T2/supervisor",
+           "T1/results/ack"}
 
 #: The role table: what each user may publish.
 MAY_WRITE: dict[str, set[str]] = {
     "dealer-backend": OUT,
-    "settlement": set(),
+    "settlement": {"T1/results/ack"},  # its acknowledgements, and nothing else
     "player-platform": {"T1/actions"},
     "ops": set(),
     "scanner-T1": {"T1/scanner"},

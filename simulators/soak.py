@@ -92,7 +92,7 @@ log = structlog.get_logger("simulators.soak")
 
 #: Faults the chaos task injects (each at least once per cycle of the rotation).
 CHAOS_KINDS = ("broker_restart", "reader_unplug", "backend_kill", "link_loss_before_close", "link_loss_after_close",
-               "backend_down_long", "clock_step", "settlement_down", "disk_full", "oversize_round")
+               "backend_down_long", "clock_step", "settlement_down", "settlement_slow", "disk_full", "oversize_round")
 #: Line faults of the reader, per pass of a card (``simulators.shoe.FaultPlan``).
 LINE_FAULTS = ("garbage", "noread", "torn", "drop", "repeat")
 #: Dealer mistakes, per card dealt (``simulators.station.DealerFaults``), as the dealer counts them.
@@ -111,7 +111,8 @@ MAX_LISTED = 200
 SEVENLUCK_SEATS = 3
 #: Journal retention far more aggressive than a studio's, so that segments roll (and are
 #: verified at the end) under every fault.
-SOAK_SERVICE = "journal_retain_rows = 500\njournal_segment_rows = 500\nmax_message_bytes = 65536\n"
+SOAK_SERVICE = ("journal_retain_rows = 500\njournal_segment_rows = 500\nmax_message_bytes = 65536\n"
+                "result_resend_seconds = 2\nresult_resend_max_seconds = 10\n")
 #: With chaos on, one more Teen Patti table with a longer betting period, where the
 #: ``oversize_round`` fault places thousands of bets in one round: its result is bigger than
 #: ``max_message_bytes`` and goes as a manifest plus parts. It plays along, outside the target.
@@ -617,6 +618,8 @@ class _SoakConsumer(SettlementConsumer):
         super().__post_init__()
         self.stale_openings = 0
         self.clock_offset_ms = 0  # how far the backend's wall clock is ahead (the soak's clock_step)
+        self.slow_until = 0.0  # settlement_slow: acknowledgements wait 1..5 s until then
+        self.slow_acks = 0
         self.opening_lag_ms: list[float] = []  # round_opened: backend stamp to arrival here
         self._bet_rounds: set[str] = set()
 
@@ -639,6 +642,14 @@ class _SoakConsumer(SettlementConsumer):
         self.game = self.games.get(str(ev.get("table_id")), "teen-patti")
         super()._on_event(topic, payload)
 
+
+    def _acknowledge(self, table_id: str, key: str, round_id: str) -> None:
+        if time.monotonic() >= self.slow_until:
+            super()._acknowledge(table_id, key, round_id)
+            return
+        self.slow_acks += 1
+        asyncio.get_running_loop().call_later(self.rng.uniform(1.0, 5.0), SettlementConsumer._acknowledge, self,
+                                              table_id, key, round_id)
 
     async def place_many(self, table_id: str, round_id: str, n: int, per_second: float) -> int:
         """``n`` Teen Patti bets in one round from high-rollers, at ``per_second`` (each bet in
@@ -1059,6 +1070,13 @@ class _Soak:
                 return
         elif kind == "settlement_down":
             await self._settlement_down(entry)
+        elif kind == "settlement_slow":
+            # for a while settlement takes 1..5 s to acknowledge what it applied (the backend
+            # re-sends after 2 s: the repeats are applied once and acknowledged again)
+            window = rng.uniform(3.0, 8.0)
+            self.consumer.slow_until = time.monotonic() + window
+            entry["window_seconds"] = round(window, 2)
+            await asyncio.sleep(window)
         elif kind == "disk_full":
             await self._disk_full(entry)
         elif kind == "oversize_round":
@@ -1402,6 +1420,10 @@ class _Soak:
             "clock_steps_seconds": self.clock_steps,
             "backend_down_long_rounds": len(self.must_not_time_out),
             "disk_full_windows": self.disk_full_windows,
+            "settlement": {"acks_sent": getattr(getattr(self, "consumer", None), "acks_sent", 0),
+                           "acks_delayed": getattr(getattr(self, "consumer", None), "slow_acks", 0),
+                           "down": sum(1 for e in self.chaos_log if e["kind"] == "settlement_down"),
+                           "sessions_lost": sum(1 for e in self.chaos_log if e.get("session_lost"))},
             "oversize_rounds": {"rounds": len(self.oversize), "bets_sent": sum(self.oversize.values()),
                                 "results_in_parts": rec.stats.get("results_in_parts", 0)},
             "journal": {"segments": self.journal_segments, "anchor_checked": self.anchor is not None,

@@ -164,10 +164,12 @@ class MqttConfig(_Strict):
 
 
 #: The smallest ``max_message_bytes``. A manifest keeps every field but the bet ids; in the
-#: seated games those are bounded by the seats, the largest being a Seven-Card Stud hand's
-#: action history (8 seats, 5 streets, the default raise_cap: about 35 KB); prompts, events
-#: and player messages are a few KB at most.
-MIN_MESSAGE_BYTES = 65_536
+#: seated games those are bounded by the seats: prompts, events, player messages and the
+#: manifests of Teen Patti, Sevenluck, Seotda and Matgo are a few KB at most.
+MIN_MESSAGE_BYTES = 16_384
+#: ... but a Seven-Card Stud result carries the hand's action history (8 seats, 5 streets, the
+#: default raise_cap: about 35 KB), so a backend with a stud table needs at least this.
+MIN_MESSAGE_BYTES_STUD = 65_536
 
 
 class ServiceSection(_Strict):
@@ -267,6 +269,11 @@ class Settings(BaseSettings):
         readers = [t.scanner.reader_id for t in self.tables]
         if len(readers) != len(set(readers)):
             raise ValueError(f"duplicate scanner reader ids in {readers}")
+        stud = [t.id for t in self.tables if t.game == "stud"]
+        if stud and self.service.max_message_bytes < MIN_MESSAGE_BYTES_STUD:
+            raise ValueError(f"service.max_message_bytes = {self.service.max_message_bytes} is below "
+                             f"{MIN_MESSAGE_BYTES_STUD}, which a Seven-Card Stud result needs (its action history; "
+                             f"stud table{'s' if len(stud) > 1 else ''} {', '.join(stud)})")
         for sup in self.security.supervisors:
             unknown = [t for t in sup.tables if t not in ids]
             if unknown:

@@ -194,7 +194,11 @@ BAD_CONFIGS = {
         BASE.replace('kind = "mqtt"', 'kind = "mqtt"\nflood_window = 0'), ["tables.0.scanner.flood_window"]),
     "message limit below the minimum": (
         BASE.replace("metrics_port = 0\n", "metrics_port = 0\nmax_message_bytes = 8000\n"),
-        ["service.max_message_bytes", "65536"]),
+        ["service.max_message_bytes", "16384"]),
+    "message limit too small for a stud result": (
+        BASE.replace("metrics_port = 0\n", "metrics_port = 0\nmax_message_bytes = 32768\n")
+        + SECOND_TABLE.replace('id = "TP1"', 'id = "ST1"').replace('game = "teen-patti"', 'game = "stud"'),
+        ["max_message_bytes", "65536", "Seven-Card Stud", "ST1"]),
     "message limit above 256 MiB": (
         BASE.replace("metrics_port = 0\n", "metrics_port = 0\nmax_message_bytes = 268435457\n"),
         ["service.max_message_bytes"]),

@@ -135,9 +135,16 @@ async def test_small_soak_with_every_fault_kind_reconciles(tmp_path: Path):
     assert summary["bets"]["placed"] == summary["bets"]["ledger_lines"] > 0
     # Sevenluck players decided themselves, including through a backend down longer than the
     # window and a wall-clock step
-    assert summary["games"] == {"sevenluck": 1, "teen-patti": 1}
+    assert summary["games"] == {"sevenluck": 1, "teen-patti": 2}  # with the big table, SBIG
     assert summary["decisions"]["made"] > 0 and summary["decisions"]["by_timeout"] == 0
     assert summary["backend_down_long_rounds"] >= 1 and summary["clock_steps_seconds"]
+    # every result acknowledged once (the reconciliation checks it; here: it ran), one in parts,
+    # the journal rolled segments and verifies against the retained anchor, the disk filled up
+    assert summary["acks_journaled"] == summary["results"]
+    assert summary["oversize_rounds"]["results_in_parts"] >= 1
+    assert summary["journal"] == {"segments": summary["journal"]["segments"], "anchor_checked": True, "audit_ok": True}
+    assert summary["journal"]["segments"] >= 1
+    assert any(w["backend_alerted"] for w in summary["disk_full_windows"]), summary["disk_full_windows"]
 
 
 def test_backend_log_scan_separates_loop_fd_races_from_real_tracebacks():

@@ -16,37 +16,27 @@ import sqlite3
 import sys
 import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dealer.config import ConfigError, Settings, load_settings
+from dealer.journal import OutboxRow
 
 
-@dataclass(frozen=True, slots=True)
-class StoredRow:
-    id: int
-    key: str
-    topic: str
-    payload: bytes
-    table_id: str
-    round_id: str
-    created_at: int | None  # None: a journal older than outbox.created_at
-
-
-def read_outbox(path: Path) -> list[StoredRow]:
-    """Every outbox row of the journal at ``path``, oldest first, read-only."""
+def read_outbox(path: Path) -> list[OutboxRow]:
+    """Every outbox row of the journal at ``path``, oldest first, read-only (``created_at`` 0:
+    a journal older than that column)."""
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
     try:
         cols = {r[1] for r in db.execute("PRAGMA table_info(outbox)")}
-        created = "created_at" if "created_at" in cols else "NULL"
+        created = "created_at" if "created_at" in cols else "0"
         rows = db.execute(f"SELECT id, key, topic, payload, table_id, round_id, {created} FROM outbox ORDER BY id")
-        return [StoredRow(i, k, t, bytes(p), tb, r, c) for i, k, t, p, tb, r, c in rows]
+        return [OutboxRow(i, k, t, bytes(p), tb, r, int(c or 0)) for i, k, t, p, tb, r, c in rows]
     finally:
         db.close()
 
 
-def select(rows: list[StoredRow], key: str | None) -> list[StoredRow]:
+def select(rows: list[OutboxRow], key: str | None) -> list[OutboxRow]:
     """The rows of one result (its own key and its parts ``{key}#...``), or all of them."""
     if key is None:
         return rows
@@ -77,7 +67,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
         return 2
     now = time.time()
     out = [{"id": r.id, "key": r.key, "table_id": r.table_id, "round_id": r.round_id, "bytes": len(r.payload),
-            "age_seconds": None if r.created_at is None else round(now - r.created_at / 1000, 1)} for r in rows]
+            "age_seconds": None if not r.created_at else round(now - r.created_at / 1000, 1)} for r in rows]
     if args.json:
         print(json.dumps({"journal": str(path), "pending": len(out), "rows": out}, sort_keys=True))
         return 0
@@ -88,7 +78,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _publish(settings: Settings, rows: list[StoredRow], timeout: float) -> None:
+async def _publish(settings: Settings, rows: list[OutboxRow], timeout: float) -> None:
     from dealer.runner import mqtt_password
     from drivers.mqtt import MqttBus
 
@@ -156,4 +146,4 @@ def register(sub: Any) -> None:
     rs.set_defaults(func=_cmd_resend)
 
 
-__all__ = ["StoredRow", "read_outbox", "register", "select"]
+__all__ = ["read_outbox", "register", "select"]

@@ -294,7 +294,7 @@ async def test_outbox_list_and_resend_never_delete(broker: Broker, tmp_path: Pat
     assert out["pending"] == 1 and out["rows"][0]["key"] == key and out["rows"][0]["age_seconds"] >= 0
 
     config = write_config(tmp_path / "dealer.toml", broker_url=broker.url, journal=journal,
-                          tables=[(TABLE, READER, shoe.path)], betting_seconds=1, pause_seconds=1)
+                          tables=[(TABLE, READER, shoe.path, "teen-patti")], betting_seconds=1, pause_seconds=1)
     before = len(rec.results(key))
     sent = await asyncio.to_thread(run_cli, "outbox", "resend", "--config", str(config), "--key", key)
     assert sent.returncode == 0, sent.stderr

@@ -1414,6 +1414,7 @@ class _Soak:
             "duplicates_ignored": duplicates,
             "stale_round_opened_ignored": stale,
             "stale_prompts_dropped": sum(sc.dropped for sc in getattr(self, "screens", [])),
+            "dealer_resyncs": sum(d.resyncs for d in getattr(self, "dealers", [])),
             "round_opened_lag_ms": {"monitor": _quantiles(self.opening_lag_ms),
                                     "settlement": _quantiles(lags)},
             "simulator_loop_lag_ms": _quantiles(self.loop_lag_ms),

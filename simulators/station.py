@@ -124,6 +124,7 @@ class VirtualDealer:
         self.dealt: list[str] = []
         self.confirmed: list[str] = []
         self.passes = 0
+        self.resyncs = 0  # times it took the station's count (:meth:`_resync`)
         self.confirms_sent = 0
         self.waiting = False  # the station says WAIT: the card in hand registered, do not pass it again
         self.faults_injected: dict[str, int] = {}
@@ -193,9 +194,7 @@ class VirtualDealer:
             if p.kind == "ALERT":
                 return  # it follows a RESCAN for the same step, which already asked for the pass
             if self.steps_done != registered:
-                log.warning("dealer out of step with the station", done=self.steps_done, step=p.step,
-                            position=p.position)
-                return
+                self._resync(registered, p)
             if p.kind == "CONFIRM":
                 await self._confirm_step(p)
             else:
@@ -251,6 +250,24 @@ class VirtualDealer:
         except BusError:
             pass  # the link is down: confirm again when the station shows something (or on patience)
 
+    def _resync(self, registered: int, p: StationPrompt) -> None:
+        """Out of step with the station (a prompt lost, or one that came twice): do what a dealer
+        reading the screen does and take its count. Steps the station counts and we do not are
+        taken as done (the card in hand first); a card we counted that it did not register is
+        taken back into the hand, to pass again."""
+        self.resyncs += 1
+        log.info("dealer out of step with the station: taking its count", done=self.steps_done,
+                 registered=registered, step=p.step, position=p.position)
+        if self.steps_done < registered and self.in_hand is not None:
+            self.dealt.append(self.in_hand)
+            self.in_hand = None
+        while self.steps_done < registered:
+            self.dealt.append("")  # registered, card unknown here (never passed again)
+        while self.steps_done > registered and self.dealt:
+            card = self.dealt.pop()
+            if card and self.in_hand is None:
+                self.in_hand = card
+
     def _new_shoe(self) -> None:
         deck = self.scripted.pop(0) if self.scripted else shuffled(self.full_deck, self.rng)
         self.shoe.deck = list(deck)
@@ -263,9 +280,10 @@ class VirtualDealer:
         if kind == "foreign":
             self._count("foreign_card")
             return self.rng.choice(["JK", "01G", "11JD"])
-        if kind == "duplicate" and self.dealt:
+        known = [c for c in self.dealt if c]
+        if kind == "duplicate" and known:
             self._count("duplicate_card")
-            return self.rng.choice(self.dealt)
+            return self.rng.choice(known)
         return right
 
     async def _pass(self, code: str) -> None:

@@ -695,10 +695,12 @@ async def test_virtual_dealer_confirms_and_counts_confirmations_as_steps():
     await dealer._follow(prompt("DONE"))
     assert dealer.dealt == ["AS", "KS", "QS", "JS", "TS"] and reader.cards == dealer.dealt
     assert dealer.steps_done == 7 and dealer.in_hand is None and dealer.confirming is None
-    # the next round: a prompt that does not match the steps done passes no card
+    # the next round, joined late (its first two steps are done): like a dealer reading the
+    # screen, it takes the station's count and deals the step asked for
     await dealer._follow(StationPrompt(table_id="X", round_id="X-000002", kind="NEXT", position="P1.1", step=3,
                                        message="", at=0))
-    assert len(reader.cards) == 5 and dealer.dealt == [] and dealer.in_hand is None
+    assert dealer.resyncs == 1 and dealer.steps_done == 2 and dealer.in_hand is not None
+    assert len(reader.cards) == 6 and reader.cards[-1] == dealer.in_hand
 
 
 def test_strategies_answer_from_the_turn_message_only():

@@ -365,7 +365,8 @@ class Journal:
             if recorded + 1 != rec.number or rec.first_id != self.chain_start()[0] + 1 or \
                     (floor is not None and rec.last_id >= floor) or rec.last_id >= self._last_id:
                 db.execute("ROLLBACK")
-                prepared.path.unlink(missing_ok=True)
+                if rec.number > recorded:  # never the file of a segment already recorded under that name
+                    prepared.path.unlink(missing_ok=True)
                 return False
             db.execute("INSERT INTO segments (number, first_id, last_id, last_hash, anchor_id, anchor_hash, sha256, "
                        "rows, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",

@@ -526,7 +526,11 @@ class Service:
                 log.error("rolled journal rows could not be purged; tried again later", error=repr(exc))
         cfg = self.settings.service
         head = self.journal.head[0]
-        if (cfg.journal_segment_rows and self._roll_task is None and head >= self._roll_next_at
+        # One segment at a time: none is started while one is prepared and not yet recorded (it
+        # may have become ready while this method awaited the writer): a second preparation would
+        # take the same number, and overwrite the first one's file.
+        if (cfg.journal_segment_rows and self._roll_task is None and self._roll_ready is None
+                and head >= self._roll_next_at
                 and head - self._rolled_upto >= cfg.journal_retain_rows + cfg.journal_segment_rows):
             self._roll_task = asyncio.create_task(self._prepare_roll(head), name="journal-roll")
 

@@ -193,8 +193,8 @@ class VirtualDealer:
                     self.confirming = None
             if p.kind == "ALERT":
                 return  # it follows a RESCAN for the same step, which already asked for the pass
-            if self.steps_done != registered:
-                self._resync(registered, p)
+            if self.steps_done != registered and not self._resync(registered, p):
+                return
             if p.kind == "CONFIRM":
                 await self._confirm_step(p)
             else:
@@ -250,11 +250,14 @@ class VirtualDealer:
         except BusError:
             pass  # the link is down: confirm again when the station shows something (or on patience)
 
-    def _resync(self, registered: int, p: StationPrompt) -> None:
-        """Out of step with the station (a prompt lost, or one that came twice): do what a dealer
-        reading the screen does and take its count. Steps the station counts and we do not are
-        taken as done (the card in hand first); a card we counted that it did not register is
-        taken back into the hand, to pass again."""
+    def _resync(self, registered: int, p: StationPrompt) -> bool:
+        """Out of step with the station. Behind it (prompts lost): do what a dealer reading the
+        screen does and take its count, the steps it counts and we do not taken as done (the
+        card in hand first); True, go on. Ahead of it: the prompt is an old one shown again (a
+        card we counted never registers without the station moving on): False, ignore it."""
+        if self.steps_done > registered:
+            log.info("dealer ahead of the station: an old prompt, ignored", done=self.steps_done, step=p.step)
+            return False
         self.resyncs += 1
         log.info("dealer out of step with the station: taking its count", done=self.steps_done,
                  registered=registered, step=p.step, position=p.position)
@@ -263,10 +266,7 @@ class VirtualDealer:
             self.in_hand = None
         while self.steps_done < registered:
             self.dealt.append("")  # registered, card unknown here (never passed again)
-        while self.steps_done > registered and self.dealt:
-            card = self.dealt.pop()
-            if card and self.in_hand is None:
-                self.in_hand = card
+        return True
 
     def _new_shoe(self) -> None:
         deck = self.scripted.pop(0) if self.scripted else shuffled(self.full_deck, self.rng)

@@ -281,3 +281,19 @@ def test_rolled_rows_are_purged_a_chunk_at_a_time_and_skipped_meanwhile(tmp_path
     assert snapshot(rebuild(j)) == snapshot(table)
     assert [j.purge_rolled(5) for _ in range(5)] == [5, 5, 5, 2, 0]
     assert [(r.id, r.hash) for r in j.rows()] == before and verify(j).ok
+
+
+def test_a_stale_preparation_never_removes_the_file_of_a_recorded_segment(tmp_path: Path):
+    """The target soak lost segment 28's file this way: a preparation of a number already
+    recorded is refused by finish_roll, which removed "its" file: the recorded one."""
+    j, table = journal_with_rounds(tmp_path, 5)
+    rejournal_rules(j, table)
+    play(table, j, round_events(6))
+    prepared = prepare_roll(j.path, keep_rows=5, segment_rows=10)
+    assert isinstance(prepared, Prepared)
+    assert j.finish_roll(prepared)
+    assert not j.finish_roll(prepared)  # the same number again: refused ...
+    assert prepared.path.is_file()  # ... and the recorded segment's file is still there
+    report = verify(j)
+    assert report.ok and report.segments == 1, report.reason
+    j.close()

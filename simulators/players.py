@@ -30,10 +30,11 @@ _Q64 = evaluate3(["QS", "6H", "4D"])
 
 class VirtualPlayer:
     def __init__(self, table_id: str, player_id: str, bus: Bus, strategy: Strategy = "q64",
-                 rng: random.Random | None = None, think: float = 0.0) -> None:
+                 rng: random.Random | None = None, think: float = 0.0, retries: int = 0) -> None:
         self.table_id, self.player_id, self.bus, self.strategy = table_id, player_id, bus, strategy
         self.rng = rng or random.Random()
         self.think = think
+        self.retries = retries  # publishes of a decision tried again while the link is down
         self.hand: dict[str, list[str]] = {}  # round id -> cards seen (own hole cards or the shared hand)
         self.messages: list[PlayerMessage] = []
         self.decided: dict[str, str] = {}
@@ -70,7 +71,11 @@ class VirtualPlayer:
                                    round_id=round_id, command_id=f"{self.player_id[:40]}-{uuid.uuid4().hex[:12]}")
             msg = self._decisions.setdefault(round_id, fresh)
             self.decided[round_id] = msg.action
-        try:
-            await self.bus.publish(topics.actions(self.table_id), msg.model_dump_json(exclude={"at"}).encode())
-        except BusError:
-            pass  # the player's link is down: the timer will decide
+        payload = msg.model_dump_json(exclude={"at"}).encode()
+        for attempt in range(self.retries + 1):  # the same command id each time: applied once
+            try:
+                await self.bus.publish(topics.actions(self.table_id), payload)
+                return
+            except BusError:
+                if attempt < self.retries:  # the player's link is down: send again once it is back
+                    await asyncio.sleep(0.25)

@@ -688,7 +688,8 @@ class _SoakConsumer(SettlementConsumer):
 
 class _SoakPlayer(VirtualPlayer):
     """A Sevenluck player who always answers, after thinking for a while (well within the
-    window): a decision the timer makes in this soak was made because of an outage.
+    window), and sends its decision again while its own link is down (for 5 s, the same
+    command id): a decision the timer makes in this soak was made because of an outage.
 
     It decides when told on its own topic (``decision_required``, again after a resume) and
     also when the public ``decisions_open`` lists it (its private message may be lost with
@@ -861,7 +862,7 @@ class _Soak:
             for n in range(1, SEVENLUCK_SEATS + 1):
                 self.players.append(_SoakPlayer(tid, f"player{n}", pbus, prng.choice(["q64", "random"]),
                                                 rng=random.Random(prng.random()),
-                                                think=round(prng.uniform(0.02, 0.3), 3)))
+                                                think=round(prng.uniform(0.02, 0.3), 3), retries=20))
         # The simulated ledger's durability is not under test (this process never crashes):
         # spare the event loop one fsync per bet.
         self.consumer.db.execute("PRAGMA synchronous=NORMAL")

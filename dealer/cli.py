@@ -37,7 +37,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(refusal_message(problems), file=sys.stderr)
         return 2
     configure_logging(settings.service.log_level)
-    from dealer.journal import JournalError
+    from dealer.journal import JournalDiskFull, JournalError
     from dealer.runner import RetryableStartError
 
     # Exit status: 2 = refused, a person must act (systemd's RestartPreventExitStatus=2);
@@ -52,7 +52,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except ValueError as exc:  # e.g. an unreadable or malformed scanner key file
         print(f"dealer: cannot start: {exc}", file=sys.stderr)
         return 2
-    except RetryableStartError as exc:  # e.g. the metrics port still in use
+    except (RetryableStartError, JournalDiskFull) as exc:  # the metrics port still in use, a full disk
         print(f"dealer: cannot start (will be retried): {_one_line(exc)}", file=sys.stderr)
         return 1
     return 0

@@ -64,6 +64,7 @@ from typing import Any
 
 from dealer.commands import StoredCommand
 from dealer.events import EVENT_ADAPTER, Event
+from dealer.journal_health import failure_reason
 from drivers.frames import ReaderState
 
 _SCHEMA = """
@@ -176,6 +177,16 @@ class JournalLocked(JournalError):
     """Another process holds the journal's lock (:func:`lock_journal`)."""
 
 
+class JournalDiskFull(RuntimeError):
+    """The journal cannot be opened because its file system is full (SQLite needs room for its
+    WAL index and schema even to read): this may pass by itself, so ``dealer run`` exits 1
+    (restarted with backoff), not 2."""
+
+
+#: Below this much free space an open that fails with SQLITE_FULL or SQLITE_IOERR is a full disk.
+DISK_FULL_BYTES = 1 << 20
+
+
 def _check_directory(path: Path) -> None:
     parent = path.parent
     if not parent.exists():
@@ -185,6 +196,16 @@ def _check_directory(path: Path) -> None:
     # WAL mode creates <journal>-wal and -shm beside the file: the directory must be writable
     if not os.access(parent, os.W_OK | os.X_OK):
         raise JournalError(f"journal directory {parent} is not writable by this user (journal {path})")
+
+
+def _disk_full(exc: sqlite3.Error, directory: Path) -> bool:
+    if failure_reason(exc) not in ("disk_full", "io_error"):
+        return False
+    try:
+        vfs = os.statvfs(directory)
+    except OSError:
+        return False
+    return vfs.f_bavail * vfs.f_frsize < DISK_FULL_BYTES
 
 
 def lock_journal(path: str | Path) -> int:
@@ -214,8 +235,13 @@ def lock_journal(path: str | Path) -> int:
             raise JournalLocked(f"journal {journal} is in use by another dealer process "
                                 f"(pid {owner or 'unknown'}; lock {lock_path})") from None
         raise JournalError(f"cannot lock {lock_path}: {exc.strerror or exc}") from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    try:  # the pid is for people reading the lock file; the lock holds without it
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    except OSError as exc:
+        if exc.errno != errno.ENOSPC:
+            os.close(fd)
+            raise JournalError(f"cannot write {lock_path}: {exc.strerror or exc}") from None
     return fd
 
 
@@ -289,6 +315,9 @@ class Journal:
             self._open(fsync)
         except sqlite3.DatabaseError as exc:  # includes OperationalError (unreadable, read-only file)
             self.close()
+            if _disk_full(exc, Path(path).parent):
+                raise JournalDiskFull(f"journal {self.path} cannot be opened: its file system is full "
+                                      f"({exc}); free space and it starts") from None
             reason = str(exc)
             if "not a database" in reason or "malformed" in reason:
                 reason = f"not a SQLite database, or damaged ({reason})"

@@ -321,3 +321,37 @@ reader_id = "GW1"
         assert j.verify_chain().ok
     finally:
         j.close()
+
+
+def test_a_start_on_a_full_disk_exits_1_to_be_retried(small_fs: Path, tmp_path: Path):
+    """A full disk at start-up may pass by itself: one line and exit 1 (the unit restarts with
+    backoff), not exit 2, "a person must act", which the soak saw when a backend restarted into
+    a full disk (SQLite needs room for its WAL index and schema even to open a journal)."""
+    filler = fill(small_fs)
+    config = tmp_path / "dealer.toml"
+    config.write_text(f"""
+[service]
+node_id = "disk-full-start"
+journal_path = "{small_fs / 'journal.sqlite'}"
+metrics_enabled = false
+
+[[tables]]
+id = "T1"
+game = "teen-patti"
+
+[tables.scanner]
+kind = "mqtt"
+reader_id = "GW1"
+""")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-m", "dealer", "run", "--config", str(config)], capture_output=True,
+                          text=True, env=env, cwd=ROOT, timeout=60)
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "file system is full" in lines[0] and "Traceback" not in proc.stderr, proc.stderr
+    filler.unlink()  # space again: the same start goes through to the journal
+    from dealer.journal import Journal
+
+    j = Journal(small_fs / "journal.sqlite")
+    assert j.journal_id
+    j.close()

@@ -770,6 +770,7 @@ class _Soak:
         self.journal_fs_mounted = False
         self.disk_full_windows: list[dict[str, Any]] = []
         self.journal_alerts = 0  # ALERT prompts about the journal (disk_full)
+        self.backend_retried_starts = 0  # starts that exited 1 (may pass by itself) and were retried
         self.journal_audit: AuditReport | None = None
         self.anchor: tuple[int, str] | None = None
         self.journal_segments = 0
@@ -897,14 +898,21 @@ class _Soak:
         await self._start_backend()
 
     async def _start_backend(self, timeout: float = 30.0) -> None:
+        """Start the backend and wait for its retained "online". Exit 1 means "may pass by
+        itself" (a full disk at start): started again a second later, as systemd would (each
+        counted); any other exit, or no "online" in time, is a failure of the soak."""
         t = time.monotonic()
         self.backend.start()
         try:
             async with asyncio.timeout(timeout):
                 while self.status_online_at < t:
                     if not self.backend.alive:
-                        raise RuntimeError(f"the backend exited with {self.backend.proc.returncode if self.backend.proc else None}"
-                                           f" (see {self.backend.log_path})")
+                        code = self.backend.proc.returncode if self.backend.proc else None
+                        if code != 1:
+                            raise RuntimeError(f"the backend exited with {code} (see {self.backend.log_path})")
+                        self.backend_retried_starts += 1
+                        await asyncio.sleep(1.0)
+                        self.backend.start()
                     await asyncio.sleep(0.01)
         except TimeoutError:
             raise RuntimeError(f"the backend did not come online within {timeout} s") from None
@@ -1445,6 +1453,7 @@ class _Soak:
             "chips": rec.stats.get("chips", {}),
             "backend_log": backend_log,
             "backend_starts": getattr(getattr(self, "backend", None), "starts", 0),
+            "backend_starts_retried": self.backend_retried_starts,
             "discrepancy_count": len(discrepancies),
             "discrepancies": discrepancies[:MAX_LISTED] + ([f"... and {len(discrepancies) - MAX_LISTED} more"]
                                                            if len(discrepancies) > MAX_LISTED else []),

@@ -411,7 +411,7 @@ def table_ids(n: int) -> list[tuple[str, str]]:
 
 def write_config(path: Path, *, broker_url: str, journal: Path, tables: Sequence[tuple[str, str, str, str]],
                  betting_seconds: float, pause_seconds: float, auto_rounds: bool = True,
-                 heartbeat_timeout: float = 3.0, decision_seconds: float = 3.0, log_level: str = "warning",
+                 heartbeat_timeout: float = 3.0, decision_seconds: float = 6.0, log_level: str = "warning",
                  service_extra: str = "", betting_overrides: dict[str, float] | None = None) -> Path:
     """The backend's TOML: one table per (id, reader, serial port, game)."""
     parts = [f"""[service]
@@ -477,22 +477,26 @@ def mount_tmpfs(path: Path, size: int) -> bool:
 
 
 def fill_filesystem(filler: Path) -> int:
-    """Take every free byte of ``filler``'s filesystem; returns the bytes taken."""
+    """Take every free byte of ``filler``'s filesystem (unbuffered writes, smaller and smaller,
+    until ENOSPC); returns the bytes taken."""
     st = os.statvfs(filler.parent)
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     taken = 0
-    with filler.open("wb") as f:
-        with contextlib.suppress(OSError):
-            os.posix_fallocate(f.fileno(), 0, st.f_bavail * st.f_frsize)
-            taken = st.f_bavail * st.f_frsize
-        chunk = b"\0" * (64 << 10)
-        try:  # whatever is left (allocation granularity)
-            f.seek(taken)
-            while True:
-                f.write(chunk)
-                f.flush()
-                taken += len(chunk)
-        except OSError:
-            pass
+    try:
+        with contextlib.suppress(OSError):  # most of it at once (tmpfs undoes a fallocate that fails)
+            want = max(0, st.f_bavail * st.f_frsize - (1 << 20))
+            os.posix_fallocate(fd, 0, want)
+            taken = want
+        os.lseek(fd, taken, os.SEEK_SET)
+        for size in (1 << 20, 1 << 16, 1 << 12, 1):
+            chunk = b"\0" * size
+            try:
+                while True:
+                    taken += os.write(fd, chunk)
+            except OSError:
+                pass
+    finally:
+        os.close(fd)
     return taken
 
 
@@ -745,7 +749,7 @@ class _Soak:
     def __init__(self, tables: int, rounds: int, seed: int, workdir: Path, fault_rate: float, *,
                  card_fault_rate: float | None, betting_seconds: float, pause_seconds: float,
                  deal_interval: float, max_seconds: float, stall_seconds: float, drain_seconds: float,
-                 games: str = "mixed", decision_seconds: float = 3.0) -> None:
+                 games: str = "mixed", decision_seconds: float = 6.0) -> None:
         if tables < 1 or rounds < 1:
             raise ValueError("a soak needs at least one table and one round")
         if not 0 <= fault_rate <= 1:
@@ -1466,7 +1470,7 @@ class _Soak:
 async def run_soak(tables: int, rounds: int, seed: int, workdir: Path, fault_rate: float, *,
                    card_fault_rate: float | None = None, betting_seconds: float = 0.15, pause_seconds: float = 0.05,
                    deal_interval: float = 0.005, max_seconds: float = 3600.0, stall_seconds: float = 90.0,
-                   drain_seconds: float = 120.0, games: str = "mixed", decision_seconds: float = 3.0) -> dict[str, Any]:
+                   drain_seconds: float = 120.0, games: str = "mixed", decision_seconds: float = 6.0) -> dict[str, Any]:
     """Run the soak and return its summary (see the module docstring).
 
     ``fault_rate`` sets both the number of chaos events (``ceil(fault_rate * tables *
@@ -1515,7 +1519,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--betting-seconds", type=float, default=0.15)
     p.add_argument("--games", default="mixed", choices=["mixed", "teen-patti", "sevenluck"],
                    help="mixed: every second table is Sevenluck, whose players decide (default)")
-    p.add_argument("--decision-seconds", type=float, default=3.0,
+    p.add_argument("--decision-seconds", type=float, default=6.0,
                    help="Sevenluck decision window (its players answer within 0.3 s: a load margin)")
     p.add_argument("--max-seconds", type=float, default=3600.0, help="give up (and report it) after this long")
     p.add_argument("--workdir", help="a new or empty directory for the broker, journal, ledger and logs "

@@ -125,6 +125,7 @@ class VirtualDealer:
         self.confirmed: list[str] = []
         self.passes = 0
         self.resyncs = 0  # times it took the station's count (:meth:`_resync`)
+        self.set_aside = 0  # cards in hand found already registered, put aside (:meth:`_deal_step`)
         self.confirms_sent = 0
         self.waiting = False  # the station says WAIT: the card in hand registered, do not pass it again
         self.faults_injected: dict[str, int] = {}
@@ -212,6 +213,12 @@ class VirtualDealer:
             log.warning("station asks for a card while a confirmation is pending", step=p.step,
                         confirming=self.confirming)
             self.confirming = None
+        if self.in_hand is not None and p.kind == "RESCAN" and p.reason == "duplicate_card" and (p.count or 0) >= 3:
+            # the card in hand is itself one that registered earlier (our count went wrong after
+            # a lost prompt): a dealer puts it aside and takes the next card from the shoe
+            log.info("card in hand already registered: set aside", card=self.in_hand, step=p.step)
+            self.set_aside += 1
+            self.in_hand = None
         if self.in_hand is not None:
             if p.kind != "NEXT":
                 await asyncio.sleep(self.deal_interval / 2)

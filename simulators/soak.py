@@ -777,6 +777,7 @@ class _Soak:
         self.disk_full_windows: list[dict[str, Any]] = []
         self.journal_alerts = 0  # ALERT prompts about the journal (disk_full)
         self.backend_retried_starts = 0  # starts that exited 1 (may pass by itself) and were retried
+        self.online_wall_ms = 0.0  # the backend's wall clock when its current instance came online
         self.journal_audit: AuditReport | None = None
         self.anchor: tuple[int, str] | None = None
         self.journal_segments = 0
@@ -978,6 +979,7 @@ class _Soak:
         with contextlib.suppress(ValueError, AttributeError):
             if json.loads(payload).get("online") is True:
                 self.status_online_at = time.monotonic()
+                self.online_wall_ms = self.backend_now_ms()
 
     async def _wait_event(self, pred: Callable[[dict[str, Any]], bool], timeout: float) -> dict[str, Any] | None:
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
@@ -1066,7 +1068,10 @@ class _Soak:
             kill_ms = self.backend_now_ms()
             await self._broker_down(rng.uniform(0.1, 0.6))
             entry.update(round=key, before_close_ms=None if closes_at is None else round(closes_at - kill_ms))
-            if closes_at is not None and kill_ms < closes_at - BEFORE_CLOSE_MARGIN_MS:
+            # judged only when the backend that opened the round is the one that lived through
+            # the kill (a round opened by an instance killed since was replayed, not watched)
+            opened_here = isinstance(ev.get("at"), int) and ev["at"] >= self.online_wall_ms
+            if closes_at is not None and kill_ms < closes_at - BEFORE_CLOSE_MARGIN_MS and opened_here:
                 self.must_cancel[key] = f"broker killed {closes_at - kill_ms:.0f} ms before betting closed"
             else:
                 self.before_close_late += 1

@@ -1369,22 +1369,25 @@ class Service:
         if want[0] == "close":
             assert cur is not None and cur.betting_closes_at is not None
             rid = cur.round_id
-            handle = loop.call_at(self._mono_deadline(tid, "close", cur.betting_closes_at), self._timer_fired, tid,
+            window = cur.betting_closes_at - cur.opened_at
+            handle = loop.call_at(self._mono_deadline(tid, "close", cur.betting_closes_at, window), self._timer_fired, tid,
                                   lambda: self.submit(tid, CloseBetting(by="timer", round_id=rid)))
         elif want[0] == "decide":  # the deadline is journaled data
             assert cur is not None and cur.decision_deadline is not None
-            handle = loop.call_at(self._mono_deadline(tid, "decide", cur.decision_deadline), self._timer_fired, tid,
+            handle = loop.call_at(self._mono_deadline(tid, "decide", cur.decision_deadline, cur.rules.decision_ms),
+                                  self._timer_fired, tid,
                                   lambda: self.submit(tid, DecisionTimeout()))
         elif want[0] == "act":  # the turn's deadline is journaled data too; the turn number guards a race
             assert cur is not None and cur.action_deadline is not None
             turn = cur.turn
-            handle = loop.call_at(self._mono_deadline(tid, "act", cur.action_deadline), self._timer_fired, tid,
+            handle = loop.call_at(self._mono_deadline(tid, "act", cur.action_deadline, cur.rules.action_ms),
+                                  self._timer_fired, tid,
                                   lambda: self.submit(tid, ActionTimeout(turn=turn)))
         else:
             handle = loop.call_later(cfg.pause_seconds, self._timer_fired, tid, lambda: self._auto_open(tid))
         self._timers[tid] = (want, handle)
 
-    def _mono_deadline(self, tid: str, kind: str, deadline_ms: int) -> float:
+    def _mono_deadline(self, tid: str, kind: str, deadline_ms: int, window_ms: int) -> float:
         """The loop's monotonic instant for a journaled deadline (epoch ms).
 
         The wall clock is read once per deadline, when it is first armed: ``deadline - now``
@@ -1397,7 +1400,10 @@ class Service:
         A deadline is measured from the event that set it (its ``at`` and the monotonic time
         it was stamped at, ``_clock_ref``), so a step between that stamp and the arming (a
         batch waiting for its commit) does not move it either; a deadline older than every
-        event of this run (replayed) is measured from the wall clock now."""
+        event of this run (replayed) is measured from the wall clock now, and never lies
+        further away than its whole window (``window_ms``): a restart onto a clock stepped back
+        (the soak found a betting period stalled for the 165 s of such a step) gives the
+        players a full window from now, not the size of the step on top."""
         kept = self._mono.get((tid, kind))
         if kept is not None and kept[0] == deadline_ms:
             return kept[1]
@@ -1406,7 +1412,7 @@ class Service:
             remaining = (deadline_ms - ref[0]) / 1000 - (time.monotonic() - ref[1])
         else:
             remaining = (deadline_ms - self.now_ms()) / 1000
-        at = asyncio.get_running_loop().time() + max(0.0, remaining)
+        at = asyncio.get_running_loop().time() + min(max(0.0, remaining), max(0, window_ms) / 1000)
         self._mono[(tid, kind)] = (deadline_ms, at)
         return at
 

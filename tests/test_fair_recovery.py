@@ -130,3 +130,33 @@ async def test_a_step_between_an_events_stamp_and_its_timer_does_not_move_the_de
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_restart_onto_a_clock_stepped_back_does_not_stall_the_betting_period(tmp_path: Path):
+    """The target soak found this: a round opened while the wall clock ran 165 s ahead, the
+    clock stepped back and the backend restarted; the replayed betting deadline was then
+    165 s away by the new process's wall clock, and the table stood still that long. A
+    replayed deadline is never further away than its whole window."""
+    ahead = SteppedClock()
+    ahead.offset = HOUR
+    service, task = await _service(tmp_path, ahead)
+    try:
+        assert (await service.open_round(T)).accepted
+        assert service.tables[T].current.phase == Phase.BETTING_OPEN
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        service.journal.close()
+
+    service, task = await _service(tmp_path, SteppedClock())  # the clock back to the real time
+    loop = asyncio.get_running_loop()
+    try:
+        rnd = service.tables[T].current
+        assert rnd.phase == Phase.BETTING_OPEN and rnd.betting_closes_at > wall_ms() + HOUR // 2
+        (kind, _), handle = service._timers[T]
+        assert kind == "close"
+        assert handle.when() <= loop.time() + 1.0, "the replayed deadline lies an hour away"
+        await wait_until(lambda: rnd.phase != Phase.BETTING_OPEN, timeout=10, what="the betting timer")
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

@@ -151,11 +151,13 @@ async def test_unknown_and_malformed_acks_are_counted_and_ignored(broker: Broker
         await ack(rec, TABLE, json.dumps({"idempotency_key": f"{TABLE}:{TABLE}-999999"}).encode())  # never produced
         await ack(rec, TABLE, json.dumps({"idempotency_key": f"T9:{key.split(':', 1)[1]}"}).encode())  # not T1's
         await ack(rec, TABLE, b'{"idem": "oops"}')  # malformed
+        # the real key in an acknowledgement over the 4096-byte cap: refused unread, not applied
+        await ack(rec, TABLE, json.dumps({"idempotency_key": key, "pad": "x" * 5000}).encode())
         await ack(rec, TABLE, json.dumps({"idempotency_key": key}).encode())  # the real one, last
         # one publisher, one subscriber: the real ack is handled after the three before it
         await wait_until(lambda: service.outbox_pending == 0, what="the valid acknowledgement")
         assert counter(service.metrics.result_acks_unknown, table=TABLE) == 2
-        assert counter(service.metrics.bad_messages, topic_kind="results_ack") == 1
+        assert counter(service.metrics.bad_messages, topic_kind="results_ack") == 2
         assert counter(service.metrics.result_acks, table=TABLE, outcome="applied") == 1
         await ack(rec, TABLE, json.dumps({"idempotency_key": key}).encode())  # settlement says it again
         await wait_until(lambda: counter(service.metrics.result_acks, table=TABLE, outcome="repeat") == 1,

@@ -340,6 +340,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from dealer.logs import configure_logging
+
+    configure_logging("warning")  # every command logs JSON lines on stderr; some set their own level
     return int(args.func(args))
 
 

@@ -150,7 +150,9 @@ class TableConfig(RulesConfig):
 
 class MqttConfig(_Strict):
     url: str | None = Field(default=None, description="mqtt://host:port or mqtts://host:port (TLS); "
-                            "unset = local in-process bus")
+                            "required by dealer run unless in_process = true")
+    in_process: bool = Field(default=False, description="no broker: an in-process bus that nothing outside "
+                             "the process can reach (demos and tests only); excludes url")
     client_id: str = Field(default="", description="MQTT client id; unset = dealer-{service.node_id}, unique per "
                            "node (the node id already has to be: it names the node's status topic)")
     username: str | None = None
@@ -161,6 +163,12 @@ class MqttConfig(_Strict):
     cert_file: Path | None = Field(default=None, description="client certificate (mqtts, optional)")
     key_file: Path | None = Field(default=None, description="client private key (mqtts, optional)")
     allow_insecure: bool = Field(default=False, description="allow plain mqtt:// to a host that is not loopback")
+
+    @model_validator(mode="after")
+    def _one_bus(self) -> "MqttConfig":
+        if self.in_process and self.url is not None:
+            raise ValueError(f"url = {self.url!r} and in_process = true name two buses: keep one")
+        return self
 
 
 #: The smallest ``max_message_bytes``. A manifest keeps every field but the bet ids; in the

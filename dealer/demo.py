@@ -469,7 +469,9 @@ def demo_settings(workdir: Path, port: str, *, broker: str | None, betting_secon
         table = {"options": {"point_value": "1.00", "min_cover_points": 50}, "action_seconds": 2.0}
     return load_settings(
         service={"journal_path": workdir / "journal.sqlite", "metrics_enabled": False, "node_id": "demo"},
-        mqtt={"url": broker, "client_id": "dealer-demo-backend"},
+        # no broker: the demo's in-process bus, asked for explicitly (dealer run refuses it otherwise)
+        mqtt={"url": broker, "client_id": "dealer-demo-backend"} if broker else
+        {"in_process": True, "client_id": "dealer-demo-backend"},
         tables=[{
             "currency": "EUR", "minor_unit": "0.01", **table, "id": TABLE, "game": game,
             "betting_seconds": betting_seconds, "pause_seconds": 0.3,

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import structlog
 
 from dealer import topics
-from dealer.config import Settings
+from dealer.config import ConfigError, Settings
 from dealer.journal import JournalError, lock_journal
 from dealer.metrics import Metrics
 from dealer.service import Service
@@ -55,8 +55,14 @@ def mqtt_password(settings: Settings) -> str | None:
 
 
 def build_bus(settings: Settings) -> Bus:
+    """The broker of ``[mqtt].url``; the in-process bus only when the config asks for it
+    (``[mqtt].in_process = true``): never by default, where nobody could reach the backend."""
     m = settings.mqtt
     if m.url is None:
+        if not m.in_process:
+            from dealer.security import NO_BROKER
+
+            raise ConfigError(NO_BROKER)
         return LocalBus()
     return MqttBus(m.url, client_id=m.client_id, username=m.username, password=mqtt_password(settings),
                    keepalive=m.keepalive, status_topic=topics.backend_status(settings.service.node_id),

@@ -15,6 +15,8 @@ restart loop). The rules:
   shared key cannot tell who signed);
 * every TLS file named must exist and be readable, and TLS files only make sense with
   ``mqtts://``;
+* a broker is required: without ``[mqtt].url`` the backend would publish on an in-process
+  bus nobody outside the process can reach, so that takes ``[mqtt].in_process = true``;
 * plain ``mqtt://`` is allowed only to a loopback address, unless
   ``[mqtt].allow_insecure = true``;
 * a scanner with HMAC keys must sign every frame: ``require_mac = false`` next to
@@ -30,6 +32,11 @@ import tomllib
 from pathlib import Path
 
 from dealer.config import Settings
+
+#: Why ``dealer run`` refuses a config without a broker URL, and how to ask for the in-process bus.
+NO_BROKER = ("mqtt.url is not set: no station, scanner gateway or settlement could reach this backend. "
+             "Set [mqtt] url = \"mqtt://host:port\" (or DEALER_MQTT__URL), or ask for the in-process bus "
+             "explicitly (demos and tests only) with [mqtt] in_process = true")
 
 _LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"}
 
@@ -122,6 +129,8 @@ def check_deployment(settings: Settings, config_path: str | Path | None) -> list
     if m.password_file is not None:
         problems += _check_secret(m.password_file, "mqtt.password_file")
     tls_files = {"mqtt.ca_file": m.ca_file, "mqtt.cert_file": m.cert_file, "mqtt.key_file": m.key_file}
+    if m.url is None and not m.in_process:
+        problems.append(NO_BROKER)
     if m.url is None:
         named = [k for k, v in tls_files.items() if v is not None]
         if named:
@@ -179,8 +188,11 @@ def check_deployment(settings: Settings, config_path: str | Path | None) -> list
 
 
 def refusal_message(problems: list[str]) -> str:
-    """What ``dealer run`` prints on stderr before exiting with status 2."""
+    """What ``dealer run`` prints on stderr before exiting with status 2: one line for one
+    reason, a list for several."""
+    if len(problems) == 1:
+        return f"dealer: refusing to start: {problems[0]}"
     return "dealer: refusing to start:\n" + "\n".join(f"  - {p}" for p in problems)
 
 
-__all__ = ["check_deployment", "is_loopback_host", "refusal_message"]
+__all__ = ["NO_BROKER", "check_deployment", "is_loopback_host", "refusal_message"]

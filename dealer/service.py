@@ -125,6 +125,13 @@ def scanner_authenticator(scanner: ScannerConfig) -> FrameAuthenticator | None:
     return FrameAuthenticator(keys, require=True)
 
 
+def _name_of(msg: BaseModel) -> str | None:
+    """What a live message is, for a log line that must not carry the message itself: a round
+    event's ``event``, a prompt's or player message's ``kind``."""
+    name = getattr(msg, "event", None) or getattr(msg, "kind", None)
+    return str(name) if name is not None else None
+
+
 def wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -592,8 +599,10 @@ class Service:
         async def send() -> None:
             try:
                 await self.bus.publish(topics.backend_journal(node), payload, qos=1, retain=True)
-            except BusError:
+            except BusError as exc:  # the next period (or connect) publishes a newer head
                 self.metrics.publish_failures.labels(kind="journal_anchor").inc()
+                log.warning("publish dropped", kind="journal_anchor", topic=topics.backend_journal(node),
+                            row_id=head[0], reason=str(exc)[:200])
                 return
             self._anchor_sent = head
 
@@ -864,11 +873,12 @@ class Service:
         if len(payload) > self.settings.service.max_message_bytes:  # the broker would drop our connection
             self.metrics.messages_oversize.labels(kind=kind).inc()
             log.error("message over the limit: not sent", kind=kind, topic=topic, size=len(payload),
-                      limit=self.settings.service.max_message_bytes, name=getattr(msg, "event", None)
-                      or getattr(msg, "kind", None))
+                      limit=self.settings.service.max_message_bytes, name=_name_of(msg),
+                      round_id=getattr(msg, "round_id", None))
             return False
         self._notify(kind, msg)
-        task = asyncio.create_task(self._publish_task(topic, payload, kind, latency_from))
+        task = asyncio.create_task(self._publish_task(topic, payload, kind, latency_from,
+                                                      getattr(msg, "round_id", None), _name_of(msg)))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return True
@@ -891,14 +901,17 @@ class Service:
         self.metrics.visibility_blocked.labels(kind=kind).inc()
         log.error("result carries hidden cards; delivered anyway: it settles money" if kind == "result"
                   else "message withheld: it would show hidden cards", kind=kind, topic=topic, audience=audience,
-                  hidden=len(leaked), positions=visibility.positions_of(rnd, leaked))
+                  round_id=round_id, hidden=len(leaked), positions=visibility.positions_of(rnd, leaked))
         return True
 
-    async def _publish_task(self, topic: str, payload: bytes, kind: str, latency_from: int) -> None:
+    async def _publish_task(self, topic: str, payload: bytes, kind: str, latency_from: int,
+                            round_id: str | None = None, name: str | None = None) -> None:
         try:
             await self.bus.publish(topic, payload, qos=1)
-        except BusError:
+        except BusError as exc:  # live messages are not kept: one line per message dropped, never its payload
             self.metrics.publish_failures.labels(kind=kind).inc()
+            log.warning("publish dropped", kind=kind, name=name, topic=topic, round_id=round_id,
+                        size=len(payload), reason=str(exc)[:200])
             return
         if latency_from:
             elapsed = time.monotonic_ns() - latency_from
@@ -984,7 +997,8 @@ class Service:
         if row.id not in self._oversize_rows:
             self._oversize_rows.add(row.id)
             self.metrics.messages_oversize.labels(kind="result").inc()
-            log.error("outbox row over the message limit: not sent", key=row.key, size=len(row.payload), limit=limit)
+            log.error("outbox row over the message limit: not sent", kind="result", key=row.key, topic=row.topic,
+                      round_id=row.round_id, size=len(row.payload), limit=limit)
         return True
 
     async def _deliver(self, row: OutboxRow, initial: float, cap: float) -> None:
@@ -993,7 +1007,8 @@ class Service:
         try:
             await self.bus.publish(row.topic, row.payload, qos=1)
         except BusError as exc:
-            log.warning("result publish failed; kept in outbox", key=row.key, reason=str(exc))
+            log.warning("result publish failed; kept in outbox", kind="result", key=row.key, topic=row.topic,
+                        round_id=row.round_id, reason=str(exc)[:200])
             self._inflight.discard(row.id)
             return
         self._inflight.discard(row.id)
@@ -1040,7 +1055,8 @@ class Service:
         self.metrics.link_up.labels(link=link).set(1 if up else 0)
         if was == up:
             return
-        log.warning("link " + ("up" if up else "down"), table_id=tid, link=link, reason=reason)
+        # a link coming back is good news (info); losing one is a warning
+        (log.info if up else log.warning)("link " + ("up" if up else "down"), table_id=tid, link=link, reason=reason)
         ev: Event = LinkUp(link=link) if up else LinkDown(link=link, reason=reason)
         if up and link == BROKER and tid in self._resume_due:  # this run's first connect: resume the table
             self._resume_due.discard(tid)

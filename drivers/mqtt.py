@@ -134,6 +134,45 @@ class _Client(aiomqtt.Client):
             pending_dict.pop(mid, None)
 
 
+class _ClientLog(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """What aiomqtt and paho log for one bus (logger ``aiomqtt``), kept to one line per state change.
+
+    paho reports a lost connection as an error of its own ("failed to receive on socket:
+    [Errno 104] Connection reset by peer") just before the bus logs the same change as
+    ``mqtt disconnected``: that text goes into the bus's line as its ``cause`` and is logged
+    here at debug only. Any other warning or error is logged once per connection; its
+    repeats go to debug until the bus connects again.
+    """
+
+    _LOSS = ("failed to receive on socket", "timeout on socket")
+
+    def __init__(self) -> None:
+        super().__init__(logging.getLogger("aiomqtt"), {})
+        self.cause: str | None = None
+        self._seen: set[str] = set()
+
+    def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
+        if level >= logging.WARNING:
+            text = str(msg)
+            if text.startswith(self._LOSS):
+                if self.cause is None:
+                    try:
+                        self.cause = text % args if args else text
+                    except (TypeError, ValueError):
+                        self.cause = text
+                level = logging.DEBUG
+            elif text in self._seen:
+                level = logging.DEBUG
+            else:
+                self._seen.add(text)
+        super().log(level, msg, *args, **kwargs)
+
+    def connected(self) -> None:
+        """A new connection: the next loss and each warning are news again."""
+        self.cause = None
+        self._seen.clear()
+
+
 def _purge_fd(loop: asyncio.AbstractEventLoop, fd: int) -> None:
     """Remove every registration the loop holds for ``fd``, including a poll uvloop closed.
 
@@ -222,6 +261,7 @@ class MqttBus:
         self._client: aiomqtt.Client | None = None
         self._connected_evt = asyncio.Event()
         self.reconnects = 0
+        self._client_log = _ClientLog()
 
     @property
     def connected(self) -> bool:
@@ -267,7 +307,7 @@ class MqttBus:
                     username=self._auth[0], password=self._auth[1], will=will, clean_session=self._clean_session,
                     max_inflight_messages=self._max_inflight, timeout=self._publish_timeout,
                     socket_options=_SOCKET_OPTIONS, tls_context=self._tls_context,
-                    logger=logging.getLogger("aiomqtt"),
+                    logger=self._client_log,  # type: ignore[arg-type]
                 ) as client:
                     patterns = self._router.patterns
                     for i in range(0, len(patterns), 100):  # one SUBSCRIBE packet per 100 topics
@@ -277,6 +317,7 @@ class MqttBus:
                     self._client = client
                     self._connected_evt.set()
                     delay = self._backoff[0]
+                    self._client_log.connected()
                     log.info("mqtt connected", broker=self.url)
                     self._notify(True, "")
                     try:
@@ -295,8 +336,10 @@ class MqttBus:
                 was_up = self._client is not None
                 self._client = None
                 self._connected_evt.clear()
-            if was_up or first:
-                log.warning("mqtt disconnected", broker=self.url, reason=reason)
+            if was_up or first:  # one line per change of state, not one per failed attempt
+                cause = self._client_log.cause
+                log.warning("mqtt disconnected", broker=self.url, reason=reason,
+                            **({"cause": cause} if cause and cause != reason else {}))
                 self._notify(False, reason)
             first = False
             self.reconnects += 1

@@ -515,8 +515,18 @@ def find_libfaketime() -> str | None:
 _FD_CALLBACK = re.compile(r"^Exception in callback .*\b(add|remove)_(reader|writer)\b")
 
 
+#: Loggers of our own code: an exception they log was caught and handled where it happened.
+_OWN_LOGGERS = ("dealer.", "drivers.", "simulators.")
+
+
 def scan_backend_log(text: str) -> dict[str, int]:
     """Count the tracebacks in the backend's stderr.
+
+    The backend logs JSON lines (dealer/logs.py): an exception is a line with an
+    ``exception`` field. One our own code logged (logger ``dealer.*``, ``drivers.*``) was
+    handled where it happened; any other (asyncio's "Task exception was never retrieved",
+    an ``uncaught`` one, a library's) counts, as does a plain ``Traceback`` (a log written
+    before every line was JSON, or a crash below Python's logging).
 
     One kind is reported apart, not as a fault of the backend: an event-loop callback
     that registers a socket the MQTT client has just closed (``Exception in callback
@@ -528,6 +538,16 @@ def scan_backend_log(text: str) -> dict[str, int]:
     for line in text.splitlines():
         if line.startswith("{"):
             benign = False
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(rec, dict) or not rec.get("exception"):
+                continue
+            if _FD_CALLBACK.match(str(rec.get("event", ""))):
+                fd_races += 1
+            elif not str(rec.get("logger", "")).startswith(_OWN_LOGGERS):
+                tracebacks += 1
         elif _FD_CALLBACK.match(line):
             benign, fd_races = True, fd_races + 1
         elif line.startswith("Traceback") and not benign:

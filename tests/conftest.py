@@ -15,7 +15,7 @@ from simulators.broker import MosquittoProcess, free_port
 
 __all__ = ["Broker", "free_port", "wait_until"]
 
-configure_logging("warning")
+configure_logging("warning", uncaught=False)  # pytest keeps its own hooks for uncaught exceptions
 
 Broker = MosquittoProcess
 

@@ -71,7 +71,7 @@ def test_demo_runs_self_contained_with_faults_visible():
 
 async def test_unknown_table_is_rejected_and_logs_carry_table_and_round(tmp_path: Path):
     stream = io.StringIO()
-    configure_logging("info", stream=stream)
+    configure_logging("info", stream=stream, uncaught=False)
     try:
         settings = load_settings(service={"journal_path": tmp_path / "j.sqlite", "metrics_enabled": False},
                                  tables=[{"id": TABLE, "game": "teen-patti", "auto_rounds": False,
@@ -86,7 +86,7 @@ async def test_unknown_table_is_rejected_and_logs_carry_table_and_round(tmp_path
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
     finally:
-        configure_logging("warning")
+        configure_logging("warning", uncaught=False)
     lines = [json.loads(line) for line in stream.getvalue().splitlines() if line.startswith("{")]
     accepted = [rec for rec in lines if rec.get("event") == "bet_accepted"]
     assert accepted and accepted[0]["table_id"] == TABLE and accepted[0]["round_id"] == round_id(service, 1)

@@ -464,7 +464,7 @@ def test_bad_key_files_are_one_clear_line_naming_the_file(tmp_path: Path, conten
 
 def security_settings(tmp_path: Path, **security: Any) -> Any:
     tables = [{"id": t, "game": "teen-patti", "scanner": {"kind": "mqtt", "reader_id": f"R{t}"}} for t in ("TP1", "TP2")]
-    return load_settings(tables=tables, security=security)
+    return load_settings(tables=tables, security=security, mqtt={"url": "mqtt://127.0.0.1:1883"})
 
 
 def test_supervisor_verifier_from_config(tmp_path: Path) -> None:
@@ -558,7 +558,8 @@ def test_check_deployment_flags_a_shared_key_file(tmp_path: Path) -> None:
                                          "every scanner and every supervisor needs its own key"]
     tables = [{"id": "TP1", "game": "teen-patti",
                "scanner": {"kind": "mqtt", "reader_id": "GW1", "hmac_key_files": [str(shared)]}}]
-    s2 = load_settings(tables=tables, security={"supervisors": [{"id": "sup-ana", "key_files": [str(shared)]}]})
+    s2 = load_settings(tables=tables, security={"supervisors": [{"id": "sup-ana", "key_files": [str(shared)]}]},
+                       mqtt={"url": "mqtt://127.0.0.1:1883"})
     assert check_deployment(s2, None) == [f"key file {shared} is shared by scanner GW1 and supervisor sup-ana: "
                                           "every scanner and every supervisor needs its own key"]
 

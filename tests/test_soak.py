@@ -158,6 +158,21 @@ def test_backend_log_scan_separates_loop_fd_races_from_real_tracebacks():
     assert scan_backend_log(race + line + crash) == {"tracebacks": 1, "loop_fd_races": 1}
 
 
+def test_backend_log_scan_reads_exceptions_in_json_lines():
+    """Every line is JSON now (dealer/logs.py): a traceback is an ``exception`` field."""
+    def rec(logger: str, event: str, exception: str | None = "Traceback (most recent call last):\nX") -> str:
+        return json.dumps({"event": event, "level": "error", "logger": logger, "timestamp": "t"}
+                          | ({"exception": exception} if exception else {})) + "\n"
+
+    race = rec("asyncio", "Exception in callback <bound method Loop.add_writer of <uvloop.Loop running=True>>")
+    handled = rec("drivers.mqtt", "message handler failed")  # caught and logged by our own code
+    lost = rec("asyncio", "Task exception was never retrieved")
+    crash = rec("uncaught", "uncaught exception")
+    assert scan_backend_log(race + handled + rec("dealer.service", "link up", None)) == {
+        "tracebacks": 0, "loop_fd_races": 1}
+    assert scan_backend_log(lost + handled + crash) == {"tracebacks": 2, "loop_fd_races": 0}
+
+
 def test_station_screen_never_shows_an_older_prompt_again():
     shown: list[dict] = []
 

@@ -407,3 +407,36 @@ def test_a_forged_table_command_is_refused_as_one() -> None:
     msg = {**signed("supervisor_close"), "type": "supervisor_reopen"}  # altered after signing
     got = parse(Role.SUPERVISOR, msg)
     assert isinstance(got, ingress.Refused) and got.kind == "bad_signature" and got.security
+
+
+# --- the doc's worked example (docs/mqtt-topics.md §10.7) -----------------------------------------
+
+def test_doc_table_operation_example_is_what_the_code_computes() -> None:
+    import re
+    from pathlib import Path
+
+    from dealer.signing import COMMAND_TYPES, TableCommand, Verified, canonical_bytes, content_digest, sign
+    from tests.test_signing import DOC_KEYS, K1
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "mqtt-topics.md").read_text(encoding="utf-8")
+    section = doc.split("### 10.7 Table operations", 1)[1]
+    blocks = re.findall(r"^```(\w+)\n(.*?)^```$", section, re.S | re.M)
+    command = json.loads(blocks[0][1])
+    canonical = blocks[1][1].rstrip("\n")
+    wire = json.loads(blocks[2][1])
+    assert canonical_bytes(command).decode() == canonical and f"({len(canonical.encode())} bytes in UTF-8)" in section
+    rows = dict(re.findall(r"^\| `(TK\d)` \| `([0-9a-f]{64})` \|$", section, re.M))
+    assert rows == {name: sign(key, command) for name, key in DOC_KEYS.items()}
+    assert re.search(r"Content digest: `([0-9a-f]{64})`", section).group(1) == content_digest(command)
+    assert wire == sign_command(K1, command) and list(wire) == [*command, "signature"]
+    got = SupervisorVerifier({SUP: ([K1], None)}, max_age_ms=30_000, max_skew_ms=5_000).verify(
+        wire, "TP1", command["issued_at"])
+    assert isinstance(got, Verified) and got.round_id is None and got.command == {"type": "supervisor_pause",
+                                                                                 "reason": "dealer change"}
+    # the field table names every field of a table command, and every table command is in the doc
+    table = section.split("| Field | Type | Rule (table operations) |", 1)[1].split("\n\n", 1)[0]
+    named = {name for line in table.splitlines()[1:] for name in re.findall(r"`([a-z_]+)`", line.split("|")[1])}
+    assert set(TableCommand.model_fields) == named
+    for ctype, model in COMMAND_TYPES.items():
+        if issubclass(model, TableCommand):
+            assert f"`{ctype}`" in section.split("| Command |")[1], ctype

@@ -244,7 +244,8 @@ async def test_a_pause_during_a_decision_stops_its_timer_across_a_restart_and_th
                              what="player-7 told the new window")
             told = [m for m in p7.mine("decision_required") if m["data"].get("resumed")][-1]
             assert told["data"]["closes_at"] == resumed_at + DECISION_MS
-            assert ops.prompts()[-1]["kind"] == "WAIT"
+            # the station's prompt is its own message: it may arrive after the events
+            await wait_until(lambda: ops.prompts()[-1]["kind"] == "WAIT", what="the station told to wait, not PAUSED")
             await platform.send(topics.actions("T1"), {"type": "player_decision", "command_id": "d-1",
                                                        "round_id": rid, "player_id": "player-7", "action": "PLAY"})
             await wait_until(lambda: ops.events("round_result"), what="the result")

@@ -4,7 +4,9 @@
 the game, so what it shows is exactly what the backend decided: every read (with the
 reader's sequence number and the receive time), every rescan and its reason, every
 prompt, bet, decision, void reason and result, from the segment files rolled out of the
-journal (dealer/segments.py) on. ``dealer audit verify`` walks the hash chain across every
+journal (dealer/segments.py) on. A supervisor's table operation (open a round, pause, resume,
+close, reopen: signed, with the supervisor's id and signature) is shown in the round that was
+in play, or last played, when it was applied. ``dealer audit verify`` walks the hash chain across every
 segment and the live journal, checks each segment file against its record and every anchor,
 and reports the first row (and segment) that does not hold.
 """
@@ -127,12 +129,15 @@ def render_recall(rounds: list[dict[str, Any]]) -> str:
 
 def _short(e: dict[str, Any]) -> str:
     if "prompt" in e:
-        return str(e["message"]) if e["prompt"] in ("RESCAN", "ALERT", "DONE") else ""
+        return str(e["message"]) if e["prompt"] in ("RESCAN", "ALERT", "DONE", "PAUSED", "CLOSED") else ""
     if "event" in e:
         if e["event"] == "card_registered":
             return f"card {e['position']}={e.get('card') or '(face down)'}"
         if e["event"] in ("round_result", "round_cancelled", "round_voided", "decision_made", "cards_revealed",
-                          "bet_accepted", "bet_rejected", "betting_closed", "rules_changed"):
+                          "bet_accepted", "bet_rejected", "betting_closed", "rules_changed", "table_paused",
+                          "table_resumed", "table_closing", "table_closed", "table_reopened", "betting_resumed"):
+            return e["event"] + " " + json.dumps({k: v for k, v in e.items() if k != "event"}, sort_keys=True)
+        if e["event"] == "round_opened" and e.get("opened_by"):
             return e["event"] + " " + json.dumps({k: v for k, v in e.items() if k != "event"}, sort_keys=True)
         return ""
     if "private_to" in e:

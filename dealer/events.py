@@ -11,7 +11,7 @@ import hashlib
 from decimal import Decimal
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_serializer, model_validator
 
 from dealer.draws import DRAW_PATTERN
 from dealer.money import to_money
@@ -35,6 +35,12 @@ def _round_id() -> Any:
 
 
 class OpenRound(_Event):
+    """A round opens: by the backend's own timer (``auto_rounds``), or by a supervisor's signed
+    ``supervisor_open_round`` (then ``supervisor``, ``command_id``, ``issued_at``, ``signature``
+    and any ``reason`` are kept, so recall names who opened it and the signature can be checked
+    again). Those fields are written only when set: a round the timer opened is journaled as
+    before they existed."""
+
     type: Literal["open_round"] = "open_round"
     round_id: Id
     betting_closes_at: int | None = Field(default=None, ge=0, description="epoch ms deadline of the betting timer")
@@ -47,6 +53,25 @@ class OpenRound(_Event):
         "first seat) is derived from it (dealer.draws), so a replay gives the same answer and nothing public "
         "predicts it. Journal only, never published. Absent in rounds journaled before draws: those replay "
         "with the derivation they were played with")
+    supervisor: Id | None = Field(default=None, description="the supervisor whose signed command opened the round "
+                                  "(None: the backend's timer opened it)")
+    command_id: Id | None = None
+    issued_at: int | None = Field(default=None, ge=0)
+    signature: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = None
+    reason: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_unsigned(self, handler):  # type: ignore[no-untyped-def]
+        out = handler(self)
+        if isinstance(out, dict):
+            for name in _SIGNED_FIELDS:
+                if out.get(name) is None:
+                    out.pop(name, None)
+        return out
+
+
+#: What a signed supervisor command leaves in the journal besides its own fields.
+_SIGNED_FIELDS = ("supervisor", "command_id", "issued_at", "signature", "reason")
 
 
 class PlaceBet(_Event):
@@ -130,6 +155,63 @@ class SupervisorVoid(_Event):
     issued_at: int | None = Field(default=None, ge=0, description="epoch ms the supervisor signed it")
     signature: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = Field(
         default=None, description="HMAC-SHA256 by the supervisor's key over the signed command")
+
+
+class _TableOperation(_Event):
+    """A supervisor's table operation (``dealer.operations``). From the wire it is accepted only
+    signed (``dealer.signing``); the journal keeps who signed it, when, and the signature."""
+
+    supervisor: Id
+    reason: Annotated[str, Field(min_length=1, max_length=200)] | None = Field(
+        default=None, description="why, if the supervisor said (1 to 200 characters): journaled and published")
+    command_id: Id | None = _command_id()
+    issued_at: int | None = Field(default=None, ge=0, description="epoch ms the supervisor signed it")
+    signature: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = Field(
+        default=None, description="HMAC-SHA256 by the supervisor's key over the signed command")
+
+
+class SupervisorOpenRound(_TableOperation):
+    """A supervisor asks for the next round now. Never journaled as such: the service turns it
+    into an :class:`OpenRound` (the round id, the betting deadline and the draw are edge data)
+    carrying the signed fields, and that is what the core sees and the journal keeps."""
+
+    type: Literal["supervisor_open_round"] = "supervisor_open_round"
+
+
+class SupervisorPause(_TableOperation):
+    """Pause the table: no new round, no timer runs, the round in play takes nothing that would
+    advance it (bets, cards, decisions, actions) until the resume."""
+
+    type: Literal["supervisor_pause"] = "supervisor_pause"
+
+
+class SupervisorResume(_TableOperation):
+    """Resume a paused table: every pending decision or turn gets a full window from ``at``,
+    and a round still taking bets a full betting period (``betting_closes_at``, edge data the
+    service fills in from the table's ``betting_seconds``)."""
+
+    type: Literal["supervisor_resume"] = "supervisor_resume"
+    betting_closes_at: int | None = Field(default=None, ge=0, description="epoch ms: the new betting deadline, "
+                                          "used when the round in play is still taking bets")
+
+
+class SupervisorClose(_TableOperation):
+    """Close the table: no new round until it is reopened. A round in play is played to its
+    end (its last round); then the table is closed."""
+
+    type: Literal["supervisor_close"] = "supervisor_close"
+
+
+class SupervisorReopen(_TableOperation):
+    """Reopen a closed table (or cancel a close whose last round is still in play)."""
+
+    type: Literal["supervisor_reopen"] = "supervisor_reopen"
+
+
+#: The table operations the core applies (the open request becomes an OpenRound first).
+TableOperation = Union[SupervisorPause, SupervisorResume, SupervisorClose, SupervisorReopen]
+TABLE_OPERATIONS: tuple[type[_TableOperation], ...] = (SupervisorPause, SupervisorResume, SupervisorClose,
+                                                       SupervisorReopen)
 
 
 class SecurityEvent(_Event):
@@ -244,7 +326,8 @@ class RulesChanged(_Event):
 Event = Annotated[
     Union[OpenRound, PlaceBet, CloseBetting, ScanRead, ReadFailed, LinkDown, LinkUp, Resume, SupervisorVoid,
           PlayerDecision, DecisionTimeout, PlayerAction, ActionTimeout, DealerConfirm, CardExposed,
-          ResultDelivered, SecurityEvent, RulesChanged],
+          ResultDelivered, SecurityEvent, RulesChanged, SupervisorPause, SupervisorResume, SupervisorClose,
+          SupervisorReopen],
     Field(discriminator="type"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)

@@ -22,7 +22,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from dealer import commands, signing
-from dealer.events import PLAYER_COMMAND_ADAPTER, STATION_COMMAND_ADAPTER, Event, SupervisorVoid
+from dealer.events import (PLAYER_COMMAND_ADAPTER, STATION_COMMAND_ADAPTER, Event, SupervisorClose,
+                           SupervisorOpenRound, SupervisorPause, SupervisorReopen, SupervisorResume, SupervisorVoid)
 from dealer.roles import SENDER, TURN_COMMANDS, Role, is_role_user, role_of_topic, wrong_role
 from dealer.signing import SupervisorVerifier
 
@@ -35,11 +36,18 @@ SECURITY_KINDS = frozenset({"malformed", "wrong_role", "missing_signature", "bad
                             "house_player"})
 
 
+#: A supervisor's table operation -> the event it becomes (the open request becomes an
+#: ``OpenRound`` in the service, which adds the round id, the betting deadline and the draw).
+TABLE_COMMAND_EVENTS = {"supervisor_open_round": SupervisorOpenRound, "supervisor_pause": SupervisorPause,
+                        "supervisor_resume": SupervisorResume, "supervisor_close": SupervisorClose,
+                        "supervisor_reopen": SupervisorReopen}
+
+
 @dataclass(frozen=True, slots=True)
 class Accepted:
     table_id: str
     role: Role
-    event: Event
+    event: Event | SupervisorOpenRound
     digest: str
     #: a supervisor command that was genuine but too old or from the future: refused unless it
     #: is a repeat of a command already accepted (a QoS 1 redelivery gets its answer again)
@@ -75,7 +83,7 @@ class Refused:
         return self.table_id is not None and (
             self.role is Role.SUPERVISOR and self.kind in SECURITY_KINDS
             or self.kind == "house_player"
-            or (self.kind == "wrong_role" and self.command_type == "supervisor_void"))
+            or (self.kind == "wrong_role" and SENDER.get(self.command_type) is Role.SUPERVISOR))
 
 
 def parse(topic: str, payload: bytes, *, tables: frozenset[str] | set[str], now_ms: int,
@@ -109,7 +117,7 @@ def parse(topic: str, payload: bytes, *, tables: frozenset[str] | set[str], now_
             return Refused(tid, role, kind, why if kind == "wrong_role" else f"malformed action: {why}",
                            ctype_s, cid, player)
     if role is Role.SUPERVISOR:
-        return _supervisor(payload, tid, now_ms, supervisors)
+        return _supervisor(payload, tid, now_ms, supervisors, ctype_s)
     adapter = PLAYER_COMMAND_ADAPTER if role is Role.PLAYER_PLATFORM else STATION_COMMAND_ADAPTER
     try:
         event = adapter.validate_python(obj)
@@ -144,14 +152,16 @@ def _missing(event: Any) -> str | None:
     return None
 
 
-def _supervisor(payload: bytes, tid: str, now_ms: int, supervisors: SupervisorVerifier) -> Accepted | Refused:
+def _supervisor(payload: bytes, tid: str, now_ms: int, supervisors: SupervisorVerifier,
+                ctype: str = "supervisor_void") -> Accepted | Refused:
     """A signed supervisor command (``dealer.signing``): genuine and fresh, or refused. A genuine
     one that is too old (or from the future) is passed on marked ``late``: the core loop
     answers it if it repeats a command already accepted (a QoS 1 redelivery), else refuses it."""
     outcome = supervisors.verify_payload(payload, tid, now_ms)
     late: Refused | None = None
     if isinstance(outcome, signing.Refused):
-        refusal = Refused(tid, Role.SUPERVISOR, outcome.kind, outcome.reason, "supervisor_void",
+        shown = ctype if ctype.startswith("supervisor_") else "supervisor_void"  # only a known type is echoed
+        refusal = Refused(tid, Role.SUPERVISOR, outcome.kind, outcome.reason, shown,
                           outcome.command_id, supervisor=outcome.supervisor)
         if outcome.kind not in ("stale", "future") or not outcome.authenticated:
             return refusal
@@ -163,8 +173,12 @@ def _supervisor(payload: bytes, tid: str, now_ms: int, supervisors: SupervisorVe
         sup, cid, rid, issued, body = (outcome.supervisor, outcome.command_id, outcome.round_id, outcome.issued_at,
                                        outcome.command)
         signature = outcome.envelope.signature
-    event = SupervisorVoid(supervisor=sup, reason=body["reason"], round_id=rid, command_id=cid, issued_at=issued,
-                           signature=signature, at=now_ms)
+    signed = {"supervisor": sup, "command_id": cid, "issued_at": issued, "signature": signature, "at": now_ms}
+    event: Event | SupervisorOpenRound
+    if body["type"] == "supervisor_void":
+        event = SupervisorVoid(reason=body["reason"], round_id=rid, **signed)
+    else:
+        event = TABLE_COMMAND_EVENTS[body["type"]](reason=body.get("reason"), **signed)
     return Accepted(tid, Role.SUPERVISOR, event, commands.digest(event), late,
                     key_index=None if late is not None else outcome.key_index)  # type: ignore[union-attr]
 
@@ -180,4 +194,4 @@ def _id_of(obj: dict[str, Any], name: str) -> str | None:
     return v if isinstance(v, str) and _ID.fullmatch(v) else None
 
 
-__all__ = ["Accepted", "MAX_COMMAND_BYTES", "Refused", "parse"]
+__all__ = ["Accepted", "MAX_COMMAND_BYTES", "Refused", "TABLE_COMMAND_EVENTS", "parse"]

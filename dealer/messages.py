@@ -134,7 +134,7 @@ class RoundResultPart(_Msg):
     decisions: dict[str, DecisionRecord] = Field(default_factory=dict, description="likewise, of decisions")
 
 
-PromptKind = Literal["NEXT", "CONFIRM", "RESCAN", "ALERT", "WAIT", "REJECTED", "DONE"]
+PromptKind = Literal["NEXT", "CONFIRM", "RESCAN", "ALERT", "WAIT", "REJECTED", "DONE", "PAUSED", "CLOSED"]
 
 PlayerMessageKind = Literal["bet_accepted", "rejected", "hole_card", "decision_required", "decision_accepted",
                             "your_turn", "action_accepted", "reservation_accepted", "reservation_cancelled"]

@@ -74,6 +74,15 @@ class Metrics:
         self.supervisor_key_uses = Counter("dealer_supervisor_key_uses", "Signed supervisor commands accepted, by "
                                            "supervisor and key (1 = the first key file): during a rotation the old "
                                            "key can go once its count stops rising", ["supervisor", "key"], registry=r)
+        self.table_operations = Counter(
+            "dealer_table_operations", "Supervisors' signed table operations that reached the table, by operation "
+            "(open_round, pause, resume, close, reopen) and outcome: applied, refused (not applicable now: a round "
+            "in play, already paused, a closed table ...), repeat (a command id already applied: answered again). "
+            "Commands refused at the edge (signature, freshness, table) are in dealer_commands_refused",
+            ["table", "operation", "outcome"], registry=r)
+        self.table_operating = Gauge(
+            "dealer_table_operating", "1 for the table's operating state (open, paused, closing, closing_paused, "
+            "closed), 0 for the others", ["table", "state"], registry=r)
         self.flood_suppressed = Counter(
             "dealer_scanner_flood_suppressed", "Failed scanner reads held back by the reader's flood limiter, by reader "
             "and kind (noread, misread, corrupt_frame, frame_lost, device_fault, forged_frame): each flood window is "

@@ -42,7 +42,10 @@ ACK_TOPIC: dict[Role, str] = {Role.SETTLEMENT: "results/ack"}
 COMMANDS: dict[Role, frozenset[str]] = {
     Role.PLAYER_PLATFORM: frozenset({"place_bet", "player_decision", "player_action"}),
     Role.STATION: frozenset({"close_betting", "dealer_confirm", "card_exposed"}),
-    Role.SUPERVISOR: frozenset({"supervisor_void"}),
+    # a supervisor's void, and the table operations (dealer.operations): never a station's,
+    # whose credentials are at the table (least privilege: the dealer asks the pit boss)
+    Role.SUPERVISOR: frozenset({"supervisor_void", "supervisor_open_round", "supervisor_pause", "supervisor_resume",
+                                "supervisor_close", "supervisor_reopen"}),
     Role.SCANNER: frozenset(),
     Role.SETTLEMENT: frozenset(),
 }

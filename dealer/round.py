@@ -227,6 +227,14 @@ class Round:
         was): every pending decision, or the pending turn, gets a whole window from ``at``."""
         return self.resume_decisions(at) + self.resume_turn(at)
 
+    def resume_betting(self, at: int, closes_at: int | None) -> list[Effect]:
+        """The table was paused while betting was open (no bet was taken): betting runs a full
+        period again until ``closes_at`` (the service's edge data), told in ``betting_resumed``."""
+        if self.phase != Phase.BETTING_OPEN or closes_at is None:
+            return []
+        self.betting_closes_at = closes_at
+        return [self._event("betting_resumed", at, betting_closes_at=closes_at)]
+
     def resume_decisions(self, at: int) -> list[Effect]:
         """Every player still undecided gets a whole decision window again, told on their own
         topic (``decision_required`` with ``resumed: true``); a public ``decisions_open``

@@ -143,7 +143,10 @@ def records(con: sqlite3.Connection) -> list[SegmentRecord]:
 
 
 def replay_start(con: sqlite3.Connection, table_id: str) -> int | None:
-    """The row a table's replay starts at: its oldest undelivered round, else its last round."""
+    """The row a table's replay starts at: its oldest undelivered round, else its last round,
+    else (a table that never opened a round) its first table operation (dealer.operations): a
+    table paused or closed before its first round stays so. A round opens only on an open
+    table, so operations before the start never matter."""
     start = con.execute(
         """SELECT MIN(id) FROM events WHERE table_id = ?1 AND type = 'open_round' AND round_id NOT IN
              (SELECT round_id FROM events WHERE table_id = ?1 AND type = 'result_delivered')""",
@@ -151,6 +154,9 @@ def replay_start(con: sqlite3.Connection, table_id: str) -> int | None:
     if start is None:
         start = con.execute("SELECT MAX(id) FROM events WHERE table_id = ? AND type = 'open_round'",
                             (table_id,)).fetchone()[0]
+    if start is None:
+        start = con.execute("SELECT MIN(id) FROM events WHERE table_id = ? AND type IN ('supervisor_pause', "
+                            "'supervisor_resume', 'supervisor_close', 'supervisor_reopen')", (table_id,)).fetchone()[0]
     return None if start is None else int(start)
 
 

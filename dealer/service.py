@@ -15,6 +15,10 @@ clock once, when first armed (:meth:`Service._mono_deadline`), so a wall-clock s
 fires or stalls a timer. Decision and turn timers are paused while the broker link is down
 and, after a restart, until the first broker connect, which submits a journaled
 :class:`~dealer.events.Resume` that gives every pending decision and turn a new window.
+A table a supervisor paused (dealer/operations.py, journaled) runs no timer at all and opens
+no round until the supervisor's resume, which gives every pending window in full again; a
+supervisor's open request becomes an :class:`~dealer.events.OpenRound` here, at the edge,
+where the round id, the betting deadline and the draw are made.
 
 A group commit that fails (disk full, an SQLite I/O error) never ends the loop: the batch is
 already applied to the tables, so the same batch is committed again with backoff until it
@@ -65,6 +69,8 @@ from dealer.events import (
     RulesChanged,
     ScanRead,
     SecurityEvent,
+    SupervisorOpenRound,
+    SupervisorResume,
 )
 from dealer.keys import supervisor_verifier
 from dealer.journal import Batch, Journal, OutboxRow, ReplayError, result_key
@@ -73,6 +79,7 @@ from dealer.segments import NoRoll, Prepared, prepare_roll
 from dealer.keys import read_hex_keys
 from dealer.messages import PlayerMessage, RoundEvent, RoundResult, StationPrompt
 from dealer.metrics import Metrics
+from dealer.operations import OPERATIONS, Mode
 from dealer.ratelimit import FloodSummary, FloodWindows, TokenBuckets
 from dealer.roles import COMMAND_TOPIC
 from dealer.round import Phase, Rejection, Step
@@ -139,7 +146,7 @@ def wall_ms() -> int:
 @dataclass(slots=True)
 class _Item:
     table_id: str
-    event: Event
+    event: Event | SupervisorOpenRound
     received_ns: int = 0
     future: asyncio.Future[Step] | None = None
     cmd: ingress.Accepted | None = None  # a command from the wire: its id and digest
@@ -185,6 +192,9 @@ class Service:
             for outcome in ("completed", "cancelled", "voided"):
                 self.metrics.rounds.labels(table=t.id, game=t.game, outcome=outcome)
             self.metrics.result_acks_unknown.labels(table=t.id)  # increase() sees the first unknown ack
+            for operation in OPERATIONS.values():
+                for outcome in ("applied", "refused", "repeat"):
+                    self.metrics.table_operations.labels(table=t.id, operation=operation, outcome=outcome)
         self._broker_link = bus.name == "broker" if broker_link is None else broker_link
         for tid, cfg in self.configs.items():
             self.links[tid].up[self.scanner_link(cfg)] = None
@@ -289,12 +299,28 @@ class Service:
         return fut
 
     def open_round(self, table_id: str) -> asyncio.Future[Step]:
+        return self.submit(table_id, self._opening(table_id, self.now_ms()))
+
+    def _opening(self, table_id: str, at: int, **signed: Any) -> OpenRound:
+        """The table's next round opening at ``at``, with the edge data the core never makes: the
+        round id, the betting deadline, and the round's secret random draw from the OS CSPRNG.
+        ``signed``: the fields of the supervisor's command that asked for it."""
         table, cfg = self.tables[table_id], self.configs[table_id]
-        now = self.now_ms()
-        # The round's secret random draw, from the OS CSPRNG at the edge (the core never draws).
-        return self.submit(table_id, OpenRound(round_id=table.next_round_id(), at=now, context=table.memory,
-                                               betting_closes_at=now + int(cfg.betting_seconds * 1000),
-                                               draw=secrets.token_hex(DRAW_BYTES)))
+        return OpenRound(round_id=table.next_round_id(), at=at, context=table.memory,
+                         betting_closes_at=at + int(cfg.betting_seconds * 1000),
+                         draw=secrets.token_hex(DRAW_BYTES), **signed)
+
+    def _edge_data(self, tid: str, ev: Any) -> Event:
+        """A supervisor's open request becomes the round's OpenRound; a resume carries the new
+        betting deadline (used if the round in play still takes bets). Made when the event is
+        applied, so they follow the table as it is then, and journaled, so a replay needs no edge."""
+        if isinstance(ev, SupervisorOpenRound):
+            signed = ev.model_dump(include={"supervisor", "command_id", "issued_at", "signature", "reason"})
+            return self._opening(tid, ev.at, **signed)
+        if isinstance(ev, SupervisorResume) and ev.betting_closes_at is None:
+            return ev.model_copy(update={
+                "betting_closes_at": ev.at + int(self.configs[tid].betting_seconds * 1000)})
+        return ev  # type: ignore[no-any-return]
 
     @property
     def outbox_pending(self) -> int:
@@ -394,7 +420,7 @@ class Service:
             # Links that the journal says are down stay down until their driver reports them
             # up: that report is then journaled (LinkUp), so the next replay sees the recovery.
             cur = table.current
-            log.info("table restored", table_id=tid, replayed=n,
+            log.info("table restored", table_id=tid, replayed=n, state=table.mode.value,
                      round_id=cur.round_id if cur else None, phase=cur.phase.value if cur else None,
                      position=cur.expected_position if cur else None,
                      round_rules_hash=cur.rules.rules_hash if cur else None)
@@ -407,6 +433,7 @@ class Service:
         # full window from then, journaled.
         self._resume_due = set(self.tables)
         for tid, table in self.tables.items():
+            self._operating_gauge(tid)
             self._release_prompt(table.prompt_now(now))
             self._schedule(tid)  # private messages go again when the bus connects (_on_bus)
 
@@ -499,6 +526,7 @@ class Service:
                 self._after_journal_outage()
             for tid in touched:
                 self._schedule(tid)
+                self._operating_gauge(tid)
             await self._retention(loop)
 
     # -- journal retention and anchoring ------------------------------------------------
@@ -713,6 +741,9 @@ class Service:
         stored = self._known_command(item.table_id, cmd.role.value, cmd.command_id)
         if stored is not None and stored.digest == cmd.digest:
             self.metrics.command_repeats.labels(table=item.table_id, role=cmd.role.value).inc()
+            if item.event.type in OPERATIONS:
+                self.metrics.table_operations.labels(table=item.table_id, operation=OPERATIONS[item.event.type],
+                                                     outcome="repeat").inc()
             return Step(True, False, commands.repeat_effects(stored, item.event.at))
         if stored is not None:
             why = (f"command id {cmd.command_id} was already used for another command ({stored.type} in round "
@@ -737,17 +768,21 @@ class Service:
             answered = self._apply_command(item, batch)
             if answered is not None:
                 return answered
+        ev = self._edge_data(item.table_id, ev)
         try:
             step = table.handle(ev)
         except Exception as exc:  # a bug must not take the table down; the event changed nothing we journal
             log.exception("core raised", table_id=item.table_id, event=ev.type)
-            return Step(False, False, [Rejection(ev.type, f"internal error: {exc}")])
+            return Step(False, False, [Rejection(item.event.type, f"internal error: {exc}")])
+        if ev is not item.event and not step.accepted:  # a refused open request is answered as what was sent
+            step.effects = [Rejection(item.event.type, e.reason) if isinstance(e, Rejection) else e
+                            for e in step.effects]
         if step.journal:
             round_id = None if isinstance(ev, RulesChanged) else (
                 getattr(ev, "round_id", None) or (table.current.round_id if table.current else None))
             batch.events.append((item.table_id, round_id, ev))
             if item.cmd is not None and step.accepted:
-                stored = commands.StoredCommand(item.table_id, item.cmd.command_id, round_id, ev.type,
+                stored = commands.StoredCommand(item.table_id, item.cmd.command_id, round_id, item.event.type,
                                                 item.cmd.role.value, item.cmd.digest, commands.answer_of(ev, step))
                 self._commands[(item.table_id, stored.role, stored.command_id)] = stored
                 if len(self._commands) > 100_000:  # bounded: the journal remembers the rest
@@ -767,7 +802,17 @@ class Service:
                     batch.delivered.append(ev.outbox_id)
         elif isinstance(ev, ResultDelivered) and ev.idempotency_key is not None:
             self._acking.discard(ev.idempotency_key)  # refused by the core (logged as a rejection): rows stay
+        operation = OPERATIONS.get(item.event.type)
+        if operation is not None:
+            self.metrics.table_operations.labels(table=item.table_id, operation=operation,
+                                                 outcome="applied" if step.accepted else "refused").inc()
         return step
+
+    def _operating_gauge(self, tid: str) -> None:
+        """``dealer_table_operating{table,state}``: 1 for the table's state, 0 for the others."""
+        mode = self.tables[tid].mode
+        for m in Mode:
+            self.metrics.table_operating.labels(table=tid, state=m.value).set(1 if m is mode else 0)
 
     def _result_messages(self, result: RoundResult) -> list[result_parts.Message]:
         """The result as messages under ``max_message_bytes``: itself, or a manifest plus parts.
@@ -1361,11 +1406,11 @@ class Service:
         cur = table.current
         want: tuple[str, str | None] | None = None
         if cur is not None and cur.phase == Phase.BETTING_OPEN:
-            if cur.betting_closes_at is not None:
+            if cur.betting_closes_at is not None and not table.paused:  # a supervisor's resume renews it
                 want = ("close", cur.round_id)
         elif cur is not None and cur.phase in (Phase.DECISION, Phase.ACTION) and (
                 BROKER in table.links_down or tid in self._resume_due or not self.journal_writable
-                or tid in self._journal_resume):
+                or tid in self._journal_resume or table.paused):
             want = None  # paused while players cannot reach us (or be heard); the resume gives a new window
         elif cur is not None and cur.phase == Phase.DECISION:
             want = ("decide", f"{cur.round_id}@{cur.decision_deadline}")

@@ -17,9 +17,11 @@ types a command holds: strings, integers up to 2**53 - 1, booleans, null, object
   metrics and a human ``reason`` that never echoes the signature or a key). Time is an
   argument (``now_ms``).
 
-Adding a command type (open_round, pause, ...) is one more :class:`SignedCommand`
-subclass with its own ``type`` literal and fields, registered in ``COMMAND_TYPES``; the
-envelope fields, the canonical form and the signature scheme stay the same.
+Adding a command type is one more :class:`SignedCommand` subclass with its own ``type``
+literal and fields, registered in ``COMMAND_TYPES``; the envelope fields, the canonical form
+and the signature scheme stay the same. The table operations (``supervisor_open_round``,
+``supervisor_pause``, ``supervisor_resume``, ``supervisor_close``, ``supervisor_reopen``:
+:class:`TableCommand`) are about the table, not a round: they carry no ``round_id``.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import re
 import unicodedata
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, ClassVar, Literal, NamedTuple
+from typing import Annotated, Any, ClassVar, Literal, NamedTuple, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
@@ -131,7 +133,7 @@ class SignedCommand(BaseModel):
     command_id: Id = Field(description="unique per command; a redelivery carries the same id")
     supervisor: Id = Field(description="the supervisor whose key signed the command")
     table_id: TableId = Field(description="the table the command is for (must be the topic's table)")
-    round_id: Id = Field(description="the round the command is for")
+    round_id: Id | None = Field(description="the round the command is for (table commands: none)")
     issued_at: int = Field(ge=0, le=MAX_SAFE_INT, description="epoch milliseconds when the supervisor issued it")
     signature: Signature
 
@@ -153,16 +155,76 @@ class SupervisorVoidCommand(SignedCommand):
     """Void the round ``round_id`` at ``table_id``: every accepted bet is refunded."""
 
     type: Literal["supervisor_void"]
+    round_id: Id = Field(description="the round to void")
     reason: Annotated[str, Field(min_length=1, max_length=200, description="why (1 to 200 characters, "
                                  "no control characters), journaled and shown in the result")]
 
     _text = field_validator("reason")(classmethod(lambda cls, v: _check_text(v)))
 
 
-#: ``type`` -> envelope model. The next supervisor commands are added here, and to
-#: ``SupervisorCommand`` (then a discriminated union on ``type``, like ``events.Action``).
-COMMAND_TYPES: dict[str, type[SignedCommand]] = {"supervisor_void": SupervisorVoidCommand}
-SupervisorCommand = SupervisorVoidCommand
+class TableCommand(SignedCommand):
+    """A table operation (``dealer.operations``): about the table, so no ``round_id`` (leave it
+    out, or null); an optional ``reason``, journaled and shown on the station."""
+
+    round_id: None = Field(default=None, description="table commands name no round: leave it out (or null)")
+    reason: Annotated[str, Field(min_length=1, max_length=200, description="why (optional, 1 to 200 characters, "
+                                 "no control characters), journaled and shown on the station")] | None = None
+
+    @field_validator("reason")
+    @classmethod
+    def _text(cls, v: str | None) -> str | None:
+        return None if v is None else _check_text(v)
+
+    @field_validator("round_id", mode="before")
+    @classmethod
+    def _no_round(cls, v: object) -> None:
+        if v is not None:
+            raise ValueError("a table command names no round: leave round_id out")
+        return None
+
+
+class SupervisorOpenRoundCommand(TableCommand):
+    """Open the table's next round now (the way a table with ``auto_rounds = false`` plays)."""
+
+    type: Literal["supervisor_open_round"]
+
+
+class SupervisorPauseCommand(TableCommand):
+    """Pause the table: no new round; the round in play stands still, its timers stopped."""
+
+    type: Literal["supervisor_pause"]
+
+
+class SupervisorResumeCommand(TableCommand):
+    """Resume a paused table: every pending decision, turn or betting period in full again."""
+
+    type: Literal["supervisor_resume"]
+
+
+class SupervisorCloseCommand(TableCommand):
+    """Close the table: no new round until it is reopened (a round in play is played out)."""
+
+    type: Literal["supervisor_close"]
+
+
+class SupervisorReopenCommand(TableCommand):
+    """Reopen a closed table (or cancel a close while its last round is still in play)."""
+
+    type: Literal["supervisor_reopen"]
+
+
+#: ``type`` -> envelope model. A new supervisor command is added here and to ``SupervisorCommand``.
+COMMAND_TYPES: dict[str, type[SignedCommand]] = {
+    "supervisor_void": SupervisorVoidCommand,
+    "supervisor_open_round": SupervisorOpenRoundCommand,
+    "supervisor_pause": SupervisorPauseCommand,
+    "supervisor_resume": SupervisorResumeCommand,
+    "supervisor_close": SupervisorCloseCommand,
+    "supervisor_reopen": SupervisorReopenCommand,
+}
+SupervisorCommand = Annotated[Union[SupervisorVoidCommand, SupervisorOpenRoundCommand, SupervisorPauseCommand,
+                                    SupervisorResumeCommand, SupervisorCloseCommand, SupervisorReopenCommand],
+                              Field(discriminator="type")]
 #: The wire schema of the ``supervisor`` topic (docs/schemas/supervisor-command.json).
 SUPERVISOR_COMMAND_ADAPTER: TypeAdapter[SupervisorCommand] = TypeAdapter(SupervisorCommand)
 
@@ -238,7 +300,7 @@ class Verified:
     supervisor: str
     command_id: str
     table_id: str
-    round_id: str
+    round_id: str | None  # None: a table command
     issued_at: int
     command: dict[str, Any]  # the body: {"type": "supervisor_void", "reason": "..."}
     key_index: int  # which of the supervisor's keys verified it (0 = the first key file)
@@ -379,5 +441,6 @@ class SupervisorVerifier:
 
 __all__ = ["COMMAND_TYPES", "MAX_PAYLOAD", "MIN_KEY_LEN", "REFUSAL_KINDS", "SUPERVISOR_COMMAND_ADAPTER", "Refused",
            "SignedCommand", "SupervisorCommand", "SupervisorKeys", "SupervisorVerifier", "SupervisorVoidCommand",
+           "TableCommand",
            "Verified", "canonical_bytes", "content_digest", "decode_payload", "parse_command", "sign", "sign_command",
            "validation_reason"]

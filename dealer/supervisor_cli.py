@@ -3,8 +3,11 @@
 ``dealer supervisor void TABLE ROUND --reason TEXT --supervisor ID --key-file FILE --broker URL``
 builds a ``supervisor_void`` command issued now, signs it with the supervisor's own key
 (``dealer.signing``), publishes it at QoS 1 on ``studio/v1/tables/TABLE/supervisor``,
-waits for the broker's PUBACK and prints the published JSON. ``dealer supervisor keygen
---out FILE`` writes a fresh key (mode 0600) for ``[[security.supervisors]] key_files``.
+waits for the broker's PUBACK and prints the published JSON. The table operations
+(``open-round``, ``pause``, ``resume``, ``close``, ``reopen TABLE [--reason TEXT]`` with the
+same options, §10.7) do the same for ``supervisor_open_round`` ... ``supervisor_reopen``.
+``dealer supervisor keygen --out FILE`` writes a fresh key (mode 0600) for
+``[[security.supervisors]] key_files``.
 
 Bad input (a key file, a broker URL, an id, an unreachable broker) is one line on stderr
 and exit status 2; nothing is published. Exit 0 means the broker acknowledged the
@@ -31,6 +34,20 @@ from dealer import topics
 _CLI_NAMES = {"table_id": "TABLE", "round_id": "ROUND", "supervisor": "--supervisor",
               "command_id": "--command-id", "reason": "--reason"}
 
+#: ``dealer supervisor NAME`` -> (command type, command id prefix, help) of each table operation.
+TABLE_OPERATIONS: dict[str, tuple[str, str, str]] = {
+    "open-round": ("supervisor_open_round", "open", "open the table's next round now (how a table with "
+                   "auto_rounds = false plays)"),
+    "pause": ("supervisor_pause", "pause", "pause the table: no new round; the round in play stands still, its "
+              "timers stopped; the station shows PAUSED"),
+    "resume": ("supervisor_resume", "resume", "resume a paused table: every pending decision, turn or betting "
+               "period gets its full window again"),
+    "close": ("supervisor_close", "close", "close the table: no new round until it is reopened (a round in play "
+              "is played to its end first)"),
+    "reopen": ("supervisor_reopen", "reopen", "reopen a closed table (or cancel a close whose last round is "
+               "still in play)"),
+}
+
 
 class _Bad(Exception):
     """Bad input: the message is the one line printed on stderr."""
@@ -54,15 +71,28 @@ def _signing_key(path: str) -> bytes:
 def build_void(key: bytes, *, table_id: str, round_id: str, reason: str, supervisor: str, command_id: str,
                issued_at: int) -> dict[str, Any]:
     """The signed ``supervisor_void`` envelope; _Bad naming the option for an invalid field."""
+    return build_command(key, "supervisor_void", table_id=table_id, round_id=round_id, reason=reason,
+                         supervisor=supervisor, command_id=command_id, issued_at=issued_at)
+
+
+def build_command(key: bytes, command_type: str, *, table_id: str, supervisor: str, command_id: str, issued_at: int,
+                  round_id: str | None = None, reason: str | None = None) -> dict[str, Any]:
+    """The signed envelope of ``command_type`` (a table operation names no round; its reason is
+    optional and left out when not given); _Bad naming the option for an invalid field."""
     from pydantic import ValidationError
 
-    from dealer.signing import SupervisorVoidCommand, sign_command
+    from dealer.signing import COMMAND_TYPES, sign_command
 
-    command = {"type": "supervisor_void", "command_id": command_id, "supervisor": supervisor,
-               "table_id": table_id, "round_id": round_id, "issued_at": issued_at, "reason": reason}
+    command: dict[str, Any] = {"type": command_type, "command_id": command_id, "supervisor": supervisor,
+                               "table_id": table_id}
+    if round_id is not None:
+        command["round_id"] = round_id
+    command["issued_at"] = issued_at
+    if reason is not None:
+        command["reason"] = reason
     signed = sign_command(key, command)
     try:
-        SupervisorVoidCommand.model_validate(signed)
+        COMMAND_TYPES[command_type].model_validate(signed)
     except ValidationError as exc:
         raise _Bad("; ".join(f"{_CLI_NAMES.get(str(e['loc'][0]), e['loc'][0]) if e['loc'] else 'command'}: {e['msg']}"
                              for e in exc.errors(include_url=False, include_input=False))) from None
@@ -112,6 +142,21 @@ async def publish_once(host: str, port: int, topic: str, payload: bytes, *, user
 
 
 def _cmd_void(args: argparse.Namespace) -> int:
+    return _sign_and_publish(args, "void", lambda key: build_void(
+        key, table_id=args.table, round_id=args.round, reason=args.reason, supervisor=args.supervisor,
+        command_id=args.command_id or f"void-{uuid.uuid4().hex}", issued_at=time.time_ns() // 1_000_000))
+
+
+def _cmd_table(args: argparse.Namespace) -> int:
+    command_type, prefix, _ = TABLE_OPERATIONS[args.supervisor_command]
+    return _sign_and_publish(args, args.supervisor_command, lambda key: build_command(
+        key, command_type, table_id=args.table, reason=args.reason, supervisor=args.supervisor,
+        command_id=args.command_id or f"{prefix}-{uuid.uuid4().hex}", issued_at=time.time_ns() // 1_000_000))
+
+
+def _sign_and_publish(args: argparse.Namespace, name: str, build: Any) -> int:
+    """Check the options, build and sign the command with the key file, publish it at QoS 1 and
+    wait for the PUBACK: exit 0 and the JSON printed, or one line on stderr and exit 2."""
     import aiomqtt
 
     from drivers.mqtt import parse_broker_url
@@ -124,9 +169,7 @@ def _cmd_void(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise _Bad(f"--broker: {exc}") from None
         key = _signing_key(args.key_file)
-        command = build_void(key, table_id=args.table, round_id=args.round, reason=args.reason,
-                             supervisor=args.supervisor, command_id=args.command_id or f"void-{uuid.uuid4().hex}",
-                             issued_at=time.time_ns() // 1_000_000)
+        command = build(key)
         password = _password(args)
         tls_context = _tls(args, tls)
         payload = json.dumps(command, ensure_ascii=False, separators=(",", ":"))
@@ -142,7 +185,7 @@ def _cmd_void(args: argparse.Namespace) -> int:
         except (OSError, ssl.SSLError) as exc:
             raise _Bad(f"cannot publish to {args.broker}: {getattr(exc, 'strerror', None) or exc}") from None
     except (_Bad, ValueError) as exc:  # ValueError: the key file (dealer.keys names it)
-        print(f"dealer supervisor void: {exc}", file=sys.stderr)
+        print(f"dealer supervisor {name}: {exc}", file=sys.stderr)
         return 2
     print(payload)
     return 0
@@ -165,14 +208,8 @@ def _cmd_keygen(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers: Any) -> argparse.ArgumentParser:
-    """Add ``dealer supervisor void|keygen`` to the ``dealer`` command's subparsers."""
-    s = subparsers.add_parser("supervisor", help="a supervisor's signing tool: publish a signed void, make a key")
-    ssub = s.add_subparsers(dest="supervisor_command", required=True)
-    v = ssub.add_parser("void", help="sign and publish a supervisor_void for one round (docs/mqtt-topics.md §10)")
-    v.add_argument("table", metavar="TABLE", help="the table id, e.g. TP1")
-    v.add_argument("round", metavar="ROUND", help="the round id to void, e.g. TP1-000044")
-    v.add_argument("--reason", required=True, help="why the round is voided (1 to 200 characters), journaled")
+def _common_options(v: argparse.ArgumentParser, prefix: str) -> None:
+    """The options every signed command shares (void and the table operations)."""
     v.add_argument("--supervisor", required=True, metavar="ID",
                    help="your supervisor id, as in the backend's [[security.supervisors]]")
     v.add_argument("--key-file", required=True, metavar="FILE",
@@ -187,15 +224,34 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     v.add_argument("--cert-file", metavar="FILE", help="client certificate (mqtts, optional)")
     v.add_argument("--key-file-tls", metavar="FILE", help="the client certificate's private key (mqtts, optional)")
     v.add_argument("--command-id", metavar="ID",
-                   help="the command id (default: a fresh void-<uuid4>); it must be new: the backend refuses an "
+                   help=f"the command id (default: a fresh {prefix}-<uuid4>); it must be new: the backend refuses an "
                         "id reused with other content, and every run of this tool issues new content")
     v.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
                    help="give up when the broker has not acknowledged within SECONDS (default 10)")
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``dealer supervisor void|open-round|pause|resume|close|reopen|keygen`` to the
+    ``dealer`` command's subparsers."""
+    s = subparsers.add_parser("supervisor", help="a supervisor's signing tool: publish a signed void or table "
+                              "operation (open a round, pause, resume, close, reopen), make a key")
+    ssub = s.add_subparsers(dest="supervisor_command", required=True)
+    v = ssub.add_parser("void", help="sign and publish a supervisor_void for one round (docs/mqtt-topics.md §10)")
+    v.add_argument("table", metavar="TABLE", help="the table id, e.g. TP1")
+    v.add_argument("round", metavar="ROUND", help="the round id to void, e.g. TP1-000044")
+    v.add_argument("--reason", required=True, help="why the round is voided (1 to 200 characters), journaled")
+    _common_options(v, "void")
     v.set_defaults(func=_cmd_void)
+    for name, (command_type, prefix, text) in TABLE_OPERATIONS.items():
+        t = ssub.add_parser(name, help=f"{text} (signed {command_type}, docs/mqtt-topics.md §10.7)")
+        t.add_argument("table", metavar="TABLE", help="the table id, e.g. TP1")
+        t.add_argument("--reason", help="why (optional, 1 to 200 characters): journaled and shown on the station")
+        _common_options(t, prefix)
+        t.set_defaults(func=_cmd_table)
     k = ssub.add_parser("keygen", help="write a fresh random 32-byte signing key (hex, mode 0600) to a new file")
     k.add_argument("--out", required=True, metavar="FILE", help="the key file to create (never overwritten)")
     k.set_defaults(func=_cmd_keygen)
     return s
 
 
-__all__ = ["build_void", "publish_once", "register", "supervisor_topic"]
+__all__ = ["TABLE_OPERATIONS", "build_command", "build_void", "publish_once", "register", "supervisor_topic"]

@@ -1,17 +1,20 @@
 """One table: the current round, rounds whose results still wait for delivery, link state.
 
 Pure like :mod:`dealer.round`. The table decides what a round never could on its own:
-whether a new round may open (never while a link is down or a round is in play), which
-round a delivery acknowledgement belongs to, and the next round id.
+whether a new round may open (never while a link is down, a round is in play, or the table
+is paused or closed), which round a delivery acknowledgement belongs to, the next round id,
+and its operating state (:mod:`dealer.operations`: open, paused, closing, closed), changed
+only by a supervisor's journaled table operations.
 """
 
 from __future__ import annotations
 
 import re
 
-from dealer.events import (ActionTimeout, DecisionTimeout, Event, LinkDown, LinkUp, OpenRound, ResultDelivered, Resume,
-                           RulesChanged, SecurityEvent)
+from dealer.events import (TABLE_OPERATIONS, ActionTimeout, DecisionTimeout, Event, LinkDown, LinkUp, OpenRound,
+                           ResultDelivered, Resume, RulesChanged, SecurityEvent, SupervisorResume, TableOperation)
 from dealer.messages import PlayerMessage, RoundEvent, StationPrompt
+from dealer.operations import EVENT_NAMES, FROZEN, OPERATIONS, Mode, OperatingState
 from dealer.round import ACTIVE, Effect, Rejection, Round, Step, TableRules
 from dealer.rules import RulesError, rules_from_canonical
 
@@ -39,6 +42,8 @@ class Table:
         #: What the game carries from one hand to the next (Seotda's first seat); it travels in
         #: each ``OpenRound.context`` so a replay that starts at that round needs nothing older.
         self.memory: dict[str, object] = {}
+        #: Open, paused or closed (dealer.operations): changed only by journaled table operations.
+        self.ops = OperatingState()
 
     @property
     def table_id(self) -> str:
@@ -62,8 +67,19 @@ class Table:
     def in_play(self) -> bool:
         return self.current is not None and self.current.phase in ACTIVE
 
+    @property
+    def mode(self) -> Mode:
+        return self.ops.mode(self.in_play)
+
+    @property
+    def paused(self) -> bool:
+        return self.ops.paused
+
     def can_open(self) -> str | None:
         """Why a new round may not open now, or None."""
+        why = self.ops.why_no_round(self.in_play, self.current.round_id if self.current is not None else None)
+        if why is not None:
+            return why
         if self.in_play:
             assert self.current is not None
             return f"round {self.current.round_id} is still in play ({self.current.phase.value})"
@@ -72,6 +88,13 @@ class Table:
         return None
 
     def handle(self, event: Event) -> Step:
+        was_in_play = self.in_play
+        step = self._handle(event)
+        if was_in_play and not self.in_play and (self.ops.paused or self.ops.closed):
+            step.effects += self._after_round(event.at)
+        return step
+
+    def _handle(self, event: Event) -> Step:
         if isinstance(event, OpenRound):
             return self._open(event)
         if isinstance(event, ResultDelivered):
@@ -97,19 +120,24 @@ class Table:
         if isinstance(event, LinkUp):
             was_down = self.links_down.pop(event.link, None) is not None
             effects: list[Effect] = [self._event("link_up", event.at, link=event.link)] if was_down else []
-            if was_down and event.link == BROKER and self.current is not None:
+            if was_down and event.link == BROKER and self.current is not None and not self.ops.paused:
                 effects += self.current.resume(event.at)  # players could not decide or act while it was down
             return Step(True, was_down, effects)
         if isinstance(event, Resume):  # the backend is back and so is its broker link
             was_down = event.link is not None and self.links_down.pop(event.link, None) is not None
             effects = [self._event("link_up", event.at, link=event.link)] if was_down else []
-            if self.current is not None and BROKER not in self.links_down:  # else its LinkUp resumes
+            # else its LinkUp resumes; a paused table's windows are renewed by the supervisor's resume
+            if self.current is not None and BROKER not in self.links_down and not self.ops.paused:
                 effects += self.current.resume(event.at)
             return Step(True, bool(effects), effects)
         if isinstance(event, SecurityEvent):
             return self._security(event)
         if isinstance(event, RulesChanged):
             return self._rules_changed(event)
+        if isinstance(event, TABLE_OPERATIONS):
+            return self._operate(event)  # type: ignore[arg-type]
+        if self.ops.paused and self.in_play and event.type in FROZEN:
+            return _reject(event.type, self._frozen(event.type))
         if isinstance(event, ActionTimeout) and BROKER in self.links_down:
             return _reject(event.type, "the turn timer is paused while the broker link is down")
         if isinstance(event, DecisionTimeout) and BROKER in self.links_down:
@@ -149,7 +177,69 @@ class Table:
                        "nothing changed at the table"})
         return Step(True, True, [alert])
 
+    # -- operating state (dealer.operations) -----------------------------------------------
+
+    def _operate(self, ev: TableOperation) -> Step:
+        """A supervisor's pause, resume, close or reopen: applied, or refused with the reason."""
+        in_play = self.in_play
+        rid = self.current.round_id if in_play and self.current is not None else None
+        why = self.ops.refusal(ev.type, in_play, rid)
+        if why is not None:
+            return _reject(ev.type, f"{OPERATIONS[ev.type]} refused at table {self.table_id}: {why}")
+        self.ops = self.ops.after(ev.type, in_play, by=ev.supervisor, reason=ev.reason, at=ev.at)
+        name = EVENT_NAMES.get(ev.type) or ("table_closing" if in_play else "table_closed")
+        data: dict[str, object] = {"supervisor": ev.supervisor, "reason": ev.reason, "state": self.mode.value}
+        if name == "table_closing":
+            data["last_round"] = rid
+        effects: list[Effect] = [RoundEvent(table_id=self.table_id, round_id=rid, event=name, at=ev.at, data=data)]
+        if isinstance(ev, SupervisorResume) and in_play and self.current is not None:
+            effects += self.current.resume_betting(ev.at, ev.betting_closes_at)
+            if BROKER not in self.links_down:  # else the broker's LinkUp gives the windows
+                effects += self.current.resume(ev.at)
+        if not any(isinstance(e, StationPrompt) for e in effects):
+            effects.append(self.prompt_now(ev.at))
+        return Step(True, True, effects)
+
+    def _after_round(self, at: int) -> list[Effect]:
+        """The round in play ended (result, void, cancellation) while the table was paused or
+        closing: a closing table is closed now; the station is told the table's state after
+        the round's DONE."""
+        if not self.ops.closed:
+            return [self.prompt_now(at)]
+        self.ops = self.ops.at_round_end()
+        return [self._event("table_closed", at, supervisor=self.ops.by, reason=self.ops.reason, state=self.mode.value),
+                self.prompt_now(at)]
+
+    def _frozen(self, event_type: str) -> str:
+        by = f" by supervisor {self.ops.by}" if self.ops.by else ""
+        if event_type == "scan_read":
+            return (f"the table is paused{by}: this card was NOT registered; keep it aside and pass it again after "
+                    "the resume, when the station asks for it")
+        if event_type in ("decision_timeout", "action_timeout", "close_betting"):
+            return f"the table is paused{by}: no timer runs and betting stays as it is until the resume"
+        return f"the table is paused{by}: nothing is taken for round {self._round_in_play()} until the resume"
+
+    def _round_in_play(self) -> str | None:
+        return self.current.round_id if self.in_play and self.current is not None else None
+
+    def _state_prompt(self, at: int) -> StationPrompt | None:
+        """PAUSED or CLOSED, when the table is so; None otherwise."""
+        ops, rid = self.ops, self._round_in_play()
+        why = f": {ops.reason}" if ops.reason else ""
+        by = f" by supervisor {ops.by}" if ops.by else ""
+        if ops.paused:
+            where = f"; round {rid} stays where it is" if rid else ""
+            return StationPrompt(table_id=self.table_id, round_id=rid, kind="PAUSED", at=at,
+                                 message=f"PAUSED{by}{why}: do not deal, wait for the resume{where}")
+        if self.mode is Mode.CLOSED:
+            return StationPrompt(table_id=self.table_id, kind="CLOSED", at=at,
+                                 message=f"table CLOSED{by}{why}: no new round until it is reopened")
+        return None
+
     def prompt_now(self, at: int) -> StationPrompt:
+        state = self._state_prompt(at)
+        if state is not None:
+            return state
         if self.current is not None and self.current.phase in ACTIVE:
             return self.current.prompt_now(at)
         why = self.can_open()
@@ -158,7 +248,10 @@ class Table:
 
     def private_now(self, at: int) -> list[PlayerMessage]:
         if self.current is not None and self.current.phase in ACTIVE:
-            return self.current.private_now(at)
+            msgs = self.current.private_now(at)
+            if self.ops.paused:  # no window runs: the resume gives each pending decision or turn in full
+                msgs = [m for m in msgs if m.kind not in ("decision_required", "your_turn")]
+            return msgs
         return []
 
     def _open(self, ev: OpenRound) -> Step:
@@ -172,8 +265,9 @@ class Table:
         self.last_seq = seq
         self.memory = dict(ev.context)
         self.current = Round(self.rules, ev)
+        by = {"opened_by": ev.supervisor} if ev.supervisor is not None else {}
         opened = self._event("round_opened", ev.at, game=self.rules.game.name,
-                             betting_closes_at=ev.betting_closes_at)
+                             betting_closes_at=ev.betting_closes_at, **by)
         opened = opened.model_copy(update={"round_id": ev.round_id})
         return Step(True, True, [opened, self.current.prompt_now(ev.at)])
 

@@ -287,7 +287,7 @@ def test_refusals_name_the_claims_and_say_why() -> None:
     assert (weird.supervisor, weird.command_id) == (None, None)  # type: ignore[union-attr]
     assert "reason: String should have at most 200 characters" in v.verify(
         {**GOOD, "reason": "é" * 201}, "TP1", NOW).reason  # type: ignore[union-attr]
-    assert "type 'nope' is not a supervisor command (known: supervisor_void)" in v.verify(
+    assert "type 'nope' is not a supervisor command (known: supervisor_void, supervisor_open_round, " in v.verify(
         {**GOOD, "type": "nope"}, "TP1", NOW).reason  # type: ignore[union-attr]
 
 
@@ -736,7 +736,7 @@ def test_every_option_has_help_text() -> None:
     sup = register(argparse.ArgumentParser().add_subparsers())
     [subs] = [a for a in sup._actions if isinstance(a, argparse._SubParsersAction)]
     commands = subs.choices
-    assert set(commands) == {"void", "keygen"}
+    assert set(commands) == {"void", "keygen", "open-round", "pause", "resume", "close", "reopen"}
     for name, sub in commands.items():
         for action in sub._actions:
             assert action.help, f"dealer supervisor {name}: {action.option_strings or action.dest} has no help"

@@ -74,6 +74,11 @@ class Metrics:
         self.supervisor_key_uses = Counter("dealer_supervisor_key_uses", "Signed supervisor commands accepted, by "
                                            "supervisor and key (1 = the first key file): during a rotation the old "
                                            "key can go once its count stops rising", ["supervisor", "key"], registry=r)
+        self.scanner_notices = Counter(
+            "dealer_scanner_notices", "What a serial reader's line carried besides reads, by reader and kind: "
+            "corrupt (a damaged frame), foreign (another reader's frame), forged, device_warning (a shoe's hardware "
+            "warning such as a Bee-Tek <W0x01>: logged and counted, it changes nothing)", ["reader", "kind"],
+            registry=r)
         self.flood_suppressed = Counter(
             "dealer_scanner_flood_suppressed", "Failed scanner reads held back by the reader's flood limiter, by reader "
             "and kind (noread, misread, corrupt_frame, frame_lost, device_fault, forged_frame): each flood window is "

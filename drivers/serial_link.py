@@ -99,6 +99,7 @@ class SerialScannerLink:
         self._log = logger if logger is not None else logging.getLogger(__name__)
         self.name = f"serial:{port}"
         self.up: bool | None = None  # None until the first transition
+        self.port_open = False  # the port is open now (with heartbeats that alone is not "up")
         self.reconnects = 0
         self.open_failures = 0
         self.notices: dict[str, int] = {}
@@ -158,11 +159,13 @@ class SerialScannerLink:
             if self._opens > 1:
                 self.reconnects += 1
             self.codec.reset()
+            self.port_open = True
             if not self.capabilities.heartbeats:  # nothing better to go by (module docstring)
                 self._set_link(True, "port open (the protocol has no heartbeat: an open, readable port counts as up)")
             try:
                 reason, heard = await self._pump(reader)
             finally:
+                self.port_open = False
                 await self._close(writer)
             if heard:
                 delay = self.backoff_initial

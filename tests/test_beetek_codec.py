@@ -263,3 +263,16 @@ def test_interpret_names_why_an_element_means_nothing() -> None:
     assert interpret(Element("Game", "Card:10C")) == (ScanKind.OK, "TC", "")
     assert isinstance(interpret(Element(None, "W0xFF")), Notice)
     assert interpret(Element("Manual Burn Cards", "Alarm:E3")) == (ScanKind.FAULT, None, "shoe alarm: E3")
+
+
+def test_lone_brackets_are_noise_not_errors() -> None:
+    codec = BeeTekCodec("SC1")
+    assert inputs(codec, b"[[[[<<< [] <> [ < [\x00 [Game]<Card:AS> ") == [("OK", "AS", False, "")]
+    assert codec.frames_bad == 0 and codec.garbage_bytes == 15  # every byte but the blanks
+
+
+def test_the_fuzz_target_for_the_decoder_runs_clean() -> None:
+    from dealer import fuzz
+
+    result = fuzz.run_fuzz(inputs=1500, seed=3, targets=["beetek_stream"], progress=False)["targets"]["beetek_stream"]
+    assert result["findings"] == [] and result["accepted"] > 0 and result["rejected"] > 0

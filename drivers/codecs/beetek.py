@@ -79,8 +79,10 @@ class ElementDecoder:
     (``garbage_bytes``). An element that breaks off (a new '[' inside it, or a '<' inside its
     body; a byte that is not printable ASCII; more than :data:`MAX_TAG` / :data:`MAX_BODY`
     bytes; a tag not followed by its body) is one error: the new element is read, or else the
-    decoder skips to the damaged one's end ('>') or to the next '['. Only the element being
-    read is buffered, so memory stays bounded whatever arrives.
+    decoder skips to the damaged one's end ('>') or to the next '['. Every tag and body starts
+    with a letter: a bracket followed by anything else opened nothing, it is noise (counted),
+    not an error. Only the element being read is buffered, so memory stays bounded whatever
+    arrives.
     """
 
     def __init__(self) -> None:
@@ -144,6 +146,15 @@ class ElementDecoder:
                 self._state, self._buf = _BODY, bytearray()
             else:
                 self._fail(out, f"tag [{self._tag}] is not followed by '<'", "syntax", b)
+            return
+        if not self._buf and (state == _TAG or self._tag is None) and not (0x41 <= b <= 0x5A or 0x61 <= b <= 0x7A):
+            # every tag and body starts with a letter: this bracket was line noise, not an element
+            self.garbage_bytes += 1
+            self._state = _IDLE
+            if b in (0x5B, 0x3C):
+                self._open(b, None)
+            elif b not in _SPACE:
+                self.garbage_bytes += 1
             return
         if not 0x20 <= b <= 0x7E:
             self._fail(out, f"byte 0x{b:02X} inside an element is not printable ASCII", "encoding", None)

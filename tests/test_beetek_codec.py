@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import random
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -27,6 +29,7 @@ from drivers.scan import ScanInput, ScanKind
 from simulators.beetek import FAULTS, BeeTekFaultPlan, BeeTekShoe
 
 NOW = 1_000
+DOC = Path(__file__).resolve().parents[1] / "docs" / "scanner-protocol.md"
 
 
 def inputs(codec: BeeTekCodec, *chunks: bytes) -> list[tuple[str, str | None, bool, str]]:
@@ -276,3 +279,39 @@ def test_the_fuzz_target_for_the_decoder_runs_clean() -> None:
 
     result = fuzz.run_fuzz(inputs=1500, seed=3, targets=["beetek_stream"], progress=False)["targets"]["beetek_stream"]
     assert result["findings"] == [] and result["accepted"] > 0 and result["rejected"] > 0
+
+
+# --- the doc's byte vectors (docs/scanner-protocol.md §10.2) -------------------------------------
+
+
+def _vectors() -> list[list[str]]:
+    text = DOC.read_text(encoding="utf-8")
+    section = text[text.index("## 10. Vendor protocols"):]
+    rows = [line for line in section.splitlines() if line.startswith("| B")]
+    return [[c.strip().strip("`") for c in row.strip("|").split("|")] for row in rows]
+
+
+def _describe(codec: BeeTekCodec, items: list[object]) -> str:
+    out = [f"GARBAGE {codec.garbage_bytes}"] if codec.garbage_bytes else []
+    for item in items:
+        if isinstance(item, Notice) and item.kind == "device_warning":
+            out.append("WARNING " + item.message.rsplit(" ", 1)[1])
+        elif isinstance(item, ScanInput):
+            what = item.code if item.kind is ScanKind.OK else item.detail if item.kind is ScanKind.FAULT else ""
+            out.append(" ".join(filter(None, [item.kind.value, what, "burn" if item.burn else ""])))
+    return " ; ".join(out)
+
+
+def test_the_doc_has_its_byte_vectors() -> None:
+    assert len(_vectors()) >= 10
+
+
+@pytest.mark.parametrize("row", _vectors(), ids=[r[0] for r in _vectors()])
+def test_doc_byte_vector(row: list[str]) -> None:
+    _, wire, expected, _meaning = row
+    data = ast.literal_eval(wire)
+    whole = BeeTekCodec("SC1")
+    assert _describe(whole, whole.feed(data, NOW).items) == expected
+    byte_by_byte = BeeTekCodec("SC1")
+    items = [i for k in range(len(data)) for i in byte_by_byte.feed(data[k:k + 1], NOW).items]
+    assert _describe(byte_by_byte, items) == expected

@@ -132,7 +132,7 @@ def _short(e: dict[str, Any]) -> str:
         if e["event"] == "card_registered":
             return f"card {e['position']}={e.get('card') or '(face down)'}"
         if e["event"] in ("round_result", "round_cancelled", "round_voided", "decision_made", "cards_revealed",
-                          "bet_accepted", "bet_rejected", "betting_closed", "rules_changed"):
+                          "bet_accepted", "bet_rejected", "betting_closed", "rules_changed", "card_burned"):
             return e["event"] + " " + json.dumps({k: v for k, v in e.items() if k != "event"}, sort_keys=True)
         return ""
     if "private_to" in e:

@@ -12,6 +12,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from dealer.audit import recall, render_recall
 from dealer.config import load_settings
 from dealer.service import Service
 from simulators.beetek import BeeTekShoe
@@ -128,6 +129,7 @@ async def test_a_beetek_shoe_deals_a_round_through_every_fault(broker: Broker, t
         # B3: the shoe reads KC and the line loses it. Nothing in the protocol can tell (no sequence
         # number, no heartbeat to reveal a gap): the backend still waits for B3 and the dealer, not
         # looking at the station, deals the next card from the shoe: that card becomes B3.
+        await wait_until(lambda: rec.expects("B3"), what="NEXT B3")
         await d.send(shoe.dropped("KC"))
         assert rec.expects("B3") and service.links[TABLE].up[LINK] is True
         await d.send(shoe.card("QC"))
@@ -136,7 +138,8 @@ async def test_a_beetek_shoe_deals_a_round_through_every_fault(broker: Broker, t
         [result] = rec.results(key)
         assert result["cards"] == {"A1": "AS", "B1": "KS", "A2": "AD", "B2": "KH", "A3": "AC", "B3": "QC"}
         # what compensates: the station and ops see every registered face-up card as it registers
-        assert [(e["data"]["position"], e["data"]["card"]) for e in rec.events("card_registered")][-1] == ("B3", "QC")
+        await wait_until(lambda: [(e["data"]["position"], e["data"]["card"]) for e in rec.events("card_registered")][-1]
+                         == ("B3", "QC"), what="QC shown at B3")
 
         # the journal holds the burn (and only the burn carries the flag)
         reads = journaled_reads(service)
@@ -148,6 +151,9 @@ async def test_a_beetek_shoe_deals_a_round_through_every_fault(broker: Broker, t
         await stop_service(task)
         await rec.stop()
         port.close()
+    # recall (journal only, for auditors) shows the burn: the read with its flag and the set-aside
+    text = render_recall(recall(service.settings, TABLE, 1))
+    assert '"burn": true' in text and '"code": "9D"' in text and "card_burned" in text
 
 
 async def test_a_burn_where_the_plan_has_one_registers_there_and_damage_means_rescan(broker: Broker, tmp_path: Path,
@@ -162,6 +168,7 @@ async def test_a_burn_where_the_plan_has_one_registers_there_and_damage_means_re
         await wait_until(lambda: rec.expects("BURN1"), what="NEXT BURN1")
         await d.send(shoe.burn("2C"))  # the shoe's burn mode, where the rulebook burns
         await wait_until(lambda: d.cards() == {"BURN1": "2C"}, what="2C at BURN1")
+        await wait_until(lambda: rec.events("card_registered"), what="card_registered for BURN1")
         assert not rec.events("card_burned")
         burn_event = rec.events("card_registered")[-1]
         assert burn_event["data"]["position"] == "BURN1" and burn_event["data"]["card"] is None  # never shown

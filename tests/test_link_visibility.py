@@ -65,7 +65,7 @@ async def test_a_silent_serial_reader_is_not_up_and_its_table_says_so(broker: Br
         port.write(shoe.heartbeat())
         await wait_until(lambda: link_up(service, link) == 1, what="reader up after its first heartbeat")
         await wait_until(lambda: rec.events("round_opened"), what="a round opens once every link is up")
-        assert "waiting for the next round" in waits(rec)
+        await wait_until(lambda: "waiting for the next round" in waits(rec), what="the idle prompt once all is up")
         assert not [m for m in waits(rec) if m.startswith("waiting for reader") and "down" in m]
     finally:
         await stop_service(task)

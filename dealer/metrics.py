@@ -18,7 +18,7 @@ class Metrics:
         self.registry = registry or CollectorRegistry()
         r = self.registry
         self.scan_reads = Counter("dealer_scan_reads", "Scanner inputs by result: ok, noread, misread, corrupt_frame, frame_lost, device_fault, "
-                                  "foreign_card, duplicate_card, rejected (no card expected)",
+                                  "foreign_card, duplicate_card, rejected (no card expected), burned (a burn set aside, dealt to no position)",
                                   ["table", "result"], registry=r)
         self.rescans = Counter("dealer_rescans", "RESCAN prompts sent to the dealer station, by reason",
                                ["table", "reason"], registry=r)

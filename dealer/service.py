@@ -853,6 +853,8 @@ class Service:
         else:
             rescan = next((e for e in step.effects if isinstance(e, RoundEvent) and e.event == "scan_rejected"), None)
             result = "ok" if rescan is None else str(rescan.data["reason"])
+            if rescan is None and any(isinstance(e, RoundEvent) and e.event == "card_burned" for e in step.effects):
+                result = "burned"  # a burn set aside: read fine, dealt to no position
         self.metrics.scan_reads.labels(table=tid, result=result).inc()
 
     def _release_prompt(self, prompt: StationPrompt) -> None:

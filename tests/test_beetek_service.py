@@ -147,6 +147,7 @@ async def test_a_beetek_shoe_deals_a_round_through_every_fault(broker: Broker, t
             ("AS", False), ("KS", False), ("AD", False), ("KH", False), ("KH", False), ("9D", True), ("9D", False),
             ("AC", False), ("QC", False)]
         assert link.frames_bad == 0 and notices(service, "corrupt") == 0
+        assert service.metrics.scan_reads.labels(table=TABLE, result="burned")._value.get() == 1
     finally:
         await stop_service(task)
         await rec.stop()

@@ -852,8 +852,8 @@ class FrameStreamTarget(FrameDecodeTarget):
         return errors == 0
 
 
-#: A Bee-Tek stream input: 16 s of a 9600-baud line, many times what one read returns.
-_BEETEK_MAX = 16_384
+#: A Bee-Tek stream input: 4 s of a 9600-baud line, four times what one read of the link returns.
+_BEETEK_MAX = 4096
 
 
 class BeeTekStreamTarget(Target):

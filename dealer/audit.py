@@ -135,7 +135,8 @@ def _short(e: dict[str, Any]) -> str:
             return f"card {e['position']}={e.get('card') or '(face down)'}"
         if e["event"] in ("round_result", "round_cancelled", "round_voided", "decision_made", "cards_revealed",
                           "bet_accepted", "bet_rejected", "betting_closed", "rules_changed", "table_paused",
-                          "table_resumed", "table_closing", "table_closed", "table_reopened", "betting_resumed"):
+                          "table_resumed", "table_closing", "table_closed", "table_reopened", "betting_resumed",
+                          "card_burned"):
             return e["event"] + " " + json.dumps({k: v for k, v in e.items() if k != "event"}, sort_keys=True)
         if e["event"] == "round_opened" and e.get("opened_by"):
             return e["event"] + " " + json.dumps({k: v for k, v in e.items() if k != "event"}, sort_keys=True)

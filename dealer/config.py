@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
 from dealer.games import game_class
+from drivers import codecs
 from dealer.money import Rounding, to_money
 from dealer.round import TableRules
 
@@ -49,8 +50,12 @@ class ScannerConfig(_Strict):
     kind: Literal["serial", "mqtt"] = "serial"
     reader_id: str = Field(pattern=r"^[A-Z0-9-]{1,16}$")
     port: str | None = Field(default=None, description="serial device path (serial scanners)")
-    baudrate: int = 115200
-    heartbeat_timeout: float = Field(default=5.0, gt=0, le=3600, allow_inf_nan=False)
+    protocol: str = Field(default=codecs.DEFAULT, description="what the serial reader speaks: \"native\" (the "
+                          "backend's frame protocol) or \"beetek\" (a Bee-Tek shoe); docs/scanner-protocol.md")
+    baudrate: int | None = Field(default=None, gt=0, le=4_000_000,
+                                 description="unset = the protocol's own (native 115200, beetek 9600)")
+    heartbeat_timeout: float = Field(default=5.0, gt=0, le=3600, allow_inf_nan=False,
+                                     description="a reader with heartbeats is down after this long without a frame")
     hmac_key_files: list[Path] = Field(
         default_factory=list,
         description="files holding this reader's HMAC-SHA256 keys (hex); several during a key rotation: "
@@ -70,11 +75,34 @@ class ScannerConfig(_Strict):
         description="seconds of a flood window: the failed reads beyond the burst are counted and journaled as "
                     "one read_failed when it ends")
 
+    @field_validator("protocol")
+    @classmethod
+    def _known_protocol(cls, v: str) -> str:
+        codecs.codec(v)  # ValueError naming the known protocols
+        return v
+
     @model_validator(mode="after")
     def _port(self) -> "ScannerConfig":
         if self.kind == "serial" and not self.port:
             raise ValueError("a serial scanner needs 'port'")
+        caps = self.capabilities
+        if self.kind == "mqtt" and self.protocol != codecs.DEFAULT:
+            raise ValueError(f"protocol = {self.protocol!r} is for serial scanners: an MQTT scanner gateway sends "
+                             "studio.v1.scanner messages (docs/mqtt-topics.md)")
+        if not caps.signing and (self.hmac_key_files or self.require_mac):
+            raise ValueError(f"protocol {self.protocol!r} cannot authenticate frames: remove hmac_key_files and "
+                             "require_mac (docs/scanner-protocol.md says what this protocol cannot detect)")
+        if not caps.heartbeats and "heartbeat_timeout" in self.model_fields_set:
+            raise ValueError(f"protocol {self.protocol!r} has no heartbeat, so heartbeat_timeout cannot apply: "
+                             "remove it (the link counts as up while the port is open and readable)")
+        if self.baudrate is None:
+            self.baudrate = caps.default_baudrate
         return self
+
+    @property
+    def capabilities(self) -> codecs.Capabilities:
+        """What the reader's protocol lets the backend detect (drivers/codecs)."""
+        return codecs.codec(self.protocol).capabilities
 
 
 class RulesConfig(_Strict):
@@ -139,6 +167,15 @@ class TableConfig(RulesConfig):
     pause_seconds: float = Field(default=3.0, ge=0, le=3600, allow_inf_nan=False)
     auto_rounds: bool = True
     scanner: ScannerConfig
+
+    @model_validator(mode="after")
+    def _shoe_reads_the_deck(self) -> "TableConfig":
+        cards = self.scanner.capabilities.cards
+        deck = game_class(self.game).from_options(self.options).deck
+        if cards is not None and not deck <= cards:
+            raise ValueError(f"scanner: a reader speaking protocol {self.scanner.protocol!r} cannot report the cards of "
+                             f"{self.game} (e.g. {min(deck - cards)}): its protocol has no code for them")
+        return self
 
     def rules(self) -> TableRules:
         """The table's rules as configured now, built through their canonical form (the same

@@ -99,12 +99,25 @@ class CloseBetting(_Event):
 
 
 class ScanRead(_Event):
-    """A valid read of a card code (the code may still be foreign or a duplicate)."""
+    """A valid read of a card code (the code may still be foreign or a duplicate).
+
+    ``burn``: the reader says the card was burned, not dealt (a shoe with a burn mode, such as
+    the Bee-Tek's ``[Manual Burn Cards]``): it fills the deal plan's burn position when that
+    is the one expected, and is otherwise set aside without a position (docs/scanner-protocol.md
+    §10.4). Left out of the JSON when false, so reads journaled before it keep their bytes."""
 
     type: Literal["scan_read"] = "scan_read"
     reader: str
     code: Annotated[str, Field(min_length=1, max_length=8)]
     seq: int | None = None
+    burn: bool = False
+
+    @model_serializer(mode="wrap")
+    def _without_default_burn(self, handler: Any) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and not self.burn:
+            data.pop("burn", None)
+        return data
 
 
 class ReadFailed(_Event):

@@ -71,6 +71,7 @@ OTHER_KEY = bytes(range(100, 132))
 TARGETS: tuple[str, ...] = (
     "frame_decode",
     "frame_stream",
+    "beetek_stream",
     "reader_session",
     "scanner_json",
     "scanner_ingest",
@@ -851,6 +852,88 @@ class FrameStreamTarget(FrameDecodeTarget):
         return errors == 0
 
 
+#: A Bee-Tek stream input: 4 s of a 9600-baud line, four times what one read of the link returns.
+_BEETEK_MAX = 4096
+
+
+class BeeTekStreamTarget(Target):
+    """``BeeTekCodec.feed`` (a Bee-Tek shoe's ASCII elements): never raises; the output does not
+    depend on the chunking; a card read is one of the 52 codes; every CORRUPT input says why;
+    the decoder holds at most one element whatever arrives (no delimiter, no end)."""
+
+    name = "beetek_stream"
+    _TAGS = ("Game", "Manual Burn Cards", "GameAlarm", "game", "", "Manual Burn", "Game ]")
+    _BODIES = ("Card:4S", "Card:10H", "Card:TD", "Card:AC", "Game", "Alarm:E3 Card Not Read", "Alarm:", "W0x01",
+               "W0xFFFF", "W0x", "Card:1S", "Card:4s", "Card:", "Card:10", "Card:KX", "Hello", "")
+
+    def setup(self, seed: int) -> None:
+        super().setup(seed)
+        from drivers.codecs import Notice, beetek
+        from drivers.scan import ScanInput
+
+        self.b, self.notice, self.scan_input = beetek, Notice, ScanInput
+        self.seeds = [f" [{t}]<{body}> ".encode() for t in self._TAGS[:3] for body in self._BODIES[:7]] + [b"<W0x01>"]
+
+    def generate(self, rng: random.Random) -> tuple[bytes, tuple[int, ...]]:
+        pieces = []
+        for _ in range(rng.randrange(1, 14)):
+            r = rng.random()
+            if r < 0.40:
+                pieces.append(rng.choice(self.seeds))
+            elif r < 0.60:
+                tag = rng.choice(self._TAGS) if rng.random() < 0.8 else _unicode_text(rng, 3)
+                body = rng.choice(self._BODIES) if rng.random() < 0.8 else _unicode_text(rng, 4)
+                pieces.append(encode_text((f"[{tag}]" if rng.random() < 0.85 else "") + f"<{body}>"))
+            elif r < 0.75:
+                pieces.append(mutate_bytes(rng.choice(self.seeds), rng, self.seeds))
+            elif r < 0.85:
+                pieces.append(rng.randbytes(rng.randrange(1, 60)))
+            elif r < 0.92:
+                pieces.append(rng.choice((b"[", b"<")) + bytes(rng.randrange(0x20, 0x7F) for _ in range(rng.randrange(20, 200))))
+            else:
+                pieces.append(rng.choice((b"[", b"]", b"<", b">", b"  ", b"\r\n", b"[[", b"<<>>")))
+        stream = b"".join(pieces)[:_BEETEK_MAX]
+        cuts = sorted(rng.randrange(len(stream) + 1) for _ in range(rng.randrange(0, 9)))
+        return stream, tuple(cuts)
+
+    from_bytes = FrameStreamTarget.from_bytes
+    to_bytes = FrameStreamTarget.to_bytes
+
+    @staticmethod
+    def _norm(items: list[Any]) -> list[tuple[Any, ...]]:
+        return [(type(i).__name__, getattr(i, "kind", None), getattr(i, "code", None), getattr(i, "burn", None),
+                 getattr(i, "detail", None), getattr(i, "message", None), getattr(i, "raw", None)) for i in items]
+
+    def check(self, inp: tuple[bytes, tuple[int, ...]]) -> bool:
+        stream, cuts = inp[0][:_BEETEK_MAX], inp[1]
+        whole = self.b.BeeTekCodec("SC1")
+        out = whole.feed(stream, 1).items
+        chunked = self.b.BeeTekCodec("SC1")
+        out2: list[Any] = []
+        prev = 0
+        for cut in (*cuts, len(stream)):
+            out2 += chunked.feed(stream[prev:cut], 1).items
+            prev = cut
+            _need(len(chunked.decoder._buf) <= max(self.b.MAX_TAG, self.b.MAX_BODY), "the decoder's buffer grew "
+                  "beyond one element", key="unbounded buffer")
+        _need(self._norm(out) == self._norm(out2), "the decoded output depends on how the stream was chunked")
+        _need(whole.garbage_bytes == chunked.garbage_bytes, "garbage_bytes depends on the chunking")
+        corrupt = 0
+        for item in out:
+            if isinstance(item, self.notice):
+                _need(bool(item.kind) and bool(item.message.strip()), "a notice without a kind or message")
+                _need(len(item.raw) <= self.b.MAX_ELEMENT, f"a notice carries more than one element: {item.raw!r}")
+            elif isinstance(item, self.scan_input):
+                if item.kind.value == "OK":
+                    _need(item.code in self.b.CARDS, f"a card read of {item.code!r}, not one of the 52 codes")
+                else:
+                    _need(bool(item.detail.strip()), f"a {item.kind.value} input without a detail")
+                    corrupt += item.kind.value == "CORRUPT"
+            else:
+                raise Violation(f"feed() returned a {type(item).__name__}")
+        return corrupt == 0
+
+
 _SESSION_STATE = ("last_seq", "boot", "last_seen_ns", "last_heartbeat_ns", "lost", "repeats", "restarts", "late",
                   "boots", "firmware")
 
@@ -1526,7 +1609,7 @@ class ConfigTarget(Target):
 
 
 _TARGET_CLASSES: dict[str, type[Target]] = {cls.name: cls for cls in (
-    FrameDecodeTarget, FrameStreamTarget, ReaderSessionTarget, ScannerJsonTarget, ScannerIngestTarget, ActionsTarget,
+    FrameDecodeTarget, FrameStreamTarget, BeeTekStreamTarget, ReaderSessionTarget, ScannerJsonTarget, ScannerIngestTarget, ActionsTarget,
     EventsTarget, RoundResultTarget, PlayerMessageTarget, StationPromptTarget, RoundEventTarget,
     ServiceActionsTarget, ConfigTarget)}
 assert tuple(_TARGET_CLASSES) == TARGETS

@@ -18,7 +18,7 @@ class Metrics:
         self.registry = registry or CollectorRegistry()
         r = self.registry
         self.scan_reads = Counter("dealer_scan_reads", "Scanner inputs by result: ok, noread, misread, corrupt_frame, frame_lost, device_fault, "
-                                  "foreign_card, duplicate_card, rejected (no card expected)",
+                                  "foreign_card, duplicate_card, rejected (no card expected), burned (a burn set aside, dealt to no position)",
                                   ["table", "result"], registry=r)
         self.rescans = Counter("dealer_rescans", "RESCAN prompts sent to the dealer station, by reason",
                                ["table", "reason"], registry=r)
@@ -83,6 +83,11 @@ class Metrics:
         self.table_operating = Gauge(
             "dealer_table_operating", "1 for the table's operating state (open, paused, closing, closing_paused, "
             "closed), 0 for the others", ["table", "state"], registry=r)
+        self.scanner_notices = Counter(
+            "dealer_scanner_notices", "What a serial reader's line carried besides reads, by reader and kind: "
+            "corrupt (a damaged frame), foreign (another reader's frame), forged, device_warning (a shoe's hardware "
+            "warning such as a Bee-Tek <W0x01>: logged and counted, it changes nothing)", ["reader", "kind"],
+            registry=r)
         self.flood_suppressed = Counter(
             "dealer_scanner_flood_suppressed", "Failed scanner reads held back by the reader's flood limiter, by reader "
             "and kind (noread, misread, corrupt_frame, frame_lost, device_fault, forged_frame): each flood window is "

@@ -154,6 +154,9 @@ class Round:
         self.plan: tuple[Position, ...] = ()  # fixed when betting closes: it depends on the seats that bet
         self.next_index = 0
         self.cards: dict[str, str] = {}
+        #: Cards the reader reported burned where the plan has no burn (code -> deck number): on no
+        #: position, in no hand, never shown; a later read of one is a duplicate (docs/scanner-protocol.md §10.4).
+        self.set_aside: dict[str, int] = {}
         self.bets: dict[str, PlaceBet] = {}
         self._held: dict[str, set[str]] = {}
         self.seat_owner: dict[int, str] = {}
@@ -334,11 +337,15 @@ class Round:
     def _scan(self, ev: ScanRead) -> Step:
         pos = self.plan[self.next_index]
         if pos.confirm:
-            card = visibility.safe_code(self, ev.code, "card")
+            card = "a burn card" if ev.burn else visibility.safe_code(self, ev.code, "card")
             return Step(False, False, [Rejection(ev.type, f"{pos.name} is to be confirmed before the next card "
                                                  f"({card} not registered)"), self._next_prompt(ev.at)])
         if ev.code not in self.rules.game.deck:
             return self._rescan(ev, "foreign_card", ev.code)
+        if self.set_aside.get(ev.code) == pos.deck:  # burned earlier in this deal
+            return self._rescan(ev, "duplicate_card", ev.code)
+        if ev.burn and not pos.burn:
+            return self._set_aside(ev, pos)
         if pos.from_burns:  # dealt again from this round's burn cards (stud RESHUFFLE_BURNS)
             burns = {self.cards[p.name] for p in self.plan if p.burn and p.name in self.cards}
             reused = {self.cards[p.name] for p in self.plan if p.from_burns and p.name in self.cards}
@@ -369,6 +376,21 @@ class Round:
         if self.deciders:
             return Step(True, True, effects + self._open_decisions(ev.at))
         return Step(True, True, effects + self._finish(ev.at))
+
+    def _set_aside(self, ev: ScanRead, pos: Position) -> Step:
+        """A card the reader says was burned where the deal plan expects a dealt card: the dealer
+        put it on the burn pile, so it goes to no position and no hand (decks.md §5.2(6): a card
+        is assigned only to the expected position), is never shown (§3: burns are journal only),
+        and the deal still waits for ``pos``. A burn where the plan has one registers there."""
+        held = next((p for p in self.plan if p.deck == pos.deck and self.cards.get(p.name) == ev.code), None)
+        if held is not None:
+            return self._rescan(ev, "duplicate_card", ev.code)
+        self.set_aside[ev.code] = pos.deck
+        nxt = self._next_prompt(ev.at)
+        return Step(True, True, [
+            self._event("card_burned", ev.at, expected=pos.name, count=len(self.set_aside)),
+            nxt.model_copy(update={"message": f"burn card set aside, not dealt: {nxt.message}"}),
+        ])
 
     def _open_decisions(self, at: int) -> list[Effect]:
         """The deal is complete: the decision timer starts now, never while a card is awaited."""
@@ -582,7 +604,9 @@ class Round:
         self._reject_key = key
         pos = self.expected_position
         text = _READ_FAILURE_TEXT[reason]
-        if reason == "duplicate_card":
+        if reason == "duplicate_card" and detail in self.set_aside:
+            detail = "a card already burned"  # burns are never shown
+        elif reason == "duplicate_card":
             detail = visibility.safe_code(self, detail, "a face-down card already dealt")
         else:
             detail = visibility.redact(self, detail)

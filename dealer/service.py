@@ -165,10 +165,22 @@ class _Links:
     """Live link state of one table, as its drivers last reported it (never journaled)."""
 
     up: dict[str, bool | None] = field(default_factory=dict)  # None: not reported yet
+    reason: dict[str, str] = field(default_factory=dict)  # why the last report said down
 
     @property
     def ready(self) -> bool:
         return all(v is True for v in self.up.values())
+
+    def waiting_for(self) -> str | None:
+        """What the table waits for, for its station ("reader SC1: not heard since start"), or None."""
+        parts = []
+        for link, up in sorted(self.up.items()):
+            if up is True:
+                continue
+            who = f"reader {link.split(':', 1)[1]}" if link.startswith("scanner:") else f"the {link}"
+            why = "not heard since start" if up is None else f"down ({self.reason.get(link) or 'no reason given'})"
+            parts.append(f"{who}: {why}")
+        return "; ".join(parts) or None
 
 
 class Service:
@@ -196,10 +208,12 @@ class Service:
                 for outcome in ("applied", "refused", "repeat"):
                     self.metrics.table_operations.labels(table=t.id, operation=operation, outcome=outcome)
         self._broker_link = bus.name == "broker" if broker_link is None else broker_link
-        for tid, cfg in self.configs.items():
+        for tid, cfg in self.configs.items():  # every link's series exists from the start: 0 until heard
             self.links[tid].up[self.scanner_link(cfg)] = None
+            self.metrics.link_up.labels(link=self.scanner_link(cfg)).set(0)
             if self._broker_link:
                 self.links[tid].up["broker"] = None
+                self.metrics.link_up.labels(link=BROKER).set(0)
         self._observers: list[Observer] = []
         self._queue: asyncio.Queue[_Item] = asyncio.Queue()
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal")
@@ -873,6 +887,8 @@ class Service:
                     if eff.event_type == "scan_read":  # the dealer passed a card no deal expects
                         self._release_prompt(StationPrompt(table_id=tid, kind="REJECTED", reason="not_expected",
                                                            message=f"card ignored: {eff.reason}", at=item.event.at))
+            if isinstance(item.event, (LinkUp, LinkDown, Resume)) and not self.tables[tid].in_play:
+                self._release_prompt(self.tables[tid].prompt_now(item.event.at))  # what the table waits for now
         finally:
             structlog.contextvars.unbind_contextvars("table_id", "round_id")
 
@@ -891,9 +907,15 @@ class Service:
         else:
             rescan = next((e for e in step.effects if isinstance(e, RoundEvent) and e.event == "scan_rejected"), None)
             result = "ok" if rescan is None else str(rescan.data["reason"])
+            if rescan is None and any(isinstance(e, RoundEvent) and e.event == "card_burned" for e in step.effects):
+                result = "burned"  # a burn set aside: read fine, dealt to no position
         self.metrics.scan_reads.labels(table=tid, result=result).inc()
 
     def _release_prompt(self, prompt: StationPrompt) -> None:
+        if prompt.kind == "WAIT" and prompt.round_id is None:  # between rounds: say which link it waits for
+            waiting = self.links[prompt.table_id].waiting_for()
+            if waiting is not None:
+                prompt = prompt.model_copy(update={"message": f"waiting for {waiting}"})
         if prompt.kind == "RESCAN":
             self.metrics.rescans.labels(table=prompt.table_id, reason=prompt.reason or "").inc()
         elif prompt.kind == "ALERT":
@@ -1097,6 +1119,7 @@ class Service:
         links = self.links[tid]
         was = links.up.get(link)
         links.up[link] = up
+        links.reason[link] = "" if up else reason
         self.metrics.link_up.labels(link=link).set(1 if up else 0)
         if was == up:
             return
@@ -1202,8 +1225,8 @@ class Service:
         if inp.kind == ScanKind.OK and inp.code is not None:
             ended = floods.due(now) + [s for s in (floods.flush(inp.reader, now),) if s is not None]
             self._flood_summaries(table_id, ended, at)
-            self._queue.put_nowait(_Item(table_id, ScanRead(reader=inp.reader, code=inp.code, seq=inp.seq, at=at),
-                                         received))  # never dropped, never delayed
+            self._queue.put_nowait(_Item(table_id, ScanRead(reader=inp.reader, code=inp.code, seq=inp.seq, at=at,
+                                                            burn=inp.burn), received))  # never dropped, never delayed
             return
         reason = _FAIL_REASON[inp.kind]
         if inp.kind == ScanKind.FORGED:
@@ -1324,14 +1347,17 @@ class Service:
         from drivers.serial_link import SerialScannerLink
 
         assert cfg.scanner.port is not None
+        reader = cfg.scanner.reader_id
         link = SerialScannerLink(
-            cfg.scanner.port, baudrate=cfg.scanner.baudrate, expected_reader=cfg.scanner.reader_id,
-            heartbeat_timeout=cfg.scanner.heartbeat_timeout,
+            cfg.scanner.port, baudrate=cfg.scanner.baudrate, expected_reader=reader,
+            heartbeat_timeout=cfg.scanner.heartbeat_timeout, protocol=cfg.scanner.protocol,
             on_input=lambda inp: self._on_scan_input(cfg.id, inp),
             on_link=lambda st: self._on_scan_link(cfg.id, st), auth=self._scanner_auth[cfg.id],
             on_state=self._on_reader_state,
+            on_notice=lambda n: self.metrics.scanner_notices.labels(reader=reader, kind=n.kind).inc(),
         )
-        self._restore_reader(cfg.id, link.session(cfg.scanner.reader_id))
+        if link.capabilities.sequence_numbers:  # only such a reader has a journaled boot and seq to restore
+            self._restore_reader(cfg.id, link.session(reader))
         self._serial_links.append(link)
         await link.run()
 

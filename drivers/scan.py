@@ -1,8 +1,9 @@
 """The one stream of scan inputs the backend consumes.
 
-Both transports (serial frames from a shoe scanner, MQTT from a scanner gateway) reduce
-what they receive to :class:`ScanInput` values and link state to :class:`LinkStatus`, so
-the round logic is written once and never knows which wire a card came over.
+Both transports (serial frames from a shoe scanner, in whichever protocol the shoe speaks:
+drivers/codecs/, and MQTT from a scanner gateway) reduce what they receive to
+:class:`ScanInput` values and link state to :class:`LinkStatus`, so the round logic is
+written once and never knows which wire a card came over.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class ScanInput:
     seq: int | None = None
     received_ns: int = 0  # time.monotonic_ns() when the bytes arrived (latency metric)
     reason: str = ""  # FORGED: bad_mac, missing_mac, replayed_seq or replayed_boot (a metric label)
+    burn: bool = False  # OK only: the reader says the card was burned, not dealt (drivers.codecs.beetek)
 
 
 @dataclass(frozen=True, slots=True)

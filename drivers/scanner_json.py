@@ -79,7 +79,12 @@ class MqttScannerIngest:
         try:
             msg = ScannerMessage.model_validate_json(payload)
             frame = msg.frame()
-        except (ValidationError, FrameError) as exc:
+        except ValidationError as exc:  # the errors, never the message itself (a raw frame) in the logs
+            errors = exc.errors(include_url=False, include_input=False, include_context=False)
+            why = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(message)'}: {e['msg']}" for e in errors[:5])
+            self._on_bad("scanner", f"{topic}: invalid scanner message: {why}")
+            return
+        except FrameError as exc:
             self._on_bad("scanner", f"{topic}: {exc}".replace("\n", " "))
             return
         table = self.readers.get(msg.reader)
@@ -104,12 +109,19 @@ class MqttScannerIngest:
         return self._sessions[reader]
 
     async def watchdog(self, timeouts: dict[str, float], period: float = 0.25) -> None:
-        """Mark a reader down when nothing (not even a heartbeat) arrived within its timeout."""
+        """Mark a reader down when nothing (not even a heartbeat) arrived within its timeout,
+        counted from its last message or, for a reader never heard, from the watchdog's start
+        (a gateway that never connects is then down, not merely unknown)."""
+        started = time.monotonic_ns()
         while True:
             await asyncio.sleep(period)
             now = time.monotonic_ns()
             for reader, session in self._sessions.items():
-                seen = session.last_seen_ns
-                if self._up.get(reader) and seen is not None and now - seen > timeouts[reader] * 1e9:
+                seen, up = session.last_seen_ns, self._up.get(reader)
+                if up is None and seen is None and now - started > timeouts[reader] * 1e9:
+                    self._up[reader] = False
+                    self._on_link(self.readers[reader], LinkStatus(f"scanner:{reader}", False,
+                                                                   "not heard since start"))
+                elif up and seen is not None and now - seen > timeouts[reader] * 1e9:
                     self._up[reader] = False
                     self._on_link(self.readers[reader], LinkStatus(f"scanner:{reader}", False, "heartbeat timeout"))

@@ -1,23 +1,35 @@
 """Serial transport for a shoe scanner: bytes -> ScanInput, with reconnect and heartbeat.
 
-One asyncio task per port. The link goes *down* (reported once per outage) when the port
-cannot be opened, reports EOF/EIO (device unplugged), or the reader is silent for
-``heartbeat_timeout``. It then reopens the port by path with capped exponential backoff, so a
-replug that re-points a symlink such as ``/dev/serial/by-id/...`` to a new device node is
-picked up without a restart. The link is *up* again as soon as the port opens, except after a
-heartbeat timeout: the port was fine then and the reader was not, so only a frame from the
-reader brings the link up (otherwise a dead reader would flap up/down every timeout).
+One asyncio task per port. What the bytes mean is the reader's protocol's business: a codec
+from :mod:`drivers.codecs` (the backend's own frames by default, ``protocol="beetek"`` for a
+Bee-Tek shoe), whose declared capabilities decide how liveness is judged:
 
-Reader sessions outlive reconnects: frames the reader sent while the cable was out show up
-as a sequence gap (LOST) on the first frame after the replug.
+* a protocol **with heartbeats** (the native frames): the link is *up* only once the reader
+  was heard (a valid frame or heartbeat), and goes *down* when it is silent for
+  ``heartbeat_timeout``; a port that opens proves nothing about the reader behind it;
+* a protocol **without heartbeats** (the Bee-Tek shoe): a quiet shoe and a dead one look the
+  same, so an open, readable port is all there is: *up* when the port opens, *down* only when
+  it cannot be opened or reading it fails (docs/scanner-protocol.md §10.3 says how much weaker).
 
-With an :class:`~drivers.frames.FrameAuthenticator` the reader's frames must be signed
-(or, if it does not require signing, may be): a frame with a bad or missing MAC or a replay
-becomes a ``FORGED`` input, is counted in ``frames_forged`` and, like a damaged frame, does
-not count as a sign of life from the reader. Whenever an accepted signed frame moves a
-session's :class:`~drivers.frames.ReaderState` (boot, seq), ``on_state`` hears it *before* the
-frame's inputs, so the backend can journal it with them and restore it after a restart
-(:meth:`session` then :meth:`~drivers.frames.ReaderSession.restore`, before :meth:`run`).
+Either way the link goes down (reported once per outage) when the port cannot be opened or
+reports EOF/EIO (device unplugged), and reopens the port by path with capped exponential
+backoff, so a replug that re-points a symlink such as ``/dev/serial/by-id/...`` to a new
+device node is picked up without a restart.
+
+Reader sessions outlive reconnects: native frames the reader sent while the cable was out
+show up as a sequence gap (LOST) on the first frame after the replug.
+
+With an :class:`~drivers.frames.FrameAuthenticator` (signing protocols only) the reader's
+frames must be signed (or, if it does not require signing, may be): a frame with a bad or
+missing MAC or a replay becomes a ``FORGED`` input, is counted in ``frames_forged`` and, like
+a damaged frame, does not count as a sign of life from the reader. Whenever an accepted signed
+frame moves a session's :class:`~drivers.frames.ReaderState` (boot, seq), ``on_state`` hears
+it *before* the frame's inputs, so the backend can journal it with them and restore it after
+a restart (:meth:`session` then :meth:`~drivers.frames.ReaderSession.restore`, before :meth:`run`).
+
+Logging: a damaged frame, another reader's frame, a forgery or a device warning is one line
+each, at most ``_LOG_BURST`` per ``_LOG_WINDOW`` seconds and one line for the rest; the raw
+bytes only ever at debug level. A link coming up is info, going down a warning.
 """
 
 from __future__ import annotations
@@ -31,30 +43,33 @@ from typing import Any
 import serial
 import serial_asyncio_fast
 
-from drivers.frames import Frame, FrameAuthenticator, FrameDecoder, FrameError, ReaderSession, ReaderState, error_input
-from drivers.scan import LinkStatus, ScanInput, ScanKind
+from drivers.codecs import DEFAULT, Notice, StreamCodec, open_codec
+from drivers.frames import FrameAuthenticator, ReaderSession, ReaderState
+from drivers.scan import LinkStatus, ScanInput
 
 _READ_SIZE = 1024
 _CLOSE_TIMEOUT = 2.0
 _SILENT = "heartbeat timeout"
-_LOG_BURST, _LOG_WINDOW = 10, 10.0  # corrupt-frame warnings: at most 10 per 10 s, the rest counted
+_LOG_BURST, _LOG_WINDOW = 10, 10.0  # notice lines: at most 10 per 10 s, the rest counted
 
 
 class SerialScannerLink:
-    """Reads scanner frames from ``port`` and reports inputs and link changes via callbacks.
+    """Reads a scanner's bytes from ``port`` and reports inputs and link changes via callbacks.
 
-    Counters: ``frames_ok`` (decoded, authentic frames from the expected reader), ``frames_bad``
-    (damaged frames and frames from a foreign reader: each became a CORRUPT input),
-    ``frames_forged`` (frames that failed authentication: each became a FORGED input),
-    ``reconnects`` (successful re-opens after the first open), ``open_failures``, and the decoder's
-    ``garbage_bytes``. ``sessions`` maps reader id -> :class:`ReaderSession`.
+    ``protocol`` names the codec (:func:`drivers.codecs.codec`); ``baudrate`` defaults to the
+    protocol's. Counters (the codec's): ``frames_ok`` (valid frames from the expected reader),
+    ``frames_bad`` (damaged frames and frames from a foreign reader: each became a CORRUPT
+    input), ``frames_forged`` (frames that failed authentication: each became a FORGED input),
+    ``garbage_bytes``; the link's own: ``reconnects`` (successful re-opens after the first
+    open), ``open_failures`` and ``notices`` (per kind). ``on_notice`` hears every
+    :class:`~drivers.codecs.Notice` (a device warning, a damaged frame ...) for metrics.
     """
 
     def __init__(
         self,
         port: str,
         *,
-        baudrate: int = 115200,
+        baudrate: int | None = None,
         expected_reader: str | None = None,
         heartbeat_timeout: float = 5.0,
         backoff_initial: float = 0.1,
@@ -64,9 +79,14 @@ class SerialScannerLink:
         logger: Any = None,
         auth: FrameAuthenticator | None = None,
         on_state: Callable[[ReaderState], Any] | None = None,
+        protocol: str = DEFAULT,
+        on_notice: Callable[[Notice], Any] | None = None,
     ) -> None:
+        self.codec: StreamCodec = open_codec(protocol, expected_reader, auth=auth)
+        self.protocol = protocol
+        self.capabilities = self.codec.capabilities
         self.port = port
-        self.baudrate = baudrate
+        self.baudrate = baudrate if baudrate is not None else self.capabilities.default_baudrate
         self.expected_reader = expected_reader
         self.heartbeat_timeout = heartbeat_timeout
         self.backoff_initial = backoff_initial
@@ -75,31 +95,48 @@ class SerialScannerLink:
         self._on_link = on_link
         self.auth = auth
         self._on_state = on_state
+        self._on_notice = on_notice
         self._log = logger if logger is not None else logging.getLogger(__name__)
         self.name = f"serial:{port}"
-        self.decoder = FrameDecoder()
-        self.sessions: dict[str, ReaderSession] = {}
         self.up: bool | None = None  # None until the first transition
-        self.frames_ok = 0
-        self.frames_bad = 0
-        self.frames_forged = 0
+        self.port_open = False  # the port is open now (with heartbeats that alone is not "up")
         self.reconnects = 0
         self.open_failures = 0
+        self.notices: dict[str, int] = {}
         self._opens = 0
-        self._reader_hint = expected_reader or ""
-        self._silent_reader = False  # the last outage was a heartbeat timeout
-        self._log_window = (0.0, 0, 0)  # corrupt-frame warnings: (window start, logged, held back)
+        self._log_window = (0.0, 0, 0)  # notice lines: (window start, logged, held back)
+
+    # -- the codec's counters and sessions -------------------------------------------------
+
+    @property
+    def frames_ok(self) -> int:
+        return self.codec.frames_ok
+
+    @property
+    def frames_bad(self) -> int:
+        return self.codec.frames_bad
+
+    @property
+    def frames_forged(self) -> int:
+        return self.codec.frames_forged
 
     @property
     def garbage_bytes(self) -> int:
-        return self.decoder.garbage_bytes
+        return self.codec.garbage_bytes
+
+    @property
+    def sessions(self) -> dict[str, ReaderSession]:
+        """Reader id -> :class:`~drivers.frames.ReaderSession` (protocols with sequence numbers)."""
+        return getattr(self.codec, "sessions", {})
 
     def session(self, reader: str) -> ReaderSession:
-        """The session of ``reader`` (created on first use, with this link's authenticator)."""
-        session = self.sessions.get(reader)
-        if session is None:
-            session = self.sessions[reader] = ReaderSession(reader, self.auth)
-        return session
+        """The session of ``reader`` (created on first use, with this link's authenticator);
+        only protocols with sequence numbers have one."""
+        if not self.capabilities.sequence_numbers:
+            raise TypeError(f"{self.name}: protocol {self.protocol!r} has no reader sessions (no sequence numbers)")
+        return self.codec.session(reader)  # type: ignore[attr-defined]
+
+    # -- the task ---------------------------------------------------------------------------
 
     async def run(self) -> None:
         """Run until cancelled; never returns otherwise and never raises on device trouble."""
@@ -116,28 +153,29 @@ class SerialScannerLink:
                 )
             except (OSError, serial.SerialException, ValueError) as exc:
                 self.open_failures += 1
-                self._silent_reader = False  # whatever appears at this path next is new
                 self._set_link(False, f"cannot open {self.port}: {exc}")
                 continue
             self._opens += 1
             if self._opens > 1:
                 self.reconnects += 1
-            self.decoder.reset()
-            if not self._silent_reader:
-                self._set_link(True, "port open")
+            self.codec.reset()
+            self.port_open = True
+            if not self.capabilities.heartbeats:  # nothing better to go by (module docstring)
+                self._set_link(True, "port open (the protocol has no heartbeat: an open, readable port counts as up)")
             try:
                 reason, heard = await self._pump(reader)
             finally:
+                self.port_open = False
                 await self._close(writer)
             if heard:
                 delay = self.backoff_initial
-            self._silent_reader = reason == _SILENT
             self._set_link(False, reason)
 
     async def _pump(self, reader: asyncio.StreamReader) -> tuple[str, bool]:
         """Read until the port fails or the reader is silent; return (why, heard anything)."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.heartbeat_timeout
+        beats = self.capabilities.heartbeats
+        deadline = loop.time() + self.heartbeat_timeout if beats else None
         heard = False
         while True:
             try:
@@ -151,56 +189,51 @@ class SerialScannerLink:
                 return f"read error: {exc}", heard
             if not data:
                 return "end of file (device unplugged?)", heard
-            now = time.monotonic_ns()
-            if self._feed(data, now):
-                heard, self._silent_reader = True, False
-                deadline = loop.time() + self.heartbeat_timeout
-                self._set_link(True, "reader heard")
+            if self._feed(data, time.monotonic_ns()):
+                heard = True
+                if beats:
+                    deadline = loop.time() + self.heartbeat_timeout
+                    self._set_link(True, "reader heard")
 
     def _feed(self, data: bytes, now: int) -> bool:
-        """Decode and dispatch one chunk; True if the expected reader sent a valid frame."""
-        heard = False
-        for item in self.decoder.feed(data):
-            if isinstance(item, FrameError):
-                self.frames_bad += 1
-                if self._may_log(now):
-                    self._log.warning(f"{self.name}: corrupt frame ({item.reason}): {item} raw={item.raw!r}")
-                self._emit(error_input(self._reader_hint, item, now))
-            elif self.expected_reader is not None and item.reader != self.expected_reader:
-                self.frames_bad += 1
-                self._emit(self._foreign(item, now))
-            else:
-                session = self.session(item.reader)
-                before = session.state
-                scans = session.accept(item, now)
-                state = session.state
-                if state is not None and state != before and self._on_state is not None:
+        """Decode and dispatch one chunk, in order; True if the expected reader sent a valid frame."""
+        decoded = self.codec.feed(data, now)
+        for item in decoded.items:
+            if isinstance(item, ScanInput):
+                self._emit(item)
+            elif isinstance(item, ReaderState):
+                if self._on_state is not None:
                     try:
-                        self._on_state(state)
+                        self._on_state(item)
                     except Exception:
-                        self._log.exception(f"{self.name}: on_state callback failed for {state!r}")
-                if scans and scans[0].kind is ScanKind.FORGED:
-                    self.frames_forged += 1
-                    self._log.error(f"{self.name}: frame from {item.reader} failed authentication: "
-                                    f"{scans[0].detail}")
-                else:
-                    self.frames_ok += 1
-                    heard = True
-                    self._reader_hint = item.reader
-                for scan in scans:
-                    self._emit(scan)
-        return heard
+                        self._log.exception(f"{self.name}: on_state callback failed for reader {item.reader}")
+            else:
+                self._notice(item, now)
+        return decoded.heard
+
+    def _notice(self, notice: Notice, now: int) -> None:
+        self.notices[notice.kind] = self.notices.get(notice.kind, 0) + 1
+        if self._may_log(now):
+            level = logging.ERROR if notice.kind == "forged" else logging.WARNING
+            self._log.log(level, f"{self.name}: {notice.message}")
+            if notice.raw and self._log.isEnabledFor(logging.DEBUG):
+                self._log.debug(f"{self.name}: {notice.kind} raw={notice.raw!r}")
+        if self._on_notice is not None:
+            try:
+                self._on_notice(notice)
+            except Exception:
+                self._log.exception(f"{self.name}: on_notice callback failed")
 
     def _may_log(self, now_ns: int) -> bool:
-        """Whether a corrupt frame may have its own warning: a noisy line logs the first
-        ``_LOG_BURST`` of every ``_LOG_WINDOW`` seconds and one line for the rest (the backend
-        counts and journals floods itself, dealer/ratelimit.py)."""
+        """Whether a notice may have its own line: a noisy line logs the first ``_LOG_BURST``
+        of every ``_LOG_WINDOW`` seconds and one line for the rest (the backend counts and
+        journals floods itself, dealer/ratelimit.py)."""
         start, logged, held = self._log_window
         now = now_ns / 1e9
         if now - start >= _LOG_WINDOW:
             if held:
-                self._log.warning(f"{self.name}: {held} more corrupt frames in the last "
-                                  f"{now - start:.0f} s were not logged one by one")
+                self._log.warning(f"{self.name}: {held} more scanner notices (damaged frames, warnings ...) in the "
+                                  f"last {now - start:.0f} s were not logged one by one")
             start, logged, held = now, 0, 0
         if logged < _LOG_BURST:
             self._log_window = (start, logged + 1, held)
@@ -208,19 +241,12 @@ class SerialScannerLink:
         self._log_window = (start, logged, held + 1)
         return False
 
-    def _foreign(self, frame: Frame, now: int) -> ScanInput:
-        detail = (f"frame from reader {frame.reader!r} on {self.name}, "
-                  f"expected {self.expected_reader!r}")
-        if self._may_log(now):
-            self._log.warning(f"{self.name}: {detail}")
-        return ScanInput(self._reader_hint, ScanKind.CORRUPT, detail=detail, seq=frame.seq,
-                         received_ns=now)
-
     def _emit(self, scan: ScanInput) -> None:
         try:
             self._on_input(scan)
         except Exception:
-            self._log.exception(f"{self.name}: on_input callback failed for {scan!r}")
+            self._log.exception(f"{self.name}: on_input callback failed for a {scan.kind.value} input "
+                                f"(seq {scan.seq})")
 
     def _set_link(self, up: bool, reason: str) -> None:
         """Report a change of link state; repeated downs while retrying are reported once."""

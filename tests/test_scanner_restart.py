@@ -380,7 +380,8 @@ async def test_serial_frames_recorded_before_a_restart_are_refused_after_it(brok
 
         seen = len(rec.messages)
         service, task = await start_service(_settings(tmp_path, broker.url, scanner))
-        await wait_until(lambda: service._serial_links and service._serial_links[0].up, what="port open")
+        # the port is open, though the quiet reader is not up yet (it has heartbeats: up once heard)
+        await wait_until(lambda: service._serial_links and service._serial_links[0].port_open, what="port open")
         sess = service._serial_links[0].sessions[READER]
         assert (sess.boot, sess.last_seq) == (43, 2)  # restored from the journal, before any frame
         # Without the journaled state, AD (boot 42, seq 3) would be trusted as the first frame and
@@ -522,8 +523,18 @@ hmac_key_files = ["{key}"]
     cfg.chmod(0o600)
     rec = await Recorder(broker.url).start()
     backend = Backend(cfg, tmp_path / "backend.log")
-    port.write(shoe.boot())  # no heartbeats: every frame on this line is one the test chose
     backend.start()
+    port.write(shoe.boot())
+    # The reader beats until the backend has heard it (a reader with heartbeats is up only once
+    # heard, so no round opens before); from then on, no heartbeats: every frame on this line
+    # is one the test chose.
+    for _ in range(300):  # 30 s at most
+        if rec.events("round_opened"):
+            break
+        port.write(shoe.heartbeat())
+        await asyncio.sleep(0.1)
+    else:
+        raise AssertionError("the backend never opened a round: it did not hear the reader")
 
     async def scan(code: str) -> bytes:
         wire = shoe.scan(code)

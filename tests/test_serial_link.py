@@ -99,7 +99,8 @@ async def rig(tmp_path, *, start_plugged: bool = True, rec: Recorder | None = No
 async def test_valid_reads_arrive_as_ok_inputs(tmp_path) -> None:
     async with rig(tmp_path, expected_reader="SC1") as r:
         await r.connect()
-        assert r.rec.links == [LinkStatus(r.link.name, True, "port open")]
+        # a protocol with heartbeats: the link is up once the reader is heard, not when the port opens
+        assert r.rec.links == [LinkStatus(r.link.name, True, "reader heard")]
         assert r.link.name == f"serial:{r.port.path}"
         r.send(r.shoe.boot(), r.shoe.scan("AS"), r.shoe.scan("TD"), r.shoe.scan("11JD"))
         await r.rec.until(lambda: len(r.rec.inputs) == 3)
@@ -232,3 +233,28 @@ async def test_a_raising_callback_does_not_kill_the_link(tmp_path, caplog) -> No
         assert [s.code for s in seen] == ["AS", "KH"]
         assert "on_input callback failed" in caplog.text
         assert "on_link callback failed" in caplog.text
+
+
+async def test_an_open_port_with_a_silent_reader_is_not_up_and_goes_down_once(tmp_path) -> None:
+    async with rig(tmp_path, heartbeat_timeout=0.2) as r:
+        await r.rec.until(lambda: r.link.port_open)
+        assert r.rec.links == []  # the port opened, but nobody spoke: not up
+        await r.rec.until(lambda: r.link.reconnects >= 2)  # silent past the timeout, reopened twice
+        assert r.rec.links == [LinkStatus(r.link.name, False, "heartbeat timeout")]
+        await r.connect()
+        assert [link.up for link in r.rec.links] == [False, True]
+
+
+async def test_a_protocol_without_heartbeats_is_up_while_the_port_is_open(tmp_path) -> None:
+    from simulators.beetek import BeeTekShoe
+
+    async with rig(tmp_path, protocol="beetek", expected_reader="SC1", heartbeat_timeout=0.05) as r:
+        await r.rec.until(lambda: r.rec.up)  # no byte was sent
+        assert r.link.baudrate == 9600 and "no heartbeat" in r.rec.links[0].reason
+        r.send(BeeTekShoe().card("TS"))
+        await r.rec.until(lambda: len(r.rec.inputs) == 1)
+        await r.rec.changed(0.3)  # a quiet shoe, six times its (ignored) heartbeat_timeout
+        assert r.rec.kinds() == [("OK", None, "TS")] and [link.up for link in r.rec.links] == [True]
+        r.port.unplug()
+        await r.rec.until(lambda: not r.rec.up)
+        assert len(r.rec.links) == 2

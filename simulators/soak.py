@@ -86,7 +86,10 @@ from simulators.pty_port import PtyPort
 from simulators.players import VirtualPlayer
 from simulators.settlement import SettlementConsumer
 from simulators.shoe import FaultPlan, VirtualShoe
-from simulators.station import DealerFaults, PtyShoeLink, VirtualDealer
+from simulators.station import DealerFaults, PtyShoeLink, StationScreen, VirtualDealer
+
+#: The dealer station's screen (newest prompt only) lives with the virtual dealer now.
+_StationScreen = StationScreen
 
 log = structlog.get_logger("simulators.soak")
 
@@ -542,43 +545,6 @@ def _quantiles(xs: Sequence[float]) -> dict[str, float]:
     s = sorted(xs)
     return {"p50": round(s[len(s) // 2], 1), "p99": round(s[min(len(s) - 1, int(len(s) * 0.99))], 1),
             "max": round(s[-1], 1)}
-
-
-class _StationScreen:
-    """The dealer station's screen: it shows the newest prompt, never an old one again.
-
-    The dealers' MQTT session is persistent, so no prompt is missed while they reconnect;
-    but a broker that crashes redelivers what it had not saved as acknowledged. A person
-    would never see those again on the screen; the virtual dealer would act on them (and
-    a prompt of another round makes it reshuffle mid-deal). So prompts of an older round,
-    or of an earlier step of this round, or already shown, are dropped here and counted.
-    The order is the round's sequence and the prompt's step, never its wall-clock ``at``:
-    the backend's wall clock may step back (the soak's ``clock_step``).
-    """
-
-    def __init__(self, dealer: VirtualDealer) -> None:
-        self.dealer = dealer
-        self.newest: tuple[int, int] = (0, 0)  # (round sequence, step)
-        self.recent: dict[bytes, None] = {}
-        self.dropped = 0
-
-    def on_prompt(self, topic: str, payload: bytes) -> None:
-        try:
-            p = json.loads(payload)
-            seq = _seq(p["round_id"]) if p.get("round_id") else self.newest[0]
-            step = p.get("step")
-            when = (seq, int(step) if step is not None else (self.newest[1] if seq == self.newest[0] else 0))
-        except (ValueError, KeyError, TypeError):
-            self.dealer.on_prompt(topic, payload)  # let the dealer judge what it cannot read
-            return
-        if when < self.newest or payload in self.recent:
-            self.dropped += 1
-            return
-        self.newest = when
-        self.recent[payload] = None
-        if len(self.recent) > 64:
-            del self.recent[next(iter(self.recent))]
-        self.dealer.on_prompt(topic, payload)
 
 
 class _SplitBus:

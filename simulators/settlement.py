@@ -37,6 +37,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import structlog
 from pydantic import ValidationError
@@ -102,6 +103,9 @@ class SettlementConsumer:
     plan: BetPlan | None = None  # what the bets are (default: from game, players, bet_types, stakes)
     on_payout: Callable[[RoundResult, list[Payout]], None] | None = None
     acknowledge: bool = True  # False: a settlement that applies results but never says so (tests)
+    #: called with one JSON-able dict per thing done: result_applied, result_repeat,
+    #: reconciliation_mismatch, bad_message, not_applied (``dealer settle`` prints them)
+    report: Callable[[dict[str, Any]], None] | None = None
 
     def __post_init__(self) -> None:
         self.db = open_ledger(self.ledger_path)
@@ -117,7 +121,8 @@ class SettlementConsumer:
         self._bettor: Bettor | None = None
         self._opened: set[tuple[str, str | None]] = set()
         for tid in self.table_ids:
-            self.bus.subscribe(topics.events(tid), self._on_event)
+            if self.place_bets:  # settlement itself reads only results (its broker ACL)
+                self.bus.subscribe(topics.events(tid), self._on_event)
             self.bus.subscribe(topics.results(tid), self._on_result)
 
     # -- bets -------------------------------------------------------------------------
@@ -167,6 +172,7 @@ class SettlementConsumer:
             self.bad_messages += 1
             log.warning("bad result message ignored", topic=topic, bytes=len(payload),
                         reason=_reason(exc))
+            self._report("bad_message", topic=topic, reason=_reason(exc))
             return
         try:
             self._on_whole(result, payload)
@@ -174,6 +180,7 @@ class SettlementConsumer:
             self.ledger_errors += 1
             log.error("result not applied, not acknowledged (the backend sends it again)",
                       key=result.idempotency_key, reason=_reason(exc))
+            self._report("not_applied", idempotency_key=result.idempotency_key, reason=_reason(exc))
 
     def _on_whole(self, result: RoundResult, payload: bytes) -> None:
         self.results_seen += 1
@@ -188,6 +195,7 @@ class SettlementConsumer:
         if before:  # delivered again: applied already, acknowledged again
             self.duplicates += 1
             self._acknowledge(result.table_id, result.idempotency_key, result.round_id)
+            self._report("result_repeat", idempotency_key=result.idempotency_key, acknowledged=self.acknowledge)
             return
         self._try_join(result.idempotency_key)
 
@@ -243,6 +251,7 @@ class SettlementConsumer:
         except ValueError as exc:
             self.mismatches.append(f"{key}: result in parts not applied: {exc}")
             log.warning("result in parts refused", key=key, reason=str(exc))
+            self._report("reconciliation_mismatch", idempotency_key=key, detail=f"result in parts not applied: {exc}")
             return
         self._settle(result, text, done_parts=key)  # ``applied`` keeps what was delivered: the manifest
 
@@ -257,8 +266,14 @@ class SettlementConsumer:
         self._acknowledge(result.table_id, result.idempotency_key, result.round_id)  # only now: it is on the ledger
         if applied is None:
             self.duplicates += 1  # delivered again (at-least-once): already applied, acknowledged again
+            self._report("result_repeat", idempotency_key=result.idempotency_key, acknowledged=self.acknowledge)
             return
         payouts, unknown = applied
+        self._report("result_applied", idempotency_key=result.idempotency_key, table_id=result.table_id,
+                     round_id=result.round_id, outcome=result.outcome, bets=len(payouts),
+                     staked=str(sum((p.stake for p in payouts), Decimal(0))),
+                     returned=str(sum((p.returned for p in payouts), Decimal(0))),
+                     currency=result.money.currency, acknowledged=self.acknowledge)
         self._reconcile(result, [p for p in payouts if p.outcome != "NOT_ACCEPTED" and p.bet_type != "play"], unknown)
         if self.on_payout is not None:
             self.on_payout(result, payouts)
@@ -310,6 +325,12 @@ class SettlementConsumer:
                    f"or stakes differ: ledger {mine} vs backend {dict(result.accepted_bets.stakes)}")
             self.mismatches.append(msg)
             log.warning("reconciliation mismatch", detail=msg)
+            self._report("reconciliation_mismatch", idempotency_key=result.idempotency_key, detail=msg,
+                         unknown_bets=sorted(unknown)[:20])
+
+    def _report(self, event: str, **fields: Any) -> None:
+        if self.report is not None:
+            self.report({"event": event, **fields})
 
     # -- reporting --------------------------------------------------------------------
 

@@ -158,6 +158,8 @@ def _cmd_settle(args: argparse.Namespace) -> int:
     except BadInput as exc:
         print(f"dealer settle: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # while connecting (afterwards SIGINT stops it and exits 0)
+        return 130
     return 0
 
 

@@ -116,6 +116,14 @@ class Simulation:
         """Every refusal that needs no IO beyond reading: port paths, reader keys. BadInput."""
         from dealer.keys import read_hex_key
 
+        ports: dict[str, str] = {}
+        for tid, t in self.tables.items():
+            sc = t.cfg.scanner
+            if sc.kind == "serial" and tid not in self.no_dealer:
+                path = os.path.abspath(str(sc.port))
+                if path in ports:
+                    raise BadInput(f"tables {ports[path]} and {tid} name the same serial port {sc.port}")
+                ports[path] = tid
         for tid, t in self.tables.items():
             if tid in self.no_dealer:
                 continue
@@ -315,6 +323,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     except BadInput as exc:
         print(f"dealer simulate: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # before the parts ran (afterwards SIGINT stops them and exits 0)
+        return 130
     return 0
 
 

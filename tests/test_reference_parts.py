@@ -236,6 +236,102 @@ async def test_station_closes_betting_and_confirms_wash_and_shuffle_while_simula
     no_traceback(backend, station, *([sim] if sim else []))
 
 
+# -- the settlement service alone --------------------------------------------------------------------------
+
+
+def _result(round_id: str, bets: list[tuple[str, str, str, str]]) -> bytes:
+    """A Teen Patti round played through the real core; its result's bytes."""
+    from dealer.config import TableConfig
+    from dealer.events import CloseBetting, OpenRound, PlaceBet, ScanRead
+    from dealer.messages import RoundResult
+    from dealer.table import Table
+
+    cfg = TableConfig(id="T1", game="teen-patti", scanner={"kind": "serial", "port": "/dev/null", "reader_id": "R1"})
+    t = Table(cfg.rules())
+    t.handle(OpenRound(round_id=round_id, at=1, betting_closes_at=2))
+    for bet_id, player, bet_type, stake in bets:
+        assert t.handle(PlaceBet(bet_id=bet_id, player_id=player, bet_type=bet_type, stake=stake, at=1)).accepted
+    t.handle(CloseBetting(at=2))
+    for code in ["AS", "KS", "AD", "KH", "AC", "KC"]:
+        step = t.handle(ScanRead(reader="R1", code=code, at=3))
+    return next(e for e in step.effects if isinstance(e, RoundResult)).model_dump_json().encode()
+
+
+async def test_settle_applies_once_acknowledges_every_delivery_and_survives_bad_messages(
+        broker: Broker, tmp_path: Path):
+    """``dealer settle``'s service: a result is applied once and acknowledged at every delivery
+    (the first acknowledgement may be the lost one); junk on the results topic is reported and
+    changes nothing; SIGTERM's stop prints the totals."""
+    import io
+
+    from dealer.broker_options import BrokerOptions
+    from dealer.logs import configure_logging
+    from dealer.settle_cli import run_settle
+    from simulators.settlement import open_ledger
+    from tests.harness import Recorder
+
+    ledger = tmp_path / "ledger.sqlite"
+    book = open_ledger(ledger)  # the player platform's bet book: two bets, one never accepted
+    book.executemany("INSERT INTO bets VALUES (?, ?, ?, ?, ?, ?)", [
+        ("b1", "T1-000001", "p1", "player_a", "10.00", None), ("b2", "T1-000001", "p2", "tie", "5.00", None)])
+    book.close()
+    result = _result("T1-000001", [("b1", "p1", "player_a", "10.00")])
+    rec = await Recorder(broker.url, settles=False).start()
+    out, stop = io.StringIO(), asyncio.Event()
+    task = asyncio.create_task(run_settle(BrokerOptions(broker.url, None, None, None, 10), ["T1"], ledger,
+                                          "settle-under-test", stop, out=out))
+    lines = lambda: [json.loads(x) for x in out.getvalue().splitlines()]  # noqa: E731
+    acks = lambda: [m for t, m in rec.messages if t.endswith("/results/ack")]  # noqa: E731
+    try:
+        await wait_until(lambda: any(x["event"] == "started" for x in lines()), what="settle started")
+        for payload in (b"{not json", b'{"schema_id": "studio.v1.round_result"}', result, result):
+            await rec.bus.publish("studio/v1/tables/T1/results", payload)
+        await wait_until(lambda: len(acks()) == 2, what="both deliveries acknowledged")
+        assert acks() == [{"idempotency_key": "T1:T1-000001", "round_id": "T1-000001"}] * 2
+        events = [x["event"] for x in lines()]
+        assert events.count("bad_message") == 2 and events.count("result_applied") == 1
+        assert events.count("result_repeat") == 1 and "reconciliation_mismatch" not in events
+        applied = next(x for x in lines() if x["event"] == "result_applied")
+        assert (applied["bets"], applied["staked"], applied["returned"]) == (2, "15.00", "24.50")  # A wins 0.95:1
+        stop.set()
+        totals = await task
+        assert totals["results_applied"] == 1 and totals["repeats"] == 1 and totals["bad_messages"] == 2
+        assert lines()[-1]["event"] == "stopped"
+    finally:
+        stop.set()
+        await asyncio.gather(task, return_exceptions=True)
+        await rec.stop()
+        configure_logging("warning")
+    db = sqlite3.connect(ledger)
+    try:
+        assert sorted(db.execute("SELECT bet_id, outcome, returned FROM ledger")) == [
+            ("b1", "WIN", "19.50"), ("b2", "NOT_ACCEPTED", "5.00")]
+    finally:
+        db.close()
+
+
+async def test_simulate_leaves_out_what_it_is_told_to(broker: Broker, tmp_path: Path):
+    """``--no-dealer`` (a real shoe and dealer there: no PTY at the port path) and
+    ``--no-players``: simulate runs without them, and SIGTERM stops it cleanly."""
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    cfg = write_config(tmp_path, broker.url,
+                       table("T1", "teen-patti", f'kind = "serial"\nport = "{dev / "shoe-T1"}"\nreader_id = "SC1"')
+                       + table("T2", "teen-patti", f'kind = "serial"\nport = "{dev / "shoe-T2"}"\nreader_id = "SC2"'))
+    sim = Proc(tmp_path, "simulate", "simulate", "--config", cfg, "--no-dealer", "T1", "--no-players")
+    try:
+        await wait_until(lambda: sim.lines(), timeout=30, what="simulate started")
+        started = sim.lines()[0]
+        assert started["event"] == "started" and started["tables"]["T1"]["dealer"] is False
+        assert started["tables"]["T2"]["dealer"] is True and not started["tables"]["T2"]["bets"]
+        assert not (dev / "shoe-T1").exists() and os.readlink(dev / "shoe-T2").startswith("/dev/pts/")
+        assert sim.stop() == 0
+        assert sim.lines()[-1]["event"] == "stopped" and not (dev / "shoe-T2").exists()
+    finally:
+        sim.stop()
+    no_traceback(sim)
+
+
 # -- pure parts ------------------------------------------------------------------------------------------
 
 

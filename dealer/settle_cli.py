@@ -27,57 +27,13 @@ import argparse
 import asyncio
 import contextlib
 import json
-import re
-import signal
 import sqlite3
 import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from dealer.broker_options import BadInput, BrokerOptions, add_broker_options, broker_options, one_line, start_bus
-
-TABLE_ID = re.compile(r"^[A-Za-z0-9_]{1,32}$")
-
-
-def table_list(text: str | None, option: str = "--tables") -> list[str]:
-    """``T1,T2`` -> ["T1", "T2"]; BadInput for an id that cannot be a table's."""
-    if text is None:
-        return []
-    ids = [t.strip() for t in text.split(",") if t.strip()]
-    bad = [t for t in ids if not TABLE_ID.match(t)]
-    if bad or not ids:
-        raise BadInput(f"{option} {text!r}: give table ids separated by commas, e.g. T1,T2 "
-                       "(letters, digits and _, at most 32)")
-    return list(dict.fromkeys(ids))
-
-
-def config_tables(config: str | None) -> tuple[Any, list[str]]:
-    """The settings of ``config`` (None without one) and its table ids; BadInput when it is unusable."""
-    if config is None:
-        return None, []
-    from dealer.config import ConfigError, load_settings
-
-    try:
-        settings = load_settings(config)
-    except ConfigError as exc:
-        raise BadInput(f"--config: {one_line(exc)}") from None
-    return settings, [t.id for t in settings.tables]
-
-
-def choose_tables(wanted: list[str], known: list[str], config: str | None, option: str = "--tables") -> list[str]:
-    """``wanted`` (all of ``known`` when empty), each of them a table of the config when there is one."""
-    if config is None:
-        if not wanted:
-            raise BadInput(f"give {option} T1,T2 or --config FILE (whose tables are then used)")
-        return wanted
-    unknown = [t for t in wanted if t not in known]
-    if unknown:
-        raise BadInput(f"unknown table{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}: not in {config} "
-                       f"(tables: {', '.join(known) or 'none'})")
-    chosen = wanted or known
-    if not chosen:
-        raise BadInput(f"{config} has no [[tables]]")
-    return chosen
+from dealer.client_options import (BadInput, BrokerOptions, add_broker_options, broker_options, choose_tables,
+                                   config_tables, start_bus, stop_on_signals, table_list)
 
 
 async def run_settle(opts: BrokerOptions, tables: list[str], ledger: Path, client_id: str, stop: asyncio.Event,
@@ -85,7 +41,7 @@ async def run_settle(opts: BrokerOptions, tables: list[str], ledger: Path, clien
     """Settle until ``stop`` is set (SIGTERM/SIGINT); returns the totals. BadInput before anything
     is applied when the ledger cannot be opened or the broker is not reachable in time."""
     from dealer.logs import configure_logging
-    from simulators.settlement import SettlementConsumer
+    from simulators.settlement import SettlementConsumer, remove_ledger
 
     def emit(line: dict[str, Any]) -> None:
         print(json.dumps(line, sort_keys=True, ensure_ascii=False), file=out, flush=True)
@@ -107,8 +63,7 @@ async def run_settle(opts: BrokerOptions, tables: list[str], ledger: Path, clien
         configure_logging(log_level)  # the bounded wait's retries stayed quiet: from now on, the logs
         emit({"event": "started", "tables": tables, "ledger": str(ledger), "broker": opts.url, "client_id": client_id})
         await stop.wait()
-        if consumer._tasks:  # acknowledgements in flight: give them a moment to reach the broker
-            await asyncio.wait(set(consumer._tasks), timeout=2.0)
+        await consumer.drain()  # acknowledgements in flight reach the broker first
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         totals = {"results_applied": len(consumer.applied_keys()), "repeats": consumer.duplicates,
@@ -119,21 +74,6 @@ async def run_settle(opts: BrokerOptions, tables: list[str], ledger: Path, clien
     finally:
         with contextlib.suppress(sqlite3.Error):
             consumer.close()
-
-
-def remove_ledger(path: Path) -> None:
-    """Remove a ledger this process just created (and its WAL files)."""
-    for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
-        p.unlink(missing_ok=True)
-
-
-def stop_on_signals() -> asyncio.Event:
-    """An event set by SIGTERM or SIGINT (the service then winds down and exits 0)."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    return stop
 
 
 async def _main(args: argparse.Namespace) -> dict[str, Any]:
@@ -185,4 +125,4 @@ def register(sub: Any) -> argparse.ArgumentParser:
     return p
 
 
-__all__ = ["choose_tables", "config_tables", "register", "run_settle", "stop_on_signals", "table_list"]
+__all__ = ["register", "run_settle"]

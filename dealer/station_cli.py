@@ -37,8 +37,8 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from dealer import topics
-from dealer.broker_options import BadInput, BrokerOptions, add_broker_options, broker_options, start_bus
-from dealer.settle_cli import TABLE_ID, config_tables
+from dealer.client_options import (TABLE_ID, BadInput, BrokerOptions, add_broker_options, broker_options, config_tables,
+                                   start_bus)
 
 PROMPT_KINDS = ("NEXT", "CONFIRM", "RESCAN", "ALERT", "WAIT", "REJECTED", "DONE")
 HELP = """commands:

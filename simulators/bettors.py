@@ -171,6 +171,11 @@ class Bettor:
             task.add_done_callback(self._tasks.discard)
         return len(bets)
 
+    async def drain(self, timeout: float = 2.0) -> None:
+        """Wait (up to ``timeout``) for the bets in flight to reach the broker."""
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=timeout)
+
     async def _send(self, topic: str, payload: bytes) -> None:
         try:
             await self.bus.publish(topic, payload, qos=1)

@@ -78,6 +78,14 @@ def open_ledger(path: str | Path) -> sqlite3.Connection:
     return db
 
 
+def remove_ledger(path: str | Path) -> None:
+    """Remove a ledger file (and its WAL files): one this process just created, when its start
+    is refused."""
+    p = Path(path)
+    for f in (p, p.with_name(p.name + "-wal"), p.with_name(p.name + "-shm")):
+        f.unlink(missing_ok=True)
+
+
 @dataclass(frozen=True, slots=True)
 class Payout:
     key: str
@@ -164,16 +172,19 @@ class SettlementConsumer:
             if not isinstance(msg, dict):
                 raise ValueError("not a JSON object")
             if msg.get("schema_id") == "studio.v1.round_result_part":
-                part = RoundResultPart.model_validate(msg)
-                self._on_part(part, payload)
-                return
-            result = RoundResult.model_validate(msg)
+                parsed: RoundResult | RoundResultPart = RoundResultPart.model_validate(msg)
+            else:
+                parsed = RoundResult.model_validate(msg)
         except (ValueError, ValidationError) as exc:  # ValidationError: a ValueError, named for clarity
             self.bad_messages += 1
             log.warning("bad result message ignored", topic=topic, bytes=len(payload),
                         reason=_reason(exc))
             self._report("bad_message", topic=topic, reason=_reason(exc))
             return
+        if isinstance(parsed, RoundResultPart):
+            self._on_part(parsed, payload)
+            return
+        result = parsed
         try:
             self._on_whole(result, payload)
         except (sqlite3.Error, ValueError) as exc:  # ValueError: a bet settle_bet cannot settle
@@ -277,6 +288,11 @@ class SettlementConsumer:
         self._reconcile(result, [p for p in payouts if p.outcome != "NOT_ACCEPTED" and p.bet_type != "play"], unknown)
         if self.on_payout is not None:
             self.on_payout(result, payouts)
+
+    async def drain(self, timeout: float = 2.0) -> None:
+        """Wait (up to ``timeout``) for the acknowledgements in flight to reach the broker."""
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=timeout)
 
     def _acknowledge(self, table_id: str, key: str, round_id: str) -> None:
         if not self.acknowledge:

@@ -46,13 +46,13 @@ from typing import Any, TextIO
 import structlog
 
 from dealer import topics
-from dealer.broker_options import BadInput, BrokerOptions, add_broker_options, broker_options, start_bus
-from dealer.settle_cli import choose_tables, config_tables, remove_ledger, stop_on_signals, table_list
+from dealer.client_options import (BadInput, BrokerOptions, add_broker_options, broker_options, choose_tables,
+                                   config_tables, start_bus, stop_on_signals, table_list)
 from dealer.config import Settings, TableConfig
 from simulators.bettors import Bettor, table_plan
 from simulators.pty_port import PtyPort
 from simulators.rig import make_dealer, make_players
-from simulators.settlement import open_ledger
+from simulators.settlement import open_ledger, remove_ledger
 from simulators.shoe import FaultPlan, VirtualShoe
 from simulators.station import DealerFaults, MqttShoeLink, PtyShoeLink, ShoeLink, StationScreen, VirtualDealer
 
@@ -248,8 +248,8 @@ class Simulation:
             await asyncio.wait(waiters + [bus_task], return_when=asyncio.FIRST_COMPLETED)
             for w in waiters:
                 w.cancel()
-            if self.bettor is not None and self.bettor._tasks:  # bets in flight reach the broker first
-                await asyncio.wait(set(self.bettor._tasks), timeout=2.0)
+            if self.bettor is not None:
+                await self.bettor.drain()  # bets in flight reach the broker first
             return self._summary()
         finally:
             for task in tasks:

@@ -18,8 +18,7 @@ from typing import Any
 
 import pytest
 
-from dealer.settle_cli import choose_tables, table_list
-from dealer.broker_options import BadInput, one_line
+from dealer.client_options import BadInput, choose_tables, one_line, table_list
 from dealer.station_cli import StationView
 from simulators.simulate import port_refusal
 from tests.conftest import Broker, free_port, wait_until
@@ -264,12 +263,14 @@ async def test_settle_applies_once_acknowledges_every_delivery_and_survives_bad_
     changes nothing; SIGTERM's stop prints the totals."""
     import io
 
-    from dealer.broker_options import BrokerOptions
-    from dealer.logs import configure_logging
+    import structlog
+
+    from dealer.client_options import BrokerOptions
     from dealer.settle_cli import run_settle
     from simulators.settlement import open_ledger
     from tests.harness import Recorder
 
+    logging_before = structlog.get_config()
     ledger = tmp_path / "ledger.sqlite"
     book = open_ledger(ledger)  # the player platform's bet book: two bets, one never accepted
     book.executemany("INSERT INTO bets VALUES (?, ?, ?, ?, ?, ?)", [
@@ -301,7 +302,7 @@ async def test_settle_applies_once_acknowledges_every_delivery_and_survives_bad_
         stop.set()
         await asyncio.gather(task, return_exceptions=True)
         await rec.stop()
-        configure_logging("warning")
+        structlog.configure(**logging_before)  # run_settle configures the logs of the process
     db = sqlite3.connect(ledger)
     try:
         assert sorted(db.execute("SELECT bet_id, outcome, returned FROM ledger")) == [
@@ -408,16 +409,18 @@ def _one_clear_line(out: subprocess.CompletedProcess[str], prefix: str, *needles
 def cli(capsys: pytest.CaptureFixture[str]) -> Iterator[Any]:
     """``dealer ARGS`` in this process (the same code as the command, without a Python start-up
     per call), as a CompletedProcess."""
+    import structlog
+
     from dealer.cli import main
-    from dealer.logs import configure_logging
 
     def run(*args: str | Path) -> subprocess.CompletedProcess[str]:
         code = main([str(a) for a in args])
         out = capsys.readouterr()
         return subprocess.CompletedProcess(args, code, out.out, out.err)
 
+    logging_before = structlog.get_config()
     yield run
-    configure_logging("warning")  # as tests/conftest.py left it
+    structlog.configure(**logging_before)  # the commands configured logging onto this test's captured stderr
 
 
 def test_bad_input_to_settle_station_and_simulate_is_one_line_and_exit_2(tmp_path: Path, cli: Any):

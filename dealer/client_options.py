@@ -1,10 +1,11 @@
-"""Broker options of the client commands (``dealer settle``, ``dealer station``, ``dealer simulate``).
+"""What the client commands share (``dealer settle``, ``dealer station``, ``dealer simulate``).
 
-The same options as ``dealer supervisor void``: ``--broker URL`` (``mqtts://`` for TLS),
+Their broker options, the same as ``dealer supervisor void``: ``--broker URL`` (``mqtts://`` for TLS),
 ``--username``, ``--password-file`` (or ``--password``), ``--ca-file``, ``--cert-file``,
 ``--key-file-tls``; plus ``--connect-timeout``, the bounded wait for the first connection.
 Each client logs in with its own role's credentials (``docs/mqtt-topics.md`` §2), never the
-backend's. Bad input is a :class:`BadInput` whose message is the one line the command
+backend's. The tables they work on: those of a ``dealer run`` config, or named with
+``--tables``. Bad input is a :class:`BadInput` whose message is the one line the command
 prints before it exits 2.
 """
 
@@ -12,12 +13,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
+import signal
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from drivers.mqtt import MqttBus, cancel_and_wait, make_tls_context, parse_broker_url
+
+
+TABLE_ID = re.compile(r"^[A-Za-z0-9_]{1,32}$")
 
 
 class BadInput(Exception):
@@ -114,6 +120,56 @@ async def start_bus(bus: MqttBus, timeout: float) -> asyncio.Task[None]:
     return task
 
 
+def table_list(text: str | None, option: str = "--tables") -> list[str]:
+    """``T1,T2`` -> ["T1", "T2"]; BadInput for an id that cannot be a table's."""
+    if text is None:
+        return []
+    ids = [t.strip() for t in text.split(",") if t.strip()]
+    bad = [t for t in ids if not TABLE_ID.match(t)]
+    if bad or not ids:
+        raise BadInput(f"{option} {text!r}: give table ids separated by commas, e.g. T1,T2 "
+                       "(letters, digits and _, at most 32)")
+    return list(dict.fromkeys(ids))
+
+
+def config_tables(config: str | None) -> tuple[Any, list[str]]:
+    """The settings of ``config`` (None without one) and its table ids; BadInput when it is unusable."""
+    if config is None:
+        return None, []
+    from dealer.config import ConfigError, load_settings
+
+    try:
+        settings = load_settings(config)
+    except ConfigError as exc:
+        raise BadInput(f"--config: {one_line(exc)}") from None
+    return settings, [t.id for t in settings.tables]
+
+
+def choose_tables(wanted: list[str], known: list[str], config: str | None, option: str = "--tables") -> list[str]:
+    """``wanted`` (all of ``known`` when empty), each of them a table of the config when there is one."""
+    if config is None:
+        if not wanted:
+            raise BadInput(f"give {option} T1,T2 or --config FILE (whose tables are then used)")
+        return wanted
+    unknown = [t for t in wanted if t not in known]
+    if unknown:
+        raise BadInput(f"unknown table{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}: not in {config} "
+                       f"(tables: {', '.join(known) or 'none'})")
+    chosen = wanted or known
+    if not chosen:
+        raise BadInput(f"{config} has no [[tables]]")
+    return chosen
+
+
+def stop_on_signals() -> asyncio.Event:
+    """An event set by SIGTERM or SIGINT (the service then winds down and exits 0)."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    return stop
+
+
 def one_line(text: object) -> str:
     """Any message on one line (a config error lists its keys on several)."""
     out = ""
@@ -123,4 +179,5 @@ def one_line(text: object) -> str:
     return out
 
 
-__all__ = ["BadInput", "BrokerOptions", "add_broker_options", "broker_options", "one_line", "start_bus"]
+__all__ = ["TABLE_ID", "BadInput", "BrokerOptions", "add_broker_options", "broker_options", "choose_tables", "config_tables",
+           "one_line", "start_bus", "stop_on_signals", "table_list"]

@@ -72,7 +72,6 @@ from typing import Any
 import structlog
 
 from dealer import topics
-from dealer.cards import STANDARD_52
 from dealer.events import PlaceBet
 from dealer.journal import Journal, JournalError
 from dealer.messages import RoundResult, RoundResultPart
@@ -84,6 +83,7 @@ from drivers.mqtt import MqttBus, cancel_and_wait
 from simulators.broker import MosquittoProcess
 from simulators.pty_port import PtyPort
 from simulators.players import VirtualPlayer
+from simulators.rig import make_dealer
 from simulators.settlement import SettlementConsumer
 from simulators.shoe import FaultPlan, VirtualShoe
 from simulators.station import DealerFaults, PtyShoeLink, StationScreen, VirtualDealer
@@ -846,8 +846,8 @@ class _Soak:
         self.dealers: list[VirtualDealer] = []
         self.screens: list[_StationScreen] = []
         for i, ((tid, reader), port) in enumerate(zip(self.ids, self.ports)):
-            dealer = VirtualDealer(
-                tid, VirtualShoe(reader), PtyShoeLink(port), deck=list(STANDARD_52),
+            dealer = make_dealer(
+                self.games[tid], tid, VirtualShoe(reader), PtyShoeLink(port),
                 rng=random.Random(self.seed * 7919 + i),
                 faults=FaultPlan(garbage=p, noread=p, torn=p, drop=p, repeat=p),
                 dealer_faults=DealerFaults(foreign=p, duplicate=p),

@@ -235,6 +235,78 @@ async def test_station_closes_betting_and_confirms_wash_and_shuffle_while_simula
     no_traceback(backend, station, *([sim] if sim else []))
 
 
+# -- each part with its own role on the studio's ACL --------------------------------------------------------
+
+
+@pytest.mark.timeout(300)
+async def test_each_part_logs_in_as_its_own_role_on_the_studio_acl(tmp_path: Path):
+    """The deployed Mosquitto configuration with TLS and the ACL ``dealer deploy acl`` renders:
+    the backend as ``dealer-backend``, ``dealer settle`` as ``settlement`` (it may only read
+    results and acknowledge them), ``dealer station`` as ``station-T1`` (it may only command
+    its own table), ``dealer simulate`` as a rig user of this test. The station closes betting,
+    the simulator deals, settlement applies and acknowledges; a wrong password is refused."""
+    from dealer.config import load_settings
+    from dealer.deploy_tools import render_acl
+    from simulators.secure_broker import SecureMosquitto, make_test_ca
+
+    for tool in ("mosquitto", "mosquitto_passwd", "openssl"):
+        if not any(Path(d, tool).exists() for d in ("/usr/sbin", "/usr/bin")):
+            pytest.fail(f"{tool} is not installed: run scripts/test (it installs the Debian packages the tests need)")
+    certs = make_test_ca(tmp_path / "tls")
+    users = {"dealer-backend": "pw-backend", "settlement": "pw-settlement", "station-T1": "pw-station", "rig": "pw-rig"}
+    pw: dict[str, Path] = {}
+    for user, password in users.items():
+        pw[user] = tmp_path / f"{user}.pw"
+        pw[user].write_text(password + "\n")
+        pw[user].chmod(0o600)
+    work = tmp_path / "broker"
+    work.mkdir()
+    # the broker's ports are needed in the config, the config in the ACL: render from a first draft
+    draft = write_config(tmp_path, "mqtt://127.0.0.1:1", table("T1", "teen-patti", 'kind = "mqtt"\nreader_id = "GW1"',
+                                                                betting=600))
+    acl = render_acl(load_settings(draft)) + "\n# test only: the simulated rig (scanner, dealer, players)\n" \
+        "user rig\ntopic readwrite studio/v1/tables/#\n"
+    broker = SecureMosquitto(work, certs, users, acl)
+    broker.start()
+    cfg = write_config(tmp_path, broker.tls_url, table("T1", "teen-patti", 'kind = "mqtt"\nreader_id = "GW1"',
+                                                       betting=600))
+    text = cfg.read_text().replace('client_id = "rig-backend"\n', 'client_id = "rig-backend"\nusername = "dealer-backend"\n'
+                                   f'password_file = "{pw["dealer-backend"]}"\nca_file = "{certs / "ca.crt"}"\n')
+    cfg.write_text(text)
+    ledger = tmp_path / "ledger.sqlite"
+    procs: list[Proc] = []
+    try:
+        procs.append(backend := Proc(tmp_path, "backend", "run", "--config", cfg))
+        procs.append(settle := Proc(tmp_path, "settle", "settle", "--config", cfg, "--ledger", ledger,
+                                    "--username", "settlement", "--password-file", pw["settlement"]))
+        procs.append(station := Proc(tmp_path, "station", "station", "T1", "--config", cfg, "--username", "station-T1",
+                                     "--password-file", pw["station-T1"], stdin=b"wait bets 3\nclose\nwait DONE\n"))
+        await wait_until(lambda: "connected" in station.text(), timeout=30, what="the station connected")
+        procs.append(sim := Proc(tmp_path, "simulate", "simulate", "--config", cfg, "--rounds", "1", "--ledger", ledger,
+                                 "--username", "rig", "--password-file", pw["rig"], "--seed", "4"))
+        assert await station.wait(120) == 0, station.text()[-2000:] + station.err.read_text()[-2000:]
+        assert "betting closed by dealer" in station.text() and "REFUSED" not in station.text()
+        assert await sim.wait(60) == 0, sim.err.read_text()[-2000:]
+        key = next(f"T1:{x['round_id']}" for x in sim.lines() if x["event"] == "round_finished")
+
+        def settled() -> bool:
+            acked, pending = acked_and_pending(tmp_path)
+            return key in acked and not pending
+
+        await wait_until(settled, timeout=60, what="the result acknowledged by settlement and the outbox empty")
+        applied = [x for x in settle.lines() if x["event"] == "result_applied" and x["idempotency_key"] == key]
+        assert len(applied) == 1 and applied[0]["bets"] >= 3 and applied[0]["outcome"] == "COMPLETED"
+        assert not [x for x in settle.lines() if x["event"] == "reconciliation_mismatch"]
+        wrong = run_cli("station", "T1", "--config", cfg, "--username", "station-T1", "--password", "wrong",
+                        "--connect-timeout", "2")
+        _one_clear_line(wrong, "dealer station: cannot connect to the broker", "mqtts://")
+    finally:
+        for p in reversed(procs):
+            p.stop()
+        broker.stop()
+    no_traceback(*procs)
+
+
 # -- the settlement service alone --------------------------------------------------------------------------
 
 

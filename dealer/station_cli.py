@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import signal
 import sys
 import threading
 import uuid
@@ -238,6 +239,16 @@ async def run_station(opts: BrokerOptions, table_id: str, *, client_id: str, out
     task = await start_bus(bus, opts.connect_timeout)
     print(f"station {table_id}: connected to {opts.url}; type help for the commands", file=out, flush=True)
     queue = lines if lines is not None else _stdin_lines()
+    stopping = asyncio.Event()
+
+    def stop() -> None:  # SIGTERM, SIGINT: stop like ``quit``, also in the middle of a ``wait``
+        stopping.set()
+        queue.put_nowait(None)
+        changed.set()
+
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop)
     status = 0
     try:
         while True:
@@ -257,7 +268,7 @@ async def run_station(opts: BrokerOptions, table_id: str, *, client_id: str, out
             elif verb in ("prompt", "status"):
                 show([view.prompt_line()])
             elif verb == "wait":
-                if not await _wait(view, changed, words[1:], show):
+                if not await _wait(view, changed, words[1:], show, stopping):
                     status = 1
                     break
             else:
@@ -272,7 +283,8 @@ async def run_station(opts: BrokerOptions, table_id: str, *, client_id: str, out
     return status
 
 
-async def _wait(view: StationView, changed: asyncio.Event, what: list[str], show: Callable[[list[str]], None]) -> bool:
+async def _wait(view: StationView, changed: asyncio.Event, what: list[str], show: Callable[[list[str]], None],
+                stopping: asyncio.Event) -> bool:
     """``wait KIND [POSITION] [SECONDS]``, ``wait betting [SECONDS]``, ``wait bets N [SECONDS]``;
     False when it timed out (a usage error is shown and counts as reached)."""
     usage = ("        | usage: wait NEXT|CONFIRM|RESCAN|ALERT|WAIT|DONE [POSITION] [SECONDS], "
@@ -295,7 +307,7 @@ async def _wait(view: StationView, changed: asyncio.Event, what: list[str], show
         return True  # a typo is not a failed wait
     try:
         async with asyncio.timeout(seconds):
-            while not view.reached(cond):
+            while not view.reached(cond) and not stopping.is_set():
                 changed.clear()
                 await changed.wait()
     except TimeoutError:

@@ -385,14 +385,18 @@ async def test_settle_applies_once_acknowledges_every_delivery_and_survives_bad_
 
 async def test_simulate_leaves_out_what_it_is_told_to(broker: Broker, tmp_path: Path):
     """``--no-dealer`` (a real shoe and dealer there: no PTY at the port path) and
-    ``--no-players``: simulate runs without them, and SIGTERM stops it cleanly."""
+    ``--no-players``: simulate runs without them, and SIGTERM stops it cleanly (a station too,
+    in the middle of a ``wait``)."""
     dev = tmp_path / "dev"
     dev.mkdir()
     cfg = write_config(tmp_path, broker.url,
                        table("T1", "teen-patti", f'kind = "serial"\nport = "{dev / "shoe-T1"}"\nreader_id = "SC1"')
                        + table("T2", "teen-patti", f'kind = "serial"\nport = "{dev / "shoe-T2"}"\nreader_id = "SC2"'))
     sim = Proc(tmp_path, "simulate", "simulate", "--config", cfg, "--no-dealer", "T1", "--no-players")
+    station = Proc(tmp_path, "station", "station", "T1", "--config", cfg, stdin=b"wait DONE 300\n")
     try:
+        await wait_until(lambda: "connected" in station.text(), timeout=30, what="the station connected")
+        assert station.stop() == 0, "SIGTERM stops the station in the middle of a wait, like quit"
         await wait_until(lambda: sim.lines(), timeout=30, what="simulate started")
         started = sim.lines()[0]
         assert started["event"] == "started" and started["tables"]["T1"]["dealer"] is False
@@ -402,7 +406,8 @@ async def test_simulate_leaves_out_what_it_is_told_to(broker: Broker, tmp_path: 
         assert sim.lines()[-1]["event"] == "stopped" and not (dev / "shoe-T2").exists()
     finally:
         sim.stop()
-    no_traceback(sim)
+        station.stop()
+    no_traceback(sim, station)
 
 
 # -- pure parts ------------------------------------------------------------------------------------------

@@ -82,9 +82,9 @@ class StationView:
         try:
             p = json.loads(payload)
             kind, message = p["kind"], str(p.get("message", ""))
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, AttributeError):
             return []
-        if not isinstance(p, dict) or p.get("table_id") not in (None, self.table_id):
+        if not isinstance(kind, str) or p.get("table_id") not in (None, self.table_id):
             return []
         if self.prompt is not None and {k: v for k, v in p.items() if k != "at"} == \
                 {k: v for k, v in self.prompt.items() if k != "at"}:
@@ -105,16 +105,17 @@ class StationView:
     def on_event(self, payload: bytes) -> list[str]:
         try:
             ev = json.loads(payload)
-            name, d = ev["event"], ev.get("data") or {}
+            name, d, rid = ev["event"], ev.get("data") or {}, ev.get("round_id")
         except (ValueError, KeyError, TypeError, AttributeError):
             return []
-        rid = ev.get("round_id")
+        if not isinstance(d, dict) or not isinstance(name, str) or not isinstance(rid, (str, type(None))):
+            return []
+        cid = d.get("command_id")
+        mine = self.mine.get(cid) if isinstance(cid, str) else None
         if name == "rejected":
-            cid = d.get("command_id")
-            return [f"REFUSED | {self.mine[cid]}: {d.get('reason')}"] if cid in self.mine else []
+            return [f"REFUSED | {mine}: {d.get('reason')}"] if mine else []
         if name == "command_repeated":
-            cid = d.get("command_id")
-            return [f"        | {self.mine[cid]} already done (answered again)"] if cid in self.mine else []
+            return [f"        | {mine} already done (answered again)"] if mine else []
         if rid and rid != self.round_id:
             self._new_round(str(rid))
         if name == "round_opened":

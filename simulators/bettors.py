@@ -163,8 +163,13 @@ class Bettor:
             bet_id = f"{round_id}-b{self._seq}"
             bet = PlaceBet(bet_id=bet_id, player_id=player, bet_type=bet_type, stake=stake,  # type: ignore[arg-type]
                            seat=seat, round_id=round_id, command_id=bet_id)
-            self.book.execute("INSERT OR IGNORE INTO bets VALUES (?, ?, ?, ?, ?, ?)",
-                              (bet.bet_id, round_id, bet.player_id, bet.bet_type, str(bet.stake), seat))
+            try:
+                self.book.execute("INSERT OR IGNORE INTO bets VALUES (?, ?, ?, ?, ?, ?)",
+                                  (bet.bet_id, round_id, bet.player_id, bet.bet_type, str(bet.stake), seat))
+            except sqlite3.Error as exc:  # a bet settlement could not know of is never sent
+                self.bets_failed += 1
+                log.error("bet not recorded in the bet book: not sent", bet_id=bet_id, reason=str(exc))
+                continue
             payload = bet.model_dump_json(exclude={"at"}, exclude_none=True).encode()
             task = asyncio.get_running_loop().create_task(self._send(topics.actions(table_id), payload))
             self._tasks.add(task)

@@ -103,7 +103,6 @@ class Simulation:
         self.no_dealer, self.no_station = no_dealer, no_station
         self.ledger, self.fault_rate, self.deal_interval = ledger, fault_rate, deal_interval
         self.seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
-        self.rng = random.Random(self.seed)
         self.client_id = client_id or f"simulate-{uuid.uuid4().hex[:8]}"
         self.out, self.log_level = out, log_level
         self.all_done = asyncio.Event()
@@ -172,7 +171,10 @@ class Simulation:
         link: ShoeLink
         if sc.kind == "serial":
             directory, name = os.path.split(str(sc.port))
-            t.port = PtyPort(directory or ".", name)
+            try:
+                t.port = PtyPort(directory or ".", name)
+            except OSError as exc:  # e.g. no permission to write in the port's directory
+                raise BadInput(f"table {tid}: cannot put a PTY at {sc.port}: {exc.strerror or exc}") from None
             link = PtyShoeLink(t.port)
         else:
             link = MqttShoeLink(bus, tid)

@@ -445,7 +445,9 @@ def test_station_view_shows_prompts_cards_and_answers_to_its_own_commands():
     assert cmd is not None and cmd["step"] == "WASH" and cmd["type"] == "dealer_confirm"
     assert v.command(["expose", "p4.7!"])[1].startswith("        | expose: position")
     assert v.command(["dance"])[1] == "        | unknown command 'dance': type help"
-    assert v.on_prompt(b"not json") == [] and v.on_event(b"[1]") == []
+    assert v.on_prompt(b"not json") == [] and v.on_event(b"[1]") == [] and v.on_prompt(b'{"kind": 5}') == []
+    assert v.on_event(ev("rejected", None, reason="x", command_id=["a list"])) == []
+    assert v.on_event(b'{"event": "card_registered", "data": [1, 2]}') == []
 
 
 def test_port_refusal_replaces_only_a_simulator_pty_symlink(tmp_path: Path):

@@ -26,8 +26,8 @@ from dealer.round import Rejection
 from dealer.service import Service
 from drivers.bus import Bus, LocalBus
 from drivers.mqtt import MqttBus
-from simulators.pty_port import PtyPort
 from simulators.bettors import table_plan
+from simulators.pty_port import PtyPort
 from simulators.rig import make_dealer, make_players
 from simulators.settlement import Payout, SettlementConsumer
 from simulators.shoe import FaultPlan, VirtualShoe

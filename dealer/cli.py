@@ -332,6 +332,12 @@ def build_parser() -> argparse.ArgumentParser:
     from simulators import soak
 
     soak.register(sub)
+    from dealer import settle_cli, station_cli
+    from simulators import simulate
+
+    settle_cli.register(sub)  # the reference settlement consumer, as a service
+    station_cli.register(sub)  # a terminal dealer station
+    simulate.register(sub)  # virtual shoes, dealers and players for `dealer run` tables
     from dealer import matgo_arena
 
     matgo_arena.register(sub)

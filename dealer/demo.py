@@ -19,17 +19,19 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from dealer import topics
-from dealer.cards import HWATU_48, STANDARD_52, parse_card
+from dealer.cards import HWATU_48, parse_card
 from dealer.config import Settings, load_settings
 from dealer.messages import PlayerMessage, RoundEvent, RoundResult, StationPrompt
 from dealer.round import Rejection
 from dealer.service import Service
 from drivers.bus import Bus, LocalBus
 from drivers.mqtt import MqttBus
+from simulators.bettors import table_plan
 from simulators.pty_port import PtyPort
+from simulators.rig import make_dealer, make_players
 from simulators.settlement import Payout, SettlementConsumer
 from simulators.shoe import FaultPlan, VirtualShoe
-from simulators.station import DealerFaults, PtyShoeLink, VirtualDealer
+from simulators.station import DealerFaults, PtyShoeLink
 
 TABLE = "T1"
 READER = "SC1"
@@ -515,47 +517,28 @@ async def run_demo(rounds: int = 4, seed: int = 7, broker: str | None = None, fa
             if len(settled) >= rounds:
                 done.set()
 
-        consumer_class = {"stud": _StudSeats, "seotda": _SeotdaSeats, "matgo": _MatgoSeat}.get(game, SettlementConsumer)
-        consumer = consumer_class(sim_bus, [TABLE], work / "ledger.sqlite", rng=random.Random(seed + 1),
-                                  on_payout=on_payout, game=game)
-        if game == "stud":  # player4 goes silent after two actions: the turn timer acts for it
-            from simulators.stud_players import StudPlayer
-
-            for i, strategy in enumerate(("calling", "random", "aggressive", "disconnect"), start=1):
-                StudPlayer(TABLE, f"player{i}", sim_bus, strategy, rng=random.Random(seed + 2 + i),  # type: ignore[arg-type]
-                           silent_after=2)
+        bets = table_plan(settings.tables[0])  # player N sits in seat N in the seated games
+        consumer = SettlementConsumer(sim_bus, [TABLE], work / "ledger.sqlite", rng=random.Random(seed + 1),
+                                      on_payout=on_payout, game=game, plan=bets)
+        # the players who act once the cards are out: in stud player4 goes silent after two
+        # actions and in sevenluck player3 never answers (the timers act for them); in Matgo
+        # player1 plays the house AI (the consumer bets its cover)
+        demo_strategies = {"stud": ("calling", "random", "aggressive", "disconnect"),
+                           "sevenluck": ("q64", "random", "disconnect"), "matgo": ("random",)}
+        if game in demo_strategies:
+            make_players(game, TABLE, sim_bus, bets.players, rng=random.Random(seed + 2),
+                         strategies=demo_strategies[game], silent_after=2)
         scripted: list[list[str]] = []
         if game == "seotda":  # the calling player sits at game 1's S1 and gets the 9·4 of a scripted deck
             scripted = _seotda_players(sim_bus, seed, settings, rng, service)
-        if game == "matgo":  # player1 escrows a cover (the consumer bets it) and plays the house AI
-            from simulators.matgo_players import MatgoPlayer
-
-            MatgoPlayer(TABLE, "player1", sim_bus, "random", rng=random.Random(seed + 2))
+        if game == "matgo":  # game 1 is redealt: four cards of one month on the layout
             scripted = [_matgo_redeal_deck(rng)]
-        if game == "sevenluck":  # player3 goes silent: the decision timer folds it
-            from simulators.players import VirtualPlayer
-
-            for pid, strategy in (("player1", "q64"), ("player2", "random"), ("player3", "disconnect")):
-                VirtualPlayer(TABLE, pid, sim_bus, strategy, rng=random.Random(seed + 2))  # type: ignore[arg-type]
         plan = FaultPlan(noread=0.04, misread=0.02, garbage=0.03, repeat=0.02, torn=0.01, drop=0.01,
                          script=["", "noread", "noread", "noread"]) if faults else FaultPlan()
         wrong = DealerFaults(script=["", "", "", "foreign", "", "duplicate"]) if faults else DealerFaults()
-        if game == "matgo":
-            from simulators.matgo_players import MatgoDealer
-
-            dealer: VirtualDealer = MatgoDealer(TABLE, VirtualShoe(READER), PtyShoeLink(port), rng=rng, faults=plan,
-                                                dealer_faults=wrong, deal_interval=0.05, heartbeat_interval=0.3,
-                                                patience=1.0, scripted_rounds=scripted)
-        elif game == "seotda":
-            from simulators.seotda_players import SeotdaDealer
-
-            dealer = SeotdaDealer(TABLE, VirtualShoe(READER), PtyShoeLink(port), rng=rng, faults=plan,
-                                                 dealer_faults=wrong, deal_interval=0.05, heartbeat_interval=0.3,
-                                                 patience=1.0, scripted_rounds=scripted)
-        else:
-            dealer = VirtualDealer(TABLE, VirtualShoe(READER), PtyShoeLink(port), deck=STANDARD_52, rng=rng,
-                                   faults=plan, dealer_faults=wrong, deal_interval=0.05, heartbeat_interval=0.3,
-                                   patience=1.0)
+        dealer = make_dealer(game, TABLE, VirtualShoe(READER), PtyShoeLink(port), rng=rng, faults=plan,
+                             dealer_faults=wrong, deal_interval=0.05, heartbeat_interval=0.3, patience=1.0,
+                             scripted_rounds=scripted)
         dealer.subscribe(sim_bus)
         cancel_task = None
         if faults and cancel_round and not broker and isinstance(backend_bus, LocalBus):
@@ -580,36 +563,6 @@ async def run_demo(rounds: int = 4, seed: int = 7, broker: str | None = None, fa
         consumer.close()
         print("\nsummary " + json.dumps(summary, sort_keys=True), file=out)
         return summary
-
-
-class _StudSeats(SettlementConsumer):
-    """Stud: player N sits in seat N, bringing a random amount of chips to each hand."""
-
-    def __init__(self, *args: Any, **kw: Any) -> None:
-        super().__init__(*args, players=4, stakes=("4.00", "10.00", "20.00", "40.00"), **kw)
-
-    def _random_bets(self) -> list[tuple[str, str, int | None]]:
-        return [(f"player{p}", "chips", p) for p in range(1, self.players + 1)]
-
-
-class _SeotdaSeats(SettlementConsumer):
-    """Seotda: player N sits in seat N, bringing at least 60 x the stake (600) to each game."""
-
-    def __init__(self, *args: Any, **kw: Any) -> None:
-        super().__init__(*args, players=4, stakes=("600", "1000", "2000"), **kw)
-
-    def _random_bets(self) -> list[tuple[str, str, int | None]]:
-        return [(f"player{p}", "chips", p) for p in range(1, self.players + 1)]
-
-
-class _MatgoSeat(SettlementConsumer):
-    """Matgo: player1 sits in seat 1 with a cover of 50 or 100 points (1.00 a point)."""
-
-    def __init__(self, *args: Any, **kw: Any) -> None:
-        super().__init__(*args, players=1, stakes=("50.00", "100.00"), **kw)
-
-    def _random_bets(self) -> list[tuple[str, str, int | None]]:
-        return [("player1", "cover", 1)]
 
 
 def _matgo_redeal_deck(rng: random.Random) -> list[str]:

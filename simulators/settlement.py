@@ -1,17 +1,21 @@
 """Reference settlement consumer: random bets in, exactly-once payouts out, a SQLite ledger.
 
-It plays the part of the systems that pay players. For every round it sees opening it
-places random bets through the table's ``actions`` topic (each names its round, and its
-``command_id`` is its ``bet_id``: a bet sent twice is one command), keeps the ones the backend
-accepts (``bet_accepted`` events), and when the round's result arrives it applies it
-**once** per idempotency key (a second delivery is counted and ignored) using
-:func:`dealer.settlement.settle_bet`, so payouts and refunds are computed exactly as any
-consumer would. It reconciles its bets with the result's ``accepted_bets`` summary.
+It plays the part of the systems that pay players. It settles the bets of its **bet book**
+(the ledger's ``bets`` table, written by the player platform before it sends each bet: here a
+:class:`simulators.bettors.Bettor`, in this process with ``place_bets`` or in another one
+sharing the ledger file, as ``dealer simulate --ledger`` does). When a round's result
+arrives it applies it **once** per idempotency key (a second delivery is counted and
+ignored) using :func:`dealer.settlement.settle_bet`, so payouts and refunds are computed
+exactly as any consumer would, and reconciles its bets with the result's ``accepted_bets``
+summary. ``dealer settle`` runs it as a service.
 
 The ledger is durable (SQLite, WAL): a result is applied in one transaction, and only after
 that commit is its idempotency key acknowledged on ``results/ack``, so the backend keeps
 (and re-sends) a result until it is on this ledger. A redelivery of a result already applied
-is acknowledged again: the first acknowledgement may be the one that was lost.
+is acknowledged again: the first acknowledgement may be the one that was lost. A message that
+is not a valid result is counted and logged, and changes nothing; a ledger that cannot be
+written (a full disk) applies nothing and acknowledges nothing, so the backend sends the
+result again later.
 
 A result too big for one message comes as a manifest (``accepted_bets.parts = n``) and n
 :class:`~dealer.messages.RoundResultPart` messages, in any order and possibly more than once.
@@ -33,15 +37,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import structlog
+from pydantic import ValidationError
 
 from dealer import topics
-from dealer.events import PlaceBet
 from dealer.messages import RoundEvent, RoundResult, RoundResultPart
 from dealer.result_parts import join_parts
 from dealer.settlement import settle_bet
 from drivers.bus import Bus, BusError
+from simulators.bettors import DEFAULT_STAKES, TEEN_PATTI_BETS, BetPlan, Bettor, random_bets
 
 log = structlog.get_logger("simulators.settlement")
 
@@ -56,6 +62,28 @@ CREATE TABLE IF NOT EXISTS manifests (key TEXT PRIMARY KEY, parts INTEGER NOT NU
 CREATE TABLE IF NOT EXISTS parts (key TEXT NOT NULL, parts INTEGER NOT NULL, part INTEGER NOT NULL,
                                   body TEXT NOT NULL, PRIMARY KEY (key, parts, part));
 """
+
+
+def open_ledger(path: str | Path) -> sqlite3.Connection:
+    """The ledger at ``path`` (created if missing): WAL, autocommit outside explicit
+    transactions, waiting up to 10 s for another process's write (a bettor sharing the bet
+    book). sqlite3.Error when it cannot be opened."""
+    db = sqlite3.connect(str(path), isolation_level=None, timeout=10)
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.executescript(_SCHEMA)
+    except sqlite3.Error:
+        db.close()
+        raise
+    return db
+
+
+def remove_ledger(path: str | Path) -> None:
+    """Remove a ledger file (and its WAL files): one this process just created, when its start
+    is refused."""
+    p = Path(path)
+    for f in (p, p.with_name(p.name + "-wal"), p.with_name(p.name + "-shm")):
+        f.unlink(missing_ok=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,59 +104,57 @@ class SettlementConsumer:
     ledger_path: str | Path
     rng: random.Random = field(default_factory=random.Random)
     players: int = 3
-    bet_types: tuple[str, ...] = ("player_a", "player_b", "tie", "pair_plus_a", "pair_plus_b", "six_card_bonus")
-    stakes: tuple[str, ...] = ("1.00", "5.00", "10.00", "15.00", "25.00")
-    place_bets: bool = True
+    bet_types: tuple[str, ...] = TEEN_PATTI_BETS
+    stakes: tuple[str, ...] = DEFAULT_STAKES
+    place_bets: bool = True  # also play the player platform: random bets in every round (one process)
     game: str = "teen-patti"
+    plan: BetPlan | None = None  # what the bets are (default: from game, players, bet_types, stakes)
     on_payout: Callable[[RoundResult, list[Payout]], None] | None = None
     acknowledge: bool = True  # False: a settlement that applies results but never says so (tests)
+    #: called with one JSON-able dict per thing done: result_applied, result_repeat,
+    #: reconciliation_mismatch, bad_message, not_applied (``dealer settle`` prints them)
+    report: Callable[[dict[str, Any]], None] | None = None
 
     def __post_init__(self) -> None:
-        self.db = sqlite3.connect(str(self.ledger_path), isolation_level=None)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.executescript(_SCHEMA)
+        self.db = open_ledger(self.ledger_path)
         self.duplicates = 0
+        self.bad_messages = 0
+        self.ledger_errors = 0
         self.duplicate_parts = 0
         self.mismatches: list[str] = []
         self.results_seen = 0
         self.acks_sent = 0
         self._tasks: set[asyncio.Task[None]] = set()
         self._bet_seq = 0
+        self._bettor: Bettor | None = None
         self._opened: set[tuple[str, str | None]] = set()
         for tid in self.table_ids:
-            self.bus.subscribe(topics.events(tid), self._on_event)
+            if self.place_bets:  # settlement itself reads only results (its broker ACL)
+                self.bus.subscribe(topics.events(tid), self._on_event)
             self.bus.subscribe(topics.results(tid), self._on_result)
 
     # -- bets -------------------------------------------------------------------------
 
     def _on_event(self, topic: str, payload: bytes) -> None:
-        ev = RoundEvent.model_validate_json(payload)
+        try:
+            ev = RoundEvent.model_validate_json(payload)
+        except ValueError:
+            return  # not an event: nothing to bet on
         if ev.event == "round_opened" and self.place_bets and (ev.table_id, ev.round_id) not in self._opened:
             self._opened.add((ev.table_id, ev.round_id))  # a redelivered opening must not bet twice
             self._place_random_bets(ev.table_id, str(ev.round_id))
 
-    def _random_bets(self) -> list[tuple[str, str, int | None]]:
-        """(player, bet type, seat) for one round. Sevenluck: player N sits in seat N and
-        places an Ante, a Pair Plus or both; Teen Patti: one to three random bet types."""
-        out: list[tuple[str, str, int | None]] = []
-        for p in range(1, self.players + 1):
-            if self.game == "sevenluck":
-                kinds = self.rng.choice([["ante"], ["ante", "pair_plus"], ["ante", "pair_plus"], ["pair_plus"]])
-                out += [(f"player{p}", k, p) for k in kinds]
-            else:
-                out += [(f"player{p}", k, None) for k in self.rng.sample(self.bet_types, k=self.rng.randint(1, 3))]
-        return out
+    def _bet_plan(self, table_id: str) -> BetPlan:
+        return self.plan or BetPlan(self.game, self.players, self.bet_types, self.stakes)
+
+    def _random_bets(self) -> list[tuple[str, str, int | None, str]]:
+        """(player, bet type, seat, stake) for one round (:func:`simulators.bettors.random_bets`)."""
+        return random_bets(self._bet_plan(""), self.rng)
 
     def _place_random_bets(self, table_id: str, round_id: str) -> None:
-        for player, bet_type, seat in self._random_bets():
-            self._bet_seq += 1
-            bet_id = f"{round_id}-b{self._bet_seq}"
-            bet = PlaceBet(bet_id=bet_id, player_id=player, bet_type=bet_type, stake=self.rng.choice(self.stakes),
-                           seat=seat, round_id=round_id, command_id=bet_id)
-            payload = bet.model_dump_json(exclude={"at"}, exclude_none=True).encode()
-            self.db.execute("INSERT OR IGNORE INTO bets VALUES (?, ?, ?, ?, ?, ?)",
-                            (bet.bet_id, round_id, bet.player_id, bet.bet_type, str(bet.stake), seat))
-            asyncio.get_running_loop().create_task(self._send(topics.actions(table_id), payload))
+        if self._bettor is None:
+            self._bettor = Bettor(self.bus, self.db, self._bet_plan, self.rng, subscribe=False)
+        self._bettor.place(table_id, round_id)
 
     async def _send(self, topic: str, payload: bytes) -> None:
         try:
@@ -139,10 +165,35 @@ class SettlementConsumer:
     # -- results ----------------------------------------------------------------------
 
     def _on_result(self, topic: str, payload: bytes) -> None:
-        if json.loads(payload).get("schema_id") == "studio.v1.round_result_part":
-            self._on_part(RoundResultPart.model_validate_json(payload), payload)
+        """One delivery on a ``results`` topic. Bad input changes nothing (counted, logged);
+        a ledger that cannot be written applies and acknowledges nothing (sent again later)."""
+        try:
+            msg = json.loads(payload.decode("utf-8"))
+            if not isinstance(msg, dict):
+                raise ValueError("not a JSON object")
+            if msg.get("schema_id") == "studio.v1.round_result_part":
+                parsed: RoundResult | RoundResultPart = RoundResultPart.model_validate(msg)
+            else:
+                parsed = RoundResult.model_validate(msg)
+        except (ValueError, ValidationError) as exc:  # ValidationError: a ValueError, named for clarity
+            self.bad_messages += 1
+            log.warning("bad result message ignored", topic=topic, bytes=len(payload),
+                        reason=_reason(exc))
+            self._report("bad_message", topic=topic, reason=_reason(exc))
             return
-        result = RoundResult.model_validate_json(payload)
+        if isinstance(parsed, RoundResultPart):
+            self._on_part(parsed, payload)
+            return
+        result = parsed
+        try:
+            self._on_whole(result, payload)
+        except (sqlite3.Error, ValueError) as exc:  # ValueError: a bet settle_bet cannot settle
+            self.ledger_errors += 1
+            log.error("result not applied, not acknowledged (the backend sends it again)",
+                      key=result.idempotency_key, reason=_reason(exc))
+            self._report("not_applied", idempotency_key=result.idempotency_key, reason=_reason(exc))
+
+    def _on_whole(self, result: RoundResult, payload: bytes) -> None:
         self.results_seen += 1
         if result.accepted_bets.parts == 0:
             self._settle(result, payload.decode())
@@ -155,10 +206,19 @@ class SettlementConsumer:
         if before:  # delivered again: applied already, acknowledged again
             self.duplicates += 1
             self._acknowledge(result.table_id, result.idempotency_key, result.round_id)
+            self._report("result_repeat", idempotency_key=result.idempotency_key, acknowledged=self.acknowledge)
             return
         self._try_join(result.idempotency_key)
 
     def _on_part(self, part: RoundResultPart, payload: bytes) -> None:
+        try:
+            self._on_part_tx(part, payload)
+        except (sqlite3.Error, ValueError) as exc:
+            self.ledger_errors += 1
+            log.error("ledger write failed: part not buffered", key=part.idempotency_key, part=part.part,
+                      reason=str(exc))
+
+    def _on_part_tx(self, part: RoundResultPart, payload: bytes) -> None:
         with self._tx():
             before = self._applied(part.idempotency_key)
             cur = None if before else self.db.execute("INSERT OR IGNORE INTO parts VALUES (?, ?, ?, ?)",
@@ -202,6 +262,7 @@ class SettlementConsumer:
         except ValueError as exc:
             self.mismatches.append(f"{key}: result in parts not applied: {exc}")
             log.warning("result in parts refused", key=key, reason=str(exc))
+            self._report("reconciliation_mismatch", idempotency_key=key, detail=f"result in parts not applied: {exc}")
             return
         self._settle(result, text, done_parts=key)  # ``applied`` keeps what was delivered: the manifest
 
@@ -216,11 +277,22 @@ class SettlementConsumer:
         self._acknowledge(result.table_id, result.idempotency_key, result.round_id)  # only now: it is on the ledger
         if applied is None:
             self.duplicates += 1  # delivered again (at-least-once): already applied, acknowledged again
+            self._report("result_repeat", idempotency_key=result.idempotency_key, acknowledged=self.acknowledge)
             return
         payouts, unknown = applied
+        self._report("result_applied", idempotency_key=result.idempotency_key, table_id=result.table_id,
+                     round_id=result.round_id, outcome=result.outcome, bets=len(payouts),
+                     staked=str(sum((p.stake for p in payouts), Decimal(0))),
+                     returned=str(sum((p.returned for p in payouts), Decimal(0))),
+                     currency=result.money.currency, acknowledged=self.acknowledge)
         self._reconcile(result, [p for p in payouts if p.outcome != "NOT_ACCEPTED" and p.bet_type != "play"], unknown)
         if self.on_payout is not None:
             self.on_payout(result, payouts)
+
+    async def drain(self, timeout: float = 2.0) -> None:
+        """Wait (up to ``timeout``) for the acknowledgements in flight to reach the broker."""
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=timeout)
 
     def _acknowledge(self, table_id: str, key: str, round_id: str) -> None:
         if not self.acknowledge:
@@ -269,6 +341,12 @@ class SettlementConsumer:
                    f"or stakes differ: ledger {mine} vs backend {dict(result.accepted_bets.stakes)}")
             self.mismatches.append(msg)
             log.warning("reconciliation mismatch", detail=msg)
+            self._report("reconciliation_mismatch", idempotency_key=result.idempotency_key, detail=msg,
+                         unknown_bets=sorted(unknown)[:20])
+
+    def _report(self, event: str, **fields: Any) -> None:
+        if self.report is not None:
+            self.report({"event": event, **fields})
 
     # -- reporting --------------------------------------------------------------------
 
@@ -288,3 +366,11 @@ class SettlementConsumer:
 
     def close(self) -> None:
         self.db.close()
+
+
+def _reason(exc: Exception) -> str:
+    """One line, without pydantic's documentation links or the input echoed back."""
+    if isinstance(exc, ValidationError):
+        return "; ".join(f"{'.'.join(str(x) for x in e['loc']) or 'message'}: {e['msg']}"
+                         for e in exc.errors(include_url=False, include_input=False))[:500]
+    return " ".join(str(exc).split())[:500]

@@ -72,7 +72,6 @@ from typing import Any
 import structlog
 
 from dealer import topics
-from dealer.cards import STANDARD_52
 from dealer.events import PlaceBet
 from dealer.journal import Journal, JournalError
 from dealer.messages import RoundResult, RoundResultPart
@@ -84,9 +83,13 @@ from drivers.mqtt import MqttBus, cancel_and_wait
 from simulators.broker import MosquittoProcess
 from simulators.pty_port import PtyPort
 from simulators.players import VirtualPlayer
+from simulators.rig import make_dealer
 from simulators.settlement import SettlementConsumer
 from simulators.shoe import FaultPlan, VirtualShoe
-from simulators.station import DealerFaults, PtyShoeLink, VirtualDealer
+from simulators.station import DealerFaults, PtyShoeLink, StationScreen, VirtualDealer
+
+#: The dealer station's screen (newest prompt only) lives with the virtual dealer now.
+_StationScreen = StationScreen
 
 log = structlog.get_logger("simulators.soak")
 
@@ -564,43 +567,6 @@ def _quantiles(xs: Sequence[float]) -> dict[str, float]:
             "max": round(s[-1], 1)}
 
 
-class _StationScreen:
-    """The dealer station's screen: it shows the newest prompt, never an old one again.
-
-    The dealers' MQTT session is persistent, so no prompt is missed while they reconnect;
-    but a broker that crashes redelivers what it had not saved as acknowledged. A person
-    would never see those again on the screen; the virtual dealer would act on them (and
-    a prompt of another round makes it reshuffle mid-deal). So prompts of an older round,
-    or of an earlier step of this round, or already shown, are dropped here and counted.
-    The order is the round's sequence and the prompt's step, never its wall-clock ``at``:
-    the backend's wall clock may step back (the soak's ``clock_step``).
-    """
-
-    def __init__(self, dealer: VirtualDealer) -> None:
-        self.dealer = dealer
-        self.newest: tuple[int, int] = (0, 0)  # (round sequence, step)
-        self.recent: dict[bytes, None] = {}
-        self.dropped = 0
-
-    def on_prompt(self, topic: str, payload: bytes) -> None:
-        try:
-            p = json.loads(payload)
-            seq = _seq(p["round_id"]) if p.get("round_id") else self.newest[0]
-            step = p.get("step")
-            when = (seq, int(step) if step is not None else (self.newest[1] if seq == self.newest[0] else 0))
-        except (ValueError, KeyError, TypeError):
-            self.dealer.on_prompt(topic, payload)  # let the dealer judge what it cannot read
-            return
-        if when < self.newest or payload in self.recent:
-            self.dropped += 1
-            return
-        self.newest = when
-        self.recent[payload] = None
-        if len(self.recent) > 64:
-            del self.recent[next(iter(self.recent))]
-        self.dealer.on_prompt(topic, payload)
-
-
 class _SplitBus:
     """The settlement consumer's view of two MQTT sessions: results through a persistent
     one (``durable``), everything else (round events in, bets out) through ``live``."""
@@ -900,8 +866,8 @@ class _Soak:
         self.dealers: list[VirtualDealer] = []
         self.screens: list[_StationScreen] = []
         for i, ((tid, reader), port) in enumerate(zip(self.ids, self.ports)):
-            dealer = VirtualDealer(
-                tid, VirtualShoe(reader), PtyShoeLink(port), deck=list(STANDARD_52),
+            dealer = make_dealer(
+                self.games[tid], tid, VirtualShoe(reader), PtyShoeLink(port),
                 rng=random.Random(self.seed * 7919 + i),
                 faults=FaultPlan(garbage=p, noread=p, torn=p, drop=p, repeat=p),
                 dealer_faults=DealerFaults(foreign=p, duplicate=p),

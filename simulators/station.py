@@ -17,6 +17,7 @@ PTY (serial) or MQTT.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -307,3 +308,48 @@ class VirtualDealer:
 def _seq(round_id: str) -> int:
     tail = round_id.rsplit("-", 1)[-1]
     return int(tail) if tail.isdigit() else -1
+
+
+class StationScreen:
+    """The dealer station's screen: it shows the newest prompt, never an old one again.
+
+    A dealer whose MQTT session is persistent misses no prompt while it reconnects, but a
+    broker that crashes redelivers what it had not saved as acknowledged, and a prompt may
+    be shown again (the backend republishes its current prompt after every reconnect). A
+    person would never see those again on the screen; the virtual dealer would act on them
+    (and a prompt of another round makes it reshuffle mid-deal). So prompts of an older
+    round, or of an earlier step of this round, or already shown, are dropped here and
+    counted. The order is the round's sequence and the prompt's step, never its wall-clock
+    ``at``: the backend's wall clock may step back.
+    """
+
+    def __init__(self, dealer: VirtualDealer) -> None:
+        self.dealer = dealer
+        self.newest: tuple[int, int] = (0, 0)  # (round sequence, step)
+        self.recent: dict[bytes, None] = {}
+        self.dropped = 0
+
+    def on_prompt(self, topic: str, payload: bytes) -> None:
+        try:
+            p = json.loads(payload)
+            seq = _seq(p["round_id"]) if p.get("round_id") else self.newest[0]
+            step = p.get("step")
+            when = (seq, int(step) if step is not None else (self.newest[1] if seq == self.newest[0] else 0))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            self._show(topic, payload)  # let the dealer judge what it cannot read
+            return
+        if when < self.newest or payload in self.recent:
+            self.dropped += 1
+            return
+        self.newest = when
+        self.recent[payload] = None
+        if len(self.recent) > 64:
+            del self.recent[next(iter(self.recent))]
+        self._show(topic, payload)
+
+    def _show(self, topic: str, payload: bytes) -> None:
+        try:
+            self.dealer.on_prompt(topic, payload)
+        except ValueError:  # not a prompt (pydantic's ValidationError is one): nothing to show
+            log.warning("not a prompt: ignored", topic=topic, bytes=len(payload))
+

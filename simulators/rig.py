@@ -1,0 +1,90 @@
+"""One table's simulated people, per game: the dealer at the shoe and the remote players.
+
+The demo (in one process), ``dealer simulate`` (against a running ``dealer run``) and the
+soak wire the same parts; they take them from here:
+
+* :func:`make_dealer`: the :class:`~simulators.station.VirtualDealer` that deals the game's
+  deck (52 cards; Seotda's 20 with its reshuffled rematches; Matgo's 48 with its redeals).
+* :func:`make_players`: the players who decide or act once the cards are out (Sevenluck's
+  PLAY/FOLD, Seven-Card Stud's and Seotda's betting between the cards, Matgo's moves).
+  Their bets (the chips or cover they bring) are placed by a
+  :class:`~simulators.bettors.Bettor`, which also writes them into the bet book.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Any
+
+from dealer.cards import STANDARD_52
+from drivers.bus import Bus
+from simulators.shoe import FaultPlan, VirtualShoe
+from simulators.station import ActionSender, DealerFaults, ShoeLink, VirtualDealer
+
+#: Strategies of the players ``dealer simulate`` seats, by game (seat N takes the Nth, cycling):
+#: players who always answer, some by their cards, some at random.
+DEFAULT_STRATEGIES: dict[str, tuple[str, ...]] = {
+    "sevenluck": ("q64", "random"),
+    "stud": ("calling", "random", "aggressive"),
+    "seotda": ("calling", "hand", "random"),
+    "matgo": ("random",),
+}
+#: Games whose players do something after betting (the others only bet).
+PLAYING_GAMES = frozenset(DEFAULT_STRATEGIES)
+
+
+def make_dealer(game: str, table_id: str, shoe: VirtualShoe, link: ShoeLink, *, rng: random.Random,
+                faults: FaultPlan | None = None, dealer_faults: DealerFaults | None = None,
+                deal_interval: float = 0.05, heartbeat_interval: float = 0.5, patience: float = 2.0,
+                scripted_rounds: Sequence[Sequence[str]] = (), actions: ActionSender | None = None) -> VirtualDealer:
+    """The virtual dealer for ``game``, passing cards over ``link`` (a PTY or a scanner gateway)."""
+    kw: dict[str, Any] = dict(rng=rng, faults=faults, dealer_faults=dealer_faults, deal_interval=deal_interval,
+                              heartbeat_interval=heartbeat_interval, patience=patience,
+                              scripted_rounds=scripted_rounds, actions=actions)
+    if game == "matgo":
+        from simulators.matgo_players import MatgoDealer
+
+        return MatgoDealer(table_id, shoe, link, **kw)
+    if game == "seotda":
+        from simulators.seotda_players import SeotdaDealer
+
+        return SeotdaDealer(table_id, shoe, link, **kw)
+    return VirtualDealer(table_id, shoe, link, deck=STANDARD_52, **kw)
+
+
+def make_players(game: str, table_id: str, bus: Bus, players: int, *, rng: random.Random,
+                 strategies: Sequence[str] | None = None, silent_after: int = 2, think: float = 0.0) -> list[Any]:
+    """``player1`` .. ``playerN`` of a ``game`` table (player N in seat N), each with the Nth of
+    ``strategies`` (cycling; default :data:`DEFAULT_STRATEGIES`) and a random generator of its
+    own drawn from ``rng``. Games where players only bet (Teen Patti) have none. The players
+    subscribe on ``bus`` as they are made."""
+    chosen = list(strategies or DEFAULT_STRATEGIES.get(game, ()))
+    if game not in PLAYING_GAMES or not chosen:
+        return []
+    out: list[Any] = []
+    for n in range(1, players + 1):
+        pid, strategy, prng = f"player{n}", chosen[(n - 1) % len(chosen)], random.Random(rng.random())
+        if game == "sevenluck":
+            from simulators.players import VirtualPlayer
+
+            out.append(VirtualPlayer(table_id, pid, bus, strategy, rng=prng, think=think))  # type: ignore[arg-type]
+        elif game == "stud":
+            from simulators.stud_players import StudPlayer
+
+            out.append(StudPlayer(table_id, pid, bus, strategy, rng=prng, think=think,  # type: ignore[arg-type]
+                                  silent_after=silent_after))
+        elif game == "seotda":
+            from simulators.seotda_players import SeotdaPlayer
+
+            out.append(SeotdaPlayer(table_id, pid, bus, strategy, rng=prng, think=think,  # type: ignore[arg-type]
+                                    silent_after=silent_after))
+        elif game == "matgo":
+            from simulators.matgo_players import MatgoPlayer
+
+            out.append(MatgoPlayer(table_id, pid, bus, strategy, rng=prng, think=think,  # type: ignore[arg-type]
+                                   silent_after=silent_after))
+    return out
+
+
+__all__ = ["DEFAULT_STRATEGIES", "PLAYING_GAMES", "make_dealer", "make_players"]

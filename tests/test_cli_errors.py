@@ -297,3 +297,35 @@ def test_recall_and_audit_leave_the_journal_file_untouched(tmp_path: Path) -> No
     assert run_cli("audit", "verify", "--journal", str(path), cwd=tmp_path).returncode == 0
     assert path.read_bytes() == before
     one_line(run_cli("recall", "TP2", "--config", str(cfg), cwd=tmp_path), "TP2", "not in this configuration")
+
+
+def test_a_journal_from_before_segments_and_journal_ids_is_read_without_being_changed(tmp_path: Path) -> None:
+    """Read-only means no migration either: an old journal is read as it is (no segments
+    table: none rolled; no journal id: round ids without a series)."""
+    import sqlite3
+
+    from dealer.journal import JournalError
+    from dealer.segments import verify
+
+    path = tmp_path / "old.sqlite"
+    journal = Journal(path, fsync=False)
+    journal.commit(Batch(events=[("TP1", "TP1-000001", OpenRound(round_id="TP1-000001", at=1767261600000))]))
+    journal.close()
+    with sqlite3.connect(path) as db:
+        db.execute("DROP TABLE segments")
+        db.execute("DROP TABLE meta")
+    db.close()
+    before = path.read_bytes()
+    old = Journal.open_read_only(path)
+    try:
+        assert old.journal_id == "" and old.journal_id_source == "none"
+        assert [r.round_id for r in old.rows("TP1")] == ["TP1-000001"]
+        assert verify(old, []).ok
+    finally:
+        old.close()
+    assert path.read_bytes() == before
+    with pytest.raises(JournalError, match="no journal at"):
+        Journal.open_read_only(tmp_path / "none.sqlite")
+    (tmp_path / "empty.sqlite").write_bytes(b"")
+    with pytest.raises(JournalError, match="not a dealer journal"):
+        Journal.open_read_only(tmp_path / "empty.sqlite")

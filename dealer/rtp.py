@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
+from functools import cache
 from itertools import combinations
 from math import comb, prod
 from typing import Any
@@ -459,7 +460,13 @@ def _suited_category(suited: frozenset[int], straights: Sequence[frozenset[int]]
 
 
 def six_card_classes(wheel_allowed: bool = True) -> list[SixCardClass]:
-    """Every class of 6-card sets with its set count and best-five-of-six category (§3.4)."""
+    """Every class of 6-card sets with its set count and best-five-of-six category (§3.4).
+    Built once per process for each wheel rule (``dealer run`` reports every table)."""
+    return list(_six_card_classes(bool(wheel_allowed)))
+
+
+@cache
+def _six_card_classes(wheel_allowed: bool) -> tuple[SixCardClass, ...]:
     straights = _straights(wheel_allowed)
     out: list[SixCardClass] = []
     for counts in _rank_multisets():
@@ -485,7 +492,7 @@ def six_card_classes(wheel_allowed: bool = True) -> list[SixCardClass]:
             for r in sorted(ranks):
                 out.append(SixCardClass(counts, f"suited5-{r}", 12, _suited_category(ranks - {r}, straights)))
             out.append(SixCardClass(counts, "offsuit", total - 4 - 72, "straight" if has_straight else None))
-    return out
+    return tuple(out)
 
 
 def six_card_category_counts(wheel_allowed: bool = True) -> dict[str | None, int]:
@@ -527,6 +534,11 @@ def teen_patti_main_counts(progress: Progress | None = None) -> dict[str, int]:
 
 
 def teen_patti_category_counts() -> dict[str, int]:
+    return dict(_teen_patti_category_counts())
+
+
+@cache
+def _teen_patti_category_counts() -> dict[str, int]:
     from dealer.games.teen_patti import evaluate3
 
     return category_counts([evaluate3(hand_codes(h)).category for h in HAND_CARDS])

@@ -61,14 +61,14 @@ def recall(settings: Settings, table_id: str, rounds: int = 10) -> list[dict[str
     cfg = next((t for t in settings.tables if t.id == table_id), None)
     if cfg is None:
         raise ValueError(f"table {table_id!r} is not in this configuration ({[t.id for t in settings.tables]})")
-    journal = Journal(settings.service.journal_path)
+    journal = Journal.open_read_only(settings.service.journal_path)  # never creates one (JournalError)
     try:
         opens = [r for r in journal.rows(table_id) if r.type == "open_round"]
         wanted = [r.round_id for r in opens[-rounds:]]
         if not opens:
             return []
         first = opens[-len(wanted)].id
-        table = Table(cfg.rules(), series=journal.journal_id)
+        table = Table(cfg.rules(), series=journal.journal_id or None)
         rules_source = "configuration (no table_rules event journaled before this round)"
         before = journal.rules_before(table_id, first)
         if before is not None:
@@ -158,8 +158,11 @@ def _settings(args: argparse.Namespace) -> Settings:
 def _cmd_recall(args: argparse.Namespace) -> int:
     try:
         rounds = recall(_settings(args), args.table, args.rounds)
-    except (ConfigError, ValueError) as exc:
-        print(f"dealer recall: {exc}", file=sys.stderr)
+    except (ConfigError, ValueError) as exc:  # JournalError too: a missing journal is refused
+        print(f"dealer recall: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    except sqlite3.DatabaseError as exc:  # damage that only reading the rows reaches
+        print(f"dealer recall: the journal cannot be read: {exc}", file=sys.stderr)
         return 2
     print(json.dumps(rounds, indent=2, sort_keys=True) if args.json else render_recall(rounds))
     return 0
@@ -205,8 +208,9 @@ def anchor_from_broker(settings: Settings, timeout: float = 10.0) -> tuple[int, 
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    if not (args.config or args.journal):
-        print("dealer audit verify: give --config or --journal", file=sys.stderr)
+    if not (args.config or args.journal):  # never a default path: say which journal to audit
+        print("dealer audit verify: give --config FILE (its [service] journal_path) or --journal PATH",
+              file=sys.stderr)
         return 2
     try:
         settings = _settings(args) if args.config else None
@@ -214,12 +218,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         print(f"dealer audit verify: {exc}", file=sys.stderr)
         return 2
     path = Path(args.journal) if args.journal else settings.service.journal_path  # type: ignore[union-attr]
-    if not path.is_file():
-        print(f"dealer audit verify: no journal at {path}", file=sys.stderr)
-        return 2
     try:
-        journal = Journal(path)
-    except JournalError as exc:  # not a SQLite file, damaged, too old: one clear line
+        journal = Journal.open_read_only(path)  # read-only: a missing journal is refused, never created
+    except JournalError as exc:  # missing, not a SQLite file, damaged, too old: one clear line
         print(f"dealer audit verify: {exc}", file=sys.stderr)
         return 2
     journal_id = journal.journal_id
@@ -248,18 +249,22 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from dealer.cli_args import CONFIG_HELP, int_range
+
     r = sub.add_parser("recall", help="the last rounds of a table with every event, replayed from the journal")
-    r.add_argument("table")
-    r.add_argument("--config", required=True)
-    r.add_argument("--rounds", type=int, default=10)
-    r.add_argument("--json", action="store_true")
+    r.add_argument("table", metavar="TABLE", help="the table id, e.g. TP1")
+    r.add_argument("--config", required=True, metavar="FILE",
+                   help=CONFIG_HELP + "; its journal is read, never created or written")
+    r.add_argument("--rounds", type=int_range(1, 100_000), default=10, metavar="N",
+                   help="how many of the table's last rounds (default 10)")
+    r.add_argument("--json", action="store_true", help="print the rounds as JSON")
     r.set_defaults(func=_cmd_recall)
     a = sub.add_parser("audit", help="journal audit")
     asub = a.add_subparsers(dest="audit", required=True)
     v = asub.add_parser("verify", help="check the journal's hash chain across its segments; exit 1 at the first "
                         "broken link, missing or altered segment, or anchor not matched")
-    v.add_argument("--config")
-    v.add_argument("--journal", help="a journal file (instead of --config)")
+    v.add_argument("--config", metavar="FILE", help=CONFIG_HELP + "; the journal audited is its journal_path")
+    v.add_argument("--journal", metavar="PATH", help="a journal file (instead of --config's journal_path)")
     v.add_argument("--anchor", action="append", metavar="ROW_ID:HASH",
                    help="a head published on studio/v1/backends/{node}/journal (retained): the row must exist "
                         "with this hash, so rows cut off the end are found (repeatable)")

@@ -8,11 +8,13 @@ e.g. ``DEALER_MQTT__URL=mqtt://broker:1883`` or ``DEALER_SERVICE__METRICS_PORT=0
 
 from __future__ import annotations
 
-from decimal import Decimal
+from contextvars import ContextVar
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator,
+                      model_validator)
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
 from dealer.games import game_class
@@ -22,7 +24,36 @@ from dealer.round import TableRules
 
 
 class ConfigError(ValueError):
-    """The configuration is invalid; the message names every offending key."""
+    """The configuration is invalid; the message (one line) names every offending key."""
+
+
+def validation_message(exc: ValidationError, top: str = "(top)") -> str:
+    """pydantic's errors as one line, ``key.path: what is wrong; ...``: never its raw text
+    (several lines, the input repeated, a link to its web site)."""
+    parts = []
+    for e in exc.errors(include_url=False, include_input=False):
+        msg = str(e["msg"])
+        for prefix in ("Value error, ", "Assertion failed, "):
+            msg = msg.removeprefix(prefix)
+        if e["loc"]:  # "tie_ratio: tie_ratio: amount ..." says the key once
+            msg = msg.removeprefix(f"{e['loc'][-1]}: ")
+        parts.append(f"{'.'.join(str(x) for x in e['loc']) or top}: {' '.join(msg.split())}")
+    return "; ".join(parts)
+
+
+#: The directory of the config file being loaded: relative paths in it are relative to it.
+_CONFIG_DIR: ContextVar[Path | None] = ContextVar("dealer_config_dir", default=None)
+
+
+def _from_config_dir(p: Path) -> Path:
+    """A relative path from a config file is relative to the file's directory, so the same
+    file names the same journal and keys whatever directory a command runs in."""
+    base = _CONFIG_DIR.get()
+    return base / p if base is not None and not p.is_absolute() else p
+
+
+#: A path in the configuration (see :func:`_from_config_dir`).
+ConfigPath = Annotated[Path, AfterValidator(_from_config_dir)]
 
 
 class _Strict(BaseModel):
@@ -56,7 +87,7 @@ class ScannerConfig(_Strict):
                                  description="unset = the protocol's own (native 115200, beetek 9600)")
     heartbeat_timeout: float = Field(default=5.0, gt=0, le=3600, allow_inf_nan=False,
                                      description="a reader with heartbeats is down after this long without a frame")
-    hmac_key_files: list[Path] = Field(
+    hmac_key_files: list[ConfigPath] = Field(
         default_factory=list,
         description="files holding this reader's HMAC-SHA256 keys (hex); several during a key rotation: "
                     "a frame signed with any of them is accepted")
@@ -162,11 +193,66 @@ class RulesConfig(_Strict):
         return self
 
 
+class RtpBoundConfig(_Strict):
+    """Declared RTP bounds of one bet type, in percent, as decimal strings: their decimals
+    are their precision ("97.50" is met by 97.5028 %, dealer/rtp.py ``at_precision``)."""
+
+    min: Decimal | None = None
+    max: Decimal | None = None
+
+    @field_validator("min", "max", mode="before")
+    @classmethod
+    def _percent(cls, v: object) -> object:
+        if v is None:
+            return None
+        if isinstance(v, float) or isinstance(v, bool):
+            raise ValueError(f"write the percentage as a string, e.g. \"97.50\" (its decimals are its precision), "
+                             f"not {v!r}")
+        try:
+            d = Decimal(str(v).strip())
+        except InvalidOperation:
+            raise ValueError(f"expected a percentage such as \"97.50\", got {v!r}") from None
+        if not d.is_finite() or d < 0 or d > 1000:
+            raise ValueError(f"expected a percentage from 0 to 1000, got {v!r}")
+        return d
+
+    @model_validator(mode="after")
+    def _order(self) -> "RtpBoundConfig":
+        if self.min is None and self.max is None:
+            raise ValueError("give min, max or both")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"min {self.min} is above max {self.max}")
+        return self
+
+
 class TableConfig(RulesConfig):
     id: str = Field(pattern=r"^[A-Za-z0-9_]{1,32}$")
     pause_seconds: float = Field(default=3.0, ge=0, le=3600, allow_inf_nan=False)
     auto_rounds: bool = True
     scanner: ScannerConfig
+    rtp_policy: Literal["report", "strict"] = Field(
+        default="report",
+        description="at start-up the exact RTP of every bet is logged and exported; strict: a table with a bet "
+                    "outside its declared bounds (rtp_bounds, else the game's declared maximum) does not open")
+    rtp_bounds: dict[str, RtpBoundConfig] = Field(
+        default_factory=dict, description="declared RTP bounds per bet type of `dealer rtp GAME` (percent strings)")
+
+    @model_validator(mode="after")
+    def _rtp(self) -> "TableConfig":
+        from dealer.rtp import RTP_BETS
+
+        bets = RTP_BETS.get(self.game)
+        if bets is None:
+            if self.rtp_bounds or self.rtp_policy == "strict":
+                what = "rtp_bounds" if self.rtp_bounds else 'rtp_policy = "strict"'
+                raise ValueError(f"{what}: the backend has no exact RTP report for {self.game} "
+                                 f"(only for {', '.join(RTP_BETS)})")
+            return self
+        unknown = sorted(set(self.rtp_bounds) - set(bets))
+        if unknown:
+            raise ValueError(f"rtp_bounds for unknown bet types {unknown} (the RTP report of {self.game} has "
+                             f"{list(bets)})")
+        return self
 
     @model_validator(mode="after")
     def _shoe_reads_the_deck(self) -> "TableConfig":
@@ -194,11 +280,11 @@ class MqttConfig(_Strict):
                            "node (the node id already has to be: it names the node's status topic)")
     username: str | None = None
     password: str | None = None
-    password_file: Path | None = Field(default=None, description="read the password from this file instead")
+    password_file: ConfigPath | None = Field(default=None, description="read the password from this file instead")
     keepalive: int = Field(default=10, ge=1)
-    ca_file: Path | None = Field(default=None, description="CA bundle that signed the broker's certificate (mqtts)")
-    cert_file: Path | None = Field(default=None, description="client certificate (mqtts, optional)")
-    key_file: Path | None = Field(default=None, description="client private key (mqtts, optional)")
+    ca_file: ConfigPath | None = Field(default=None, description="CA bundle that signed the broker's certificate (mqtts)")
+    cert_file: ConfigPath | None = Field(default=None, description="client certificate (mqtts, optional)")
+    key_file: ConfigPath | None = Field(default=None, description="client private key (mqtts, optional)")
     allow_insecure: bool = Field(default=False, description="allow plain mqtt:// to a host that is not loopback")
 
     @model_validator(mode="after")
@@ -219,7 +305,9 @@ MIN_MESSAGE_BYTES_STUD = 65_536
 
 class ServiceSection(_Strict):
     node_id: str = "studio-host-1"
-    journal_path: Path = Path("dealer-journal.sqlite")
+    journal_path: ConfigPath = Field(
+        default=Path("dealer-journal.sqlite"), validate_default=True,
+        description="the SQLite journal; a relative path (this default too) is relative to the config file's directory")
     fsync: bool = True
     metrics_enabled: bool = True
     metrics_addr: str = Field(default="127.0.0.1", description="bind address of /metrics; 0.0.0.0 for a remote Prometheus")
@@ -253,7 +341,7 @@ class ServiceSection(_Strict):
 class SupervisorConfig(_Strict):
     id: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:\-]+$",
                     description="the supervisor id its signed commands carry (docs/mqtt-topics.md §10)")
-    key_files: list[Path] = Field(min_length=1, description="files holding this supervisor's HMAC-SHA256 keys "
+    key_files: list[ConfigPath] = Field(min_length=1, description="files holding this supervisor's HMAC-SHA256 keys "
                                   "(hex); several during a key rotation: a command signed with any of them verifies")
     tables: list[str] = Field(default_factory=list, description="tables this supervisor may command; empty = every table")
 
@@ -342,21 +430,24 @@ _TOML_FILE: dict[str, Path] = {}
 
 def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
     """Load and validate; raise :class:`ConfigError` with every problem listed."""
+    token = None
     if path is not None:
         p = Path(path)
         if not p.is_file():
-            raise ConfigError(f"config file {p} does not exist")
+            raise ConfigError(f"config file {p} does not exist" if not p.exists() else f"config {p} is not a file")
         _TOML_FILE["path"] = p
+        token = _CONFIG_DIR.set(p.absolute().parent)
     try:
         return Settings(**overrides)
     except ValidationError as exc:
-        lines = [f"  {'.'.join(str(x) for x in e['loc']) or '(top)'}: {e['msg']}" for e in exc.errors()]
-        raise ConfigError("invalid configuration:\n" + "\n".join(lines)) from None
+        raise ConfigError(f"invalid configuration: {validation_message(exc)}") from None
     except ValueError as exc:  # TOML syntax errors and the like
-        raise ConfigError(f"invalid configuration: {exc}") from None
+        raise ConfigError(f"invalid configuration: {' '.join(str(exc).split())}") from None
     except RecursionError:
         raise ConfigError("invalid configuration: the file is nested too deeply to be a configuration") from None
     except OSError as exc:  # unreadable file (permissions, a directory, ...)
         raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
     finally:
         _TOML_FILE.pop("path", None)
+        if token is not None:
+            _CONFIG_DIR.reset(token)

@@ -37,6 +37,10 @@ TABLE = "T1"
 READER = "SC1"
 
 
+class DemoError(Exception):
+    """The demo cannot start (a broker that does not answer): one line, exit status 2."""
+
+
 def _card(code: str | None) -> str:
     if code is None:
         return "(hidden)"
@@ -485,6 +489,15 @@ def demo_settings(workdir: Path, port: str, *, broker: str | None, betting_secon
 async def run_demo(rounds: int = 4, seed: int = 7, broker: str | None = None, faults: bool = True,
                    betting_seconds: float = 0.8, out: TextIO = sys.stdout, cancel_round: int | None = 3,
                    game: str = "teen-patti") -> dict[str, Any]:
+    if rounds < 1:
+        raise DemoError(f"rounds must be at least 1, got {rounds}")
+    if broker:  # a broker that cannot be reached is said at once, not after a silent wait
+        from dealer.broker_check import BrokerUnreachable, reach_broker
+
+        try:
+            await reach_broker(broker, client_prefix="dealer-demo-probe")
+        except BrokerUnreachable as exc:
+            raise DemoError(str(exc)) from None
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory(prefix="dealer-demo-") as tmp:
         work = Path(tmp)
@@ -546,8 +559,13 @@ async def run_demo(rounds: int = 4, seed: int = 7, broker: str | None = None, fa
         tasks = [asyncio.create_task(service.run()), asyncio.create_task(dealer.run())]
         if broker:
             tasks += [asyncio.create_task(sim_bus.run())]
+        limit = 30 + rounds * 10
+        timed_out = False
         try:
-            await asyncio.wait_for(done.wait(), timeout=30 + rounds * 10)
+            await asyncio.wait_for(done.wait(), timeout=limit)
+        except TimeoutError:
+            timed_out = True
+            print(f"\n!! the demo gave up after {limit} s: {len(settled)} of {rounds} rounds settled", file=out)
         finally:
             for t in tasks + ([cancel_task] if cancel_task else []):
                 t.cancel()
@@ -559,6 +577,7 @@ async def run_demo(rounds: int = 4, seed: int = 7, broker: str | None = None, fa
             "reconciliation_mismatches": consumer.mismatches,
             "balances": {k: str(v) for k, v in consumer.balances().items()},
             "faults_injected": dealer.faults_injected,
+            "timed_out": timed_out,
         }
         consumer.close()
         print("\nsummary " + json.dumps(summary, sort_keys=True), file=out)

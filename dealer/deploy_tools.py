@@ -185,15 +185,17 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``dealer deploy acl|check`` to the ``dealer`` command's subparsers."""
+    from dealer.cli_args import CONFIG_HELP
+
     d = subparsers.add_parser("deploy", help="deployment helpers: the broker ACL for a config, pre-flight checks")
     dsub = d.add_subparsers(dest="deploy", required=True)
     acl = dsub.add_parser("acl", help="print the Mosquitto ACL for the tables of a config")
-    acl.add_argument("--config", required=True)
-    acl.add_argument("--source", help="name the config in the ACL's header comment (default: none)")
+    acl.add_argument("--config", required=True, metavar="FILE", help=CONFIG_HELP)
+    acl.add_argument("--source", metavar="NAME", help="name the config in the ACL's header comment (default: none)")
     acl.set_defaults(func=_cmd_acl)
     chk = dsub.add_parser("check", help="print why `dealer run` would refuse to start with a config (exit 2), "
                                         "or 'ok'")
-    chk.add_argument("--config", required=True)
+    chk.add_argument("--config", required=True, metavar="FILE", help=CONFIG_HELP)
     chk.set_defaults(func=_cmd_check)
     return d
 

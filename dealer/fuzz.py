@@ -1958,15 +1958,18 @@ def _atheris_child(name: str, runs: int, seed: int, work: Path, slow_s: float) -
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--inputs", type=int, default=1_000_000,
+    from dealer.cli_args import int_range, seconds
+
+    p.add_argument("--inputs", type=int_range(0), default=1_000_000,
                    help="generated inputs in total, split evenly over the targets (default 1000000)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the generated inputs (default 0)")
     p.add_argument("--target", action="extend", nargs="+", choices=TARGETS, metavar="T",
                    help=f"only these targets (repeatable; default all: {', '.join(TARGETS)})")
     p.add_argument("--engine", choices=["generator", "atheris"], default="generator",
                    help="generator: structured mutation from valid seeds (default); atheris: coverage-guided "
                         "libFuzzer, the same targets and checks (needs `pip install atheris`)")
-    p.add_argument("--slow-ms", type=float, default=SLOW_S * 1000, help="report a single call slower than this")
+    p.add_argument("--slow-ms", type=seconds(0, 3_600_000, unit="milliseconds"), default=SLOW_S * 1000,
+                   help="report a single call slower than this many milliseconds")
     p.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
 
 

@@ -328,6 +328,49 @@ class Journal:
         self._checkpointer: sqlite3.Connection | None = None
         self._reader: sqlite3.Connection | None = None
 
+    @classmethod
+    def open_read_only(cls, path: str | Path) -> "Journal":
+        """The journal at ``path`` for reading only (recall, audit): SQLite ``mode=ro``, so it
+        is never created, migrated or written, and a missing file is a :class:`JournalError`
+        instead of a new empty journal. Safe beside the running backend (WAL readers)."""
+        p = Path(path)
+        if not p.exists():
+            raise JournalError(f"no journal at {p}")
+        if not p.is_file():
+            raise JournalError(f"journal {p} is not a file")
+        self = cls.__new__(cls)
+        self.path = str(path)
+        self._checkpointer = None
+        self._reader = None
+        try:
+            self._db = sqlite3.connect(p.absolute().as_uri() + "?mode=ro", uri=True, isolation_level=None,
+                                       check_same_thread=False)
+            tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            cols = {r[1] for r in self._db.execute("PRAGMA table_info(events)")}
+            if "events" not in tables:
+                raise JournalError(f"{p} is not a dealer journal (it has no events table)")
+            if "hash" not in cols:
+                raise JournalError(f"journal {p} predates the hash chain")
+            if "segments" not in tables:  # a journal from before segments: it has none
+                self._db.execute("CREATE TEMP TABLE segments (number INTEGER PRIMARY KEY, first_id INTEGER, "
+                                 "last_id INTEGER, last_hash TEXT, anchor_id INTEGER, anchor_hash TEXT, "
+                                 "sha256 TEXT, rows INTEGER, created_at INTEGER)")
+            found = self._read_journal_id()
+            self._id, self.journal_id_source = (found, "existing") if found is not None else ("", "none")
+            last = self._db.execute("SELECT id, hash FROM events ORDER BY id DESC LIMIT 1").fetchone()
+            self._last_id, self._last_hash = (int(last[0]), str(last[1])) if last else self.chain_start()
+            self._head = (self._last_id, self._last_hash)
+        except sqlite3.DatabaseError as exc:
+            self.close()
+            reason = str(exc)
+            if "not a database" in reason or "malformed" in reason:
+                reason = f"not a SQLite database, or damaged ({reason})"
+            raise JournalError(f"journal {p} cannot be read: {reason}") from None
+        except JournalError:
+            self.close()
+            raise
+        return self
+
     def _open(self, fsync: bool) -> None:
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")

@@ -304,17 +304,21 @@ def _cmd_arena(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``dealer matgo-arena`` to the ``dealer`` command's subparsers."""
+    from dealer.cli_args import int_range, seconds
+
     p = subparsers.add_parser("matgo-arena", help="seeded Matgo deals between two players (search, policy, "
                               "greedy, random; oracle: the search shown the hidden cards): win rates with 95%% CIs, points per deal, AI move times")
     p.add_argument("--a", default="search", choices=KNOWN, help="player A (default search)")
     p.add_argument("--b", default="greedy", choices=KNOWN, help="player B (default greedy)")
-    p.add_argument("--deals", type=int, default=1000)
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--budget-ms", type=float, default=100.0, help="search player's time per move (ms)")
-    p.add_argument("--playouts", type=int, default=None,
+    p.add_argument("--deals", type=int_range(1, 10_000_000), default=1000, help="deals to play (default 1000)")
+    p.add_argument("--seed", type=int, default=1, help="seed of the deals (default 1)")
+    p.add_argument("--budget-ms", type=seconds(0, 60_000, unit="milliseconds"), default=100.0,
+                   help="search player's time per move (ms)")
+    p.add_argument("--playouts", type=int_range(1, 10_000_000), default=None,
                    help="search player: a fixed number of sampled deals per move instead of the clock "
                         "(bit-for-bit reproducible)")
-    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: all cores)")
+    p.add_argument("--jobs", type=int_range(1, 1024), default=os.cpu_count() or 1,
+                   help="worker processes (default: all cores)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=_cmd_arena)

@@ -123,6 +123,9 @@ class Metrics:
                                            registry=r)
         self.publish_failures = Counter("dealer_publish_failures", "Non-durable publishes dropped while the bus was down",
                                         ["kind"], registry=r)
+        self.table_rtp = Gauge("dealer_table_rtp_ratio", "Exact return to player of each bet type of a table's "
+                               "pay table (1 = 100 %), computed at start-up by complete enumeration (dealer rtp); "
+                               "games without an RTP report have none", ["table", "game", "bet_type"], registry=r)
         self.messages_oversize = Counter("dealer_messages_oversize", "Messages over [service] max_message_bytes, "
                                          "never sent: by kind (event, prompt, player; result: a manifest that "
                                          "cannot be brought under the limit, kept in the outbox)", ["kind"], registry=r)

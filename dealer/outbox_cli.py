@@ -130,19 +130,23 @@ def _cmd_resend(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add ``dealer outbox list|resend`` to the ``dealer`` command's subparsers."""
+    from dealer.cli_args import CONFIG_HELP, seconds
+
     o = sub.add_parser("outbox", help="results waiting for settlement's acknowledgement: list, resend")
     osub = o.add_subparsers(dest="outbox", required=True)
     ls = osub.add_parser("list", help="the outbox rows of a journal (read-only)")
-    ls.add_argument("--config")
-    ls.add_argument("--journal", help="a journal file (instead of --config)")
-    ls.add_argument("--json", action="store_true")
+    ls.add_argument("--config", metavar="FILE", help=CONFIG_HELP + "; its journal_path is read")
+    ls.add_argument("--journal", metavar="PATH", help="a journal file (instead of --config)")
+    ls.add_argument("--json", action="store_true", help="print the rows as JSON")
     ls.set_defaults(func=_cmd_list)
     rs = osub.add_parser("resend", help="publish stored results again now (never deletes: only an ack does)")
-    rs.add_argument("--config", required=True)
+    rs.add_argument("--config", required=True, metavar="FILE",
+                    help=CONFIG_HELP + "; its journal and broker settings are used")
     which = rs.add_mutually_exclusive_group(required=True)
     which.add_argument("--key", help="one result's idempotency key (its parts go too)")
     which.add_argument("--all", action="store_true", help="every row in the outbox")
-    rs.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the broker connection")
+    rs.add_argument("--timeout", type=seconds(0, 600), default=10.0, metavar="SECONDS",
+                    help="seconds to wait for the broker connection (default 10)")
     rs.set_defaults(func=_cmd_resend)
 
 

@@ -29,6 +29,7 @@ callback (the CLI draws a tqdm bar with it).
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import time
@@ -38,6 +39,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
+from functools import cache
 from itertools import combinations
 from math import comb, prod
 from typing import Any
@@ -49,10 +51,19 @@ Progress = Callable[[str, int, int], None]
 
 #: Games this module can report, by registry name.
 RTP_GAMES: tuple[str, ...] = ("teen-patti", "sevenluck")
-#: Default ``--min-rtp`` policy (percent) and the default ``--max-rtp`` per game (percent).
-DEFAULT_MIN_RTP = Fraction(90)
-DEFAULT_MAX_RTP: dict[str, Fraction | None] = {
-    "teen-patti": Fraction(Decimal("97.50")),  # the seed: "The maximum RTP of the game is 97.50%"
+#: The bets of each game's report, as ``dealer rtp`` names them: the keys of a table's
+#: ``rtp_bounds`` (Sevenluck's Ante/Play is reported per decision strategy).
+RTP_BETS: dict[str, tuple[str, ...]] = {
+    "teen-patti": ("player_a", "player_b", "tie", "pair_plus_a", "pair_plus_b", "six_card_bonus"),
+    "sevenluck": ("pair_plus", "ante_play_q64", "ante_play_best"),
+}
+#: The advisory minimum (percent): a bet below it is reported so that it stands out (the
+#: rulebook: "the report must make such a bet stand out"), but it is no declared bound, so it
+#: fails neither ``--strict`` nor a table with ``rtp_policy = "strict"``.
+DEFAULT_MIN_RTP = Decimal("90")
+#: The maximum each game declares (percent, as written: its decimals are its precision).
+DEFAULT_MAX_RTP: dict[str, Decimal | None] = {
+    "teen-patti": Decimal("97.50"),  # the seed: "The maximum RTP of the game is 97.50%"
     "sevenluck": None,
 }
 
@@ -88,6 +99,59 @@ def ratio(value: Decimal | int | str) -> Fraction:
     return Fraction(Decimal(value)) if not isinstance(value, int) else Fraction(value)
 
 
+# --- Declared bounds, compared at their own precision ---------------------------------------
+
+
+def decimals(bound: Decimal) -> int:
+    """How many decimals a declared percentage is written with (``97.50`` -> 2)."""
+    exponent = bound.as_tuple().exponent
+    return max(0, -exponent) if isinstance(exponent, int) else 0
+
+
+def at_precision(value: Fraction, bound: Decimal) -> Fraction:
+    """``value`` (a ratio, 1 = 100 %) as a percentage rounded half up to ``bound``'s decimals.
+
+    A declared figure is a rounded one: "97.50 %" stands for [97.495, 97.505), so an RTP of
+    97.5028 % is within a maximum of 97.50 % and 97.505 % is not."""
+    scale = 10 ** decimals(bound)
+    return Fraction(math.floor(Fraction(value) * 100 * scale + Fraction(1, 2)), scale)
+
+
+def _below(value: Fraction, bound: Decimal | Fraction) -> bool:
+    if isinstance(bound, Decimal):
+        return at_precision(value, bound) < Fraction(bound)
+    return value * 100 < bound  # an exact bound (a Fraction) has no precision to round to
+
+
+def _above(value: Fraction, bound: Decimal | Fraction) -> bool:
+    if isinstance(bound, Decimal):
+        return at_precision(value, bound) > Fraction(bound)
+    return value * 100 > bound
+
+
+def percent_text(bound: Decimal | Fraction | None) -> str | None:
+    """A bound as declared (``"97.50"``); an exact Fraction with 4 decimals."""
+    if bound is None:
+        return None
+    if isinstance(bound, Decimal):
+        return f"{bound:f}"
+    return pct(Fraction(bound) / 100)
+
+
+@dataclass(frozen=True)
+class RtpBound:
+    """The RTP bounds declared for one bet, in percent as written (their decimals are their
+    precision); None = not declared."""
+
+    min: Decimal | Fraction | None = None
+    max: Decimal | Fraction | None = None
+
+    def over(self, fallback: "RtpBound") -> "RtpBound":
+        """These bounds, each side not declared here taken from ``fallback``."""
+        return RtpBound(self.min if self.min is not None else fallback.min,
+                        self.max if self.max is not None else fallback.max)
+
+
 # --- Report -------------------------------------------------------------------------------
 
 
@@ -97,7 +161,9 @@ class RtpRow:
 
     ``house_edge`` is ``1 - rtp`` for a single bet; for Sevenluck's Ante/Play it is the
     customary house edge *per ante* (``-EV / ante``), and ``details`` carries the rest.
-    ``flags`` holds ``LOW`` / ``HIGH`` when the RTP is outside the policy limits.
+    ``flags`` holds ``LOW`` / ``HIGH`` when the RTP is outside the bet's declared ``bounds``
+    (what ``--strict`` and ``rtp_policy = "strict"`` refuse); ``advisories`` holds ``LOW``
+    when it is below the advisory minimum and no minimum is declared for it (reported only).
     """
 
     bet: str
@@ -106,6 +172,8 @@ class RtpRow:
     note: str
     flags: list[str] = field(default_factory=list)
     details: dict[str, str] = field(default_factory=dict)
+    advisories: list[str] = field(default_factory=list)
+    bounds: RtpBound = field(default_factory=RtpBound)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -115,9 +183,20 @@ class RtpRow:
             "house_edge_pct": pct(self.house_edge),
             "house_edge_exact": fraction_str(self.house_edge),
             "note": self.note,
+            "bounds": {"min_rtp_pct": percent_text(self.bounds.min), "max_rtp_pct": percent_text(self.bounds.max)},
             "flags": list(self.flags),
+            "advisories": list(self.advisories),
             "details": dict(self.details),
         }
+
+    def problems(self) -> list[str]:
+        """Why this bet is outside its declared bounds, one phrase per flag."""
+        out = []
+        if "LOW" in self.flags:
+            out.append(f"RTP {pct(self.rtp)} % is below its declared minimum {percent_text(self.bounds.min)} %")
+        if "HIGH" in self.flags:
+            out.append(f"RTP {pct(self.rtp)} % is above its declared maximum {percent_text(self.bounds.max)} %")
+        return out
 
 
 @dataclass
@@ -127,8 +206,9 @@ class RtpReport:
     combinations: dict[str, int]
     seconds: float
     options: dict[str, Any] = field(default_factory=dict)
-    min_rtp: Fraction | None = None
-    max_rtp: Fraction | None = None
+    min_rtp: Decimal | Fraction | None = None
+    max_rtp: Decimal | Fraction | None = None
+    advisory_min: Decimal | Fraction | None = None
 
     def row(self, bet: str) -> RtpRow:
         for r in self.rows:
@@ -136,23 +216,37 @@ class RtpReport:
                 return r
         raise KeyError(bet)
 
-    def apply_limits(self, min_rtp: Fraction | None, max_rtp: Fraction | None) -> "RtpReport":
-        """Flag rows whose RTP is below ``min_rtp`` (LOW) or above ``max_rtp`` (HIGH); percent values."""
-        self.min_rtp, self.max_rtp = min_rtp, max_rtp
+    def apply_limits(self, min_rtp: Decimal | Fraction | None, max_rtp: Decimal | Fraction | None,
+                     per_bet: Mapping[str, RtpBound] | None = None,
+                     advisory_min: Decimal | Fraction | None = None) -> "RtpReport":
+        """Flag rows outside their declared bounds: ``per_bet[bet]``, each side not declared there
+        taken from ``min_rtp`` / ``max_rtp`` (every bet). Percent values; a Decimal is compared at
+        its own precision (:func:`at_precision`), a Fraction exactly. A row below
+        ``advisory_min`` without a declared minimum gets an advisory, not a flag."""
+        self.min_rtp, self.max_rtp, self.advisory_min = min_rtp, max_rtp, advisory_min
+        default = RtpBound(min_rtp, max_rtp)
         for r in self.rows:
-            r.flags = []
-            if min_rtp is not None and r.rtp * 100 < min_rtp:
+            r.bounds = (per_bet or {}).get(r.bet, RtpBound()).over(default)
+            r.flags, r.advisories = [], []
+            if r.bounds.min is not None and _below(r.rtp, r.bounds.min):
                 r.flags.append("LOW")
-            if max_rtp is not None and r.rtp * 100 > max_rtp:
+            if r.bounds.max is not None and _above(r.rtp, r.bounds.max):
                 r.flags.append("HIGH")
+            if r.bounds.min is None and advisory_min is not None and _below(r.rtp, advisory_min):
+                r.advisories.append("LOW")
         return self
 
     @property
     def flagged(self) -> list[RtpRow]:
         return [r for r in self.rows if r.flags]
 
+    @property
+    def advised(self) -> list[RtpRow]:
+        return [r for r in self.rows if r.advisories]
+
     def to_json(self) -> dict[str, Any]:
-        """JSON-safe and stable: percentages as 4-decimal strings, exact values as ``n/d``."""
+        """JSON-safe and stable: percentages as 4-decimal strings, exact values as ``n/d``,
+        declared bounds as written."""
         return {
             "game": self.game,
             "rows": [r.to_json() for r in self.rows],
@@ -160,20 +254,24 @@ class RtpReport:
             "seconds": round(self.seconds, 3),
             "options": _json_safe(self.options),
             "limits": {
-                "min_rtp_pct": None if self.min_rtp is None else pct(self.min_rtp / 100),
-                "max_rtp_pct": None if self.max_rtp is None else pct(self.max_rtp / 100),
+                "min_rtp_pct": percent_text(self.min_rtp),
+                "max_rtp_pct": percent_text(self.max_rtp),
+                "advisory_min_rtp_pct": percent_text(self.advisory_min),
             },
             "flagged": [r.bet for r in self.flagged],
+            "advised": [r.bet for r in self.advised],
         }
 
     def render(self) -> str:
-        """A readable table; a flagged row is marked so that it cannot be missed."""
-        lo = "none" if self.min_rtp is None else pct(self.min_rtp / 100) + " %"
-        hi = "none" if self.max_rtp is None else pct(self.max_rtp / 100) + " %"
+        """A readable table; a flagged row is marked so that it cannot be missed, and a row
+        below the advisory minimum stands out too."""
+        lo = "none" if self.min_rtp is None else percent_text(self.min_rtp) + " %"
+        hi = "none" if self.max_rtp is None else percent_text(self.max_rtp) + " %"
+        advisory = "" if self.advisory_min is None else f", advisory min {percent_text(self.advisory_min)} %"
         head = ("bet", "RTP %", "house edge %", "flag", "note")
         body = []
         for r in self.rows:
-            flag = " ".join(f"!! {f}" for f in r.flags)
+            flag = " ".join([f"!! {f}" for f in r.flags] + [f"! {f} (advisory)" for f in r.advisories])
             body.append((r.bet, pct(r.rtp), pct(r.house_edge), flag, r.note))
         widths = [max(len(row[i]) for row in [head, *body]) for i in range(4)]
 
@@ -183,7 +281,8 @@ class RtpReport:
                  cells[3].ljust(widths[3]), cells[4]]
             ).rstrip()
 
-        out = [f"{self.game}: exact RTP by complete enumeration (policy: min {lo}, max {hi})", line(head),
+        out = [f"{self.game}: exact RTP by complete enumeration (declared: min {lo}, max {hi}{advisory}; "
+               "a declared bound is compared at its own precision)", line(head),
                line(["-" * w for w in widths] + ["-" * 4])]
         out += [line(cells) for cells in body]
         for r in self.rows:
@@ -192,12 +291,10 @@ class RtpReport:
         out.append("enumerated: " + ", ".join(f"{k} {v:,}" for k, v in sorted(self.combinations.items())))
         out.append(f"computed in {self.seconds:.2f} s")
         for r in self.flagged:
-            what = []
-            if "LOW" in r.flags:
-                what.append(f"below the minimum {lo}")
-            if "HIGH" in r.flags:
-                what.append(f"above the maximum {hi}")
-            out.append(f"!! {r.bet}: RTP {pct(r.rtp)} % is {' and '.join(what)}")
+            out.append(f"!! {r.bet}: {' and '.join(r.problems())}")
+        for r in self.advised:
+            out.append(f"! {r.bet}: RTP {pct(r.rtp)} % is below the advisory minimum "
+                       f"{percent_text(self.advisory_min)} % (reported, not refused)")
         return "\n".join(out)
 
 
@@ -363,7 +460,13 @@ def _suited_category(suited: frozenset[int], straights: Sequence[frozenset[int]]
 
 
 def six_card_classes(wheel_allowed: bool = True) -> list[SixCardClass]:
-    """Every class of 6-card sets with its set count and best-five-of-six category (§3.4)."""
+    """Every class of 6-card sets with its set count and best-five-of-six category (§3.4).
+    Built once per process for each wheel rule (``dealer run`` reports every table)."""
+    return list(_six_card_classes(bool(wheel_allowed)))
+
+
+@cache
+def _six_card_classes(wheel_allowed: bool) -> tuple[SixCardClass, ...]:
     straights = _straights(wheel_allowed)
     out: list[SixCardClass] = []
     for counts in _rank_multisets():
@@ -389,7 +492,7 @@ def six_card_classes(wheel_allowed: bool = True) -> list[SixCardClass]:
             for r in sorted(ranks):
                 out.append(SixCardClass(counts, f"suited5-{r}", 12, _suited_category(ranks - {r}, straights)))
             out.append(SixCardClass(counts, "offsuit", total - 4 - 72, "straight" if has_straight else None))
-    return out
+    return tuple(out)
 
 
 def six_card_category_counts(wheel_allowed: bool = True) -> dict[str | None, int]:
@@ -402,8 +505,16 @@ def six_card_category_counts(wheel_allowed: bool = True) -> dict[str | None, int
 # --- Teen Patti 20-20 -------------------------------------------------------------------
 
 
+_MAIN_COUNTS: dict[str, int] = {}
+
+
 def teen_patti_main_counts(progress: Progress | None = None) -> dict[str, int]:
-    """Ordered pairs (A, B) of disjoint hands: how many A wins, B wins, ties."""
+    """Ordered pairs (A, B) of disjoint hands: how many A wins, B wins, ties. They do not
+    depend on the pay table: counted once per process (``dealer run`` reports every table)."""
+    if _MAIN_COUNTS:
+        if progress is not None:
+            progress("teen-patti main bets", HANDS3, HANDS3)
+        return dict(_MAIN_COUNTS)
     from dealer.games.teen_patti import evaluate3
 
     hands = [evaluate3(hand_codes(h)) for h in HAND_CARDS]
@@ -418,10 +529,16 @@ def teen_patti_main_counts(progress: Progress | None = None) -> dict[str, int]:
     if progress is not None:
         progress("teen-patti main bets", HANDS3, HANDS3)
     total = HANDS3 * DISJOINT3
-    return {"a_wins": a_wins, "b_wins": total - a_wins - ties, "ties": ties, "total": total}
+    _MAIN_COUNTS.update({"a_wins": a_wins, "b_wins": total - a_wins - ties, "ties": ties, "total": total})
+    return dict(_MAIN_COUNTS)
 
 
 def teen_patti_category_counts() -> dict[str, int]:
+    return dict(_teen_patti_category_counts())
+
+
+@cache
+def _teen_patti_category_counts() -> dict[str, int]:
     from dealer.games.teen_patti import evaluate3
 
     return category_counts([evaluate3(hand_codes(h)).category for h in HAND_CARDS])
@@ -533,6 +650,16 @@ class SevenluckTables:
         return HAND_CARDS.index(tuple(sorted(CARD_ID[c] for c in codes)))
 
 
+_SEVENLUCK_TABLES: list[SevenluckTables] = []
+
+
+def sevenluck_tables() -> SevenluckTables:
+    """The ranked hands, built once per process (they do not depend on the pay table)."""
+    if not _SEVENLUCK_TABLES:
+        _SEVENLUCK_TABLES.append(SevenluckTables())
+    return _SEVENLUCK_TABLES[0]
+
+
 def play_net(counts: DealerCounts) -> int:
     """Net result of PLAY in ante units times 18,424, without the Ante Bonus (ante + play)."""
     ante = counts.no_qualify + counts.player_wins - counts.dealer_wins
@@ -557,7 +684,7 @@ def sevenluck_strategies(options: Any = None, tables: SevenluckTables | None = N
     from dealer.games.sevenluck import SevenluckOptions, evaluate3
 
     opts = options if options is not None else SevenluckOptions()
-    t = tables if tables is not None else SevenluckTables()
+    t = tables if tables is not None else sevenluck_tables()
     q64 = evaluate3(("QS", "6H", "4D"))
     bonus = {c: ratio(r) for c, r in opts.ante_bonus.items()}
     fold_ev = Fraction(-1)
@@ -590,7 +717,7 @@ def sevenluck_report(options: Any = None, progress: Progress | None = None) -> R
 
     opts = options if options is not None else SevenluckOptions()
     t0 = time.perf_counter()
-    tables = SevenluckTables()
+    tables = sevenluck_tables()
     cats = category_counts([h.category for h in tables.hands])
     pp = sum((Fraction(n, HANDS3) * (1 + ratio(opts.pair_plus[c])) for c, n in cats.items()
               if c in opts.pair_plus), Fraction(0))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import sqlite3
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 
 import structlog
@@ -20,6 +20,7 @@ from dealer import topics
 from dealer.config import ConfigError, Settings
 from dealer.journal import JournalError, lock_journal
 from dealer.metrics import Metrics
+from dealer.rtp_policy import TableRtp, log_and_export, table_reports
 from dealer.service import Service
 from drivers.bus import Bus, LocalBus
 from drivers.mqtt import MqttBus
@@ -69,13 +70,16 @@ def build_bus(settings: Settings) -> Bus:
                    ca_file=m.ca_file, cert_file=m.cert_file, key_file=m.key_file)
 
 
-async def run_service(settings: Settings) -> None:
+async def run_service(settings: Settings, rtp_reports: Sequence[TableRtp] | None = None) -> None:
     # One process per journal, decided before anything else: a second instance must not
     # connect (it would share the node's client id and status topic, and its last will
     # would mark the running backend offline). The lock lives as long as the process.
     lock_fd = lock_journal(settings.service.journal_path)  # noqa: F841 (held open on purpose)
     s = settings.service
     metrics = Metrics()
+    if rtp_reports is None:
+        rtp_reports = table_reports(settings)
+    log_and_export(rtp_reports, log, metrics)  # each table's exact RTP, before any round opens
     # Reads the key files, then opens the journal (JournalError: unusable, exit 2); the bus
     # is built but does not connect until the service runs.
     service = Service(settings, bus=build_bus(settings), metrics=metrics)

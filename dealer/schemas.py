@@ -38,6 +38,14 @@ def render(name: str) -> str:
     return json.dumps(schema, indent=2, sort_keys=True) + "\n"
 
 
+def default_docs_dir() -> Path | None:
+    """The ``docs/`` directory of the source tree this package runs from (found from the
+    package, so any current directory will do), or None when there is none: an installed
+    wheel carries no docs."""
+    docs = Path(__file__).resolve().parent.parent / "docs"
+    return docs if (docs / "schemas").is_dir() else None
+
+
 def write_schemas(out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     paths = []

@@ -1484,9 +1484,16 @@ async def run_soak(tables: int, rounds: int, seed: int, workdir: Path, fault_rat
 
 
 def _cmd_soak(args: argparse.Namespace) -> int:
+    from dealer.cli_args import fail
     from dealer.logs import configure_logging
     from dealer.runner import run_loop
 
+    if args.workdir:  # never into a directory that holds anything: the soak writes, mounts and deletes there
+        wd = Path(args.workdir)
+        if wd.exists() and not wd.is_dir():
+            return fail("dealer soak", f"--workdir {wd} is not a directory")
+        if wd.is_dir() and any(wd.iterdir()):
+            return fail("dealer soak", f"--workdir {wd} is not empty: give a new or empty directory")
     configure_logging(args.log_level)
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="dealer-soak-"))
     summary = run_loop(run_soak(args.tables, args.rounds, args.seed, workdir, args.fault_rate,
@@ -1499,25 +1506,32 @@ def _cmd_soak(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``dealer soak`` to the ``dealer`` command's subparsers."""
+    from dealer.cli_args import fraction, int_range, seconds
+
     p = subparsers.add_parser("soak", help="K tables x M rounds against the real backend process with random "
                               "faults, then reconcile results, bets and chips (JSON summary; exit 1 on a discrepancy)")
-    p.add_argument("--tables", type=int, default=2)
-    p.add_argument("--rounds", type=int, default=20, help="results per table before the soak winds down")
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--fault-rate", type=float, default=0.06,
+    p.add_argument("--tables", type=int_range(1, 1000), default=2, metavar="K", help="tables in the backend (default 2)")
+    p.add_argument("--rounds", type=int_range(1, 1_000_000), default=20, metavar="M",
+                   help="results per table before the soak winds down")
+    p.add_argument("--seed", type=int, default=1, help="seed of every random choice (faults, cards, bets; default 1)")
+    p.add_argument("--fault-rate", type=fraction, default=0.06,
                    help="chaos events per round played (broker restarts, reader unplugs, backend kills, link "
                         "losses before and after betting closes, in rotation) and, unless --card-fault-rate is "
                         "given, the chance per card pass of a line fault or dealer mistake")
-    p.add_argument("--card-fault-rate", type=float, default=None)
-    p.add_argument("--betting-seconds", type=float, default=0.15)
+    p.add_argument("--card-fault-rate", type=fraction, default=None,
+                   help="the chance per card pass of a line fault or dealer mistake (default: --fault-rate)")
+    p.add_argument("--betting-seconds", type=seconds(0, 3600), default=0.15, help="betting window of each round "
+                   "(default 0.15)")
     p.add_argument("--games", default="mixed", choices=["mixed", "teen-patti", "sevenluck"],
                    help="mixed: every second table is Sevenluck, whose players decide (default)")
-    p.add_argument("--decision-seconds", type=float, default=6.0,
+    p.add_argument("--decision-seconds", type=seconds(0, 3600), default=6.0,
                    help="Sevenluck decision window (its players answer within 0.3 s: a load margin)")
-    p.add_argument("--max-seconds", type=float, default=3600.0, help="give up (and report it) after this long")
+    p.add_argument("--max-seconds", type=seconds(0, 30 * 86_400), default=3600.0,
+                   help="give up (and report it) after this long")
     p.add_argument("--workdir", help="a new or empty directory for the broker, journal, ledger and logs "
                                      "(default: a fresh temporary directory, kept)")
-    p.add_argument("--log-level", default="error", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--log-level", default="error", choices=["debug", "info", "warning", "error"],
+                   help="level of the soak's own JSON log lines on stderr (default error)")
     p.set_defaults(func=_cmd_soak)
     return p
 

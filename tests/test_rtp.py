@@ -9,6 +9,7 @@ import random
 import subprocess
 import sys
 from collections import Counter
+from decimal import Decimal
 from fractions import Fraction
 from itertools import product
 from math import comb, prod
@@ -164,17 +165,52 @@ def test_teen_patti_default_rows(tp_report):
     assert [r.bet for r in tp_report.rows] == list(tp.TeenPatti.bet_types)
 
 
-def test_teen_patti_flags_the_tie_and_the_seed_maximum(tp_report):
-    tp_report.apply_limits(rtp.DEFAULT_MIN_RTP, rtp.DEFAULT_MAX_RTP["teen-patti"])
-    assert tp_report.row("tie").flags == ["LOW"]
+def test_teen_patti_seed_maximum_is_met_at_its_precision_and_the_tie_stands_out(tp_report):
+    tp_report.apply_limits(None, rtp.DEFAULT_MAX_RTP["teen-patti"], advisory_min=rtp.DEFAULT_MIN_RTP)
+    # 0.95:1 with refunded ties returns 97.5028 %: a hair over 97.5 exactly, but the seed's
+    # "97.50 %" has two decimals, and 97.5028 % is 97.50 % at that precision.
+    assert tp_report.row("player_a").rtp > Fraction(975, 1000)
+    assert rtp.pct(tp_report.row("player_a").rtp) == "97.5028"
+    assert tp_report.flagged == []
+    # The rulebook's Tie at 50:1 (5.64 %) is no declared bound's business, but it stands out.
+    assert tp_report.row("tie").advisories == ["LOW"] and [r.bet for r in tp_report.advised] == ["tie"]
     text = tp_report.render()
     tie_line = next(line for line in text.splitlines() if line.startswith("tie "))
-    assert "!! LOW" in tie_line
-    assert "!! tie: RTP" in text and "below the minimum" in text
-    # 0.95:1 with refunded ties returns a hair over 97.50 %: flagged against the seed's maximum.
-    assert tp_report.row("player_a").rtp > Fraction(975, 1000)
-    assert tp_report.row("player_a").flags == ["HIGH"]
-    assert tp_report.row("pair_plus_a").flags == [] and tp_report.row("six_card_bonus").flags == []
+    assert "! LOW (advisory)" in tie_line
+    assert "! tie: RTP 5.6431 % is below the advisory minimum 90 %" in text
+    # A declared minimum is a bound: the tie is then flagged, and says against what.
+    tp_report.apply_limits(Decimal("90"), rtp.DEFAULT_MAX_RTP["teen-patti"], advisory_min=rtp.DEFAULT_MIN_RTP)
+    assert tp_report.row("tie").flags == ["LOW"] and tp_report.row("tie").advisories == []
+    assert "!! tie: RTP 5.6431 % is below its declared minimum 90 %" in tp_report.render()
+    # An exact bound (a Fraction) is compared exactly: 97.5028 > 97.5.
+    tp_report.apply_limits(None, Fraction(975, 10))
+    assert tp_report.row("player_a").flags == ["HIGH"] and tp_report.row("pair_plus_a").flags == []
+
+
+@pytest.mark.parametrize("value,bound,above", [
+    ("97.5028", "97.50", False),   # the seed's maximum, two decimals
+    ("97.5049", "97.50", False),
+    ("97.5050", "97.50", True),    # half up: 97.51
+    ("97.5028", "97.5", False),
+    ("97.5028", "97.500", True),   # declared with three decimals: 97.503 > 97.500
+    ("97.5028", "97", True),       # no decimals: 98 > 97
+    ("96.4999", "97", False),
+])
+def test_a_declared_bound_is_compared_at_its_own_precision(value, bound, above):
+    rtp_value = Fraction(Decimal(value)) / 100
+    assert rtp._above(rtp_value, Decimal(bound)) is above
+    assert rtp.decimals(Decimal(bound)) == (len(bound.split(".")[1]) if "." in bound else 0)
+
+
+def test_per_bet_bounds_override_the_game_maximum(tp_report):
+    tp_report.apply_limits(None, rtp.DEFAULT_MAX_RTP["teen-patti"],
+                           per_bet={"tie": rtp.RtpBound(min=Decimal("5.65")),
+                                    "player_b": rtp.RtpBound(max=Decimal("97.502"))})
+    assert tp_report.row("tie").flags == ["LOW"]  # 5.6431 -> 5.64 < 5.65
+    assert tp_report.row("tie").bounds == rtp.RtpBound(Decimal("5.65"), Decimal("97.50"))
+    assert tp_report.row("player_b").flags == ["HIGH"]  # 97.503 > 97.502
+    assert tp_report.row("player_a").flags == []
+    assert tp_report.row("player_a").to_json()["bounds"] == {"min_rtp_pct": None, "max_rtp_pct": "97.50"}
 
 
 def test_teen_patti_pay_table_changes_move_the_rtp_as_expected(tp_report):
@@ -377,18 +413,19 @@ def test_progress_callback_reaches_the_end():
 # --- Command line ---------------------------------------------------------------------------
 
 
-def test_cli_teen_patti_json_flags_the_tie():
+def test_cli_teen_patti_json_flags_nothing_and_points_out_the_tie():
     out = run_cli("rtp", "teen-patti", "--json")
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     rows = {r["bet"]: r for r in report["rows"]}
-    assert set(rows) == set(tp.TeenPatti.bet_types)
-    assert rows["tie"]["flags"] == ["LOW"] and "tie" in report["flagged"]
-    assert rows["player_a"]["rtp_pct"] == "97.5028" and rows["player_a"]["flags"] == ["HIGH"]
+    assert set(rows) == set(tp.TeenPatti.bet_types) == set(rtp.RTP_BETS["teen-patti"])
+    assert rows["tie"]["flags"] == [] and rows["tie"]["advisories"] == ["LOW"] and report["advised"] == ["tie"]
+    assert rows["player_a"]["rtp_pct"] == "97.5028" and rows["player_a"]["flags"] == []
+    assert report["flagged"] == []
     n, d = map(int, rows["tie"]["rtp_exact"].split("/"))
     assert rtp.pct(Fraction(n, d)) == rows["tie"]["rtp_pct"]
     assert report["combinations"]["six_card_sets"] == comb(52, 6)
-    assert report["limits"] == {"min_rtp_pct": "90.0000", "max_rtp_pct": "97.5000"}
+    assert report["limits"] == {"min_rtp_pct": None, "max_rtp_pct": "97.50", "advisory_min_rtp_pct": "90"}
     assert "seconds" in report  # reported only; the 60 s target is measured by `dealer bench rtp`
 
 
@@ -399,7 +436,7 @@ def test_cli_sevenluck_json_and_text():
     rows = {r["bet"]: r for r in report["rows"]}
     assert set(rows) == {"pair_plus", "ante_play_q64", "ante_play_best"}
     assert rows["ante_play_q64"]["house_edge_pct"] == "3.3730"
-    assert report["limits"]["max_rtp_pct"] is None and report["flagged"] == []
+    assert report["limits"]["max_rtp_pct"] is None and report["flagged"] == [] and report["advised"] == []
     text = run_cli("rtp", "sevenluck", "--max-rtp", "97.9", "--option", "ante_bonus.straight=2")
     assert text.returncode == 0, text.stderr
     assert "!! HIGH" in text.stdout and "Traceback" not in text.stderr
@@ -418,8 +455,17 @@ def test_cli_options_config_and_strict():
     report = json.loads(cfg.stdout)
     assert report["options"]["tie_ratio"] == "40" and report["options"]["six_card_wheel"] == "NOT_ALLOWED"
     assert "wheel not allowed" in {r["bet"]: r for r in report["rows"]}["six_card_bonus"]["note"]
+    # --strict passes on the rulebook's default table: 97.5028 % is within the declared 97.50 %,
+    # and the tie's 5.64 % is pointed out, not failed (no minimum is declared) ...
     strict = run_cli("rtp", "teen-patti", "--strict", "--quiet")
-    assert strict.returncode == 1 and "!! LOW" in strict.stdout
+    assert strict.returncode == 0, strict.stdout + strict.stderr
+    assert "! LOW (advisory)" in strict.stdout and "!!" not in strict.stdout
+    # ... and fails on a declared bound.
+    strict = run_cli("rtp", "teen-patti", "--strict", "--quiet", "--min-rtp", "90")
+    assert strict.returncode == 1 and "!! tie: RTP 5.6431 % is below its declared minimum 90 %" in strict.stdout
+    strict = run_cli("rtp", "teen-patti", "--strict", "--quiet", "--max-rtp", "97.502")
+    assert strict.returncode == 1 and "!! player_a: RTP 97.5028 % is above its declared maximum 97.502 %" \
+        in strict.stdout
 
 
 @pytest.mark.parametrize("args,needle", [

@@ -46,6 +46,9 @@ from dealer.games.matgo_engine import (
     Phase,
     Play,
     deal_positions,
+    payment,
+    protection_units,
+    score,
 )
 
 COVER = "cover"
@@ -398,3 +401,62 @@ def _jsonable(x: Any) -> Any:
     if isinstance(x, Decimal):
         return str(x)
     return x
+
+
+# --- dispute tool: ``dealer hand matgo`` -------------------------------------------------------
+
+#: A Stop needs at least this combination score (§6).
+STOP_POINTS = 7
+
+
+def _go_text(points: int, go_count: int) -> str:
+    if go_count == 0:
+        return f"{points}"
+    if go_count <= 2:
+        return f"({points} + {go_count} for {go_count} Go)"
+    return f"{points} x {1 << (go_count - 2)} ({go_count} Go)"
+
+
+def hand_report(stopper: Sequence[str], loser: Sequence[str], go_count: int = 0,
+                options: MatgoOptions | None = None) -> dict[str, Any]:
+    """JSON-safe report for ``dealer hand matgo STOPPER-PILE --vs LOSER-PILE [--go N]``: both
+    captured piles scored (§5, the cup classified by §5.5) and what the Stop pays (§7.1 Go
+    adjustment, §7.2 multipliers), in payment points and in money at ``point_value``.
+
+    Immediate wins (chongtong, three Ppuks: 5 points) and Nagari (0) do not depend on the
+    piles and are not computed here. Raises :class:`~dealer.cards.CardError` for a code that is
+    not a Hwatu card, a card twice or in both piles; ValueError for a bad Go count."""
+    o = options or MatgoOptions()
+    if isinstance(go_count, bool) or not isinstance(go_count, int) or not 0 <= go_count <= 10:
+        raise ValueError(f"the Go count must be a whole number from 0 to 10, got {go_count!r}")
+    from dealer.cards import CardError
+
+    piles = {}
+    for name, pile in (("the stopper's pile", stopper), ("the loser's pile (--vs)", loser)):
+        try:
+            piles[name] = score(pile)
+        except CardError as exc:
+            raise CardError(f"{name}: {str(exc).removeprefix('score: ')}") from None
+    win, lose = piles.values()
+    try:
+        pay = payment(stopper, loser, go_count)
+    except CardError as exc:
+        raise CardError(str(exc).removeprefix("payment: ")) from None
+    explain = _go_text(pay.points, go_count) + "".join(f" x 2 ({m})" for m in pay.multipliers)
+    report: dict[str, Any] = {
+        "game": "matgo",
+        "stopper": {"cards": list(stopper), "count": len(stopper), "score": _jsonable(win)},
+        "loser": {"cards": list(loser), "count": len(loser), "score": _jsonable(lose),
+                  "junk_units_for_protection": protection_units(loser)},
+        "go_count": go_count,
+        "stop_allowed": win.total >= STOP_POINTS,
+        "payment": {"points": pay.points, "go_adjusted": pay.go_adjusted, "multipliers": list(pay.multipliers),
+                    "payment_points": pay.payment_points, "explain": f"{explain} = {pay.payment_points}"},
+        "money": {"point_value": str(o.point_value), "amount": str(o.point_value * pay.payment_points),
+                  "note": "paid by the loser to the stopper; a player's loss is limited to the cover"},
+        "rules": "matgo.md §5 scoring, §6 Stop, §7.1 Go adjustment, §7.2 multipliers",
+    }
+    if win.total < STOP_POINTS:
+        report["warning"] = (f"the stopper's pile scores {win.total}: a Stop needs at least {STOP_POINTS} points "
+                             "(§6), so no Stop was possible with it")
+    return report

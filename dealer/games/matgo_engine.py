@@ -54,7 +54,7 @@ from dealer.cards import HWATU_48, CardError, parse_hwatu
 __all__ = [
     "SEATS", "Seat", "other", "MatgoRules", "deal_positions", "STOCK_POSITIONS", "split_deal",
     "Play", "Choose", "Flip", "Decide", "Move", "Phase", "Event", "LayoutStack", "Score",
-    "Payment", "MatgoResult", "MatgoView", "MatgoGame", "score", "payment", "card_value",
+    "Payment", "MatgoResult", "MatgoView", "MatgoGame", "score", "payment", "card_value", "protection_units",
 ]
 
 Seat = Literal["F", "O"]
@@ -410,6 +410,11 @@ class Payment:
 def _loser_protection_units(m: int) -> int:
     """The loser's junk units for the junk multiplier: the cup always counts 2 (§7.2)."""
     return (m & _J1).bit_count() + 2 * (m & _JD).bit_count() + (2 if m & _CUP else 0)
+
+
+def protection_units(loser_captured: Sequence[str]) -> int:
+    """The loser's junk units as the junk multiplier counts them (§7.2: the cup counts 2)."""
+    return _loser_protection_units(_strict_mask(loser_captured, "protection_units"))
 
 
 def _multipliers(win: int, lose: int, s: Score | None = None) -> list[str]:

@@ -202,6 +202,16 @@ class DealerConfirm(_Event):
     command_id: Id | None = _command_id()
 
 
+class ConfirmTimeout(_Event):
+    """The window of a timed confirmation ran out (stud's ``LAST_CARD``, the moment after the
+    7th cards in which the station may report an exposed one, seven-card-stud.md §3.5): the
+    step is taken as confirmed. From the service's timer only, never from the wire; journaled
+    so a replay takes the same step at the same point."""
+
+    type: Literal["confirm_timeout"] = "confirm_timeout"
+    step: Annotated[str, Field(min_length=1, max_length=16, pattern=r"^[A-Z_]+$")]
+
+
 class CardExposed(_Event):
     """The dealer reports that a face-down card was exposed while dealing (stud §3.5)."""
 
@@ -243,7 +253,7 @@ class RulesChanged(_Event):
 
 Event = Annotated[
     Union[OpenRound, PlaceBet, CloseBetting, ScanRead, ReadFailed, LinkDown, LinkUp, Resume, SupervisorVoid,
-          PlayerDecision, DecisionTimeout, PlayerAction, ActionTimeout, DealerConfirm, CardExposed,
+          PlayerDecision, DecisionTimeout, PlayerAction, ActionTimeout, DealerConfirm, ConfirmTimeout, CardExposed,
           ResultDelivered, SecurityEvent, RulesChanged],
     Field(discriminator="type"),
 ]

@@ -328,3 +328,25 @@ def test_stud_rules_journaled_before_the_window_option_replay_without_a_window()
     tp = json.loads(canonical_rules(RulesConfig(game="teen-patti")))
     assert "exposure_window_seconds" not in tp["options"]
     assert Decimal(doc["options"]["ante"]) == 0
+
+
+def test_no_window_when_nobody_is_left_to_bet_on_7th_street():
+    """Heads-up with one player all-in: the rest is dealt without betting, the exposure would
+    decide nothing (the card plays either way), so the hand ends on the last scan."""
+    s = Stud7()
+    s.seq += 1
+    rid = f"T1-{s.seq:06d}"
+    s.feed(OpenRound(round_id=rid, at=s.tick(), context=s.t.memory))
+    s.feed(PlaceBet(bet_id="a", player_id="p1", bet_type="chips", stake="50.00", seat=1, at=s.tick()))
+    s.feed(PlaceBet(bet_id="b", player_id="p2", bet_type="chips", stake="1.00", seat=2, at=s.tick()))
+    s.feed(CloseBetting(at=s.tick()))
+    s.deck = [c for c in STANDARD_52 if c not in UPS.values()]
+    s.play_to("P2.3")
+    s.feed(ScanRead(reader="R", code=UPS["P2.3"], at=s.tick()))
+    o = s.r.hand.betting.options()
+    assert o.player_id == "p1"  # the 3 of clubs is low
+    s.feed(PlayerAction(player_id="p1", action="BRING_IN", amount=Decimal("0.50"), at=s.tick()))
+    s.feed(PlayerAction(player_id="p2", action="ALL_IN", at=s.tick()))
+    s.feed(PlayerAction(player_id="p1", action="CALL", at=s.tick()))
+    s.play_to("end")
+    assert s.r.phase == Phase.RESULT and "LAST_CARD" not in s.confirms() and not s.events("confirm_window")

@@ -234,6 +234,9 @@ def test_stud_down_cards_owner_up_cards_public_burns_journal_exposed_seventh_pub
     assert s.events("card_exposed")[-1].data == {"position": "P1.7", "card": "9S"}
     s.deal("9H")
     expect(s, P2_7="O:bob")
+    assert s.r.expected_position == "LAST_CARD"  # the last-dealt 7th card may still be reported exposed
+    assert s.step(DealerConfirm(step="LAST_CARD")).accepted  # it was not: it stays bob's own
+    expect(s, P2_7="O:bob")
     s.passive()
     assert s.r.phase == Phase.RESULT
     seen = s.seen()

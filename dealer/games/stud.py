@@ -93,7 +93,8 @@ class StudOptions(GameOptions):
       before its first card is no hand, and a wash confirmed in it counts.
     * ``exposure_window_seconds``: after the last 7th card registers, the dealer station has
       this long to report an exposed 7th card (§3.5) before 7th-street betting opens; the
-      station may close the window early by confirming ``LAST_CARD``. 0: no window (betting
+      station may close the window early by confirming ``LAST_CARD``. No window when fewer
+      than two players can still bet (all-in), since the exposure then decides nothing. 0: no window (betting
       opens on the last scan, so the last-dealt 7th card can never be reported exposed). Rules
       journaled before the option existed mean 0 (:data:`dealer.rules.LEGACY_OPTIONS`).
     """
@@ -268,8 +269,11 @@ class StudHand(PeerHand):
                 prefix = [Position("WASH", confirm=True)] if self.wash_due() else []
                 positions = prefix + [Position("SHUFFLE", confirm=True)] + positions
             window = int(self.o.exposure_window_seconds * 1000)
-            if street == 7 and window > 0 and any(p.name.endswith(".7") for p in positions):
-                # §3.5: a moment to report an exposed 7th card before the betting opens
+            betting = len(self.betting.able) >= 2
+            if street == 7 and window > 0 and betting and any(p.name.endswith(".7") for p in positions):
+                # §3.5: a moment to report an exposed 7th card before the betting opens (it decides
+                # who acts first; with nobody left to bet there is nothing to decide: the card
+                # plays either way and every hand still in shows at the showdown)
                 positions.append(Position(LAST_CARD, confirm=True, window_ms=window))
             return DealStep(tuple(positions), "Last card. Good luck" if street == 7 else None)
         first, announce = self._opener(street)

@@ -162,12 +162,16 @@ class DecisionTimeout(_Event):
 
 class PlayerAction(_Event):
     """A betting action in a peer-to-peer game (stud): ``amount`` is the round total the
-    action makes ("make it"), required for BET, BRING_IN and RAISE, optional for ALL_IN."""
+    action makes ("make it"), required for BET, BRING_IN and RAISE, optional for ALL_IN.
+    Also a choice on a turn that is not a betting turn (Matgo's moves, Seotda's rematch choices)."""
 
     type: Literal["player_action"] = "player_action"
     player_id: Id
     action: Literal["CHECK", "BET", "BRING_IN", "CALL", "RAISE", "ALL_IN", "FOLD",
-                    "X2_RAISE", "QUARTER", "HALF", "MAX", "PLAY", "CHOOSE", "GO", "STOP"]
+                    "X2_RAISE", "QUARTER", "HALF", "MAX", "PLAY", "CHOOSE", "GO", "STOP",
+                    "REMATCH", "PLAY_ON", "REJOIN", "SIT_OUT"] = Field(
+        description="Seotda also: REMATCH or PLAY_ON on a REMATCH_CHOICE turn (the 9·4 holder, "
+        "REMATCH_94_MODE = PROMPT), REJOIN or SIT_OUT on a REENTRY turn (REMATCH_REENTRY = HALF_POT)")
     amount: Decimal | None = Field(default=None, description="decimal string: the player's total for this "
                                    "betting round after the action")
     card: Annotated[str, Field(min_length=1, max_length=8, pattern=r"^[0-9A-Z]+$")] | None = Field(

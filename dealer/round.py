@@ -427,7 +427,7 @@ class Round:
         effects: list[Effect] = []
         while True:
             step = hand.next_step()
-            effects += [self._event(name, at, **data) for name, data in hand.notes()]
+            effects += self._hand_notes(at)
             if isinstance(step, DealStep):
                 self.plan = tuple(self.plan) + step.positions
                 self.phase = Phase.DEALING if self.cards else Phase.BETTING_CLOSED
@@ -446,6 +446,12 @@ class Round:
                 effects += self._close_betting_round(at)
                 continue
             return effects + self._finish(at)
+
+    def _hand_notes(self, at: int) -> list[Effect]:
+        """The hand's public notes (a pot awarded, a showdown, a rematch) as round events; any
+        hand they show carries its cards only as far as :mod:`dealer.visibility` shows them now."""
+        assert self.hand is not None
+        return [self._event(name, at, **visibility.noted(self, data)) for name, data in self.hand.notes()]
 
     def _next_turn(self, at: int) -> list[Effect]:
         hand = self.hand
@@ -516,7 +522,7 @@ class Round:
         data = record | {"by": by} | ({"button": label} if label != action else {})
         effects: list[Effect] = [self._event("player_acted", at, street=self.street, **data),
                                  self._tell(player, "action_accepted", at, **data)]
-        effects += [self._event(name, at, **d) for name, d in hand.notes()]
+        effects += self._hand_notes(at)
         if more:
             return Step(True, True, effects + self._next_turn(at))
         effects += self._close_betting_round(at)

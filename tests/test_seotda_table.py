@@ -320,7 +320,10 @@ async def test_a_scripted_game_to_showdown_with_the_rulebook_button_amounts(tabl
     for player in seat:
         mine = f"{t.seat_label(player)}.2"
         assert index[(topics.player(T, player), None, "hole_card", mine)] > last_second
-    reveal = next(i for i, (tp, m) in enumerate(rec.messages) if tp == topics.events(T) and m["event"] == "cards_revealed")
+    # the showdown turns the hands still in over (the showdown event), then the result
+    reveal = next(i for i, (tp, m) in enumerate(rec.messages) if tp == topics.events(T) and m["event"] == "showdown")
+    assert {k: h["cards"] for k, h in rec.messages[reveal][1]["data"]["hands"].items()} == {
+        "S1": [DEAL_A["S1.1"], DEAL_A["S1.2"]], "S2": [DEAL_A["S2.1"], DEAL_A["S2.2"]]}
     for i, (tp, m) in enumerate(rec.messages):
         seen = set(strings(m))
         if "/players/" in tp:
@@ -435,6 +438,84 @@ async def test_b_a_draw_is_rematched_with_the_carried_pot_and_the_same_twenty_ca
     await t.deal(("S1.1", "07A"))
     await wait_until(lambda: [m["data"]["position"] for m in t.mine(s2, "hole_card") if m["round_id"] == table.r2] == ["S1.1"],
                      what="S1.1 to the previous winner")
+
+
+# -- (b2) PROMPT: the 9·4 holder chooses over the wire; HALF_POT: a folded player rejoins ----------
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("table", [{"options": {"stake": 10, "rematch_94_mode": "PROMPT",
+                                                "rematch_reentry": "HALF_POT"}}], indirect=True)
+async def test_b2_the_94_holder_chooses_a_rematch_and_a_folded_player_rejoins_it(table: Table):
+    """seotda.md §5.2 PROMPT and §7.2 rule 3 HALF_POT through the real service: the showdown's
+    hands are published when it happens, the holder of the 9·4 gets a REMATCH_CHOICE turn on
+    their own topic and answers it with a command id and the turn; the player who folded is
+    offered the rematch for half the carried pot and rejoins; the rematch event names its cause."""
+    t, rec = table, table.rec
+    await t.sit({"alice": (1, "1000"), "bob": (2, "1000"), "carol": (3, "1000")})
+    s1, s2, s3 = t.S["S1"], t.S["S2"], t.S["S3"]
+    await t.confirm("SHUFFLE", at=1)
+    await t.deal(("S1.1", "04R"), ("S2.1", "01G"), ("S3.1", "05A"))
+    await t.press(s1, "CHECK")
+    await t.press(s2, "CHECK")
+    await t.press(s3, "FOLD")
+    await t.deal(("S1.2", "09R"), ("S2.2", "02A"))  # 9·4 against Al-li: the holder may call a rematch
+    await t.press(s1, "CHECK")
+    await t.press(s2, "CHECK")
+    # the showdown is published as it happens, before anyone is asked anything
+    shown = await wait_until(lambda: next((e for e in rec.events("showdown") if e["round_id"] == table.r1), None),
+                             what="the showdown event")
+    assert shown["data"]["game"] == 0 and {k: h["cards"] for k, h in shown["data"]["hands"].items()} == {
+        "S1": ["04R", "09R"], "S2": ["01G", "02A"]}
+    choice = await t.turn(s1)
+    assert choice["choice"] == "REMATCH_94" and choice["actions"] == ["REMATCH", "PLAY_ON"]
+    assert choice["default"] == "REMATCH" and choice["pot"] == "30" and choice["street"] == "REMATCH_CHOICE"
+    public_turn = [e for e in rec.events("turn") if e["round_id"] == table.r1][-1]["data"]
+    assert public_turn["player_id"] == s1 and public_turn["choice"] == "REMATCH_94" and "level" not in public_turn
+    # a button is no answer, and nobody else may answer for the holder
+    await t.refused(s1, {"type": "player_action", "player_id": s1, "action": "CHECK", "turn": choice["turn"]},
+                    "CHECK is not a choice now")
+    await t.refused(s2, {"type": "player_action", "player_id": s2, "action": "PLAY_ON", "turn": choice["turn"]},
+                    f"waiting for {s1} to choose")
+    sent = await rec.command(ACT, {"type": "player_action", "player_id": s1, "action": "REMATCH",
+                                   "turn": choice["turn"]})
+    await wait_until(lambda: t.mine(s1, "action_accepted"), what="REMATCH accepted")
+    # the same command again (a duplicate delivery): answered again, not applied twice
+    await rec.publish(topics.actions(T), sent)
+    await wait_until(lambda: any(m["data"].get("repeat") for m in t.mine(s1, "action_accepted")), what="repeat")
+    # the player who folded may rejoin for half the carried pot (30 / 2)
+    offer = await t.turn(s3)
+    assert offer["choice"] == "REENTRY" and offer["fee"] == "15" and offer["carried"] == "30"
+    assert offer["actions"] == ["REJOIN", "SIT_OUT"] and offer["default"] == "SIT_OUT"
+    await rec.command(ACT, {"type": "player_action", "player_id": s3, "action": "REJOIN", "turn": offer["turn"]})
+    rematch = await wait_until(lambda: next((e for e in rec.events("rematch") if e["round_id"] == table.r1), None),
+                               what="the rematch event")
+    d = rematch["data"]
+    assert d["rematch"] == 1 and d["participants"] == [s1, s2, s3]
+    assert d["carried"] == [{"amount": "45", "participants": [s1, s2, s3], "cause": "NINE_FOUR", "by": [s1],
+                             "step": 4, "reason": d["carried"][0]["reason"]}]
+    assert d["hands"] == shown["data"]["hands"] and d["reentries"] == [
+        {"game": 1, "player": s3, "paid": "15", "into": ["15"]}]
+    # the rematch: all three, the same twenty cards
+    await t.confirm("SHUFFLE", at=7)
+    await t.deal(("R1.S1.1", "10A"), ("R1.S2.1", "05A"), ("R1.S3.1", "03G"))
+    for p in (s1, s2, s3):
+        await t.press(p, "CHECK")
+    await t.deal(("R1.S1.2", "10R"), ("R1.S2.2", "06A"), ("R1.S3.2", "08G"))  # 10·10, 1 point, 3·8
+    for p in (s1, s2, s3):
+        await t.press(p, "CHECK")
+    await wait_until(lambda: rec.results(table.key1), what="result")
+    res = rec.results(table.key1)[0]
+    det = res["details"]
+    assert det["rematches"] == 1 and res["winner"] == "S3"
+    assert [(c["player_id"], c["action"], c["choice"], c["by"]) for c in det["choices"]] == [
+        (s1, "REMATCH", "REMATCH_94", "player"), (s3, "REJOIN", "REENTRY", "player")]
+    assert {p: b["chips"]["returned"] for p, b in res["player_bets"].items()} == {s1: "990", s2: "990", s3: "1020"}
+    conserved(res, t.stakes)
+    # every showdown's hands were public from the moment they were shown, so the result shows them
+    assert {k: res["cards"][k] for k in ("S1.1", "S1.2", "S2.1", "S2.2")} == {
+        "S1.1": "04R", "S1.2": "09R", "S2.1": "01G", "S2.2": "02A"}
+    assert "S3.1" not in res["cards"]  # folded in the first game: never shown
 
 
 # -- (c) faults: foreign cards, no-reads, a player who disconnects --------------------------------

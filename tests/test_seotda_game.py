@@ -1217,6 +1217,29 @@ def test_prompt_nobody_is_asked_once_the_rematch_limit_is_reached():
     assert p.returned == {"A": D(590), "B": D(610)}
 
 
+def test_prompt_a_choice_is_a_turn_fair_recovery_pauses_and_renews_it_and_a_replay_resumes_it():
+    p = Play(rematch_94_mode="PROMPT").start(TWO, cards=EX10)
+    p.acts("A CHECK", "B CHECK", "A CHECK", "B CHECK")
+    turn = p.r.turn
+    p.feed(LinkDown(link="broker", reason="test", at=p.tick()))
+    assert "paused" in rejected(p.feed(ActionTimeout(turn=turn, at=p.tick())))
+    back = p.tick()
+    step = p.feed(LinkUp(link="broker", at=back))
+    assert step.accepted and step.journal and p.r.action_deadline == back + 10_000
+    again = p.told("A", "your_turn")[-1]
+    assert again.data["resumed"] is True and again.data["choice"] == "REMATCH_94" and again.data["turn"] == turn
+    # a restart: the journal alone rebuilds the pending choice, and the player sees it again
+    fresh = new_table(rematch_94_mode="PROMPT")
+    for ev in p.journal:
+        assert fresh.handle(ev).accepted, ev
+    r = fresh.current
+    assert r.turn == turn and r.hand.to_act == "A" and r.action_deadline == p.r.action_deadline
+    private = [m for m in r.private_now(p.tick()) if m.kind == "your_turn"]
+    assert [m.data["choice"] for m in private] == ["REMATCH_94"]
+    assert fresh.handle(PlayerAction(player_id="A", action="REMATCH", turn=turn, at=p.tick())).accepted
+    assert r.hand.game.number == 1
+
+
 def test_prompt_and_reentry_are_accepted_by_the_configuration():
     from dealer.config import TableConfig
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from dealer import topics
+from dealer.cards import SEOTDA_20
 from dealer.config import load_settings
 from dealer.events import CloseBetting, DealerConfirm, OpenRound, PlaceBet, PlayerAction, ScanRead
 from dealer.games.seotda import first_seat_drawn
@@ -726,9 +727,19 @@ async def test_e_a_player_needs_sixty_times_the_stake(table: Table, stake: int):
 
 
 @pytest.mark.timeout(300)
-async def test_dealer_and_players_play_games_in_a_row_unattended(broker: Broker, tmp_path: Path, pty_dir: Path):
+@pytest.mark.parametrize("options", [{}, {"rematch_94_mode": "PROMPT", "rematch_reentry": "HALF_POT"}],
+                         ids=["defaults", "prompt-half-pot"])
+async def test_dealer_and_players_play_games_in_a_row_unattended(broker: Broker, tmp_path: Path, pty_dir: Path,
+                                                                 options: dict[str, str]):
+    """The simulated players answer whatever turn they get: with PROMPT and HALF_POT a 9·4
+    holder's REMATCH_CHOICE and a folded player's REENTRY too (the first game is dealt from a
+    deck that gives S1 a 9·4 against hands no better than Al-li, as in the demo)."""
+    from dealer.demo import SEOTDA_REMATCH_DECK
+
     port = PtyPort(pty_dir, "shoe")
-    settings = seotda_settings(tmp_path, broker.url, port.path, betting_seconds=0.8, action_seconds=0.6)
+    settings = seotda_settings(tmp_path, broker.url, port.path, betting_seconds=0.8, action_seconds=0.6,
+                               options={"stake": 10, **options})
+    first = SEOTDA_REMATCH_DECK + [c for c in SEOTDA_20 if c not in SEOTDA_REMATCH_DECK]
     service = Service(settings, bus=MqttBus(broker.url, client_id="be"))
     sim = MqttBus(broker.url, client_id="sim")
     rec = await Recorder(broker.url).start()
@@ -736,7 +747,7 @@ async def test_dealer_and_players_play_games_in_a_row_unattended(broker: Broker,
     dealer = SeotdaDealer(T, VirtualShoe(READER), PtyShoeLink(port), rng=rng,
                           faults=FaultPlan(noread=0.04, garbage=0.03, drop=0.02),
                           dealer_faults=DealerFaults(foreign=0.03, duplicate=0.03), deal_interval=0.005,
-                          heartbeat_interval=0.2, patience=0.5)
+                          heartbeat_interval=0.2, patience=0.5, scripted_rounds=[first] if options else ())
     dealer.subscribe(sim)
     players = [SeotdaPlayer(T, "p1", sim, "calling", seat=1, buy_in="600"),
                SeotdaPlayer(T, "p2", sim, "random", rng=random.Random(2), seat=2, buy_in="1000", reserve_rate=1.0),
@@ -776,7 +787,10 @@ async def test_dealer_and_players_play_games_in_a_row_unattended(broker: Broker,
     for r in games:
         d = r["details"]
         for k in range(1, d["rematches"] + 1):  # a rematch deals the 20 cards again: R1.S1.1 ...
-            assert any(pos.startswith(f"R{k}.S") for pos in r["cards"])
+            decided = [a for a in d["awards"] if a["game"] == k]
+            assert decided
+            if any(a["result"] != "WIN" or "is the only one left" not in a["reason"] for a in decided):
+                assert any(pos.startswith(f"R{k}.S") for pos in r["cards"])  # its showdown shows them
         deal0 = [c for pos, c in r["cards"].items() if position_game(pos) == 0]
         assert len(deal0) == len(set(deal0))
     assert dealer.confirms_sent >= 6 and dealer.faults_injected
@@ -785,6 +799,15 @@ async def test_dealer_and_players_play_games_in_a_row_unattended(broker: Broker,
     assert any(e["data"]["by"] == "timeout" and e["data"]["player_id"] == "p4" for e in rec.events("player_acted"))
     assert all(p.rejected == [] for p in players), [p.rejected for p in players]
     assert players[1].reserved  # the random player reserved buttons before its turn
+    choices = [e["data"] for e in rec.events("player_acted") if e["data"].get("choice")]
+    if not options:
+        assert choices == []
+    for c in choices:  # every choice answered with one of its actions, by the player or the timer
+        assert c["action"] in {"REMATCH_94": ("REMATCH", "PLAY_ON"), "REENTRY": ("REJOIN", "SIT_OUT")}[c["choice"]]
+    for r in games:  # and recorded in the result with the re-entries that were paid
+        assert [c["action"] for c in r["details"].get("choices", [])] == [
+            c["action"] for e in rec.events("player_acted") if e["round_id"] == r["round_id"]
+            for c in [e["data"]] if c.get("choice")]
     # the players only ever saw their own cards
     for r in games:
         label = {s["player"]: k for k, s in r["details"]["seats"].items()}
@@ -824,6 +847,18 @@ def test_strategies_press_a_button_the_turn_offers():
     seen = {choose("random", facing, rng) for _ in range(300)}
     assert seen == set(facing["buttons"])
     assert choose("calling", {"buttons": {}}, rng) == "FOLD"
+
+
+def test_strategies_answer_a_choice_turn_with_one_of_its_actions():
+    """A REMATCH_94 or REENTRY turn has no buttons: every strategy answers one of its actions."""
+    rng = random.Random(4)
+    prompt = {"choice": "REMATCH_94", "actions": ["REMATCH", "PLAY_ON"], "default": "PLAY_ON", "pot": "30"}
+    offer = {"choice": "REENTRY", "actions": ["REJOIN", "SIT_OUT"], "default": "SIT_OUT", "fee": "15"}
+    assert choose("calling", prompt, rng) == "PLAY_ON" and choose("calling", offer, rng) == "SIT_OUT"  # as the timer
+    assert choose("disconnect", prompt, rng, ["04R", "09R"]) == "PLAY_ON"
+    assert choose("hand", prompt, rng, ["04R", "09R"]) == "PLAY_ON" and choose("hand", offer, rng) == "REJOIN"
+    assert {choose("random", prompt, rng) for _ in range(100)} == {"REMATCH", "PLAY_ON"}
+    assert {choose("random", offer, rng) for _ in range(100)} == {"REJOIN", "SIT_OUT"}
 
 
 # -- a reservation must not outlive its betting round (seotda.md §6.2) ----------------------------

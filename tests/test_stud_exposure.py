@@ -350,3 +350,27 @@ def test_no_window_when_nobody_is_left_to_bet_on_7th_street():
     s.feed(PlayerAction(player_id="p1", action="CALL", at=s.tick()))
     s.play_to("end")
     assert s.r.phase == Phase.RESULT and "LAST_CARD" not in s.confirms() and not s.events("confirm_window")
+
+
+def test_after_a_backend_restart_the_window_starts_again_whole():
+    """The journal replays the hand up to the open window; the start-up Resume gives the
+    station the whole window again (the old deadline passed while the backend was down)."""
+    from dealer.events import Resume
+
+    s = Stud7()
+    s.open()
+    s.play_to("LAST_CARD")
+    fresh = Table(TableRules(table_id="T1", game=Stud.from_options({}), action_ms=10_000))
+    for ev in s.journal:
+        assert fresh.handle(ev).accepted, ev
+    r = fresh.current
+    assert r.expected_position == "LAST_CARD" and r.confirm_deadline == s.r.confirm_deadline
+    assert r.prompt_now(s.tick()).position == "LAST_CARD"
+    up = s.r.confirm_deadline + 60_000
+    step = fresh.handle(Resume(link=None, at=up))
+    assert step.accepted and step.journal and r.confirm_deadline == up + 5_000
+    assert [e.data for e in step.effects if isinstance(e, RoundEvent)] == [
+        {"step": "LAST_CARD", "closes_at": up + 5_000, "resumed": True}]
+    assert fresh.handle(CardExposed(position="P4.7", at=up + 100)).accepted
+    assert fresh.handle(ConfirmTimeout(step="LAST_CARD", at=up + 5_000)).accepted
+    assert r.hand.to_act == "p4"

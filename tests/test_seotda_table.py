@@ -737,8 +737,9 @@ async def test_dealer_and_players_play_games_in_a_row_unattended(broker: Broker,
     from dealer.demo import SEOTDA_REMATCH_DECK
 
     port = PtyPort(pty_dir, "shoe")
-    settings = seotda_settings(tmp_path, broker.url, port.path, betting_seconds=0.8, action_seconds=0.6,
-                               options={"stake": 10, **options})
+    # a choice variant gives players a longer turn: more turns per game, each answered in time under load
+    settings = seotda_settings(tmp_path, broker.url, port.path, betting_seconds=0.8,
+                               action_seconds=1.2 if options else 0.6, options={"stake": 10, **options})
     first = SEOTDA_REMATCH_DECK + [c for c in SEOTDA_20 if c not in SEOTDA_REMATCH_DECK]
     service = Service(settings, bus=MqttBus(broker.url, client_id="be"))
     sim = MqttBus(broker.url, client_id="sim")

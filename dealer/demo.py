@@ -117,8 +117,14 @@ class RoundLog:
         if not isinstance(msg, RoundEvent):
             return None
         d, e = msg.data, msg.event
+        if e == "dealer_confirmed" and d["step"] == "LAST_CARD":
+            return "  no 7th card exposed: " + ("the window closed" if d.get("by") == "timer" else "the dealer confirms")
         if e == "dealer_confirmed":
             return f"  dealer {_STUD_STEP.get(d['step'], d['step'])} the cards"
+        if e == "confirm_window":
+            return ""  # the 7th cards are out; the station may report one exposed (the next line says)
+        if e == "card_exposed":
+            return f"  {d['position']} exposed: {_card(d['card'])} plays face up (seven-card-stud.md §3.5)"
         if e == "betting_round_opened":
             if d.get("betting") != "TO_ACT":
                 return f"  -- {d['street']} street: \"{d['announce']}\" (no betting: all-in)"
@@ -189,6 +195,12 @@ class _SeotdaLog:
                 seat = self.seats.get(rid, {}).get(who, "?")
                 line = f"  S1 = seat {seat} ({who}): cards and turns go clockwise from S1\n" + line
             return line
+        if msg.kind == "your_turn" and d.get("choice") == "REMATCH_94":
+            return (f"    {who:<8} holds the 9·4: {' or '.join(d['actions'])} for the pot of {d.get('pot')}? "
+                    f"(timer: {d.get('default')})")
+        if msg.kind == "your_turn" and d.get("choice") == "REENTRY":
+            return (f"    {who:<8} folded: rejoin rematch {d.get('rematch')} for {d.get('fee')} "
+                    f"(half the carried {d.get('carried')})? {' or '.join(d['actions'])}")
         if msg.kind == "your_turn":
             buttons = " | ".join(f"{name} +{b['adds']}" if name not in ("FOLD", "CHECK") else name
                                  for name, b in d.get("buttons", {}).items())
@@ -214,9 +226,24 @@ class _SeotdaLog:
         if e == "card_registered":
             return "" if str(d["position"]).endswith(".1") else f"  card  {d['position']:<8} face down (held back)"
         if e == "betting_round_opened":
+            if str(d["street"]).startswith(("REMATCH_CHOICE", "REENTRY")):
+                return ""  # a choice, not a betting round: the player's turn says what it is
             if d.get("betting") != "TO_ACT":
                 return f"  -- {d['street']}: nobody can bet (all-in)"
             return f"  -- {d['street']}: {d['first']} acts first"
+        if e == "player_acted" and d.get("choice"):
+            by = "  (timer: no answer)" if d["by"] == "timeout" else ""
+            paid = f" (pays {d['added']})" if d["action"] == "REJOIN" else ""
+            return f"  {d['player_id']:<8} {d['action']}{paid}{by}"
+        if e == "showdown":  # each showdown as it happens, a rematch's too
+            game = f" (rematch {d['game']})" if d.get("game") else ""
+            hands = "  ".join(f"{k} {'+'.join(h['cards'])} {h['name']}" for k, h in d.get("hands", {}).items())
+            return f"  showdown{game}: {hands}"
+        if e == "rematch":
+            causes = "; ".join(f"{c.get('cause')} by {', '.join(c.get('by', []))} (pot {c['amount']})"
+                               for c in d.get("carried", []))
+            joined = "".join(f"; {r['player']} rejoins for {r['paid']}" for r in d.get("reentries", []))
+            return f"  rematch {d['rematch']} among {', '.join(d['participants'])}: {causes}{joined}"
         if e == "player_acted":
             button = d.get("button") or d["action"]
             what = {"CHECK": "checks", "FOLD": "folds"}.get(d["action"]) or (
@@ -226,10 +253,7 @@ class _SeotdaLog:
         if e == "uncalled_returned":
             return f"  {d['player_id']:<8} takes back {d['amount']} nobody called"
         if e == "cards_revealed":
-            hands: dict[str, list[str]] = {}
-            for pos, code in d["cards"].items():
-                hands.setdefault(pos.rsplit(".", 1)[0], []).append(code)
-            return "  showdown: " + "  ".join(f"{k} {'+'.join(v)}" for k, v in hands.items())
+            return ""  # every showdown was printed as it happened
         if e == "round_result":
             return f"  RESULT winner {d['winner']}" if d["winner"] else "  RESULT"
         if e in ("turn", "reservation_executed"):

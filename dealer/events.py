@@ -257,12 +257,16 @@ class DecisionTimeout(_Event):
 
 class PlayerAction(_Event):
     """A betting action in a peer-to-peer game (stud): ``amount`` is the round total the
-    action makes ("make it"), required for BET, BRING_IN and RAISE, optional for ALL_IN."""
+    action makes ("make it"), required for BET, BRING_IN and RAISE, optional for ALL_IN.
+    Also a choice on a turn that is not a betting turn (Matgo's moves, Seotda's rematch choices)."""
 
     type: Literal["player_action"] = "player_action"
     player_id: Id
     action: Literal["CHECK", "BET", "BRING_IN", "CALL", "RAISE", "ALL_IN", "FOLD",
-                    "X2_RAISE", "QUARTER", "HALF", "MAX", "PLAY", "CHOOSE", "GO", "STOP"]
+                    "X2_RAISE", "QUARTER", "HALF", "MAX", "PLAY", "CHOOSE", "GO", "STOP",
+                    "REMATCH", "PLAY_ON", "REJOIN", "SIT_OUT"] = Field(
+        description="Seotda also: REMATCH or PLAY_ON on a REMATCH_CHOICE turn (the 9·4 holder, "
+        "REMATCH_94_MODE = PROMPT), REJOIN or SIT_OUT on a REENTRY turn (REMATCH_REENTRY = HALF_POT)")
     amount: Decimal | None = Field(default=None, description="decimal string: the player's total for this "
                                    "betting round after the action")
     card: Annotated[str, Field(min_length=1, max_length=8, pattern=r"^[0-9A-Z]+$")] | None = Field(
@@ -295,6 +299,16 @@ class DealerConfirm(_Event):
     step: Annotated[str, Field(min_length=1, max_length=16, pattern=r"^[A-Z_]+$")]
     round_id: Id | None = _round_id()
     command_id: Id | None = _command_id()
+
+
+class ConfirmTimeout(_Event):
+    """The window of a timed confirmation ran out (stud's ``LAST_CARD``, the moment after the
+    7th cards in which the station may report an exposed one, seven-card-stud.md §3.5): the
+    step is taken as confirmed. From the service's timer only, never from the wire; journaled
+    so a replay takes the same step at the same point."""
+
+    type: Literal["confirm_timeout"] = "confirm_timeout"
+    step: Annotated[str, Field(min_length=1, max_length=16, pattern=r"^[A-Z_]+$")]
 
 
 class CardExposed(_Event):
@@ -338,7 +352,7 @@ class RulesChanged(_Event):
 
 Event = Annotated[
     Union[OpenRound, PlaceBet, CloseBetting, ScanRead, ReadFailed, LinkDown, LinkUp, Resume, SupervisorVoid,
-          PlayerDecision, DecisionTimeout, PlayerAction, ActionTimeout, DealerConfirm, CardExposed,
+          PlayerDecision, DecisionTimeout, PlayerAction, ActionTimeout, DealerConfirm, ConfirmTimeout, CardExposed,
           ResultDelivered, SecurityEvent, RulesChanged, SupervisorPause, SupervisorResume, SupervisorClose,
           SupervisorReopen],
     Field(discriminator="type"),

@@ -26,6 +26,7 @@ from dealer.events import (
     ActionTimeout,
     CardExposed,
     CloseBetting,
+    ConfirmTimeout,
     DealerConfirm,
     DecisionTimeout,
     Event,
@@ -172,6 +173,9 @@ class Round:
         self.action_deadline: int | None = None
         self.street: str | None = None
         self.announce: str | None = None
+        #: A timed confirmation is expected (stud's LAST_CARD): it is taken as given at this
+        #: instant (epoch ms, journaled data like the other deadlines); None otherwise.
+        self.confirm_deadline: int | None = None
         #: Bumped before and after every event, so a cached visibility view is never stale.
         self.revision = 0
 
@@ -227,8 +231,18 @@ class Round:
 
     def resume(self, at: int) -> list[Effect]:
         """Players could not reach the backend (the broker link was down, or the backend itself
-        was): every pending decision, or the pending turn, gets a whole window from ``at``."""
-        return self.resume_decisions(at) + self.resume_turn(at)
+        was): every pending decision, or the pending turn, gets a whole window from ``at``; so
+        does the station's window before a timed confirmation (it reports through the broker too)."""
+        return self.resume_decisions(at) + self.resume_turn(at) + self.resume_window(at)
+
+    def resume_window(self, at: int) -> list[Effect]:
+        """A timed confirmation (stud's LAST_CARD) gets its whole window again from ``at``."""
+        if self.phase not in (Phase.BETTING_CLOSED, Phase.DEALING) or self.confirm_deadline is None:
+            return []
+        self._arm_window(at)
+        pos = self.plan[self.next_index]
+        return [self._event("confirm_window", at, step=pos.name, closes_at=self.confirm_deadline, resumed=True),
+                self._next_prompt(at)]
 
     def resume_betting(self, at: int, closes_at: int | None) -> list[Effect]:
         """The table was paused while betting was open (no bet was taken): betting runs a full
@@ -368,6 +382,7 @@ class Round:
         effects += [self._tell(owner, "hole_card", ev.at, position=p.name, card=self.cards[p.name])
                     for p, owner in visibility.deliveries(self, pos)]  # to their owners only
         if self.next_index < len(self.plan):
+            effects += self._window_opened(ev.at)
             effects.append(self._next_prompt(ev.at))
             return Step(True, True, effects)
         if self.hand is not None:
@@ -442,12 +457,12 @@ class Round:
         effects: list[Effect] = []
         while True:
             step = hand.next_step()
-            effects += [self._event(name, at, **data) for name, data in hand.notes()]
+            effects += self._hand_notes(at)
             if isinstance(step, DealStep):
                 self.plan = tuple(self.plan) + step.positions
                 self.phase = Phase.DEALING if self.cards else Phase.BETTING_CLOSED
                 self.action_deadline, self.announce = None, step.announce
-                return effects + [self._next_prompt(at)]
+                return effects + self._window_opened(at) + [self._next_prompt(at)]
             if isinstance(step, BetStep):
                 self.street, self.announce = step.street, step.announce
                 someone = hand.open_turns(step)
@@ -461,6 +476,12 @@ class Round:
                 effects += self._close_betting_round(at)
                 continue
             return effects + self._finish(at)
+
+    def _hand_notes(self, at: int) -> list[Effect]:
+        """The hand's public notes (a pot awarded, a showdown, a rematch) as round events; any
+        hand they show carries its cards only as far as :mod:`dealer.visibility` shows them now."""
+        assert self.hand is not None
+        return [self._event(name, at, **visibility.noted(self, data)) for name, data in self.hand.notes()]
 
     def _next_turn(self, at: int) -> list[Effect]:
         hand = self.hand
@@ -531,7 +552,7 @@ class Round:
         data = record | {"by": by} | ({"button": label} if label != action else {})
         effects: list[Effect] = [self._event("player_acted", at, street=self.street, **data),
                                  self._tell(player, "action_accepted", at, **data)]
-        effects += [self._event(name, at, **d) for name, d in hand.notes()]
+        effects += self._hand_notes(at)
         if more:
             return Step(True, True, effects + self._next_turn(at))
         effects += self._close_betting_round(at)
@@ -549,11 +570,38 @@ class Round:
         if pos is None or not self.plan[self.next_index].confirm or ev.step != pos:
             want = f"the next step is {pos}" if pos else "no step is expected"
             return self._reject(ev, f"cannot confirm {ev.step}: {want}")
+        return self._step_confirmed(ev.step, ev.at, {})
+
+    def _confirm_timeout(self, ev: ConfirmTimeout) -> Step:
+        """The window of a timed confirmation ran out: the step is taken as confirmed."""
+        pos = self.expected_position
+        if self.confirm_deadline is None or ev.step != pos:
+            want = f"the next step is {pos}" if pos else "no step is expected"
+            return self._reject(ev, f"no window of {ev.step} is open: {want}")
+        return self._step_confirmed(ev.step, ev.at, {"by": "timer"})
+
+    def _step_confirmed(self, step: str, at: int, extra: dict[str, object]) -> Step:
+        pos = self.plan[self.next_index]
         self.next_index += 1
-        effects: list[Effect] = [self._event("dealer_confirmed", ev.at, step=ev.step)]
+        self.confirm_deadline = None
+        if self.hand is not None:
+            self.hand.register(pos, "")  # stud counts its washes
+        effects: list[Effect] = [self._event("dealer_confirmed", at, step=step, **extra)]
         if self.next_index < len(self.plan):
-            return Step(True, True, effects + [self._next_prompt(ev.at)])
-        return Step(True, True, effects + self._advance_hand(ev.at))
+            return Step(True, True, effects + self._window_opened(at) + [self._next_prompt(at)])
+        return Step(True, True, effects + self._advance_hand(at))
+
+    def _arm_window(self, at: int) -> None:
+        pos = self.plan[self.next_index] if self.next_index < len(self.plan) else None
+        self.confirm_deadline = at + pos.window_ms if pos is not None and pos.confirm and pos.window_ms else None
+
+    def _window_opened(self, at: int) -> list[Effect]:
+        """The next step is a timed confirmation: its window starts now (public ``confirm_window``)."""
+        self._arm_window(at)
+        if self.confirm_deadline is None:
+            return []
+        return [self._event("confirm_window", at, step=self.plan[self.next_index].name,
+                            closes_at=self.confirm_deadline)]
 
     def _exposed(self, ev: CardExposed) -> Step:
         if self.hand is None:
@@ -706,6 +754,8 @@ class Round:
             return f"round {rid} takes no betting actions while {p.value}"
         if t == "dealer_confirm":
             return f"round {rid} expects no confirmation while {p.value}"
+        if t == "confirm_timeout":
+            return f"round {rid} has no confirmation window open while {p.value}"
         if t == "card_exposed":
             return f"round {rid} is not dealing ({p.value})"
         return f"{t} is not allowed in round {rid} while {p.value}"
@@ -731,6 +781,11 @@ class Round:
 
     def _next_prompt(self, at: int) -> StationPrompt:
         pos = self.plan[self.next_index]
+        if pos.confirm and pos.window_ms:
+            return self._prompt("CONFIRM", at, announce=self.announce,
+                                message=f"report an exposed card now (card_exposed), then confirm {pos.name}; "
+                                        f"without a confirmation the deal goes on by itself in "
+                                        f"{pos.window_ms / 1000:g} s")
         if pos.confirm:
             return self._prompt("CONFIRM", at, message=f"{pos.name} the cards, then confirm {pos.name}",
                                 announce=self.announce)
@@ -757,6 +812,7 @@ TRANSITIONS: dict[tuple[Phase, str], _Action] = {
     (Phase.DEALING, "link_down"): Round._link_noted,
     (Phase.DEALING, "supervisor_void"): Round._void,
     (Phase.DEALING, "dealer_confirm"): Round._confirm,
+    (Phase.DEALING, "confirm_timeout"): Round._confirm_timeout,
     (Phase.DEALING, "card_exposed"): Round._exposed,
     (Phase.ACTION, "player_action"): Round._player_action,
     (Phase.ACTION, "action_timeout"): Round._action_timeout,

@@ -34,6 +34,12 @@ from dealer.round import BetLimit, TableRules
 
 #: Version of the canonical form itself (a key of the JSON object).
 FORMAT = 1
+#: Game options added after rules were first journaled: game -> option -> what a rules text
+#: written before the option existed means (the behaviour it was played with). Such a text
+#: is still canonical without the key, keeps its bytes and hash, and is read with that value.
+LEGACY_OPTIONS: dict[str, dict[str, Any]] = {
+    "stud": {"exposure_window_seconds": 0.0},  # no window before 7th-street betting
+}
 PACKAGE = "live-dealer-backend"
 
 
@@ -116,12 +122,22 @@ def parse_canonical(canonical: str) -> Any:
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise RulesError(f"rules are not canonical rules of format {FORMAT}")
     doc = {k: v for k, v in doc.items() if k != "format"}
+    options = doc.get("options")
+    legacy = LEGACY_OPTIONS.get(doc.get("game"), {}) if isinstance(options, dict) else {}  # type: ignore[arg-type]
+    missing = {k: v for k, v in legacy.items() if k not in options}  # type: ignore[operator]
+    if missing:
+        doc["options"] = {**options, **missing}  # type: ignore[dict-item]
     try:
         cfg = RulesConfig.model_validate(doc)
     except ValidationError as exc:
         detail = "; ".join(f"{'.'.join(str(x) for x in e['loc']) or '(top)'}: {e['msg']}" for e in exc.errors())
         raise RulesError(f"rules do not validate: {detail}") from None
     again = canonical_rules(cfg)
+    if missing:  # compared as written then: without the options it did not have
+        parsed = json.loads(again)
+        for k in missing:
+            del parsed["options"][k]
+        again = json.dumps(parsed, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
     if again != canonical:
         raise RulesError("rules are not in canonical form (serialising them again gives other bytes)")
     return cfg

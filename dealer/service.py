@@ -56,6 +56,7 @@ from dealer.draws import DRAW_BYTES, ai_seed
 from dealer.events import (
     ACTION_ADAPTER,
     ActionTimeout,
+    ConfirmTimeout,
     CloseBetting,
     DecisionTimeout,
     Event,
@@ -82,7 +83,7 @@ from dealer.metrics import Metrics
 from dealer.operations import OPERATIONS, Mode
 from dealer.ratelimit import FloodSummary, FloodWindows, TokenBuckets
 from dealer.roles import COMMAND_TOPIC
-from dealer.round import Phase, Rejection, Step
+from dealer.round import Phase, Rejection, Round, Step
 from dealer.games.matgo import AI_PLAYER
 from dealer.table import BROKER, Table
 from drivers.bus import Bus, BusError
@@ -723,12 +724,12 @@ class Service:
         held: list[_Item] = []
         while not self._queue.empty():
             held.append(self._queue.get_nowait())
-        stale = [i for i in held if isinstance(i.event, (DecisionTimeout, ActionTimeout))]
+        stale = [i for i in held if isinstance(i.event, (DecisionTimeout, ActionTimeout, ConfirmTimeout))]
         for tid in sorted(self.tables):
             self._journal_resume.add(tid)
             self._queue.put_nowait(_Item(tid, Resume(link=JOURNAL, reason="journal writable again", at=now)))
         for item in held:
-            if not isinstance(item.event, (DecisionTimeout, ActionTimeout)):
+            if not isinstance(item.event, (DecisionTimeout, ActionTimeout, ConfirmTimeout)):
                 self._queue.put_nowait(item)
         for item in stale:
             if item.future is not None and not item.future.done():
@@ -1434,10 +1435,13 @@ class Service:
         if cur is not None and cur.phase == Phase.BETTING_OPEN:
             if cur.betting_closes_at is not None and not table.paused:  # a supervisor's resume renews it
                 want = ("close", cur.round_id)
-        elif cur is not None and cur.phase in (Phase.DECISION, Phase.ACTION) and (
+        elif cur is not None and (cur.phase in (Phase.DECISION, Phase.ACTION) or self._windowed(cur)) and (
                 BROKER in table.links_down or tid in self._resume_due or not self.journal_writable
                 or tid in self._journal_resume or table.paused):
             want = None  # paused while players cannot reach us (or be heard); the resume gives a new window
+        elif cur is not None and self._windowed(cur):
+            assert cur.confirm_deadline is not None and cur.expected_position is not None
+            want = ("window", f"{cur.round_id}:{cur.expected_position}@{cur.confirm_deadline}")
         elif cur is not None and cur.phase == Phase.DECISION:
             want = ("decide", f"{cur.round_id}@{cur.decision_deadline}")
         elif cur is not None and cur.phase == Phase.ACTION:
@@ -1470,9 +1474,20 @@ class Service:
             handle = loop.call_at(self._mono_deadline(tid, "act", cur.action_deadline, cur.rules.action_ms),
                                   self._timer_fired, tid,
                                   lambda: self.submit(tid, ActionTimeout(turn=turn)))
+        elif want[0] == "window":  # stud's LAST_CARD: the station's window to report an exposed card
+            assert cur is not None and cur.confirm_deadline is not None and cur.expected_position is not None
+            step = cur.expected_position
+            window = cur.plan[cur.next_index].window_ms
+            handle = loop.call_at(self._mono_deadline(tid, "window", cur.confirm_deadline, window), self._timer_fired, tid,
+                                  lambda: self.submit(tid, ConfirmTimeout(step=step)))
         else:
             handle = loop.call_later(cfg.pause_seconds, self._timer_fired, tid, lambda: self._auto_open(tid))
         self._timers[tid] = (want, handle)
+
+    @staticmethod
+    def _windowed(cur: Round) -> bool:
+        """A timed confirmation is open (the station's window before stud's 7th-street betting)."""
+        return cur.phase in (Phase.BETTING_CLOSED, Phase.DEALING) and cur.confirm_deadline is not None
 
     def _mono_deadline(self, tid: str, kind: str, deadline_ms: int, window_ms: int) -> float:
         """The loop's monotonic instant for a journaled deadline (epoch ms).

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import re
 
-from dealer.events import (TABLE_OPERATIONS, ActionTimeout, DecisionTimeout, Event, LinkDown, LinkUp, OpenRound,
-                           ResultDelivered, Resume, RulesChanged, SecurityEvent, SupervisorResume, TableOperation)
+from dealer.events import (TABLE_OPERATIONS, ActionTimeout, ConfirmTimeout, DecisionTimeout, Event, LinkDown, LinkUp,
+                           OpenRound, ResultDelivered, Resume, RulesChanged, SecurityEvent, SupervisorResume,
+                           TableOperation)
 from dealer.messages import PlayerMessage, RoundEvent, StationPrompt
 from dealer.operations import EVENT_NAMES, FROZEN, OPERATIONS, Mode, OperatingState
 from dealer.round import ACTIVE, Effect, Rejection, Round, Step, TableRules
@@ -41,7 +42,7 @@ class Table:
         self.last_seq = 0
         #: What the game carries from one hand to the next (Seotda's first seat); it travels in
         #: each ``OpenRound.context`` so a replay that starts at that round needs nothing older.
-        self.memory: dict[str, object] = {}
+        self.memory: dict[str, object] = rules.game.initial_memory()
         #: Open, paused or closed (dealer.operations): changed only by journaled table operations.
         self.ops = OperatingState()
 
@@ -142,6 +143,9 @@ class Table:
             return _reject(event.type, "the turn timer is paused while the broker link is down")
         if isinstance(event, DecisionTimeout) and BROKER in self.links_down:
             return _reject(event.type, "the decision timer is paused while the broker link is down")
+        if isinstance(event, ConfirmTimeout) and BROKER in self.links_down:
+            return _reject(event.type, "the confirmation window is paused while the broker link is down "
+                           "(the station could not report through it)")
         if self.current is None:
             return _reject(event.type, f"no round is open at table {self.table_id}")
         rid = getattr(event, "round_id", None)  # a command names its round: one for another round changes nothing
@@ -274,8 +278,11 @@ class Table:
     def _track_result(self) -> None:
         cur = self.current
         if cur is not None and cur.result is not None and not cur.delivered:
-            if cur.round_id not in self.undelivered and cur.hand is not None and cur.result.outcome == "COMPLETED":
-                self.memory = cur.hand.carry()
+            if cur.round_id not in self.undelivered and cur.hand is not None:
+                if cur.result.outcome == "COMPLETED":
+                    self.memory = cur.hand.carry()
+                else:
+                    self.memory = {**self.memory, **cur.hand.carry_unfinished()}
             self.undelivered.setdefault(cur.round_id, cur)
 
     def _event(self, name: str, at: int, **data: object) -> RoundEvent:

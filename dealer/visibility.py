@@ -154,9 +154,10 @@ class _Stud(_Rules):
 
 class _Seotda(_Rules):
     """§3.2: a first card goes to its owner at once, the second cards only when all of them are
-    dealt; the contenders' cards of every showdown (a rematch's too) are shown when the game
-    ends, as ``cards_revealed`` always published them; the rest never show (a card of an
-    earlier game of a rematch that was not shown stays unseen)."""
+    dealt; the contenders' cards of every showdown are shown when that showdown happens (§3.2
+    "players reveal their hands"), a showdown that leads to a rematch included (its ``showdown``
+    and ``rematch`` events carry them, before the rematch is dealt); the rest never show (a
+    folded hand, a card of an earlier game that no showdown turned over)."""
 
     def told(self, rnd: Round, pos: Position) -> bool:
         if not pos.name.endswith(".2"):
@@ -172,7 +173,7 @@ class _Seotda(_Rules):
 
     def shown(self, rnd: Round, pos: Position) -> bool:
         hand: Any = rnd.hand
-        return rnd.phase in _COMPLETED and hand is not None and pos.name in hand.shown
+        return hand is not None and pos.name in hand.shown  # from its showdown on
 
     def dead(self, rnd: Round, pos: Position) -> bool:
         hand: Any = rnd.hand
@@ -278,6 +279,25 @@ def owner_cards(rnd: Round) -> list[tuple[Position, str]]:
         if owner is not None and r.told(rnd, p):
             out.append((p, owner))
     return out
+
+
+def noted(rnd: Round, data: Mapping[str, Any]) -> dict[str, Any]:
+    """A hand's public note (``showdown``, ``rematch``) as it may be published now: each entry of
+    its ``hands`` names the ``positions`` of a hand; it goes out with their ``cards`` if every
+    one of them is shown to everybody now, and is left out otherwise (its name would tell)."""
+    hands = data.get("hands")
+    if not isinstance(hands, Mapping):
+        return dict(data)
+    out: dict[str, Any] = {}
+    for label, hand in hands.items():
+        positions = hand.get("positions") if isinstance(hand, Mapping) else None
+        if not isinstance(positions, list):
+            continue
+        by_name = {p.name: p for p in rnd.plan}
+        if all(n in rnd.cards and n in by_name and is_public(rnd, by_name[n]) for n in positions):
+            out[label] = {k: v for k, v in hand.items() if k != "positions"} | {
+                "cards": [rnd.cards[n] for n in positions], "positions": list(positions)}
+    return dict(data) | {"hands": out}
 
 
 def revealed(rnd: Round) -> dict[str, str]:

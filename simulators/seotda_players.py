@@ -26,6 +26,14 @@ player answers with a button of that list only:
 * ``disconnect``: plays like ``calling`` for its first ``silent_after`` actions, then goes
   silent: the backend's turn timer acts for it (CHECK if free, else FOLD).
 
+A turn may also be a **choice** instead of a betting turn (its ``your_turn`` has ``choice``,
+``actions`` and the timer's ``default`` instead of ``buttons``): ``REMATCH_94`` (the 9·4
+holder under ``REMATCH_94_MODE = PROMPT``: ``REMATCH`` or ``PLAY_ON``) and ``REENTRY`` (a
+folded player under ``REMATCH_REENTRY = HALF_POT``: ``REJOIN`` for ``fee`` or ``SIT_OUT``).
+``calling`` answers what the timer would (AUTO_BEST; sits out), ``random`` draws one, ``hand``
+answers as the timer on a 9·4 and rejoins a rematch; ``disconnect`` leaves it to the timer
+once silent.
+
 Given ``seat`` and ``buy_in`` the player also sits down in every round it sees opening,
 by placing a ``chips`` bet (at least 60 x the stake).
 
@@ -86,6 +94,14 @@ def choose(strategy: str, turn: Mapping[str, Any], rng: random.Random, cards: Se
     """The button ``strategy`` presses for a ``your_turn`` message's ``data``. Pure.
 
     ``cards`` are the player's own cards in the game being played (``hand`` uses them)."""
+    if turn.get("choice"):  # REMATCH / PLAY_ON, or REJOIN / SIT_OUT: no buttons
+        actions = [str(a) for a in turn.get("actions") or ()]
+        default = str(turn.get("default") or (actions[-1] if actions else "PLAY_ON"))
+        if strategy == "random" and actions:
+            return rng.choice(sorted(actions))
+        if strategy == "hand" and turn["choice"] == "REENTRY" and "REJOIN" in actions:
+            return "REJOIN"
+        return default
     buttons: dict[str, Any] = dict(turn.get("buttons") or {})
     if not buttons:
         return "FOLD"
@@ -236,7 +252,7 @@ class SeotdaPlayer:
                 self._mine[street] = (Decimal(str(d.get("total", 0))), bool(d.get("all_in")))
                 if d.get("action") == "FOLD":
                     self._out.add((rid, street_game(street[1])))
-        elif ev.event == "turn" and d.get("player_id") != self.player_id:
+        elif ev.event == "turn" and d.get("player_id") != self.player_id and not d.get("choice"):
             self._level = Decimal(str(d.get("level", self._level)))
             self._maybe_reserve(rid, str(d.get("street")))
 

@@ -574,7 +574,8 @@ def test_visibility_no_face_down_card_is_ever_sent_to_anyone_but_its_owner_or_pu
     assert p.r.phase == Phase.RESULT
     owner = {x.name: p.hand.player_at[x.seat] for x in p.r.plan if x.seat is not None}
     codes = set(p.r.cards.values())
-    reveal_at = next(i for i, e in enumerate(p.effects) if isinstance(e, RoundEvent) and e.event == "cards_revealed")
+    reveal_at = next(i for i, e in enumerate(p.effects) if isinstance(e, RoundEvent) and e.event == "showdown")
+    assert p.effects[reveal_at].data["game"] == 0 and set(p.effects[reveal_at].data["hands"]) == {"S1", "S2"}
     for i, e in enumerate(p.effects):
         if isinstance(e, PlayerMessage):
             if e.kind == "hole_card":
@@ -1111,6 +1112,232 @@ def test_rematch_a_real_duplicate_within_the_same_deal_is_rejected():
     assert p.r.cards["R1.S2.1"] == "05A"
 
 
+# --- §5.2 REMATCH_94_MODE = PROMPT: the 9·4 holder chooses ----------------------------------------
+
+EX18 = hands(S1="04R 09R", S2="05A 07A")  # 9·4 (3 points) vs 2 points: the holder is the unique best
+EX10 = hands(S1="04R 09R", S2="01G 02A")  # 9·4 vs Al-li: the holder is beaten unless it rematches
+
+
+def choice_turn(p: Play) -> PlayerMessage:
+    turn = p.told(kind="your_turn")[-1]
+    assert turn.data["choice"] == "REMATCH_94" and p.r.phase == Phase.ACTION
+    return turn
+
+
+def test_prompt_the_holder_is_asked_on_their_own_turn_after_the_hands_are_shown():
+    p = Play(rematch_94_mode="PROMPT").start(TWO, cards=EX10)
+    p.acts("A CHECK", "B CHECK", "A CHECK", "B CHECK")
+    turn = choice_turn(p)
+    assert turn.player_id == "A" and p.hand.to_act == "A" and p.r.street == "REMATCH_CHOICE"
+    assert turn.data["actions"] == ["REMATCH", "PLAY_ON"] and turn.data["default"] == "REMATCH"  # AUTO_BEST
+    assert turn.data["pot"] == "20" and turn.data["contenders"] == ["A", "B"] and "REMATCH or PLAY ON" in turn.data["reason"]
+    assert turn.data["turn"] == p.r.turn and turn.data["closes_at"] == p.r.action_deadline
+    public = p.events("turn")[-1].data
+    assert public["player_id"] == "A" and public["choice"] == "REMATCH_94" and public["street"] == "REMATCH_CHOICE"
+    shown = p.events("showdown")[-1]
+    assert shown.data["hands"]["S2"]["cards"] == ["01G", "02A"] and shown.data["hands"]["S1"]["cards"] == ["04R", "09R"]
+    assert p.effects.index(shown) < p.effects.index(turn)  # the holder sees what they face before choosing
+    assert p.hand.awards == [] and p.hand.won == {}  # the pot waits for the choice
+
+
+def test_prompt_rematch_plays_the_pot_again_and_play_on_lets_the_best_hand_win():
+    q = Play(rematch_94_mode="PROMPT").start(TWO, cards=EX10)
+    q.acts("A CHECK", "B CHECK", "A CHECK", "B CHECK", "A REMATCH")
+    assert q.hand.game.number == 1 and q.r.street == "BET_1 (rematch 1)"
+    carried = q.events("rematch")[-1].data["carried"][0]
+    assert carried | {"cause": "NINE_FOUR", "by": ["A"], "step": 4} == carried
+    p = Play(rematch_94_mode="PROMPT").start(TWO, cards=EX10)
+    p.acts("A CHECK", "B CHECK", "A CHECK", "B CHECK", "A PLAY_ON")
+    assert p.awards == [p.awards[0]] and p.awards[0] | {"result": "WIN", "winners": ["B"]} == p.awards[0]
+    assert p.returned == {"A": D(590), "B": D(610)}
+    assert p.result.details["choices"] == [{"game": 0, "player_id": "A", "action": "PLAY_ON", "choice": "REMATCH_94",
+                                            "added": "0", "pot": "20", "contenders": ["A", "B"],
+                                            "reason": p.result.details["choices"][0]["reason"], "by": "player"}]
+    acted = p.events("player_acted")[-1].data
+    assert acted | {"action": "PLAY_ON", "choice": "REMATCH_94", "by": "player", "street": "REMATCH_CHOICE"} == acted
+
+
+def test_prompt_a_timeout_chooses_as_auto_best():
+    # example 18: the holder is the unique best -> AUTO_BEST plays on and wins
+    p = Play(rematch_94_mode="PROMPT").start(TWO, cards=EX18)
+    p.acts("A CHECK", "B CHECK", "A CHECK", "B CHECK")
+    assert choice_turn(p).data["default"] == "PLAY_ON"
+    assert p.timeout().accepted
+    assert p.r.phase == Phase.RESULT and p.returned == {"A": D(610), "B": D(590)}
+    assert p.events("player_acted")[-1].data | {"action": "PLAY_ON", "by": "timeout"} == p.events("player_acted")[-1].data
+    # example 10: beaten by Al-li -> AUTO_BEST calls the rematch
+    q = Play(rematch_94_mode="PROMPT").start(TWO, cards=EX10)
+    q.acts("A CHECK", "B CHECK", "A CHECK", "B CHECK")
+    assert q.timeout().accepted
+    assert q.hand.game.number == 1 and q.hand.choices[0] | {"action": "REMATCH", "by": "timeout"} == q.hand.choices[0]
+
+
+def test_prompt_refusals_change_nothing():
+    p = Play(rematch_94_mode="PROMPT").start(TWO, cards=EX10)
+    p.acts("A CHECK", "B CHECK", "A CHECK", "B CHECK")
+    before = state(p)
+    turn = p.r.turn
+    assert "waiting for A" in rejected(p.act("B", "REMATCH", deal=False))
+    assert "CHECK is not a choice now" in rejected(p.act("A", "CHECK", deal=False))
+    assert "REJOIN is not a choice now" in rejected(p.act("A", "REJOIN", deal=False))
+    assert "takes no amount" in rejected(p.act("A", "REMATCH", amount="10", deal=False))
+    assert "no betting round is open" in rejected(p.act("B", "FOLD", reserve=True, deal=False))
+    stale = p.feed(PlayerAction(player_id="A", action="REMATCH", turn=turn - 1, at=p.tick()))
+    assert "which is over" in rejected(stale)
+    assert "stale" in rejected(p.feed(ActionTimeout(turn=turn - 1, at=p.tick())))
+    assert state(p) == before
+    assert p.feed(PlayerAction(player_id="A", action="PLAY_ON", turn=turn, at=p.tick())).accepted
+
+
+def test_prompt_two_plain_94_holders_are_asked_in_s1_order_and_one_rematch_is_enough():
+    cards = hands(S1="04R 09A", S2="05A 07A", S3="04A 09R")  # two plain 9·4 (neither is 04A+09A)
+    p = Play(rematch_94_mode="PROMPT").start(THREE, cards=cards)
+    p.acts(*ALL_CHECK)
+    assert choice_turn(p).player_id == "A"
+    p.acts("A PLAY_ON")
+    assert choice_turn(p).player_id == "C"  # the second holder is asked next
+    p.acts("C REMATCH")
+    first = p.hand.awards[0]
+    assert first | {"result": "REMATCH_94", "participants": ["A", "B", "C"], "by": ["C"]} == first
+    r = Play(rematch_94_mode="PROMPT").start(THREE, cards=cards)
+    r.acts(*ALL_CHECK)
+    r.acts("A REMATCH")  # the first REMATCH decides: C is not asked
+    assert r.hand.game.number == 1 and [c["player_id"] for c in r.hand.choices] == ["A"]
+    both = Play(rematch_94_mode="PROMPT").start(THREE, cards=cards)
+    both.acts(*ALL_CHECK)
+    both.acts("A PLAY_ON", "C PLAY_ON")  # both play on: the two 9·4 tie at 3 points, B has 2: a draw
+    assert both.hand.awards[0] | {"result": "REMATCH_DRAW", "participants": ["A", "C"], "cause": "DRAW"} == both.hand.awards[0]
+
+
+def test_prompt_nobody_is_asked_once_the_rematch_limit_is_reached():
+    p = Play(rematch_94_mode="PROMPT", max_rematches=0).start(TWO, cards=EX10)
+    p.acts("A CHECK", "B CHECK", "A CHECK", "B CHECK")
+    assert p.r.phase == Phase.RESULT and p.hand.choices == []
+    assert [m for m in p.told(kind="your_turn") if "choice" in m.data] == []
+    assert p.returned == {"A": D(590), "B": D(610)}
+
+
+def test_prompt_a_choice_is_a_turn_fair_recovery_pauses_and_renews_it_and_a_replay_resumes_it():
+    p = Play(rematch_94_mode="PROMPT").start(TWO, cards=EX10)
+    p.acts("A CHECK", "B CHECK", "A CHECK", "B CHECK")
+    turn = p.r.turn
+    p.feed(LinkDown(link="broker", reason="test", at=p.tick()))
+    assert "paused" in rejected(p.feed(ActionTimeout(turn=turn, at=p.tick())))
+    back = p.tick()
+    step = p.feed(LinkUp(link="broker", at=back))
+    assert step.accepted and step.journal and p.r.action_deadline == back + 10_000
+    again = p.told("A", "your_turn")[-1]
+    assert again.data["resumed"] is True and again.data["choice"] == "REMATCH_94" and again.data["turn"] == turn
+    # a restart: the journal alone rebuilds the pending choice, and the player sees it again
+    fresh = new_table(rematch_94_mode="PROMPT")
+    for ev in p.journal:
+        assert fresh.handle(ev).accepted, ev
+    r = fresh.current
+    assert r.turn == turn and r.hand.to_act == "A" and r.action_deadline == p.r.action_deadline
+    private = [m for m in r.private_now(p.tick()) if m.kind == "your_turn"]
+    assert [m.data["choice"] for m in private] == ["REMATCH_94"]
+    assert fresh.handle(PlayerAction(player_id="A", action="REMATCH", turn=turn, at=p.tick())).accepted
+    assert r.hand.game.number == 1
+
+
+def test_prompt_and_reentry_are_accepted_by_the_configuration():
+    from dealer.config import TableConfig
+
+    o = SeotdaOptions(rematch_94_mode="PROMPT", rematch_reentry="HALF_POT")
+    assert o.rank_rules.rematch_94_mode == "PROMPT"
+    with pytest.raises(ValidationError, match="rematch_reentry"):
+        SeotdaOptions(rematch_reentry="FULL_POT")
+    cfg = TableConfig.model_validate({"id": "SD1", "game": "seotda", "minor_unit": "1",
+                                      "options": {"rematch_94_mode": "PROMPT", "rematch_reentry": "HALF_POT"},
+                                      "scanner": {"kind": "mqtt", "reader_id": "R1"}})
+    assert cfg.options["rematch_reentry"] == "HALF_POT"
+
+
+# --- §7.2 rule 3 REMATCH_REENTRY = HALF_POT: a folded player may rejoin ------------------------
+
+REENTRY = hands(S1="04A 09A", S2="08G 08A", R1_S1="01G 02A", R1_S2="10A 10R", R1_S3="03G 08G")
+
+
+def test_reentry_a_folded_player_pays_half_the_carried_pot_and_plays_the_rematch():
+    # example 8: Animal 9·4 vs 8·8 -> rematch A+B for 50; C folded in BET_1 and is asked
+    p = Play(rematch_reentry="HALF_POT").start(THREE, cards=REENTRY)
+    p.acts("A BET", "B CALL", "C FOLD", "A CHECK", "B CHECK")
+    offer = p.told("C", "your_turn")[-1]
+    assert offer.data | {"choice": "REENTRY", "actions": ["REJOIN", "SIT_OUT"], "default": "SIT_OUT", "fee": "25",
+                         "carried": "50", "rematch": 1} == offer.data
+    assert p.r.street == "REENTRY (rematch 1)" and p.hand.game.number == 0  # the rematch waits for the answer
+    p.acts("C REJOIN")
+    assert p.hand.game.number == 1 and [q.player_id for q in p.b.players] == ["A", "B", "C"]
+    assert p.hand.game.carried[0][0].amount == 75 and p.hand.game.carried[0][1] == ("A", "B", "C")
+    assert p.b.player("C").stack == 590 - 25
+    rematch = p.events("rematch")[-1].data
+    assert rematch["participants"] == ["A", "B", "C"] and rematch["carried"][0]["participants"] == ["A", "B", "C"]
+    assert rematch["reentries"] == [{"game": 1, "player": "C", "paid": "25", "into": ["25"]}]
+    assert [x for x in p.positions() if x.startswith("R1.S3")] == ["R1.S3.1"]  # dealt into the rematch
+    p.acts("A CHECK", "B CHECK", "C CHECK", "A CHECK", "B CHECK", "C CHECK")
+    assert p.awards[-1] | {"game": 1, "amount": "75", "result": "WIN", "winners": ["C"]} == p.awards[-1]  # 3·8
+    assert p.returned == {"A": D(580), "B": D(580), "C": D(640)}
+    assert sum(p.returned.values()) == 1800
+    assert p.result.details["reentries"] == rematch["reentries"]
+
+
+@pytest.mark.parametrize("answer", ["SIT_OUT", "timeout"])
+def test_reentry_sitting_out_or_a_timeout_keeps_the_player_out(answer):
+    p = Play(rematch_reentry="HALF_POT").start(THREE, cards=REENTRY)
+    p.acts("A BET", "B CALL", "C FOLD", "A CHECK", "B CHECK")
+    if answer == "timeout":
+        assert p.timeout().accepted
+    else:
+        p.acts("C SIT_OUT")
+    assert [q.player_id for q in p.b.players] == ["A", "B"] and p.hand.game.carried[0][0].amount == 50
+    assert "reentries" not in p.events("rematch")[-1].data
+    p.acts("A CHECK", "B CHECK", "A CHECK", "B CHECK")
+    assert p.returned == {"A": D(580), "B": D(630), "C": D(590)}
+    assert p.result.details["choices"][0] | {"action": "SIT_OUT", "by": "player" if answer == "SIT_OUT" else "timeout",
+                                              "added": "0"} == p.result.details["choices"][0]
+
+
+def test_reentry_the_fee_is_rounded_down_and_only_a_player_who_can_pay_is_asked():
+    # stake 5: antes 15, A BET 5, B X2_RAISE 10, A CALL: a draw (two Al-li) carries 35; C folded
+    cards = hands(S1="01G 02A", S2="01R 02R", R1_S1="05A 06A", R1_S2="03G 08G", R1_S3="10A 10R")
+    moves = ("A BET", "B X2_RAISE", "C FOLD", "A CALL", "A CHECK", "B CHECK")
+    p = Play(stake=5, min_chips_multiple=1, rematch_reentry="HALF_POT")
+    p.start({1: ("A", 300), 2: ("B", 300), 3: ("C", 300)}, cards=cards)
+    p.acts(*moves)
+    assert p.hand._sd.carry[0][0].amount == 35
+    offer = p.told("C", "your_turn")[-1]
+    assert offer.data["choice"] == "REENTRY" and offer.data["fee"] == "17"  # 17.5 rounded down
+    p.acts("C REJOIN")
+    assert p.hand.game.carried[0][0].amount == 52 and p.b.player("C").stack == 300 - 5 - 17
+    # C brought 10: 5 left after the ante, less than the fee: not asked, the rematch starts at once
+    q = Play(stake=5, min_chips_multiple=1, rematch_reentry="HALF_POT")
+    q.start({1: ("A", 300), 2: ("B", 300), 3: ("C", 10)}, cards=cards)
+    q.acts(*moves)
+    assert [m for m in q.told(kind="your_turn") if "choice" in m.data] == []
+    assert q.hand.game.number == 1 and [x.player_id for x in q.b.players] == ["A", "B"]
+
+
+def test_reentry_with_two_carried_pots_pays_half_of_each_into_each():
+    # main pot {A,B,C}: C's 9·4 vs 7 points -> rematch A+B+C; side pot {B,C} -> rematch B+C; D folded
+    cards = hands(S1="03R 04R", S2="02R 05R", S3="04A 09R", R1_S1="03G 08G", R1_S2="10A 10R", R1_S3="05A 06A")
+    p = Play(min_chips_multiple=1, rematch_reentry="HALF_POT")
+    p.start({1: ("A", 100), 2: ("B", 300), 3: ("C", 300), 4: ("D", 600)}, cards=cards)
+    p.acts("A ALL_IN", "B ALL_IN", "C CALL", "D FOLD")
+    main, side = p.hand._sd.carry
+    assert (main[0].amount, side[0].amount) == (D(310), D(400))  # D's ante is in the main pot
+    offer = p.told("D", "your_turn")[-1]
+    assert offer.data["fee"] == "355" and offer.data["carried"] == "710"
+    p.acts("D REJOIN")
+    (m, m_who), (sp, s_who) = p.hand.game.carried
+    assert (m.amount, m_who) == (D(465), ("A", "B", "C", "D")) and (sp.amount, s_who) == (D(600), ("B", "C", "D"))
+    assert p.hand.reentries == [{"game": 1, "player": "D", "paid": "355", "into": ["155", "200"]}]
+    p.deal()
+    while p.r.phase == Phase.ACTION:
+        p.act(p.hand.to_act, "CHECK")
+    assert p.r.phase == Phase.RESULT
+    assert sum(p.returned.values()) == 1300 and p.returned["A"] == 465  # A's 3·8 takes the main pot
+
+
 # --- properties ---------------------------------------------------------------------------------------
 
 #: Forced first-two-seat hands that make rematches likely (by S-label; other seats get shoe cards).
@@ -1125,7 +1352,8 @@ OPTION_CHOICES: dict[str, list[Any]] = {
     "ante_and_blind": ["ONE_POST", "TWO_POSTS"],
     "raise_cap": [None, None, 1, 2],
     "pot_fraction_base": ["POT_AFTER_CALL", "POT_BEFORE_ACTION"],
-    "rematch_94_mode": ["AUTO_BEST", "ALWAYS"],
+    "rematch_94_mode": ["AUTO_BEST", "ALWAYS", "PROMPT", "PROMPT"],
+    "rematch_reentry": ["NONE", "HALF_POT", "HALF_POT"],
     "draw_resolution": ["REMATCH", "REMATCH", "SPLIT"],
     "rematch_ante": ["NONE", "STAKE"],
     "max_rematches": [None, None, 0, 1, 2],
@@ -1141,7 +1369,7 @@ def state(p: Play) -> tuple:
     return copy.deepcopy((r.phase, r.turn, r.action_deadline, r.next_index, dict(r.cards), r.plan, r.street,
                           b.state, b.to_act, b.level, b.last_increment, b.bets, b.capped, b.rounds, len(b.history),
                           players, dict(h.reservations), h.game.number, h._stage, dict(h.won), h.awards,
-                          dict(h.stacks_out), list(h.shown)))
+                          dict(h.stacks_out), list(h.shown), h._choice, h._sd, h.choices, h.reentries))
 
 
 def illegal_press(p: Play, rng: random.Random) -> PlayerAction:
@@ -1163,6 +1391,24 @@ def illegal_press(p: Play, rng: random.Random) -> PlayerAction:
     if kind == "engine_name":
         return PlayerAction(player_id=to_act, action=rng.choice(["RAISE", "BRING_IN"]), at=p.at)
     return PlayerAction(player_id=to_act, action=rng.choice(wrong), at=p.at)
+
+
+def illegal_choice(p: Play, rng: random.Random) -> PlayerAction:
+    """An answer the rules refuse while a player has a choice (REMATCH_94 or REENTRY) to make."""
+    opts = p.hand.turn_options()
+    who = p.hand.to_act
+    others = [q for q in p.hand.brought if q != who]
+    other_kind = {"REMATCH_94": ["REJOIN", "SIT_OUT"], "REENTRY": ["REMATCH", "PLAY_ON"]}[opts["choice"]]
+    kind = rng.choice(["someone_else", "button", "other_kind", "amount", "reserve"])
+    if kind == "someone_else":
+        return PlayerAction(player_id=rng.choice(others), action=rng.choice(opts["actions"]), at=p.at)
+    if kind == "button":
+        return PlayerAction(player_id=who, action=rng.choice(["CHECK", "CALL", "FOLD", "BET"]), at=p.at)
+    if kind == "other_kind":
+        return PlayerAction(player_id=who, action=rng.choice(other_kind), at=p.at)
+    if kind == "amount":
+        return PlayerAction(player_id=who, action=rng.choice(opts["actions"]), amount="10", at=p.at)
+    return PlayerAction(player_id=rng.choice(list(p.hand.brought)), action="FOLD", reserve=True, at=p.at)
 
 
 def random_game(seed: int) -> tuple[Play, dict[str, Any], dict[str, D]]:
@@ -1208,6 +1454,19 @@ def random_game(seed: int) -> tuple[Play, dict[str, Any], dict[str, D]]:
                 p.deal()
             continue
         x = rng.random()
+        if p.hand._choice is not None:  # REMATCH or PLAY_ON (PROMPT), REJOIN or SIT_OUT (HALF_POT)
+            if x < 0.2:
+                assert p.timeout(deal=False).accepted
+            elif x < 0.4:
+                before = state(p)
+                step = p.feed(illegal_choice(p, rng))
+                assert not step.accepted and step.rejection is not None
+                assert state(p) == before
+                refused += 1
+            else:
+                step = p.act(p.hand.to_act, rng.choice(p.hand.turn_options()["actions"]), deal=False)
+                assert step.accepted, step.effects
+            continue
         if x < 0.12:
             assert p.timeout(deal=False).accepted
         elif x < 0.25:
@@ -1322,7 +1581,17 @@ def test_a_rematch_is_announced_to_the_station_and_published_as_it_happens():
         assert step.accepted, step.effects
         effects += step.effects
     events = {e.event: e.data for e in effects if isinstance(e, RoundEvent)}
-    assert events["rematch"] == {"rematch": 1, "participants": ["p1", "p2"],
-                                 "carried": [{"amount": "20", "participants": ["p1", "p2"]}]}
+    hands = {"S1": {"player": "p1", "name": "9·4 (Gu-sa), 3 points", "rank": 203, "cards": ["04R", "09R"],
+                    "positions": ["S1.1", "S1.2"]},
+             "S2": {"player": "p2", "name": "7 points (Ilgop-kkeut)", "rank": 207, "cards": ["05A", "02A"],
+                    "positions": ["S2.1", "S2.2"]}}
+    assert events["showdown"] == {"game": 0, "hands": hands}  # revealed when the showdown happens
+    reason = ("p1's 9·4 (Gu-sa) faces at best 7 points (Ilgop-kkeut) (R 207 <= 306): rematch of all "
+              "contenders")
+    assert events["rematch"] == {"rematch": 1, "participants": ["p1", "p2"], "hands": hands,
+                                 "carried": [{"amount": "20", "participants": ["p1", "p2"], "cause": "NINE_FOUR",
+                                              "by": ["p1"], "step": 4, "reason": reason}]}
+    names = [e.event for e in effects if isinstance(e, RoundEvent)]
+    assert names.index("showdown") < names.index("rematch") < names.index("card_registered", names.index("rematch"))
     confirms = [e for e in effects if isinstance(e, StationPrompt) and e.kind == "CONFIRM"]
     assert confirms[-1].announce == "Rematch 1: reshuffle the 20 cards"

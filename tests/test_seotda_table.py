@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from dealer import topics
+from dealer.cards import SEOTDA_20
 from dealer.config import load_settings
 from dealer.events import CloseBetting, DealerConfirm, OpenRound, PlaceBet, PlayerAction, ScanRead
 from dealer.games.seotda import first_seat_drawn
@@ -320,7 +321,10 @@ async def test_a_scripted_game_to_showdown_with_the_rulebook_button_amounts(tabl
     for player in seat:
         mine = f"{t.seat_label(player)}.2"
         assert index[(topics.player(T, player), None, "hole_card", mine)] > last_second
-    reveal = next(i for i, (tp, m) in enumerate(rec.messages) if tp == topics.events(T) and m["event"] == "cards_revealed")
+    # the showdown turns the hands still in over (the showdown event), then the result
+    reveal = next(i for i, (tp, m) in enumerate(rec.messages) if tp == topics.events(T) and m["event"] == "showdown")
+    assert {k: h["cards"] for k, h in rec.messages[reveal][1]["data"]["hands"].items()} == {
+        "S1": [DEAL_A["S1.1"], DEAL_A["S1.2"]], "S2": [DEAL_A["S2.1"], DEAL_A["S2.2"]]}
     for i, (tp, m) in enumerate(rec.messages):
         seen = set(strings(m))
         if "/players/" in tp:
@@ -435,6 +439,84 @@ async def test_b_a_draw_is_rematched_with_the_carried_pot_and_the_same_twenty_ca
     await t.deal(("S1.1", "07A"))
     await wait_until(lambda: [m["data"]["position"] for m in t.mine(s2, "hole_card") if m["round_id"] == table.r2] == ["S1.1"],
                      what="S1.1 to the previous winner")
+
+
+# -- (b2) PROMPT: the 9·4 holder chooses over the wire; HALF_POT: a folded player rejoins ----------
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("table", [{"options": {"stake": 10, "rematch_94_mode": "PROMPT",
+                                                "rematch_reentry": "HALF_POT"}}], indirect=True)
+async def test_b2_the_94_holder_chooses_a_rematch_and_a_folded_player_rejoins_it(table: Table):
+    """seotda.md §5.2 PROMPT and §7.2 rule 3 HALF_POT through the real service: the showdown's
+    hands are published when it happens, the holder of the 9·4 gets a REMATCH_CHOICE turn on
+    their own topic and answers it with a command id and the turn; the player who folded is
+    offered the rematch for half the carried pot and rejoins; the rematch event names its cause."""
+    t, rec = table, table.rec
+    await t.sit({"alice": (1, "1000"), "bob": (2, "1000"), "carol": (3, "1000")})
+    s1, s2, s3 = t.S["S1"], t.S["S2"], t.S["S3"]
+    await t.confirm("SHUFFLE", at=1)
+    await t.deal(("S1.1", "04R"), ("S2.1", "01G"), ("S3.1", "05A"))
+    await t.press(s1, "CHECK")
+    await t.press(s2, "CHECK")
+    await t.press(s3, "FOLD")
+    await t.deal(("S1.2", "09R"), ("S2.2", "02A"))  # 9·4 against Al-li: the holder may call a rematch
+    await t.press(s1, "CHECK")
+    await t.press(s2, "CHECK")
+    # the showdown is published as it happens, before anyone is asked anything
+    shown = await wait_until(lambda: next((e for e in rec.events("showdown") if e["round_id"] == table.r1), None),
+                             what="the showdown event")
+    assert shown["data"]["game"] == 0 and {k: h["cards"] for k, h in shown["data"]["hands"].items()} == {
+        "S1": ["04R", "09R"], "S2": ["01G", "02A"]}
+    choice = await t.turn(s1)
+    assert choice["choice"] == "REMATCH_94" and choice["actions"] == ["REMATCH", "PLAY_ON"]
+    assert choice["default"] == "REMATCH" and choice["pot"] == "30" and choice["street"] == "REMATCH_CHOICE"
+    public_turn = [e for e in rec.events("turn") if e["round_id"] == table.r1][-1]["data"]
+    assert public_turn["player_id"] == s1 and public_turn["choice"] == "REMATCH_94" and "level" not in public_turn
+    # a button is no answer, and nobody else may answer for the holder
+    await t.refused(s1, {"type": "player_action", "player_id": s1, "action": "CHECK", "turn": choice["turn"]},
+                    "CHECK is not a choice now")
+    await t.refused(s2, {"type": "player_action", "player_id": s2, "action": "PLAY_ON", "turn": choice["turn"]},
+                    f"waiting for {s1} to choose")
+    sent = await rec.command(ACT, {"type": "player_action", "player_id": s1, "action": "REMATCH",
+                                   "turn": choice["turn"]})
+    await wait_until(lambda: t.mine(s1, "action_accepted"), what="REMATCH accepted")
+    # the same command again (a duplicate delivery): answered again, not applied twice
+    await rec.publish(topics.actions(T), sent)
+    await wait_until(lambda: any(m["data"].get("repeat") for m in t.mine(s1, "action_accepted")), what="repeat")
+    # the player who folded may rejoin for half the carried pot (30 / 2)
+    offer = await t.turn(s3)
+    assert offer["choice"] == "REENTRY" and offer["fee"] == "15" and offer["carried"] == "30"
+    assert offer["actions"] == ["REJOIN", "SIT_OUT"] and offer["default"] == "SIT_OUT"
+    await rec.command(ACT, {"type": "player_action", "player_id": s3, "action": "REJOIN", "turn": offer["turn"]})
+    rematch = await wait_until(lambda: next((e for e in rec.events("rematch") if e["round_id"] == table.r1), None),
+                               what="the rematch event")
+    d = rematch["data"]
+    assert d["rematch"] == 1 and d["participants"] == [s1, s2, s3]
+    assert d["carried"] == [{"amount": "45", "participants": [s1, s2, s3], "cause": "NINE_FOUR", "by": [s1],
+                             "step": 4, "reason": d["carried"][0]["reason"]}]
+    assert d["hands"] == shown["data"]["hands"] and d["reentries"] == [
+        {"game": 1, "player": s3, "paid": "15", "into": ["15"]}]
+    # the rematch: all three, the same twenty cards
+    await t.confirm("SHUFFLE", at=7)
+    await t.deal(("R1.S1.1", "10A"), ("R1.S2.1", "05A"), ("R1.S3.1", "03G"))
+    for p in (s1, s2, s3):
+        await t.press(p, "CHECK")
+    await t.deal(("R1.S1.2", "10R"), ("R1.S2.2", "06A"), ("R1.S3.2", "08G"))  # 10·10, 1 point, 3·8
+    for p in (s1, s2, s3):
+        await t.press(p, "CHECK")
+    await wait_until(lambda: rec.results(table.key1), what="result")
+    res = rec.results(table.key1)[0]
+    det = res["details"]
+    assert det["rematches"] == 1 and res["winner"] == "S3"
+    assert [(c["player_id"], c["action"], c["choice"], c["by"]) for c in det["choices"]] == [
+        (s1, "REMATCH", "REMATCH_94", "player"), (s3, "REJOIN", "REENTRY", "player")]
+    assert {p: b["chips"]["returned"] for p, b in res["player_bets"].items()} == {s1: "990", s2: "990", s3: "1020"}
+    conserved(res, t.stakes)
+    # every showdown's hands were public from the moment they were shown, so the result shows them
+    assert {k: res["cards"][k] for k in ("S1.1", "S1.2", "S2.1", "S2.2")} == {
+        "S1.1": "04R", "S1.2": "09R", "S2.1": "01G", "S2.2": "02A"}
+    assert "S3.1" not in res["cards"]  # folded in the first game: never shown
 
 
 # -- (c) faults: foreign cards, no-reads, a player who disconnects --------------------------------
@@ -645,9 +727,20 @@ async def test_e_a_player_needs_sixty_times_the_stake(table: Table, stake: int):
 
 
 @pytest.mark.timeout(300)
-async def test_dealer_and_players_play_games_in_a_row_unattended(broker: Broker, tmp_path: Path, pty_dir: Path):
+@pytest.mark.parametrize("options", [{}, {"rematch_94_mode": "PROMPT", "rematch_reentry": "HALF_POT"}],
+                         ids=["defaults", "prompt-half-pot"])
+async def test_dealer_and_players_play_games_in_a_row_unattended(broker: Broker, tmp_path: Path, pty_dir: Path,
+                                                                 options: dict[str, str]):
+    """The simulated players answer whatever turn they get: with PROMPT and HALF_POT a 9·4
+    holder's REMATCH_CHOICE and a folded player's REENTRY too (the first game is dealt from a
+    deck that gives S1 a 9·4 against hands no better than Al-li, as in the demo)."""
+    from dealer.demo import SEOTDA_REMATCH_DECK
+
     port = PtyPort(pty_dir, "shoe")
-    settings = seotda_settings(tmp_path, broker.url, port.path, betting_seconds=0.8, action_seconds=0.6)
+    # a choice variant gives players a longer turn: more turns per game, each answered in time under load
+    settings = seotda_settings(tmp_path, broker.url, port.path, betting_seconds=0.8,
+                               action_seconds=1.2 if options else 0.6, options={"stake": 10, **options})
+    first = SEOTDA_REMATCH_DECK + [c for c in SEOTDA_20 if c not in SEOTDA_REMATCH_DECK]
     service = Service(settings, bus=MqttBus(broker.url, client_id="be"))
     sim = MqttBus(broker.url, client_id="sim")
     rec = await Recorder(broker.url).start()
@@ -655,7 +748,7 @@ async def test_dealer_and_players_play_games_in_a_row_unattended(broker: Broker,
     dealer = SeotdaDealer(T, VirtualShoe(READER), PtyShoeLink(port), rng=rng,
                           faults=FaultPlan(noread=0.04, garbage=0.03, drop=0.02),
                           dealer_faults=DealerFaults(foreign=0.03, duplicate=0.03), deal_interval=0.005,
-                          heartbeat_interval=0.2, patience=0.5)
+                          heartbeat_interval=0.2, patience=0.5, scripted_rounds=[first] if options else ())
     dealer.subscribe(sim)
     players = [SeotdaPlayer(T, "p1", sim, "calling", seat=1, buy_in="600"),
                SeotdaPlayer(T, "p2", sim, "random", rng=random.Random(2), seat=2, buy_in="1000", reserve_rate=1.0),
@@ -695,7 +788,10 @@ async def test_dealer_and_players_play_games_in_a_row_unattended(broker: Broker,
     for r in games:
         d = r["details"]
         for k in range(1, d["rematches"] + 1):  # a rematch deals the 20 cards again: R1.S1.1 ...
-            assert any(pos.startswith(f"R{k}.S") for pos in r["cards"])
+            decided = [a for a in d["awards"] if a["game"] == k]
+            assert decided
+            if any(a["result"] != "WIN" or "is the only one left" not in a["reason"] for a in decided):
+                assert any(pos.startswith(f"R{k}.S") for pos in r["cards"])  # its showdown shows them
         deal0 = [c for pos, c in r["cards"].items() if position_game(pos) == 0]
         assert len(deal0) == len(set(deal0))
     assert dealer.confirms_sent >= 6 and dealer.faults_injected
@@ -704,6 +800,15 @@ async def test_dealer_and_players_play_games_in_a_row_unattended(broker: Broker,
     assert any(e["data"]["by"] == "timeout" and e["data"]["player_id"] == "p4" for e in rec.events("player_acted"))
     assert all(p.rejected == [] for p in players), [p.rejected for p in players]
     assert players[1].reserved  # the random player reserved buttons before its turn
+    choices = [e["data"] for e in rec.events("player_acted") if e["data"].get("choice")]
+    if not options:
+        assert choices == []
+    for c in choices:  # every choice answered with one of its actions, by the player or the timer
+        assert c["action"] in {"REMATCH_94": ("REMATCH", "PLAY_ON"), "REENTRY": ("REJOIN", "SIT_OUT")}[c["choice"]]
+    for r in games:  # and recorded in the result with the re-entries that were paid
+        assert [c["action"] for c in r["details"].get("choices", [])] == [
+            c["action"] for e in rec.events("player_acted") if e["round_id"] == r["round_id"]
+            for c in [e["data"]] if c.get("choice")]
     # the players only ever saw their own cards
     for r in games:
         label = {s["player"]: k for k, s in r["details"]["seats"].items()}
@@ -743,6 +848,18 @@ def test_strategies_press_a_button_the_turn_offers():
     seen = {choose("random", facing, rng) for _ in range(300)}
     assert seen == set(facing["buttons"])
     assert choose("calling", {"buttons": {}}, rng) == "FOLD"
+
+
+def test_strategies_answer_a_choice_turn_with_one_of_its_actions():
+    """A REMATCH_94 or REENTRY turn has no buttons: every strategy answers one of its actions."""
+    rng = random.Random(4)
+    prompt = {"choice": "REMATCH_94", "actions": ["REMATCH", "PLAY_ON"], "default": "PLAY_ON", "pot": "30"}
+    offer = {"choice": "REENTRY", "actions": ["REJOIN", "SIT_OUT"], "default": "SIT_OUT", "fee": "15"}
+    assert choose("calling", prompt, rng) == "PLAY_ON" and choose("calling", offer, rng) == "SIT_OUT"  # as the timer
+    assert choose("disconnect", prompt, rng, ["04R", "09R"]) == "PLAY_ON"
+    assert choose("hand", prompt, rng, ["04R", "09R"]) == "PLAY_ON" and choose("hand", offer, rng) == "REJOIN"
+    assert {choose("random", prompt, rng) for _ in range(100)} == {"REMATCH", "PLAY_ON"}
+    assert {choose("random", offer, rng) for _ in range(100)} == {"REJOIN", "SIT_OUT"}
 
 
 # -- a reservation must not outlive its betting round (seotda.md §6.2) ----------------------------

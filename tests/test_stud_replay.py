@@ -17,7 +17,9 @@ from hypothesis import strategies as st
 from dealer.cards import STANDARD_52
 from dealer.events import (
     ActionTimeout,
+    CardExposed,
     CloseBetting,
+    ConfirmTimeout,
     DealerConfirm,
     OpenRound,
     PlaceBet,
@@ -75,6 +77,16 @@ def play(seed: int, players: int) -> tuple[list, list, Table]:
                 elif action == "RAISE":
                     amount = o.raise_.min if rng.random() < 0.5 else o.raise_.max
                 feed(PlayerAction(player_id=o.player_id, action=action, amount=amount, at=at))
+        elif r.plan[r.next_index].name == "LAST_CARD":  # §3.5: the window to report an exposed 7th card
+            sevenths = [p.name for p in r.plan if p.name.endswith(".7") and p.name in r.cards]
+            if rng.random() < 0.3:
+                feed(CardExposed(position=rng.choice(sevenths), at=at))
+            if rng.random() < 0.1:
+                feed(CardExposed(position="P1.3", at=at))  # refused: not a 7th card
+            if rng.random() < 0.5:
+                feed(ConfirmTimeout(step="LAST_CARD", at=r.confirm_deadline))
+            else:
+                feed(DealerConfirm(step="LAST_CARD", at=at))
         elif r.plan[r.next_index].confirm:
             feed(DealerConfirm(step=r.plan[r.next_index].name, at=at))
         else:
@@ -95,6 +107,7 @@ def test_a_stud_hand_replays_from_its_journal_into_the_same_result(seed, players
     a, b = live.current, replayed.current
     assert a.result == b.result
     assert (a.turn, a.action_deadline, a.next_index, a.cards) == (b.turn, b.action_deadline, b.next_index, b.cards)
+    assert a.hand.exposed == b.hand.exposed
     # the live run also saw refused events (not journaled): the same result without them
     # means they changed nothing
 

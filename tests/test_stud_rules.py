@@ -150,7 +150,7 @@ def test_deal_plan_of_the_rulebook_example_seats_1_2_4():
         ["BURN1", "P1.4", "P2.4", "P4.4"],
         ["BURN2", "P1.5", "P2.5", "P4.5"],
         ["BURN3", "P1.6", "P2.6", "P4.6"],
-        ["BURN4", "P1.7", "P2.7", "P4.7"],
+        ["BURN4", "P1.7", "P2.7", "P4.7", "LAST_CARD"],  # §3.5: the window to report an exposed 7th card
     ]
     kinds = [type(s).__name__ for s in d.steps]
     assert kinds == ["DealStep", "BetStep"] * 5 + ["EndStep"]
@@ -161,7 +161,7 @@ def test_deal_plan_of_the_rulebook_example_seats_1_2_4():
     burns = [p for s in d.steps if isinstance(s, DealStep) for p in s.positions if p.burn]
     assert [p.name for p in burns] == ["BURN1", "BURN2", "BURN3", "BURN4"] and len(d.hand.burn_cards) == 4
     # the whole plan without folds, as documented by the game
-    names = [n for step in d.deal_steps() for n in step if n != "SHUFFLE"]
+    names = [n for step in d.deal_steps() for n in step if n not in ("SHUFFLE", "LAST_CARD")]
     assert [p.name for p in Stud().deal_plan([1, 2, 4])] == names
     assert out.details["showdown"] and sorted(out.hands) == ["P1", "P2", "P4"]
 
@@ -184,7 +184,7 @@ def test_folded_players_get_no_more_cards():
     d = Dealer(new_hand([1, 2, 4]), UPS_124, script={3: [("p1", "BRING_IN", "0.50"), ("p2", "FOLD", None)]})
     out = d.play()
     assert d.deal_steps()[1:] == [["BURN1", "P1.4", "P4.4"], ["BURN2", "P1.5", "P4.5"],
-                                  ["BURN3", "P1.6", "P4.6"], ["BURN4", "P1.7", "P4.7"]]
+                                  ["BURN3", "P1.6", "P4.6"], ["BURN4", "P1.7", "P4.7", "LAST_CARD"]]
     assert "P2" not in out.hands and out.player_bets["p2"][CHIPS].outcome == "PUSH"  # folded before paying
 
 
@@ -238,16 +238,16 @@ def test_deck_exhaustion_seven_players_burn_then_community_card():
 def test_deck_exhaustion_not_needed_with_six_players():
     d = Dealer(new_hand(range(1, 7)))
     d.until(7, DealStep)
-    assert [p.name for p in d.steps[-1].positions] == ["BURN4"] + [f"P{s}.7" for s in range(1, 7)]
+    assert [p.name for p in d.steps[-1].positions] == ["BURN4"] + [f"P{s}.7" for s in range(1, 7)] + ["LAST_CARD"]
 
 
 def test_reshuffle_burns_option_deals_the_short_cards_from_the_burns():
     d = Dealer(new_hand(range(1, 8), deck_exhaustion="RESHUFFLE_BURNS"))
     d.until(7, DealStep)
     seventh = d.steps[-1].positions
-    assert [p.name for p in seventh] == ["BURN4"] + [f"P{s}.7" for s in range(1, 8)]
+    assert [p.name for p in seventh] == ["BURN4"] + [f"P{s}.7" for s in range(1, 8)] + ["LAST_CARD"]
     assert [p.name for p in seventh if p.from_burns] == ["P7.7"]  # 6 cards left after BURN4
-    assert all(p.face == Face.DOWN for p in seventh[1:])
+    assert all(p.face == Face.DOWN for p in seventh[1:-1])
     out = d.play()
     assert out.details["community"] is None and d.hand.cards["P7.7"] in d.hand.burn_cards
     assert_conserved(d.hand, out)

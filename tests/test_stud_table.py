@@ -228,6 +228,7 @@ async def test_a_scripted_hand_to_showdown_with_a_side_pot(table: Table):
     await t.act("bob", "CHECK")
     await t.act("alice", "CHECK")
     await t.deal(*DEAL_A[21:])
+    await t.confirm("LAST_CARD")  # §3.5: no 7th card was exposed; betting opens at once
     seventh = await t.turn("bob")
     assert seventh["bet"] == {"min": "1.00", "max": "6.00"}  # the last bet: the limit is raised
     await t.act("bob", "BET", "2.00", turn=seventh)
@@ -243,9 +244,9 @@ async def test_a_scripted_hand_to_showdown_with_a_side_pot(table: Table):
     for p in rec.prompts():
         if p["round_id"] == table.r1 and p["kind"] in ("NEXT", "CONFIRM") and (not asked or asked[-1] != p["position"]):
             asked.append(p["position"])
-    assert asked == ["WASH", "SHUFFLE"] + [pos for pos, _ in DEAL_A]
+    assert asked == ["WASH", "SHUFFLE"] + [pos for pos, _ in DEAL_A] + ["LAST_CARD"]
     steps = [p["step"] for p in rec.prompts() if p["round_id"] == table.r1 and p["kind"] in ("NEXT", "CONFIRM")]
-    assert steps == sorted(steps) and steps[0] == 1 and steps[-1] == 2 + len(DEAL_A)
+    assert steps == sorted(steps) and steps[0] == 1 and steps[-1] == 2 + len(DEAL_A) + 1
 
     # bring-in and high hands, as the dealer announces them
     opened = [e["data"] for e in rec.events("betting_round_opened") if e["round_id"] == table.r1]
@@ -597,6 +598,88 @@ async def test_e_fewer_than_two_players_cancels_the_hand_with_a_refund(table: Ta
     await wait_until(lambda: any(e["round_id"] == table.r2 for e in rec.events("round_opened")),
                      what="the next round")
     assert len(rec.results(table.key1)) == 1
+    # §1: a round cancelled before its first card is no hand: the next hand is still the table's
+    # first, so the cards are washed before it (counted by round number it would be hand 2: no wash)
+    await t.sit({"alice": (3, "25.00"), "bob": (1, "25.00")}, round_id=table.r2)
+    await t.confirm("WASH")
+    await t.confirm("SHUFFLE")
+
+
+# -- (f) the last-dealt 7th card is exposed: the station reports it in the window ------------
+
+DEAL_F = [
+    ("P1.1", "AS"), ("P2.1", "4H"), ("P4.1", "5H"), ("P1.2", "AD"), ("P2.2", "8C"), ("P4.2", "6H"),
+    ("P1.3", "KS"), ("P2.3", "9D"), ("P4.3", "2C"),
+    ("BURN1", "2D"), ("P1.4", "QH"), ("P2.4", "9C"), ("P4.4", "5S"),
+    ("BURN2", "3D"), ("P1.5", "7D"), ("P2.5", "JH"), ("P4.5", "TS"),
+    ("BURN3", "4D"), ("P1.6", "3S"), ("P2.6", "6C"), ("P4.6", "5D"),
+    ("BURN4", "8D"), ("P1.7", "KD"), ("P2.7", "9S"), ("P4.7", "5C"),
+]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("table", [{"options": {"seats": 4, "exposure_window_seconds": 1.5}}], indirect=True)
+async def test_f_the_last_dealt_7th_card_exposed_is_reported_before_7th_street_betting(table: Table):
+    """seven-card-stud.md §3.5: the last 7th card (P4.7) lands face up. The station reports it on
+    its own topic in the window after the scan; the card plays face up and carol, whose card it
+    is, opens 7th street (without the report Bob's pair of nines showing would)."""
+    t, rec = table, table.rec
+    await t.sit({"alice": (1, "20.00"), "bob": (2, "20.00"), "carol": (4, "20.00")})
+    await t.confirm("WASH")
+    await t.confirm("SHUFFLE")
+    await t.deal(*DEAL_F[:9])
+    await t.act("carol", "BRING_IN", "0.50")
+    await t.act("alice", "CALL")
+    await t.act("bob", "CALL")
+    for street in (DEAL_F[9:13], DEAL_F[13:17], DEAL_F[17:21]):
+        await t.deal(*street)
+        await t.act("bob", "CHECK")  # a pair of nines showing opens 4th to 6th street
+        await t.act("carol", "CHECK")
+        await t.act("alice", "CHECK")
+    await t.deal(*DEAL_F[21:])
+    # the window: the station is asked to report an exposure or confirm; nobody is on the clock
+    window = await wait_until(lambda: next((e for e in rec.events("confirm_window") if e["round_id"] == table.r1),
+                                           None), what="the LAST_CARD window")
+    assert window["data"]["step"] == "LAST_CARD"
+    prompt = await wait_until(lambda: (p := rec.last_prompt()) is not None and p["position"] == "LAST_CARD" and p,
+                              what="CONFIRM LAST_CARD")
+    assert prompt["kind"] == "CONFIRM" and "exposed" in prompt["message"]
+    assert not [m for m in t.mine("bob", "your_turn") if m["data"]["street"] == "7th"]
+    sent = await rec.command(ACT, {"type": "card_exposed", "position": "P4.7"})  # on the station's topic
+    exposed = await wait_until(lambda: next((e for e in rec.events("card_exposed") if e["round_id"] == table.r1),
+                                            None), what="card_exposed")
+    assert exposed["data"] == {"position": "P4.7", "card": "5C"}
+    # the station does not confirm: the window runs out and the betting opens, carol first
+    seventh = await t.turn("carol")
+    assert seventh["street"] == "7th"
+    opened = [e["data"] for e in rec.events("betting_round_opened") if e["round_id"] == table.r1][-1]
+    assert opened["first"] == "carol" and "P4 exposed the last card" in opened["announce"]
+    confirmed = [e["data"] for e in rec.events("dealer_confirmed") if e["round_id"] == table.r1]
+    assert confirmed[-1] == {"step": "LAST_CARD", "by": "timer"}
+    # reported again once the betting is open: refused, nothing changes
+    again = await rec.command(ACT, {"type": "card_exposed", "position": "P2.7"})
+    refused = await wait_until(lambda: next((e for e in rec.events("rejected")
+                                             if e["data"].get("command_id") == again["command_id"]), None),
+                               what="the late report refused")
+    assert "before the 7th-street betting opens" in refused["data"]["reason"]
+    assert not [e for e in rec.events("rejected") if e["data"].get("command_id") == sent["command_id"]]
+    await t.act("carol", "CHECK", turn=seventh)
+    await t.act("alice", "CHECK")
+    await t.act("bob", "CHECK")
+    await wait_until(lambda: rec.results(table.key1), what="result")
+    res = rec.results(table.key1)[0]
+    assert res["details"]["exposed"] == ["P4.7"] and res["winner"] == "P4"  # four fives
+    assert res["details"]["showdown_order"][0] == "P4"  # nobody bet on 7th street: the first to act shows first
+    conserved(res, t.stakes)
+    # journaled: the exposure and the timer's confirmation, so a restart replays the same hand
+    journaled = [ev for ev in t.service.journal.replay(T) if getattr(ev, "round_id", table.r1) == table.r1]
+    assert [ev.type for ev in journaled if ev.type in ("card_exposed", "confirm_timeout")] == [
+        "card_exposed", "confirm_timeout"]
+    # before the report, P4.7 was on no public topic (a hole card until exposed)
+    first = next(i for i, (tp, m) in enumerate(rec.messages) if tp == topics.events(T) and m["event"] == "card_exposed")
+    for tp, m in rec.messages[:first]:
+        if "/players/carol" not in tp:
+            assert "5C" not in set(strings(m)), (tp, m)
 
 
 # -- unattended: the virtual dealer and players, hand after hand ------------------------------

@@ -46,6 +46,9 @@ class Position:
     #: Which shuffle of the deck the card comes from: a Seotda rematch reshuffles the same
     #: cards, so a card is a duplicate only against cards of the same shuffle.
     deck: int = 0
+    #: A confirmation that is taken as given when this many ms pass without it (stud's
+    #: ``LAST_CARD``: the window in which the station may report an exposed 7th card).
+    window_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +170,10 @@ class Game(ABC):
     #: True where the round starts with its first registered card rather than at
     #: betting close (``decks.md`` §5.3: Seotda, Seven-Card Stud).
     starts_at_first_card: ClassVar[bool] = False
+
+    def initial_memory(self) -> dict[str, Any]:
+        """What a table of this game remembers before its first round (``OpenRound.context``)."""
+        return {}
 
     def check_stake(self, stake: Decimal, player: str, context: Mapping[str, Any]) -> str | None:
         """Why a player may not bring ``stake`` to this game (Seotda's minimum chips), or None."""
@@ -310,6 +317,11 @@ class PeerHand(ABC):
 
     def carry(self) -> dict[str, Any]:
         """What the table remembers of this hand for the next one (``OpenRound.context``)."""
+        return {}
+
+    def carry_unfinished(self) -> dict[str, Any]:
+        """What a hand that was cancelled or voided adds to the table's memory (stud: a hand that
+        was dealt still counts towards the next wash)."""
         return {}
 
     @abstractmethod

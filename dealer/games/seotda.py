@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import ROUND_FLOOR, Decimal
 from typing import Annotated, Any, Literal
 
@@ -49,6 +49,11 @@ from dealer.pots import Pot, build_pots, split
 CHIPS = "chips"
 ROOMS = (Decimal(5), Decimal(10), Decimal(20), Decimal(50), Decimal(100))
 BUTTONS = ("FOLD", "BET", "X2_RAISE", "CALL", "QUARTER", "HALF", "MAX", "ALL_IN", "CHECK")
+#: The choices a player makes on a turn that is not a betting turn: the 9·4 holder under
+#: ``REMATCH_94_MODE = PROMPT`` (§5.2), a folded player under ``REMATCH_REENTRY = HALF_POT`` (§7.2).
+CHOICES = {"REMATCH_94": ("REMATCH", "PLAY_ON"), "REENTRY": ("REJOIN", "SIT_OUT")}
+#: What a showdown step that called a rematch is named in the ``rematch`` event.
+_CAUSE = {2: "ANIMAL_94", 4: "NINE_FOUR"}
 
 
 class SeotdaOptions(GameOptions):
@@ -65,8 +70,14 @@ class SeotdaOptions(GameOptions):
     * ``raise_cap``: raises per betting round, None = unlimited (default).
     * ``pot_fraction_base``: ``POT_AFTER_CALL`` (default) or ``POT_BEFORE_ACTION`` (§9.14).
     * ranking and showdown: ``animal_94_threshold``, ``pair_hunter_cards``,
-      ``rematch_94_mode`` (``AUTO_BEST`` or ``ALWAYS``), ``draw_resolution``.
-    * rematches: ``rematch_ante`` (``NONE`` or ``STAKE``), ``max_rematches`` (None = no limit).
+      ``rematch_94_mode`` (``AUTO_BEST``, ``ALWAYS`` or ``PROMPT``: the holder is asked
+      REMATCH or PLAY_ON on their own turn, with the table's turn timer; a timeout is taken
+      as ``AUTO_BEST``, §5.2), ``draw_resolution``.
+    * rematches: ``rematch_ante`` (``NONE`` or ``STAKE``), ``max_rematches`` (None = no limit),
+      ``rematch_reentry`` (``NONE``, or ``HALF_POT``: a player who folded in the game that
+      produced the rematch may rejoin it by paying half of each carried pot, rounded down to
+      the table's unit like the pot-fraction buttons; asked REJOIN or SIT_OUT on their turn, a
+      timeout sits out, §7.2 rule 3).
     """
 
     stake: Decimal = Decimal(10)
@@ -79,10 +90,10 @@ class SeotdaOptions(GameOptions):
     pot_fraction_base: Literal["POT_AFTER_CALL", "POT_BEFORE_ACTION"] = "POT_AFTER_CALL"
     animal_94_threshold: Literal["NINE_PAIR", "NINE_POINTS"] = "NINE_PAIR"
     pair_hunter_cards: Literal["03G_07A", "ANY_3_7"] = "03G_07A"
-    rematch_94_mode: Literal["AUTO_BEST", "ALWAYS"] = "AUTO_BEST"
+    rematch_94_mode: Literal["AUTO_BEST", "ALWAYS", "PROMPT"] = "AUTO_BEST"
     draw_resolution: Literal["REMATCH", "SPLIT"] = "REMATCH"
     rematch_ante: Literal["NONE", "STAKE"] = "NONE"
-    rematch_reentry: Literal["NONE"] = "NONE"
+    rematch_reentry: Literal["NONE", "HALF_POT"] = "NONE"
     max_rematches: Annotated[int, Field(strict=True, ge=0, le=100)] | None = None
 
     @field_validator("stake", mode="before")
@@ -222,6 +233,37 @@ class Game_:
     carried: list[tuple[Pot, tuple[str, ...]]]  # pots carried in, with their participants
 
 
+@dataclass
+class _Choice:
+    """A pending choice (a turn of its own): ``kind`` is a key of :data:`CHOICES`."""
+
+    kind: str
+    player: str
+    default: str  # what the turn timer chooses
+    public: dict[str, Any]  # what the turn and the player are told about it
+
+    @property
+    def actions(self) -> tuple[str, ...]:
+        return CHOICES[self.kind]
+
+
+@dataclass
+class _ShowdownRun:
+    """A showdown in progress: the pots are resolved one by one, and may wait for a choice."""
+
+    pots: list[tuple[Pot, tuple[str, ...] | None]]
+    live: list[str]
+    limit_reached: bool
+    index: int = 0
+    carry: list[tuple[Pot, tuple[str, ...]]] = field(default_factory=list)
+    causes: list[dict[str, Any]] = field(default_factory=list)  # one per carried pot
+    answers: dict[tuple[int, str], bool] = field(default_factory=dict)  # (pot index, holder) -> REMATCH?
+    hands: dict[str, dict[str, Any]] = field(default_factory=dict)  # S-label -> the hand shown
+    fees: list[Decimal] | None = None  # HALF_POT: what a rejoining player pays into each carried pot
+    offers: list[str] = field(default_factory=list)  # HALF_POT: who may rejoin, S1 order
+    rejoin: dict[str, bool] = field(default_factory=dict)
+
+
 class SeotdaHand(PeerHand):
     def __init__(self, options: SeotdaOptions, seats: Mapping[int, str], chips: Mapping[str, Decimal],
                  hand_number: int, unit: Decimal, context: Mapping[str, Any], draw: str | None = None) -> None:
@@ -245,10 +287,15 @@ class SeotdaHand(PeerHand):
         self.antes: dict[str, Decimal] = {}
         self.stacks_out: dict[str, Decimal] = {}  # chips of players who sit out a rematch
         self.shown: list[str] = []  # positions revealed at a showdown
+        self.choices: list[dict[str, Any]] = []  # every REMATCH_94 / REENTRY choice made, in order
+        self.reentries: list[dict[str, Any]] = []  # HALF_POT: who rejoined which rematch, for how much
         self.game = self._new_game(0, order, stacks=dict(self.brought), carried=[])
         self._post_antes(self.o.ante)
         self._stage = 0  # index into STAGES of the current game
         self.history: list[dict[str, Any]] = []
+        self._sd: _ShowdownRun | None = None
+        self._choice: _Choice | None = None
+        self._choice_made = False
 
     STAGES = ("shuffle", "deal1", "bet1", "deal2", "bet2", "showdown")
 
@@ -288,6 +335,8 @@ class SeotdaHand(PeerHand):
     # -- flow -----------------------------------------------------------------------------
 
     def next_step(self) -> DealStep | BetStep | EndStep:
+        if self._sd is not None:  # a showdown that waited for a choice goes on
+            return self._showdown()
         while True:
             stage = self.STAGES[self._stage]
             g = self.game
@@ -309,7 +358,53 @@ class SeotdaHand(PeerHand):
                 return BetStep(first=first, limits=SeotdaLimits(self), street=street)
             return self._showdown()
 
-    def _showdown(self) -> DealStep | EndStep:
+    def _showdown(self) -> DealStep | BetStep | EndStep:
+        """§5 for each pot (carried pots first, then this game's), §7.2 for the rematch. A pot
+        waits for the 9·4 holder's choice (``PROMPT``), the rematch for the folded players'
+        (``HALF_POT``): each is a turn of its own, and the showdown goes on when it is answered."""
+        g = self.game
+        if self._sd is None:
+            self._sd = self._open_showdown()
+        sd = self._sd
+        while sd.index < len(sd.pots):
+            pot, eligible = sd.pots[sd.index]
+            contenders = self._contenders(pot, eligible, sd.live)
+            if pot.amount == 0:
+                sd.index += 1
+                continue
+            if len(contenders) == 1:
+                self._award(pot.amount, contenders, "WIN", g.number, f"{contenders[0]} is the only one left")
+                sd.index += 1
+                continue
+            held = {p: [self.cards[self._pos(p, 1, g.number)], self.cards[self._pos(p, 2, g.number)]]
+                    for p in contenders}
+            answers = {p: yes for (i, p), yes in sd.answers.items() if i == sd.index}
+            sd_pot: Showdown = showdown(held, self.rules, answers, allow_rematch=not sd.limit_reached, ask=True)
+            if sd_pot.kind == "ASK":
+                return self._ask_holder(sd_pot, pot, held)
+            if sd_pot.kind in ("WIN", "SPLIT"):
+                self._award(pot.amount, list(sd_pot.winners), sd_pot.kind, g.number, sd_pot.reason)
+            else:
+                cause = "DRAW" if sd_pot.kind == "REMATCH_DRAW" else _CAUSE.get(sd_pot.step, "NINE_FOUR")
+                sd.carry.append((Pot(pot.amount, tuple(sd_pot.participants)), tuple(sd_pot.participants)))
+                sd.causes.append({"cause": cause, "by": list(sd_pot.callers), "step": sd_pot.step,
+                                  "reason": sd_pot.reason})
+                self.awards.append({"game": g.number, "amount": str(pot.amount), "result": sd_pot.kind,
+                                    "participants": list(sd_pot.participants), "reason": sd_pot.reason,
+                                    "cause": cause, "by": list(sd_pot.callers)})
+            sd.index += 1
+        if not sd.carry:
+            self._sd = None
+            return EndStep()
+        if self.o.rematch_reentry == "HALF_POT":
+            offer = self._offer_reentry()
+            if offer is not None:
+                return offer
+        return self._start_rematch()
+
+    def _open_showdown(self) -> _ShowdownRun:
+        """The pots of this showdown, and every contender's cards turned over at once (§3.2:
+        "players reveal their hands"): the public ``showdown`` event carries them."""
         g = self.game
         b = g.betting
         live = [p.player_id for p in b.players if not p.folded]
@@ -317,47 +412,105 @@ class SeotdaHand(PeerHand):
         contributions = b.contributions()
         if any(contributions.values()):
             pots += [(pot, None) for pot in build_pots(contributions, live)]
-        carry: list[tuple[Pot, tuple[str, ...]]] = []
         limit_reached = self.o.max_rematches is not None and g.number >= self.o.max_rematches
+        sd = _ShowdownRun(pots=pots, live=live, limit_reached=limit_reached)
+        showing: set[str] = set()  # the contenders of every contested pot show their cards
         for pot, eligible in pots:
-            allowed = eligible if eligible is not None else pot.eligible
-            contenders = [p for p in self._s_order(live) if p in allowed]
-            if not contenders:  # every player of a carried pot folded in the rematch: the last in win it
-                contenders = self._s_order(live)
-            if pot.amount == 0:
-                continue
-            if len(contenders) == 1:
-                self._award(pot.amount, contenders, "WIN", g.number, f"{contenders[0]} is the only one left")
-                continue
-            held = {p: [self.cards[self._pos(p, 1, g.number)], self.cards[self._pos(p, 2, g.number)]]
-                    for p in contenders}
-            self.shown += [self._pos(p, n, g.number) for p in contenders for n in (1, 2)
-                           if self._pos(p, n, g.number) not in self.shown]
-            sd: Showdown = showdown(held, self.rules, allow_rematch=not limit_reached)
-            if sd.kind in ("WIN", "SPLIT"):
-                self._award(pot.amount, list(sd.winners), sd.kind, g.number, sd.reason)
-            else:
-                carry.append((Pot(pot.amount, tuple(sd.participants)), tuple(sd.participants)))
-                self.awards.append({"game": g.number, "amount": str(pot.amount), "result": sd.kind,
-                                    "participants": list(sd.participants), "reason": sd.reason})
-        if not carry:
-            return EndStep()
+            contenders = self._contenders(pot, eligible, live)
+            if pot.amount and len(contenders) > 1:
+                showing.update(contenders)
+        for p in self._s_order(list(showing)):
+            positions = [self._pos(p, n, g.number) for n in (1, 2)]
+            self.shown += [x for x in positions if x not in self.shown]
+            h = evaluate([self.cards[x] for x in positions], self.rules)
+            sd.hands[f"S{self.label[self.seat_of[p]]}"] = {"player": p, "positions": positions, "name": h.name,
+                                                             "rank": h.rank}
+        if sd.hands:
+            self._notes.append(("showdown", {"game": g.number, "hands": sd.hands}))
+        return sd
+
+    def _contenders(self, pot: Pot, eligible: tuple[str, ...] | None, live: list[str]) -> list[str]:
+        allowed = eligible if eligible is not None else pot.eligible
+        contenders = [p for p in self._s_order(live) if p in allowed]
+        # every player of a carried pot folded in the rematch: the last in win it
+        return contenders if contenders else self._s_order(live)
+
+    def _suffix(self) -> str:
+        return f" (rematch {self.game.number})" if self.game.number else ""
+
+    def _ask_holder(self, sd_pot: Showdown, pot: Pot, held: Mapping[str, Sequence[str]]) -> BetStep:
+        """§5.2 ``PROMPT``: the 9·4 holder chooses REMATCH or PLAY ON; the timer chooses as
+        ``AUTO_BEST`` (a rematch unless the holder's own hand is the unique best)."""
+        holder = sd_pot.callers[0]
+        base = {p: evaluate(cards, self.rules).rank for p, cards in held.items()}
+        unique_best = base[holder] > max(r for p, r in base.items() if p != holder)
+        self._choice = _Choice("REMATCH_94", holder, "PLAY_ON" if unique_best else "REMATCH", {
+            "pot": str(pot.amount), "contenders": list(held), "reason": sd_pot.reason})
+        return BetStep(first=holder, limits=None, street="REMATCH_CHOICE" + self._suffix())
+
+    def _offer_reentry(self) -> BetStep | None:
+        """§7.2 rule 3, ``HALF_POT``: each player who folded in this game and can pay is asked,
+        in S1 order, whether to rejoin the rematch for half of each carried pot."""
+        sd = self._sd
+        assert sd is not None
+        if sd.fees is None:
+            sd.fees = [self._floor(pot.amount / 2) for pot, _ in sd.carry]
+            fee = sum(sd.fees, Decimal(0))
+            folded = [p for p in self.game.betting.players if p.folded]
+            sd.offers = self._s_order([p.player_id for p in folded
+                                       if p.stack + self.won.get(p.player_id, Decimal(0)) >= fee])
+        fee = sum(sd.fees, Decimal(0))
+        for p in sd.offers:
+            if p not in sd.rejoin:
+                self._choice = _Choice("REENTRY", p, "SIT_OUT", {
+                    "fee": str(fee), "carried": str(sum((pot.amount for pot, _ in sd.carry), Decimal(0))),
+                    "rematch": self.game.number + 1})
+                return BetStep(first=p, limits=None, street=f"REENTRY (rematch {self.game.number + 1})")
+        return None
+
+    def _start_rematch(self) -> DealStep | BetStep | EndStep:
+        sd = self._sd
+        assert sd is not None
+        g = self.game
+        b = g.betting
+        carry = list(sd.carry)
         stacks = {p.player_id: p.stack for p in b.players}
+        rejoined = [p for p in sd.offers if sd.rejoin.get(p)]
+        for p in rejoined:  # HALF_POT: half of each carried pot, into that pot
+            moved = self.won.pop(p, Decimal(0))
+            stacks[p] += moved
+            self.into_rematch[p] = self.into_rematch.get(p, Decimal(0)) + moved
+            assert sd.fees is not None
+            for i, ((pot, who), fee) in enumerate(zip(carry, sd.fees)):
+                stacks[p] -= fee
+                joined = tuple(self._s_order([*who, p]))
+                carry[i] = (Pot(pot.amount + fee, joined), joined)
+            self.reentries.append({"game": g.number + 1, "player": p, "paid": str(sum(sd.fees, Decimal(0))),
+                                   "into": [str(f) for f in sd.fees]})
         participants = {p for _, who in carry for p in who}
         for p in participants:  # pots already won are paid at once: they play in the rematch
+            if p in rejoined:
+                continue
             moved = self.won.pop(p, Decimal(0))
             stacks[p] += moved
             self.into_rematch[p] = self.into_rematch.get(p, Decimal(0)) + moved
         self.stacks_out |= {p: s for p, s in stacks.items() if p not in participants}
         self._notes.append(("rematch", {
-            "rematch": g.number + 1, "participants": self._s_order(participants),
-            "carried": [{"amount": str(pot.amount), "participants": list(who)} for pot, who in carry]}))
+            "rematch": g.number + 1, "participants": self._s_order(list(participants)),
+            "carried": [{"amount": str(pot.amount), "participants": list(who)} | cause
+                        for (pot, who), cause in zip(carry, sd.causes)],
+            "hands": sd.hands,
+            **({"reentries": [r for r in self.reentries if r["game"] == g.number + 1]} if rejoined else {})}))
         order = [s for s in g.order if self.player_at[s] in participants]
+        self._sd = None
         self.game = self._new_game(g.number + 1, order, stacks, carry)
         if self.o.rematch_ante == "STAKE":
             self._post_antes(self.o.stake)
         self._stage = 0
-        return self.next_step()  # type: ignore[return-value]
+        return self.next_step()
+
+    def _floor(self, x: Decimal) -> Decimal:
+        return (x / self.unit).to_integral_value(rounding=ROUND_FLOOR) * self.unit
 
     def _award(self, amount: Decimal, winners: list[str], kind: str, game: int, reason: str) -> None:
         shares = split(amount, winners, self.unit)  # winners come in S1 order: the odd chip to the first
@@ -380,6 +533,68 @@ class SeotdaHand(PeerHand):
     def register(self, position: Position, code: str) -> None:
         if not position.confirm:
             self.cards[position.name] = code
+
+    # -- choices: turns that are not betting turns (§5.2 PROMPT, §7.2 HALF_POT) ----------------
+
+    def open_turns(self, step: BetStep) -> bool:
+        return True if self._choice is not None else super().open_turns(step)
+
+    @property
+    def to_act(self) -> str | None:
+        return self._choice.player if self._choice is not None else self.game.betting.to_act
+
+    def turn_summary(self) -> dict[str, Any]:
+        c = self._choice
+        return {"choice": c.kind} if c is not None else super().turn_summary()
+
+    def turn_prompt(self, street: str | None) -> str:
+        c = self._choice
+        if c is None:
+            return super().turn_prompt(street)
+        return f"{street}: {c.player} chooses {' or '.join(c.actions)}; do not deal"
+
+    def do_action(self, player: str, action: str, amount: Decimal | None, card: str | None,
+                  by: str) -> tuple[dict[str, Any] | str, bool]:
+        c = self._choice
+        if c is None:
+            return super().do_action(player, action, amount, card, by)
+        reason = self._check_choice(player, action, amount)
+        if reason is None and card is not None:
+            reason = f"{action} takes no card"
+        if reason is not None:
+            return reason, False
+        sd = self._sd
+        assert sd is not None
+        if c.kind == "REMATCH_94":
+            sd.answers[(sd.index, player)] = action == "REMATCH"
+        else:
+            sd.rejoin[player] = action == "REJOIN"
+        added = c.public["fee"] if action == "REJOIN" else "0"  # paid into the carried pots when the rematch starts
+        record = {"player_id": player, "action": action, "choice": c.kind, "added": added} | c.public
+        self.choices.append({"game": self.game.number, **record, "by": by})
+        self._choice, self._choice_made = None, True
+        return record, False
+
+    def _check_choice(self, player: str, action: str, amount: Decimal | None) -> str | None:
+        c = self._choice
+        assert c is not None
+        if player != c.player:
+            return f"it is not {player}'s turn (waiting for {c.player} to choose {' or '.join(c.actions)})"
+        if action not in c.actions:
+            return f"{action} is not a choice now: {c.player} chooses {' or '.join(c.actions)}"
+        if amount is not None:
+            return f"{action} takes no amount"
+        return None
+
+    def default_action(self) -> tuple[str, Decimal | None, str | None]:
+        c = self._choice
+        return (c.default, None, None) if c is not None else super().default_action()
+
+    def close_turns(self) -> list[tuple[str, dict[str, Any]]]:
+        if self._choice_made:
+            self._choice_made = False
+            return []
+        return super().close_turns()
 
     # -- buttons (§6.1) ---------------------------------------------------------------------
 
@@ -412,6 +627,9 @@ class SeotdaHand(PeerHand):
         return out
 
     def translate(self, player: str, action: str, amount: Decimal | None) -> tuple[str, Decimal | None] | str:
+        if self._choice is not None:
+            reason = self._check_choice(player, action, amount)
+            return reason if reason is not None else (action, None)
         b = self.game.betting
         if action not in BUTTONS:
             return f"{action} is not a Seotda button (buttons: {', '.join(BUTTONS)})"
@@ -446,6 +664,9 @@ class SeotdaHand(PeerHand):
         return ("BET" if b.level == 0 else "RAISE"), total
 
     def turn_options(self) -> dict[str, Any]:
+        c = self._choice
+        if c is not None:  # no buttons: a choice (the player's client shows these actions)
+            return {"choice": c.kind, "actions": list(c.actions), "default": c.default, **c.public}
         b = self.game.betting
         base = dict(b.options().as_json())
         p = b.player(b.to_act) if b.to_act else None
@@ -462,6 +683,8 @@ class SeotdaHand(PeerHand):
     # -- reservations (§6.2) ------------------------------------------------------------------
 
     def reserve(self, player: str, action: str, amount: Decimal | None) -> str | None:
+        if self._choice is not None:
+            return f"no betting round is open: {self._choice.player} is choosing {' or '.join(self._choice.actions)}"
         b = self.game.betting
         if action not in BUTTONS:
             return f"unknown button {action!r} (expected one of {', '.join(BUTTONS)})"
@@ -479,6 +702,8 @@ class SeotdaHand(PeerHand):
         return None
 
     def take_reservation(self, player: str) -> tuple[str, Decimal | None] | str | None:
+        if self._choice is not None:
+            return None  # a choice is not a betting turn: a reservation waits for one
         r = self.reservations.pop(player, None)
         if r is None:
             return None
@@ -542,6 +767,8 @@ class SeotdaHand(PeerHand):
                      "seats": {f"S{k}": {"seat": s, "player": self.player_at[s]} for s, k in self.label.items()},
                      "antes": {p: str(a) for p, a in self.antes.items()}, "awards": self.awards,
                      "rematches": last.number, "returned": returned, "names": names, "rake": "0",
+                     **({"choices": self.choices} if self.choices else {}),
+                     **({"reentries": self.reentries} if self.reentries else {}),
                      "announce": self._announce(names)})
 
     def _announce(self, names: Mapping[str, str]) -> str | None:

@@ -26,7 +26,7 @@ Rematch94Mode = Literal["AUTO_BEST", "ALWAYS", "PROMPT"]
 DrawResolution = Literal["REMATCH", "SPLIT"]
 Category = Literal["bright_pair", "pair", "special", "points"]
 Function = Literal["BRIGHT_PAIR_HUNTER", "ANIMAL_94", "PAIR_HUNTER", "NINE_FOUR"]
-Kind = Literal["WIN", "REMATCH_94", "REMATCH_DRAW", "SPLIT"]
+Kind = Literal["WIN", "REMATCH_94", "REMATCH_DRAW", "SPLIT", "ASK"]
 
 _RULE_CHOICES: dict[str, tuple[str, ...]] = {
     "animal_94_threshold": get_args(AnimalThreshold),
@@ -207,9 +207,12 @@ class Showdown:
       (all contenders for a 9·4 rematch, only the tied players for a draw, §7.2).
     * ``SPLIT``: ``winners`` share the pot, in the contenders' order (S1 first, so the
       indivisible remainder goes to ``winners[0]``, §5.2).
+    * ``ASK`` (only when :func:`showdown` is called with ``ask=True`` in ``PROMPT`` mode): the
+      9·4 holder ``callers[0]`` must choose REMATCH or PLAY ON before the pot can be decided.
 
     ``participants`` is empty unless a rematch is due. ``step`` is the §5 step (1..5) that
-    decided; 0 when the pot was uncontested (decided before step 1).
+    decided; 0 when the pot was uncontested (decided before step 1). ``callers`` names who
+    caused a rematch: the 9·4 holders who called it, or the tied players of a draw.
     """
 
     kind: Kind
@@ -217,6 +220,7 @@ class Showdown:
     participants: tuple[str, ...]
     step: int
     reason: str
+    callers: tuple[str, ...] = ()
 
 
 def _hands(contenders: Mapping[str, Sequence[str] | SeotdaHand], rules: RankRules) -> dict[str, SeotdaHand]:
@@ -249,11 +253,14 @@ def showdown(
     holder_choice: Mapping[str, bool] | None = None,
     *,
     allow_rematch: bool = True,
+    ask: bool = False,
 ) -> Showdown:
     """Resolve ONE pot by §5 among its eligible contenders, given in seat order from S1.
 
     ``holder_choice`` answers the ``PROMPT`` mode (True = rematch, False = play on; a missing
-    answer = timeout = as ``AUTO_BEST``); it is ignored in the other modes.
+    answer = timeout = as ``AUTO_BEST``); it is ignored in the other modes. With ``ask`` a
+    missing answer is not taken as a timeout: the result is ``ASK`` naming the holder to ask
+    (the table asks holders one at a time, in S1 order; one REMATCH is enough).
     ``allow_rematch=False`` is the ``MAX_REMATCHES`` limit reached (§7.2 rule 6): a 9·4 of
     either kind is ignored and a draw splits the pot.
     """
@@ -279,7 +286,8 @@ def showdown(
 
     def draw(tied: list[str], step: int, what: str) -> Showdown:
         if allow_rematch and rules.draw_resolution == "REMATCH":
-            return Showdown("REMATCH_DRAW", (), tuple(tied), step, f"{what}: draw, rematch between {_and(tied)} only")
+            return Showdown("REMATCH_DRAW", (), tuple(tied), step, f"{what}: draw, rematch between {_and(tied)} only",
+                            tuple(tied))
         why = "draw resolution SPLIT" if allow_rematch else "rematch limit reached"
         return Showdown("SPLIT", tuple(tied), (), step,
                         f"{what}: draw, pot split ({why}); an indivisible remainder goes to {tied[0]}")
@@ -289,6 +297,13 @@ def showdown(
         eligible = [p for p in holders(function) if best_other(p) <= limit]
         if not eligible or not allow_rematch:
             return None
+        if ask and rules.rematch_94_mode == "PROMPT" and not any(choices.get(p) for p in eligible):
+            unanswered = [p for p in eligible if p not in choices]
+            if unanswered:
+                p = unanswered[0]
+                return Showdown("ASK", (), (), step, f"{p}'s {_FUNCTION_NAME[function]} faces at best "
+                                f"{best_other_name(p)} (R {best_other(p)} <= {limit}): REMATCH or PLAY ON?",
+                                callers=(p,))
         wanted: list[str] = []
         kept_best: str | None = None  # an AUTO_BEST holder who keeps the pot instead
         for p in eligible:
@@ -298,6 +313,8 @@ def showdown(
             elif rules.rematch_94_mode == "PROMPT" and p in choices:
                 if choices[p]:
                     wanted.append(p)
+            elif rules.rematch_94_mode == "PROMPT" and ask:
+                continue  # not asked: another holder's REMATCH already decides
             elif unique_best:  # AUTO_BEST, or PROMPT without an answer
                 kept_best = p
             else:
@@ -306,7 +323,7 @@ def showdown(
         if wanted:
             return Showdown("REMATCH_94", (), tuple(names), step,
                             f"{_and(wanted)}'s {label} faces at best {best_other_name(wanted[0])} "
-                            f"(R {best_other(wanted[0])} <= {limit}): rematch of all contenders")
+                            f"(R {best_other(wanted[0])} <= {limit}): rematch of all contenders", tuple(wanted))
         if kept_best is not None:
             return Showdown("WIN", (kept_best,), (), step,
                             f"{kept_best}'s {label} may call a rematch but is itself the unique best hand "

@@ -51,6 +51,11 @@ from dealer.pots import award, build_pots, rake_amount, take_rake
 
 CHIPS = "chips"
 STREETS = (3, 4, 5, 6, 7)
+#: The timed confirmation after the 7th cards (§3.5): the window to report an exposed one.
+LAST_CARD = "LAST_CARD"
+#: The table's memory key (``OpenRound.context``): hands dealt since the last wash; None = no
+#: wash yet at this table. Absent in rounds journaled before it: counted by round number then.
+WASH_KEY = "hands_since_wash"
 _ORDINAL = {3: "3rd", 4: "4th", 5: "5th", 6: "6th", 7: "7th"}
 Money = Annotated[Decimal, Field(ge=0, le=Decimal("1000000"))]
 
@@ -83,7 +88,15 @@ class StudOptions(GameOptions):
     * ``deck_exhaustion``: ``COMMUNITY_CARD`` or ``RESHUFFLE_BURNS`` (§3.6).
     * ``rake_early_end``: ``NONE`` hands that end before the 7th card are not raked, or ``RAKE``.
     * ``street_limits``: the spread of each street, bets and raise increments (§2).
-    * ``wash_every``: hands between two washes (§1: every 3 hands).
+    * ``wash_every``: hands between two washes (§1: every 3 hands). Hands are counted as they
+      are dealt (a hand whose first card registered), not by round number: a round cancelled
+      before its first card is no hand, and a wash confirmed in it counts.
+    * ``exposure_window_seconds``: after the last 7th card registers, the dealer station has
+      this long to report an exposed 7th card (§3.5) before 7th-street betting opens; the
+      station may close the window early by confirming ``LAST_CARD``. No window when fewer
+      than two players can still bet (all-in), since the exposure then decides nothing. 0: no window (betting
+      opens on the last scan, so the last-dealt 7th card can never be reported exposed). Rules
+      journaled before the option existed mean 0 (:data:`dealer.rules.LEGACY_OPTIONS`).
     """
 
     seats: Annotated[int, Field(strict=True, ge=2, le=8)] = 8
@@ -97,6 +110,7 @@ class StudOptions(GameOptions):
     raise_cap: Annotated[int, Field(strict=True, ge=1, le=20)] = 3  # raises after the bet, 3+ players
     street_limits: dict[int, StreetLimit] = Field(default_factory=_default_limits)
     wash_every: Annotated[int, Field(strict=True, ge=1, le=100)] = 3
+    exposure_window_seconds: Annotated[float, Field(ge=0, le=60)] = 5.0
 
     @model_validator(mode="after")
     def _all_streets(self) -> "StudOptions":
@@ -150,7 +164,10 @@ class Stud(Game):
     def start_hand(self, seats: Mapping[int, str], chips: Mapping[str, Decimal], hand_number: int,
                    unit: Decimal, context: Mapping[str, Any] | None = None, *,
                    draw: str | None = None) -> "StudHand":
-        return StudHand(self.options, seats, chips, hand_number, unit)
+        return StudHand(self.options, seats, chips, hand_number, unit, context)
+
+    def initial_memory(self) -> dict[str, Any]:
+        return {WASH_KEY: None}  # a new table washes before its first hand (§1)
 
     def resolve(self, cards: Mapping[str, str], bets: Sequence[BetView] = (),
                 decisions: Mapping[str, str] | None = None) -> GameOutcome:
@@ -186,10 +203,18 @@ class StudHand(PeerHand):
     """One hand of stud: the streets, who opens each betting round, and the showdown."""
 
     def __init__(self, options: StudOptions, seats: Mapping[int, str], chips: Mapping[str, Decimal],
-                 hand_number: int, unit: Decimal) -> None:
+                 hand_number: int, unit: Decimal, context: Mapping[str, Any] | None = None) -> None:
         self.o = options
         self.unit = unit
         self.hand_number = hand_number
+        ctx = context or {}
+        if WASH_KEY in ctx:
+            since = ctx[WASH_KEY]
+            self.since_wash: int | None = since if isinstance(since, int) and since >= 0 else None
+        else:  # a round journaled before hands were counted: by round number, as it was played
+            r = (hand_number - 1) % options.wash_every
+            self.since_wash = r if r else options.wash_every
+        self.washed = False  # WASH confirmed in this hand
         self.seat_of = {p: s for s, p in seats.items()}
         self.betting = Betting.seat([(p, s, chips[p]) for s, p in seats.items()], unit)
         self.antes: dict[str, Decimal] = {}
@@ -217,7 +242,18 @@ class StudHand(PeerHand):
         return [p.seat for p in self.betting.players if not p.folded]
 
     def wash_due(self) -> bool:
-        return (self.hand_number - 1) % self.o.wash_every == 0
+        """§1: before the table's first hand and after every ``wash_every`` hands dealt."""
+        return self.since_wash is None or self.since_wash >= self.o.wash_every
+
+    def carry(self) -> dict[str, Any]:
+        """Hands dealt since the last wash, this one included once its first card registered."""
+        since = 0 if self.washed else self.since_wash
+        if since is not None and self.cards:
+            since += 1
+        return {WASH_KEY: since}
+
+    def carry_unfinished(self) -> dict[str, Any]:
+        return self.carry()  # a cancelled or voided hand counts if it was dealt; its wash counts
 
     def next_step(self) -> DealStep | BetStep | EndStep:
         if len(self.betting.live) <= 1 or self._next >= len(self._plan):
@@ -232,6 +268,13 @@ class StudHand(PeerHand):
             if street == 3:
                 prefix = [Position("WASH", confirm=True)] if self.wash_due() else []
                 positions = prefix + [Position("SHUFFLE", confirm=True)] + positions
+            window = int(self.o.exposure_window_seconds * 1000)
+            betting = len(self.betting.able) >= 2
+            if street == 7 and window > 0 and betting and any(p.name.endswith(".7") for p in positions):
+                # §3.5: a moment to report an exposed 7th card before the betting opens (it decides
+                # who acts first; with nobody left to bet there is nothing to decide: the card
+                # plays either way and every hand still in shows at the showdown)
+                positions.append(Position(LAST_CARD, confirm=True, window_ms=window))
             return DealStep(tuple(positions), "Last card. Good luck" if street == 7 else None)
         first, announce = self._opener(street)
         self.round_start[street] = len(self.betting.history)
@@ -247,6 +290,7 @@ class StudHand(PeerHand):
 
     def register(self, position: Position, code: str) -> None:
         if position.confirm:
+            self.washed = self.washed or position.name == "WASH"
             return
         if position.burn:
             self.burn_cards.append(code)

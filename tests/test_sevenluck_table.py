@@ -78,9 +78,11 @@ async def test_full_rounds_with_players_faults_and_a_disconnecting_player(broker
     assert all(d["by"] == "player" for r in results for p, d in r["decisions"].items() if p != "player3")
     # visibility: hole cards only on their owner's topic; nothing face down on public topics
     for topic, msg in rec.messages:
-        if "/players/" in topic and msg["kind"] == "hole_card":
-            owner = topic.rsplit("/", 1)[1]
+        owner = topic.split("/")[5] if "/players/" in topic else ""
+        if "/players/" in topic and msg.get("kind") == "hole_card":
             assert msg["player_id"] == owner and msg["data"]["position"].startswith(f"P{owner[-1]}.")
+        if "/players/" in topic and topic.endswith("/state") and msg:  # the retained private state: its own only
+            assert msg["player_id"] == owner and all(p.startswith(f"P{owner[-1]}.") for p in msg["cards"]), msg
         if topic.endswith("/events") and msg["event"] == "card_registered":
             assert msg["data"]["card"] is None
     # the dealer's cards are revealed only after every decision of the round

@@ -934,9 +934,13 @@ class Service:
         if not self.bus.connected or not self._bg:
             return
         now, session = self.now_ms(), self.session
-        sends = [self.bus.publish(topic, b"" if msg is None else msg.model_dump_json().encode(), qos=1, retain=True)
-                 for tid in sorted(self.tables)
-                 for topic, msg in self.catchup.stopped(self.tables[tid], session=session, at=now)]
+        sends = []
+        for tid in sorted(self.tables):
+            for topic, msg in self.catchup.stopped(self.tables[tid], session=session, at=now):
+                text = "" if msg is None else msg.model_dump_json()
+                if msg is not None and self._withheld(topic, text, "stale", getattr(msg, "round_id", None)):
+                    continue
+                sends.append(self.bus.publish(topic, text.encode(), qos=1, retain=True))
         try:
             async with asyncio.timeout(timeout):
                 results = await asyncio.gather(*sends, return_exceptions=True)

@@ -269,6 +269,7 @@ class Service:
         self.instance: str = getattr(bus, "instance", None) or new_instance()
         self.catchup = Catchup(settings.service.node_id, time.time_ns() // 1000)
         self._catchup_due: set[str] = set()
+        self._stopping = False  # stop() has begun: the stale marks are the last retained word
 
     # -- public API -------------------------------------------------------------------
 
@@ -361,13 +362,21 @@ class Service:
         self.ready.set()
 
     async def stop(self) -> None:
-        await self._retained_stale()
-        for task in self._bg:
-            task.cancel()
+        """Stop every task: the core loop, timers and drivers first, then, the bus still up,
+        mark the retained catch-up messages stale (nothing can replace them after that), then
+        the bus, which says offline."""
+        self._stopping = True
         for _, handle in self._timers.values():
             handle.cancel()
         for handle in self._flood_timers.values():
             handle.cancel()
+        first = [t for t in self._bg if t.get_name() != "bus"]
+        for task in first:
+            task.cancel()
+        await asyncio.gather(*first, return_exceptions=True)
+        await self._retained_stale()
+        for task in self._bg:
+            task.cancel()
         await asyncio.gather(*self._bg, return_exceptions=True)
         if self._roll_task is not None:  # a segment file being written: let it finish (the next roll records or replaces it)
             await asyncio.gather(self._roll_task, return_exceptions=True)
@@ -867,7 +876,7 @@ class Service:
             self.metrics.alerts.labels(table=prompt.table_id, reason=prompt.reason or "").inc()
             log.error("supervisor alert", table_id=prompt.table_id, message=prompt.message)
         self._publish_soft(topics.prompts(prompt.table_id), prompt, "prompt")
-        if self.bus.connected:  # else the next connect sends the current prompt anyway
+        if self.bus.connected and not self._stopping:  # else the next connect sends it anyway
             retained = self.catchup.prompt(prompt, self.session)
             if retained is not None:
                 self._publish_retained(topics.current_prompt(prompt.table_id), retained, "current_prompt")
@@ -893,7 +902,7 @@ class Service:
     def _flush_catchup(self) -> None:
         """Send the retained state of the tables due, where it changed. Called by the core loop
         after a batch's commit and effects, so a state never shows what is not journaled."""
-        if not self._catchup_due or not self.bus.connected:
+        if not self._catchup_due or not self.bus.connected or self._stopping:
             return  # not connected: the next connect marks every table due again
         due, self._catchup_due = self._catchup_due, set()
         now = self.now_ms()

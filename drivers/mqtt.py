@@ -296,6 +296,13 @@ class MqttBus:
                     log.info("mqtt connected", broker=self.url)
                     self._notify(True, "")
                     try:
+                        # Python 3.11's asyncio.wait_for (inside aiomqtt's connect, subscribe and
+                        # publish) loses a cancellation that lands as its future completes: a stop
+                        # during a connect would then wait here for ever. A request still counted
+                        # on the task is honoured now.
+                        task = asyncio.current_task()
+                        if task is not None and task.cancelling():
+                            raise asyncio.CancelledError
                         async for message in client.messages:
                             if message.retain and not self._accept_retained:
                                 self.retained_dropped += 1

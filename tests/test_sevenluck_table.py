@@ -220,7 +220,9 @@ async def test_backend_down_longer_than_the_decision_window_gives_a_new_window(b
     shoe = HandShoe(pty_dir, reader="SC7")
     rec = await Recorder(broker.url).start()
     scanner = {"kind": "serial", "port": shoe.path, "reader_id": "SC7", "heartbeat_timeout": 30}
-    settings = sevenluck_settings(tmp_path, broker.url, scanner, betting_seconds=1.0, decision_seconds=1.5)
+    # a pause long enough that round 2 never opens between round 1's result and the stop below
+    settings = sevenluck_settings(tmp_path, broker.url, scanner, betting_seconds=1.0, decision_seconds=1.5,
+                                  pause_seconds=1.0)
     service, task = await start_service(settings)
     try:
         await wait_until(lambda: rec.events("round_opened"), what="round opened")

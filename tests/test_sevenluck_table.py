@@ -61,6 +61,8 @@ async def test_full_rounds_with_players_faults_and_a_disconnecting_player(broker
     tasks.append(asyncio.create_task(dealer.run()))
     try:
         await wait_until(lambda: len(consumer.applied_keys()) >= 4, timeout=150, what="four settled rounds")
+        # the recorder has their results too, so (one publisher's order) every event before them
+        await wait_until(lambda: all(rec.results(k) for k in consumer.applied_keys()[:4]), what="recorded")
     finally:
         for t in tasks:
             t.cancel()

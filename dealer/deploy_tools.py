@@ -72,13 +72,15 @@ def render_acl(settings: Settings, *, source: str | None = None) -> str:
     block("# --- The table backend (dealer run) ---------------------------------------------------------\n"
           "# Reads every role's command topic (scanners, the player platform, stations, supervisors),\n"
           "# writes everything a table produces, players' private topics included, its own\n"
-          "# retained status and journal anchor. It checks each command's role again (dealer/roles.py).\n"
+          "# retained status and journal anchor, and the retained catch-up messages (current prompt, table\n"
+          "# state, each player's state). It checks each command's role again (dealer/roles.py).\n"
           "# It reads settlement's acknowledgements: a result leaves its outbox only when acknowledged.",
           BACKEND_USER,
           [("read", t(_ALL, "scanner")), ("read", t(_ALL, "actions")), ("read", t(_ALL, "station")),
            ("read", t(_ALL, "supervisor")), ("read", t(_ALL, ACK_TOPIC[Role.SETTLEMENT])),
            ("write", t(_ALL, "events")), ("write", t(_ALL, "prompts")), ("write", t(_ALL, "results")),
-           ("write", t(_ALL, "players/+")), ("write", topics.backend_status(_ALL)),
+           ("write", t(_ALL, "players/+")), ("write", topics.current_prompt(_ALL)), ("write", topics.state(_ALL)),
+           ("write", topics.player_state(_ALL, _ALL)), ("write", topics.backend_status(_ALL)),
            ("write", topics.backend_journal(_ALL))])
 
     block("# --- Settlement ------------------------------------------------------------------------------\n"
@@ -90,10 +92,12 @@ def render_acl(settings: Settings, *, source: str | None = None) -> str:
 
     block("# --- Player platform ---------------------------------------------------------------------------\n"
           "# Sends players' bets, decisions and actions (actions: its own command topic) and follows\n"
-          "# the tables' public events and the backends' liveness. It cannot close betting, confirm\n"
-          "# a deal step, report an exposed card or void a round: those topics are not its own.",
+          "# the tables' public events and retained state and the backends' liveness. It cannot close\n"
+          "# betting, confirm a deal step, report an exposed card or void a round: those topics are not\n"
+          "# its own.",
           PLAYER_PLATFORM_USER,
-          [("write", t(_ALL, "actions")), ("read", t(_ALL, "events")), ("read", topics.backend_status(_ALL))])
+          [("write", t(_ALL, "actions")), ("read", t(_ALL, "events")), ("read", topics.state(_ALL)),
+           ("read", topics.backend_status(_ALL))])
 
     out.append("# --- Scanner gateways, one user per table: scanner-<table> ----------------------------------\n"
                "# A gateway may publish reads for ITS OWN table only; a publish anywhere else is dropped.\n"
@@ -105,11 +109,15 @@ def render_acl(settings: Settings, *, source: str | None = None) -> str:
         out.append("# (no table has an MQTT scanner)\n")
 
     out.append("# --- Dealer stations, one user per table: station-<table> ------------------------------------\n"
-               "# A station shows its table's prompts, follows its events and sends the dealer's commands\n"
-               "# (close betting, WASH/SHUFFLE confirmations, exposed cards) for ITS OWN table only.\n")
+               "# A station shows its table's prompts (the retained current one and state when it connects),\n"
+               "# follows its events and the backends' liveness (a retained prompt is current only while its\n"
+               "# backend is online) and sends the dealer's commands (close betting, WASH/SHUFFLE\n"
+               "# confirmations, exposed cards) for ITS OWN table only.\n")
     for tc in settings.tables:
         block(f"# {tc.id}", station_user(tc.id),
-              [("read", topics.prompts(tc.id)), ("read", topics.events(tc.id)), ("write", topics.station(tc.id))])
+              [("read", topics.prompts(tc.id)), ("read", topics.events(tc.id)), ("write", topics.station(tc.id)),
+               ("read", topics.current_prompt(tc.id)), ("read", topics.state(tc.id)),
+               ("read", topics.backend_status(_ALL))])
     if not settings.tables:
         out.append("# (no tables)\n")
 
@@ -122,7 +130,8 @@ def render_acl(settings: Settings, *, source: str | None = None) -> str:
         tables = list(sup.tables) or [tc.id for tc in settings.tables]
         grants: list[tuple[str, str]] = []
         for tid in tables:
-            grants += [("write", topics.supervisor(tid)), ("read", topics.prompts(tid)), ("read", topics.events(tid))]
+            grants += [("write", topics.supervisor(tid)), ("read", topics.prompts(tid)), ("read", topics.events(tid)),
+                       ("read", topics.current_prompt(tid)), ("read", topics.state(tid))]
         grants.append(("read", topics.backend_status(_ALL)))
         block(f"# {sup.id}: tables {', '.join(tables) or '(none)'}", supervisor_user(sup.id), grants)
     if not sups:
@@ -130,20 +139,22 @@ def render_acl(settings: Settings, *, source: str | None = None) -> str:
 
     block("# --- Operations (dashboards, debugging with mosquitto_sub) ---------------------------------\n"
           "# Read-only, and only what operations needs: every table's public events, station prompts\n"
-          "# and results, the backends' status and journal anchors (an auditor's `dealer audit verify\n"
-          "# --anchor`) and the broker's own $SYS statistics. NOT the players' private topics (hole\n"
-          "# cards) and not the command topics.",
+          "# and results, the retained current prompts and table states, the backends' status and\n"
+          "# journal anchors (an auditor's `dealer audit verify --anchor`) and the broker's own $SYS\n"
+          "# statistics. NOT the players' private topics (hole cards) and not the command topics.",
           OPS_USER,
           [("read", t(_ALL, "events")), ("read", t(_ALL, "prompts")), ("read", t(_ALL, "results")),
+           ("read", topics.current_prompt(_ALL)), ("read", topics.state(_ALL)),
            ("read", topics.backend_status(_ALL)), ("read", topics.backend_journal(_ALL)), ("read", "$SYS/#")])
 
     out.append("# --- Players (games with decisions, e.g. Sevenluck) ------------------------------------------\n"
                "# A player's client logs in with its player id as user name and may read only its own\n"
-               "# topic, which carries its hole cards (decks.md section 3: nobody else may see them). No\n"
-               "# player may be named like a user above (the backend refuses such a player id). Its\n"
-               "# bets and decisions go through the player platform on `actions`. A pattern line applies\n"
-               "# to every user.")
+               "# topic and its own retained state, which carry its hole cards (decks.md section 3: nobody\n"
+               "# else may see them). No player may be named like a user above (the backend refuses such a\n"
+               "# player id). Its bets and decisions go through the player platform on `actions`. A pattern\n"
+               "# line applies to every user.")
     out.append(f"pattern read {t(_ALL, 'players/%u')}")
+    out.append(f"pattern read {topics.player_state(_ALL, '%u')}")
     return "\n".join(out) + "\n"
 
 

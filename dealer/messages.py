@@ -3,13 +3,15 @@
 Three streams leave a table, each on its own topic (see ``docs/mqtt-topics.md``):
 ``results`` (one :class:`RoundResult` per round, durable via the outbox), ``events``
 (:class:`RoundEvent` as things happen) and ``prompts`` (:class:`StationPrompt` for the
-dealer station). Money travels as decimal strings; ratios are "X" in "X:1".
+dealer station). Beside them, retained so that a client subscribing at any moment catches up
+at once (``dealer/catchup.py``): :class:`CurrentPrompt`, :class:`TableState` and each seated
+player's :class:`PlayerState`. Money travels as decimal strings; ratios are "X" in "X:1".
 """
 
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
@@ -178,3 +180,100 @@ class RoundEvent(_Msg):
     event: str
     at: int
     data: dict[str, Any] = Field(default_factory=dict)
+
+
+# --- retained catch-up messages (docs/mqtt-topics.md §4.8) ---------------------------------------
+
+NodeId = Annotated[str, Field(description="the backend that published it ([service].node_id): its liveness is "
+                                          "the retained studio/v1/backends/{node_id}/status")]
+Session = Annotated[str, Field(description="the backend's broker session (instance and connection) it was "
+                                           "published in: current only while that node's retained status is "
+                                           "online with this same session (dealer.catchup.is_current)")]
+Version = Annotated[int, Field(description="increases with every retained message of this table within a "
+                                           "session (prompt, state and player states share it): the highest is "
+                                           "the newest")]
+Stale = Annotated[bool, Field(description="true: the backend stopped and marked this message stale before going "
+                                          "offline; act on nothing in it")]
+
+
+class CurrentPrompt(StationPrompt):
+    """The table's current prompt, retained on ``.../prompts/current``: the latest prompt of the
+    live ``prompts`` stream plus who published it, so a station that subscribes at any moment
+    shows it at once and can tell whether it is still current."""
+
+    schema_id: Literal["studio.v1.current_prompt"] = "studio.v1.current_prompt"  # type: ignore[assignment]
+    node_id: NodeId
+    session: Session
+    version: Version
+    stale: Stale = False
+
+
+class TurnState(_Msg):
+    turn: int
+    player_id: str | None = Field(description="who is to act (public, as in the turn event)")
+    street: str | None = None
+    closes_at: int | None = Field(default=None, description="the turn's deadline (epoch ms)")
+
+
+class TableState(_Msg):
+    """The table's round state, retained on ``.../state``: what a station, an ops client or the
+    player platform needs to catch up (only what the public may see)."""
+
+    schema_id: Literal["studio.v1.table_state"] = "studio.v1.table_state"
+    table_id: str
+    game: str
+    node_id: NodeId
+    session: Session
+    version: Version
+    stale: Stale = False
+    round_id: str | None = Field(default=None, description="the table's latest round (null before its first)")
+    phase: str | None = Field(default=None, description="that round's phase: BETTING_OPEN, BETTING_CLOSED, DEALING, "
+                              "DECISION, ACTION, RESULT, SETTLED, CANCELLED, VOID")
+    position: str | None = Field(default=None, description="the position the deal waits for (BETTING_CLOSED, "
+                                 "DEALING)")
+    cards: dict[str, str] = Field(default_factory=dict, description="position -> card of every registered card of "
+                                  "the round the public may see now")
+    betting_closes_at: int | None = Field(default=None, description="while betting is open: when it closes (epoch ms)")
+    decision_closes_at: int | None = Field(default=None, description="while players decide: the deadline (epoch ms)")
+    turn: TurnState | None = Field(default=None, description="while a player is to act (ACTION)")
+    outcome: Literal["COMPLETED", "CANCELLED", "VOIDED"] | None = Field(default=None, description="once the round "
+                                                                          "has its result")
+    winner: str | None = None
+    paused: bool = Field(default=False, description="the table's clocks are stopped: no decision or turn timer "
+                         "runs and no round opens")
+    paused_reason: str | None = None
+    links_down: dict[str, str] = Field(default_factory=dict, description="link -> reason, for every link down")
+    at: int = Field(description="when the backend built this state (epoch ms)")
+
+
+class PlayerBet(_Msg):
+    bet_id: str
+    bet_type: str
+    stake: Decimal
+    seat: int | None = None
+
+
+class PlayerState(_Msg):
+    """One seated player's private round state, retained on ``.../players/{player}/state``: its
+    own cards, its bets, its pending decision or turn. Cleared (an empty retained payload) once
+    the player's round is settled."""
+
+    schema_id: Literal["studio.v1.player_state"] = "studio.v1.player_state"
+    table_id: str
+    player_id: str
+    node_id: NodeId
+    session: Session
+    version: Version
+    stale: Stale = False
+    round_id: str
+    phase: str
+    seat: int | None = None
+    cards: dict[str, str] = Field(default_factory=dict, description="position -> card of the player's own "
+                                  "face-down cards given to it so far (as its hole_card messages)")
+    bets: list[PlayerBet] = Field(default_factory=list, description="the player's accepted bets of the round")
+    decision: dict[str, Any] | None = Field(default=None, description="a pending decision: the data of its "
+                                            "decision_required (actions, closes_at, seat)")
+    decided: DecisionRecord | None = Field(default=None, description="the player's decision, once made")
+    turn: dict[str, Any] | None = Field(default=None, description="while it is the player's turn: the data of its "
+                                        "your_turn (turn, street, closes_at, legal actions)")
+    at: int = Field(description="when the backend built this state (epoch ms)")

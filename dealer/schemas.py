@@ -14,7 +14,8 @@ from pydantic import TypeAdapter
 
 from dealer.acks import ResultAck
 from dealer.events import ACTION_ADAPTER
-from dealer.messages import PlayerMessage, RoundEvent, RoundResult, RoundResultPart, StationPrompt
+from dealer.messages import (CurrentPrompt, PlayerMessage, PlayerState, RoundEvent, RoundResult, RoundResultPart,
+                             StationPrompt, TableState)
 from dealer.signing import SUPERVISOR_COMMAND_ADAPTER
 from drivers.scanner_json import ScannerMessage
 
@@ -24,6 +25,9 @@ SCHEMAS: dict[str, TypeAdapter[Any]] = {
     "round-event.json": TypeAdapter(RoundEvent),
     "station-prompt.json": TypeAdapter(StationPrompt),
     "player-message.json": TypeAdapter(PlayerMessage),
+    "current-prompt.json": TypeAdapter(CurrentPrompt),
+    "table-state.json": TypeAdapter(TableState),
+    "player-state.json": TypeAdapter(PlayerState),
     "action.json": ACTION_ADAPTER,
     "scanner-message.json": TypeAdapter(ScannerMessage),
     "supervisor-command.json": SUPERVISOR_COMMAND_ADAPTER,

@@ -30,6 +30,12 @@ no round opens, decision and turn timers pause; the first successful commit queu
 Journal retention (dealer/segments.py): a segment file is written beside the writer and
 recorded between group commits in the writer thread (:meth:`Service._retention`); the
 journal's head is published retained on ``studio/v1/backends/{node}/journal``.
+
+Catching up (dealer/catchup.py): every prompt released is also retained on
+``prompts/current``, and after each group commit the state of every table the batch touched
+(and of its seated players) is retained on ``state`` and ``players/{p}/state`` when it
+changed; all of it again after every broker connect (under the new session), and marked stale
+on a clean stop before the status goes offline.
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ import structlog
 from pydantic import BaseModel, ValidationError
 
 from dealer import acks, commands, ingress, result_parts, topics, visibility
+from dealer.catchup import Catchup
 from dealer.config import ScannerConfig, Settings, TableConfig
 from dealer.draws import DRAW_BYTES, ai_seed
 from dealer.events import (
@@ -86,7 +93,7 @@ from dealer.roles import COMMAND_TOPIC
 from dealer.round import Phase, Rejection, Round, Step
 from dealer.games.matgo import AI_PLAYER
 from dealer.table import BROKER, Table
-from drivers.bus import Bus, BusError
+from drivers.bus import Bus, BusError, new_instance
 from drivers.frames import FrameAuthenticator, ReaderSession, ReaderState
 from drivers.scan import LinkStatus, ScanInput, ScanKind
 from drivers.scanner_json import MqttScannerIngest
@@ -289,6 +296,12 @@ class Service:
         self._rolled_upto = recs[-1].last_id if recs else 0
         self.metrics.journal_segment_files.set(self._segments)
         self._anchor_sent: tuple[int, str] | None = None
+        # Retained catch-up messages (dealer/catchup.py): the instance (the bus's, whose status
+        # names the same session), and the tables whose state waits for the core loop to send it.
+        self.instance: str = getattr(bus, "instance", None) or new_instance()
+        self.catchup = Catchup(settings.service.node_id, time.time_ns() // 1000)
+        self._catchup_due: set[str] = set()
+        self._stopping = False  # stop() has begun: the stale marks are the last retained word
 
     # -- public API -------------------------------------------------------------------
 
@@ -343,10 +356,16 @@ class Service:
         return len(self._by_key)
 
     async def run(self) -> None:
-        """Replay the journal, start every driver and loop until cancelled."""
+        """Replay the journal, start every driver and loop until cancelled (or a task fails).
+
+        The tasks are awaited without ``gather``, whose cancellation would cancel the bus with
+        it: :meth:`stop` still needs the broker to mark the retained table state stale."""
         await self.start()
         try:
-            await asyncio.gather(*self._bg)
+            done, _ = await asyncio.wait(self._bg, return_when=asyncio.FIRST_EXCEPTION)
+            for task in done:
+                if not task.cancelled() and task.exception() is not None:
+                    raise task.exception()  # type: ignore[misc]
         finally:
             await self.stop()
 
@@ -391,12 +410,21 @@ class Service:
         self.ready.set()
 
     async def stop(self) -> None:
-        for task in self._bg:
-            task.cancel()
+        """Stop every task: the core loop, timers and drivers first, then, the bus still up,
+        mark the retained catch-up messages stale (nothing can replace them after that), then
+        the bus, which says offline."""
+        self._stopping = True
         for _, handle in self._timers.values():
             handle.cancel()
         for handle in self._flood_timers.values():
             handle.cancel()
+        first = [t for t in self._bg if t.get_name() != "bus"]
+        for task in first:
+            task.cancel()
+        await asyncio.gather(*first, return_exceptions=True)
+        await self._retained_stale()
+        for task in self._bg:
+            task.cancel()
         await asyncio.gather(*self._bg, return_exceptions=True)
         if self._roll_task is not None:  # a segment file being written: let it finish (the next roll records or replaces it)
             await asyncio.gather(self._roll_task, return_exceptions=True)
@@ -542,6 +570,8 @@ class Service:
             for tid in touched:
                 self._schedule(tid)
                 self._operating_gauge(tid)
+            self._catchup_due |= touched
+            self._flush_catchup()
             await self._retention(loop)
 
     # -- journal retention and anchoring ------------------------------------------------
@@ -923,6 +953,92 @@ class Service:
             self.metrics.alerts.labels(table=prompt.table_id, reason=prompt.reason or "").inc()
             log.error("supervisor alert", table_id=prompt.table_id, message=prompt.message)
         self._publish_soft(topics.prompts(prompt.table_id), prompt, "prompt")
+        if self.bus.connected and not self._stopping:  # else the next connect sends it anyway
+            retained = self.catchup.prompt(prompt, self.session)
+            if retained is not None:
+                self._publish_retained(topics.current_prompt(prompt.table_id), retained, "current_prompt")
+
+    # -- retained catch-up messages (dealer/catchup.py) ----------------------------------------
+
+    @property
+    def session(self) -> str:
+        """The broker session the retained messages name (the bus's; its status names it too)."""
+        return getattr(self.bus, "session", None) or f"{self.instance}.1"
+
+    def _paused(self, tid: str) -> str | None:
+        """Why the table's clocks are stopped now (no decision or turn timer runs, no round
+        opens), for its retained state; None when they run."""
+        ops = self.tables[tid].ops
+        if ops.paused:
+            return "paused by supervisor" + (f" {ops.by}" if ops.by else "") + (f": {ops.reason}" if ops.reason else "")
+        if not self.journal_writable:
+            return "journal unavailable"
+        if BROKER in self.tables[tid].links_down:
+            return "broker link down"
+        if tid in self._resume_due or tid in self._journal_resume:
+            return "waiting to resume"
+        return None
+
+    def _flush_catchup(self) -> None:
+        """Send the retained state of the tables due, where it changed. Called by the core loop
+        after a batch's commit and effects, so a state never shows what is not journaled."""
+        if not self._catchup_due or not self.bus.connected or self._stopping:
+            return  # not connected: the next connect marks every table due again
+        due, self._catchup_due = self._catchup_due, set()
+        now = self.now_ms()
+        for tid in sorted(due):
+            if tid not in self.tables:
+                continue
+            for topic, msg in self.catchup.updates(self.tables[tid], session=self.session, at=now,
+                                                   paused_reason=self._paused(tid)):
+                self._publish_retained(topic, msg, "player_state" if "/players/" in topic else "table_state")
+
+    def _publish_retained(self, topic: str, msg: BaseModel | None, kind: str) -> None:
+        """Publish a catch-up message retained (QoS 1); None clears the topic (an empty retained
+        payload). Checked against the visibility policy like every message."""
+        payload = b""
+        if msg is not None:
+            text = msg.model_dump_json()
+            if self._withheld(topic, text, kind, getattr(msg, "round_id", None)):
+                return
+            payload = text.encode()
+            if len(payload) > self.settings.service.max_message_bytes:
+                self.metrics.messages_oversize.labels(kind=kind).inc()
+                log.error("message over the limit: not sent", kind=kind, topic=topic, size=len(payload),
+                          limit=self.settings.service.max_message_bytes)
+                return
+        task = asyncio.create_task(self._send_retained(topic, payload, kind))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send_retained(self, topic: str, payload: bytes, kind: str) -> None:
+        try:
+            await self.bus.publish(topic, payload, qos=1, retain=True)
+        except BusError:
+            self.metrics.publish_failures.labels(kind=kind).inc()
+
+    async def _retained_stale(self, timeout: float = 2.0) -> None:
+        """A clean stop: every table's retained prompt, state and player states again, marked
+        stale, before the bus says offline (a dead backend's are stale by its last will)."""
+        if not self.bus.connected or not self._bg:
+            return
+        now, session = self.now_ms(), self.session
+        sends = []
+        for tid in sorted(self.tables):
+            for topic, msg in self.catchup.stopped(self.tables[tid], session=session, at=now):
+                text = "" if msg is None else msg.model_dump_json()
+                if msg is not None and self._withheld(topic, text, "stale", getattr(msg, "round_id", None)):
+                    continue
+                sends.append(self.bus.publish(topic, text.encode(), qos=1, retain=True))
+        try:
+            async with asyncio.timeout(timeout):
+                results = await asyncio.gather(*sends, return_exceptions=True)
+        except TimeoutError:
+            log.warning("retained table state not all marked stale before the stop", timeout=timeout)
+            return
+        failed = sum(1 for r in results if isinstance(r, BaseException))
+        if failed:
+            log.warning("retained table state not all marked stale before the stop", failed=failed)
 
     def _notify(self, kind: str, msg: Any) -> None:
         for obs in list(self._observers):
@@ -1147,6 +1263,9 @@ class Service:
             self._outbox_wake.set()
             self._anchor_sent = None  # published again on every connect
             self._publish_anchor()
+            self.catchup.forget()  # every retained message again, under this connection's session
+            self._catchup_due |= set(self.tables)
+            self._queue.put_nowait(_WAKE)  # the core loop sends the states (after the batch it may hold)
             now = self.now_ms()
             for tid, table in self.tables.items():  # resync every dealer station and player after a (re)connect
                 if not self.journal_writable:  # the table may be a held batch ahead: resync when it commits

@@ -26,6 +26,16 @@ def prompts(table_id: str) -> str:
     return table_topic(table_id, "prompts")
 
 
+def current_prompt(table_id: str) -> str:
+    """The table's current prompt, retained: a station that subscribes at any moment gets it at once."""
+    return table_topic(table_id, "prompts/current")
+
+
+def state(table_id: str) -> str:
+    """The table's round state (public), retained: phase, round, position, deadlines, public cards."""
+    return table_topic(table_id, "state")
+
+
 def actions(table_id: str) -> str:
     """The player platform's commands (bets, decisions, player actions)."""
     return table_topic(table_id, "actions")
@@ -48,6 +58,12 @@ def supervisor(table_id: str) -> str:
 def player(table_id: str, player_id: str) -> str:
     """One player's private topic: replies to their actions and their hole cards."""
     return table_topic(table_id, f"players/{player_id}")
+
+
+def player_state(table_id: str, player_id: str) -> str:
+    """One player's private round state, retained (only that player may read it); cleared with an
+    empty retained payload once the player's round is settled."""
+    return table_topic(table_id, f"players/{player_id}/state")
 
 
 def backend_status(node_id: str) -> str:

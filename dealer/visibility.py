@@ -19,8 +19,9 @@ a result may carry (:func:`shown`). The service asks :func:`leaks` for every mes
 about to publish: the registered card codes the message names that its audience may not
 see now. Pure: no IO, no clock.
 
-Audiences: ``public`` (the events topic: player platform, stations, ops), ``station``
-(prompts), ``ops``, ``settlement`` (results), and one player (:func:`player`). Stations,
+Audiences: ``public`` (the events topic and the retained table state: player platform,
+stations, ops), ``station`` (prompts, the retained current prompt), ``ops``, ``settlement``
+(results), and one player (:func:`player`: its topic and its retained state). Stations,
 ops and settlement see what the public sees: nobody but a card's owner sees a hidden card.
 """
 
@@ -69,13 +70,19 @@ def player(player_id: str) -> str:
     return _PLAYER + player_id
 
 
+#: Table topic leaves (after ``studio/v1/tables/{table}/``) and their audiences.
+_LEAF_AUDIENCE = {"events": PUBLIC, "state": PUBLIC, "prompts": STATION, "prompts/current": STATION,
+                  "results": SETTLEMENT}
+
+
 def audience_of(topic: str) -> str | None:
-    """The audience of a table topic (``.../events`` -> public, ``.../players/p`` -> player p),
-    or None for a topic that carries no round messages."""
+    """The audience of a table topic (``.../events`` and the retained ``.../state`` -> public,
+    ``.../prompts`` and ``.../prompts/current`` -> station, ``.../players/p`` and
+    ``.../players/p/state`` -> player p), or None for a topic that carries no round messages."""
     parts = topic.split("/")
-    if len(parts) >= 6 and parts[4] == "players":
-        return player("/".join(parts[5:]))
-    return {"events": PUBLIC, "prompts": STATION, "results": SETTLEMENT}.get(parts[-1])
+    if len(parts) >= 6 and parts[4] == "players":  # a player id never holds a "/"
+        return player(parts[5])
+    return _LEAF_AUDIENCE.get("/".join(parts[4:]))
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ which one it talks to.
 from __future__ import annotations
 
 import asyncio
+import secrets
 from collections.abc import Callable
 from typing import Protocol
 
@@ -16,6 +17,12 @@ from paho.mqtt.client import topic_matches_sub
 
 Handler = Callable[[str, bytes], None]
 ConnectionListener = Callable[[bool, str], None]
+
+
+def new_instance() -> str:
+    """An id for one backend process (8 random hex digits): with the connection number it makes
+    the broker ``session`` that the backend's status and retained messages name."""
+    return secrets.token_hex(4)
 
 
 class BusError(ConnectionError):
@@ -49,6 +56,8 @@ class Router:
 
 class Bus(Protocol):
     name: str
+    #: ``{instance}.{connection}`` of the current (or last) connection (docs/mqtt-topics.md §8)
+    session: str
 
     @property
     def connected(self) -> bool: ...
@@ -72,6 +81,8 @@ class LocalBus:
     name = "local"
 
     def __init__(self) -> None:
+        self.instance = new_instance()
+        self.session = f"{self.instance}.1"
         self._router = Router()
         self._listeners: list[ConnectionListener] = []
         self._connected = True

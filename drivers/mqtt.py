@@ -2,7 +2,9 @@
 
 Subscriptions are re-made after every reconnect. Connection changes are reported to
 listeners (the service turns them into ``link_down``/``link_up`` events for the
-``broker`` link). A last-will message marks the backend offline on its status topic.
+``broker`` link). A last-will message marks the backend offline on its status topic; the
+status names the connection's ``session`` (``{instance}.{connection}``), which the backend's
+retained messages name too, so a client can tell one left by a dead connection.
 ``mqtts://`` URLs connect over TLS 1.2+ and verify the broker's certificate (CA file,
 host name); a client certificate is optional.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import socket
 import ssl
@@ -23,7 +26,7 @@ from typing import Any
 import aiomqtt
 import structlog
 
-from drivers.bus import BusError, ConnectionListener, Handler, Router
+from drivers.bus import BusError, ConnectionListener, Handler, Router, new_instance
 
 log = structlog.get_logger("drivers.mqtt")
 
@@ -186,6 +189,11 @@ def _purge_fd(loop: asyncio.AbstractEventLoop, fd: int) -> None:
             pass
 
 
+def status_payload(online: bool, session: str) -> bytes:
+    """The retained status of a backend connection (and its last will)."""
+    return json.dumps({"online": online, "session": session}).encode()
+
+
 def parse_broker_url(url: str) -> tuple[str, int, bool]:
     """``mqtt://host:port`` (default port 1883) or ``mqtts://host:port`` (TLS, default port
     8883) -> (host, port, tls); anything else is an error."""
@@ -233,8 +241,13 @@ class MqttBus:
         cert_file: str | Path | None = None,
         key_file: str | Path | None = None,
         tls_context: ssl.SSLContext | None = None,
+        instance: str | None = None,
     ) -> None:
         self.name = "broker"
+        #: this process's id; ``session`` adds the connection number (1, 2, ... per reconnect)
+        self.instance = instance or new_instance()
+        self._connects = 0
+        self.session = f"{self.instance}.1"
         self.url = url
         self.host, self.port, self.tls = parse_broker_url(url)
         if tls_context is None and self.tls:
@@ -296,8 +309,9 @@ class MqttBus:
         delay = self._backoff[0]
         first = True
         while True:
+            session = f"{self.instance}.{self._connects + 1}"
             will = (
-                aiomqtt.Will(self.status_topic, b'{"online": false}', qos=1, retain=True)
+                aiomqtt.Will(self.status_topic, status_payload(False, session), qos=1, retain=True)
                 if self.status_topic else None
             )
             reason = "connection closed"
@@ -312,8 +326,10 @@ class MqttBus:
                     patterns = self._router.patterns
                     for i in range(0, len(patterns), 100):  # one SUBSCRIBE packet per 100 topics
                         await client.subscribe([(p, 1) for p in patterns[i:i + 100]])
+                    self._connects += 1
+                    self.session = session
                     if self.status_topic:
-                        await client.publish(self.status_topic, b'{"online": true}', qos=1, retain=True)
+                        await client.publish(self.status_topic, status_payload(True, session), qos=1, retain=True)
                     self._client = client
                     self._connected_evt.set()
                     delay = self._backoff[0]
@@ -321,6 +337,13 @@ class MqttBus:
                     log.info("mqtt connected", broker=self.url)
                     self._notify(True, "")
                     try:
+                        # Python 3.11's asyncio.wait_for (inside aiomqtt's connect, subscribe and
+                        # publish) loses a cancellation that lands as its future completes: a stop
+                        # during a connect would then wait here for ever. A request still counted
+                        # on the task is honoured now.
+                        task = asyncio.current_task()
+                        if task is not None and task.cancelling():
+                            raise asyncio.CancelledError
                         async for message in client.messages:
                             if message.retain and not self._accept_retained:
                                 self.retained_dropped += 1
@@ -350,7 +373,8 @@ class MqttBus:
         """A clean stop does not fire the last will: say "offline" ourselves."""
         if self.status_topic:
             with contextlib.suppress(aiomqtt.MqttError, TimeoutError):
-                await client.publish(self.status_topic, b'{"online": false}', qos=1, retain=True, timeout=1.0)
+                await client.publish(self.status_topic, status_payload(False, self.session), qos=1, retain=True,
+                                     timeout=1.0)
 
     def _dispatch(self, topic: str, payload: bytes) -> None:
         for handler in self._router.handlers(topic):
@@ -366,4 +390,4 @@ async def cancel_and_wait(task: asyncio.Task[object]) -> None:
         await task
 
 
-__all__ = ["MqttBus", "parse_broker_url", "make_tls_context", "cancel_and_wait"]
+__all__ = ["MqttBus", "parse_broker_url", "make_tls_context", "cancel_and_wait", "status_payload"]

@@ -82,7 +82,7 @@ class Recorder:
         self._acks: set[asyncio.Task[None]] = set()
 
     def _on(self, topic: str, payload: bytes) -> None:
-        msg = json.loads(payload)
+        msg = json.loads(payload) if payload else {}  # empty: a retained catch-up message cleared
         self.messages.append((topic, msg))
         tid = topics.table_of(topic)
         if self.settles and tid is not None and topic == topics.results(tid) and "idempotency_key" in msg:

@@ -158,6 +158,9 @@ async def test_disk_full_during_a_decision_holds_everything_and_carries_on_when_
         await _deal(service, rec, shoe, ["AS", "2H", "QH", "AD", "5D", "JH", "AC", "9S", "3H"])  # p1: three aces
         first = await wait_until(lambda: _private(rec, "p1", "decision_required"), what="p1's decision required")
         await wait_until(lambda: _private(rec, "p3", "decision_required"), what="p3's decision required")
+        for p in ("p1", "p3"):  # and their retained states (sent after the batch's live messages)
+            await wait_until(lambda: [m for t, m in rec.messages if t == topics.player_state(T, p)
+                                      and m.get("decision")], what=f"{p}'s retained state with its decision")
         rnd = service.tables[T].current
 
         truncate_wal(journal)
@@ -192,8 +195,9 @@ async def test_disk_full_during_a_decision_holds_everything_and_carries_on_when_
         assert sample(service, "dealer_journal_commit_failures_total", reason="disk_full") >= 2  # retried
         outage = [(t, m) for t, m in rec.messages[before:] if not t.endswith(("/actions", "/scanner"))]
         for t, m in outage:  # nothing of the held batch went out: only refusals and alerts
-            assert (t.endswith("/prompts") and m["kind"] == "ALERT") or m.get("event") == "rejected" \
-                or m.get("kind") == "rejected", (t, m)
+            # (an ALERT is retained as the current prompt too; no table or player state goes out)
+            assert (t.endswith(("/prompts", "/prompts/current")) and m["kind"] == "ALERT") \
+                or m.get("event") == "rejected" or m.get("kind") == "rejected", (t, m)
 
         seen = len(rec.messages)
         os.remove(filler)

@@ -95,11 +95,12 @@ async def test_retained_actions_are_never_replayed_and_status_goes_offline_on_st
         await wait_until(lambda: bus.retained_dropped >= 1, what="retained action dropped")
         assert service.tables[TABLE].current.bets == {}
         status = [m for t, m in rec.messages if t == topics.backend_status("n1")]
-        assert status and status[-1] == {"online": True}
+        assert status and status[-1] == {"online": True, "session": bus.session}
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-    await wait_until(lambda: [m for t, m in rec.messages if t == topics.backend_status("n1")][-1] == {"online": False},
+    await wait_until(lambda: [m for t, m in rec.messages if t == topics.backend_status("n1")][-1]
+                     == {"online": False, "session": bus.session},
                      what="offline status after a clean stop")
     await rec.stop()
 

@@ -43,8 +43,16 @@ PROBED = {
     "T1/results/ack": topics.results_ack("T1"),
     "T1/players/player-7": T("T1", "players/player-7"), "T1/players/player-8": T("T1", "players/player-8"),
     "status": topics.backend_status("n1"), "journal": topics.backend_journal("n1"),
+    # the retained catch-up messages (dealer/catchup.py)
+    "T1/prompts/current": topics.current_prompt("T1"), "T1/state": topics.state("T1"),
+    "T2/prompts/current": topics.current_prompt("T2"), "T2/state": topics.state("T2"),
+    "T1/players/player-7/state": topics.player_state("T1", "player-7"),
+    "T1/players/player-8/state": topics.player_state("T1", "player-8"),
 }
-OUT = {"T1/events", "T1/prompts", "T1/results", "T1/players/player-7", "T1/players/player-8", "status", "journal"}
+CATCHUP = {"T1/prompts/current", "T1/state", "T2/prompts/current", "T2/state", "T1/players/player-7/state",
+           "T1/players/player-8/state"}
+OUT = {"T1/events", "T1/prompts", "T1/results", "T1/players/player-7", "T1/players/player-8", "status",
+       "journal"} | CATCHUP
 INBOUND = {"T1/scanner", "T2/scanner", "T1/actions", "T1/station", "T2/station", "T1/supervisor", "T2/supervisor",
            "T1/results/ack"}
 
@@ -64,13 +72,15 @@ MAY_WRITE: dict[str, set[str]] = {
 MAY_READ: dict[str, set[str]] = {
     "dealer-backend": INBOUND,
     "settlement": {"T1/results"},
-    "player-platform": {"T1/events", "status"},
-    "ops": {"T1/events", "T1/prompts", "T1/results", "status", "journal"},  # never a player's topic nor a command topic
+    "player-platform": {"T1/events", "status", "T1/state", "T2/state"},
+    # never a player's topic (nor its state) nor a command topic
+    "ops": {"T1/events", "T1/prompts", "T1/results", "status", "journal", "T1/prompts/current", "T1/state",
+            "T2/prompts/current", "T2/state"},
     "scanner-T1": set(),
-    "station-T1": {"T1/prompts", "T1/events"},
-    "station-T2": set(),  # nothing of T1
-    "supervisor-sup-ana": {"T1/prompts", "T1/events", "status"},
-    "player-7": {"T1/players/player-7"},
+    "station-T1": {"T1/prompts", "T1/events", "T1/prompts/current", "T1/state", "status"},
+    "station-T2": {"T2/prompts/current", "T2/state", "status"},  # nothing of T1
+    "supervisor-sup-ana": {"T1/prompts", "T1/events", "status", "T1/prompts/current", "T1/state"},
+    "player-7": {"T1/players/player-7", "T1/players/player-7/state"},  # its own, never player-8's
 }
 
 
@@ -129,15 +139,20 @@ def test_the_rendered_acl_is_the_role_table(tmp_path: Path) -> None:
         elif line.startswith("topic ") and user:
             blocks[user].append(line)
     assert blocks["ops"] == ["topic read studio/v1/tables/+/events", "topic read studio/v1/tables/+/prompts",
-                             "topic read studio/v1/tables/+/results", "topic read studio/v1/backends/+/status",
+                             "topic read studio/v1/tables/+/results", "topic read studio/v1/tables/+/prompts/current",
+                             "topic read studio/v1/tables/+/state", "topic read studio/v1/backends/+/status",
                              "topic read studio/v1/backends/+/journal", "topic read $SYS/#"]
     assert blocks["station-T1"] == ["topic read studio/v1/tables/T1/prompts", "topic read studio/v1/tables/T1/events",
-                                    "topic write studio/v1/tables/T1/station"]
+                                    "topic write studio/v1/tables/T1/station",
+                                    "topic read studio/v1/tables/T1/prompts/current",
+                                    "topic read studio/v1/tables/T1/state", "topic read studio/v1/backends/+/status"]
     assert blocks["supervisor-sup-ana"] == [
         "topic write studio/v1/tables/T1/supervisor", "topic read studio/v1/tables/T1/prompts",
-        "topic read studio/v1/tables/T1/events", "topic read studio/v1/backends/+/status"]
+        "topic read studio/v1/tables/T1/events", "topic read studio/v1/tables/T1/prompts/current",
+        "topic read studio/v1/tables/T1/state", "topic read studio/v1/backends/+/status"]
     assert blocks["player-platform"] == ["topic write studio/v1/tables/+/actions",
-                                         "topic read studio/v1/tables/+/events", "topic read studio/v1/backends/+/status"]
+                                         "topic read studio/v1/tables/+/events", "topic read studio/v1/tables/+/state",
+                                         "topic read studio/v1/backends/+/status"]
     assert not any("#" in ln for u, lines in blocks.items() if u != "ops" for ln in lines)
 
 

@@ -79,7 +79,8 @@ class Client:
 
     async def _read(self) -> None:
         async for msg in self.c.messages:
-            self.got.append((str(msg.topic), json.loads(bytes(msg.payload))))  # type: ignore[arg-type]
+            payload = bytes(msg.payload)  # type: ignore[arg-type]
+            self.got.append((str(msg.topic), json.loads(payload) if payload else {}))  # empty: a retained state cleared
 
     async def __aexit__(self, *exc: object) -> None:
         self._task.cancel()
@@ -472,7 +473,8 @@ async def test_ops_and_the_public_never_see_a_hole_card_and_results_carry_only_s
         return found
 
     assert not [t for t, _ in ops.got if "/players/" in t], "ops read a player's topic"
-    assert not [t for t, _ in p7.got if "/players/" in t and not t.endswith("/player-7")]
+    assert not [t for t, _ in p7.got if "/players/" in t and t.split("/")[5] != "player-7"]
+    assert [m for t, m in p7.got if t == topics.player_state("T1", "player-7")], "its retained state reached it"
     assert codes(before_reveal) == set(), "a hidden card reached ops before the reveal"
     folded = {deal["P2.1"], deal["P2.2"], deal["P2.3"]}
     assert codes(ops.got) & folded == set(), "the folded player's cards were shown"

@@ -95,5 +95,7 @@ async def test_rolling_while_dealing_then_restart_replays_the_same_table(broker:
     assert len(rules_rows) >= 2 and rules_rows[0] <= j.segment_records()[0].last_id
     j.close()
     rounds = recall(cfg, TABLE, rounds=50)
-    assert [r["round_id"] for r in rounds] == [round_id(cfg, n) for n in range(1, 10)]
-    assert all(r["result"]["outcome"] == "COMPLETED" for r in rounds)
+    ids = [r["round_id"] for r in rounds]
+    # round 10 opens 0.05 s after round 9's result, so it may be journaled before the stop (no result)
+    assert ids[:9] == [round_id(cfg, n) for n in range(1, 10)] and ids[9:] in ([], [round_id(cfg, 10)])
+    assert all(r["result"]["outcome"] == "COMPLETED" for r in rounds[:9])

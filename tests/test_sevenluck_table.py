@@ -61,6 +61,8 @@ async def test_full_rounds_with_players_faults_and_a_disconnecting_player(broker
     tasks.append(asyncio.create_task(dealer.run()))
     try:
         await wait_until(lambda: len(consumer.applied_keys()) >= 4, timeout=150, what="four settled rounds")
+        # the recorder has their results too, so (one publisher's order) every event before them
+        await wait_until(lambda: all(rec.results(k) for k in consumer.applied_keys()[:4]), what="recorded")
     finally:
         for t in tasks:
             t.cancel()
@@ -78,9 +80,11 @@ async def test_full_rounds_with_players_faults_and_a_disconnecting_player(broker
     assert all(d["by"] == "player" for r in results for p, d in r["decisions"].items() if p != "player3")
     # visibility: hole cards only on their owner's topic; nothing face down on public topics
     for topic, msg in rec.messages:
-        if "/players/" in topic and msg["kind"] == "hole_card":
-            owner = topic.rsplit("/", 1)[1]
+        owner = topic.split("/")[5] if "/players/" in topic else ""
+        if "/players/" in topic and msg.get("kind") == "hole_card":
             assert msg["player_id"] == owner and msg["data"]["position"].startswith(f"P{owner[-1]}.")
+        if "/players/" in topic and topic.endswith("/state") and msg:  # the retained private state: its own only
+            assert msg["player_id"] == owner and all(p.startswith(f"P{owner[-1]}.") for p in msg["cards"]), msg
         if topic.endswith("/events") and msg["event"] == "card_registered":
             assert msg["data"]["card"] is None
     # the dealer's cards are revealed only after every decision of the round
@@ -218,7 +222,9 @@ async def test_backend_down_longer_than_the_decision_window_gives_a_new_window(b
     shoe = HandShoe(pty_dir, reader="SC7")
     rec = await Recorder(broker.url).start()
     scanner = {"kind": "serial", "port": shoe.path, "reader_id": "SC7", "heartbeat_timeout": 30}
-    settings = sevenluck_settings(tmp_path, broker.url, scanner, betting_seconds=1.0, decision_seconds=1.5)
+    # a pause long enough that round 2 never opens between round 1's result and the stop below
+    settings = sevenluck_settings(tmp_path, broker.url, scanner, betting_seconds=1.0, decision_seconds=1.5,
+                                  pause_seconds=1.0)
     service, task = await start_service(settings)
     try:
         await wait_until(lambda: rec.events("round_opened"), what="round opened")

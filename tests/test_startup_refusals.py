@@ -195,7 +195,8 @@ async def test_a_second_instance_on_the_same_journal_is_refused_and_never_touche
     broker_log = broker.dir / "mosquitto.log"
     try:
         await wait_until(lambda: rec.expects(POSITIONS[0]), what="the first instance's NEXT A1")
-        assert [m for t, m in rec.messages if t == status][-1] == {"online": True}
+        online = [m for t, m in rec.messages if t == status][-1]
+        assert online["online"] is True
         seen = len(rec.messages)
         # the same config but for its metrics port (which alone would refuse it, exit 1): the
         # same journal, node and client id
@@ -217,7 +218,7 @@ async def test_a_second_instance_on_the_same_journal_is_refused_and_never_touche
         late = await Recorder(broker.url).start()  # a newcomer reads the retained status
         try:
             await wait_until(lambda: [m for t, m in late.messages if t == status], what="retained status")
-            assert [m for t, m in late.messages if t == status] == [{"online": True}]
+            assert [m for t, m in late.messages if t == status] == [online]
         finally:
             await late.stop()
         # the second never connected: one connection under the node's client id in the broker's log

@@ -267,7 +267,7 @@ async def test_a_scripted_hand_to_showdown_with_a_side_pot(table: Table):
         seen = set(strings(m))
         assert not seen & BURNS_A, (tp, m)  # burns: nobody, ever (the result excludes them too)
         if "/players/" in tp:
-            me = tp.rsplit("/", 1)[1]
+            me = tp.split("/")[5]  # .../players/{me} and its retained .../players/{me}/state
             others = {c for p, c in DEAL_A if p[-1] in "127" and p.startswith("P") and p[1] != str(owner.get(me, 0))}
             assert not seen & others, (tp, m)
         elif tp in (topics.events(T), topics.prompts(T)) and i < reveal:

@@ -1,0 +1,443 @@
+"""Catching up (``dealer/catchup.py``, ``docs/mqtt-topics.md`` §4.8): a client that subscribes
+at any moment gets the table's current prompt, its round state and (a player) its own private
+state at once, as retained messages, and can tell from the retained messages alone whether they
+are current.
+
+* Pure: which messages a round produces, only when they change, numbered, cleared when the
+  round is settled, marked stale on a stop; over random rounds of all five games, no catch-up
+  message shows its audience a card it may not see (the visibility test's own oracle).
+* The real service over a real Mosquitto: a station that connects mid-deal gets the prompt at
+  once, a player that connects mid-decision gets its cards and its pending decision, a clean
+  stop marks everything stale.
+* The real ``dealer run`` process killed with SIGKILL: a fresh subscriber can tell the prompt
+  it left is stale (the last will); after a restart the prompt is current again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import signal
+import subprocess
+import sys
+import uuid
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import aiomqtt
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dealer import topics, visibility
+from dealer.catchup import STOPPED_REASON, Catchup, is_current
+from dealer.config import load_settings
+from dealer.events import CloseBetting, Event, OpenRound, PlaceBet, PlayerDecision, ResultDelivered, ScanRead
+from dealer.messages import CurrentPrompt, PlayerState, StationPrompt, TableState
+from dealer.round import Step
+from dealer.table import Table
+from dealer.runner import build_bus
+from dealer.service import Service
+from drivers.mqtt import parse_broker_url
+from tests.conftest import Broker, free_port, wait_until
+from tests.harness import DEAL, READER, TABLE, HandShoe, Recorder, round_id, settings_for, stop_service
+from tests.test_visibility import GAMES, Run, Script
+
+NODE = "n1"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# --- the staleness rule ---------------------------------------------------------------------------
+
+
+def test_a_retained_message_is_current_only_while_its_session_is_online():
+    msg = {"node_id": NODE, "session": "abcd0123.2", "stale": False, "version": 7}
+    assert is_current(msg, {"online": True, "session": "abcd0123.2"})
+    assert not is_current(msg, {"online": False, "session": "abcd0123.2"})  # the last will: the backend died
+    assert not is_current(msg, {"online": True, "session": "abcd0123.3"})  # a newer connection, not resent yet
+    assert not is_current(msg, {"online": True, "session": "99990000.1"})  # another instance (a restart)
+    assert not is_current(msg | {"stale": True}, {"online": True, "session": "abcd0123.2"})  # a clean stop
+    assert not is_current(msg, None) and not is_current(None, {"online": True, "session": "abcd0123.2"})
+    assert not is_current({"stale": False}, {"online": True})  # a status from before sessions names none
+
+
+# --- pure: what a round produces ------------------------------------------------------------------
+
+
+def _sent(updates: list[tuple[str, Any]]) -> dict[str, Any]:
+    return {topic: msg for topic, msg in updates}
+
+
+def test_sevenluck_round_state_player_states_versions_and_the_clear_at_settlement():
+    s = Script("sevenluck")
+    c = Catchup(NODE, first_version=5_000)
+    first = _sent(c.updates(s.t, session="i.1", at=1))
+    state = first.pop(topics.state("T1"))
+    assert first == {} and isinstance(state, TableState)
+    assert (state.phase, state.round_id, state.node_id, state.session, state.version) == \
+        ("BETTING_OPEN", "T1-000001", NODE, "i.1", 5_001)
+    assert state.betting_closes_at == s.r.betting_closes_at and state.cards == {} and not state.stale
+    assert c.updates(s.t, session="i.1", at=2) == []  # nothing changed: nothing sent
+    s.bet("ann", "ante", "10", seat=1)
+    s.bet("bob", "ante", "10", seat=2)
+    got = _sent(c.updates(s.t, session="i.1", at=3))
+    assert set(got) == {topics.player_state("T1", "ann"), topics.player_state("T1", "bob")}  # bets: the state is as it was
+    ann = got[topics.player_state("T1", "ann")]
+    assert isinstance(ann, PlayerState) and ann.seat == 1 and ann.cards == {}
+    assert [(b.bet_id, b.stake) for b in ann.bets] == [("ann-ante", Decimal("10"))]
+    s.close()
+    s.deal("2C", "7D", "QS", "3C")
+    got = _sent(c.updates(s.t, session="i.1", at=4))
+    state = got[topics.state("T1")]
+    assert (state.phase, state.position, state.cards) == ("DEALING", "P2.2", {})  # hole and dealer cards: not public
+    assert got[topics.player_state("T1", "ann")].cards == {"P1.1": "2C", "P1.2": "3C"}
+    assert got[topics.player_state("T1", "bob")].cards == {"P2.1": "7D"}
+    versions = [m.version for _, m in c.updates(s.t, session="i.1", at=5)]
+    assert versions == []
+    s.deal("8D", "KS", "4C", "9D", "JS")
+    got = _sent(c.updates(s.t, session="i.1", at=6))
+    assert got[topics.state("T1")].decision_closes_at == s.r.decision_deadline is not None
+    ann = got[topics.player_state("T1", "ann")]
+    assert ann.decision == {"actions": ["PLAY", "FOLD"], "closes_at": s.r.decision_deadline, "seat": 1}
+    assert ann.cards == {"P1.1": "2C", "P1.2": "3C", "P1.3": "4C"} and ann.decided is None
+    assert sorted(m.version for m in got.values()) == list(range(5_007, 5_010))  # one counter per table
+    s.step(PlayerDecision(player_id="bob", action="FOLD"))
+    s.step(PlayerDecision(player_id="ann", action="PLAY"))
+    got = _sent(c.updates(s.t, session="i.1", at=7))
+    state = got[topics.state("T1")]
+    assert state.phase == "RESULT" and state.outcome == "COMPLETED"
+    assert set(state.cards) == {"P1.1", "P1.2", "P1.3", "D.1", "D.2", "D.3"}  # shown: ann's and the dealer's
+    assert got[topics.player_state("T1", "bob")].decided.action == "FOLD"  # type: ignore[union-attr]
+    assert got[topics.player_state("T1", "bob")].cards == {"P2.1": "7D", "P2.2": "8D", "P2.3": "9D"}  # its own
+    # settlement acknowledges: the players' retained states are cleared (bounded retained topics)
+    assert s.step(ResultDelivered(round_id="T1-000001", idempotency_key="T1:T1-000001")).accepted
+    got = _sent(c.updates(s.t, session="i.1", at=8))
+    assert got[topics.player_state("T1", "ann")] is None and got[topics.player_state("T1", "bob")] is None
+    assert got[topics.state("T1")].phase == "SETTLED"
+    assert c.updates(s.t, session="i.1", at=9) == []  # cleared once
+    # a new session sends everything again; a stop marks it stale
+    c.forget()
+    assert [t for t, _ in c.updates(s.t, session="i.2", at=10)] == [topics.state("T1")]
+    stopped = _sent(c.stopped(s.t, session="i.2", at=11))
+    prompt = stopped[topics.current_prompt("T1")]
+    assert isinstance(prompt, CurrentPrompt) and prompt.stale and prompt.kind == "WAIT"
+    assert prompt.reason == STOPPED_REASON and "do not deal" in prompt.message
+    assert stopped[topics.state("T1")].stale
+
+
+def test_the_current_prompt_is_the_latest_released_and_sent_only_when_it_changes():
+    c = Catchup(NODE, first_version=0)
+    p = StationPrompt(table_id="T1", round_id="T1-000001", kind="NEXT", position="A1", step=1, of=6,
+                      message="deal A1 (face up)", at=10)
+    first = c.prompt(p, "i.1")
+    assert first is not None and first.schema_id == "studio.v1.current_prompt" and first.version == 1
+    assert first.model_dump(exclude={"schema_id", "node_id", "session", "version", "stale"}) == \
+        p.model_dump(exclude={"schema_id"})
+    assert c.prompt(p.model_copy(update={"at": 20}), "i.1") is None  # the same prompt again
+    nxt = c.prompt(p.model_copy(update={"position": "B1", "step": 2, "at": 30}), "i.1")
+    assert nxt is not None and nxt.version == 2 and c.prompts["T1"].position == "B1"
+
+
+def test_a_player_state_names_the_newest_unsettled_round_and_teen_patti_bettors_have_none():
+    s = Script("teen-patti")
+    s.bet("ann", "player_a", "10")
+    assert [t for t, _ in Catchup(NODE, 0).updates(s.t, session="i.1", at=1)] == [topics.state("T1")]
+
+
+def test_the_examples_in_the_protocol_document_are_what_the_code_publishes():
+    """docs/mqtt-topics.md §4.8: a Sevenluck round with two seats, replayed through the pure
+    core; each example there must be exactly a message the catch-up builds for it."""
+    s = load_settings(service={"metrics_enabled": False},
+                      tables=[{"id": "SL1", "game": "sevenluck", "options": {"seats": 3},
+                               "scanner": {"kind": "mqtt", "reader_id": "SC3"}}])
+    t = Table(s.tables[0].rules(), series="h4k2x7qa")
+    t.last_seq = 6
+    at = 1767261600000
+    rid = t.next_round_id()
+    c = Catchup("studio-host-1", first_version=1767261540000000)
+    made: list[str] = []
+
+    def handle(ev: Event) -> None:
+        step = t.handle(ev.model_copy(update={"at": at}))
+        assert step.accepted, step.effects
+        for e in step.effects:
+            if isinstance(e, StationPrompt) and (p := c.prompt(e, "5f3a9c1e.1")) is not None and p.position == "P3.2":
+                made.append(p.model_dump_json())
+
+    handle(OpenRound(round_id=rid, betting_closes_at=at + 15000))
+    at += 2100
+    handle(PlaceBet(bet_id="bet-9101", player_id="player-3", bet_type="ante", stake=Decimal("10.00"), seat=3,
+                    round_id=rid))
+    handle(PlaceBet(bet_id="bet-9102", player_id="player-5", bet_type="ante", stake=Decimal("10.00"), seat=1,
+                    round_id=rid))
+    at = 1767261615000
+    handle(CloseBetting(by="timer"))
+    for code in ["4H", "QC", "9S", "JH"]:
+        at += 1700
+        handle(ScanRead(reader="SC3", code=code))
+    made += [m.model_dump_json() for topic, m in c.updates(t, session="5f3a9c1e.1", at=at + 3)
+             if topic == topics.state("SL1")]
+    for code in ["2S", "KD", "TC", "8D", "3S"]:
+        at += 1700
+        handle(ScanRead(reader="SC3", code=code))
+    made += [m.model_dump_json() for topic, m in c.updates(t, session="5f3a9c1e.1", at=at + 3)
+             if topic == topics.player_state("SL1", "player-3")]
+    doc = (ROOT / "docs" / "mqtt-topics.md").read_text()
+    section = doc[doc.index("### 4.8"):doc.index("## 5. Settlement")]
+    assert re.findall(r"```json\n(.*?)\n```", section, re.S) == made
+
+
+class CatchupRun(Run):
+    """A random round (the visibility test's), with the catch-up messages taken after every
+    event and checked against the oracle's own idea of who may know which card."""
+
+    def __init__(self, game: str, seed: int) -> None:
+        super().__init__(game, seed)
+        self.catchup = Catchup(NODE, first_version=0)
+        self.retained: dict[str, Any] = {}
+        self.last_version = 0
+
+    def feed(self, ev: Event) -> Step:
+        step = super().feed(ev)
+        self.take()
+        return step
+
+    def take(self) -> None:
+        rnd = self.t.current
+        for topic, msg in self.catchup.updates(self.t, session="i.1", at=self.at):
+            self.retained[topic] = msg
+            if msg is None:
+                continue
+            assert msg.version > self.last_version
+            self.last_version = msg.version
+            text = msg.model_dump_json()
+            audience = visibility.audience_of(topic)
+            assert audience is not None
+            who = audience[len("player:"):] if audience.startswith("player:") else None
+            allowed = self.oracle.public | (self.oracle.told.get(who, set()) if who else set())
+            assert rnd is not None
+            leaked = self.oracle.named(text, rnd) - allowed
+            assert not leaked, (topic, leaked, msg)
+            assert visibility.leaks(rnd, audience, text) == [], (topic, msg)
+            if isinstance(msg, PlayerState):
+                assert who == msg.player_id != "house-ai"
+                assert set(msg.cards.values()) == self.oracle.told.get(who, set()), (who, msg.cards)
+
+
+@pytest.mark.parametrize("game", GAMES)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1))
+def test_property_catch_up_messages_show_no_card_their_audience_may_not_see(game: str, seed: int):
+    run = CatchupRun(game, seed)
+    run.play()
+    r = run.r
+    assert r.result is not None
+    state = run.retained[topics.state("T1")]
+    assert state.phase == r.phase.value and state.round_id == r.round_id and state.outcome == r.result.outcome
+    assert set(state.cards.values()) == set(r.result.cards.values())  # what the result shows, the state shows
+    run.feed(ResultDelivered(round_id=r.round_id, idempotency_key=f"T1:{r.round_id}"))
+    players = {t: m for t, m in run.retained.items() if "/players/" in t}
+    assert all(m is None for m in players.values()), "every player state is cleared once the round is settled"
+    if game != "teen-patti":
+        assert players, "seated players had a private state"
+
+
+# --- the real service over a real Mosquitto -------------------------------------------------------
+
+
+async def catch_up(url: str, *filters: str, node: str) -> dict[str, Any]:
+    """What a client that connects now gets at once: the retained messages on ``filters`` (topic
+    -> decoded payload), and the node's retained status under ``"status"``. The status filter is
+    subscribed last: once its retained message is here, so is every earlier filter's."""
+    host, port, _ = parse_broker_url(url)
+    got: dict[str, Any] = {}
+    status = topics.backend_status(node)
+    async with asyncio.timeout(15), aiomqtt.Client(host, port, identifier=f"late-{uuid.uuid4().hex[:8]}") as c:
+        for f in filters:
+            await c.subscribe(f, qos=1)
+        await c.subscribe(status, qos=1)
+        async for m in c.messages:
+            payload = bytes(m.payload)  # type: ignore[arg-type]
+            got["status" if str(m.topic) == status else str(m.topic)] = json.loads(payload) if payload else None
+            if str(m.topic) == status:
+                return got
+    raise AssertionError("unreachable")
+
+
+def _seven(tmp: Path, url: str, shoe: HandShoe) -> Any:
+    cfg = settings_for(tmp, url, shoe.path, game="sevenluck", betting_seconds=600, decision_seconds=600,
+                       options={"seats": 3})
+    return cfg.model_copy(update={"service": cfg.service.model_copy(update={"node_id": NODE})})
+
+
+@pytest.mark.timeout(90)
+async def test_a_station_connecting_mid_deal_and_a_player_mid_decision_catch_up_at_once(
+        broker: Broker, tmp_path: Path, pty_dir: Path) -> None:
+    shoe = HandShoe(pty_dir)
+    rec = await Recorder(broker.url).start()
+    cfg = _seven(tmp_path, broker.url, shoe)
+    service = Service(cfg, bus=build_bus(cfg))  # as `dealer run` builds it: with its status and last will
+    task = asyncio.create_task(service.run())
+    await wait_until(lambda: service.bus.connected, what="backend connected")
+    act, station = topics.actions(TABLE), topics.station(TABLE)
+    deal = {"P1.1": "2C", "P2.1": "7D", "D.1": "QS", "P1.2": "3C", "P2.2": "8D", "D.2": "KS", "P1.3": "4C",
+            "P2.3": "9D", "D.3": "JS"}
+    codes = list(deal.values())
+    stopped = False
+    try:
+        await wait_until(lambda: rec.events("round_opened"), what="round opened")
+        rid = round_id(service, 1)
+        for seat, player in ((1, "ann"), (2, "bob")):
+            await rec.command(act, {"type": "place_bet", "bet_id": f"ante-{player}", "player_id": player,
+                                    "bet_type": "ante", "stake": "10", "seat": seat})
+        await wait_until(lambda: len(rec.events("bet_accepted")) == 2, what="two antes")
+        await rec.command(station, {"type": "close_betting"})
+        for pos, code in list(deal.items())[:4]:
+            await wait_until(lambda: rec.expects(pos), what=f"NEXT {pos}")
+            shoe.scan(code)
+        await wait_until(lambda: rec.expects("P2.2"), what="NEXT P2.2")
+
+        # a station connects mid-deal: the prompt it must act on, at once, and it is current
+        seen = await catch_up(broker.url, topics.current_prompt(TABLE), topics.state(TABLE), node=NODE)
+        prompt, state, status = seen[topics.current_prompt(TABLE)], seen[topics.state(TABLE)], seen["status"]
+        assert (prompt["kind"], prompt["position"], prompt["step"], prompt["round_id"]) == ("NEXT", "P2.2", 5, rid)
+        assert prompt["schema_id"] == "studio.v1.current_prompt" and prompt["node_id"] == NODE
+        CurrentPrompt.model_validate(prompt)
+        assert status == {"online": True, "session": service.session} and is_current(prompt, status)
+        assert (state["phase"], state["position"], state["round_id"], state["cards"]) == ("DEALING", "P2.2", rid, {})
+        assert is_current(state, status) and state["version"] != prompt["version"]
+        TableState.model_validate(state)
+
+        for pos, code in list(deal.items())[4:]:
+            await wait_until(lambda: rec.expects(pos), what=f"NEXT {pos}")
+            shoe.scan(code)
+        await wait_until(lambda: rec.events("decisions_open"), what="decisions open")
+        closes_at = rec.events("decisions_open")[-1]["data"]["closes_at"]
+
+        # a player connects mid-decision: its own cards, its bet, the decision pending with its deadline
+        me = await catch_up(broker.url, topics.player_state(TABLE, "ann"), node=NODE)
+        ann = me[topics.player_state(TABLE, "ann")]
+        PlayerState.model_validate(ann)
+        assert is_current(ann, me["status"]) and (ann["player_id"], ann["round_id"], ann["phase"]) == \
+            ("ann", rid, "DECISION")
+        assert ann["cards"] == {"P1.1": "2C", "P1.2": "3C", "P1.3": "4C"}
+        assert ann["decision"] == {"actions": ["PLAY", "FOLD"], "closes_at": closes_at, "seat": 1}
+        assert [b["bet_id"] for b in ann["bets"]] == ["ante-ann"] and ann["decided"] is None
+        assert not {"7D", "8D", "9D", "QS", "KS", "JS"} & set(json.dumps(ann).replace('"', " ").split())
+        # the station, meanwhile: players are deciding, nothing public yet
+        seen = await catch_up(broker.url, topics.current_prompt(TABLE), topics.state(TABLE), node=NODE)
+        assert seen[topics.current_prompt(TABLE)]["kind"] == "WAIT"
+        assert (seen[topics.state(TABLE)]["phase"], seen[topics.state(TABLE)]["decision_closes_at"]) == \
+            ("DECISION", closes_at)
+
+        await rec.command(act, {"type": "player_decision", "player_id": "ann", "action": "PLAY"})
+        await wait_until(lambda: [m for t, m in rec.messages if t == topics.player_state(TABLE, "ann")
+                                  and m.get("decided")], what="ann's state: decided")
+        await rec.command(act, {"type": "player_decision", "player_id": "bob", "action": "FOLD"})
+        # the result is acknowledged (the recorder settles): the round is settled, the states cleared
+        await wait_until(lambda: rec.events("round_settled"), what="round settled")
+        for player in ("ann", "bob"):
+            await wait_until(lambda: [m for t, m in rec.messages if t == topics.player_state(TABLE, player)][-1] == {},
+                             what=f"{player}'s retained state cleared")
+        late = await catch_up(broker.url, topics.player_state(TABLE, "ann"), topics.player_state(TABLE, "bob"),
+                              topics.state(TABLE), node=NODE)
+        assert topics.player_state(TABLE, "ann") not in late and topics.player_state(TABLE, "bob") not in late
+        assert late[topics.state(TABLE)]["round_id"] in (rid, round_id(service, 2))  # the next may have opened
+
+        # a clean stop: everything retained is marked stale before the status says offline
+        await stop_service(task)
+        stopped = True
+        seen = await catch_up(broker.url, topics.current_prompt(TABLE), topics.state(TABLE), node=NODE)
+        prompt, state, status = seen[topics.current_prompt(TABLE)], seen[topics.state(TABLE)], seen["status"]
+        assert status == {"online": False, "session": service.session}
+        assert prompt["stale"] is True and prompt["kind"] == "WAIT" and prompt["reason"] == STOPPED_REASON
+        assert state["stale"] is True and not is_current(prompt, status) and not is_current(state, status)
+    finally:
+        if not stopped:
+            await stop_service(task)
+        await rec.stop()
+        shoe.close()
+
+
+# --- the real `dealer run`, killed -------------------------------------------------------------------
+
+
+def _config(tmp: Path, broker: Broker, port: str) -> Path:
+    cfg = tmp / "dealer.toml"
+    cfg.write_text(f"""
+[service]
+node_id = "{NODE}"
+journal_path = "{tmp / 'journal.sqlite'}"
+metrics_port = {free_port()}
+log_level = "info"
+
+[mqtt]
+url = "{broker.url}"
+client_id = "backend-catchup"
+
+[[tables]]
+id = "{TABLE}"
+game = "teen-patti"
+betting_seconds = 0.3
+pause_seconds = 0.1
+
+[tables.scanner]
+kind = "serial"
+port = "{port}"
+reader_id = "{READER}"
+heartbeat_timeout = 30
+""")
+    return cfg
+
+
+@pytest.mark.timeout(120)
+async def test_a_killed_backend_leaves_a_prompt_anyone_can_tell_is_stale_and_a_restart_makes_it_current(
+        broker: Broker, tmp_path: Path, pty_dir: Path) -> None:
+    shoe = HandShoe(pty_dir)
+    rec = await Recorder(broker.url).start()
+    log = tmp_path / "backend.log"
+    cmd = [sys.executable, "-m", "dealer", "run", "--config", str(_config(tmp_path, broker, shoe.path))]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log.open("ab"))
+    status_topic = topics.backend_status(NODE)
+    prompt_topic = topics.current_prompt(TABLE)
+    try:
+        await wait_until(lambda: rec.expects("A1"), what="NEXT A1")
+        shoe.scan(DEAL[0])
+        await wait_until(lambda: rec.expects("B1"), what="NEXT B1")
+        seen = await catch_up(broker.url, prompt_topic, node=NODE)
+        alive = seen[prompt_topic]
+        assert (alive["kind"], alive["position"]) == ("NEXT", "B1") and is_current(alive, seen["status"])
+
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        # the broker publishes the connection's last will: the status goes offline, same session
+        await wait_until(lambda: [m for t, m in rec.messages if t == status_topic][-1]["online"] is False,
+                         what="the last will")
+        seen = await catch_up(broker.url, prompt_topic, node=NODE)
+        dead = seen[prompt_topic]
+        assert dead == alive  # the prompt the dead backend left, as it was (nobody marked it) ...
+        assert seen["status"] == {"online": False, "session": alive["session"]}
+        assert not is_current(dead, seen["status"])  # ... and anyone can tell it is stale
+
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log.open("ab"))
+        await wait_until(lambda: (s := [m for t, m in rec.messages if t == status_topic][-1])["online"]
+                         and s["session"] != alive["session"], what="the restarted backend online")
+        await wait_until(lambda: [m for t, m in rec.messages if t == prompt_topic][-1]["session"]
+                         == [m for t, m in rec.messages if t == status_topic][-1]["session"],
+                         what="the prompt sent again under the new session")
+        seen = await catch_up(broker.url, prompt_topic, node=NODE)
+        fresh = seen[prompt_topic]
+        assert is_current(fresh, seen["status"]) and fresh["session"] != alive["session"]
+        assert (fresh["kind"], fresh["position"], fresh["step"], fresh["round_id"]) == \
+            ("NEXT", "B1", 2, round_id(tmp_path / "journal.sqlite", 1))  # the same deal, resumed
+        shoe.scan(DEAL[1])
+        await wait_until(lambda: rec.expects("A2"), what="NEXT A2 after the restart")
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(timeout=10)
+        await rec.stop()
+        shoe.close()
+    assert "Traceback" not in log.read_text()

@@ -79,10 +79,12 @@ async def run_service(settings: Settings, rtp_reports: Sequence[TableRtp] | None
     metrics = Metrics()
     if rtp_reports is None:
         rtp_reports = table_reports(settings)
-    log_and_export(rtp_reports, log, metrics)  # each table's exact RTP, before any round opens
     # Reads the key files, then opens the journal (JournalError: unusable, exit 2); the bus
     # is built but does not connect until the service runs.
     service = Service(settings, bus=build_bus(settings), metrics=metrics)
+    # each table's exact RTP, once the journal is open (a refused start stays one line) and
+    # before any round opens
+    log_and_export(rtp_reports, log, metrics)
     if s.metrics_enabled:
         try:
             port = metrics.serve(s.metrics_port, s.metrics_addr)

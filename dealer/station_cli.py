@@ -41,7 +41,9 @@ from dealer import topics
 from dealer.client_options import (TABLE_ID, BadInput, BrokerOptions, add_broker_options, broker_options, config_tables,
                                    start_bus)
 
-PROMPT_KINDS = ("NEXT", "CONFIRM", "RESCAN", "ALERT", "WAIT", "REJECTED", "DONE")
+PROMPT_KINDS = ("NEXT", "CONFIRM", "RESCAN", "ALERT", "WAIT", "REJECTED", "DONE", "PAUSED", "CLOSED")
+#: What the retained current prompt adds to a live prompt (who published it): not part of what is shown.
+_CATCHUP_KEYS = {"at", "schema_id", "node_id", "session", "version", "stale"}
 HELP = """commands:
   close                  close betting of the round now
   confirm [STEP]         confirm the step asked for (WASH, SHUFFLE)
@@ -75,6 +77,8 @@ class StationView:
         self.cards: dict[str, str | None] = {}  # position -> code (None: face down) of this round
         self.mine: dict[str, str] = {}  # command id -> command type, of the commands this station sent
         self.done = 0  # rounds seen ending
+        self.status: dict[str, dict[str, Any]] = {}  # node id -> its retained status
+        self.stale_shown: dict[str, Any] | None = None  # the stale current prompt last warned about
 
     # -- what arrives ----------------------------------------------------------------------
 
@@ -86,9 +90,9 @@ class StationView:
             return []
         if not isinstance(kind, str) or p.get("table_id") not in (None, self.table_id):
             return []
-        if self.prompt is not None and {k: v for k, v in p.items() if k != "at"} == \
-                {k: v for k, v in self.prompt.items() if k != "at"}:
-            return []  # the same prompt again (republished after a reconnect)
+        if self.prompt is not None and {k: v for k, v in p.items() if k not in _CATCHUP_KEYS} == \
+                {k: v for k, v in self.prompt.items() if k not in _CATCHUP_KEYS}:
+            return []  # the same prompt again (republished after a reconnect, or its retained copy)
         self.prompt = p
         rid = p.get("round_id")
         if rid and rid != self.round_id:
@@ -101,6 +105,41 @@ class StationView:
             self.done += 1
             lines.append(self.cards_line())
         return lines
+
+    def on_status(self, topic: str, payload: bytes) -> list[str]:
+        """A backend's retained status (``backends/{node}/status``): what says whether the
+        retained current prompt is still the live one."""
+        try:
+            status = json.loads(payload)
+        except ValueError:
+            return []
+        if not isinstance(status, dict):
+            return []
+        self.status[topic.split("/")[-2]] = status
+        return []
+
+    def on_current(self, payload: bytes) -> list[str]:
+        """The retained current prompt (``prompts/current``, docs/mqtt-topics.md §4.8): shown at
+        once when its backend is online under the same session; otherwise the station says the
+        prompt on screen is stale and must not be acted on (a dead backend's last word)."""
+        from dealer.catchup import is_current
+
+        try:
+            p = json.loads(payload) if payload else None
+        except ValueError:
+            return []
+        if not isinstance(p, dict):
+            return []
+        if is_current(p, self.status.get(str(p.get("node_id")))):
+            self.stale_shown = None
+            return self.on_prompt(payload)
+        if p.get("stale") is True or self.status.get(str(p.get("node_id")), {}).get("online") is False:
+            if self.stale_shown == p:
+                return []
+            self.stale_shown = p
+            return [f"{'STALE':<8}| backend {p.get('node_id')} is not running: do not act on "
+                    f"{p.get('kind')} {p.get('position') or ''}".rstrip()]
+        return []  # its backend's status not heard yet: the live prompts will say
 
     def on_event(self, payload: bytes) -> list[str]:
         try:
@@ -237,19 +276,27 @@ async def run_station(opts: BrokerOptions, table_id: str, *, client_id: str, out
     bus = opts.bus(client_id, accept_retained=True)  # the current prompt and state may be retained
     bus.subscribe(topics.prompts(table_id), handler(view.on_prompt))
     bus.subscribe(topics.events(table_id), handler(view.on_event))
-    task = await start_bus(bus, opts.connect_timeout)
-    print(f"station {table_id}: connected to {opts.url}; type help for the commands", file=out, flush=True)
-    queue = lines if lines is not None else _stdin_lines()
+    # the status first: the retained current prompt is shown only while its backend runs
+    bus.subscribe(topics.backend_status("+"), lambda topic, payload: show(view.on_status(topic, payload)))
+    bus.subscribe(topics.current_prompt(table_id), handler(view.on_current))
     stopping = asyncio.Event()
+    inputs: list[asyncio.Queue[str | None]] = []  # the command queue, once the station reads commands
 
     def stop() -> None:  # SIGTERM, SIGINT: stop like ``quit``, also in the middle of a ``wait``
         stopping.set()
-        queue.put_nowait(None)
+        for q in inputs:
+            q.put_nowait(None)
         changed.set()
 
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in (signal.SIGTERM, signal.SIGINT):  # before "connected": a supervisor may stop us from then on
         loop.add_signal_handler(sig, stop)
+    task = await start_bus(bus, opts.connect_timeout)
+    print(f"station {table_id}: connected to {opts.url}; type help for the commands", file=out, flush=True)
+    queue = lines if lines is not None else _stdin_lines()
+    inputs.append(queue)
+    if stopping.is_set():
+        queue.put_nowait(None)
     status = 0
     try:
         while True:

@@ -54,7 +54,10 @@ class BeeTekShoe:
         return (self.ten if code[0] == "T" else code[0]) + code[1]
 
     def card(self, code: str) -> bytes:
-        """A card read while dealing."""
+        """A card read while dealing; a card the shoe cannot recognise (a joker, another deck's)
+        is a failed read, as the real shoe reports it."""
+        if code not in CARDS:
+            return self.failed()
         self._last_read = self.element(GAME, f"Card:{self._wire(code)}")
         return self._last_read
 

@@ -49,6 +49,7 @@ from dealer import topics
 from dealer.client_options import (BadInput, BrokerOptions, add_broker_options, broker_options, choose_tables,
                                    config_tables, start_bus, stop_on_signals, table_list)
 from dealer.config import Settings, TableConfig
+from simulators.beetek import BeeTekFaultPlan, BeeTekShoe
 from simulators.bettors import Bettor, table_plan
 from simulators.pty_port import PtyPort
 from simulators.rig import make_dealer, make_players
@@ -106,6 +107,7 @@ class Simulation:
         self.client_id = client_id or f"simulate-{uuid.uuid4().hex[:8]}"
         self.out, self.log_level = out, log_level
         self.all_done = asyncio.Event()
+        self.dealer_failures = 0  # virtual dealers whose task failed (logged with the traceback)
         self.bettor: Bettor | None = None
         self.keys: dict[str, bytes | None] = {}
 
@@ -167,7 +169,9 @@ class Simulation:
     def _make_dealer(self, i: int, tid: str, t: _Table, bus: Any) -> None:
         sc = t.cfg.scanner
         key = self.keys.get(tid)
-        shoe = VirtualShoe(sc.reader_id, key=key, boot_count=int(time.time()) % 2**31 if key else 0)
+        beetek = sc.kind == "serial" and sc.protocol == "beetek"
+        shoe: Any = BeeTekShoe() if beetek else VirtualShoe(sc.reader_id, key=key,
+                                                             boot_count=int(time.time()) % 2**31 if key else 0)
         link: ShoeLink
         if sc.kind == "serial":
             directory, name = os.path.split(str(sc.port))
@@ -179,8 +183,11 @@ class Simulation:
         else:
             link = MqttShoeLink(bus, tid)
         p = self.fault_rate / (len(LINE_FAULTS) + 2)
-        faults = FaultPlan(**{f: p for f in LINE_FAULTS}) if p else FaultPlan()
-        mistakes = DealerFaults(foreign=p, duplicate=p)
+        faults: Any = FaultPlan(**{f: p for f in LINE_FAULTS}) if p else FaultPlan()
+        if beetek:  # the shoe's own faults (no repeat: a Bee-Tek line repeat looks like a second pass)
+            faults = BeeTekFaultPlan(**{f: p for f in ("failed", "alarm", "warning", "garbage", "split", "joined")})
+        # a Bee-Tek shoe reads only the 52 standard cards: a foreign card is not a mistake it can report
+        mistakes = DealerFaults(foreign=0.0 if beetek else p, duplicate=p)
 
         async def leave_to_station(payload: bytes) -> None:
             return None  # a real station confirms the steps here: the virtual dealer only deals
@@ -244,7 +251,8 @@ class Simulation:
             if self.with_players and self.ledger is None:
                 log.warning("bets are placed but recorded in no ledger: give --ledger FILE (the one dealer settle "
                             "uses) for settlement to settle them")
-            tasks += [asyncio.create_task(t.dealer.run()) for t in self.tables.values() if t.dealer is not None]
+            tasks += [asyncio.create_task(self._dealer(tid, t.dealer)) for tid, t in self.tables.items()
+                      if t.dealer is not None]
             stop = stop_on_signals()
             waiters = [asyncio.create_task(self.all_done.wait()), asyncio.create_task(stop.wait())]
             await asyncio.wait(waiters + [bus_task], return_when=asyncio.FIRST_COMPLETED)
@@ -263,6 +271,17 @@ class Simulation:
             if book is not None:
                 book.close()
 
+    async def _dealer(self, tid: str, dealer: VirtualDealer) -> None:
+        """A virtual dealer's task: one that fails says so (and its table stops dealing)
+        instead of vanishing while the rest of the rig runs on."""
+        try:
+            await dealer.run()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("virtual dealer failed: the table is no longer dealt", table_id=tid)
+            self.dealer_failures += 1
+
     def _summary(self) -> dict[str, Any]:
         faults: Counter[str] = Counter()
         for t in self.tables.values():
@@ -273,7 +292,7 @@ class Simulation:
                    "outcomes": dict(Counter(o for t in self.tables.values() for o in t.finished.values())),
                    "bets_sent": self.bettor.bets_sent if self.bettor else 0,
                    "bets_not_sent": self.bettor.bets_failed if self.bettor else 0,
-                   "faults_injected": dict(faults),
+                   "faults_injected": dict(faults), "dealer_failures": self.dealer_failures,
                    "stale_prompts_dropped": sum(t.screen.dropped for t in self.tables.values() if t.screen)}
         self._emit(summary)
         return summary

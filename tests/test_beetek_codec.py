@@ -259,7 +259,8 @@ def test_the_fault_plan_refuses_unknown_faults_and_bad_probabilities() -> None:
     with pytest.raises(ValueError, match="sum to at most 1"):
         BeeTekFaultPlan(failed=0.8, alarm=0.3)
     with pytest.raises(ValueError, match="not a card a Bee-Tek shoe reads"):
-        BeeTekShoe().card("01G")
+        BeeTekShoe().burn("01G")
+    assert BeeTekShoe().card("01G") == BeeTekShoe().failed(), "a card the shoe cannot recognise is a failed read"
 
 
 def test_interpret_names_why_an_element_means_nothing() -> None:

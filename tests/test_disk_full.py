@@ -339,6 +339,9 @@ node_id = "disk-full-start"
 journal_path = "{small_fs / 'journal.sqlite'}"
 metrics_enabled = false
 
+[mqtt]
+in_process = true  # the journal refuses before any broker would be reached
+
 [[tables]]
 id = "T1"
 game = "teen-patti"

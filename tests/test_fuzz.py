@@ -342,13 +342,16 @@ def test_a_short_fuzz_run_has_no_findings():
     for name, r in result["targets"].items():
         assert r["inputs"] == r["accepted"] + r["rejected"]
         assert r["accepted"] > 0 and r["rejected"] > 0, f"{name}: the generator never reaches both outcomes"
-    findings = [f for r in result["targets"].values() for f in r["findings"]]
+    # "slow" findings measure this machine's load, not the code: they are `dealer bench fuzz`'s
+    # business, and a test never asserts on time
+    findings = [f for r in result["targets"].values() for f in r["findings"] if f["kind"] != "slow"]
     assert findings == [], json.dumps(findings, indent=1)[:6000]
 
 
 def test_fuzz_results_are_reproducible_from_the_seed():
     def counts(r: dict[str, Any]) -> dict[str, Any]:
-        return {n: (t["inputs"], t["accepted"], t["rejected"], [(f["kind"], f["where"], f["count"]) for f in t["findings"]])
+        return {n: (t["inputs"], t["accepted"], t["rejected"],
+                    [(f["kind"], f["where"], f["count"]) for f in t["findings"] if f["kind"] != "slow"])
                 for n, t in r["targets"].items()}
 
     targets = ["frame_decode", "frame_stream", "scanner_json", "actions"]

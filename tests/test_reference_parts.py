@@ -95,8 +95,7 @@ action_seconds = 3
 {extra}
 [tables.scanner]
 {scanner}
-heartbeat_timeout = 3
-"""
+""" + ("" if 'protocol = "beetek"' in scanner else "heartbeat_timeout = 3\n")
 
 
 def journal(tmp: Path) -> sqlite3.Connection:
@@ -126,8 +125,9 @@ def no_traceback(*procs: Proc) -> None:
 @pytest.mark.timeout(300)
 async def test_simulate_and_settle_drive_dealer_run_every_result_applied_once_and_acknowledged(
         broker: Broker, tmp_path: Path):
-    """A serial table (the simulator's PTY at the configured port path) and an MQTT-scanner
-    table (the simulator publishing as the gateway), Teen Patti and Sevenluck: three rounds
+    """A serial table (the simulator's PTY at the configured port path), a Bee-Tek shoe's table
+    and an MQTT-scanner table (the simulator publishing as the gateway), Teen Patti and
+    Sevenluck: three rounds
     each, every bet in the shared ledger's bet book, every result applied once by ``dealer
     settle`` and acknowledged, so the backend's outbox empties."""
     dev = tmp_path / "dev"
@@ -135,7 +135,9 @@ async def test_simulate_and_settle_drive_dealer_run_every_result_applied_once_an
     port = dev / "shoe-T1"
     cfg = write_config(tmp_path, broker.url,
                        table("T1", "teen-patti", f'kind = "serial"\nport = "{port}"\nreader_id = "SC1"')
-                       + table("T2", "sevenluck", 'kind = "mqtt"\nreader_id = "GW2"', extra="[tables.options]\nseats = 3\n"))
+                       + table("T2", "sevenluck", 'kind = "mqtt"\nreader_id = "GW2"', extra="[tables.options]\nseats = 3\n")
+                       + table("T3", "teen-patti", f'kind = "serial"\nport = "{dev / "shoe-T3"}"\nreader_id = "BT3"\n'
+                                                   'protocol = "beetek"'))
     ledger = tmp_path / "ledger.sqlite"
     backend = Proc(tmp_path, "backend", "run", "--config", cfg)
     settle = Proc(tmp_path, "settle", "settle", "--config", cfg, "--ledger", ledger, "--log-level", "info")
@@ -146,7 +148,7 @@ async def test_simulate_and_settle_drive_dealer_run_every_result_applied_once_an
         assert not port.exists(), "the simulator removes its PTY symlink when it stops"
         finished = [x for x in sim.lines() if x["event"] == "round_finished"]
         stopped = sim.lines()[-1]
-        assert stopped["event"] == "stopped" and stopped["rounds"]["T1"] >= 3 and stopped["rounds"]["T2"] >= 3
+        assert stopped["event"] == "stopped" and all(stopped["rounds"][t] >= 3 for t in ("T1", "T2", "T3"))
         assert stopped["bets_sent"] > 0
         keys = {f"{x['table_id']}:{x['round_id']}" for x in finished}
 
@@ -560,3 +562,25 @@ def test_bad_starts_as_processes_are_one_line_without_traceback(tmp_path: Path):
     _one_clear_line(run_cli("simulate", "--config", cfg), "dealer simulate: table T1: serial port",
                     "is a file, not a simulator's PTY symlink")
     assert (dev / "shoe").read_text() == "a real device would be here"
+
+
+def test_station_view_shows_the_retained_current_prompt_only_while_its_backend_runs():
+    """A station that starts mid-deal shows the retained current prompt at once when its backend
+    is online under the same session, and warns (acting on nothing) when it is a dead backend's."""
+    v = StationView("T1")
+    status = "studio/v1/backends/n1/status"
+    current = {"table_id": "T1", "round_id": "T1-x-000001", "kind": "NEXT", "message": "deal B1 (face down)",
+               "position": "B1", "step": 2, "of": 6, "at": 5, "schema_id": "studio.v1.current_prompt",
+               "node_id": "n1", "session": "s1.1", "version": 7, "stale": False}
+    assert v.on_current(json.dumps(current).encode()) == []  # no status heard yet: wait for it
+    assert v.prompt is None
+    v.on_status(status, json.dumps({"online": True, "session": "s1.1"}).encode())
+    assert v.on_current(json.dumps(current).encode()) == ["NEXT    | deal B1 (face down)  [step 2/6]"]
+    live = {k: current[k] for k in ("table_id", "round_id", "kind", "message", "position", "step", "of")}
+    assert v.on_prompt(json.dumps({**live, "at": 6}).encode()) == [], "the live copy of the same prompt is not shown again"
+    v.on_status(status, json.dumps({"online": False, "session": "s1.1"}).encode())  # the last will
+    later = {**current, "kind": "RESCAN", "message": "scan B1 again", "version": 8}
+    assert v.on_current(json.dumps(later).encode()) == ["STALE   | backend n1 is not running: do not act on RESCAN B1"]
+    assert v.prompt is not None and v.prompt["kind"] == "NEXT", "a stale prompt never replaces the one on screen"
+    assert v.on_current(json.dumps({**current, "stale": True}).encode())[0].startswith("STALE")
+    assert v.on_current(b"not json") == [] and v.on_current(b"") == []

@@ -1,4 +1,5 @@
-"""What the client commands share (``dealer settle``, ``dealer station``, ``dealer simulate``).
+"""What the client commands share (``dealer settle``, ``dealer station``, ``dealer simulate``,
+``dealer supervisor``).
 
 Their broker options, the same as ``dealer supervisor void``: ``--broker URL`` (``mqtts://`` for TLS),
 ``--username``, ``--password-file`` (or ``--password``), ``--ca-file``, ``--cert-file``,
@@ -30,9 +31,10 @@ class BadInput(Exception):
     """Bad input or an unusable start: the message is the one line printed on stderr."""
 
 
-def add_broker_options(p: argparse.ArgumentParser, *, default_note: str = "") -> None:
+def add_broker_options(p: argparse.ArgumentParser, *, default_note: str = "", connect_timeout: bool = True) -> None:
     """Add the broker, credential and TLS options to ``p``. ``default_note`` says where the
-    URL comes from when ``--broker`` is not given (empty: it is required)."""
+    URL comes from when ``--broker`` is not given (empty: it is required); ``connect_timeout``:
+    also ``--connect-timeout`` (a long-running client's bounded first connect)."""
     p.add_argument("--broker", metavar="URL", required=not default_note,
                    help="mqtts://host:8883 (TLS) or mqtt://host:1883" + (f"; default: {default_note}" if default_note else ""))
     p.add_argument("--username", metavar="USER", help="broker user name (this role's own, e.g. settlement or station-T1)")
@@ -43,8 +45,9 @@ def add_broker_options(p: argparse.ArgumentParser, *, default_note: str = "") ->
     p.add_argument("--ca-file", metavar="FILE", help="CA bundle that signed the broker's certificate (mqtts)")
     p.add_argument("--cert-file", metavar="FILE", help="client certificate (mqtts, optional)")
     p.add_argument("--key-file-tls", metavar="FILE", help="the client certificate's private key (mqtts, optional)")
-    p.add_argument("--connect-timeout", type=float, default=10.0, metavar="SECONDS",
-                   help="give up (exit 2) when the broker cannot be reached within SECONDS at start (default 10)")
+    if connect_timeout:
+        p.add_argument("--connect-timeout", type=float, default=10.0, metavar="SECONDS",
+                       help="give up (exit 2) when the broker cannot be reached within SECONDS at start (default 10)")
 
 
 @dataclass(frozen=True)
@@ -73,7 +76,15 @@ def broker_options(args: argparse.Namespace, *, default_url: str | None = None,
         _, _, tls = parse_broker_url(url)
     except ValueError as exc:
         raise BadInput(f"--broker: {exc}") from None
-    return BrokerOptions(url, args.username, _password(args), _tls(args, url, tls, default_ca), args.connect_timeout)
+    password, tls_context = credentials(args, url, tls, default_ca)
+    return BrokerOptions(url, args.username, password, tls_context, args.connect_timeout)
+
+
+def credentials(args: argparse.Namespace, url: str, tls: bool,
+                default_ca: str | Path | None = None) -> tuple[str | None, ssl.SSLContext | None]:
+    """The broker password (``--password-file`` or ``--password``) and the TLS context the
+    options ask for, checked against the URL's scheme: BadInput otherwise."""
+    return _password(args), _tls(args, url, tls, default_ca)
 
 
 def _password(args: argparse.Namespace) -> str | None:

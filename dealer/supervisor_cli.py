@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from dealer import topics
+from dealer.client_options import BadInput, add_broker_options, credentials
 
 _CLI_NAMES = {"table_id": "TABLE", "round_id": "ROUND", "supervisor": "--supervisor",
               "command_id": "--command-id", "reason": "--reason"}
@@ -99,34 +100,6 @@ def build_command(key: bytes, command_type: str, *, table_id: str, supervisor: s
     return signed
 
 
-def _password(args: argparse.Namespace) -> str | None:
-    if args.password_file is None:
-        return args.password
-    try:
-        return Path(args.password_file).read_text(encoding="utf-8").rstrip("\r\n")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise _Bad(f"--password-file {args.password_file} cannot be read: "
-                   f"{getattr(exc, 'strerror', None) or exc}") from None
-
-
-def _tls(args: argparse.Namespace, tls: bool) -> ssl.SSLContext | None:
-    from drivers.mqtt import make_tls_context
-
-    named = [opt for opt, v in (("--ca-file", args.ca_file), ("--cert-file", args.cert_file),
-                                ("--key-file-tls", args.key_file_tls)) if v]
-    if not tls:
-        if named:
-            raise _Bad(f"{', '.join(named)} given but --broker {args.broker} is plain MQTT: use mqtts://")
-        return None
-    try:
-        return make_tls_context(args.ca_file, args.cert_file, args.key_file_tls)
-    except ValueError as exc:
-        raise _Bad(f"TLS: {exc} (--cert-file)") from None
-    except (OSError, ssl.SSLError) as exc:
-        raise _Bad(f"TLS files ({', '.join(named) or 'system CAs'}) cannot be loaded: "
-                   f"{getattr(exc, 'strerror', None) or exc}") from None
-
-
 async def publish_once(host: str, port: int, topic: str, payload: bytes, *, username: str | None,
                        password: str | None, tls_context: ssl.SSLContext | None, client_id: str,
                        timeout: float) -> None:
@@ -170,8 +143,10 @@ def _sign_and_publish(args: argparse.Namespace, name: str, build: Any) -> int:
             raise _Bad(f"--broker: {exc}") from None
         key = _signing_key(args.key_file)
         command = build(key)
-        password = _password(args)
-        tls_context = _tls(args, tls)
+        try:
+            password, tls_context = credentials(args, args.broker, tls)
+        except BadInput as exc:
+            raise _Bad(str(exc)) from None
         payload = json.dumps(command, ensure_ascii=False, separators=(",", ":"))
         try:
             asyncio.run(publish_once(host, port, supervisor_topic(args.table), payload.encode("utf-8"),
@@ -214,15 +189,7 @@ def _common_options(v: argparse.ArgumentParser, prefix: str) -> None:
                    help="your supervisor id, as in the backend's [[security.supervisors]]")
     v.add_argument("--key-file", required=True, metavar="FILE",
                    help="your signing key (hex; mode 0600, see `dealer supervisor keygen`)")
-    v.add_argument("--broker", required=True, metavar="URL", help="mqtts://host:8883 (TLS) or mqtt://host:1883")
-    v.add_argument("--username", metavar="USER", help="broker user name")
-    pw = v.add_mutually_exclusive_group()
-    pw.add_argument("--password-file", metavar="FILE", help="read the broker password from FILE (recommended)")
-    pw.add_argument("--password", metavar="PASSWORD",
-                    help="the broker password (visible to other users in the process list: prefer --password-file)")
-    v.add_argument("--ca-file", metavar="FILE", help="CA bundle that signed the broker's certificate (mqtts)")
-    v.add_argument("--cert-file", metavar="FILE", help="client certificate (mqtts, optional)")
-    v.add_argument("--key-file-tls", metavar="FILE", help="the client certificate's private key (mqtts, optional)")
+    add_broker_options(v, connect_timeout=False)  # the same broker, credential and TLS options as every client
     v.add_argument("--command-id", metavar="ID",
                    help=f"the command id (default: a fresh {prefix}-<uuid4>); it must be new: the backend refuses an "
                         "id reused with other content, and every run of this tool issues new content")

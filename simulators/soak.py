@@ -782,6 +782,8 @@ class _Soak:
         self.last_progress = time.monotonic()
         self.table_progress = {t: self.last_progress for t in self.tids}
         self.status_online_at = 0.0
+        self.instances_seen: set[str] = set()  # backend instances (status "session") heard online
+        self.instance_online_at = 0.0  # when the newest instance first said online (monotonic)
         self.last_prompt: dict[str, bytes] = {}
         self.loop_lag_ms: list[float] = []
         self.opening_lag_ms: list[float] = []  # round_opened: backend stamp to arrival at the monitor
@@ -898,7 +900,7 @@ class _Soak:
         self.backend.start()
         try:
             async with asyncio.timeout(timeout):
-                while self.status_online_at < t:
+                while self.instance_online_at < t:  # a new instance's "online", not a stale retained one
                     if not self.backend.alive:
                         code = self.backend.proc.returncode if self.backend.proc else None
                         if code != 1:
@@ -962,10 +964,20 @@ class _Soak:
             self.journal_alerts += 1
 
     def _on_status(self, topic: str, payload: bytes) -> None:
-        with contextlib.suppress(ValueError, AttributeError):
-            if json.loads(payload).get("online") is True:
+        """The backend's retained status. Its ``session`` is ``{instance}.{connection}`` with a
+        random instance per process: a start counts only when a new instance says online (a
+        retained "online" of a killed instance, restored by a restarted broker before the will
+        was saved, must not pass for the new one), and a reconnect of the same instance does
+        not move the instant its instance came online."""
+        with contextlib.suppress(ValueError, AttributeError, TypeError):
+            status = json.loads(payload)
+            if status.get("online") is True:
+                instance = str(status.get("session") or "").split(".")[0]
                 self.status_online_at = time.monotonic()
-                self.online_wall_ms = self.backend_now_ms()
+                if instance not in self.instances_seen:
+                    self.instances_seen.add(instance)
+                    self.instance_online_at = self.status_online_at
+                    self.online_wall_ms = self.backend_now_ms()
 
     async def _wait_event(self, pred: Callable[[dict[str, Any]], bool], timeout: float) -> dict[str, Any] | None:
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()

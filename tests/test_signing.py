@@ -665,7 +665,7 @@ def bad_cases(tmp_path: Path, url: str) -> list[tuple[list[str], str]]:
         (void_args(key, url, "--command-id", "x" * 65), "--command-id: String should have at most 64"),
         (good[:4] + ["   "] + good[5:], "--reason: Value error, must not be blank"),
         (good[:4] + ["r" * 201] + good[5:], "--reason: String should have at most 200"),
-        (void_args(key, url, "--ca-file", str(tmp_path / "ca.crt")), "--ca-file given but --broker"),
+        (void_args(key, url, "--ca-file", str(tmp_path / "ca.crt")), "--ca-file given but the broker"),
         (void_args(key, url.replace("mqtt:", "mqtts:"), "--ca-file", str(tmp_path / "none.crt")),
          "TLS files (--ca-file) cannot be loaded"),
         (void_args(key, url, "--password-file", str(tmp_path / "pw")), f"--password-file {tmp_path / 'pw'} cannot be read"),

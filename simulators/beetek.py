@@ -13,11 +13,12 @@ with :class:`BeeTekFaultPlan` as its fault plan.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from typing import ClassVar
+from dataclasses import dataclass
 
 from drivers.codecs.beetek import ALARM, BURN, CARDS, GAME
-from simulators.shoe import CardPass
+from simulators.shoe import CardPass, ScriptedFaults
 
 _NOISE = bytes(b for b in range(256) if b not in b"[]<>")  # noise never opens or closes an element
 FAULTS = ("failed", "alarm", "warning", "garbage", "split", "joined", "drop", "repeat")
@@ -117,11 +118,13 @@ class BeeTekShoe:
 
 
 @dataclass
-class BeeTekFaultPlan:
+class BeeTekFaultPlan(ScriptedFaults):
     """Which fault happens on each pass of a card: ``script`` (fault names, "" for a clean
     read) first, then at most one fault per pass with the given probabilities.
     ``registers`` in the :class:`~simulators.shoe.CardPass` says whether the pass registers
     the card; for ``drop`` it is False and nothing tells the backend (docs/scanner-protocol.md §10.3)."""
+
+    FAULTS: ClassVar[tuple[str, ...]] = FAULTS
 
     failed: float = 0.0
     alarm: float = 0.0
@@ -131,28 +134,6 @@ class BeeTekFaultPlan:
     joined: float = 0.0
     drop: float = 0.0
     repeat: float = 0.0
-    script: Sequence[str] = ()
-    garbage_len: int = 12
-    _next: int = field(default=0, init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        unknown = [f for f in self.script if f and f not in FAULTS]
-        if unknown:
-            raise ValueError(f"unknown faults in script: {unknown} (known: {', '.join(FAULTS)})")
-        probs = [getattr(self, f) for f in FAULTS]
-        if any(p < 0 for p in probs) or sum(probs) > 1:
-            raise ValueError("fault probabilities must be >= 0 and sum to at most 1")
-
-    def choose(self, rng: random.Random) -> str:
-        if self._next < len(self.script):
-            self._next += 1
-            return self.script[self._next - 1]
-        r = rng.random()
-        for name in FAULTS:
-            r -= getattr(self, name)
-            if r < 0:
-                return name
-        return ""
 
     def pass_card(self, shoe: BeeTekShoe, code: str, rng: random.Random) -> CardPass:
         """The byte chunks for "the dealer passes card ``code`` out of the shoe" once."""

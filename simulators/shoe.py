@@ -17,6 +17,7 @@ import random
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from drivers.frames import SEQ_MOD, Frame, Status, encode_frame
 
@@ -170,29 +171,22 @@ class CardPass:
 
 
 @dataclass
-class FaultPlan:
-    """Which fault happens on each pass of a card over the reader.
+class ScriptedFaults:
+    """Which fault happens on each pass of a card: ``script`` (fault names, "" for clean) is
+    consumed first, one entry per pass; after it runs out each pass draws at most one fault
+    with the probabilities of the subclass's fields named in ``FAULTS``. Shared by the shoes'
+    fault plans (this module's native one, :mod:`simulators.beetek`)."""
 
-    ``script`` (fault names, "" for clean) is consumed first, one entry per pass; after it
-    runs out each pass draws at most one fault with the given probabilities.
-    """
-
-    noread: float = 0.0
-    misread: float = 0.0
-    garbage: float = 0.0
-    torn: float = 0.0
-    bad_crc: float = 0.0
-    drop: float = 0.0
-    repeat: float = 0.0
+    FAULTS: ClassVar[tuple[str, ...]] = ()
     script: Sequence[str] = ()
     garbage_len: int = 12
     _next: int = field(default=0, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        unknown = [f for f in self.script if f and f not in FAULTS]
+        unknown = [f for f in self.script if f and f not in self.FAULTS]
         if unknown:
-            raise ValueError(f"unknown faults in script: {unknown} (known: {', '.join(FAULTS)})")
-        probs = [getattr(self, f) for f in FAULTS]
+            raise ValueError(f"unknown faults in script: {unknown} (known: {', '.join(self.FAULTS)})")
+        probs = [getattr(self, f) for f in self.FAULTS]
         if any(p < 0 for p in probs) or sum(probs) > 1:
             raise ValueError("fault probabilities must be >= 0 and sum to at most 1")
 
@@ -201,11 +195,25 @@ class FaultPlan:
             self._next += 1
             return self.script[self._next - 1]
         r = rng.random()
-        for name in FAULTS:
+        for name in self.FAULTS:
             r -= getattr(self, name)
             if r < 0:
                 return name
         return ""
+
+
+@dataclass
+class FaultPlan(ScriptedFaults):
+    """Which fault happens on each pass of a card over the reader (:class:`ScriptedFaults`)."""
+
+    FAULTS: ClassVar[tuple[str, ...]] = FAULTS
+    noread: float = 0.0
+    misread: float = 0.0
+    garbage: float = 0.0
+    torn: float = 0.0
+    bad_crc: float = 0.0
+    drop: float = 0.0
+    repeat: float = 0.0
 
     def pass_card(self, shoe: VirtualShoe, code: str, rng: random.Random) -> CardPass:
         """The byte chunks for "the dealer passes card ``code`` over the reader" once."""

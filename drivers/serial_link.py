@@ -227,7 +227,7 @@ class SerialScannerLink:
     def _may_log(self, now_ns: int) -> bool:
         """Whether a notice may have its own line: a noisy line logs the first ``_LOG_BURST``
         of every ``_LOG_WINDOW`` seconds and one line for the rest (the backend counts and
-        journals floods itself, dealer/ratelimit.py)."""
+        journals floods itself, dealer/edge/ratelimit.py)."""
         start, logged, held = self._log_window
         now = now_ns / 1e9
         if now - start >= _LOG_WINDOW:

@@ -27,8 +27,8 @@ from typing import Any
 
 import structlog
 
-from dealer import topics
-from dealer.events import PlaceBet
+from dealer.edge import topics
+from dealer.core.events import PlaceBet
 from drivers.bus import Bus, BusError
 
 log = structlog.get_logger("simulators.bettors")
@@ -94,7 +94,7 @@ def bet_plan(game: str, options: Mapping[str, Any] | None = None, *, limits: Map
 
 
 def table_plan(table: Any, players: int | None = None) -> BetPlan:
-    """:func:`bet_plan` for a :class:`dealer.config.TableConfig`."""
+    """:func:`bet_plan` for a :class:`dealer.edge.config.TableConfig`."""
     return bet_plan(table.game, table.options, limits=table.limits, minor_unit=table.minor_unit, players=players)
 
 

@@ -18,7 +18,7 @@ import random
 import time
 from dataclasses import dataclass, field
 
-from dealer.cards import STANDARD_52
+from dealer.core.cards import STANDARD_52
 from drivers.mqtt import MqttBus
 from drivers.scanner_json import ScannerMessage
 
@@ -137,8 +137,8 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, required=True)
     ap.add_argument("--loop", choices=["uvloop", "asyncio"], default="asyncio")
     args = ap.parse_args()
-    from dealer.logs import configure_logging
-    from dealer.runner import run_loop
+    from dealer.edge.logs import configure_logging
+    from dealer.edge.runner import run_loop
 
     configure_logging("warning")
     result = run_loop(run_loadgen(args.broker, args.tables, args.seconds), args.loop)

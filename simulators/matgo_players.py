@@ -25,10 +25,10 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from dealer import topics
-from dealer.cards import HWATU_48
-from dealer.events import PlaceBet, PlayerAction
-from dealer.messages import PlayerMessage, RoundEvent, StationPrompt
+from dealer.edge import topics
+from dealer.core.cards import HWATU_48
+from dealer.core.events import PlaceBet, PlayerAction
+from dealer.core.messages import PlayerMessage, RoundEvent, StationPrompt
 from drivers.bus import Bus, BusError
 from simulators.shoe import shuffled
 from simulators.station import VirtualDealer

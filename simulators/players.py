@@ -18,10 +18,10 @@ import random
 import uuid
 from typing import Literal
 
-from dealer import topics
-from dealer.events import PlayerDecision
+from dealer.edge import topics
+from dealer.core.events import PlayerDecision
 from dealer.games.sevenluck import evaluate3
-from dealer.messages import PlayerMessage, RoundEvent
+from dealer.core.messages import PlayerMessage, RoundEvent
 from drivers.bus import Bus, BusError
 
 Strategy = Literal["q64", "random", "disconnect"]

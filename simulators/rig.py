@@ -17,7 +17,7 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from dealer.cards import STANDARD_52
+from dealer.core.cards import STANDARD_52
 from drivers.bus import Bus
 from simulators.shoe import FaultPlan, VirtualShoe
 from simulators.station import ActionSender, DealerFaults, ShoeLink, VirtualDealer

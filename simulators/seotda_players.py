@@ -57,11 +57,11 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any, Literal
 
-from dealer import topics
-from dealer.cards import SEOTDA_20
-from dealer.events import PlaceBet, PlayerAction
+from dealer.edge import topics
+from dealer.core.cards import SEOTDA_20
+from dealer.core.events import PlaceBet, PlayerAction
 from dealer.games.seotda_rank import evaluate
-from dealer.messages import PlayerMessage, RoundEvent, StationPrompt
+from dealer.core.messages import PlayerMessage, RoundEvent, StationPrompt
 from drivers.bus import Bus, BusError
 from simulators.shoe import shuffled
 from simulators.station import VirtualDealer

@@ -5,7 +5,7 @@ It plays the part of the systems that pay players. It settles the bets of its **
 :class:`simulators.bettors.Bettor`, in this process with ``place_bets`` or in another one
 sharing the ledger file, as ``dealer simulate --ledger`` does). When a round's result
 arrives it applies it **once** per idempotency key (a second delivery is counted and
-ignored) using :func:`dealer.settlement.settle_bet`, so payouts and refunds are computed
+ignored) using :func:`dealer.core.settlement.settle_bet`, so payouts and refunds are computed
 exactly as any consumer would, and reconciles its bets with the result's ``accepted_bets``
 summary. ``dealer settle`` runs it as a service.
 
@@ -18,7 +18,7 @@ written (a full disk) applies nothing and acknowledges nothing, so the backend s
 result again later.
 
 A result too big for one message comes as a manifest (``accepted_bets.parts = n``) and n
-:class:`~dealer.messages.RoundResultPart` messages, in any order and possibly more than once.
+:class:`~dealer.core.messages.RoundResultPart` messages, in any order and possibly more than once.
 Each is buffered durably in the ledger (tables ``manifests`` and ``parts``) as it arrives; the
 result is applied, and its buffer emptied, in one transaction once the manifest and every part
 are there and the digest of the joined bet ids matches the manifest's (then acknowledged). A
@@ -42,10 +42,10 @@ from typing import Any
 import structlog
 from pydantic import ValidationError
 
-from dealer import topics
-from dealer.messages import RoundEvent, RoundResult, RoundResultPart
-from dealer.result_parts import join_parts
-from dealer.settlement import settle_bet
+from dealer.edge import topics
+from dealer.core.messages import RoundEvent, RoundResult, RoundResultPart
+from dealer.core.result_parts import join_parts
+from dealer.core.settlement import settle_bet
 from drivers.bus import Bus, BusError
 from simulators.bettors import DEFAULT_STAKES, TEEN_PATTI_BETS, BetPlan, Bettor, random_bets
 

@@ -45,10 +45,10 @@ from typing import Any, TextIO
 
 import structlog
 
-from dealer import topics
-from dealer.client_options import (BadInput, BrokerOptions, add_broker_options, broker_options, choose_tables,
+from dealer.edge import topics
+from dealer.cli.client_options import (BadInput, BrokerOptions, add_broker_options, broker_options, choose_tables,
                                    config_tables, start_bus, stop_on_signals, table_list)
-from dealer.config import Settings, TableConfig
+from dealer.edge.config import Settings, TableConfig
 from simulators.beetek import BeeTekFaultPlan, BeeTekShoe
 from simulators.bettors import Bettor, table_plan
 from simulators.pty_port import PtyPort
@@ -115,7 +115,7 @@ class Simulation:
 
     def check(self) -> None:
         """Every refusal that needs no IO beyond reading: port paths, reader keys. BadInput."""
-        from dealer.keys import read_hex_key
+        from dealer.edge.keys import read_hex_key
 
         ports: dict[str, str] = {}
         for tid, t in self.tables.items():
@@ -238,7 +238,7 @@ class Simulation:
                     remove_ledger(self.ledger)  # a refused start leaves nothing behind
                 raise
             tasks.append(bus_task)
-            from dealer.logs import configure_logging
+            from dealer.edge.logs import configure_logging
 
             configure_logging(self.log_level)  # the bounded wait's retries stayed quiet: from now on, the logs
             self._emit({"event": "started", "seed": self.seed, "broker": self.opts.url, "tables": {
@@ -332,7 +332,7 @@ def _names(values: list[str], option: str, tables: list[str]) -> frozenset[str]:
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
-    from dealer.logs import configure_logging
+    from dealer.edge.logs import configure_logging
 
     configure_logging("error")  # until the broker answers: a bounded wait, then one line
 

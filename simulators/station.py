@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from dealer import topics
-from dealer.events import DealerConfirm
-from dealer.messages import StationPrompt
+from dealer.edge import topics
+from dealer.core.events import DealerConfirm
+from dealer.core.messages import StationPrompt
 from drivers.bus import Bus, BusError
 from drivers.frames import FrameDecoder, FrameError
 from drivers.scanner_json import ScannerMessage

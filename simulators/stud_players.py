@@ -37,9 +37,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Literal
 
-from dealer import topics
-from dealer.events import PlaceBet, PlayerAction
-from dealer.messages import PlayerMessage, RoundEvent
+from dealer.edge import topics
+from dealer.core.events import PlaceBet, PlayerAction
+from dealer.core.messages import PlayerMessage, RoundEvent
 from drivers.bus import Bus, BusError
 
 Strategy = Literal["calling", "random", "aggressive", "disconnect"]

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from dealer.logs import configure_logging
+from dealer.edge.logs import configure_logging
 from simulators.broker import MosquittoProcess, free_port
 
 __all__ = ["Broker", "free_port", "wait_until"]

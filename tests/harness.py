@@ -10,11 +10,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from dealer import topics
-from dealer.config import Settings, load_settings
-from dealer.journal import Journal
-from dealer.roles import SENDER, Role, command_topic
-from dealer.service import Service
+from dealer.edge import topics
+from dealer.edge.config import Settings, load_settings
+from dealer.edge.journal import Journal
+from dealer.edge.roles import SENDER, Role, command_topic
+from dealer.edge.service import Service
 from drivers.frames import Frame, FrameDecoder, Status
 from drivers.bus import BusError
 from drivers.mqtt import MqttBus

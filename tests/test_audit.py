@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from dealer.audit import recall, render_recall
-from dealer.config import load_settings
-from dealer.events import CloseBetting, PlaceBet, ReadFailed, ScanRead, SupervisorVoid
-from dealer.journal import Journal
-from dealer.service import Service
+from tools.audit import recall, render_recall
+from dealer.edge.config import load_settings
+from dealer.core.events import CloseBetting, PlaceBet, ReadFailed, ScanRead, SupervisorVoid
+from dealer.edge.journal import Journal
+from dealer.edge.service import Service
 from drivers.bus import LocalBus
 from tests.harness import DEAL, round_id
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dealer.cards import STANDARD_52
+from dealer.core.cards import STANDARD_52
 from drivers import codecs
 from drivers.codecs import Notice
 from drivers.codecs.beetek import (
@@ -276,7 +276,7 @@ def test_lone_brackets_are_noise_not_errors() -> None:
 
 
 def test_the_fuzz_target_for_the_decoder_runs_clean() -> None:
-    from dealer import fuzz
+    from tools import fuzz
 
     result = fuzz.run_fuzz(inputs=1500, seed=3, targets=["beetek_stream"], progress=False)["targets"]["beetek_stream"]
     assert result["findings"] == [] and result["accepted"] > 0 and result["rejected"] > 0

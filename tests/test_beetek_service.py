@@ -12,9 +12,9 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from dealer.audit import recall, render_recall
-from dealer.config import load_settings
-from dealer.service import Service
+from tools.audit import recall, render_recall
+from dealer.edge.config import load_settings
+from dealer.edge.service import Service
 from simulators.beetek import BeeTekShoe
 from simulators.pty_port import PtyPort
 from tests.conftest import Broker, wait_until
@@ -209,7 +209,7 @@ async def test_a_virtual_dealer_with_a_beetek_shoe_plays_rounds_through_its_faul
     """The simulator's virtual dealer drives the Bee-Tek shoe as it drives the native one: it
     follows the station, and a read lost on the line (undetectable) costs only its patience,
     after which it passes the card again, as a dealer who watches the station does."""
-    from dealer.cards import STANDARD_52
+    from dealer.core.cards import STANDARD_52
     from drivers.mqtt import MqttBus
     from simulators.beetek import BeeTekFaultPlan
     from simulators.station import PtyShoeLink, VirtualDealer

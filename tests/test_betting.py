@@ -1,6 +1,6 @@
 """The betting engine (`seven-card-stud.md` §3.4, §4, §6.2): the rulebook's worked examples,
 the raise cap, check/fold/all-in rules, timeouts and refusals, plus property tests over random
-legal action sequences. Plain calls on :class:`dealer.betting.Betting`, no round machine."""
+legal action sequences. Plain calls on :class:`dealer.core.betting.Betting`, no round machine."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dealer.betting import TRANSITIONS, Act, Betting, BettingError, Range, Returned, SpreadLimit, State
+from dealer.core.betting import TRANSITIONS, Act, Betting, BettingError, Range, Returned, SpreadLimit, State
 
 D = Decimal
 UNIT = D("0.01")

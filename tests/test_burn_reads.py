@@ -5,12 +5,12 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dealer.cards import STANDARD_52
-from dealer.events import EVENT_ADAPTER, CloseBetting, OpenRound, PlaceBet, ScanRead
+from dealer.core.cards import STANDARD_52
+from dealer.core.events import EVENT_ADAPTER, CloseBetting, OpenRound, PlaceBet, ScanRead
 from dealer.games.teen_patti import TeenPatti
-from dealer.messages import RoundEvent, RoundResult, StationPrompt
-from dealer.round import TableRules
-from dealer.table import Table
+from dealer.core.messages import RoundEvent, RoundResult, StationPrompt
+from dealer.core.round import TableRules
+from dealer.core.table import Table
 
 DEAL = ["AS", "KS", "AD", "KH", "AC", "KC"]
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from dealer import runner
-from dealer.config import ConfigError, load_settings
-from dealer.demo import demo_settings
-from dealer.security import NO_BROKER, check_deployment
+from dealer.edge import runner
+from dealer.edge.config import ConfigError, load_settings
+from tools.demo import demo_settings
+from dealer.edge.security import NO_BROKER, check_deployment
 from drivers.bus import LocalBus
 from drivers.mqtt import MqttBus
 

@@ -1,4 +1,4 @@
-"""Catching up (``dealer/catchup.py``, ``docs/mqtt-topics.md`` §4.8): a client that subscribes
+"""Catching up (``dealer/edge/catchup.py``, ``docs/mqtt-topics.md`` §4.8): a client that subscribes
 at any moment gets the table's current prompt, its round state and (a player) its own private
 state at once, as retained messages, and can tell from the retained messages alone whether they
 are current.
@@ -31,15 +31,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dealer import topics, visibility
-from dealer.catchup import STOPPED_REASON, Catchup, is_current
-from dealer.config import load_settings
-from dealer.events import CloseBetting, Event, OpenRound, PlaceBet, PlayerDecision, ResultDelivered, ScanRead
-from dealer.messages import CurrentPrompt, PlayerState, StationPrompt, TableState
-from dealer.round import Step
-from dealer.table import Table
-from dealer.runner import build_bus
-from dealer.service import Service
+from dealer.edge import topics
+
+from dealer.core import visibility
+from dealer.edge.catchup import STOPPED_REASON, Catchup, is_current
+from dealer.edge.config import load_settings
+from dealer.core.events import CloseBetting, Event, OpenRound, PlaceBet, PlayerDecision, ResultDelivered, ScanRead
+from dealer.core.messages import CurrentPrompt, PlayerState, StationPrompt, TableState
+from dealer.core.round import Step
+from dealer.core.table import Table
+from dealer.edge.runner import build_bus
+from dealer.edge.service import Service
 from drivers.mqtt import parse_broker_url
 from tests.conftest import Broker, free_port, wait_until
 from tests.harness import DEAL, READER, TABLE, HandShoe, Recorder, round_id, settings_for, stop_service

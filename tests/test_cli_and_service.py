@@ -12,13 +12,13 @@ import sys
 from decimal import Decimal
 from pathlib import Path
 
-from dealer import topics
-from dealer.cards import STANDARD_52
-from dealer.config import load_settings
-from dealer.events import PlaceBet
-from dealer.logs import configure_logging
-from dealer.schemas import SCHEMAS, check_schemas
-from dealer.service import Service
+from dealer.edge import topics
+from dealer.core.cards import STANDARD_52
+from dealer.edge.config import load_settings
+from dealer.core.events import PlaceBet
+from dealer.edge.logs import configure_logging
+from tools.schemas import SCHEMAS, check_schemas
+from dealer.edge.service import Service
 from drivers.bus import LocalBus
 from drivers.mqtt import MqttBus
 from simulators.settlement import SettlementConsumer
@@ -97,9 +97,9 @@ async def test_unknown_table_is_rejected_and_logs_carry_table_and_round(tmp_path
 
 async def test_settlement_consumer_applies_a_result_once_even_if_delivered_twice(tmp_path: Path):
     from dealer.games.teen_patti import TeenPatti
-    from dealer.round import TableRules
-    from dealer.table import Table
-    from dealer.events import CloseBetting, OpenRound, ScanRead
+    from dealer.core.round import TableRules
+    from dealer.core.table import Table
+    from dealer.core.events import CloseBetting, OpenRound, ScanRead
 
     bus = LocalBus()
     consumer = SettlementConsumer(bus, [TABLE], tmp_path / "ledger.sqlite", place_bets=False)

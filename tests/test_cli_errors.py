@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from dealer.cli import build_parser
-from dealer.cli_args import options_without_help, walk
-from dealer.config import ConfigError, load_settings
-from dealer.events import OpenRound
-from dealer.journal import Batch, Journal
+from dealer.cli.main import build_parser
+from dealer.cli.args import options_without_help, walk
+from dealer.edge.config import ConfigError, load_settings
+from dealer.core.events import OpenRound
+from dealer.edge.journal import Batch, Journal
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -32,8 +32,8 @@ def run_cli(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedP
 
 def run_main(args: list[str], cwd: Path, capsys: pytest.CaptureFixture[str],
              monkeypatch: pytest.MonkeyPatch) -> subprocess.CompletedProcess[str]:
-    """The same command in this process (fast): ``dealer.cli.main`` from ``cwd``."""
-    from dealer.cli import main
+    """The same command in this process (fast): ``dealer.cli.main.main`` from ``cwd``."""
+    from dealer.cli.main import main
 
     monkeypatch.chdir(cwd)
     for key in [k for k in os.environ if k.upper().startswith("DEALER_")]:
@@ -173,7 +173,7 @@ def test_soak_refuses_a_workdir_that_is_not_empty(tmp_path: Path, capsys: pytest
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """The soak writes, mounts a file system and deletes in its workdir: never in one that holds
     anything (dealer soak --workdir /etc would litter /etc). Refused before anything starts."""
-    import simulators.soak as soak
+    import tools.soak as soak
 
     def no_soak(*_a: object, **_k: object) -> None:
         raise AssertionError("the soak must not start")
@@ -228,9 +228,9 @@ def test_schemas_out_writes_only_the_schemas(tmp_path: Path) -> None:
 def test_schemas_without_a_source_tree_asks_for_out(tmp_path: Path) -> None:
     """An installed package has no docs/ beside it: said, and nothing written (the package is
     made to look installed by moving where its module says it lives)."""
-    code = ("import sys, dealer.schemas as s; "
-            "s.__file__ = sys.argv[1] + '/site-packages/dealer/schemas.py'; "
-            "from dealer.cli import main; sys.exit(main(sys.argv[2:]))")
+    code = ("import sys, tools.schemas as s; "
+            "s.__file__ = sys.argv[1] + '/site-packages/tools/schemas.py'; "
+            "from dealer.cli.main import main; sys.exit(main(sys.argv[2:]))")
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("DEALER_")} | {"PYTHONPATH": str(ROOT)}
     for args in (["schemas", "--check"], ["schemas"]):
         proc = subprocess.run([sys.executable, "-c", code, str(tmp_path), *args], cwd=tmp_path, capture_output=True,
@@ -304,8 +304,8 @@ def test_a_journal_from_before_segments_and_journal_ids_is_read_without_being_ch
     table: none rolled; no journal id: round ids without a series)."""
     import sqlite3
 
-    from dealer.journal import JournalError
-    from dealer.segments import verify
+    from dealer.edge.journal import JournalError
+    from dealer.edge.segments import verify
 
     path = tmp_path / "old.sqlite"
     journal = Journal(path, fsync=False)

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from prometheus_client.metrics import MetricWrapperBase
 
-from dealer.config import ConfigError, Settings, load_settings
+from dealer.edge.config import ConfigError, Settings, load_settings
 from dealer.games.teen_patti import TeenPattiOptions
-from dealer.metrics import Metrics
-from dealer.round import BetLimit, TableRules
+from dealer.edge.metrics import Metrics
+from dealer.core.round import BetLimit, TableRules
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "deploy" / "tables" / "example.toml"

@@ -5,9 +5,9 @@
 * Broker security: a real Mosquitto runs ``deploy/mosquitto/mosquitto.conf`` (only ports
   and paths substituted, simulators/secure_broker.py) with certificates from
   ``deploy/tls/make-test-ca.sh``, hashed passwords and the ACL rendered by
-  ``dealer.deploy_tools.render_acl`` for two tables. Clients over TLS prove who may
+  ``tools.deploy.render_acl`` for two tables. Clients over TLS prove who may
   connect and who may publish or read what; then the backend itself runs over mqtts.
-* Start-up refusal: ``dealer.security.check_deployment`` and ``dealer run``.
+* Start-up refusal: ``dealer.edge.security.check_deployment`` and ``dealer run``.
 
 Nothing is skipped: a missing promtool, mosquitto or openssl is a failure that says to
 run scripts/test, which installs them.
@@ -32,11 +32,11 @@ from typing import Any
 import aiomqtt
 import pytest
 
-from dealer import runner, topics
-from dealer.config import Settings, load_settings
-from dealer.deploy_tools import register, render_acl
-from dealer.security import check_deployment
-from dealer.service import Service, scanner_authenticator
+from dealer.edge import runner, topics
+from dealer.edge.config import Settings, load_settings
+from tools.deploy import register, render_acl
+from dealer.edge.security import check_deployment
+from dealer.edge.service import Service, scanner_authenticator
 from drivers.mqtt import MqttBus, make_tls_context, parse_broker_url
 from drivers.scanner_json import ScannerMessage
 from simulators.secure_broker import DEPLOY_CONF, MAKE_TEST_CA, SecureMosquitto, derive_config, make_test_ca
@@ -703,7 +703,7 @@ def _run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_dealer_run_refuses_an_insecure_config_and_says_why(good: Path, tmp_path: Path) -> None:
-    """Wired in dealer/cli.py: ``dealer run`` calls check_deployment after load_settings and
+    """Wired in dealer/cli/main.py: ``dealer run`` calls check_deployment after load_settings and
     exits 2 (no restart under systemd) with every reason on stderr, before any connection."""
     text = (GOOD.format(tmp=tmp_path).replace("mqtts://127.0.0.1:8883", "mqtt://10.1.2.3:1883")
             .replace(f'ca_file = "{tmp_path}/ca.crt"\n', ""))

@@ -27,11 +27,11 @@ from pathlib import Path
 
 import pytest
 
-from dealer import topics
-from dealer.commands import StoredCommand
-from dealer.events import OpenRound, PlaceBet
-from dealer.journal import Batch, Journal
-from dealer.journal_health import disk_usage, failure_reason
+from dealer.edge import topics
+from dealer.core.commands import StoredCommand
+from dealer.core.events import OpenRound, PlaceBet
+from dealer.edge.journal import Batch, Journal
+from dealer.edge.journal_health import disk_usage, failure_reason
 from drivers.mqtt import MqttBus
 from simulators.settlement import SettlementConsumer
 from tests.conftest import Broker, free_port, wait_until
@@ -357,7 +357,7 @@ reader_id = "GW1"
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "file system is full" in lines[0] and "Traceback" not in proc.stderr, proc.stderr
     filler.unlink()  # space again: the same start goes through to the journal
-    from dealer.journal import Journal
+    from dealer.edge.journal import Journal
 
     j = Journal(small_fs / "journal.sqlite")
     assert j.journal_id

@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dealer import doc_examples
-from dealer.messages import RoundEvent, RoundResult, StationPrompt
+from tools import doc_examples
+from dealer.core.messages import RoundEvent, RoundResult, StationPrompt
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "mqtt-topics.md"
@@ -60,9 +60,9 @@ def test_a_changed_block_is_found_and_rewritten(tmp_path: Path) -> None:
 def test_dealer_schemas_check_names_a_stale_doc_example(tmp_path: Path) -> None:
     """``dealer schemas --check`` (the source tree's docs) fails on a stale example; run on a
     copy of the tree's docs so the real one is never touched."""
-    code = ("import sys, dealer.schemas as s; from pathlib import Path; "
+    code = ("import sys, tools.schemas as s; from pathlib import Path; "
             "s.default_docs_dir = lambda: Path(sys.argv[1]); "
-            "from dealer.cli import main; sys.exit(main(sys.argv[2:]))")
+            "from dealer.cli.main import main; sys.exit(main(sys.argv[2:]))")
     docs = tmp_path / "docs"
     shutil.copytree(ROOT / "docs", docs)
     (docs / "mqtt-topics.md").write_text((docs / "mqtt-topics.md").read_text().replace('"step":4,"of":6',

@@ -22,13 +22,13 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from dealer import draws
-from dealer.config import load_settings
-from dealer.events import CloseBetting, OpenRound, PlaceBet
+from dealer.core import draws
+from dealer.edge.config import load_settings
+from dealer.core.events import CloseBetting, OpenRound, PlaceBet
 from dealer.games.matgo import first_player
 from dealer.games.seotda import first_seat_drawn
-from dealer.journal import Journal
-from dealer.service import Service
+from dealer.edge.journal import Journal
+from dealer.edge.service import Service
 from drivers.bus import LocalBus
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -134,14 +134,14 @@ def test_open_round_draw_is_32_bytes_of_lowercase_hex_or_absent():
 def test_the_pure_core_never_draws_randomness_itself():
     """No CSPRNG, no random module, no os entropy in the round machine, the table, the games or
     the derivation: only the service draws, at the edge."""
-    core = [ROOT / "dealer" / f for f in ("round.py", "table.py", "draws.py")] + sorted(
+    core = [ROOT / "dealer" / "core" / f for f in ("round.py", "table.py", "draws.py")] + sorted(
         (ROOT / "dealer" / "games").glob("*.py"))
     for path in core:
         tree = ast.parse(path.read_text())
         imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
         assert not imported & {"secrets", "random", "os", "uuid"}, (path.name, imported)
-    assert "secrets.token_hex(DRAW_BYTES)" in (ROOT / "dealer" / "service.py").read_text()
+    assert "secrets.token_hex(DRAW_BYTES)" in (ROOT / "dealer" / "edge" / "service.py").read_text()
 
 
 # -- through the service -------------------------------------------------------------------------------

@@ -11,10 +11,10 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from dealer.config import load_settings
-from dealer.events import PlaceBet
-from dealer.round import Phase
-from dealer.service import Service, wall_ms
+from dealer.edge.config import load_settings
+from dealer.core.events import PlaceBet
+from dealer.core.round import Phase
+from dealer.edge.service import Service, wall_ms
 from drivers.bus import LocalBus
 from tests.conftest import wait_until
 

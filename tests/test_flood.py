@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from dealer.events import LinkUp
-from dealer.service import Service
+from dealer.core.events import LinkUp
+from dealer.edge.service import Service
 from tests.conftest import Broker, wait_until
 from tests.harness import DEAL, READER, TABLE, HandShoe, Recorder, key, settings_for, start_service, stop_service
 from tests.test_integration import deal

@@ -17,9 +17,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from dealer import topics
-from dealer.config import load_settings
-from dealer.service import scanner_authenticator
+from dealer.edge import topics
+from dealer.edge.config import load_settings
+from dealer.edge.service import scanner_authenticator
 from drivers.frames import (
     SEQ_MOD,
     Frame,
@@ -306,7 +306,7 @@ def test_key_files_are_loaded_and_bad_ones_stop_the_start(tmp_path: Path) -> Non
     new.write_text("  " + K2.hex().upper() + "\n")
     auth = scanner_authenticator(_scanner(tmp_path, old, new))
     assert auth is not None and auth.keys == [K1, K2] and auth.require
-    for require in (None, False):  # keys imply it; false with keys is refused by dealer.security, and ignored here
+    for require in (None, False):  # keys imply it; false with keys is refused by dealer.edge.security, and ignored here
         assert scanner_authenticator(_scanner(tmp_path, old, require=require)).require  # type: ignore[union-attr]
     assert scanner_authenticator(_scanner(tmp_path, require=False)) is None
     assert scanner_authenticator(_scanner(tmp_path, require=None)) is None

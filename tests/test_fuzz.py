@@ -1,7 +1,7 @@
 """Fuzzing: every parser of outside bytes refuses garbage with its documented exception and a reason.
 
 Three parts: hypothesis property tests per parser (bytes, text, JSON-shaped and recursive
-JSON, TOML-shaped); a short run of the generator fuzzer of :mod:`dealer.fuzz` that must
+JSON, TOML-shaped); a short run of the generator fuzzer of :mod:`tools.fuzz` that must
 report no finding; and regression tests for what the fuzzer found (each asserts the fixed
 behaviour).
 """
@@ -19,12 +19,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from dealer import fuzz, topics
-from dealer.config import ConfigError, load_settings
-from dealer.events import ACTION_ADAPTER, EVENT_ADAPTER, OpenRound
-from dealer.messages import PlayerMessage, RoundEvent, RoundResult, StationPrompt
-from dealer.service import Service
-from dealer.table import Table
+from tools import fuzz
+
+from dealer.edge import topics
+from dealer.edge.config import ConfigError, load_settings
+from dealer.core.events import ACTION_ADAPTER, EVENT_ADAPTER, OpenRound
+from dealer.core.messages import PlayerMessage, RoundEvent, RoundResult, StationPrompt
+from dealer.edge.service import Service
+from dealer.core.table import Table
 from drivers.bus import LocalBus
 from drivers.frames import (
     FAULT_CODES,
@@ -414,7 +416,7 @@ def _service(tmp_path: Path, **table: Any) -> Service:
 async def test_regression_deeply_nested_action_is_refused_with_a_reason(tmp_path: Path, payload: bytes):
     """Fuzz finding: pydantic refuses nesting deeper than its limit, then ``_player_of`` parses
     the same payload with ``json.loads`` to find whom to answer, which raises RecursionError
-    out of ``Service._on_action`` (dealer/service.py ``_player_of``: only ValueError and
+    out of ``Service._on_action`` (dealer/edge/service.py ``_player_of``: only ValueError and
     AttributeError are caught)."""
     service = _service(tmp_path)
     seen: list[Any] = []
@@ -441,7 +443,7 @@ async def test_regression_lone_surrogates_in_a_command_are_refused_with_a_reason
     CESU-8 bytes: it decodes bytes with ``surrogatepass``); the ingress echoes the command's
     ``type`` and ``command_id`` into the refusal, and publishing the ``rejected`` event (or
     logging it) raises UnicodeEncodeError / PydanticSerializationError out of
-    ``Service._on_command`` (dealer/ingress.py ``parse``: ``ctype_s``, ``cid``)."""
+    ``Service._on_command`` (dealer/edge/ingress.py ``parse``: ``ctype_s``, ``cid``)."""
     service = _service(tmp_path)
     seen: list[Any] = []
     service.add_observer(lambda kind, msg: seen.append(msg))
@@ -463,7 +465,7 @@ def test_regression_stake_beyond_decimal_precision_is_refused_with_a_reason(stak
     """Fuzz finding: a stake whose count of minor units has more than 28 digits passes the schema
     (``to_money`` only refuses floats and non-finite values), then ``check_stake`` computes
     ``stake % minor_unit`` and decimal raises InvalidOperation (DivisionImpossible) out of
-    ``Table.handle`` (dealer/money.py ``check_stake``); the service turns it into an
+    ``Table.handle`` (dealer/core/money.py ``check_stake``); the service turns it into an
     "internal error: [<class 'decimal.DivisionImpossible'>]" rejection."""
     payload = ('{"type":"place_bet","bet_id":"b1","player_id":"p1","bet_type":"player_a","stake":' + stake + "}").encode()
     try:
@@ -508,7 +510,7 @@ def test_regression_deeply_nested_toml_is_a_config_error(tmp_path: Path, text: s
 def test_regression_limits_beyond_decimal_precision_are_a_config_error(tmp_path: Path, extra: str):
     """Fuzz finding: ``TableConfig._limits`` computes ``amount % minor_unit``; with more than 28
     digits in the quotient decimal raises InvalidOperation (an ArithmeticError, not a
-    ValueError), which escapes pydantic and ``load_settings`` (dealer/config.py ``_limits``)."""
+    ValueError), which escapes pydantic and ``load_settings`` (dealer/edge/config.py ``_limits``)."""
     path = tmp_path / "dealer.toml"
     path.write_text(_toml_table(extra))
     with pytest.raises(ConfigError) as info:

@@ -11,14 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dealer import ingress, topics
-from dealer.commands import StoredCommand, digest, repeat_effects
-from dealer.config import load_settings
-from dealer.events import CardExposed, CloseBetting, DealerConfirm, OpenRound, PlaceBet, PlayerDecision, SupervisorVoid
-from dealer.messages import PlayerMessage, RoundEvent
-from dealer.roles import COMMANDS, Role, command_topic, role_of_topic
-from dealer.signing import SupervisorVerifier, sign_command
-from dealer.table import Table
+from dealer.edge import ingress, topics
+from dealer.core.commands import StoredCommand, digest, repeat_effects
+from dealer.edge.config import load_settings
+from dealer.core.events import CardExposed, CloseBetting, DealerConfirm, OpenRound, PlaceBet, PlayerDecision, SupervisorVoid
+from dealer.core.messages import PlayerMessage, RoundEvent
+from dealer.edge.roles import COMMANDS, Role, command_topic, role_of_topic
+from dealer.edge.signing import SupervisorVerifier, sign_command
+from dealer.core.table import Table
 
 KEY = bytes.fromhex("33" * 32)
 NOW = 1_767_261_690_000
@@ -178,7 +178,7 @@ def test_a_repeat_gets_the_original_answer() -> None:
 
 
 def test_command_ids_are_kept_per_table_and_role_across_reopening(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from dealer.journal import Batch, Journal
+    from dealer.edge.journal import Batch, Journal
 
     ev = CloseBetting(round_id="T1-000001", command_id="c1", at=1)
     stored = StoredCommand("T1", "c1", "T1-000001", "close_betting", "station", digest(ev),

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from dealer import topics
-from dealer.round import Phase
+from dealer.edge import topics
+from dealer.core.round import Phase
 from tests.conftest import Broker, wait_until
 from tests.harness import DEAL, TABLE, HandShoe, Recorder, key, round_id, settings_for, start_service, stop_service
 

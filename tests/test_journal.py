@@ -5,12 +5,12 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from dealer.events import CloseBetting, LinkDown, LinkUp, OpenRound, ResultDelivered, ScanRead
+from dealer.core.events import CloseBetting, LinkDown, LinkUp, OpenRound, ResultDelivered, ScanRead
 from dealer.games.teen_patti import TeenPatti
-from dealer.journal import Batch, Journal
-from dealer.messages import RoundResult
-from dealer.round import Phase, TableRules
-from dealer.table import Table
+from dealer.edge.journal import Batch, Journal
+from dealer.core.messages import RoundResult
+from dealer.core.round import Phase, TableRules
+from dealer.core.table import Table
 from tests.harness import DEAL, round_id
 
 T = "T1"
@@ -118,8 +118,8 @@ async def test_a_restart_after_a_link_outage_replays_every_later_round(tmp_path)
     replay refuse a journaled open_round (and its log call crashed the backend)."""
     import asyncio
 
-    from dealer.config import load_settings
-    from dealer.service import Service
+    from dealer.edge.config import load_settings
+    from dealer.edge.service import Service
     from drivers.bus import LocalBus
 
     settings = load_settings(service={"journal_path": tmp_path / "j.sqlite", "metrics_enabled": False},

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dealer import topics
-from dealer.config import load_settings
-from dealer.service import Service
+from dealer.edge import topics
+from dealer.edge.config import load_settings
+from dealer.edge.service import Service
 from drivers.mqtt import MqttBus
 from drivers.scanner_json import ScannerMessage
 from simulators.pty_port import PtyPort

@@ -17,7 +17,7 @@ from typing import Any
 
 import structlog
 
-from dealer.logs import configure_logging, formatter
+from dealer.edge.logs import configure_logging, formatter
 from drivers.mqtt import _ClientLog
 from tests.conftest import Broker, wait_until
 from tests.harness import DEAL, READER, TABLE, HandShoe, Recorder, round_id, strings
@@ -75,8 +75,8 @@ def test_structlog_and_stdlib_records_share_one_stream_and_context() -> None:
     try:
         structlog.contextvars.bind_contextvars(table_id="T9", round_id="T9-x-000001")
         try:
-            structlog.get_logger("dealer.service").info("link up", link="broker")
-            structlog.get_logger("dealer.service").debug("not at info")
+            structlog.get_logger("dealer.edge.service").info("link up", link="broker")
+            structlog.get_logger("dealer.edge.service").debug("not at info")
             logging.getLogger("serial").warning("port %s gone", "/dev/ttyUSB0")
             try:
                 1 / 0
@@ -88,14 +88,14 @@ def test_structlog_and_stdlib_records_share_one_stream_and_context() -> None:
         configure_logging("warning", uncaught=False)
     recs = [json.loads(line) for line in stream.getvalue().splitlines()]
     assert [(r["logger"], r["level"], r["event"]) for r in recs] == [
-        ("dealer.service", "info", "link up"), ("serial", "warning", "port /dev/ttyUSB0 gone"),
+        ("dealer.edge.service", "info", "link up"), ("serial", "warning", "port /dev/ttyUSB0 gone"),
         ("drivers.mqtt", "error", "message handler failed")]
     assert all(r["table_id"] == "T9" and r["round_id"] == "T9-x-000001" and "timestamp" in r for r in recs)
     assert "ZeroDivisionError" in recs[2]["exception"]
 
 
 def test_an_uncaught_exception_is_one_json_line() -> None:
-    code = ("from dealer.logs import configure_logging\nimport threading\nconfigure_logging('info')\n"
+    code = ("from dealer.edge.logs import configure_logging\nimport threading\nconfigure_logging('info')\n"
             "t = threading.Thread(target=lambda: 1 / 0, name='worker'); t.start(); t.join()\n"
             "raise RuntimeError('boom')\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=30,

@@ -1,4 +1,4 @@
-"""Matgo players (``dealer.matgo_ai``) and the arena (``dealer matgo-arena``).
+"""Matgo players (``dealer.house.matgo_ai``) and the arena (``dealer matgo-arena``).
 
 No timing assertions: the search runs with a fixed number of sampled deals (``playouts``)
 wherever its decision is compared, which also makes it deterministic.
@@ -13,11 +13,11 @@ from collections import Counter
 
 import pytest
 
-from dealer.cards import HWATU_48
-from dealer.cli import main
+from dealer.core.cards import HWATU_48
+from dealer.cli.main import main
 from dealer.games.matgo_engine import Decide, Flip, MatgoGame, Phase, Play, other
-from dealer.matgo_ai import DECISION_PHASES, GreedyPlayer, PolicyPlayer, RandomPlayer, SearchPlayer, make_player
-from dealer.matgo_arena import KINDS, OraclePlayer, play_deal, run_arena, wilson
+from dealer.house.matgo_ai import DECISION_PHASES, GreedyPlayer, PolicyPlayer, RandomPlayer, SearchPlayer, make_player
+from tools.matgo_arena import KINDS, OraclePlayer, play_deal, run_arena, wilson
 
 PLAYER_KEYS = {
     "name", "wins", "win_rate", "win_rate_ci95", "wins_as_first", "decisive_as_first", "points_won",

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dealer.cards import HWATU_48, CardError
+from dealer.core.cards import HWATU_48, CardError
 from dealer.games.matgo_engine import (
     STOCK_POSITIONS,
     Choose,

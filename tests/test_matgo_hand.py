@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dealer.cards import HWATU_48, CardError
+from dealer.core.cards import HWATU_48, CardError
 from dealer.games.matgo import MatgoOptions, hand_report
 
 ROOT = Path(__file__).resolve().parent.parent

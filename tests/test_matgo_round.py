@@ -11,8 +11,8 @@ from decimal import Decimal
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dealer.cards import HWATU_48
-from dealer.events import (
+from dealer.core.cards import HWATU_48
+from dealer.core.events import (
     EVENT_ADAPTER,
     ActionTimeout,
     CloseBetting,
@@ -25,10 +25,10 @@ from dealer.events import (
     ScanRead,
 )
 from dealer.games.matgo import AI_PLAYER, Matgo, first_player
-from dealer.messages import PlayerMessage, RoundEvent
-from dealer.round import Phase, TableRules
-from dealer.settlement import settle_bet
-from dealer.table import Table
+from dealer.core.messages import PlayerMessage, RoundEvent
+from dealer.core.round import Phase, TableRules
+from dealer.core.settlement import settle_bet
+from dealer.core.table import Table
 
 COVER = Decimal("100.00")
 

@@ -1,6 +1,6 @@
 """Matgo tables end to end: the real service, a real Mosquitto, the real PTY serial shoe, the
 remote player on its own topic (the test itself, or :class:`MatgoPlayer`) and the house AI
-inside the backend (:mod:`dealer.matgo_ai`, player ``house-ai``). The test is the dealer: it
+inside the backend (:mod:`dealer.house.matgo_ai`, player ``house-ai``). The test is the dealer: it
 scans the 28 dealt cards in deal order, then each stock card when the station asks for it.
 
 Scripted decks force situations (a chongtong, a layout quad redeal, a choice between two
@@ -22,17 +22,17 @@ from typing import Any
 
 import pytest
 
-from dealer import topics
-from dealer.cards import HWATU_48
-from dealer.config import Settings, load_settings
-from dealer.events import EVENT_ADAPTER, PlayerAction
+from dealer.edge import topics
+from dealer.core.cards import HWATU_48
+from dealer.edge.config import Settings, load_settings
+from dealer.core.events import EVENT_ADAPTER, PlayerAction
 from dealer.games.matgo import AI_PLAYER
 from dealer.games.matgo_engine import Choose, Decide, Flip, MatgoGame, MatgoRules, Play, card_value, deal_positions
-from dealer.messages import RoundResult, StationPrompt
-from dealer.round import Phase, Round
-from dealer.service import Service
-from dealer.settlement import settle_bet
-from dealer.table import Table as CoreTable
+from dealer.core.messages import RoundResult, StationPrompt
+from dealer.core.round import Phase, Round
+from dealer.edge.service import Service
+from dealer.core.settlement import settle_bet
+from dealer.core.table import Table as CoreTable
 from drivers.mqtt import MqttBus
 from simulators.matgo_players import MatgoDealer, MatgoPlayer, choose
 from simulators.shoe import VirtualShoe
@@ -305,7 +305,7 @@ async def table(broker: Broker, tmp_path: Path, pty_dir: Path, request: pytest.F
 @pytest.fixture
 def ai_gate(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
     """Hold the house AI's answer until the test opens the gate (the real AI still decides)."""
-    import dealer.matgo_ai as matgo_ai
+    import dealer.house.matgo_ai as matgo_ai
 
     real = matgo_ai.SearchPlayer
     gate = threading.Event()

@@ -7,10 +7,10 @@ import asyncio
 import json
 from pathlib import Path
 
-from dealer import topics
-from dealer.config import load_settings
-from dealer.round import Phase
-from dealer.service import Service
+from dealer.edge import topics
+from dealer.edge.config import load_settings
+from dealer.core.round import Phase
+from dealer.edge.service import Service
 from drivers.bus import LocalBus
 from drivers.mqtt import MqttBus
 from drivers.scanner_json import ScannerMessage

@@ -1,5 +1,5 @@
 """Pots, side pots, rake and splits (`seven-card-stud.md` §6.1-§6.3, `seotda.md` §7.2): pure
-arithmetic in :mod:`dealer.pots`, the rulebooks' examples plus properties over random hands."""
+arithmetic in :mod:`dealer.core.pots`, the rulebooks' examples plus properties over random hands."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dealer.pots import Pot, PotError, award, build_pots, rake_amount, split, take_rake, uncalled
+from dealer.core.pots import Pot, PotError, award, build_pots, rake_amount, split, take_rake, uncalled
 
 D = Decimal
 CENT = D("0.01")

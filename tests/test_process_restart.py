@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from dealer import topics
+from dealer.edge import topics
 from drivers.mqtt import MqttBus
 from simulators.settlement import SettlementConsumer
 from simulators.shoe import FaultPlan, VirtualShoe
@@ -159,6 +159,6 @@ async def test_kill_at_random_instants_never_loses_or_changes_a_result(broker: B
 
 
 def _deck() -> list[str]:
-    from dealer.cards import STANDARD_52
+    from dealer.core.cards import STANDARD_52
 
     return list(STANDARD_52)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dealer.ratelimit import FloodWindows, TokenBuckets
+from dealer.edge.ratelimit import FloodWindows, TokenBuckets
 
 
 def test_token_buckets_allow_a_burst_then_the_rate() -> None:

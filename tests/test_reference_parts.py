@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from dealer.client_options import BadInput, choose_tables, one_line, table_list
-from dealer.station_cli import StationView
+from dealer.cli.client_options import BadInput, choose_tables, one_line, table_list
+from tools.station import StationView
 from simulators.simulate import port_refusal
 from tests.conftest import Broker, free_port, wait_until
 
@@ -247,8 +247,8 @@ async def test_each_part_logs_in_as_its_own_role_on_the_studio_acl(tmp_path: Pat
     results and acknowledge them), ``dealer station`` as ``station-T1`` (it may only command
     its own table), ``dealer simulate`` as a rig user of this test. The station closes betting,
     the simulator deals, settlement applies and acknowledges; a wrong password is refused."""
-    from dealer.config import load_settings
-    from dealer.deploy_tools import render_acl
+    from dealer.edge.config import load_settings
+    from tools.deploy import render_acl
     from simulators.secure_broker import SecureMosquitto, make_test_ca
 
     for tool in ("mosquitto", "mosquitto_passwd", "openssl"):
@@ -314,10 +314,10 @@ async def test_each_part_logs_in_as_its_own_role_on_the_studio_acl(tmp_path: Pat
 
 def _result(round_id: str, bets: list[tuple[str, str, str, str]]) -> bytes:
     """A Teen Patti round played through the real core; its result's bytes."""
-    from dealer.config import TableConfig
-    from dealer.events import CloseBetting, OpenRound, PlaceBet, ScanRead
-    from dealer.messages import RoundResult
-    from dealer.table import Table
+    from dealer.edge.config import TableConfig
+    from dealer.core.events import CloseBetting, OpenRound, PlaceBet, ScanRead
+    from dealer.core.messages import RoundResult
+    from dealer.core.table import Table
 
     cfg = TableConfig(id="T1", game="teen-patti", scanner={"kind": "serial", "port": "/dev/null", "reader_id": "R1"})
     t = Table(cfg.rules())
@@ -339,8 +339,8 @@ async def test_settle_applies_once_acknowledges_every_delivery_and_survives_bad_
 
     import structlog
 
-    from dealer.client_options import BrokerOptions
-    from dealer.settle_cli import run_settle
+    from dealer.cli.client_options import BrokerOptions
+    from tools.settle import run_settle
     from simulators.settlement import open_ledger
     from tests.harness import Recorder
 
@@ -492,7 +492,7 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Iterator[Any]:
     per call), as a CompletedProcess."""
     import structlog
 
-    from dealer.cli import main
+    from dealer.cli.main import main
 
     def run(*args: str | Path) -> subprocess.CompletedProcess[str]:
         code = main([str(a) for a in args])

@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 
-from dealer import topics
-from dealer.acks import Ack, BadAck, of_table, parse_ack, resend_delay
-from dealer.journal import Journal
+from dealer.edge import topics
+from dealer.core.acks import Ack, BadAck, of_table, parse_ack, resend_delay
+from dealer.edge.journal import Journal
 from simulators.broker import MosquittoProcess
 from simulators.settlement import SettlementConsumer
-from simulators.soak import write_config
+from tools.soak import write_config
 from drivers.mqtt import MqttBus
 from tests.conftest import Broker, wait_until
 from tests.harness import DEAL, READER, TABLE, HandShoe, Recorder, settings_for, start_service, stop_service

@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dealer import topics
+from dealer.edge import topics
 from dealer.games.base import Outcome
-from dealer.messages import BetTypeResult, BetsSummary, MoneyRules, RoundResult, RoundResultPart
-from dealer.money import Rounding
-from dealer.result_parts import OversizeResult, bet_ids_digest, join_parts, split_result
+from dealer.core.messages import BetTypeResult, BetsSummary, MoneyRules, RoundResult, RoundResultPart
+from dealer.core.money import Rounding
+from dealer.core.result_parts import OversizeResult, bet_ids_digest, join_parts, split_result
 from drivers.bus import LocalBus
 from simulators.settlement import SettlementConsumer
 
@@ -159,8 +159,8 @@ async def test_the_consumer_records_a_digest_mismatch_and_applies_nothing(tmp_pa
 # --- the service refuses any other message over the limit -----------------------------------
 
 async def test_an_event_over_the_limit_is_not_published_but_counted(tmp_path: Path):
-    from dealer.messages import RoundEvent
-    from dealer.service import Service
+    from dealer.core.messages import RoundEvent
+    from dealer.edge.service import Service
     from tests.harness import settings_for
 
     settings = settings_for(tmp_path, None, "/dev/null")
@@ -185,7 +185,7 @@ async def test_an_event_over_the_limit_is_not_published_but_counted(tmp_path: Pa
 # --- too many players: player_bets and decisions go to the parts too ------------------------
 
 def _shared_sevenluck(players: int) -> RoundResult:
-    from dealer.messages import DecisionRecord
+    from dealer.core.messages import DecisionRecord
 
     ids = [f"r1-p{i:05d}-ante" for i in range(players)]
     win = BetTypeResult(outcome=Outcome.WIN, ratio=Decimal(1))
@@ -239,11 +239,11 @@ def test_with_players_every_message_fits_and_joins_back(players: int, bets: int,
 # --- a real Sevenluck SHARED round from the core, with thousands of players ----------------
 
 def test_a_shared_sevenluck_round_with_thousands_of_players_splits_and_settles_the_same():
-    from dealer.events import CloseBetting, OpenRound, PlaceBet, PlayerDecision, ScanRead
+    from dealer.core.events import CloseBetting, OpenRound, PlaceBet, PlayerDecision, ScanRead
     from dealer.games.sevenluck import Sevenluck
-    from dealer.round import TableRules
-    from dealer.settlement import settle_bet
-    from dealer.table import Table
+    from dealer.core.round import TableRules
+    from dealer.core.settlement import settle_bet
+    from dealer.core.table import Table
 
     players = 4000
     t = Table(TableRules(table_id="S1", game=Sevenluck.from_options({"hand_mode": "SHARED"}), decision_ms=10_000))

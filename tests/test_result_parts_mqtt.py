@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from dealer import topics
-from dealer.roles import Role, command_topic
+from dealer.edge import topics
+from dealer.edge.roles import Role, command_topic
 from drivers.mqtt import MqttBus
 from simulators.broker import MosquittoProcess
 from simulators.settlement import SettlementConsumer

@@ -8,9 +8,9 @@ import asyncio
 import sqlite3
 from pathlib import Path
 
-from dealer import topics
-from dealer.events import CloseBetting, PlaceBet, ScanRead
-from dealer.service import Service
+from dealer.edge import topics
+from dealer.core.events import CloseBetting, PlaceBet, ScanRead
+from dealer.edge.service import Service
 from drivers.bus import LocalBus
 from simulators.settlement import SettlementConsumer
 from tests.conftest import wait_until

@@ -22,9 +22,9 @@ from pathlib import Path
 import aiomqtt
 import pytest
 
-from dealer import topics
-from dealer.config import Settings, load_settings
-from dealer.deploy_tools import render_acl
+from dealer.edge import topics
+from dealer.edge.config import Settings, load_settings
+from tools.deploy import render_acl
 from drivers.mqtt import make_tls_context
 from simulators.secure_broker import SecureMosquitto, make_test_ca
 from tests.conftest import wait_until
@@ -43,7 +43,7 @@ PROBED = {
     "T1/results/ack": topics.results_ack("T1"),
     "T1/players/player-7": T("T1", "players/player-7"), "T1/players/player-8": T("T1", "players/player-8"),
     "status": topics.backend_status("n1"), "journal": topics.backend_journal("n1"),
-    # the retained catch-up messages (dealer/catchup.py)
+    # the retained catch-up messages (dealer/edge/catchup.py)
     "T1/prompts/current": topics.current_prompt("T1"), "T1/state": topics.state("T1"),
     "T2/prompts/current": topics.current_prompt("T2"), "T2/state": topics.state("T2"),
     "T1/players/player-7/state": topics.player_state("T1", "player-7"),

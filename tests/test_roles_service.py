@@ -21,13 +21,13 @@ from typing import Any
 import aiomqtt
 import pytest
 
-from dealer import topics
-from dealer.audit import recall
-from dealer.config import Settings, load_settings
-from dealer.journal import Journal
-from dealer.round import Phase
-from dealer.service import Service
-from dealer.signing import sign_command
+from dealer.edge import topics
+from tools.audit import recall
+from dealer.edge.config import Settings, load_settings
+from dealer.edge.journal import Journal
+from dealer.core.round import Phase
+from dealer.edge.service import Service
+from dealer.edge.signing import sign_command
 from drivers.mqtt import MqttBus, make_tls_context
 from drivers.scanner_json import ScannerMessage
 from simulators.secure_broker import SecureMosquitto
@@ -114,7 +114,7 @@ async def _heartbeats(b: SecureMosquitto) -> None:
 
 @contextlib.asynccontextmanager
 async def backend(s: Settings, b: SecureMosquitto) -> AsyncIterator[Service]:
-    from dealer import runner
+    from dealer.edge import runner
 
     service = Service(s, bus=runner.build_bus(s))
     task = asyncio.create_task(service.run())
@@ -422,7 +422,7 @@ async def test_ops_and_the_public_never_see_a_hole_card_and_results_carry_only_s
     s = load_settings(**{k: data[k] for k in ("service", "mqtt", "tables", "security")})
     deal = {"P1.1": "AS", "P2.1": "2C", "D.1": "QD", "P1.2": "AH", "P2.2": "7D", "D.2": "6S",
             "P1.3": "AD", "P2.3": "9C", "D.3": "4H"}
-    from dealer import runner
+    from dealer.edge import runner
 
     service = Service(s, bus=runner.build_bus(s))
     task = asyncio.create_task(service.run())

@@ -7,8 +7,8 @@ from decimal import Decimal
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dealer.cards import STANDARD_52
-from dealer.events import (
+from dealer.core.cards import STANDARD_52
+from dealer.core.events import (
     CloseBetting,
     LinkDown,
     LinkUp,
@@ -20,10 +20,10 @@ from dealer.events import (
     SupervisorVoid,
 )
 from dealer.games.teen_patti import TeenPatti
-from dealer.messages import RoundResult, StationPrompt
-from dealer.round import BetLimit, Phase, Rejection, TableRules
-from dealer.settlement import settle_bet
-from dealer.table import Table
+from dealer.core.messages import RoundResult, StationPrompt
+from dealer.core.round import BetLimit, Phase, Rejection, TableRules
+from dealer.core.settlement import settle_bet
+from dealer.core.table import Table
 
 DEAL = ["AS", "KS", "AD", "KH", "AC", "KC"]  # A: trail of aces, B: three kings
 

@@ -7,7 +7,7 @@ from decimal import Decimal
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dealer.events import (
+from dealer.core.events import (
     CloseBetting,
     DecisionTimeout,
     LinkDown,
@@ -20,10 +20,10 @@ from dealer.events import (
     SupervisorVoid,
 )
 from dealer.games.sevenluck import Sevenluck
-from dealer.messages import PlayerMessage, RoundEvent, RoundResult
-from dealer.round import Phase, TableRules
-from dealer.settlement import settle_bet
-from dealer.table import Table
+from dealer.core.messages import PlayerMessage, RoundEvent, RoundResult
+from dealer.core.round import Phase, TableRules
+from dealer.core.settlement import settle_bet
+from dealer.core.table import Table
 
 # plan for seats 1 and 3: P1.1 P3.1 D.1 P1.2 P3.2 D.2 P1.3 P3.3 D.3
 # alice (seat 1): 7S 7D 7C trips; bob (seat 3): KD 4S 2H; dealer: QH JH TH straight flush

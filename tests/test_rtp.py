@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from dealer import rtp
-from dealer.cards import RANK_VALUE, STANDARD_52
+from dealer.games import rtp
+from dealer.core.cards import RANK_VALUE, STANDARD_52
 from dealer.games import sevenluck as sl
 from dealer.games import teen_patti as tp
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from dealer.config import ConfigError, load_settings
-from dealer.metrics import Metrics
-from dealer.rtp_policy import log_and_export, refusals, table_reports
+from dealer.edge.config import ConfigError, load_settings
+from dealer.edge.metrics import Metrics
+from dealer.edge.rtp_policy import log_and_export, refusals, table_reports
 from tests.conftest import Broker, free_port, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""The canonical form of a table's effective rules (dealer.rules): pure tests."""
+"""The canonical form of a table's effective rules (dealer.core.rules): pure tests."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from decimal import Decimal
 
 import pytest
 
-from dealer.config import RulesConfig, load_settings
-from dealer.events import EVENT_ADAPTER, RulesChanged
+from dealer.edge.config import RulesConfig, load_settings
+from dealer.core.events import EVENT_ADAPTER, RulesChanged
 from dealer.games import GAMES
-from dealer.rules import RulesError, canonical_rules, parse_canonical, rules_from_canonical, rules_hash, software_version
-from dealer.table import Table
+from dealer.core.rules import RulesError, canonical_rules, parse_canonical, rules_from_canonical, rules_hash, software_version
+from dealer.core.table import Table
 
 
 def _cfg(**kw):
@@ -108,7 +108,7 @@ def test_software_version_comes_from_package_metadata() -> None:
 
 
 def test_rules_event_checks_its_hash_and_sets_the_next_rounds_rules() -> None:
-    from dealer.events import OpenRound
+    from dealer.core.events import OpenRound
 
     old = canonical_rules(_cfg())
     new = canonical_rules(_cfg(options={"deal_order": "BLOCK"}))

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from dealer.audit import recall
-from dealer.config import load_settings
-from dealer.events import CloseBetting, OpenRound, PlaceBet, ScanRead
-from dealer.journal import Batch, Journal, ReplayError
-from dealer.messages import RoundResult
-from dealer.service import Service
+from tools.audit import recall
+from dealer.edge.config import load_settings
+from dealer.core.events import CloseBetting, OpenRound, PlaceBet, ScanRead
+from dealer.edge.journal import Batch, Journal, ReplayError
+from dealer.core.messages import RoundResult
+from dealer.edge.service import Service
 from drivers.bus import LocalBus
 from tests.harness import DEAL, READER, TABLE, round_id
 from tests.test_startup_refusals import dealer_run, write_config
@@ -136,7 +136,7 @@ async def test_a_new_software_version_is_journaled_once(tmp_path: Path, monkeypa
     s = settings(tmp_path, **OLD)
     async with Running(s):
         pass
-    monkeypatch.setattr("dealer.rules.software_version", lambda: "9.9.9")
+    monkeypatch.setattr("dealer.core.rules.software_version", lambda: "9.9.9")
     async with Running(s):
         pass
     async with Running(s):
@@ -201,7 +201,7 @@ reader_id = "{READER}"
 async def test_a_journal_row_that_is_not_a_valid_event_stops_the_service_naming_it(tmp_path: Path) -> None:
     import sqlite3
 
-    from dealer.journal import row_hash
+    from dealer.edge.journal import row_hash
 
     journal = tmp_path / "journal.sqlite"
     j = Journal(journal, fsync=False)

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from dealer.config import ConfigError, load_settings
+from dealer.edge.config import ConfigError, load_settings
 
 
 def scanner(game: str = "teen-patti", **keys: Any):

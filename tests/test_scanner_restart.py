@@ -25,10 +25,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dealer import topics
-from dealer.config import load_settings
-from dealer.journal import Batch, Journal
-from dealer.events import OpenRound
+from dealer.edge import topics
+from dealer.edge.config import load_settings
+from dealer.edge.journal import Batch, Journal
+from dealer.core.events import OpenRound
 from drivers.frames import (
     Frame,
     FrameAuthenticator,

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from dealer.audit import recall
-from dealer.config import load_settings
-from dealer.events import ResultDelivered, RulesChanged
+from tools.audit import recall
+from dealer.edge.config import load_settings
+from dealer.core.events import ResultDelivered, RulesChanged
 from dealer.games.teen_patti import TeenPatti
-from dealer.journal import Batch, Journal
-from dealer.round import TableRules
-from dealer.segments import NoRoll, Prepared, prepare_roll, segment_dir, verify
-from dealer.table import Table
+from dealer.edge.journal import Batch, Journal
+from dealer.core.round import TableRules
+from dealer.edge.segments import NoRoll, Prepared, prepare_roll, segment_dir, verify
+from dealer.core.table import Table
 from tests.test_journal import T, play, round_events
 
 ROOT = Path(__file__).resolve().parent.parent

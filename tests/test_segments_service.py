@@ -7,11 +7,11 @@ import asyncio
 import json
 from pathlib import Path
 
-from dealer import topics
-from dealer.audit import anchor_from_broker, recall
-from dealer.config import load_settings
-from dealer.journal import Journal
-from dealer.segments import segment_dir, verify
+from dealer.edge import topics
+from tools.audit import anchor_from_broker, recall
+from dealer.edge.config import load_settings
+from dealer.edge.journal import Journal
+from dealer.edge.segments import segment_dir, verify
 from drivers.mqtt import MqttBus
 from tests.conftest import Broker, wait_until
 from tests.harness import DEAL, READER, TABLE, HandShoe, Recorder, key, round_id, start_service, stop_service

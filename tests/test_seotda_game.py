@@ -22,8 +22,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from dealer.cards import SEOTDA_20
-from dealer.events import (
+from dealer.core.cards import SEOTDA_20
+from dealer.core.events import (
     ActionTimeout,
     CloseBetting,
     DealerConfirm,
@@ -37,10 +37,10 @@ from dealer.events import (
 )
 from dealer.games.base import Face
 from dealer.games.seotda import Seotda, SeotdaOptions, first_seat_drawn
-from dealer.messages import PlayerMessage, RoundEvent, RoundResult, StationPrompt
-from dealer.round import Phase, Step, TableRules
-from dealer.settlement import settle_bet
-from dealer.table import Table
+from dealer.core.messages import PlayerMessage, RoundEvent, RoundResult, StationPrompt
+from dealer.core.round import Phase, Step, TableRules
+from dealer.core.settlement import settle_bet
+from dealer.core.table import Table
 
 D = Decimal
 ONE = D("1")
@@ -1241,7 +1241,7 @@ def test_prompt_a_choice_is_a_turn_fair_recovery_pauses_and_renews_it_and_a_repl
 
 
 def test_prompt_and_reentry_are_accepted_by_the_configuration():
-    from dealer.config import TableConfig
+    from dealer.edge.config import TableConfig
 
     o = SeotdaOptions(rematch_94_mode="PROMPT", rematch_reentry="HALF_POT")
     assert o.rank_rules.rematch_94_mode == "PROMPT"
@@ -1554,11 +1554,11 @@ def test_property_illegal_actions_change_nothing_at_every_turn_of_a_scripted_gam
 def test_a_rematch_is_announced_to_the_station_and_published_as_it_happens():
     """The dealer station hears why it must reshuffle (CONFIRM with the announcement), and the
     public events say which pot was carried and to whom, before the rematch is dealt."""
-    from dealer.events import CloseBetting, DealerConfirm, OpenRound, PlaceBet, PlayerAction, ScanRead
+    from dealer.core.events import CloseBetting, DealerConfirm, OpenRound, PlaceBet, PlayerAction, ScanRead
     from dealer.games.seotda import Seotda
-    from dealer.messages import RoundEvent, StationPrompt
-    from dealer.round import Phase, TableRules
-    from dealer.table import Table
+    from dealer.core.messages import RoundEvent, StationPrompt
+    from dealer.core.round import Phase, TableRules
+    from dealer.core.table import Table
 
     t = Table(TableRules(table_id="SD1", game=Seotda.from_options({}), minor_unit=Decimal(1)))
     t.handle(OpenRound(round_id="SD1-000001", at=1, context={"winner_seat": 1}))

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dealer.cards import SEOTDA_20, CardError
-from dealer.cli import main
+from dealer.core.cards import SEOTDA_20, CardError
+from dealer.cli.main import main
 from dealer.games.seotda_rank import (
     RankRules,
     SeotdaHand,

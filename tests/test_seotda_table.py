@@ -14,16 +14,16 @@ from typing import Any
 
 import pytest
 
-from dealer import topics
-from dealer.cards import SEOTDA_20
-from dealer.config import load_settings
-from dealer.events import CloseBetting, DealerConfirm, OpenRound, PlaceBet, PlayerAction, ScanRead
+from dealer.edge import topics
+from dealer.core.cards import SEOTDA_20
+from dealer.edge.config import load_settings
+from dealer.core.events import CloseBetting, DealerConfirm, OpenRound, PlaceBet, PlayerAction, ScanRead
 from dealer.games.seotda import first_seat_drawn
-from dealer.messages import PlayerMessage, RoundResult
-from dealer.round import Phase, Round
-from dealer.service import Service
-from dealer.settlement import settle_bet
-from dealer.table import Table as CoreTable
+from dealer.core.messages import PlayerMessage, RoundResult
+from dealer.core.round import Phase, Round
+from dealer.edge.service import Service
+from dealer.core.settlement import settle_bet
+from dealer.core.table import Table as CoreTable
 from drivers.mqtt import MqttBus
 from simulators.pty_port import PtyPort
 from simulators.seotda_players import SeotdaDealer, SeotdaPlayer, choose, position_game
@@ -734,7 +734,7 @@ async def test_dealer_and_players_play_games_in_a_row_unattended(broker: Broker,
     """The simulated players answer whatever turn they get: with PROMPT and HALF_POT a 9·4
     holder's REMATCH_CHOICE and a folded player's REENTRY too (the first game is dealt from a
     deck that gives S1 a 9·4 against hands no better than Al-li, as in the demo)."""
-    from dealer.demo import SEOTDA_REMATCH_DECK
+    from tools.demo import SEOTDA_REMATCH_DECK
 
     port = PtyPort(pty_dir, "shoe")
     # a choice variant gives players a longer turn: more turns per game, each answered in time under load

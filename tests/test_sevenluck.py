@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from dealer.cards import STANDARD_52, CardError
+from dealer.core.cards import STANDARD_52, CardError
 from dealer.games import game_class
 from dealer.games.base import BetResolution, BetView, Face, Outcome, Position
 from dealer.games.sevenluck import (

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from dealer import topics
-from dealer.cards import STANDARD_52
-from dealer.config import load_settings
-from dealer.round import Phase
-from dealer.service import Service
+from dealer.edge import topics
+from dealer.core.cards import STANDARD_52
+from dealer.edge.config import load_settings
+from dealer.core.round import Phase
+from dealer.edge.service import Service
 from drivers.mqtt import MqttBus
 from simulators.players import VirtualPlayer
 from simulators.pty_port import PtyPort

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dealer.cards import HWATU_48, STANDARD_52
+from dealer.core.cards import HWATU_48, STANDARD_52
 from drivers.frames import SEQ_MOD, Frame, FrameDecoder, ReaderSession, Status, decode_frame
 from drivers.scan import ScanKind
 from simulators.pty_port import PtyPort

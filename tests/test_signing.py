@@ -28,11 +28,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dealer import keys, signing
-from dealer.config import ConfigError, load_settings
-from dealer.keys import read_hex_key, supervisor_verifier
-from dealer.security import check_deployment
-from dealer.signing import (
+from dealer.edge import keys, signing
+from dealer.edge.config import ConfigError, load_settings
+from dealer.edge.keys import read_hex_key, supervisor_verifier
+from dealer.edge.security import check_deployment
+from dealer.edge.signing import (
     REFUSAL_KINDS,
     Refused,
     SupervisorVerifier,
@@ -484,7 +484,7 @@ def test_supervisor_verifier_from_config(tmp_path: Path) -> None:
 
 
 def test_scanner_keys_use_the_same_reader(tmp_path: Path) -> None:
-    from dealer.service import scanner_authenticator
+    from dealer.edge.service import scanner_authenticator
 
     bad = write_key(tmp_path / "scanner.key", "00" * 8)
     s = load_settings(tables=[{"id": "T1", "game": "teen-patti", "scanner": {
@@ -676,7 +676,7 @@ def bad_cases(tmp_path: Path, url: str) -> list[tuple[list[str], str]]:
 
 def test_bad_input_is_one_line_and_exit_2(broker: Broker, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Every case in-process (fast); the subprocess test below runs a few for real."""
-    from dealer.cli import main
+    from dealer.cli.main import main
 
     silent = socket.socket()  # accepts TCP connections, never speaks MQTT: the CONNACK never comes
     silent.bind(("127.0.0.1", 0))
@@ -714,7 +714,7 @@ def free_tcp_port() -> int:
 
 
 def test_missing_arguments_are_refused_by_the_parser(capsys: pytest.CaptureFixture[str]) -> None:
-    from dealer.cli import main
+    from dealer.cli.main import main
 
     with pytest.raises(SystemExit) as exit_:
         main(["supervisor", "void", "TP1", "TP1-000044"])
@@ -729,8 +729,8 @@ def test_missing_arguments_are_refused_by_the_parser(capsys: pytest.CaptureFixtu
 def test_every_option_has_help_text() -> None:
     import argparse
 
-    from dealer.cli import build_parser
-    from dealer.supervisor_cli import register
+    from dealer.cli.main import build_parser
+    from dealer.cli.supervisor import register
 
     assert build_parser().parse_args(["supervisor", "keygen", "--out", "k"]).func.__name__ == "_cmd_keygen"
     sup = register(argparse.ArgumentParser().add_subparsers())
@@ -749,7 +749,7 @@ async def test_keygen_writes_a_private_key_and_refuses_to_overwrite(broker: Brok
     assert out.stat().st_mode & 0o777 == 0o600 and re.fullmatch(r"[0-9a-f]{64}\n", out.read_text())
     key = read_hex_key(out, "x")
     assert len(key) == 32 and key.hex() not in stdout
-    from dealer.cli import main
+    from dealer.cli.main import main
 
     with contextlib.redirect_stderr(io.StringIO()) as err_io, contextlib.redirect_stdout(io.StringIO()) as out_io:
         assert main(["supervisor", "keygen", "--out", str(out)]) == 2

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from dealer.config import TableConfig
-from dealer.events import CloseBetting, OpenRound, PlaceBet, ScanRead
-from dealer.messages import DecisionRecord, RoundResult
-from dealer.settlement import settle_bet
-from dealer.table import Table
-from simulators.soak import (
+from dealer.edge.config import TableConfig
+from dealer.core.events import CloseBetting, OpenRound, PlaceBet, ScanRead
+from dealer.core.messages import DecisionRecord, RoundResult
+from dealer.core.settlement import settle_bet
+from dealer.core.table import Table
+from tools.soak import (
     FAULT_KINDS,
     SoakData,
     _StationScreen,
@@ -152,14 +152,14 @@ def test_backend_log_scan_separates_loop_fd_races_from_real_tracebacks():
             "handle: <Handle Loop.add_writer>\nTraceback (most recent call last):\n  File \"uvloop/loop.pyx\"\n"
             "KeyError: 16\n\nDuring handling of the above exception, another exception occurred:\n\n"
             "Traceback (most recent call last):\nOSError: [Errno 9] Bad file descriptor\n")
-    crash = "Traceback (most recent call last):\n  File \"dealer/service.py\"\nTypeError: boom\n"
+    crash = "Traceback (most recent call last):\n  File \"dealer/edge/service.py\"\nTypeError: boom\n"
     line = '{"event": "link up"}\n'
     assert scan_backend_log(line + race + line) == {"tracebacks": 0, "loop_fd_races": 1}
     assert scan_backend_log(race + line + crash) == {"tracebacks": 1, "loop_fd_races": 1}
 
 
 def test_backend_log_scan_reads_exceptions_in_json_lines():
-    """Every line is JSON now (dealer/logs.py): a traceback is an ``exception`` field."""
+    """Every line is JSON now (dealer/edge/logs.py): a traceback is an ``exception`` field."""
     def rec(logger: str, event: str, exception: str | None = "Traceback (most recent call last):\nX") -> str:
         return json.dumps({"event": event, "level": "error", "logger": logger, "timestamp": "t"}
                           | ({"exception": exception} if exception else {})) + "\n"
@@ -168,7 +168,7 @@ def test_backend_log_scan_reads_exceptions_in_json_lines():
     handled = rec("drivers.mqtt", "message handler failed")  # caught and logged by our own code
     lost = rec("asyncio", "Task exception was never retrieved")
     crash = rec("uncaught", "uncaught exception")
-    assert scan_backend_log(race + handled + rec("dealer.service", "link up", None)) == {
+    assert scan_backend_log(race + handled + rec("dealer.edge.service", "link up", None)) == {
         "tracebacks": 0, "loop_fd_races": 1}
     assert scan_backend_log(lost + handled + crash) == {"tracebacks": 2, "loop_fd_races": 0}
 

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from dealer import topics
-from dealer.config import load_settings
-from dealer.events import LinkDown
-from dealer.journal import Batch, Journal, JournalError, JournalLocked, lock_journal
+from dealer.edge import topics
+from dealer.edge.config import load_settings
+from dealer.core.events import LinkDown
+from dealer.edge.journal import Batch, Journal, JournalError, JournalLocked, lock_journal
 from tests.conftest import Broker, free_port, wait_until
 from tests.harness import DEAL, READER, TABLE, HandShoe, Recorder, round_id
 

@@ -96,8 +96,8 @@ from pokerkit import (
 )
 from pokerkit.utilities import rake as pokerkit_rake
 
-from dealer import pots as pots_module
-from dealer.cards import STANDARD_52
+from dealer.core import pots as pots_module
+from dealer.core.cards import STANDARD_52
 from dealer.games import stud as stud_module
 from dealer.games.stud import CHIPS, StudHand, StudOptions
 from dealer.games.stud_eval import evaluate, odd_chip_key

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pokerkit import StandardHighHand
 
-from dealer.cards import STANDARD_52, CardError
-from dealer.cli import main
+from dealer.core.cards import STANDARD_52, CardError
+from dealer.cli.main import main
 from dealer.games.stud_eval import (
     card_name,
     evaluate,

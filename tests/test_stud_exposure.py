@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from dealer.cards import STANDARD_52
-from dealer.config import RulesConfig
-from dealer.events import (
+from dealer.core.cards import STANDARD_52
+from dealer.edge.config import RulesConfig
+from dealer.core.events import (
     CardExposed,
     CloseBetting,
     ConfirmTimeout,
@@ -31,10 +31,10 @@ from dealer.events import (
     ScanRead,
 )
 from dealer.games.stud import WASH_KEY, Stud
-from dealer.messages import RoundEvent, StationPrompt
-from dealer.round import Phase, Step, TableRules
-from dealer.rules import RulesError, canonical_rules, rules_from_canonical, rules_hash
-from dealer.table import Table
+from dealer.core.messages import RoundEvent, StationPrompt
+from dealer.core.round import Phase, Step, TableRules
+from dealer.core.rules import RulesError, canonical_rules, rules_from_canonical, rules_hash
+from dealer.core.table import Table
 
 # Up cards: seat 2 shows a pair of aces from 4th street, so without an exposure it opens 7th street.
 UPS = {"P1.3": "3C", "P1.4": "7D", "P1.5": "9H", "P1.6": "JS",
@@ -280,7 +280,7 @@ def test_a_wash_confirmed_in_a_round_cancelled_before_its_first_card_counts():
 
 
 def test_a_new_table_washes_first_and_a_voided_hand_that_was_dealt_counts():
-    from dealer.events import SupervisorVoid
+    from dealer.core.events import SupervisorVoid
 
     s = Stud7(wash_every=2)
     assert s.t.memory == {WASH_KEY: None}
@@ -355,7 +355,7 @@ def test_no_window_when_nobody_is_left_to_bet_on_7th_street():
 def test_after_a_backend_restart_the_window_starts_again_whole():
     """The journal replays the hand up to the open window; the start-up Resume gives the
     station the whole window again (the old deadline passed while the backend was down)."""
-    from dealer.events import Resume
+    from dealer.core.events import Resume
 
     s = Stud7()
     s.open()

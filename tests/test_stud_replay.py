@@ -14,8 +14,8 @@ from decimal import Decimal
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dealer.cards import STANDARD_52
-from dealer.events import (
+from dealer.core.cards import STANDARD_52
+from dealer.core.events import (
     ActionTimeout,
     CardExposed,
     CloseBetting,
@@ -28,9 +28,9 @@ from dealer.events import (
     ScanRead,
 )
 from dealer.games.stud import Stud
-from dealer.messages import RoundResult
-from dealer.round import Phase, TableRules
-from dealer.table import Table
+from dealer.core.messages import RoundResult
+from dealer.core.round import Phase, TableRules
+from dealer.core.table import Table
 
 
 def new_table() -> Table:
@@ -115,7 +115,7 @@ def test_a_stud_hand_replays_from_its_journal_into_the_same_result(seed, players
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 10**6), players=st.integers(2, 8))
 def test_every_stud_result_conserves_chips_and_settles_exactly(seed, players):
-    from dealer.settlement import settle_bet
+    from dealer.core.settlement import settle_bet
 
     _, _, t = play(seed, players)
     result: RoundResult = t.current.result

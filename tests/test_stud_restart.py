@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from dealer import topics
-from dealer.cards import STANDARD_52
+from dealer.edge import topics
+from dealer.core.cards import STANDARD_52
 from drivers.mqtt import MqttBus
 from simulators.pty_port import PtyPort
 from simulators.shoe import FaultPlan, VirtualShoe

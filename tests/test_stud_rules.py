@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dealer.betting import Act, Betting, State
-from dealer.cards import STANDARD_52
+from dealer.core.betting import Act, Betting, State
+from dealer.core.cards import STANDARD_52
 from dealer.games.base import BetStep, DealStep, EndStep, Face, Position
 from dealer.games.stud import CHIPS, Stud, StudHand, StudOptions, street_positions
 

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from dealer import topics
-from dealer.cards import STANDARD_52
-from dealer.config import load_settings
-from dealer.messages import RoundResult, StationPrompt
-from dealer.round import Phase, Round
-from dealer.service import Service
-from dealer.settlement import settle_bet
+from dealer.edge import topics
+from dealer.core.cards import STANDARD_52
+from dealer.edge.config import load_settings
+from dealer.core.messages import RoundResult, StationPrompt
+from dealer.core.round import Phase, Round
+from dealer.edge.service import Service
+from dealer.core.settlement import settle_bet
 from drivers.mqtt import MqttBus
 from simulators.pty_port import PtyPort
 from simulators.shoe import FaultPlan, VirtualShoe

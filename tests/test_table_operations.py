@@ -1,4 +1,4 @@
-"""A table's operating state (dealer/operations.py) in the pure core: plain calls, no IO, no clock.
+"""A table's operating state (dealer/core/operations.py) in the pure core: plain calls, no IO, no clock.
 
 Every (mode, operation) pair has an answer; pause freezes the round in play (no bet, card,
 decision, action or timeout is taken) and its resume gives every pending window in full;
@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dealer import ingress
-from dealer.events import (
+from dealer.edge import ingress
+from dealer.core.events import (
     EVENT_ADAPTER,
     CloseBetting,
     DecisionTimeout,
@@ -35,12 +35,12 @@ from dealer.events import (
     SupervisorVoid,
 )
 from dealer.games.sevenluck import Sevenluck
-from dealer.messages import PlayerMessage, RoundEvent, StationPrompt
-from dealer.operations import OPERATIONS, TRANSITIONS, Mode, OperatingState
-from dealer.roles import Role, command_topic
-from dealer.round import Phase, TableRules
-from dealer.signing import SupervisorVerifier, sign_command
-from dealer.table import Table
+from dealer.core.messages import PlayerMessage, RoundEvent, StationPrompt
+from dealer.core.operations import OPERATIONS, TRANSITIONS, Mode, OperatingState
+from dealer.edge.roles import Role, command_topic
+from dealer.core.round import Phase, TableRules
+from dealer.edge.signing import SupervisorVerifier, sign_command
+from dealer.core.table import Table
 
 SUP = "sup-ana"
 DECISION_MS = 10_000
@@ -415,7 +415,7 @@ def test_doc_table_operation_example_is_what_the_code_computes() -> None:
     import re
     from pathlib import Path
 
-    from dealer.signing import COMMAND_TYPES, TableCommand, Verified, canonical_bytes, content_digest, sign
+    from dealer.edge.signing import COMMAND_TYPES, TableCommand, Verified, canonical_bytes, content_digest, sign
     from tests.test_signing import DOC_KEYS, K1
 
     doc = (Path(__file__).resolve().parent.parent / "docs" / "mqtt-topics.md").read_text(encoding="utf-8")

@@ -22,14 +22,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from dealer import topics
-from dealer.audit import recall
-from dealer.config import Settings, load_settings
-from dealer.journal import Journal
-from dealer.operations import Mode
-from dealer.round import Phase
-from dealer.service import Service
-from dealer.signing import sign_command
+from dealer.edge import topics
+from tools.audit import recall
+from dealer.edge.config import Settings, load_settings
+from dealer.edge.journal import Journal
+from dealer.core.operations import Mode
+from dealer.core.round import Phase
+from dealer.edge.service import Service
+from dealer.edge.signing import sign_command
 from simulators.secure_broker import SecureMosquitto
 from tests.conftest import wait_until
 from tests.test_roles_acl import USERS, broker  # noqa: F401  (the module-scoped secure broker fixture)
@@ -63,7 +63,7 @@ def studio(tmp: Path, b: SecureMosquitto, **t1: Any) -> Settings:
 @contextlib.asynccontextmanager
 async def backend(s: Settings, b: SecureMosquitto) -> AsyncIterator[tuple[Service, Gateway]]:
     """The backend, and T1's scanner gateway beating (so the reader's link is up)."""
-    from dealer import runner
+    from dealer.edge import runner
 
     service = Service(s, bus=runner.build_bus(s))
     task = asyncio.create_task(service.run())

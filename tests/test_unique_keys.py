@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from dealer.config import load_settings
-from dealer.events import LinkDown, LinkUp, OpenRound, ResultDelivered
+from dealer.edge.config import load_settings
+from dealer.core.events import LinkDown, LinkUp, OpenRound, ResultDelivered
 from dealer.games.teen_patti import TeenPatti
-from dealer.journal import JOURNAL_ID, Batch, Journal, JournalError
-from dealer.round import TableRules
-from dealer.service import Service
-from dealer.table import Table
+from dealer.edge.journal import JOURNAL_ID, Batch, Journal, JournalError
+from dealer.core.round import TableRules
+from dealer.edge.service import Service
+from dealer.core.table import Table
 from drivers.bus import LocalBus
 from drivers.mqtt import MqttBus
 from simulators.settlement import SettlementConsumer

@@ -1,9 +1,9 @@
-"""The one visibility policy (:mod:`dealer.visibility`, ``decks.md`` §3).
+"""The one visibility policy (:mod:`dealer.core.visibility`, ``decks.md`` §3).
 
 * Table-driven, per game: which positions are public, their owner's, hidden until a reveal or
   journal only, at each phase of a scripted round (and what the result carries).
 * A property over random rounds of all five games, driven through the pure core
-  (:class:`dealer.table.Table`, rules from configuration): no public, station, ops, settlement
+  (:class:`dealer.core.table.Table`, rules from configuration): no public, station, ops, settlement
   or other player's message ever carries a card before the rules reveal it; a reveal never
   shows a burn, a folded hand, an uncontested winner or a Matgo card kept in hand; refusals
   never name a hidden card; results carry only cards that were shown; the journal keeps all
@@ -30,10 +30,12 @@ import structlog
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dealer import topics, visibility
-from dealer.cards import HWATU_48, SEOTDA_20, STANDARD_52
-from dealer.config import load_settings
-from dealer.events import (
+from dealer.edge import topics
+
+from dealer.core import visibility
+from dealer.core.cards import HWATU_48, SEOTDA_20, STANDARD_52
+from dealer.edge.config import load_settings
+from dealer.core.events import (
     ActionTimeout,
     CardExposed,
     CloseBetting,
@@ -50,10 +52,10 @@ from dealer.events import (
     SupervisorVoid,
 )
 from dealer.games.matgo import AI_PLAYER, AI_SEAT
-from dealer.messages import PlayerMessage, RoundEvent, RoundResult, StationPrompt
-from dealer.round import ACTIVE, Phase, Rejection, Round, Step
-from dealer.table import Table
-from dealer.visibility import Visibility
+from dealer.core.messages import PlayerMessage, RoundEvent, RoundResult, StationPrompt
+from dealer.core.round import ACTIVE, Phase, Rejection, Round, Step
+from dealer.core.table import Table
+from dealer.core.visibility import Visibility
 from tests.conftest import Broker, wait_until
 from tests.harness import Recorder, round_id, start_service, stop_service
 

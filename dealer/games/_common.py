@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from dealer.cards import Card, CardError, parse_card
-from dealer.money import MoneyError, to_money
+from dealer.core.cards import Card, CardError, parse_card
+from dealer.core.money import MoneyError, to_money
 
 
 @dataclass(frozen=True, order=True)

@@ -187,7 +187,7 @@ class Game(ABC):
                    unit: Decimal, context: Mapping[str, Any] | None = None, *,
                    draw: str | None = None) -> "PeerHand":
         """A peer game's hand for ``seats`` (seat -> player) bringing ``chips`` (player -> amount).
-        ``draw`` is the round's secret random draw (:mod:`dealer.draws`): whatever the rulebook
+        ``draw`` is the round's secret random draw (:mod:`dealer.core.draws`): whatever the rulebook
         draws at random is derived from it, never from ``hand_number`` (None: a round journaled
         before draws, which keeps the derivation it was played with)."""
         raise NotImplementedError(f"{self.name} is not a peer-to-peer game")
@@ -216,7 +216,7 @@ class BetStep:
     dealer says (stud: "Two of clubs, low", "pair of sixes high")."""
 
     first: str
-    limits: Any  # dealer.betting.Limits (kept untyped here so base.py has no import cycle)
+    limits: Any  # dealer.core.betting.Limits (kept untyped here so base.py has no import cycle)
     street: str
     announce: str | None = None
 
@@ -235,7 +235,7 @@ class PeerHand(ABC):
     :meth:`outcome`.
     """
 
-    betting: Any  # dealer.betting.Betting
+    betting: Any  # dealer.core.betting.Betting
 
     @abstractmethod
     def next_step(self) -> DealStep | BetStep | EndStep: ...
@@ -247,7 +247,7 @@ class PeerHand(ABC):
 
     def open_turns(self, step: BetStep) -> bool:
         """Start the turns of ``step``; True when someone must act now."""
-        from dealer.betting import State
+        from dealer.core.betting import State
 
         return bool(self.betting.open_round(step.first, step.limits) == State.TO_ACT)
 
@@ -268,7 +268,7 @@ class PeerHand(ABC):
                   by: str) -> tuple[dict[str, Any] | str, bool]:
         """Run one action: (its public record, whether someone must still act), or (the reason
         it is refused, False) with nothing changed."""
-        from dealer.betting import State
+        from dealer.core.betting import State
 
         if card is not None:
             return f"{action} takes no card in this game", False

@@ -3,7 +3,7 @@
 The dealer deals both hands and the layout from a shuffled 48-card deck (every card is
 scanned; the AI's hand goes to nobody), then plays the game card by card: the player's
 moves arrive as actions, the AI's moves are computed at the edge (the service runs
-:mod:`dealer.matgo_ai` with a time budget and sends the move like any player would, so it
+:mod:`dealer.house.matgo_ai` with a time budget and sends the move like any player would, so it
 is journaled and replays exactly), and every stock card is turned over by the dealer and
 scanned before the turn goes on. The rules themselves are :mod:`dealer.games.matgo_engine`.
 
@@ -21,8 +21,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
-from dealer import draws
-from dealer.cards import HWATU_48
+from dealer.core import draws
+from dealer.core.cards import HWATU_48
 from dealer.games.base import (
     BetResolution,
     BetStep,
@@ -63,7 +63,7 @@ class MatgoOptions(GameOptions):
     * ``point_value``: money per payment point; ``min_cover_points``: the least cover a
       player escrows, in points (a loss is limited to the cover).
     * ``first_player``: ``RANDOM`` (§2.1: derived from the round's secret draw, see
-      :mod:`dealer.draws`), ``PLAYER`` or ``AI``. A redeal keeps the same first player (§2.3).
+      :mod:`dealer.core.draws`), ``PLAYER`` or ``AI``. A redeal keeps the same first player (§2.3).
     * ``ai_budget_ms``: the AI's thinking time per move (at most 100 ms on one core).
     * the engine's house options: ``deal_pattern``, ``ppuk_capture_steal``,
       ``immediate_win_multipliers``, ``nagari_next_multiplier``, ``sseul_rule``, ``last_turn``.
@@ -424,12 +424,12 @@ def hand_report(stopper: Sequence[str], loser: Sequence[str], go_count: int = 0,
     adjustment, §7.2 multipliers), in payment points and in money at ``point_value``.
 
     Immediate wins (chongtong, three Ppuks: 5 points) and Nagari (0) do not depend on the
-    piles and are not computed here. Raises :class:`~dealer.cards.CardError` for a code that is
+    piles and are not computed here. Raises :class:`~dealer.core.cards.CardError` for a code that is
     not a Hwatu card, a card twice or in both piles; ValueError for a bad Go count."""
     o = options or MatgoOptions()
     if isinstance(go_count, bool) or not isinstance(go_count, int) or not 0 <= go_count <= 10:
         raise ValueError(f"the Go count must be a whole number from 0 to 10, got {go_count!r}")
-    from dealer.cards import CardError
+    from dealer.core.cards import CardError
 
     piles = {}
     for name, pile in (("the stopper's pile", stopper), ("the loser's pile (--vs)", loser)):

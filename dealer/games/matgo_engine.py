@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, Union
 
-from dealer.cards import HWATU_48, CardError, parse_hwatu
+from dealer.core.cards import HWATU_48, CardError, parse_hwatu
 
 __all__ = [
     "SEATS", "Seat", "other", "MatgoRules", "deal_positions", "STOCK_POSITIONS", "split_deal",

@@ -7,7 +7,7 @@ resolved by the showdown of :mod:`dealer.games.seotda_rank`. A 9·4 or a draw do
 that pot: it is carried into a **rematch** on the same table (reshuffle, deal, bet, show
 down again) among the rule's participants, as often as it takes (§7.2).
 
-Betting uses :mod:`dealer.betting` with Seotda's nine buttons (§6.1): each button names an
+Betting uses :mod:`dealer.core.betting` with Seotda's nine buttons (§6.1): each button names an
 exact amount, which :meth:`SeotdaHand.translate` turns into an engine action. Any raise
 gives every other player a new turn; there is no raise cap by default.
 
@@ -25,9 +25,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
-from dealer import draws
-from dealer.betting import Betting, Player, Range
-from dealer.cards import SEOTDA_20
+from dealer.core import draws
+from dealer.core.betting import Betting, Player, Range
+from dealer.core.cards import SEOTDA_20
 from dealer.games.base import (
     BetResolution,
     BetStep,
@@ -44,7 +44,7 @@ from dealer.games.base import (
     Position,
 )
 from dealer.games.seotda_rank import RankRules, Showdown, evaluate, showdown
-from dealer.pots import Pot, build_pots, split
+from dealer.core.pots import Pot, build_pots, split
 
 CHIPS = "chips"
 ROOMS = (Decimal(5), Decimal(10), Decimal(20), Decimal(50), Decimal(100))
@@ -65,7 +65,7 @@ class SeotdaOptions(GameOptions):
       game at this table may play on with less).
     * ``first_seat``: ``PREVIOUS_WINNER`` (default) or ``ROTATE`` (§3.1); a table's first
       game draws ``S1`` at random among the seated players, from the round's secret draw
-      (:mod:`dealer.draws`). A rematch keeps the same ``S1`` order (§7.2 rule 5): no new draw.
+      (:mod:`dealer.core.draws`). A rematch keeps the same ``S1`` order (§7.2 rule 5): no new draw.
     * ``ante_and_blind``: ``ONE_POST`` (1 × stake, default) or ``TWO_POSTS`` (2 × stake).
     * ``raise_cap``: raises per betting round, None = unlimited (default).
     * ``pot_fraction_base``: ``POT_AFTER_CALL`` (default) or ``POT_BEFORE_ACTION`` (§9.14).

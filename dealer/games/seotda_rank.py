@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from itertools import combinations
 from typing import Any, Literal, get_args
 
-from dealer.cards import HWATU_48, SEOTDA_20, CardError
+from dealer.core.cards import HWATU_48, SEOTDA_20, CardError
 
 AnimalThreshold = Literal["NINE_PAIR", "NINE_POINTS"]
 PairHunterCards = Literal["03G_07A", "ANY_3_7"]

@@ -24,7 +24,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
-from dealer.cards import STANDARD_52, CardError
+from dealer.core.cards import STANDARD_52, CardError
 from dealer.games.base import (
     BetResolution,
     BetView,

@@ -4,7 +4,7 @@ Before the deal each player brings chips to the hand (a ``chips`` bet naming the
 table stakes, §2). The hand is a :class:`StudHand`: 3rd street (two down, one up), the
 bring-in by the low card, then 4th to 7th street each after a burn, each followed by a
 spread-limit betting round opened by the high hand showing (§3). The betting itself is
-:mod:`dealer.betting`; pots, rake and splits are :mod:`dealer.pots`; hands are ranked by
+:mod:`dealer.core.betting`; pots, rake and splits are :mod:`dealer.core.pots`; hands are ranked by
 :mod:`dealer.games.stud_eval` (phevaluator behind our own interface).
 
 The result tells settlement, per player, exactly what goes back from the chips they
@@ -19,8 +19,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from dealer.betting import Betting, SpreadLimit
-from dealer.cards import STANDARD_52
+from dealer.core.betting import Betting, SpreadLimit
+from dealer.core.cards import STANDARD_52
 from dealer.games.base import (
     BetResolution,
     BetStep,
@@ -47,7 +47,7 @@ from dealer.games.stud_eval import (
     odd_chip_key,
     showing_name,
 )
-from dealer.pots import award, build_pots, rake_amount, take_rake
+from dealer.core.pots import award, build_pots, rake_amount, take_rake
 
 CHIPS = "chips"
 STREETS = (3, 4, 5, 6, 7)
@@ -96,7 +96,7 @@ class StudOptions(GameOptions):
       station may close the window early by confirming ``LAST_CARD``. No window when fewer
       than two players can still bet (all-in), since the exposure then decides nothing. 0: no window (betting
       opens on the last scan, so the last-dealt 7th card can never be reported exposed). Rules
-      journaled before the option existed mean 0 (:data:`dealer.rules.LEGACY_OPTIONS`).
+      journaled before the option existed mean 0 (:data:`dealer.core.rules.LEGACY_OPTIONS`).
     """
 
     seats: Annotated[int, Field(strict=True, ge=2, le=8)] = 8

@@ -20,7 +20,7 @@ from typing import Any
 
 from phevaluator import evaluate_cards
 
-from dealer.cards import Card, CardError, parse_card
+from dealer.core.cards import Card, CardError, parse_card
 from dealer.games._common import parse_distinct
 
 ROYAL_FLUSH = "ROYAL_FLUSH"

@@ -23,7 +23,7 @@ from typing import Any, Literal
 from pokerkit import Label, StandardHighHand
 from pydantic import Field, ValidationInfo, field_validator
 
-from dealer.cards import CARD_ID, STANDARD_52, Card, CardError
+from dealer.core.cards import CARD_ID, STANDARD_52, Card, CardError
 from dealer.games.base import (
     BetResolution,
     BetView,

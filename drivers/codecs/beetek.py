@@ -36,7 +36,7 @@ GAME, BURN, ALARM = "Game", "Manual Burn Cards", "GameAlarm"
 TAGS = frozenset({GAME, BURN, ALARM})
 RANKS = ("2", "3", "4", "5", "6", "7", "8", "9", "10", "T", "J", "Q", "K", "A")
 SUITS = ("C", "D", "H", "S")
-#: Every card code the shoe can report, as the rulebook spells it (dealer/cards.py: "TS", never "10S").
+#: Every card code the shoe can report, as the rulebook spells it (dealer/core/cards.py: "TS", never "10S").
 CARDS = frozenset(("T" if r == "10" else r) + s for r in RANKS for s in SUITS)
 
 _CARD = re.compile(r"Card:(10|[2-9TJQKA])([CDHS])")

@@ -1,0 +1,1 @@
+"""The `dealer` command line: production commands here; tool commands load from `tools`."""

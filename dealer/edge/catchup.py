@@ -1,0 +1,210 @@
+"""Catching up: the retained messages a client gets the moment it subscribes.
+
+Prompts, events and private messages are live: a station, an ops screen or a player that
+connects mid-round would see nothing until the next change. So, beside them, the backend
+keeps three kinds of **retained** messages per table (``docs/mqtt-topics.md`` §4.8), each
+replaced on every change:
+
+* ``prompts/current``: the latest prompt of the live stream (:class:`~dealer.core.messages.CurrentPrompt`);
+* ``state``: the round state the public may see (:class:`~dealer.core.messages.TableState`);
+* ``players/{player}/state``: each seated player's own cards, bets and pending decision or
+  turn (:class:`~dealer.core.messages.PlayerState`), cleared (empty retained payload) once that
+  player's round is settled, so retained topics stay bounded by the players in play.
+
+Every one names the backend node and its broker **session** (``{instance}.{connection}``).
+A retained message outlives its publisher, so a client treats it as current only while the
+node's retained status is online with the same session (:func:`is_current`): the status is
+the connection's last will, so a backend that dies (kill -9, power, network) turns every
+message it left stale at once, and one that reconnects republishes all of them under its new
+session. A clean stop republishes each with ``stale: true`` first.
+
+This module builds the messages and decides which changed; it is pure (no IO, no clock): the
+service stamps the time and publishes. Who may see which card is asked of
+:mod:`dealer.core.visibility`, never decided here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel
+
+from dealer.edge import topics
+
+from dealer.core import visibility
+from dealer.games.matgo import AI_PLAYER
+from dealer.core.messages import CurrentPrompt, PlayerBet, PlayerState, StationPrompt, TableState, TurnState
+from dealer.core.round import ACTIVE, Phase, Round
+from dealer.core.table import Table
+
+#: What a clean stop leaves on ``prompts/current`` (with ``stale: true``).
+STOPPED_REASON = "backend_stopped"
+
+#: Fields that change without the content changing (a message is published again only when
+#: something else differs).
+_VOLATILE = {"version", "at"}
+
+
+def is_current(message: Mapping[str, Any] | None, status: Mapping[str, Any] | None) -> bool:
+    """Whether a retained catch-up message may be acted on: it is not marked stale and the
+    retained status of the node it names (``studio/v1/backends/{node_id}/status``) says online
+    with the same session. A client with no status yet waits (False)."""
+    if not message or not status:
+        return False
+    return (message.get("stale") is False and status.get("online") is True
+            and isinstance(message.get("session"), str) and message.get("session") == status.get("session"))
+
+
+def _content(msg: BaseModel) -> str:
+    return msg.model_dump_json(exclude=_VOLATILE)
+
+
+class Catchup:
+    """The retained messages of every table: what was last sent on each topic, and the
+    per-table version counter. ``first_version`` (the instance's start in microseconds, from
+    the service) makes a new instance's versions exceed an older one's."""
+
+    def __init__(self, node_id: str, first_version: int) -> None:
+        self.node_id = node_id
+        self._first = first_version
+        self._version: dict[str, int] = {}
+        self._sent: dict[str, str] = {}  # topic -> content last sent
+        #: per table: the players whose state is retained (player -> round id)
+        self._players: dict[str, dict[str, str]] = {}
+        #: per table: the latest prompt released (the live stream's last)
+        self.prompts: dict[str, StationPrompt] = {}
+
+    def forget(self) -> None:
+        """A new broker session: everything is sent again (under the new session)."""
+        self._sent.clear()
+
+    def _next(self, table_id: str) -> int:
+        v = self._version.get(table_id, self._first) + 1
+        self._version[table_id] = v
+        return v
+
+    def _changed(self, topic: str, msg: BaseModel) -> bool:
+        content = _content(msg)
+        if self._sent.get(topic) == content:
+            return False
+        self._sent[topic] = content
+        return True
+
+    # -- the current prompt -----------------------------------------------------------------
+
+    def prompt(self, prompt: StationPrompt, session: str, *, stale: bool = False) -> CurrentPrompt | None:
+        """The retained form of a prompt just released, or None when it says what the retained
+        one already says."""
+        self.prompts[prompt.table_id] = prompt
+        msg = CurrentPrompt(**prompt.model_dump(exclude={"schema_id"}), node_id=self.node_id, session=session,
+                            version=0, stale=stale)
+        if not self._changed(topics.current_prompt(prompt.table_id), msg):
+            return None
+        return msg.model_copy(update={"version": self._next(prompt.table_id)})
+
+    # -- table and player states ------------------------------------------------------------
+
+    def updates(self, table: Table, *, session: str, at: int, paused_reason: str | None = None,
+                stale: bool = False) -> list[tuple[str, BaseModel | None]]:
+        """(topic, message) for the table's state and every player state that changed since they
+        were last sent; message None: clear that player's retained state (empty payload)."""
+        tid = table.table_id
+        out: list[tuple[str, BaseModel | None]] = []
+        state = table_state(table, node_id=self.node_id, session=session, at=at, paused_reason=paused_reason,
+                            stale=stale)
+        if self._changed(topics.state(tid), state):
+            out.append((topics.state(tid), state.model_copy(update={"version": self._next(tid)})))
+        now = player_states(table, node_id=self.node_id, session=session, at=at, stale=stale)
+        kept = self._players.setdefault(tid, {})
+        for player in sorted(set(kept) - set(now)):  # their round is settled: clear
+            del kept[player]
+            topic = topics.player_state(tid, player)
+            self._sent.pop(topic, None)
+            out.append((topic, None))
+        for player, msg in sorted(now.items()):
+            kept[player] = msg.round_id
+            topic = topics.player_state(tid, player)
+            if self._changed(topic, msg):
+                out.append((topic, msg.model_copy(update={"version": self._next(tid)})))
+        return out
+
+    def stopped(self, table: Table, *, session: str, at: int) -> list[tuple[str, BaseModel | None]]:
+        """Everything retained for the table again, marked stale, for a clean stop: the prompt
+        becomes a stale WAIT (a station that ignores ``stale`` still deals nothing)."""
+        self.forget()
+        cur = table.current
+        prompt = StationPrompt(table_id=table.table_id, round_id=cur.round_id if cur else None, kind="WAIT",
+                               reason=STOPPED_REASON, at=at,
+                               message=f"backend {self.node_id} stopped: do not deal until it is back")
+        msg = self.prompt(prompt, session, stale=True)
+        out: list[tuple[str, BaseModel | None]] = [(topics.current_prompt(table.table_id), msg)] if msg else []
+        return out + self.updates(table, session=session, at=at, stale=True)
+
+
+def table_state(table: Table, *, node_id: str, session: str, at: int, paused_reason: str | None = None,
+                stale: bool = False) -> TableState:
+    """The public state of the table's latest round (version 0: :class:`Catchup` numbers it)."""
+    cur = table.current
+    base: dict[str, Any] = dict(table_id=table.table_id, node_id=node_id, session=session, version=0, stale=stale,
+                                paused=paused_reason is not None, paused_reason=paused_reason,
+                                links_down=dict(sorted(table.links_down.items())), at=at)
+    if cur is None:
+        return TableState(game=table.rules.game.name, **base)
+    dealing = cur.phase in (Phase.BETTING_CLOSED, Phase.DEALING)
+    turn = None
+    if cur.phase == Phase.ACTION and cur.hand is not None:
+        turn = TurnState(turn=cur.turn, player_id=cur.hand.to_act, street=cur.street, closes_at=cur.action_deadline)
+    return TableState(
+        game=cur.rules.game.name, round_id=cur.round_id, phase=cur.phase.value,
+        position=cur.expected_position if dealing else None, cards=visibility.public_cards(cur),
+        betting_closes_at=cur.betting_closes_at if cur.phase == Phase.BETTING_OPEN else None,
+        decision_closes_at=cur.decision_deadline if cur.phase == Phase.DECISION else None, turn=turn,
+        outcome=cur.result.outcome if cur.result is not None else None,
+        winner=cur.result.winner if cur.result is not None else None, **base)
+
+
+def player_states(table: Table, *, node_id: str, session: str, at: int, stale: bool = False) -> dict[str, PlayerState]:
+    """player -> private state, for every player seated in a round of the table that is not
+    settled yet (the newest such round of each player). Players without a seat (Teen Patti's
+    bettors) have no private round state; the house AI's is never published."""
+    rounds: dict[str, Round] = dict(table.undelivered)
+    if table.current is not None:
+        rounds[table.current.round_id] = table.current
+    out: dict[str, PlayerState] = {}
+    for rnd in sorted(rounds.values(), key=lambda r: (table.round_seq(r.round_id) or 0, r.round_id)):
+        if rnd.delivered:
+            continue
+        out.update(_round_players(rnd, node_id=node_id, session=session, at=at, stale=stale))
+    return out
+
+
+def _round_players(rnd: Round, *, node_id: str, session: str, at: int, stale: bool) -> dict[str, PlayerState]:
+    seat_of = {p: s for s, p in sorted(rnd.seat_owner.items())}
+    players = (set(seat_of) | set(rnd.deciders)) - {AI_PLAYER}
+    if not players:
+        return {}
+    cards: dict[str, dict[str, str]] = {p: {} for p in players}
+    for pos, owner in visibility.owner_cards(rnd):  # the policy says which cards each player holds
+        if owner in cards:
+            cards[owner][pos.name] = rnd.cards[pos.name]
+    bets: dict[str, list[PlayerBet]] = {p: [] for p in players}
+    for b in rnd.bets.values():
+        if b.player_id in bets:
+            bets[b.player_id].append(PlayerBet(bet_id=b.bet_id, bet_type=b.bet_type, stake=b.stake, seat=b.seat))
+    decision: dict[str, dict[str, Any]] = {}
+    turn: dict[str, dict[str, Any]] = {}
+    if rnd.phase in ACTIVE:  # what the round would send each player again after a reconnect
+        for m in rnd.private_now(at):
+            if m.kind == "decision_required":
+                decision[m.player_id] = dict(m.data)
+            elif m.kind == "your_turn":
+                turn[m.player_id] = dict(m.data)
+    return {p: PlayerState(table_id=rnd.table_id, player_id=p, node_id=node_id, session=session, version=0,
+                           stale=stale, round_id=rnd.round_id, phase=rnd.phase.value,
+                           seat=seat_of.get(p, rnd.deciders.get(p)), cards=cards[p], bets=bets[p],
+                           decision=decision.get(p), decided=rnd.decisions.get(p), turn=turn.get(p), at=at)
+            for p in sorted(players)}
+
+
+__all__ = ["Catchup", "STOPPED_REASON", "is_current", "player_states", "table_state"]

@@ -1,0 +1,376 @@
+"""Service configuration: a TOML file, overridable by ``DEALER_*`` environment variables.
+
+Validated strictly with pydantic v2 (unknown keys are errors), so a typo in a config
+file stops the service at start-up with a message naming the key, instead of running
+a table with a silently ignored setting. Environment overrides use ``__`` for nesting,
+e.g. ``DEALER_MQTT__URL=mqtt://broker:1883`` or ``DEALER_SERVICE__METRICS_PORT=0``.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator,
+                      model_validator)
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
+
+from dealer.games import game_class
+from drivers import codecs
+from dealer.core.money import Rounding, to_money
+from dealer.core.round import TableRules
+from dealer.core.rules import LimitConfig, RulesConfig, _exact, _Strict  # the effective rules are core
+
+
+class ConfigError(ValueError):
+    """The configuration is invalid; the message (one line) names every offending key."""
+
+
+def validation_message(exc: ValidationError, top: str = "(top)") -> str:
+    """pydantic's errors as one line, ``key.path: what is wrong; ...``: never its raw text
+    (several lines, the input repeated, a link to its web site)."""
+    parts = []
+    for e in exc.errors(include_url=False, include_input=False):
+        msg = str(e["msg"])
+        for prefix in ("Value error, ", "Assertion failed, "):
+            msg = msg.removeprefix(prefix)
+        if e["loc"]:  # "tie_ratio: tie_ratio: amount ..." says the key once
+            msg = msg.removeprefix(f"{e['loc'][-1]}: ")
+        parts.append(f"{'.'.join(str(x) for x in e['loc']) or top}: {' '.join(msg.split())}")
+    return "; ".join(parts)
+
+
+#: The directory of the config file being loaded: relative paths in it are relative to it.
+_CONFIG_DIR: ContextVar[Path | None] = ContextVar("dealer_config_dir", default=None)
+
+
+def _from_config_dir(p: Path) -> Path:
+    """A relative path from a config file is relative to the file's directory, so the same
+    file names the same journal and keys whatever directory a command runs in."""
+    base = _CONFIG_DIR.get()
+    return base / p if base is not None and not p.is_absolute() else p
+
+
+#: A path in the configuration (see :func:`_from_config_dir`).
+ConfigPath = Annotated[Path, AfterValidator(_from_config_dir)]
+
+
+class ScannerConfig(_Strict):
+    kind: Literal["serial", "mqtt"] = "serial"
+    reader_id: str = Field(pattern=r"^[A-Z0-9-]{1,16}$")
+    port: str | None = Field(default=None, description="serial device path (serial scanners)")
+    protocol: str = Field(default=codecs.DEFAULT, description="what the serial reader speaks: \"native\" (the "
+                          "backend's frame protocol) or \"beetek\" (a Bee-Tek shoe); docs/scanner-protocol.md")
+    baudrate: int | None = Field(default=None, gt=0, le=4_000_000,
+                                 description="unset = the protocol's own (native 115200, beetek 9600)")
+    heartbeat_timeout: float = Field(default=5.0, gt=0, le=3600, allow_inf_nan=False,
+                                     description="a reader with heartbeats is down after this long without a frame")
+    hmac_key_files: list[ConfigPath] = Field(
+        default_factory=list,
+        description="files holding this reader's HMAC-SHA256 keys (hex); several during a key rotation: "
+                    "a frame signed with any of them is accepted")
+    require_mac: bool | None = Field(
+        default=None,
+        description="refuse frames without a valid MAC from this reader; unset = true when hmac_key_files is set "
+                    "(a reader with keys never has a frame accepted unsigned: false with keys is refused by "
+                    "dealer run and dealer deploy check)")
+
+    flood_burst: int = Field(
+        default=20, ge=1, le=10_000,
+        description="failed reads (noread, misread, corrupt, lost, fault, forged) this reader may have in a row "
+                    "before a flood window starts; refilled at flood_burst / flood_window per second")
+    flood_window: float = Field(
+        default=10.0, gt=0, le=3600, allow_inf_nan=False,
+        description="seconds of a flood window: the failed reads beyond the burst are counted and journaled as "
+                    "one read_failed when it ends")
+
+    @field_validator("protocol")
+    @classmethod
+    def _known_protocol(cls, v: str) -> str:
+        codecs.codec(v)  # ValueError naming the known protocols
+        return v
+
+    @model_validator(mode="after")
+    def _port(self) -> "ScannerConfig":
+        if self.kind == "serial" and not self.port:
+            raise ValueError("a serial scanner needs 'port'")
+        caps = self.capabilities
+        if self.kind == "mqtt" and self.protocol != codecs.DEFAULT:
+            raise ValueError(f"protocol = {self.protocol!r} is for serial scanners: an MQTT scanner gateway sends "
+                             "studio.v1.scanner messages (docs/mqtt-topics.md)")
+        if not caps.signing and (self.hmac_key_files or self.require_mac):
+            raise ValueError(f"protocol {self.protocol!r} cannot authenticate frames: remove hmac_key_files and "
+                             "require_mac (docs/scanner-protocol.md says what this protocol cannot detect)")
+        if not caps.heartbeats and "heartbeat_timeout" in self.model_fields_set:
+            raise ValueError(f"protocol {self.protocol!r} has no heartbeat, so heartbeat_timeout cannot apply: "
+                             "remove it (the link counts as up while the port is open and readable)")
+        if self.baudrate is None:
+            self.baudrate = caps.default_baudrate
+        return self
+
+    @property
+    def capabilities(self) -> codecs.Capabilities:
+        """What the reader's protocol lets the backend detect (drivers/codecs)."""
+        return codecs.codec(self.protocol).capabilities
+
+
+class RtpBoundConfig(_Strict):
+    """Declared RTP bounds of one bet type, in percent, as decimal strings: their decimals
+    are their precision ("97.50" is met by 97.5028 %, dealer/games/rtp.py ``at_precision``)."""
+
+    min: Decimal | None = None
+    max: Decimal | None = None
+
+    @field_validator("min", "max", mode="before")
+    @classmethod
+    def _percent(cls, v: object) -> object:
+        if v is None:
+            return None
+        if isinstance(v, float) or isinstance(v, bool):
+            raise ValueError(f"write the percentage as a string, e.g. \"97.50\" (its decimals are its precision), "
+                             f"not {v!r}")
+        try:
+            d = Decimal(str(v).strip())
+        except InvalidOperation:
+            raise ValueError(f"expected a percentage such as \"97.50\", got {v!r}") from None
+        if not d.is_finite() or d < 0 or d > 1000:
+            raise ValueError(f"expected a percentage from 0 to 1000, got {v!r}")
+        return d
+
+    @model_validator(mode="after")
+    def _order(self) -> "RtpBoundConfig":
+        if self.min is None and self.max is None:
+            raise ValueError("give min, max or both")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"min {self.min} is above max {self.max}")
+        return self
+
+
+class TableConfig(RulesConfig):
+    id: str = Field(pattern=r"^[A-Za-z0-9_]{1,32}$")
+    pause_seconds: float = Field(default=3.0, ge=0, le=3600, allow_inf_nan=False)
+    auto_rounds: bool = True
+    scanner: ScannerConfig
+    rtp_policy: Literal["report", "strict"] = Field(
+        default="report",
+        description="at start-up the exact RTP of every bet is logged and exported; strict: a table with a bet "
+                    "outside its declared bounds (rtp_bounds, else the game's declared maximum) does not open")
+    rtp_bounds: dict[str, RtpBoundConfig] = Field(
+        default_factory=dict, description="declared RTP bounds per bet type of `dealer rtp GAME` (percent strings)")
+
+    @model_validator(mode="after")
+    def _rtp(self) -> "TableConfig":
+        from dealer.games.rtp import RTP_BETS
+
+        bets = RTP_BETS.get(self.game)
+        if bets is None:
+            if self.rtp_bounds or self.rtp_policy == "strict":
+                what = "rtp_bounds" if self.rtp_bounds else 'rtp_policy = "strict"'
+                raise ValueError(f"{what}: the backend has no exact RTP report for {self.game} "
+                                 f"(only for {', '.join(RTP_BETS)})")
+            return self
+        unknown = sorted(set(self.rtp_bounds) - set(bets))
+        if unknown:
+            raise ValueError(f"rtp_bounds for unknown bet types {unknown} (the RTP report of {self.game} has "
+                             f"{list(bets)})")
+        return self
+
+    @model_validator(mode="after")
+    def _shoe_reads_the_deck(self) -> "TableConfig":
+        cards = self.scanner.capabilities.cards
+        deck = game_class(self.game).from_options(self.options).deck
+        if cards is not None and not deck <= cards:
+            raise ValueError(f"scanner: a reader speaking protocol {self.scanner.protocol!r} cannot report the cards of "
+                             f"{self.game} (e.g. {min(deck - cards)}): its protocol has no code for them")
+        return self
+
+    def rules(self) -> TableRules:
+        """The table's rules as configured now, built through their canonical form (the same
+        path a replay takes from the journal), with its hash and this software's version."""
+        from dealer.core.rules import canonical_rules, rules_from_canonical, software_version
+
+        return rules_from_canonical(self.id, canonical_rules(self), software_version())
+
+
+class MqttConfig(_Strict):
+    url: str | None = Field(default=None, description="mqtt://host:port or mqtts://host:port (TLS); "
+                            "required by dealer run unless in_process = true")
+    in_process: bool = Field(default=False, description="no broker: an in-process bus that nothing outside "
+                             "the process can reach (demos and tests only); excludes url")
+    client_id: str = Field(default="", description="MQTT client id; unset = dealer-{service.node_id}, unique per "
+                           "node (the node id already has to be: it names the node's status topic)")
+    username: str | None = None
+    password: str | None = None
+    password_file: ConfigPath | None = Field(default=None, description="read the password from this file instead")
+    keepalive: int = Field(default=10, ge=1)
+    ca_file: ConfigPath | None = Field(default=None, description="CA bundle that signed the broker's certificate (mqtts)")
+    cert_file: ConfigPath | None = Field(default=None, description="client certificate (mqtts, optional)")
+    key_file: ConfigPath | None = Field(default=None, description="client private key (mqtts, optional)")
+    allow_insecure: bool = Field(default=False, description="allow plain mqtt:// to a host that is not loopback")
+
+    @model_validator(mode="after")
+    def _one_bus(self) -> "MqttConfig":
+        if self.in_process and self.url is not None:
+            raise ValueError(f"url = {self.url!r} and in_process = true name two buses: keep one")
+        return self
+
+
+#: The smallest ``max_message_bytes``. A manifest keeps every field but the bet ids; in the
+#: seated games those are bounded by the seats: prompts, events, player messages and the
+#: manifests of Teen Patti, Sevenluck, Seotda and Matgo are a few KB at most.
+MIN_MESSAGE_BYTES = 16_384
+#: ... but a Seven-Card Stud result carries the hand's action history (8 seats, 5 streets, the
+#: default raise_cap: about 35 KB), so a backend with a stud table needs at least this.
+MIN_MESSAGE_BYTES_STUD = 65_536
+
+
+class ServiceSection(_Strict):
+    node_id: str = "studio-host-1"
+    journal_path: ConfigPath = Field(
+        default=Path("dealer-journal.sqlite"), validate_default=True,
+        description="the SQLite journal; a relative path (this default too) is relative to the config file's directory")
+    fsync: bool = True
+    metrics_enabled: bool = True
+    metrics_addr: str = Field(default="127.0.0.1", description="bind address of /metrics; 0.0.0.0 for a remote Prometheus")
+    metrics_port: int = Field(default=9108, ge=0, le=65535, description="0 = any free port")
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    journal_segment_rows: int = Field(
+        default=100_000, ge=0, le=10_000_000,
+        description="journal retention: settled rows roll into read-only segment files of this many rows "
+                    "(<journal>.segments/, dealer/edge/segments.py); 0 = never roll")
+    journal_retain_rows: int = Field(
+        default=1_000_000, ge=1,
+        description="the newest rows always kept in the live journal (a roll starts once it holds this many "
+                    "plus journal_segment_rows); rows a replay needs are kept whatever this says")
+    journal_anchor_seconds: float = Field(
+        default=60.0, gt=0, le=86_400, allow_inf_nan=False,
+        description="how often the journal's head (row id and hash) is published, retained, on "
+                    "studio/v1/backends/{node_id}/journal when it moved (and at every roll and connect)")
+    max_message_bytes: int = Field(
+        default=131_072, ge=MIN_MESSAGE_BYTES, le=256 * 1024 * 1024,
+        description="largest payload the backend publishes; keep it below the broker's max_packet_size (262144 in "
+                    "deploy/mosquitto/mosquitto.conf) minus the topic. A larger result goes as a manifest plus parts; "
+                    "any other message over it is not sent (logged, dealer_messages_oversize_total)")
+    result_resend_seconds: float = Field(
+        default=10.0, gt=0, le=3600, allow_inf_nan=False,
+        description="a result settlement has not acknowledged is published again after this, then after twice as "
+                    "long, up to result_resend_max_seconds (and at once after every broker reconnect)")
+    result_resend_max_seconds: float = Field(default=300.0, gt=0, le=86400, allow_inf_nan=False,
+                                             description="the longest wait between two publishes of one result")
+
+
+class SupervisorConfig(_Strict):
+    id: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:\-]+$",
+                    description="the supervisor id its signed commands carry (docs/mqtt-topics.md §10)")
+    key_files: list[ConfigPath] = Field(min_length=1, description="files holding this supervisor's HMAC-SHA256 keys "
+                                  "(hex); several during a key rotation: a command signed with any of them verifies")
+    tables: list[str] = Field(default_factory=list, description="tables this supervisor may command; empty = every table")
+
+    @field_validator("tables")
+    @classmethod
+    def _distinct(cls, v: list[str]) -> list[str]:
+        if len(v) != len(set(v)):
+            raise ValueError(f"a table is named twice in {v}")
+        return v
+
+
+class SecuritySection(_Strict):
+    supervisor_max_age_seconds: float = Field(
+        default=30.0, gt=0, le=3600, allow_inf_nan=False,
+        description="a signed supervisor command issued longer ago than this (vs the receive time) is refused as stale")
+    supervisor_max_skew_seconds: float = Field(
+        default=5.0, ge=0, le=3600, allow_inf_nan=False,
+        description="a signed supervisor command issued further than this in the future is refused")
+    supervisors: list[SupervisorConfig] = Field(default_factory=list)
+
+    @property
+    def max_age_ms(self) -> int:
+        return max(1, round(self.supervisor_max_age_seconds * 1000))
+
+    @property
+    def max_skew_ms(self) -> int:
+        return round(self.supervisor_max_skew_seconds * 1000)
+
+    @model_validator(mode="after")
+    def _unique(self) -> "SecuritySection":
+        ids = [s.id for s in self.supervisors]
+        dup = sorted({i for i in ids if ids.count(i) > 1})
+        if dup:
+            raise ValueError(f"duplicate supervisor ids: {', '.join(dup)}")
+        return self
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="DEALER_", env_nested_delimiter="__", extra="forbid")
+
+    service: ServiceSection = Field(default_factory=ServiceSection)
+    mqtt: MqttConfig = Field(default_factory=MqttConfig)
+    tables: list[TableConfig] = Field(default_factory=list)
+    security: SecuritySection = Field(default_factory=SecuritySection)
+
+    @model_validator(mode="after")
+    def _unique(self) -> "Settings":
+        if not self.mqtt.client_id:
+            # Deterministic, not random: after a crash the restarted process takes over the old
+            # connection's session at once (the broker drops it and fires its will before the
+            # new "online"), where a fresh random id would leave the dead connection to time
+            # out later and its will would mark the live backend offline. The backend uses a
+            # clean session, so the id carries no session state either way.
+            self.mqtt.client_id = f"dealer-{self.service.node_id}"
+        ids = [t.id for t in self.tables]
+        if len(ids) != len(set(ids)):
+            raise ValueError(f"duplicate table ids in {ids}")
+        readers = [t.scanner.reader_id for t in self.tables]
+        if len(readers) != len(set(readers)):
+            raise ValueError(f"duplicate scanner reader ids in {readers}")
+        stud = [t.id for t in self.tables if t.game == "stud"]
+        if stud and self.service.max_message_bytes < MIN_MESSAGE_BYTES_STUD:
+            raise ValueError(f"service.max_message_bytes = {self.service.max_message_bytes} is below "
+                             f"{MIN_MESSAGE_BYTES_STUD}, which a Seven-Card Stud result needs (its action history; "
+                             f"stud table{'s' if len(stud) > 1 else ''} {', '.join(stud)})")
+        for sup in self.security.supervisors:
+            unknown = [t for t in sup.tables if t not in ids]
+            if unknown:
+                raise ValueError(f"security.supervisors: supervisor {sup.id} names table{'s' if len(unknown) > 1 else ''} "
+                                 f"{', '.join(unknown)}, not in [[tables]] (tables: {', '.join(ids) or 'none'})")
+        return self
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+                                   env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
+                                   file_secret_settings: PydanticBaseSettingsSource) -> tuple[PydanticBaseSettingsSource, ...]:
+        toml = _TOML_FILE.get("path")
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if toml is not None:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml))
+        return tuple(sources)
+
+
+_TOML_FILE: dict[str, Path] = {}
+
+
+def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
+    """Load and validate; raise :class:`ConfigError` with every problem listed."""
+    token = None
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file {p} does not exist" if not p.exists() else f"config {p} is not a file")
+        _TOML_FILE["path"] = p
+        token = _CONFIG_DIR.set(p.absolute().parent)
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid configuration: {validation_message(exc)}") from None
+    except ValueError as exc:  # TOML syntax errors and the like
+        raise ConfigError(f"invalid configuration: {' '.join(str(exc).split())}") from None
+    except RecursionError:
+        raise ConfigError("invalid configuration: the file is nested too deeply to be a configuration") from None
+    except OSError as exc:  # unreadable file (permissions, a directory, ...)
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    finally:
+        _TOML_FILE.pop("path", None)
+        if token is not None:
+            _CONFIG_DIR.reset(token)

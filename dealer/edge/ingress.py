@@ -1,0 +1,199 @@
+"""Ingress: every command from the wire is parsed, authorised by role and bounded here.
+
+A command is judged by the topic it came on (``dealer.edge.roles``): the player platform's
+``actions``, the dealer station's ``station`` and the supervisor's ``supervisor`` topic each
+accept only their role's command types. On the wire every command must carry a
+``command_id`` and the ``round_id`` it means, a turn action also its ``turn``; a supervisor's
+command must be signed by that supervisor (``dealer.edge.signing``). What passes becomes one core
+event plus the facts the core loop needs to answer a repeat (:class:`Accepted`); anything
+else is a :class:`Refused` with a low-cardinality ``kind`` for the metric and a clear
+``reason`` for the sender, and changes nothing.
+
+Pure: no IO; the receive time and the verifier are passed in.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from dealer.core import commands
+
+from dealer.edge import signing
+from dealer.core.events import (PLAYER_COMMAND_ADAPTER, STATION_COMMAND_ADAPTER, Event, SupervisorClose,
+                           SupervisorOpenRound, SupervisorPause, SupervisorReopen, SupervisorResume, SupervisorVoid)
+from dealer.edge.roles import SENDER, TURN_COMMANDS, Role, is_role_user, role_of_topic, wrong_role
+from dealer.edge.signing import SupervisorVerifier
+
+MAX_COMMAND_BYTES = 16_384  # no command is anywhere near this: refused before parsing
+HOUSE_PLAYERS = frozenset({"house-ai"})  # seats the backend plays itself
+
+#: Refusal kinds on the supervisor topic that are journaled as security events.
+SECURITY_KINDS = frozenset({"malformed", "wrong_role", "missing_signature", "bad_signature", "unknown_supervisor",
+                            "stale", "future", "wrong_table", "not_allowed_table", "reused_command_id",
+                            "house_player"})
+
+
+#: A supervisor's table operation -> the event it becomes (the open request becomes an
+#: ``OpenRound`` in the service, which adds the round id, the betting deadline and the draw).
+TABLE_COMMAND_EVENTS = {"supervisor_open_round": SupervisorOpenRound, "supervisor_pause": SupervisorPause,
+                        "supervisor_resume": SupervisorResume, "supervisor_close": SupervisorClose,
+                        "supervisor_reopen": SupervisorReopen}
+
+
+@dataclass(frozen=True, slots=True)
+class Accepted:
+    table_id: str
+    role: Role
+    event: Event | SupervisorOpenRound
+    digest: str
+    #: a supervisor command that was genuine but too old or from the future: refused unless it
+    #: is a repeat of a command already accepted (a QoS 1 redelivery gets its answer again)
+    late: "Refused | None" = None
+    key_index: int | None = None  # a supervisor command: which of the supervisor's keys verified it
+
+    @property
+    def command_id(self) -> str:
+        return str(getattr(self.event, "command_id"))
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A command refused at the edge. ``reason`` is always clean UTF-8 (it is published)."""
+
+    table_id: str | None
+    role: Role | None
+    kind: str  # metric label: malformed, too_large, unknown_table, wrong_role, missing_command_id, ...
+    reason: str
+    command_type: str = "action"
+    command_id: str | None = None
+    player_id: str | None = None
+    supervisor: str | None = None
+
+    def __post_init__(self) -> None:  # a reason may quote a key of the input: keep it publishable
+        clean = self.reason.encode("utf-8", "backslashreplace").decode("utf-8")[:500]
+        object.__setattr__(self, "reason", clean)
+
+    @property
+    def security(self) -> bool:
+        """Journaled as a security event and alerted: anything refused on the supervisor topic,
+        and any attempt to send a supervisor's command or speak for a house player."""
+        return self.table_id is not None and (
+            self.role is Role.SUPERVISOR and self.kind in SECURITY_KINDS
+            or self.kind == "house_player"
+            or (self.kind == "wrong_role" and SENDER.get(self.command_type) is Role.SUPERVISOR))
+
+
+def parse(topic: str, payload: bytes, *, tables: frozenset[str] | set[str], now_ms: int,
+          supervisors: SupervisorVerifier) -> Accepted | Refused:
+    """Judge one message from a command topic (see the module doc)."""
+    where = role_of_topic(topic)
+    if where is None:
+        return Refused(None, None, "unknown_topic", f"{topic} is not a command topic")
+    tid, role = where
+    if tid not in tables:
+        return Refused(None, role, "unknown_table", f"command for unknown table {tid!r} on {topic}")
+    if len(payload) > MAX_COMMAND_BYTES:
+        return Refused(tid, role, "too_large", f"malformed action: larger than {MAX_COMMAND_BYTES} bytes")
+    try:
+        obj = json.loads(payload.decode("utf-8"))  # strict UTF-8: raw CESU-8 surrogates are refused here
+    except UnicodeDecodeError:
+        return Refused(tid, role, "malformed", "malformed action: not UTF-8")
+    except (ValueError, RecursionError) as exc:
+        return Refused(tid, role, "malformed", f"malformed action: not JSON ({str(exc)[:80]})")
+    if not isinstance(obj, dict):
+        return Refused(tid, role, "malformed", "malformed action: not a JSON object")
+    ctype = obj.get("type")
+    # only what is known to be clean is echoed back (a "\ud800" escape makes a lone surrogate)
+    ctype_s = ctype if isinstance(ctype, str) and ctype in SENDER else "action"
+    cid = _id_of(obj, "command_id")
+    player = _id_of(obj, "player_id")
+    if isinstance(ctype, str):
+        why = wrong_role(ctype, role, tid)
+        if why is not None:
+            kind = "wrong_role" if ctype in SENDER else "malformed"
+            return Refused(tid, role, kind, why if kind == "wrong_role" else f"malformed action: {why}",
+                           ctype_s, cid, player)
+    if role is Role.SUPERVISOR:
+        return _supervisor(payload, tid, now_ms, supervisors, ctype_s)
+    adapter = PLAYER_COMMAND_ADAPTER if role is Role.PLAYER_PLATFORM else STATION_COMMAND_ADAPTER
+    try:
+        event = adapter.validate_python(obj)
+    except ValidationError as exc:
+        reason = "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()[:5])
+        return Refused(tid, role, "malformed", f"malformed action: {reason}", ctype_s, cid, player)
+    missing = _missing(event)
+    if missing is not None:
+        return Refused(tid, role, f"missing_{missing}", f"{event.type} must name its {missing.replace('_', ' ')}",
+                       event.type, cid, player)
+    if _reserved_player(getattr(event, "player_id", None)):
+        return Refused(tid, role, "reserved_player_id", f"player id {event.player_id!r} is the name of a broker "  # type: ignore[union-attr]
+                       "role: a player's client logs in with its player id and would read that role's topics "
+                       "(or the role a player's hole cards)", event.type, cid)
+    if getattr(event, "player_id", None) in HOUSE_PLAYERS:
+        return Refused(tid, role, "house_player", f"{event.player_id} is the house AI: its moves come from the "  # type: ignore[union-attr]
+                       "backend, never from the actions topic", event.type, cid)
+    if event.type == "close_betting" and event.by != "dealer":  # type: ignore[union-attr]
+        return Refused(tid, role, "malformed", f"the dealer station closes betting as 'dealer', not "
+                       f"{event.by!r}", event.type, cid)  # type: ignore[union-attr]
+    event = event.model_copy(update={"at": now_ms})
+    return Accepted(tid, role, event, commands.digest(event))
+
+
+def _missing(event: Any) -> str | None:
+    if not getattr(event, "command_id", None):
+        return "command_id"
+    if not getattr(event, "round_id", None):
+        return "round_id"
+    if event.type in TURN_COMMANDS and event.turn is None and not event.reserve:
+        return "turn"
+    return None
+
+
+def _supervisor(payload: bytes, tid: str, now_ms: int, supervisors: SupervisorVerifier,
+                ctype: str = "supervisor_void") -> Accepted | Refused:
+    """A signed supervisor command (``dealer.edge.signing``): genuine and fresh, or refused. A genuine
+    one that is too old (or from the future) is passed on marked ``late``: the core loop
+    answers it if it repeats a command already accepted (a QoS 1 redelivery), else refuses it."""
+    outcome = supervisors.verify_payload(payload, tid, now_ms)
+    late: Refused | None = None
+    if isinstance(outcome, signing.Refused):
+        shown = ctype if ctype.startswith("supervisor_") else "supervisor_void"  # only a known type is echoed
+        refusal = Refused(tid, Role.SUPERVISOR, outcome.kind, outcome.reason, shown,
+                          outcome.command_id, supervisor=outcome.supervisor)
+        if outcome.kind not in ("stale", "future") or not outcome.authenticated:
+            return refusal
+        late = refusal
+        cmd = signing.parse_command(signing.decode_payload(payload))  # verified: it parses
+        sup, cid, rid, issued, body = cmd.supervisor, cmd.command_id, cmd.round_id, cmd.issued_at, cmd.body()
+        signature = cmd.signature
+    else:
+        sup, cid, rid, issued, body = (outcome.supervisor, outcome.command_id, outcome.round_id, outcome.issued_at,
+                                       outcome.command)
+        signature = outcome.envelope.signature
+    signed = {"supervisor": sup, "command_id": cid, "issued_at": issued, "signature": signature, "at": now_ms}
+    event: Event | SupervisorOpenRound
+    if body["type"] == "supervisor_void":
+        event = SupervisorVoid(reason=body["reason"], round_id=rid, **signed)
+    else:
+        event = TABLE_COMMAND_EVENTS[body["type"]](reason=body.get("reason"), **signed)
+    return Accepted(tid, Role.SUPERVISOR, event, commands.digest(event), late,
+                    key_index=None if late is not None else outcome.key_index)  # type: ignore[union-attr]
+
+
+_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,64}")
+def _reserved_player(pid: object) -> bool:
+    return isinstance(pid, str) and is_role_user(pid)
+
+
+def _id_of(obj: dict[str, Any], name: str) -> str | None:
+    """A field of a command that is a valid id (to name it in an answer), else None."""
+    v = obj.get(name)
+    return v if isinstance(v, str) and _ID.fullmatch(v) else None
+
+
+__all__ = ["Accepted", "MAX_COMMAND_BYTES", "Refused", "TABLE_COMMAND_EVENTS", "parse"]

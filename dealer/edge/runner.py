@@ -1,0 +1,111 @@
+"""Production entry point behind ``dealer run``: lock and open the journal, build the bus,
+serve metrics, run the service.
+
+Start-up refusals come out as exceptions the CLI turns into one line and an exit status:
+:class:`~dealer.edge.journal.JournalError` (exit 2, a person must act: restarting cannot help) and
+:class:`RetryableStartError` (exit 1, may pass by itself: systemd restarts with backoff).
+Nothing here touches the broker before the journal is locked and opened."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sqlite3
+from collections.abc import Coroutine, Sequence
+from typing import Any, TypeVar
+
+import structlog
+
+from dealer.edge import topics
+from dealer.edge.config import ConfigError, Settings
+from dealer.edge.journal import JournalError, lock_journal
+from dealer.edge.metrics import Metrics
+from dealer.edge.rtp_policy import TableRtp, log_and_export, table_reports
+from dealer.edge.service import Service
+from drivers.bus import Bus, LocalBus
+from drivers.mqtt import MqttBus
+
+T = TypeVar("T")
+log = structlog.get_logger("dealer.edge.runner")
+
+
+class RetryableStartError(Exception):
+    """Start-up failed for a reason that may pass by itself (a metrics port still in use):
+    ``dealer run`` prints one line and exits 1, so the unit restarts it with backoff."""
+
+
+def run_loop(main: Coroutine[Any, Any, T], loop: str = "uvloop") -> T:
+    """Run ``main`` on uvloop (libuv: measurably less loop overhead at hundreds of tables)
+    or on the standard asyncio loop."""
+    if loop == "uvloop":
+        try:
+            import uvloop
+        except ImportError:  # not on Linux: the standard loop is fine
+            return asyncio.run(main)
+        return uvloop.run(main)
+    return asyncio.run(main)
+
+
+def mqtt_password(settings: Settings) -> str | None:
+    """The broker password: the content of ``mqtt.password_file`` when set (without the
+    trailing newline), else ``mqtt.password``."""
+    m = settings.mqtt
+    if m.password_file is not None:
+        return m.password_file.read_text(encoding="utf-8").rstrip("\r\n")
+    return m.password
+
+
+def build_bus(settings: Settings) -> Bus:
+    """The broker of ``[mqtt].url``; the in-process bus only when the config asks for it
+    (``[mqtt].in_process = true``): never by default, where nobody could reach the backend."""
+    m = settings.mqtt
+    if m.url is None:
+        if not m.in_process:
+            from dealer.edge.security import NO_BROKER
+
+            raise ConfigError(NO_BROKER)
+        return LocalBus()
+    return MqttBus(m.url, client_id=m.client_id, username=m.username, password=mqtt_password(settings),
+                   keepalive=m.keepalive, status_topic=topics.backend_status(settings.service.node_id),
+                   ca_file=m.ca_file, cert_file=m.cert_file, key_file=m.key_file)
+
+
+async def run_service(settings: Settings, rtp_reports: Sequence[TableRtp] | None = None) -> None:
+    # One process per journal, decided before anything else: a second instance must not
+    # connect (it would share the node's client id and status topic, and its last will
+    # would mark the running backend offline). The lock lives as long as the process.
+    lock_fd = lock_journal(settings.service.journal_path)  # noqa: F841 (held open on purpose)
+    s = settings.service
+    metrics = Metrics()
+    if rtp_reports is None:
+        rtp_reports = table_reports(settings)
+    # Reads the key files, then opens the journal (JournalError: unusable, exit 2); the bus
+    # is built but does not connect until the service runs.
+    service = Service(settings, bus=build_bus(settings), metrics=metrics)
+    # each table's exact RTP, once the journal is open (a refused start stays one line) and
+    # before any round opens
+    log_and_export(rtp_reports, log, metrics)
+    if s.metrics_enabled:
+        try:
+            port = metrics.serve(s.metrics_port, s.metrics_addr)
+        except OSError as exc:  # EADDRINUSE (an old process still exiting), EADDRNOTAVAIL ...
+            service.journal.close()
+            raise RetryableStartError(f"cannot serve metrics on {s.metrics_addr}:{s.metrics_port}: "
+                                      f"{exc.strerror or exc}") from None
+        log.info("metrics serving", addr=s.metrics_addr, port=port, path="/metrics")
+    task = asyncio.create_task(service.run())
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, task.cancel)
+    log.info("backend started", node=settings.service.node_id, tables=list(service.tables),
+             journal=str(settings.service.journal_path), journal_id=service.journal.journal_id)
+    try:
+        await task
+    except asyncio.CancelledError:
+        log.info("backend stopped")
+    except sqlite3.DatabaseError as exc:
+        if service.ready.is_set():
+            raise
+        # Damage that opening the journal did not reach (a page read only by the replay):
+        # the service failed before it started any driver or touched the broker.
+        raise JournalError(f"journal {s.journal_path} cannot be replayed: {exc}") from None

@@ -1,0 +1,72 @@
+"""The layout is the architecture: what may import what (README, "Where things live").
+
+The pure core (``dealer.core``) and the games (``dealer.games``) import nothing from the
+edge, the house players, the CLI, the tools, the drivers or the simulators, and no IO module.
+The runtime (everything under ``dealer``) never imports the tools or the simulators at module
+level. Read from the source with :mod:`ast`, so a lazy import inside a function counts too.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: Modules whose import means IO, a clock, randomness or threads.
+IO_MODULES = frozenset({"asyncio", "socket", "sqlite3", "subprocess", "threading", "multiprocessing",
+                        "concurrent", "os", "time", "random", "secrets", "uuid", "serial", "aiomqtt",
+                        "psycopg", "prometheus_client", "structlog", "logging", "signal", "select",
+                        "shutil", "tempfile", "pathlib", "io", "platform", "datetime"})
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every module ``path`` imports, anywhere in the file (top level or inside a function)."""
+    tree = ast.parse(path.read_text(), str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{a.name}" for a in node.names)
+    return found
+
+
+def modules(*packages: str) -> list[Path]:
+    return sorted(p for pkg in packages for p in (ROOT / pkg).rglob("*.py"))
+
+
+def _under(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+PURE = ("dealer/core", "dealer/games")
+FORBIDDEN_FOR_PURE = ("dealer.edge", "dealer.house", "dealer.cli", "tools", "drivers", "simulators")
+
+
+@pytest.mark.parametrize("path", modules(*PURE), ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_pure_core_imports_neither_the_edge_nor_io(path: Path) -> None:
+    bad = sorted(n for n in imports_of(path) if _under(n, FORBIDDEN_FOR_PURE) or n.split(".")[0] in IO_MODULES)
+    assert not bad, f"{path.relative_to(ROOT)} imports {bad}: the core is pure (README, Where things live)"
+
+
+@pytest.mark.parametrize("path", modules("dealer", "drivers"), ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_runtime_never_imports_the_simulators(path: Path) -> None:
+    bad = sorted(n for n in imports_of(path) if _under(n, ("simulators",)))
+    assert not bad, f"{path.relative_to(ROOT)} imports {bad}: simulators are test and tool code"
+
+
+@pytest.mark.parametrize("path", modules("dealer", "drivers"), ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_runtime_imports_tools_only_through_the_cli_registry(path: Path) -> None:
+    bad = sorted(n for n in imports_of(path) if _under(n, ("tools",)))
+    assert not bad, f"{path.relative_to(ROOT)} imports {bad}: tool commands load by name (dealer/cli/main.py)"
+
+
+def test_the_checker_sees_a_lazy_import(tmp_path: Path) -> None:
+    """The check itself can fail: an import inside a function is found."""
+    f = tmp_path / "m.py"
+    f.write_text("def f():\n    from dealer.edge import journal\n    import time\n")
+    assert {"dealer.edge", "dealer.edge.journal", "time"} <= imports_of(f)

@@ -1,0 +1,214 @@
+"""Deployment helpers behind ``dealer deploy``: the broker ACL rendered from a config.
+
+``dealer deploy acl --config FILE`` prints the Mosquitto ACL for the tables of FILE
+(``deploy/mosquitto/acl`` is this output for ``deploy/tables/example.toml``).
+``dealer deploy check --config FILE`` prints the reasons ``dealer run`` would refuse to
+start with FILE (``dealer.edge.security.check_deployment``), one per line.
+
+The ACL is least privilege. Mosquitto's ``pattern`` lines substitute the WHOLE user name
+(``%u``) or client id (``%c``), so a user named ``scanner-TP1`` cannot be mapped to the
+topic segment ``TP1`` by a pattern; explicit per-table blocks are generated instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from dealer.edge import topics
+from dealer.edge.config import Settings
+
+from dealer.edge.roles import (ACK_TOPIC, BACKEND_USER, OPS_USER, PLAYER_PLATFORM_USER, SCANNER_PREFIX, SETTLEMENT_USER,
+                          STATION_PREFIX, SUPERVISOR_PREFIX, Role)
+
+
+def scanner_user(table_id: str) -> str:
+    return f"{SCANNER_PREFIX}{table_id}"
+
+
+def station_user(table_id: str) -> str:
+    return f"{STATION_PREFIX}{table_id}"
+
+
+def supervisor_user(supervisor_id: str) -> str:
+    return f"{SUPERVISOR_PREFIX}{supervisor_id}"
+
+
+_ALL = "+"
+
+_HEADER = """\
+# Mosquitto ACL for the studio's MQTT protocol (docs/mqtt-topics.md).
+#
+# Rendered by `dealer deploy acl --config FILE` from the tables of FILE: re-render it
+# whenever a table is added or removed, then reload the broker (SIGHUP). Every user below
+# needs a line in the password file (mosquitto_passwd).{source}
+#
+# Format: a "user <name>" line starts a block; "topic read|write|readwrite <filter>"
+# lines grant access to that user. Anything not granted is denied: a publish to a topic
+# the user may not write is DROPPED (MQTT 3.1.1 still acknowledges it; nobody receives
+# it), a subscription to a topic it may not read receives nothing. Only users with a
+# password in the password file can connect (allow_anonymous false).
+#
+# "read" covers subscribing and receiving; "write" covers publishing, including the
+# backend's retained status message and its last will.
+"""
+
+
+def render_acl(settings: Settings, *, source: str | None = None) -> str:
+    """The Mosquitto ACL for ``settings``: fixed users (backend, settlement, player
+    platform, ops), one ``station-<table>`` block per table, one ``scanner-<table>`` block
+    per table whose scanner reports over MQTT (``kind = "mqtt"``) and one
+    ``supervisor-<id>`` block per configured supervisor. It follows ``dealer.edge.roles``."""
+    t = topics.table_topic
+    out: list[str] = [_HEADER.format(source=f"\n# Rendered from: {source}" if source else "")]
+
+    def block(comment: str, user: str, grants: list[tuple[str, str]]) -> None:
+        out.append(comment)
+        out.append(f"user {user}")
+        out.extend(f"topic {access} {topic}" for access, topic in grants)
+        out.append("")
+
+    block("# --- The table backend (dealer run) ---------------------------------------------------------\n"
+          "# Reads every role's command topic (scanners, the player platform, stations, supervisors),\n"
+          "# writes everything a table produces, players' private topics included, its own\n"
+          "# retained status and journal anchor, and the retained catch-up messages (current prompt, table\n"
+          "# state, each player's state). It checks each command's role again (dealer/edge/roles.py).\n"
+          "# It reads settlement's acknowledgements: a result leaves its outbox only when acknowledged.",
+          BACKEND_USER,
+          [("read", t(_ALL, "scanner")), ("read", t(_ALL, "actions")), ("read", t(_ALL, "station")),
+           ("read", t(_ALL, "supervisor")), ("read", t(_ALL, ACK_TOPIC[Role.SETTLEMENT])),
+           ("write", t(_ALL, "events")), ("write", t(_ALL, "prompts")), ("write", t(_ALL, "results")),
+           ("write", t(_ALL, "players/+")), ("write", topics.current_prompt(_ALL)), ("write", topics.state(_ALL)),
+           ("write", topics.player_state(_ALL, _ALL)), ("write", topics.backend_status(_ALL)),
+           ("write", topics.backend_journal(_ALL))])
+
+    block("# --- Settlement ------------------------------------------------------------------------------\n"
+          "# Reads round results (persistent session, dedupe by idempotency_key) and acknowledges\n"
+          "# each one it has applied (results/ack; only settlement may), and nothing else: it\n"
+          "# cannot place bets, deal cards or impersonate the backend.",
+          SETTLEMENT_USER,
+          [("read", t(_ALL, "results")), ("write", t(_ALL, ACK_TOPIC[Role.SETTLEMENT]))])
+
+    block("# --- Player platform ---------------------------------------------------------------------------\n"
+          "# Sends players' bets, decisions and actions (actions: its own command topic) and follows\n"
+          "# the tables' public events and retained state and the backends' liveness. It cannot close\n"
+          "# betting, confirm a deal step, report an exposed card or void a round: those topics are not\n"
+          "# its own.",
+          PLAYER_PLATFORM_USER,
+          [("write", t(_ALL, "actions")), ("read", t(_ALL, "events")), ("read", topics.state(_ALL)),
+           ("read", topics.backend_status(_ALL))])
+
+    out.append("# --- Scanner gateways, one user per table: scanner-<table> ----------------------------------\n"
+               "# A gateway may publish reads for ITS OWN table only; a publish anywhere else is dropped.\n"
+               "# Tables whose scanner is on a serial line have no scanner user.\n")
+    mqtt_tables = [tc for tc in settings.tables if tc.scanner.kind == "mqtt"]
+    for tc in mqtt_tables:
+        block(f"# {tc.id}: reader {tc.scanner.reader_id}", scanner_user(tc.id), [("write", topics.scanner(tc.id))])
+    if not mqtt_tables:
+        out.append("# (no table has an MQTT scanner)\n")
+
+    out.append("# --- Dealer stations, one user per table: station-<table> ------------------------------------\n"
+               "# A station shows its table's prompts (the retained current one and state when it connects),\n"
+               "# follows its events and the backends' liveness (a retained prompt is current only while its\n"
+               "# backend is online) and sends the dealer's commands (close betting, WASH/SHUFFLE\n"
+               "# confirmations, exposed cards) for ITS OWN table only.\n")
+    for tc in settings.tables:
+        block(f"# {tc.id}", station_user(tc.id),
+              [("read", topics.prompts(tc.id)), ("read", topics.events(tc.id)), ("write", topics.station(tc.id)),
+               ("read", topics.current_prompt(tc.id)), ("read", topics.state(tc.id)),
+               ("read", topics.backend_status(_ALL))])
+    if not settings.tables:
+        out.append("# (no tables)\n")
+
+    out.append("# --- Supervisors, one user per supervisor: supervisor-<id> ------------------------------------\n"
+               "# A supervisor's console sends signed commands (void) for the tables the supervisor may act\n"
+               "# on, and follows their prompts and events. The broker login alone is not enough: the\n"
+               "# backend refuses any supervisor command not signed with that supervisor's own key.\n")
+    sups = list(getattr(getattr(settings, "security", None), "supervisors", []) or [])
+    for sup in sups:
+        tables = list(sup.tables) or [tc.id for tc in settings.tables]
+        grants: list[tuple[str, str]] = []
+        for tid in tables:
+            grants += [("write", topics.supervisor(tid)), ("read", topics.prompts(tid)), ("read", topics.events(tid)),
+                       ("read", topics.current_prompt(tid)), ("read", topics.state(tid))]
+        grants.append(("read", topics.backend_status(_ALL)))
+        block(f"# {sup.id}: tables {', '.join(tables) or '(none)'}", supervisor_user(sup.id), grants)
+    if not sups:
+        out.append("# (no supervisors configured: [[security.supervisors]])\n")
+
+    block("# --- Operations (dashboards, debugging with mosquitto_sub) ---------------------------------\n"
+          "# Read-only, and only what operations needs: every table's public events, station prompts\n"
+          "# and results, the retained current prompts and table states, the backends' status and\n"
+          "# journal anchors (an auditor's `dealer audit verify --anchor`) and the broker's own $SYS\n"
+          "# statistics. NOT the players' private topics (hole cards) and not the command topics.",
+          OPS_USER,
+          [("read", t(_ALL, "events")), ("read", t(_ALL, "prompts")), ("read", t(_ALL, "results")),
+           ("read", topics.current_prompt(_ALL)), ("read", topics.state(_ALL)),
+           ("read", topics.backend_status(_ALL)), ("read", topics.backend_journal(_ALL)), ("read", "$SYS/#")])
+
+    out.append("# --- Players (games with decisions, e.g. Sevenluck) ------------------------------------------\n"
+               "# A player's client logs in with its player id as user name and may read only its own\n"
+               "# topic and its own retained state, which carry its hole cards (decks.md section 3: nobody\n"
+               "# else may see them). No player may be named like a user above (the backend refuses such a\n"
+               "# player id). Its bets and decisions go through the player platform on `actions`. A pattern\n"
+               "# line applies to every user.")
+    out.append(f"pattern read {t(_ALL, 'players/%u')}")
+    out.append(f"pattern read {topics.player_state(_ALL, '%u')}")
+    return "\n".join(out) + "\n"
+
+
+# --- CLI ------------------------------------------------------------------------------------
+
+
+def _load(path: str) -> Settings | None:
+    from dealer.edge.config import ConfigError, load_settings
+
+    try:
+        return load_settings(path)
+    except ConfigError as exc:
+        print(f"dealer: {exc}", file=sys.stderr)
+        return None
+
+
+def _cmd_acl(args: argparse.Namespace) -> int:
+    settings = _load(args.config)
+    if settings is None:
+        return 2
+    sys.stdout.write(render_acl(settings, source=args.source))
+    return 0
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from dealer.edge.security import check_deployment
+
+    settings = _load(args.config)
+    if settings is None:
+        return 2
+    problems = check_deployment(settings, args.config)
+    for p in problems:
+        print(p)
+    if problems:
+        return 2
+    print(f"{args.config}: ok")
+    return 0
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``dealer deploy acl|check`` to the ``dealer`` command's subparsers."""
+    from dealer.cli.args import CONFIG_HELP
+
+    d = subparsers.add_parser("deploy", help="deployment helpers: the broker ACL for a config, pre-flight checks")
+    dsub = d.add_subparsers(dest="deploy", required=True)
+    acl = dsub.add_parser("acl", help="print the Mosquitto ACL for the tables of a config")
+    acl.add_argument("--config", required=True, metavar="FILE", help=CONFIG_HELP)
+    acl.add_argument("--source", metavar="NAME", help="name the config in the ACL's header comment (default: none)")
+    acl.set_defaults(func=_cmd_acl)
+    chk = dsub.add_parser("check", help="print why `dealer run` would refuse to start with a config (exit 2), "
+                                        "or 'ok'")
+    chk.add_argument("--config", required=True, metavar="FILE", help=CONFIG_HELP)
+    chk.set_defaults(func=_cmd_check)
+    return d
+
+
+__all__ = ["render_acl", "register", "scanner_user", "station_user", "supervisor_user"]

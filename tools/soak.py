@@ -1,0 +1,1559 @@
+"""``dealer soak``: K tables for M rounds under random faults, then a full reconciliation.
+
+Everything is real except the people and the hardware: one private Mosquitto (persistence
+on), the real ``dealer run`` process started from a TOML config with K Teen Patti tables on
+K serial scanners (PTYs), K virtual dealers following the station prompts through a
+faulty line (garbage, no-reads, torn and dropped frames, retransmissions) and making
+mistakes (foreign and duplicate cards), and the reference settlement consumer placing
+random bets for every round and applying every result once into its SQLite ledger.
+
+A chaos task injects, at random moments spread over the run, in shuffled rotation:
+
+* ``broker_restart``: Mosquitto SIGKILLed and started again on the same port;
+* ``reader_unplug``: one table's reader unplugged, replugged (a new PTY behind the same
+  symlink) and powered up again (BOOT);
+* ``backend_kill``: the backend SIGKILLed and restarted (journal replay);
+* ``link_loss_before_close``: the broker killed right after a ``round_opened`` event (and
+  the first accepted bet, if one comes quickly): that round must be CANCELLED and refunded;
+* ``link_loss_after_close``: the broker killed while a table is DEALING: that round must
+  complete, and its result arrives after the broker is back.
+
+The simulated people use MQTT as they should: settlement reads results over a persistent
+session (nothing may be missed) but round events and bets as live traffic, bettors bet
+once per round and only while its betting is open, and a dealer station's screen shows
+the newest prompt, never an older one redelivered by a crashed broker.
+
+When every table has at least M results applied by the consumer (and every planned chaos
+event happened) the soak stops opening rounds (the backend is restarted once more with
+``auto_rounds = false``), waits until every opened round's result has been delivered and
+applied, stops everything and reconciles (:func:`reconcile`):
+
+* every round the backend opened (its journal) has exactly one applied result, and
+  nothing is left in the outbox;
+* every delivery of a result carried the same bytes (at-least-once, never different);
+* every bet the consumer placed has exactly one ledger line (settled, REFUND or
+  NOT_ACCEPTED) with the amount :func:`dealer.core.settlement.settle_bet` gives; cancelled and
+  voided rounds only refund;
+* chips are conserved: players' bankrolls + house + escrow before == after, with nothing
+  left in escrow;
+* every CANCELLED round was cancelled by a link loss before its betting closed (its
+  reason, no ``closed_at``, and no ``close_betting`` in the journal), every round hit by a
+  link loss after betting closed COMPLETED, and no round was VOIDED (nobody voids here).
+
+The summary is one JSON object (``dealer soak`` prints it with sorted keys and exits 1 on
+any discrepancy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import glob
+import json
+import os
+import math
+import random
+import re
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from dealer.edge import topics
+from dealer.core.events import PlaceBet
+from dealer.edge.journal import Journal, JournalError
+from dealer.core.messages import RoundResult, RoundResultPart
+from dealer.core.result_parts import join_parts
+from dealer.edge.segments import AuditReport, parse_anchor, segment_dir, verify
+from dealer.core.settlement import settle_bet
+from drivers.bus import BusError
+from drivers.mqtt import MqttBus, cancel_and_wait
+from simulators.broker import MosquittoProcess
+from simulators.pty_port import PtyPort
+from simulators.players import VirtualPlayer
+from simulators.rig import make_dealer
+from simulators.settlement import SettlementConsumer
+from simulators.shoe import FaultPlan, VirtualShoe
+from simulators.station import DealerFaults, PtyShoeLink, StationScreen, VirtualDealer
+
+#: The dealer station's screen (newest prompt only) lives with the virtual dealer now.
+_StationScreen = StationScreen
+
+log = structlog.get_logger("tools.soak")
+
+#: Faults the chaos task injects (each at least once per cycle of the rotation).
+CHAOS_KINDS = ("broker_restart", "reader_unplug", "backend_kill", "link_loss_before_close", "link_loss_after_close",
+               "backend_down_long", "clock_step", "settlement_down", "settlement_slow", "disk_full", "oversize_round")
+#: Line faults of the reader, per pass of a card (``simulators.shoe.FaultPlan``).
+LINE_FAULTS = ("garbage", "noread", "torn", "drop", "repeat")
+#: Dealer mistakes, per card dealt (``simulators.station.DealerFaults``), as the dealer counts them.
+DEALER_FAULTS = ("foreign_card", "duplicate_card")
+FAULT_KINDS = CHAOS_KINDS + LINE_FAULTS + DEALER_FAULTS
+
+PLAYER_BANKROLL = Decimal("100000.00")
+HOUSE_BANKROLL = Decimal("10000000.00")
+NODE_ID = "soak-host"
+
+_CANCEL_REASON = re.compile(r"^link (broker|scanner:[A-Z0-9-]+) down before the round started")
+#: A link loss this long before betting closes must cancel the round. The backend hears a
+#: broker disconnect within milliseconds on a quiet machine; the margin absorbs a loaded one
+#: (the target soak measures hops of 60 ms p50 and 800 ms p99 on 2 cores, and a 100 ms
+#: margin judged five rounds whose betting timer fired before the disconnect was read).
+BEFORE_CLOSE_MARGIN_MS = 300
+MAX_LISTED = 200
+SEVENLUCK_SEATS = 3
+#: Journal retention far more aggressive than a studio's, so that segments roll (and are
+#: verified at the end) under every fault.
+SOAK_SERVICE = ("journal_retain_rows = 500\njournal_segment_rows = 500\nmax_message_bytes = 16384\n"
+                "result_resend_seconds = 2\nresult_resend_max_seconds = 10\n")
+#: With chaos on, one more Teen Patti table with a longer betting period, where the
+#: ``oversize_round`` fault places thousands of bets in one round: its result is bigger than
+#: ``max_message_bytes`` and goes as a manifest plus parts. It plays along, outside the target.
+BIG_TABLE, BIG_READER = "SBIG", "RBIG"
+BIG_BETTING_SECONDS = 5.0
+#: Bets of an oversize round, with 60-character bet ids: about 25 KB of ids, over the soak's
+#: 16 KiB ``max_message_bytes``. Paced: a burst on one table of this 2-core machine would
+#: delay every other table's players for seconds (the soak would rightly count their
+#: decisions taken by the timer).
+OVERSIZE_BETS = 400
+OVERSIZE_BETS_PER_SECOND = 200
+
+
+# ---------------------------------------------------------------------------------------------
+# Reconciliation (pure: plain rows in, discrepancies out)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SoakData:
+    """Everything the reconciliation looks at, as plain rows.
+
+    ``opened``/``closed``/``outbox_left`` come from the backend's journal, ``deliveries``
+    from a subscriber on the settlement session (every copy of every result), ``applied``,
+    ``bets`` and ``ledger`` from the settlement consumer's SQLite ledger.
+    """
+
+    tables: list[str]
+    opened: dict[str, list[str]]  # table -> round ids opened, in order
+    closed: set[str] = field(default_factory=set)  # round ids whose betting closed
+    outbox_left: list[str] = field(default_factory=list)  # idempotency keys still in the outbox
+    deliveries: dict[str, list[bytes]] = field(default_factory=dict)  # key -> every payload delivered
+    applied: list[tuple[str, str]] = field(default_factory=list)  # (key, result JSON) per application
+    bets: list[tuple[str, str, str, str, str]] = field(default_factory=list)  # bet_id, round_id, player, type, stake
+    ledger: list[tuple[str, str, str, str, str, str, str]] = field(default_factory=list)
+    # ^ bet_id, key, player, bet_type, stake, outcome, returned
+    consumer_mismatches: list[str] = field(default_factory=list)
+    must_cancel: dict[str, str] = field(default_factory=dict)  # key -> which fault demands it
+    must_complete: dict[str, str] = field(default_factory=dict)
+    #: round key -> the outage its deciders lived through (they must still decide themselves)
+    must_not_time_out: dict[str, str] = field(default_factory=dict)
+    #: round keys the backend journaled as acknowledged by settlement, one entry per ack journaled
+    acked: list[str] | None = None
+    player_bankroll: Decimal = PLAYER_BANKROLL
+    house_bankroll: Decimal = HOUSE_BANKROLL
+
+
+@dataclass
+class Reconciliation:
+    discrepancies: list[str]
+    stats: dict[str, Any]
+
+
+def _seq(round_id: str) -> int:
+    try:
+        return int(round_id.rsplit("-", 1)[1])
+    except (IndexError, ValueError):
+        return -1
+
+
+def reconcile(data: SoakData) -> Reconciliation:
+    d: list[str] = []
+    stats: dict[str, Any] = {}
+
+    # -- one result per opened round ------------------------------------------------------
+    applied_by_key: dict[str, list[str]] = {}
+    for key, body in data.applied:
+        applied_by_key.setdefault(key, []).append(body)
+    opened_keys: set[str] = set()
+    for tid in data.tables:
+        rids = data.opened.get(tid, [])
+        seqs = [_seq(r) for r in rids]
+        if seqs != list(range(1, len(seqs) + 1)):
+            d.append(f"{tid}: opened round ids are not 1..{len(seqs)} in order: {rids[:5]}...")
+        for rid in rids:
+            key = f"{tid}:{rid}"
+            opened_keys.add(key)
+            n = len(applied_by_key.get(key, ()))
+            if n == 0:
+                d.append(f"{key}: no result applied (the round was opened)")
+            elif n > 1:
+                d.append(f"{key}: result applied {n} times")
+    for key in sorted(set(applied_by_key) - opened_keys):
+        d.append(f"{key}: result applied for a round the backend's journal never opened")
+    for key in data.outbox_left:
+        d.append(f"{key}: still in the backend's outbox after the drain")
+
+    # -- deliveries: at least once, never different ----------------------------------------
+    for key, payloads in sorted(data.deliveries.items()):
+        distinct = set(payloads)
+        if len(distinct) > 1:
+            d.append(f"{key}: delivered {len(payloads)} times with {len(distinct)} different contents")
+        for body in applied_by_key.get(key, ()):
+            if body.encode() not in distinct:
+                d.append(f"{key}: the applied result is not what was delivered")
+    for key in sorted(set(applied_by_key) - set(data.deliveries)):
+        if data.deliveries:  # when deliveries were recorded at all, every applied result was one
+            d.append(f"{key}: applied but never seen delivered")
+
+    # -- outcomes ----------------------------------------------------------------------------
+    results: dict[str, RoundResult] = {}
+    for key, bodies in applied_by_key.items():
+        try:
+            results[key] = RoundResult.model_validate_json(bodies[0])
+        except ValueError as exc:
+            d.append(f"{key}: applied result does not parse: {exc}")
+    # A result in parts: its manifest was applied; join the parts delivered with it.
+    in_parts = 0
+    for key, r in list(results.items()):
+        n = r.accepted_bets.parts
+        if not n:
+            continue
+        in_parts += 1
+        try:
+            parts = [RoundResultPart.model_validate_json(data.deliveries[f"{key}#{i}/{n}"][0]) for i in range(1, n + 1)]
+            results[key] = join_parts(r, parts)
+        except (KeyError, ValueError) as exc:
+            d.append(f"{key}: the result's {n} parts do not join: {exc}")
+    outcomes = Counter(r.outcome for r in results.values())
+    cancelled_by: Counter[str] = Counter()
+    for key, r in sorted(results.items()):
+        if r.idempotency_key != key:
+            d.append(f"{key}: result carries idempotency key {r.idempotency_key!r}")
+        if r.outcome == "CANCELLED":
+            m = _CANCEL_REASON.match(r.reason or "")
+            if m is None:
+                d.append(f"{key}: CANCELLED but not by a link loss before betting closed: {r.reason!r}")
+            else:
+                cancelled_by[m.group(1).split(":")[0]] += 1
+            if r.closed_at is not None or r.round_id in data.closed:
+                d.append(f"{key}: CANCELLED after its betting had closed")
+            if r.cards:
+                d.append(f"{key}: CANCELLED with cards registered {r.cards}")
+        elif r.outcome == "VOIDED":
+            d.append(f"{key}: VOIDED, but nobody voids a round in this soak: {r.reason!r}")
+        elif r.outcome == "COMPLETED" and len(set(r.cards.values())) != len(r.cards):
+            d.append(f"{key}: COMPLETED with a card registered twice: {r.cards}")
+    for key, why in sorted(data.must_cancel.items()):
+        r = results.get(key)
+        if r is not None and r.outcome != "CANCELLED":
+            d.append(f"{key}: {why}, yet the round ended {r.outcome} (it must be CANCELLED and refunded)")
+    for key, why in sorted(data.must_complete.items()):
+        r = results.get(key)
+        if r is not None and r.outcome != "COMPLETED":
+            d.append(f"{key}: {why}, yet the round ended {r.outcome} (it must complete)")
+
+    # -- no player timed out: the soak's players always answer within their window ---------
+    timed_out = 0
+    for key, r in sorted(results.items()):
+        late = sorted(p for p, dec in r.decisions.items() if dec.by == "timeout")
+        timed_out += len(late)
+        if late:
+            why = data.must_not_time_out.get(key, "an outage (its players always answer in time)")
+            d.append(f"{key}: {', '.join(late)} timed out by the decision timer after {why}")
+    for key in sorted(data.must_not_time_out):
+        r = results.get(key)
+        if r is not None and r.outcome == "COMPLETED" and not r.decisions:
+            d.append(f"{key}: completed without the decisions it was waiting for")
+
+    # -- every result acknowledged by settlement, once -----------------------------------------
+    if data.acked is not None:
+        acks = Counter(data.acked)
+        for key in sorted(opened_keys):
+            if acks.get(key, 0) == 0:
+                d.append(f"{key}: the backend never journaled settlement's acknowledgement")
+            elif acks[key] > 1:
+                d.append(f"{key}: acknowledgement journaled {acks[key]} times")
+        for key in sorted(set(acks) - opened_keys):
+            d.append(f"{key}: acknowledgement journaled for a round the journal never opened")
+
+    # -- every bet exactly once, at the right amount ----------------------------------------
+    # A Sevenluck PLAY decision places a Play bet (the ante's id + ":play") at the stake the
+    # result records: it is placed, and accepted, when the decision is made.
+    bets = list(data.bets)
+    plays: set[str] = set()
+    antes: dict[tuple[str, str], list[str]] = {}
+    for b in data.bets:
+        if b[3] == "ante":
+            antes.setdefault((b[1], b[2]), []).append(b[0])
+    for key, r in results.items():
+        for player, dec in r.decisions.items():
+            if dec.play_stake is None:
+                continue
+            ante = next((b for b in antes.get((r.round_id, player), []) if b in r.accepted_bets.bet_ids), None)
+            if ante is None:
+                d.append(f"{key}: {player} played without an accepted ante")
+                continue
+            bets.append((f"{ante}:play", r.round_id, player, "play", str(dec.play_stake)))
+            plays.add(f"{ante}:play")
+    placed: dict[str, tuple[str, str, str, str, str]] = {}
+    for row in bets:
+        if row[0] in placed:
+            d.append(f"bet {row[0]}: placed twice in the ledger's bet book")
+        placed[row[0]] = row
+    lines: dict[str, list[tuple[str, str, str, str, str, str, str]]] = {}
+    for line in data.ledger:
+        lines.setdefault(line[0], []).append(line)
+    for bet_id, (_, round_id, *_rest) in placed.items():
+        n = len(lines.get(bet_id, ()))
+        if n == 0:
+            d.append(f"bet {bet_id} (round {round_id}): never settled or refunded")
+        elif n > 1:
+            d.append(f"bet {bet_id} (round {round_id}): settled {n} times")
+    for bet_id in sorted(set(lines) - set(placed)):
+        d.append(f"bet {bet_id}: ledger line for a bet that was never placed")
+    by_outcome: Counter[str] = Counter()
+    for bet_id, key, player, bet_type, stake_s, outcome, returned_s in data.ledger:
+        by_outcome[outcome] += 1
+        stake, returned = Decimal(stake_s), Decimal(returned_s)
+        bet = placed.get(bet_id)
+        if bet is not None:
+            if f"{key.split(':', 1)[0]}:{bet[1]}" != key:
+                d.append(f"bet {bet_id}: placed in round {bet[1]} but settled against {key}")
+            if Decimal(bet[4]) != stake or bet[2] != player or bet[3] != bet_type:
+                d.append(f"bet {bet_id}: ledger line {player}/{bet_type}/{stake} differs from the bet placed "
+                         f"{bet[2]}/{bet[3]}/{bet[4]}")
+        if returned < 0:
+            d.append(f"bet {bet_id}: negative return {returned}")
+        r = results.get(key)
+        if r is None:
+            d.append(f"bet {bet_id}: settled against {key}, which has no applied result")
+            continue
+        accepted = bet_id in r.accepted_bets.bet_ids or bet_id in plays
+        if not accepted:
+            want_outcome, want_returned = "NOT_ACCEPTED", stake
+        else:
+            try:
+                s = settle_bet(bet_type, stake, r, player)
+                want_outcome, want_returned = s.outcome, s.returned
+            except ValueError as exc:
+                d.append(f"bet {bet_id}: cannot be settled against {key}: {exc}")
+                continue
+        if outcome != want_outcome or returned != want_returned:
+            d.append(f"bet {bet_id} ({key}): ledger says {outcome} {returned}, the result gives "
+                     f"{want_outcome} {want_returned}")
+        if r.outcome in ("CANCELLED", "VOIDED") and outcome not in ("REFUND", "NOT_ACCEPTED"):
+            d.append(f"bet {bet_id}: {outcome} in a {r.outcome} round (only refunds are allowed)")
+        if outcome == "REFUND" and returned != stake:
+            d.append(f"bet {bet_id}: refund of {returned} for a stake of {stake}")
+    for key, r in sorted(results.items()):
+        unknown = [b for b in r.accepted_bets.bet_ids if b not in placed]
+        if unknown:
+            d.append(f"{key}: the backend accepted bets nobody placed: {unknown[:5]}")
+        strays = [b for b in r.accepted_bets.bet_ids if b in placed and placed[b][1] != r.round_id]
+        if strays:
+            d.append(f"{key}: the backend accepted bets placed for another round (a bet names no round, so a "
+                     f"late one lands in whichever round is open): {[(b, placed[b][1]) for b in strays[:5]]}")
+    d.extend(f"settlement consumer: {m}" for m in data.consumer_mismatches)
+
+    # -- chips are conserved ------------------------------------------------------------------
+    wallets = {p: data.player_bankroll for p in sorted({b[2] for b in bets} | {x[2] for x in data.ledger})}
+    house, escrow = data.house_bankroll, Decimal(0)
+    before = data.player_bankroll * len(wallets) + data.house_bankroll
+    for _, _, player, _, stake_s in bets:  # the stake leaves the wallet when the bet is placed
+        wallets[player] -= Decimal(stake_s)
+        escrow += Decimal(stake_s)
+    for _, _, player, _, stake_s, _, returned_s in data.ledger:  # ... and its line releases it
+        stake, returned = Decimal(stake_s), Decimal(returned_s)
+        escrow -= stake
+        wallets[player] += returned
+        house += stake - returned
+    after = sum(wallets.values(), Decimal(0)) + house
+    players_net = sum(wallets.values(), Decimal(0)) - data.player_bankroll * len(wallets)
+    house_net = house - data.house_bankroll
+    if escrow != 0:
+        d.append(f"chips not conserved: {escrow} still in escrow (stakes placed minus stakes settled or refunded)")
+    if players_net + house_net != 0 or after + escrow != before:
+        d.append(f"chips not conserved: players net {players_net} + house net {house_net} != 0 "
+                 f"(before {before}, after {after})")
+
+    stats.update(
+        results=len(results), completed=outcomes.get("COMPLETED", 0), cancelled=outcomes.get("CANCELLED", 0),
+        voided=outcomes.get("VOIDED", 0), cancelled_by=dict(sorted(cancelled_by.items())),
+        deliveries=sum(len(v) for v in data.deliveries.values()),
+        results_in_parts=in_parts,
+        decisions={"by_timeout": timed_out,
+                   "made": sum(len(r.decisions) for r in results.values())},
+        acks=len(data.acked) if data.acked is not None else None,
+        bets={"placed": len(placed), "ledger_lines": len(data.ledger),
+              **{k.lower(): v for k, v in sorted(by_outcome.items())}},
+        chips={"before": str(before), "after": str(after), "escrow": str(escrow),
+               "players_net": str(players_net), "house_net": str(house_net)},
+    )
+    return Reconciliation(d, stats)
+
+
+# ---------------------------------------------------------------------------------------------
+# The live soak
+# ---------------------------------------------------------------------------------------------
+
+
+def table_ids(n: int) -> list[tuple[str, str]]:
+    width = max(2, len(str(n)))
+    return [(f"S{i:0{width}d}", f"R{i:0{width}d}") for i in range(1, n + 1)]
+
+
+def write_config(path: Path, *, broker_url: str, journal: Path, tables: Sequence[tuple[str, str, str, str]],
+                 betting_seconds: float, pause_seconds: float, auto_rounds: bool = True,
+                 heartbeat_timeout: float = 3.0, decision_seconds: float = 6.0, log_level: str = "warning",
+                 service_extra: str = "", betting_overrides: dict[str, float] | None = None) -> Path:
+    """The backend's TOML: one table per (id, reader, serial port, game)."""
+    parts = [f"""[service]
+node_id = "{NODE_ID}"
+journal_path = "{journal}"
+metrics_enabled = false
+log_level = "{log_level}"
+{service_extra}
+[mqtt]
+url = "{broker_url}"
+client_id = "soak-backend"
+"""]
+    for tid, reader, port, game in tables:
+        parts.append(f"""
+[[tables]]
+id = "{tid}"
+game = "{game}"
+betting_seconds = {(betting_overrides or {}).get(tid, betting_seconds)}
+pause_seconds = {pause_seconds}
+auto_rounds = {'true' if auto_rounds else 'false'}
+""" + (f"""decision_seconds = {decision_seconds}
+
+[tables.options]
+seats = {SEVENLUCK_SEATS}
+""" if game == "sevenluck" else "") + f"""
+[tables.scanner]
+kind = "serial"
+port = "{port}"
+reader_id = "{reader}"
+heartbeat_timeout = {heartbeat_timeout}
+""")
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(parts))
+    tmp.replace(path)
+    return path
+
+
+def table_games(n: int, games: str) -> list[str]:
+    """``teen-patti``, ``sevenluck`` or ``mixed`` (every second table Sevenluck, whose players
+    decide: the soak's proof that no outage times a player out)."""
+    if games == "mixed":
+        return ["sevenluck" if i % 2 == 0 else "teen-patti" for i in range(1, n + 1)]
+    if games in ("teen-patti", "sevenluck"):
+        return [games] * n
+    raise ValueError(f"games must be teen-patti, sevenluck or mixed, not {games!r}")
+
+
+#: Size of the journal's own filesystem (a tmpfs: it takes memory only as it fills).
+JOURNAL_FS_BYTES = 2 << 30
+
+
+def mount_tmpfs(path: Path, size: int) -> bool:
+    """Mount a tmpfs of ``size`` bytes on ``path`` (root only): the soak's ``disk_full`` fills
+    it, so the backend meets a real ENOSPC. Raises RuntimeError saying what is missing."""
+    try:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(path)],
+                       check=True, capture_output=True, text=True)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        detail = getattr(exc, "stderr", "") or str(exc)
+        raise RuntimeError(f"the disk_full fault mounts a tmpfs for the journal and needs root: {detail.strip()} "
+                           f"(run as root, or --fault-rate 0)") from None
+    return True
+
+
+def fill_filesystem(filler: Path) -> int:
+    """Take every free byte of ``filler``'s filesystem (unbuffered writes, smaller and smaller,
+    until ENOSPC); returns the bytes taken."""
+    st = os.statvfs(filler.parent)
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    taken = 0
+    try:
+        with contextlib.suppress(OSError):  # most of it at once (tmpfs undoes a fallocate that fails)
+            want = max(0, st.f_bavail * st.f_frsize - (1 << 20))
+            os.posix_fallocate(fd, 0, want)
+            taken = want
+        os.lseek(fd, taken, os.SEEK_SET)
+        for size in (1 << 20, 1 << 16, 1 << 12, 1):
+            chunk = b"\0" * size
+            try:
+                while True:
+                    taken += os.write(fd, chunk)
+            except OSError:
+                pass
+    finally:
+        os.close(fd)
+    return taken
+
+
+def unmount(path: Path) -> None:
+    subprocess.run(["umount", "-l", str(path)], check=False, capture_output=True)
+
+
+def find_libfaketime() -> str | None:
+    """libfaketime (Debian package ``libfaketime``), which steps the backend's wall clock."""
+    found = sorted(glob.glob("/usr/lib/*/faketime/libfaketime.so.1")) + sorted(glob.glob("/usr/lib/faketime/libfaketime.so.1"))
+    return found[0] if found else None
+
+
+_FD_CALLBACK = re.compile(r"^Exception in callback .*\b(add|remove)_(reader|writer)\b")
+
+
+#: Loggers of our own code: an exception they log was caught and handled where it happened.
+_OWN_LOGGERS = ("dealer.", "drivers.", "simulators.")
+
+
+def scan_backend_log(text: str) -> dict[str, int]:
+    """Count the tracebacks in the backend's stderr.
+
+    The backend logs JSON lines (dealer/edge/logs.py): an exception is a line with an
+    ``exception`` field. One our own code logged (logger ``dealer.*``, ``drivers.*``) was
+    handled where it happened; any other (asyncio's "Task exception was never retrieved",
+    an ``uncaught`` one, a library's) counts, as does a plain ``Traceback`` (a log written
+    before every line was JSON, or a crash below Python's logging).
+
+    One kind is reported apart, not as a fault of the backend: an event-loop callback
+    that registers a socket the MQTT client has just closed (``Exception in callback
+    Loop.add_writer``, EBADF) when the broker vanishes mid-write. It is logged by the
+    loop's default handler, and the client reconnects as it should.
+    """
+    tracebacks = fd_races = 0
+    benign = False
+    for line in text.splitlines():
+        if line.startswith("{"):
+            benign = False
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(rec, dict) or not rec.get("exception"):
+                continue
+            if _FD_CALLBACK.match(str(rec.get("event", ""))):
+                fd_races += 1
+            elif not str(rec.get("logger", "")).startswith(_OWN_LOGGERS):
+                tracebacks += 1
+        elif _FD_CALLBACK.match(line):
+            benign, fd_races = True, fd_races + 1
+        elif line.startswith("Traceback") and not benign:
+            tracebacks += 1
+            benign = True  # a chained exception's second traceback is the same incident
+    return {"tracebacks": tracebacks, "loop_fd_races": fd_races}
+
+
+def _quantiles(xs: Sequence[float]) -> dict[str, float]:
+    if not xs:
+        return {}
+    s = sorted(xs)
+    return {"p50": round(s[len(s) // 2], 1), "p99": round(s[min(len(s) - 1, int(len(s) * 0.99))], 1),
+            "max": round(s[-1], 1)}
+
+
+class _SplitBus:
+    """The settlement consumer's view of two MQTT sessions: results through a persistent
+    one (``durable``), everything else (round events in, bets out) through ``live``."""
+
+    name = "broker"
+
+    def __init__(self, *, durable: MqttBus, live: MqttBus) -> None:
+        self.durable, self.live = durable, live
+
+    @property
+    def connected(self) -> bool:
+        return self.live.connected
+
+    def subscribe(self, pattern: str, handler: Callable[[str, bytes], None]) -> None:
+        (self.durable if pattern.endswith("/results") else self.live).subscribe(pattern, handler)
+
+    def on_connection(self, listener: Callable[[bool, str], None]) -> None:
+        self.live.on_connection(listener)
+
+    async def publish(self, topic: str, payload: bytes, *, qos: int = 1, retain: bool = False) -> None:
+        await self.live.publish(topic, payload, qos=qos, retain=retain)
+
+    async def run(self) -> None:  # the soak runs both sessions itself
+        raise NotImplementedError
+
+
+@dataclass
+class _SoakConsumer(SettlementConsumer):
+    """The reference consumer, betting like a person would: once per round, and only while
+    its betting is open.
+
+    A ``round_opened`` event can arrive twice (QoS 1) or late (a loaded broker; over a
+    persistent session, a crashed broker redelivers what it had not saved as acknowledged,
+    long after the round ended). The reference consumer would bet again on such a round
+    with new bet ids, and when the round's result was already applied those bets would
+    never be settled. Such openings are counted and ignored here.
+    """
+
+    games: dict[str, str] = field(default_factory=dict)  # table -> game (bets differ by game)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.stale_openings = 0
+        self.clock_offset_ms = 0  # how far the backend's wall clock is ahead (the soak's clock_step)
+        self.step_at = -math.inf  # when the backend's clock last stepped
+        self.slow_until = 0.0  # settlement_slow: acknowledgements wait 1..5 s until then
+        self.slow_acks = 0
+        self.opening_lag_ms: list[float] = []  # round_opened: backend stamp to arrival here
+        self._bet_rounds: set[str] = set()
+
+    def _on_event(self, topic: str, payload: bytes) -> None:
+        if b'"round_opened"' not in payload:
+            return  # the only event the consumer acts on
+        ev = json.loads(payload)
+        if ev.get("event") != "round_opened":
+            return
+        rid = str(ev.get("round_id"))
+        now_ms = time.time() * 1000 + self.clock_offset_ms
+        if isinstance(ev.get("at"), int) and time.monotonic() > self.step_at + 5:  # not across a clock step
+            self.opening_lag_ms.append(now_ms - ev["at"])
+        closes_at = (ev.get("data") or {}).get("betting_closes_at")
+        applied = self.db.execute("SELECT 1 FROM applied WHERE key = ?", (f"{ev.get('table_id')}:{rid}",)).fetchone()
+        if rid in self._bet_rounds or applied or (closes_at is not None and closes_at <= now_ms):
+            self.stale_openings += 1
+            return
+        self._bet_rounds.add(rid)
+        self.game = self.games.get(str(ev.get("table_id")), "teen-patti")
+        super()._on_event(topic, payload)
+
+
+    def _acknowledge(self, table_id: str, key: str, round_id: str) -> None:
+        if time.monotonic() >= self.slow_until:
+            super()._acknowledge(table_id, key, round_id)
+            return
+        self.slow_acks += 1
+        asyncio.get_running_loop().call_later(self.rng.uniform(1.0, 5.0), SettlementConsumer._acknowledge, self,
+                                              table_id, key, round_id)
+
+    async def place_many(self, table_id: str, round_id: str, n: int, per_second: float) -> int:
+        """``n`` Teen Patti bets in one round from high-rollers, at ``per_second`` (each bet in
+        the bet book first, like every bet here); returns how many were handed to the broker."""
+        self._bet_rounds.add(round_id)
+        sent = 0
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        pending: set[asyncio.Task[None]] = set()
+
+        async def one(bet: PlaceBet) -> None:
+            nonlocal sent
+            try:
+                await self.bus.publish(topics.actions(table_id),
+                                       bet.model_dump_json(exclude={"at"}, exclude_none=True).encode(), qos=1)
+                sent += 1
+            except BusError:
+                pass
+
+        for i in range(n):
+            self._bet_seq += 1
+            bet_id = f"{round_id}-x{self._bet_seq}-".ljust(60, "p")
+            bet = PlaceBet(bet_id=bet_id, player_id=f"whale{i % 200}", bet_type=self.rng.choice(self.bet_types),
+                           stake=self.rng.choice(self.stakes), round_id=round_id, command_id=bet_id)
+            self.db.execute("INSERT OR IGNORE INTO bets VALUES (?, ?, ?, ?, ?, ?)",
+                            (bet.bet_id, round_id, bet.player_id, bet.bet_type, str(bet.stake), None))
+            task = asyncio.create_task(one(bet))
+            pending.add(task)
+            task.add_done_callback(pending.discard)
+            await asyncio.sleep(max(0.0, start + (i + 1) / per_second - loop.time()))
+        await asyncio.gather(*pending)
+        return sent
+
+
+class _SoakPlayer(VirtualPlayer):
+    """A Sevenluck player who always answers, after thinking for a while (well within the
+    window), and sends its decision again while its own link is down (for 5 s, the same
+    command id): a decision the timer makes in this soak was made because of an outage.
+
+    It decides when told on its own topic (``decision_required``, again after a resume) and
+    also when the public ``decisions_open`` lists it (its private message may be lost with
+    a crashed broker's queue, as a real client would notice from the table's public state)."""
+
+    def _on_public(self, topic: str, payload: bytes) -> None:
+        super()._on_public(topic, payload)
+        if b'"decisions_open"' not in payload:
+            return
+        ev = json.loads(payload)
+        if ev.get("event") == "decisions_open" and self.player_id in (ev.get("data") or {}).get("players", []):
+            asyncio.get_running_loop().create_task(self._decide(str(ev["round_id"])))
+
+
+class BackendProcess:
+    """``python -m dealer run --config FILE`` as a child process (stderr appended to a log)."""
+
+    def __init__(self, config: Path, log_path: Path, python: str = sys.executable,
+                 env: dict[str, str] | None = None) -> None:
+        self.config, self.log_path, self.python = config, log_path, python
+        self.env = env
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    def start(self) -> None:
+        assert self.proc is None or self.proc.poll() is not None
+        with self.log_path.open("ab") as err:
+            self.proc = subprocess.Popen([self.python, "-m", "dealer", "run", "--config", str(self.config)],
+                                         stdout=subprocess.DEVNULL, stderr=err,
+                                         env=None if self.env is None else os.environ | self.env)
+        self.starts += 1
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        if self.proc is not None:
+            self.proc.wait()
+
+    def terminate(self, timeout: float = 15.0) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+class _Soak:
+    def __init__(self, tables: int, rounds: int, seed: int, workdir: Path, fault_rate: float, *,
+                 card_fault_rate: float | None, betting_seconds: float, pause_seconds: float,
+                 deal_interval: float, max_seconds: float, stall_seconds: float, drain_seconds: float,
+                 games: str = "mixed", decision_seconds: float = 6.0) -> None:
+        if tables < 1 or rounds < 1:
+            raise ValueError("a soak needs at least one table and one round")
+        if not 0 <= fault_rate <= 1:
+            raise ValueError("fault_rate must be within 0..1")
+        self.n_tables, self.rounds, self.seed = tables, rounds, seed
+        self.workdir = Path(workdir)
+        self.fault_rate = fault_rate
+        self.card_fault_rate = fault_rate if card_fault_rate is None else card_fault_rate
+        if not 0 <= self.card_fault_rate <= 1:
+            raise ValueError("card_fault_rate must be within 0..1")
+        self.betting_seconds, self.pause_seconds, self.deal_interval = betting_seconds, pause_seconds, deal_interval
+        self.max_seconds, self.stall_seconds, self.drain_seconds = max_seconds, stall_seconds, drain_seconds
+        self.rng = random.Random(seed)
+        self.ids = table_ids(tables) + ([(BIG_TABLE, BIG_READER)] if fault_rate > 0 else [])
+        self.tids = [t for t, _ in self.ids]
+        self.games = dict(zip(self.tids, table_games(tables, games) + ["teen-patti"]))
+        self.oversize: dict[str, int] = {}  # round key -> bets placed by oversize_round
+        self.decision_seconds = decision_seconds
+        self.clock_offset = 0  # seconds the backend's wall clock is ahead of the real one (clock_step)
+        self.clock_steps: list[int] = []
+        self.last_step_at = -math.inf
+        self.journal_fs_mounted = False
+        self.disk_full_windows: list[dict[str, Any]] = []
+        self.journal_alerts = 0  # ALERT prompts about the journal (disk_full)
+        self.backend_retried_starts = 0  # starts that exited 1 (may pass by itself) and were retried
+        self.online_wall_ms = 0.0  # the backend's wall clock when its current instance came online
+        self.journal_audit: AuditReport | None = None
+        self.anchor: tuple[int, str] | None = None
+        self.journal_segments = 0
+        self.must_not_time_out: dict[str, str] = {}  # round key -> the outage its deciders lived through
+        self.chaos_counts: Counter[str] = Counter()
+        self.chaos_log: list[dict[str, Any]] = []
+        self.problems: list[str] = []  # discrepancies found while running (stalls, timeouts, crashes)
+        self.must_cancel: dict[str, str] = {}
+        self.must_complete: dict[str, str] = {}
+        self.before_close_late = 0  # link losses that came too close to betting close to be decisive
+        self.before_close_missed = 0  # round openings heard too late to aim a link loss at them
+        self.deliveries: dict[str, list[bytes]] = {}
+        self.first_delivery: dict[str, float] = {}
+        self.broker_back_at: dict[str, float] = {}  # link_loss_after_close round -> broker restarted
+        self.applied_per_table: dict[str, set[str]] = {t: set() for t in self.tids}
+        self.last_progress = time.monotonic()
+        self.table_progress = {t: self.last_progress for t in self.tids}
+        self.status_online_at = 0.0
+        self.instances_seen: set[str] = set()  # backend instances (status "session") heard online
+        self.instance_online_at = 0.0  # when the newest instance first said online (monotonic)
+        self.last_prompt: dict[str, bytes] = {}
+        self.loop_lag_ms: list[float] = []
+        self.opening_lag_ms: list[float] = []  # round_opened: backend stamp to arrival at the monitor
+        self.last_event: dict[str, bytes] = {}
+        self._waiters: list[tuple[Callable[[dict[str, Any]], bool], asyncio.Future[dict[str, Any]]]] = []
+        self._backend_busy = False  # the chaos is killing and restarting it
+        self._chaos_task: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._bus_tasks: list[asyncio.Task[Any]] = []
+
+    # -- set-up ------------------------------------------------------------------------------
+
+    def _config(self, auto_rounds: bool) -> Path:
+        return write_config(self.workdir / "soak.toml", broker_url=self.broker.url, journal=self.journal_path,
+                            tables=[(t, r, p.path, self.games[t]) for (t, r), p in zip(self.ids, self.ports)],
+                            betting_seconds=self.betting_seconds, pause_seconds=self.pause_seconds,
+                            auto_rounds=auto_rounds, decision_seconds=self.decision_seconds,
+                            service_extra=SOAK_SERVICE, betting_overrides={BIG_TABLE: BIG_BETTING_SECONDS})
+
+    async def _start(self) -> None:
+        wd = self.workdir
+        wd.mkdir(parents=True, exist_ok=True)
+        self.journal_fs = wd / "journal-fs"
+        self.journal_path = self.journal_fs / "journal.sqlite"
+        if self.journal_fs.exists() or (wd / "ledger.sqlite").exists():
+            raise FileExistsError(f"{wd} already holds a soak run (journal-fs / ledger.sqlite): use a new workdir")
+        self.journal_fs.mkdir()
+        if self.fault_rate > 0:  # disk_full: the journal lives on a filesystem of its own, which the soak fills
+            self.journal_fs_mounted = mount_tmpfs(self.journal_fs, JOURNAL_FS_BYTES)
+        (wd / "broker").mkdir(exist_ok=True)
+        (wd / "dev").mkdir(exist_ok=True)
+        # Persistence on (it works as root too), saved once a second as a production broker would:
+        # a kill -9 loses up to a second of queued messages, which the backend's re-sends of
+        # unacknowledged results and its resyncs on reconnect must make good.
+        self.broker = MosquittoProcess(wd / "broker", save_on_every_change=False)
+        await asyncio.to_thread(self.broker.start)
+        self.ports = [PtyPort(wd / "dev", f"shoe-{tid}") for tid in self.tids]
+        # The backend's wall clock follows a libfaketime offset file (its monotonic clock is the
+        # machine's): ``clock_step`` rewrites the file, as an NTP step would move the clock.
+        faketime = find_libfaketime()
+        if faketime is None and self.fault_rate > 0:  # every kind is planned when there is chaos
+            raise RuntimeError("the clock_step fault needs libfaketime (Debian package libfaketime; scripts/test "
+                               "installs it)")
+        self.clock_file = wd / "clock-offset"
+        self.clock_file.write_text("+0\n")
+        env = None if faketime is None else {
+            "LD_PRELOAD": faketime, "FAKETIME_TIMESTAMP_FILE": str(self.clock_file), "FAKETIME_NO_CACHE": "1",
+            "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+        self.backend = BackendProcess(self._config(auto_rounds=True), wd / "backend.log", env=env)
+
+        url = self.broker.url
+        # Settlement keeps a persistent session for what must not be missed, the results, and
+        # reads round events and sends bets over a plain session, as live traffic: a broker
+        # saves every message queued for a persistent session to disk before going on.
+        self.settle_bus = MqttBus(url, client_id="soak-settlement", persistent_session=True)
+        self.live_bus = MqttBus(url, client_id="soak-bettors")
+        self.dealer_bus = MqttBus(url, client_id="soak-dealers", persistent_session=True)
+        self.monitor = MqttBus(url, client_id="soak-monitor", accept_retained=True)
+        self.consumer = _SoakConsumer(_SplitBus(durable=self.settle_bus, live=self.live_bus), list(self.tids),
+                                      wd / "ledger.sqlite", rng=random.Random(self.seed + 1),
+                                      players=SEVENLUCK_SEATS, games=dict(self.games))
+        # Sevenluck players: a persistent session each table, so a decision asked while they
+        # reconnect is not missed (a crashed broker may still lose it: see _SoakPlayer).
+        self.player_buses: list[MqttBus] = []
+        self.players: list[VirtualPlayer] = []
+        prng = random.Random(self.seed + 2)
+        for tid in self.tids:
+            if self.games[tid] != "sevenluck":
+                continue
+            pbus = MqttBus(url, client_id=f"soak-players-{tid}", persistent_session=True)
+            self.player_buses.append(pbus)
+            for n in range(1, SEVENLUCK_SEATS + 1):
+                self.players.append(_SoakPlayer(tid, f"player{n}", pbus, prng.choice(["q64", "random"]),
+                                                rng=random.Random(prng.random()),
+                                                think=round(prng.uniform(0.02, 0.3), 3), retries=20))
+        # The simulated ledger's durability is not under test (this process never crashes):
+        # spare the event loop one fsync per bet.
+        self.consumer.db.execute("PRAGMA synchronous=NORMAL")
+        for tid in self.tids:  # after the consumer's own handler: it has applied the result by then
+            self.settle_bus.subscribe(topics.results(tid), self._on_result)
+        p = self.card_fault_rate / (len(LINE_FAULTS) + len(DEALER_FAULTS))
+        self.dealers: list[VirtualDealer] = []
+        self.screens: list[_StationScreen] = []
+        for i, ((tid, reader), port) in enumerate(zip(self.ids, self.ports)):
+            dealer = make_dealer(
+                self.games[tid], tid, VirtualShoe(reader), PtyShoeLink(port),
+                rng=random.Random(self.seed * 7919 + i),
+                faults=FaultPlan(garbage=p, noread=p, torn=p, drop=p, repeat=p),
+                dealer_faults=DealerFaults(foreign=p, duplicate=p),
+                deal_interval=self.deal_interval, heartbeat_interval=0.1, patience=0.5)
+            screen = _StationScreen(dealer)
+            self.dealer_bus.subscribe(topics.prompts(tid), screen.on_prompt)
+            self.screens.append(screen)
+            self.dealers.append(dealer)
+        self.monitor.subscribe(topics.table_topic("+", "events"), self._on_event)
+        self.monitor.subscribe(topics.table_topic("+", "prompts"), self._on_prompt)
+        self.monitor.subscribe(topics.backend_status(NODE_ID), self._on_status)
+        self.monitor.subscribe(topics.backend_journal(NODE_ID), self._on_anchor)
+
+        buses = (self.settle_bus, self.live_bus, self.dealer_bus, self.monitor, *self.player_buses)
+        for bus in buses:
+            self._bus_tasks.append(asyncio.create_task(bus.run()))
+        for bus in buses:
+            async with asyncio.timeout(15):
+                await bus.wait_connected()
+        self._tasks += [asyncio.create_task(d.run()) for d in self.dealers]
+        await self._start_backend()
+
+    async def _start_backend(self, timeout: float = 30.0) -> None:
+        """Start the backend and wait for its retained "online". Exit 1 means "may pass by
+        itself" (a full disk at start): started again a second later, as systemd would (each
+        counted); any other exit, or no "online" in time, is a failure of the soak."""
+        t = time.monotonic()
+        self.backend.start()
+        try:
+            async with asyncio.timeout(timeout):
+                while self.instance_online_at < t:  # a new instance's "online", not a stale retained one
+                    if not self.backend.alive:
+                        code = self.backend.proc.returncode if self.backend.proc else None
+                        if code != 1:
+                            raise RuntimeError(f"the backend exited with {code} (see {self.backend.log_path})")
+                        self.backend_retried_starts += 1
+                        await asyncio.sleep(1.0)
+                        self.backend.start()
+                    await asyncio.sleep(0.01)
+        except TimeoutError:
+            raise RuntimeError(f"the backend did not come online within {timeout} s") from None
+
+    # -- what the simulator hears ----------------------------------------------------------------
+
+    def _on_result(self, topic: str, payload: bytes) -> None:
+        try:
+            msg = json.loads(payload)
+            key = msg["idempotency_key"]
+            if msg.get("schema_id") == "studio.v1.round_result_part":  # a part: its own delivery
+                key = f"{key}#{msg['part']}/{msg['parts']}"
+        except (ValueError, KeyError, TypeError):
+            self.problems.append(f"undecodable result on {topic}: {payload[:200]!r}")
+            return
+        self.deliveries.setdefault(key, []).append(payload)
+        if "#" in key:
+            return  # a part counts with its manifest
+        self.first_delivery.setdefault(key, time.monotonic())
+        tid = key.split(":", 1)[0]
+        if tid in self.applied_per_table and key not in self.applied_per_table[tid]:
+            self.applied_per_table[tid].add(key)
+            self.last_progress = self.table_progress[tid] = time.monotonic()
+
+    def _on_event(self, topic: str, payload: bytes) -> None:
+        tid = topics.table_of(topic) or "?"
+        self.last_event[tid] = payload
+        opening = b'"round_opened"' in payload
+        if not self._waiters and not opening:
+            return
+        try:
+            ev = json.loads(payload)
+        except ValueError:
+            return
+        ev["_rx"] = time.monotonic()
+        if opening and isinstance(ev.get("at"), int) and ev["_rx"] > self.last_step_at + 5:  # not across a step
+            self.opening_lag_ms.append(self.backend_now_ms() - ev["at"])
+        for pred, fut in list(self._waiters):
+            if not fut.done() and pred(ev):
+                fut.set_result(ev)
+
+    def _on_anchor(self, topic: str, payload: bytes) -> None:
+        """The journal head the backend publishes (retained), as an auditor would log it."""
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            self.anchor = parse_anchor(json.loads(payload)["anchor"])
+
+    def backend_now_ms(self) -> float:
+        """The backend's wall clock now (libfaketime runs it ``clock_offset`` seconds ahead)."""
+        return time.time() * 1000 + self.clock_offset * 1000
+
+    def _on_prompt(self, topic: str, payload: bytes) -> None:
+        self.last_prompt[topics.table_of(topic) or "?"] = payload
+        if b'"ALERT"' in payload and b"journal" in payload:
+            self.journal_alerts += 1
+
+    def _on_status(self, topic: str, payload: bytes) -> None:
+        """The backend's retained status. Its ``session`` is ``{instance}.{connection}`` with a
+        random instance per process: a start counts only when a new instance says online (a
+        retained "online" of a killed instance, restored by a restarted broker before the will
+        was saved, must not pass for the new one), and a reconnect of the same instance does
+        not move the instant its instance came online."""
+        with contextlib.suppress(ValueError, AttributeError, TypeError):
+            status = json.loads(payload)
+            if status.get("online") is True:
+                instance = str(status.get("session") or "").split(".")[0]
+                self.status_online_at = time.monotonic()
+                if instance not in self.instances_seen:
+                    self.instances_seen.add(instance)
+                    self.instance_online_at = self.status_online_at
+                    self.online_wall_ms = self.backend_now_ms()
+
+    async def _wait_event(self, pred: Callable[[dict[str, Any]], bool], timeout: float) -> dict[str, Any] | None:
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        entry = (pred, fut)
+        self._waiters.append(entry)
+        try:
+            async with asyncio.timeout(timeout):
+                return await fut
+        except TimeoutError:
+            return None
+        finally:
+            self._waiters.remove(entry)
+
+    # -- chaos ----------------------------------------------------------------------------------
+
+    def _plan(self) -> list[str]:
+        if self.fault_rate <= 0:
+            return []
+        n = max(len(CHAOS_KINDS), math.ceil(self.fault_rate * self.n_tables * self.rounds))
+        plan: list[str] = []
+        while len(plan) < n:
+            cycle = list(CHAOS_KINDS)
+            self.rng.shuffle(cycle)
+            plan += cycle
+        return plan[:n]
+
+    def total_applied(self) -> int:
+        return sum(len(s) for s in self.applied_per_table.values())
+
+    async def _chaos(self) -> None:
+        plan = self._plan()
+        total = self.n_tables * self.rounds
+        for i, kind in enumerate(plan):
+            # spread over 5 %..85 % of the run, with jitter, so the last ones land before the end
+            threshold = total * (0.05 + 0.8 * (i + self.rng.random()) / len(plan))
+            while self.total_applied() < threshold:
+                await asyncio.sleep(0.02)
+            await asyncio.sleep(self.rng.uniform(0, self.betting_seconds + self.pause_seconds))
+            await self._inject(kind)
+
+    async def _broker_down(self, down_for: float) -> None:
+        self.broker.kill()
+        await asyncio.sleep(down_for)
+        await asyncio.to_thread(self.broker.start)
+
+    async def _inject(self, kind: str) -> None:
+        rng = self.rng
+        entry: dict[str, Any] = {"kind": kind, "t": round(time.monotonic() - self.t0, 3)}
+        if kind == "broker_restart":
+            await self._broker_down(rng.uniform(0.05, 0.6))
+        elif kind == "reader_unplug":
+            i = rng.randrange(self.n_tables)
+            entry["table"] = self.tids[i]
+            self.ports[i].unplug()
+            await asyncio.sleep(rng.uniform(0.05, 0.8))
+            self.ports[i].replug()
+            dealer = self.dealers[i]
+            await dealer.link.send([dealer.shoe.boot()])  # power-up announcement of the reader
+        elif kind == "backend_kill":
+            self._backend_busy = True
+            try:
+                self.backend.kill()
+                await asyncio.sleep(rng.uniform(0, 0.3))
+                await self._start_backend()
+            finally:
+                self._backend_busy = False
+        elif kind == "link_loss_before_close":
+            deadline = time.monotonic() + 60
+            while True:  # a round whose opening we hear in time to hit its betting period
+                ev = await self._wait_event(lambda e: e.get("event") == "round_opened",
+                                            timeout=max(0.0, deadline - time.monotonic()))
+                if ev is None:
+                    self.problems.append("chaos: no round opened in time within 60 s "
+                                         "(link_loss_before_close not injected)")
+                    return
+                closes_at = (ev.get("data") or {}).get("betting_closes_at")
+                left_ms = (closes_at - self.backend_now_ms()) if closes_at is not None else 0
+                # a round opened just before a clock step carries a deadline of the old clock
+                if left_ms > BEFORE_CLOSE_MARGIN_MS + 20 and ev["_rx"] > self.last_step_at + 1.0:
+                    break
+                self.before_close_missed += 1  # heard too late (a loaded machine): try the next one
+            key = f"{ev['table_id']}:{ev['round_id']}"
+            # let a bet or two be accepted first, so the cancellation has something to refund
+            await self._wait_event(lambda e: e.get("event") == "bet_accepted" and e.get("round_id") == ev["round_id"],
+                                   timeout=min(0.05, (left_ms - BEFORE_CLOSE_MARGIN_MS - 20) / 1000))
+            kill_ms = self.backend_now_ms()
+            await self._broker_down(rng.uniform(0.1, 0.6))
+            entry.update(round=key, before_close_ms=None if closes_at is None else round(closes_at - kill_ms))
+            # judged only when the backend that opened the round is the one that lived through
+            # the kill (a round opened by an instance killed since was replayed, not watched)
+            opened_here = isinstance(ev.get("at"), int) and ev["at"] >= self.online_wall_ms
+            if closes_at is not None and kill_ms < closes_at - BEFORE_CLOSE_MARGIN_MS and opened_here:
+                self.must_cancel[key] = f"broker killed {closes_at - kill_ms:.0f} ms before betting closed"
+            else:
+                self.before_close_late += 1
+        elif kind == "link_loss_after_close":
+            ev = await self._wait_event(
+                lambda e: e.get("event") == "card_registered" and 1 <= int((e.get("data") or {}).get("step") or 0) <= 4,
+                timeout=30)
+            if ev is None:
+                self.problems.append("chaos: no table was dealing within 30 s (link_loss_after_close not injected)")
+                return
+            key = f"{ev['table_id']}:{ev['round_id']}"
+            await self._broker_down(rng.uniform(0.1, 0.8))
+            self.broker_back_at[key] = time.monotonic()
+            self.must_complete[key] = f"broker killed while dealing (after card {ev['data']['step']})"
+            entry["round"] = key
+        elif kind == "backend_down_long":
+            if not await self._down_during_decisions(entry):
+                return
+        elif kind == "settlement_down":
+            await self._settlement_down(entry)
+        elif kind == "settlement_slow":
+            # for a while settlement takes 1..5 s to acknowledge what it applied (the backend
+            # re-sends after 2 s: the repeats are applied once and acknowledged again)
+            window = rng.uniform(3.0, 8.0)
+            self.consumer.slow_until = time.monotonic() + window
+            entry["window_seconds"] = round(window, 2)
+            await asyncio.sleep(window)
+        elif kind == "disk_full":
+            await self._disk_full(entry)
+        elif kind == "oversize_round":
+            if not await self._oversize_round(entry):
+                return
+        elif kind == "clock_step":
+            # Forward by 1..5 minutes, or back to the real time (a step back just as big).
+            step = rng.randint(60, 300) if self.clock_offset == 0 else -self.clock_offset
+            self.clock_offset += step
+            self.clock_file.write_text(f"{self.clock_offset:+d}\n")
+            self.last_step_at = time.monotonic()
+            self.consumer.clock_offset_ms = self.clock_offset * 1000
+            self.consumer.step_at = self.last_step_at
+            self.clock_steps.append(step)
+            entry["step_seconds"] = step
+        else:
+            raise ValueError(kind)
+        self.chaos_counts[kind] += 1
+        self.chaos_log.append(entry)
+
+    async def _settlement_down(self, entry: dict[str, Any]) -> None:
+        """Settlement's results session goes away for a while; half the time it comes back
+        without its session (the broker drops what it queued): only the backend's re-sends
+        of unacknowledged results can deliver those."""
+        rng = self.rng
+        lose = rng.random() < 0.5
+        await cancel_and_wait(self._bus_tasks[0])  # the consumer's persistent results session
+        down = rng.uniform(1.0, 4.0)
+        await asyncio.sleep(down)
+        if lose:  # a clean connect under the same client id discards the stored session
+            clean = MqttBus(self.broker.url, client_id=self.settle_bus.client_id)
+            task = asyncio.create_task(clean.run())
+            try:
+                async with asyncio.timeout(15):
+                    await clean.wait_connected()
+            except TimeoutError:
+                self.problems.append("chaos: settlement could not reconnect within 15 s (settlement_down)")
+            await cancel_and_wait(task)
+        self._bus_tasks[0] = asyncio.create_task(self.settle_bus.run())
+        entry.update(down_seconds=round(down, 2), session_lost=lose)
+
+    async def _disk_full(self, entry: dict[str, Any]) -> None:
+        """The journal's filesystem fills up for a while (a real ENOSPC), then space returns:
+        the backend must hold its input, keep every round as it was and carry on."""
+        filler = self.journal_fs / "filler"
+        alerts = self.journal_alerts
+        # SQLite reuses the WAL space it holds: empty the WAL first (a checkpoint any reader may
+        # run), so the backend's next commits need new blocks and meet the full disk at once.
+        with contextlib.suppress(sqlite3.Error):
+            con = sqlite3.connect(self.journal_path, timeout=1)
+            try:
+                con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            finally:
+                con.close()
+        filled = await asyncio.to_thread(fill_filesystem, filler)
+        hold = self.rng.uniform(1.0, 4.0)
+        await asyncio.sleep(hold)
+        filler.unlink()
+        self.disk_full_windows.append({"hold_seconds": round(hold, 2), "filled_bytes": filled,
+                                       "backend_alerted": self.journal_alerts > alerts})
+        entry.update(hold_seconds=round(hold, 2), filled_bytes=filled)
+
+    async def _oversize_round(self, entry: dict[str, Any]) -> bool:
+        """Thousands of bets in one round of the big table: its result cannot be one message."""
+        ev = await self._wait_event(lambda e: e.get("event") == "round_opened" and e.get("table_id") == BIG_TABLE
+                                    and (e.get("data") or {}).get("betting_closes_at", 0) - self.backend_now_ms()
+                                    > BIG_BETTING_SECONDS * 750, timeout=60)
+        if ev is None:
+            self.problems.append(f"chaos: no round of {BIG_TABLE} opened in time within 60 s (oversize_round)")
+            return False
+        key = f"{BIG_TABLE}:{ev['round_id']}"
+        sent = await self.consumer.place_many(BIG_TABLE, str(ev["round_id"]), OVERSIZE_BETS, OVERSIZE_BETS_PER_SECOND)
+        self.oversize[key] = sent
+        entry.update(round=key, bets=sent)
+        # the next fault waits for this round's betting to close (a kill now would only drop bets)
+        await self._wait_event(lambda e: e.get("event") == "betting_closed" and e.get("round_id") == ev["round_id"],
+                               timeout=BIG_BETTING_SECONDS + 30)
+        return True
+
+    async def _down_during_decisions(self, entry: dict[str, Any]) -> bool:
+        """Kill the backend while Sevenluck players are deciding and keep it down for longer than
+        the decision window: on restart they must get a new window, not a timeout fold."""
+        if not any(g == "sevenluck" for g in self.games.values()):
+            self.problems.append("chaos: backend_down_long needs a Sevenluck table (use --games mixed)")
+            return False
+        ev = await self._wait_event(lambda e: e.get("event") == "decisions_open", timeout=60)
+        if ev is None:
+            self.problems.append("chaos: no decisions opened within 60 s (backend_down_long not injected)")
+            return False
+        key = f"{ev['table_id']}:{ev['round_id']}"
+        self._backend_busy = True
+        try:
+            self.backend.kill()
+            down = self.decision_seconds * self.rng.uniform(1.3, 2.0)
+            await asyncio.sleep(down)
+            await self._start_backend()
+        finally:
+            self._backend_busy = False
+        self.must_not_time_out[key] = f"backend killed while deciding, down {down:.1f} s (window {self.decision_seconds} s)"
+        entry.update(round=key, down_seconds=round(down, 2))
+        return True
+
+    # -- the run ----------------------------------------------------------------------------
+
+    def _diagnose(self) -> str:
+        parts = []
+        for tid, dealer in zip(self.tids, self.dealers):
+            prompt = self.last_prompt.get(tid, b"")
+            parts.append(f"{tid}: applied={len(self.applied_per_table[tid])} dealer(in_hand={dealer.in_hand}, "
+                         f"dealt={len(dealer.dealt)}, round={dealer._round}) last_prompt={prompt[:300]!r}")
+        return "; ".join(parts)
+
+    async def _loop_lag(self) -> None:
+        """How late this process's event loop wakes up (a busy simulator delays everything)."""
+        while True:
+            t = time.monotonic()
+            await asyncio.sleep(0.01)
+            self.loop_lag_ms.append((time.monotonic() - t - 0.01) * 1000)
+
+    async def _play(self) -> None:
+        self._tasks.append(asyncio.create_task(self._loop_lag()))
+        chaos = self._chaos_task = asyncio.create_task(self._chaos())
+        next_report = time.monotonic() + 10
+        while True:
+            await asyncio.sleep(0.2)
+            if time.monotonic() >= next_report:
+                next_report += 10
+                log.info("soak progress", seconds=round(time.monotonic() - self.t0),
+                         results=self.total_applied(),
+                         min_table=min(len(s) for t, s in self.applied_per_table.items() if t != BIG_TABLE),
+                         chaos=sum(self.chaos_counts.values()))
+            if chaos.done() and chaos.exception() is not None:
+                raise chaos.exception()  # type: ignore[misc]
+            if chaos.done() and all(len(s) >= self.rounds for t, s in self.applied_per_table.items() if t != BIG_TABLE):
+                return
+            now = time.monotonic()
+            if now - self.t0 > self.max_seconds:
+                self.problems.append(f"timed out after {self.max_seconds} s before the target: {self._diagnose()}")
+                return
+            if now - self.last_progress > self.stall_seconds:
+                self.problems.append(f"stalled: no new result for {self.stall_seconds} s: {self._diagnose()}")
+                return
+            stuck = [t for t, at in self.table_progress.items()
+                     if now - at > self.stall_seconds and (len(self.applied_per_table[t]) < self.rounds or t == BIG_TABLE)]
+            if stuck:
+                self.problems.append(f"table(s) {stuck} stalled: no new result for {self.stall_seconds} s: "
+                                     f"{self._diagnose()}")
+                return
+            if not self.backend.alive and not self._backend_busy:
+                code = self.backend.proc.returncode if self.backend.proc else None
+                self.problems.append(f"the backend exited by itself (code {code}); restarted")
+                await self._start_backend()
+
+    async def _drain(self) -> None:
+        """Stop opening rounds, then wait until every opened round's result is delivered and applied."""
+        if self._chaos_task is not None and not self._chaos_task.done():  # a timeout or a stall
+            self._chaos_task.cancel()
+            await asyncio.gather(self._chaos_task, return_exceptions=True)
+            await asyncio.sleep(1.0)  # a broker start running in a thread finishes
+        if self.broker.proc is None:
+            await asyncio.to_thread(self.broker.start)
+        for port, dealer in zip(self.ports, self.dealers):
+            if not port.plugged:
+                port.replug()
+                await dealer.link.send([dealer.shoe.boot()])
+        self._config(auto_rounds=False)
+        await asyncio.to_thread(self.backend.terminate)
+        await self._start_backend()
+        deadline = time.monotonic() + self.drain_seconds
+        while True:
+            state = self._journal_state()
+            waiting = state["open_without_delivery"] + state["outbox"]
+            unapplied = [k for k in state["opened_keys"] if k.split(":", 1)[0] in self.applied_per_table
+                         and k not in self.applied_per_table[k.split(":", 1)[0]]]
+            if not waiting and not unapplied:
+                return
+            if time.monotonic() > deadline:
+                self.problems.append(f"drain timed out after {self.drain_seconds} s: undelivered {waiting[:10]}, "
+                                     f"unapplied {unapplied[:10]}: {self._diagnose()}")
+                return
+            await asyncio.sleep(0.5)
+
+    def _journal_db(self) -> sqlite3.Connection:
+        return sqlite3.connect(f"file:{self.journal_path}?mode=ro", uri=True, timeout=10)
+
+    def _journal_state(self) -> dict[str, list[str]]:
+        db = self._journal_db()
+        try:
+            opened = [(t, r) for t, r in db.execute(
+                "SELECT table_id, round_id FROM events WHERE type = 'open_round' ORDER BY id")]
+            delivered = {r for (r,) in db.execute("SELECT DISTINCT round_id FROM events WHERE type = 'result_delivered'")}
+            outbox = [k for (k,) in db.execute("SELECT key FROM outbox ORDER BY id")]
+        finally:
+            db.close()
+        return {"opened_keys": [f"{t}:{r}" for t, r in opened],
+                "open_without_delivery": [f"{t}:{r}" for t, r in opened if r not in delivered],
+                "outbox": outbox}
+
+    async def _stop(self) -> None:
+        if self._chaos_task is not None:
+            self._chaos_task.cancel()
+            await asyncio.gather(self._chaos_task, return_exceptions=True)
+        if hasattr(self, "backend"):
+            await asyncio.to_thread(self.backend.terminate)
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.sleep(0.3)  # let the last PUBACKed deliveries reach the consumer
+        for t in self._bus_tasks:
+            t.cancel()
+        await asyncio.gather(*self._bus_tasks, return_exceptions=True)
+        if hasattr(self, "broker"):
+            await asyncio.to_thread(self.broker.stop)
+        for port in getattr(self, "ports", []):
+            port.close()
+
+    def _collect(self) -> SoakData:
+        """The journal's side of the reconciliation, across its segment files (the backend has
+        stopped), and the outbox left in the live file."""
+        opened: dict[str, list[str]] = {t: [] for t in self.tids}
+        closed: set[str] = set()
+        outbox: list[str] = []
+        acked: list[str] | None = None
+        try:
+            journal = Journal(self.journal_path, fsync=False)
+            try:
+                acked = []
+                for row in journal.rows():
+                    if row.type == "open_round":
+                        opened.setdefault(row.table_id, []).append(str(row.round_id))
+                    elif row.type == "close_betting":
+                        closed.add(str(row.round_id))
+                    elif row.type == "result_delivered":
+                        acked.append(f"{row.table_id}:{row.round_id}")
+                outbox = [r.key for r in journal.pending()]
+                # checked against the last head the backend published, too: rows cut off the end show
+                self.journal_audit = verify(journal, [self.anchor] if self.anchor else [])
+                self.journal_segments = len(journal.segment_records())
+            finally:
+                journal.close()
+        except (sqlite3.Error, JournalError) as exc:
+            self.problems.append(f"cannot read the backend journal {self.journal_path}: {exc}")
+        if self.journal_audit is not None and not self.journal_audit.ok:
+            self.problems.append(f"dealer audit verify fails on the journal: {self.journal_audit.reason}")
+        c = self.consumer.db
+        return SoakData(
+            tables=list(self.tids), opened=opened, closed=closed, outbox_left=outbox,
+            deliveries=self.deliveries,
+            applied=[(k, body) for k, body in c.execute("SELECT key, result FROM applied ORDER BY rowid")],
+            bets=[tuple(r) for r in c.execute("SELECT bet_id, round_id, player_id, bet_type, stake FROM bets")],  # type: ignore[misc]
+            ledger=[tuple(r) for r in c.execute(  # type: ignore[misc]
+                "SELECT bet_id, key, player_id, bet_type, stake, outcome, returned FROM ledger")],
+            consumer_mismatches=list(self.consumer.mismatches),
+            must_cancel=dict(self.must_cancel), must_complete=dict(self.must_complete),
+            must_not_time_out=dict(self.must_not_time_out), acked=acked,
+        )
+
+    def _keep_journal(self) -> None:
+        """Copy the journal off its tmpfs into the workdir (kept for inspection), then unmount."""
+        if not self.journal_fs_mounted:
+            return
+        try:
+            if self.journal_path.exists():
+                src = self._journal_db()
+                dst = sqlite3.connect(self.workdir / "journal.sqlite")
+                try:
+                    src.backup(dst)
+                finally:
+                    src.close()
+                    dst.close()
+            segments = segment_dir(self.journal_path)
+            if segments.is_dir():
+                shutil.copytree(segments, segment_dir(self.workdir / "journal.sqlite"), dirs_exist_ok=True)
+        except (sqlite3.Error, OSError) as exc:
+            self.problems.append(f"cannot copy the journal off its filesystem: {exc}")
+        finally:
+            unmount(self.journal_fs)
+            self.journal_fs_mounted = False
+
+    def _faults(self) -> dict[str, int]:
+        out = {k: self.chaos_counts.get(k, 0) for k in CHAOS_KINDS}
+        dealt: Counter[str] = Counter()
+        for dealer in getattr(self, "dealers", []):
+            dealt.update(dealer.faults_injected)
+        for k in LINE_FAULTS + DEALER_FAULTS:
+            out[k] = dealt.get(k, 0)
+        return out
+
+    async def run(self) -> dict[str, Any]:
+        self.t0 = time.monotonic()
+        try:
+            await self._start()
+            self.last_progress = time.monotonic()
+            self.table_progress = {t: self.last_progress for t in self.tids}
+            await self._play()
+            await self._drain()
+        except Exception as exc:  # reported as a discrepancy, never hidden
+            log.exception("soak failed")
+            self.problems.append(f"soak aborted: {type(exc).__name__}: {exc}")
+        finally:
+            await self._stop()
+        seconds = time.monotonic() - self.t0
+        try:
+            rec = reconcile(self._collect()) if hasattr(self, "consumer") else Reconciliation([], {})
+        finally:
+            self._keep_journal()
+        log_path = self.workdir / "backend.log"
+        backend_log = scan_backend_log(log_path.read_text(errors="replace") if log_path.exists() else "")
+        if backend_log["tracebacks"]:
+            self.problems.append(f"the backend logged {backend_log['tracebacks']} traceback(s): see {log_path}")
+        discrepancies = self.problems + rec.discrepancies
+        per_table = [len(s) for t, s in self.applied_per_table.items() if t != BIG_TABLE]
+        if hasattr(self, "consumer"):
+            duplicates, stale, lags = self.consumer.duplicates, self.consumer.stale_openings, self.consumer.opening_lag_ms
+            self.consumer.close()
+        else:
+            duplicates, stale, lags = 0, 0, []
+        summary: dict[str, Any] = {
+            "ok": not discrepancies,
+            "tables": self.n_tables,
+            "rounds": {"target": self.rounds, "min": min(per_table), "total": sum(per_table)},
+            "seconds": round(seconds, 1),
+            "seed": self.seed,
+            "fault_rate": self.fault_rate,
+            "card_fault_rate": self.card_fault_rate,
+            "faults": self._faults(),
+            "results": rec.stats.get("results", 0),
+            "completed": rec.stats.get("completed", 0),
+            "cancelled": rec.stats.get("cancelled", 0),
+            "voided": rec.stats.get("voided", 0),
+            "cancelled_by": rec.stats.get("cancelled_by", {}),
+            "deliveries": rec.stats.get("deliveries", 0),
+            "duplicates_ignored": duplicates,
+            "stale_round_opened_ignored": stale,
+            "stale_prompts_dropped": sum(sc.dropped for sc in getattr(self, "screens", [])),
+            "dealer_resyncs": sum(d.resyncs for d in getattr(self, "dealers", [])),
+            "round_opened_lag_ms": {"monitor": _quantiles(self.opening_lag_ms),
+                                    "settlement": _quantiles(lags)},
+            "simulator_loop_lag_ms": _quantiles(self.loop_lag_ms),
+            "link_loss_checks": {
+                "before_close_must_cancel": len(self.must_cancel),
+                "before_close_too_late_to_judge": self.before_close_late,
+                "before_close_openings_heard_too_late": self.before_close_missed,
+                "after_close_must_complete": len(self.must_complete),
+                "after_close_result_after_restart": sum(
+                    1 for k, t in self.broker_back_at.items() if self.first_delivery.get(k, 0) > t),
+            },
+            "games": dict(sorted(Counter(self.games.values()).items())),
+            "decisions": rec.stats.get("decisions", {}),
+            "acks_journaled": rec.stats.get("acks"),
+            "clock_steps_seconds": self.clock_steps,
+            "backend_down_long_rounds": len(self.must_not_time_out),
+            "disk_full_windows": self.disk_full_windows,
+            "settlement": {"acks_sent": getattr(getattr(self, "consumer", None), "acks_sent", 0),
+                           "acks_delayed": getattr(getattr(self, "consumer", None), "slow_acks", 0),
+                           "down": sum(1 for e in self.chaos_log if e["kind"] == "settlement_down"),
+                           "sessions_lost": sum(1 for e in self.chaos_log if e.get("session_lost"))},
+            "oversize_rounds": {"rounds": len(self.oversize), "bets_sent": sum(self.oversize.values()),
+                                "results_in_parts": rec.stats.get("results_in_parts", 0)},
+            "journal": {"segments": self.journal_segments, "anchor_checked": self.anchor is not None,
+                        "audit_ok": None if self.journal_audit is None else self.journal_audit.ok},
+            "bets": rec.stats.get("bets", {}),
+            "chips": rec.stats.get("chips", {}),
+            "backend_log": backend_log,
+            "backend_starts": getattr(getattr(self, "backend", None), "starts", 0),
+            "backend_starts_retried": self.backend_retried_starts,
+            "discrepancy_count": len(discrepancies),
+            "discrepancies": discrepancies[:MAX_LISTED] + ([f"... and {len(discrepancies) - MAX_LISTED} more"]
+                                                           if len(discrepancies) > MAX_LISTED else []),
+            "workdir": str(self.workdir),
+        }
+        (self.workdir / "chaos.json").write_text(json.dumps(self.chaos_log, indent=1))
+        return summary
+
+
+async def run_soak(tables: int, rounds: int, seed: int, workdir: Path, fault_rate: float, *,
+                   card_fault_rate: float | None = None, betting_seconds: float = 0.15, pause_seconds: float = 0.05,
+                   deal_interval: float = 0.005, max_seconds: float = 3600.0, stall_seconds: float = 90.0,
+                   drain_seconds: float = 120.0, games: str = "mixed", decision_seconds: float = 6.0) -> dict[str, Any]:
+    """Run the soak and return its summary (see the module docstring).
+
+    ``fault_rate`` sets both the number of chaos events (``ceil(fault_rate * tables *
+    rounds)``, at least one of each kind when > 0) and, unless ``card_fault_rate`` is
+    given, the probability per card pass of a reader line fault or dealer mistake, split
+    evenly over garbage, noread, torn, drop, repeat, foreign and duplicate.
+    """
+    soak = _Soak(tables, rounds, seed, Path(workdir), fault_rate, card_fault_rate=card_fault_rate,
+                 betting_seconds=betting_seconds, pause_seconds=pause_seconds, deal_interval=deal_interval,
+                 max_seconds=max_seconds, stall_seconds=stall_seconds, drain_seconds=drain_seconds,
+                 games=games, decision_seconds=decision_seconds)
+    return await soak.run()
+
+
+# ---------------------------------------------------------------------------------------------
+# dealer soak
+# ---------------------------------------------------------------------------------------------
+
+
+def _cmd_soak(args: argparse.Namespace) -> int:
+    from dealer.cli.args import fail
+    from dealer.edge.logs import configure_logging
+    from dealer.edge.runner import run_loop
+
+    if args.workdir:  # never into a directory that holds anything: the soak writes, mounts and deletes there
+        wd = Path(args.workdir)
+        if wd.exists() and not wd.is_dir():
+            return fail("dealer soak", f"--workdir {wd} is not a directory")
+        if wd.is_dir() and any(wd.iterdir()):
+            return fail("dealer soak", f"--workdir {wd} is not empty: give a new or empty directory")
+    configure_logging(args.log_level)
+    workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="dealer-soak-"))
+    summary = run_loop(run_soak(args.tables, args.rounds, args.seed, workdir, args.fault_rate,
+                                card_fault_rate=args.card_fault_rate, betting_seconds=args.betting_seconds,
+                                max_seconds=args.max_seconds, games=args.games,
+                                decision_seconds=args.decision_seconds))
+    print(json.dumps(summary, sort_keys=True))
+    return 0 if summary["ok"] else 1
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``dealer soak`` to the ``dealer`` command's subparsers."""
+    from dealer.cli.args import fraction, int_range, seconds
+
+    p = subparsers.add_parser("soak", help="K tables x M rounds against the real backend process with random "
+                              "faults, then reconcile results, bets and chips (JSON summary; exit 1 on a discrepancy)")
+    p.add_argument("--tables", type=int_range(1, 1000), default=2, metavar="K", help="tables in the backend (default 2)")
+    p.add_argument("--rounds", type=int_range(1, 1_000_000), default=20, metavar="M",
+                   help="results per table before the soak winds down")
+    p.add_argument("--seed", type=int, default=1, help="seed of every random choice (faults, cards, bets; default 1)")
+    p.add_argument("--fault-rate", type=fraction, default=0.06,
+                   help="chaos events per round played (broker restarts, reader unplugs, backend kills, link "
+                        "losses before and after betting closes, in rotation) and, unless --card-fault-rate is "
+                        "given, the chance per card pass of a line fault or dealer mistake")
+    p.add_argument("--card-fault-rate", type=fraction, default=None,
+                   help="the chance per card pass of a line fault or dealer mistake (default: --fault-rate)")
+    p.add_argument("--betting-seconds", type=seconds(0, 3600), default=0.15, help="betting window of each round "
+                   "(default 0.15)")
+    p.add_argument("--games", default="mixed", choices=["mixed", "teen-patti", "sevenluck"],
+                   help="mixed: every second table is Sevenluck, whose players decide (default)")
+    p.add_argument("--decision-seconds", type=seconds(0, 3600), default=6.0,
+                   help="Sevenluck decision window (its players answer within 0.3 s: a load margin)")
+    p.add_argument("--max-seconds", type=seconds(0, 30 * 86_400), default=3600.0,
+                   help="give up (and report it) after this long")
+    p.add_argument("--workdir", help="a new or empty directory for the broker, journal, ledger and logs "
+                                     "(default: a fresh temporary directory, kept)")
+    p.add_argument("--log-level", default="error", choices=["debug", "info", "warning", "error"],
+                   help="level of the soak's own JSON log lines on stderr (default error)")
+    p.set_defaults(func=_cmd_soak)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.soak")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["soak", *(argv if argv is not None else sys.argv[1:])])
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

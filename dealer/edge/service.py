@@ -67,6 +67,7 @@ from drivers.scanner_json import MqttScannerIngest
 
 log = structlog.get_logger("dealer.edge.service")  # one logger for every part of the service
 
+
 def scanner_authenticator(scanner: ScannerConfig) -> FrameAuthenticator | None:
     """The reader's HMAC keys from ``hmac_key_files`` (hex text), or None when it has none.
 
@@ -87,6 +88,10 @@ def wall_ms() -> int:
 
 
 class Service:
+    """The backend service of one node: its tables, their journal and the parts that run them
+    (see the module docstring). Tests and tools use the tables, links, metrics, journal,
+    :meth:`submit` / :meth:`open_round` and the observers; the parts hold the rest."""
+
     def __init__(self, settings: Settings, *, bus: Bus, journal: Journal | None = None,
                  metrics: Metrics | None = None, clock: Callable[[], int] = wall_ms,
                  broker_link: bool | None = None) -> None:
@@ -112,7 +117,7 @@ class Service:
                     self.metrics.table_operations.labels(table=t.id, operation=operation, outcome=outcome)
         self.queue = CoreQueue(self.metrics)
         self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal")
-        self._tasks: set[asyncio.Task[Any]] = set()  # fire-and-forget publishes, kept until done
+        self._tasks: set[asyncio.Task[Any]] = set()  # fire-and-forget tasks (publishes, house moves) until done
         self._ai_started: set[tuple[str, str | None, int]] = set()
         self._bg: list[asyncio.Task[Any]] = []
         self.ready = asyncio.Event()
@@ -349,6 +354,9 @@ class Service:
 
     def _on_scan_input(self, table_id: str, inp: ScanInput) -> None:
         self.inputs.on_scan_input(table_id, inp)
+
+    def _replay(self) -> None:
+        self.core.replay()
 
     def _apply(self, item: Item, batch: Batch) -> Step:
         return self.core.apply(item, batch)

@@ -1,0 +1,464 @@
+"""The core loop: the one task that applies events to the tables and commits them in groups.
+
+It takes items off the core queue in batches, applies them to the tables, writes the journal
+rows (and outbox rows for results) of the whole batch in one SQLite transaction with one fsync
+(group commit) in a writer thread, and only then releases the effects: prompts and round
+events are published, results are handed to the outbox relay.
+
+A group commit that fails (disk full, an SQLite I/O error) never ends the loop: the batch is
+already applied to the tables, so the same batch is committed again with backoff until it
+goes through, and its effects stay held until then (nothing is published that is not
+journaled). Meanwhile the journal counts as unavailable: commands are refused at the edge
+(``journal_unavailable``), scanner reads are not taken (the station is told to stop dealing),
+no round opens, decision and turn timers pause; the first successful commit queues a journaled
+``Resume(link="journal")`` that gives every pending decision and turn a full new window.
+
+At start the loop's tables are rebuilt from the journal (:meth:`CoreLoop.replay`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from typing import TYPE_CHECKING
+
+import structlog
+
+from dealer.core import commands, result_parts
+from dealer.core.events import (
+    ActionTimeout,
+    ConfirmTimeout,
+    DecisionTimeout,
+    Event,
+    LinkDown,
+    LinkUp,
+    ReadFailed,
+    ResultDelivered,
+    Resume,
+    RulesChanged,
+    ScanRead,
+    SupervisorOpenRound,
+)
+from dealer.core.messages import PlayerMessage, RoundEvent, RoundResult, StationPrompt
+from dealer.core.operations import OPERATIONS, Mode
+from dealer.core.round import Rejection, Step
+from dealer.core.table import Table
+from dealer.edge import ingress, topics
+from dealer.edge.core_queue import WAKE, Item
+from dealer.edge.inputs import JOURNAL_UNAVAILABLE
+from dealer.edge.journal import Batch, OutboxRow, ReplayError
+from dealer.edge.journal_health import failure_reason
+
+if TYPE_CHECKING:
+    from dealer.edge.service import Service
+
+log = structlog.get_logger("dealer.edge.service")  # one logger for every part of the service
+
+#: A failing group commit is retried after this many seconds, doubling up to the cap.
+COMMIT_RETRY = (0.2, 5.0)
+#: The ``link`` of the Resume journaled when the journal is writable again.
+JOURNAL = "journal"
+
+_ROUND_OUTCOME = {"round_result": "completed", "round_cancelled": "cancelled", "round_voided": "voided"}
+
+#: Timeouts a journal outage supersedes: the Resume after it gives a new window instead.
+_TIMEOUTS = (DecisionTimeout, ActionTimeout, ConfirmTimeout)
+
+
+class CoreLoop:
+    """Applies queued events to the tables, commits each batch (group commit, held through a
+    journal outage) and then releases its effects. Owns the journal's availability and the
+    accepted command ids; uses the service's tables, journal, writer thread, core queue and the
+    other parts (publisher, relay, timers, maintenance) for what follows a commit."""
+
+    def __init__(self, svc: Service) -> None:
+        self.svc = svc
+        #: False from a failed group commit until its batch commits (:meth:`commit`).
+        self.journal_writable = True
+        self.commit_retry = COMMIT_RETRY
+        self._down_at = 0.0  # loop time of the first failed attempt of the outage
+        self._back = False  # the outage just ended: resume and resync after the batch's effects
+        self.resync_due = False  # the bus reconnected during the outage: private messages go again
+        #: Tables whose Resume(link="journal") is queued but not applied yet: their decision and
+        #: turn timers stay paused until it is (the old deadlines passed during the outage).
+        self.journal_resume: set[str] = set()
+        #: accepted command ids of this run (the journal holds every earlier one)
+        self._commands: dict[tuple[str, str, str], commands.StoredCommand] = {}
+        svc.metrics.journal_writable.set(1)
+
+    # -- start-up ---------------------------------------------------------------------
+
+    def replay(self) -> None:
+        """Rebuild every table from the journal, under the rules journaled for it (a round keeps
+        the rules it opened with), then journal each table's rules from today's configuration if
+        their hash or the software version changed: they apply from the next round.
+
+        A journaled event the core refuses (other than the delivery of an older, settled round)
+        means the table cannot be rebuilt as it was: :class:`~dealer.edge.journal.ReplayError` names
+        the row, and ``dealer run`` refuses to start (exit 2) instead of carrying on."""
+        svc = self.svc
+        journal = svc.journal
+        now = svc.now_ms()
+        for tid, table in svc.tables.items():
+            n = 0
+            for row_id, ev in journal.replay_rows(tid):
+                try:
+                    step = table.handle(ev)
+                except Exception as exc:  # a bug or a forged row: never carry on with a half-built table
+                    log.error("journal replay failed", table_id=tid, row=row_id, event_type=ev.type, error=repr(exc))
+                    raise ReplayError(f"journal {journal.path}: replay of table {tid} failed at row {row_id} "
+                                      f"({ev.type}): {type(exc).__name__}: {exc}") from exc
+                n += 1
+                # Replay starts at the oldest undelivered round, so the delivery of an older,
+                # already settled round can follow it: nothing to rebuild there.
+                if not step.accepted and ev.type != "result_delivered":
+                    reason = step.rejection.reason if step.rejection else "refused"
+                    log.error("journal replay refused an event", table_id=tid, row=row_id, event_type=ev.type,
+                              reason=reason)
+                    raise ReplayError(f"journal {journal.path}: replay of table {tid} refused row {row_id} "
+                                      f"({ev.type}): {reason}")
+            # Links that the journal says are down stay down until their driver reports them
+            # up: that report is then journaled (LinkUp), so the next replay sees the recovery.
+            cur = table.current
+            log.info("table restored", table_id=tid, replayed=n, state=table.mode.value,
+                     round_id=cur.round_id if cur else None, phase=cur.phase.value if cur else None,
+                     position=cur.expected_position if cur else None,
+                     round_rules_hash=cur.rules.rules_hash if cur else None)
+            self._journal_rules(tid, table, now)
+        for row in journal.pending():
+            svc.relay.add(row)
+        svc.metrics.outbox_pending.set(svc.relay.pending)
+        # Deadlines that passed while the backend was down never fire: pending decisions and
+        # turns wait for a Resume (the first broker connect of this run), which gives each a
+        # full window from then, journaled.
+        svc.timers.resume_due = set(svc.tables)
+        for tid, table in svc.tables.items():
+            self.operating_gauge(tid)
+            svc.publisher.release_prompt(table.prompt_now(now))
+            svc.timers.schedule(tid)  # private messages go again when the bus connects (LinkTracker.on_bus)
+
+    def _journal_rules(self, tid: str, table: Table, now: int) -> None:
+        """Queue a ``table_rules`` event when today's rules or software version differ from the
+        last journaled for the table. It is the first item of the core queue, so it is journaled
+        (group commit) and in force before any new round can open; a round in play keeps its rules.
+        A journal without any rules event (older than them) replays under today's rules."""
+        rules = self.svc.configs[tid].rules()
+        if table.journaled_rules == (rules.rules_hash, rules.software_version):
+            return
+        log.info("table rules journaled", table_id=tid, rules_hash=rules.rules_hash,
+                 software_version=rules.software_version,
+                 previous_hash=table.journaled_rules[0] if table.journaled_rules else None,
+                 previous_version=table.journaled_rules[1] if table.journaled_rules else None)
+        self.svc.queue.put(Item(tid, RulesChanged(rules=rules.canonical, rules_hash=rules.rules_hash,
+                                                  software_version=rules.software_version, at=now)))
+
+    # -- the loop ---------------------------------------------------------------------
+
+    async def run(self) -> None:
+        svc = self.svc
+        queue = svc.queue.items
+        loop = asyncio.get_running_loop()
+        while True:
+            items = [await queue.get()]
+            while not queue.empty() and len(items) < 1000:
+                items.append(queue.get_nowait())
+            svc.metrics.queue_depth.set(queue.qsize())
+            batch = Batch(readers=svc.inputs.take_reader_states())
+            steps: list[tuple[Item, Step]] = []
+            for item in items:
+                if item is WAKE:
+                    continue
+                step = self.apply(item, batch)
+                steps.append((item, step))
+            new_rows = await self.commit(batch) if batch else []
+            svc.relay.committed(batch, new_rows)
+            touched: set[str] = set()
+            for item, step in steps:
+                self.release(item, step)
+                touched.add(item.table_id)
+                if item.future is not None and not item.future.done():
+                    item.future.set_result(step)
+            if self._back:
+                self._back = False
+                touched |= set(svc.tables)
+                self._after_journal_outage()
+            for tid in touched:
+                svc.timers.schedule(tid)
+                self.operating_gauge(tid)
+            svc.publisher.catchup_due |= touched
+            svc.publisher.flush_catchup()
+            await svc.maintenance.retention(loop)
+
+    # -- group commit and journal outages ---------------------------------------------------
+
+    async def commit(self, batch: Batch) -> list[OutboxRow]:
+        """Commit one batch, retrying the very same batch with backoff until it commits.
+
+        The tables have already applied it, so committing it later keeps memory and journal
+        equal; :meth:`Journal.commit` writes all or nothing and keeps its chain head on a
+        failure, so a retry gets the same row ids. The caller holds the batch's effects until
+        this returns. The first failure marks the journal unavailable (one log line, an alert
+        at every table, input refused at the edge); the commit that succeeds ends it."""
+        svc = self.svc
+        loop = asyncio.get_running_loop()
+        delay, cap = self.commit_retry
+        attempts = 0
+        while True:
+            t0 = time.perf_counter()
+            try:
+                rows = await loop.run_in_executor(svc.writer, svc.journal.commit, batch)
+            except sqlite3.Error as exc:
+                attempts += 1
+                reason = failure_reason(exc)
+                svc.metrics.journal_commit_failures.labels(reason=reason).inc()
+                if self.journal_writable:
+                    self._journal_unavailable(reason, exc, batch)
+                await asyncio.sleep(delay)
+                delay = min(cap, delay * 2)
+                continue
+            svc.metrics.journal_commit.observe(time.perf_counter() - t0)
+            if not self.journal_writable:
+                self._journal_writable_again(attempts)
+            return rows
+
+    def _journal_unavailable(self, reason: str, exc: sqlite3.Error, batch: Batch) -> None:
+        """The first failed attempt of an outage: refuse input from now on, pause the decision
+        and turn timers and open no round, alert every table."""
+        svc = self.svc
+        self.journal_writable = False
+        self._down_at = asyncio.get_running_loop().time()
+        svc.metrics.journal_writable.set(0)
+        log.error("journal unwritable: input refused and the batch held until it commits (retrying with backoff)",
+                  reason=reason, error=str(exc), journal=svc.journal.path, held_rows=len(batch.events),
+                  held_results=len(batch.outbox))
+        now = svc.now_ms()
+        for tid in svc.tables:
+            svc.timers.schedule(tid)
+            svc.publisher.release_prompt(self.journal_alert(tid, now))
+
+    def _journal_writable_again(self, attempts: int) -> None:
+        self.journal_writable = True
+        self._back = True
+        self.svc.metrics.journal_writable.set(1)
+        log.warning("journal writable again: the held batch is committed, input accepted",
+                    failed_attempts=attempts,
+                    seconds=round(asyncio.get_running_loop().time() - self._down_at, 1))
+
+    def journal_alert(self, tid: str, at: int, *, card: bool = False) -> StationPrompt:
+        """The station's ALERT while the journal is unavailable. It names no position: the
+        table in memory may be one batch ahead of the journal, and that batch is not published."""
+        what = ("this card was NOT registered: keep it aside and pass it again when the station asks for it"
+                if card else "no card, bet or decision is taken until it can write again; the round stays as it is")
+        return StationPrompt(table_id=tid, kind="ALERT", reason=JOURNAL_UNAVAILABLE, at=at,
+                             message=f"journal unavailable: stop dealing. The backend cannot write its journal "
+                                     f"(disk full or I/O error): {what}")
+
+    def _after_journal_outage(self) -> None:
+        """The journal commits again and the held batch's effects are out: queue a
+        ``Resume(link="journal")`` per table ahead of everything else, so every pending decision
+        and turn gets a full new window from now (journaled, and told to the players as any
+        resume), and drop decision and turn timeouts queued meanwhile (the Resume supersedes
+        them: nobody is timed out by the outage). Then resync every station, and the players if
+        the bus reconnected during the outage (their resync was held)."""
+        svc = self.svc
+        queue = svc.queue.items
+        now = svc.now_ms()
+        held: list[Item] = []
+        while not queue.empty():
+            held.append(queue.get_nowait())
+        stale = [i for i in held if isinstance(i.event, _TIMEOUTS)]
+        for tid in sorted(svc.tables):
+            self.journal_resume.add(tid)
+            queue.put_nowait(Item(tid, Resume(link=JOURNAL, reason="journal writable again", at=now)))
+        for item in held:
+            if not isinstance(item.event, _TIMEOUTS):
+                queue.put_nowait(item)
+        for item in stale:
+            if item.future is not None and not item.future.done():
+                item.future.set_result(Step(False, False, [Rejection(item.event.type, "superseded by the resume "
+                                                                     "after the journal outage")]))
+        if stale:
+            log.info("timeouts queued during the journal outage dropped: the resume gives a new window",
+                     count=len(stale))
+        resync, self.resync_due = self.resync_due, False
+        for tid, table in svc.tables.items():
+            svc.publisher.release_prompt(table.prompt_now(now))
+            if resync:
+                svc._release_private(table, now, resuming=True)
+
+    # -- applying one item ------------------------------------------------------------------
+
+    def _known_command(self, tid: str, role: str, command_id: str) -> commands.StoredCommand | None:
+        stored = self._commands.get((tid, role, command_id))
+        return stored if stored is not None else self.svc.journal.command(tid, role, command_id)
+
+    def _apply_command(self, item: Item, batch: Batch) -> Step | None:
+        """A command id seen before: the original answer again (same content) or a refusal
+        (other content). A late supervisor command that is not a repeat is refused. None: new."""
+        svc = self.svc
+        cmd = item.cmd
+        assert cmd is not None
+        stored = self._known_command(item.table_id, cmd.role.value, cmd.command_id)
+        if stored is not None and stored.digest == cmd.digest:
+            svc.metrics.command_repeats.labels(table=item.table_id, role=cmd.role.value).inc()
+            if item.event.type in OPERATIONS:
+                svc.metrics.table_operations.labels(table=item.table_id, operation=OPERATIONS[item.event.type],
+                                                    outcome="repeat").inc()
+            return Step(True, False, commands.repeat_effects(stored, item.event.at))
+        if stored is not None:
+            why = (f"command id {cmd.command_id} was already used for another command ({stored.type} in round "
+                   f"{stored.answer.get('round_id')}): use a new id for a new command")
+            refusal = ingress.Refused(item.table_id, cmd.role, "reused_command_id", why, item.event.type,
+                                      cmd.command_id, getattr(item.event, "player_id", None),
+                                      getattr(item.event, "supervisor", None))
+        elif cmd.late is not None:
+            refusal = cmd.late
+        else:
+            return None
+        svc._refused(refusal, item.event.at)  # through the service: tools/fuzz.py wraps Service._refused
+        return Step(False, False, [])
+
+    def apply(self, item: Item, batch: Batch) -> Step:
+        """Apply one item to its table and add what it journals to ``batch``."""
+        svc = self.svc
+        table = svc.tables[item.table_id]
+        ev = item.event
+        svc.timers.stamp(item.table_id, ev.at, item.mono)
+        if isinstance(ev, Resume) and ev.link == JOURNAL:
+            self.journal_resume.discard(item.table_id)  # its new windows are armed after this batch
+        if item.cmd is not None:
+            answered = self._apply_command(item, batch)
+            if answered is not None:
+                return answered
+        ev = svc.edge_data(item.table_id, ev)
+        try:
+            step = table.handle(ev)
+        except Exception as exc:  # a bug must not take the table down; the event changed nothing we journal
+            log.exception("core raised", table_id=item.table_id, event=ev.type)
+            return Step(False, False, [Rejection(item.event.type, f"internal error: {exc}")])
+        if ev is not item.event and not step.accepted:  # a refused open request is answered as what was sent
+            step.effects = [Rejection(item.event.type, e.reason) if isinstance(e, Rejection) else e
+                            for e in step.effects]
+        if step.journal:
+            round_id = None if isinstance(ev, RulesChanged) else (
+                getattr(ev, "round_id", None) or (table.current.round_id if table.current else None))
+            batch.events.append((item.table_id, round_id, ev))
+            if item.cmd is not None and step.accepted:
+                stored = commands.StoredCommand(item.table_id, item.cmd.command_id, round_id, item.event.type,
+                                                item.cmd.role.value, item.cmd.digest, commands.answer_of(ev, step))
+                self._commands[(item.table_id, stored.role, stored.command_id)] = stored
+                if len(self._commands) > 100_000:  # bounded: the journal remembers the rest
+                    self._commands.pop(next(iter(self._commands)))
+                batch.commands.append((stored, len(batch.events) - 1))
+            for eff in step.effects:
+                if isinstance(eff, RoundResult):
+                    payload = eff.model_dump_json()
+                    svc.publisher.withheld(topics.results(eff.table_id), payload, "result", eff.round_id)  # money: delivered anyway
+                    for msg in self._result_messages(eff):  # one outbox row per message: manifest, then parts
+                        batch.outbox.append((msg.key, topics.results(eff.table_id), msg.payload, eff.table_id,
+                                             eff.round_id))
+            if isinstance(ev, ResultDelivered):
+                if ev.idempotency_key is not None:
+                    batch.acked.append(ev.idempotency_key)
+                elif ev.outbox_id is not None:
+                    batch.delivered.append(ev.outbox_id)
+        elif isinstance(ev, ResultDelivered) and ev.idempotency_key is not None:
+            svc.relay.ack_refused(ev.idempotency_key)  # refused by the core (logged as a rejection): rows stay
+        operation = OPERATIONS.get(item.event.type)
+        if operation is not None:
+            svc.metrics.table_operations.labels(table=item.table_id, operation=operation,
+                                                outcome="applied" if step.accepted else "refused").inc()
+        return step
+
+    def operating_gauge(self, tid: str) -> None:
+        """``dealer_table_operating{table,state}``: 1 for the table's state, 0 for the others."""
+        mode = self.svc.tables[tid].mode
+        for m in Mode:
+            self.svc.metrics.table_operating.labels(table=tid, state=m.value).set(1 if m is mode else 0)
+
+    def _result_messages(self, result: RoundResult) -> list[result_parts.Message]:
+        """The result as messages under ``max_message_bytes``: itself, or a manifest plus parts.
+        A manifest that cannot fit is kept whole in the outbox (money is never dropped) and the
+        relay refuses to send it: logged, counted, and an operator raises the limit."""
+        limit = self.svc.settings.service.max_message_bytes
+        try:
+            msgs = result_parts.split_result(result, limit)
+        except result_parts.OversizeResult as exc:  # counted by the relay, which refuses the row
+            log.error("result over the message limit even without its bet ids; kept in the outbox, not sent",
+                      key=result.idempotency_key, limit=limit, reason=str(exc))
+            return [result_parts.Message(result.idempotency_key, result.model_dump_json().encode())]
+        if len(msgs) > 1:
+            log.info("result split into parts", key=result.idempotency_key, parts=len(msgs) - 1,
+                     bets=result.accepted_bets.count, limit=limit)
+        return msgs
+
+    # -- releasing a committed item's effects -----------------------------------------------
+
+    def release(self, item: Item, step: Step) -> None:
+        """Publish a committed item's effects: prompts, round events, private messages, results
+        to the observers, rejections to the sender."""
+        svc = self.svc
+        publisher = svc.publisher
+        tid = item.table_id
+        cur = svc.tables[tid].current
+        structlog.contextvars.bind_contextvars(table_id=tid, round_id=getattr(item.event, "round_id", None) or (
+            cur.round_id if cur else None))
+        try:
+            self._count_scan(tid, item.event, step)
+            for eff in step.effects:
+                if isinstance(eff, StationPrompt):
+                    publisher.release_prompt(eff)
+                elif isinstance(eff, RoundEvent):
+                    latency_from = item.received_ns if eff.event == "card_registered" else 0
+                    published = publisher.publish_soft(topics.events(tid), eff, "event", latency_from)
+                    outcome = _ROUND_OUTCOME.get(eff.event)
+                    if outcome is not None:
+                        svc.metrics.rounds.labels(table=tid, game=svc.configs[tid].game, outcome=outcome).inc()
+                    elif eff.event == "player_acted":
+                        svc.metrics.player_actions.labels(table=tid, action=str(eff.data.get("action")),
+                                                          by=str(eff.data.get("by"))).inc()
+                    if published:  # a withheld event is not logged either: ops reads the logs
+                        log.info(eff.event, **{k: v for k, v in eff.data.items() if k != "card" or v is not None})
+                elif isinstance(eff, PlayerMessage):
+                    svc._deliver_private(tid, eff)
+                elif isinstance(eff, RoundResult):
+                    publisher.notify("result", eff)
+                elif isinstance(eff, Rejection):
+                    svc.metrics.rejections.labels(table=tid, type=eff.event_type).inc()
+                    log.warning("event rejected", type=eff.event_type, reason=eff.reason)
+                    publisher.notify("rejection", eff)
+                    cid = getattr(item.event, "command_id", None)
+                    publisher.publish_soft(topics.events(tid), RoundEvent(
+                        table_id=tid, round_id=None, event="rejected", at=item.event.at,
+                        data={"type": eff.event_type, "reason": eff.reason} | ({"command_id": cid} if cid else {})),
+                        "event")
+                    player = getattr(item.event, "player_id", None)
+                    if player is not None and player not in ingress.HOUSE_PLAYERS:  # the player who acted hears why, on their own topic
+                        publisher.publish_soft(topics.player(tid, player), PlayerMessage(
+                            table_id=tid, round_id=svc.round_id(tid), player_id=player, kind="rejected",
+                            at=item.event.at, data={"type": eff.event_type, "reason": eff.reason,
+                                                    "bet_id": getattr(item.event, "bet_id", None)}
+                            | ({"command_id": cid} if cid else {})), "player")
+                    if eff.event_type == "scan_read":  # the dealer passed a card no deal expects
+                        publisher.release_prompt(StationPrompt(table_id=tid, kind="REJECTED", reason="not_expected",
+                                                               message=f"card ignored: {eff.reason}", at=item.event.at))
+            if isinstance(item.event, (LinkUp, LinkDown, Resume)) and not svc.tables[tid].in_play:
+                publisher.release_prompt(svc.tables[tid].prompt_now(item.event.at))  # what the table waits for now
+        finally:
+            structlog.contextvars.unbind_contextvars("table_id", "round_id")
+
+    def _count_scan(self, tid: str, ev: Event | SupervisorOpenRound, step: Step) -> None:
+        """One count per scanner input, labelled with what became of it."""
+        if not isinstance(ev, (ScanRead, ReadFailed)):
+            return
+        if not step.accepted:
+            result = "rejected"  # no card expected (betting open, deal over, no round)
+        elif isinstance(ev, ReadFailed):
+            result = ev.reason
+        else:
+            rescan = next((e for e in step.effects if isinstance(e, RoundEvent) and e.event == "scan_rejected"), None)
+            result = "ok" if rescan is None else str(rescan.data["reason"])
+            if rescan is None and any(isinstance(e, RoundEvent) and e.event == "card_burned" for e in step.effects):
+                result = "burned"  # a burn set aside: read fine, dealt to no position
+        self.svc.metrics.scan_reads.labels(table=tid, result=result).inc()

@@ -1,0 +1,76 @@
+"""The core queue: every event on its way to the core loop, and its one bound.
+
+The drivers, the ingress, the timers, link tracking and the outbox relay put :class:`Item`
+values here; the core loop (dealer/edge/core_loop.py) takes them off in batches. Only the
+items a flood could produce without end are bounded (:meth:`CoreQueue.put_droppable`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+import structlog
+
+from dealer.core.events import Event, LinkUp, SupervisorOpenRound
+from dealer.core.round import Step
+from dealer.edge import ingress
+from dealer.edge.metrics import Metrics
+
+log = structlog.get_logger("dealer.edge.service")  # one logger for every part of the service
+
+#: Hard cap of the core queue (see :meth:`CoreQueue.put_droppable`).
+MAX_QUEUE = 100_000
+
+
+@dataclass(slots=True)
+class Item:
+    table_id: str
+    event: Event | SupervisorOpenRound
+    received_ns: int = 0
+    future: asyncio.Future[Step] | None = None
+    cmd: ingress.Accepted | None = None  # a command from the wire: its id and digest
+    #: ``time.monotonic()`` when the item was made, next to its event's wall-clock ``at``: the
+    #: deadlines this event sets are measured from here (dealer/edge/timers.py)
+    mono: float = field(default_factory=time.monotonic)
+
+
+#: Queued only to wake the core loop (a reader state that came without a read, a prepared journal
+#: segment, a broker connect's catch-up): never applied.
+WAKE = Item("", LinkUp(link="reader-state"))
+
+
+class CoreQueue:
+    """The queue of items for the core loop, bounded for droppable items only."""
+
+    def __init__(self, metrics: Metrics, max_queue: int = MAX_QUEUE) -> None:
+        self.items: asyncio.Queue[Item] = asyncio.Queue()
+        self.max_queue = max_queue
+        self._metrics = metrics
+        self._full = False  # logged once per overflow
+
+    def put(self, item: Item) -> None:
+        """Queue an item that is never dropped."""
+        self.items.put_nowait(item)
+
+    def put_droppable(self, item: Item, kind: str) -> None:
+        """Queue an item that a flood could produce without end: a scanner's failed read (after
+        its flood limiter) or a refused command's security event (after its token bucket).
+
+        The core queue is bounded by ``max_queue`` (:data:`MAX_QUEUE`) for these only: beyond the
+        cap they are dropped and counted (``dealer_queue_dropped{kind}``), and the log says so once
+        per overflow. Everything else goes through :meth:`put` unconditionally and is never
+        dropped: card reads, accepted commands and internal events (timers, link changes,
+        result deliveries, reader-state wakes), since dropping one would lose a card, a bet or
+        a delivery; their sources are bounded by the studio itself (a dealer's hands, the
+        ingress's size and rate rules, the tables' timers), so the queue stays bounded too."""
+        if self.items.qsize() >= self.max_queue:
+            if not self._full:
+                self._full = True
+                log.error("core queue full: dropping scanner failures and refused commands (counted)",
+                          kind=kind, depth=self.items.qsize(), cap=self.max_queue)
+            self._metrics.queue_dropped.labels(kind=kind).inc()
+            return
+        self._full = False
+        self.items.put_nowait(item)

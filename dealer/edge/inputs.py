@@ -1,0 +1,287 @@
+"""Inputs: everything that comes in from outside (player platform, dealer station, supervisor,
+scanners) is parsed, authorised and bounded here before it reaches the core queue.
+
+Commands are judged by the pure ingress (dealer/edge/ingress.py: role, ids, signature, size);
+what passes is queued for the core loop, what does not is counted, logged and answered here
+(:meth:`Inputs.refused`), a security refusal also journaled (rate-limited per table and role).
+Scanner inputs become ``scan_read`` / ``read_failed`` events; failed reads pass each reader's
+flood limiter first, and a forged frame alerts the supervisor at once. Signed readers' boot and
+seq (docs/scanner-protocol.md §6.5) are restored from the journal and committed with their reads.
+While the journal is unavailable nothing is taken (``journal_unavailable``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from dealer.core import visibility
+from dealer.core.events import ReadFailed, ScanRead, SecurityEvent
+from dealer.core.messages import PlayerMessage, RoundEvent
+from dealer.edge import ingress, topics
+from dealer.edge.config import TableConfig
+from dealer.edge.core_queue import WAKE, Item
+from dealer.edge.ratelimit import FloodSummary, FloodWindows, TokenBuckets
+from dealer.edge.roles import COMMAND_TOPIC
+from dealer.edge.signing import SupervisorVerifier
+from drivers.frames import FrameAuthenticator, ReaderSession, ReaderState
+from drivers.scan import ScanInput, ScanKind
+from drivers.scanner_json import MqttScannerIngest
+
+if TYPE_CHECKING:
+    from dealer.edge.service import Service
+
+log = structlog.get_logger("dealer.edge.service")  # one logger for every part of the service
+
+#: The ``kind`` of a refusal (and of a scanner input not taken) while the journal cannot be written.
+JOURNAL_UNAVAILABLE = "journal_unavailable"
+
+_FAIL_REASON = {
+    ScanKind.NOREAD: "noread",
+    ScanKind.MISREAD: "misread",
+    ScanKind.CORRUPT: "corrupt_frame",
+    ScanKind.LOST: "frame_lost",
+    ScanKind.FAULT: "device_fault",
+    ScanKind.FORGED: "forged_frame",
+}
+
+
+class Inputs:
+    """The service's way in: commands, scanner inputs, reader states and link drivers' bad
+    messages. Uses the tables and their configuration, the core queue, the metrics, the
+    publisher (answers and alerts) and the journal's availability (the core loop)."""
+
+    def __init__(self, svc: Service, *, scanner_auth: dict[str, FrameAuthenticator | None],
+                 supervisors: SupervisorVerifier) -> None:
+        self.svc = svc
+        self._scanner_auth = scanner_auth
+        self._supervisors = supervisors
+        # Signed readers' boot and seq as journaled before this start, and the newer ones that
+        # wait for the next group commit (docs/scanner-protocol.md §6.5).
+        self._saved_readers = svc.journal.reader_states()
+        self._reader_states: dict[str, ReaderState] = {}
+        configs = svc.configs
+        self.scanner_ingest = MqttScannerIngest(
+            {cfg.scanner.reader_id: tid for tid, cfg in configs.items() if cfg.scanner.kind == "mqtt"},
+            on_input=self.on_scan_input, on_link=svc.link_tracker.on_scan_link, on_bad=self.on_bad_message,
+            auth={cfg.scanner.reader_id: scanner_auth[tid] for tid, cfg in configs.items()},
+            on_state=lambda tid, state: self.on_reader_state(state),
+        )
+        for reader, tid in self.scanner_ingest.readers.items():
+            self._restore_reader(tid, self.scanner_ingest.session(reader))
+        self.serial_links: list[Any] = []
+        self._table_ids = frozenset(svc.tables)
+        self._security_budget = TokenBuckets(burst=20, per_second=0.5)
+        #: per table, its reader's failed reads beyond a burst: summarised once per flood window
+        self._floods = {tid: FloodWindows(cfg.scanner.flood_burst, cfg.scanner.flood_window)
+                        for tid, cfg in configs.items()}
+        self._flood_timers: dict[str, asyncio.TimerHandle] = {}
+
+    def cancel_timers(self) -> None:
+        for handle in self._flood_timers.values():
+            handle.cancel()
+
+    # -- commands -----------------------------------------------------------------------
+
+    def on_command(self, topic: str, payload: bytes) -> None:
+        """A command from the player platform, a dealer station or a supervisor: judged by the
+        ingress (role, ids, signature, size); what passes goes to the core loop, where a repeat of
+        an accepted command id is answered again instead of applied twice."""
+        svc = self.svc
+        now = svc.now_ms()
+        verdict = ingress.parse(topic, payload, tables=self._table_ids, now_ms=now, supervisors=self._supervisors)
+        if isinstance(verdict, ingress.Accepted) and not svc.core.journal_writable:
+            verdict = ingress.Refused(
+                verdict.table_id, verdict.role, JOURNAL_UNAVAILABLE,
+                "journal unavailable: the backend cannot record commands now (disk full or I/O error); nothing "
+                "was applied: send it again later with the same command_id", verdict.event.type,
+                verdict.command_id, getattr(verdict.event, "player_id", None),
+                getattr(verdict.event, "supervisor", None))
+        if isinstance(verdict, ingress.Accepted):
+            if verdict.key_index is not None:  # key rotation: when the old key's count stops rising, retire it
+                svc.metrics.supervisor_key_uses.labels(supervisor=str(getattr(verdict.event, "supervisor")),
+                                                       key=str(verdict.key_index + 1)).inc()
+            svc.queue.put(Item(verdict.table_id, verdict.event, time.monotonic_ns(), cmd=verdict))
+            return
+        svc._refused(verdict, now)  # through the service: tools/fuzz.py wraps Service._refused to see every refusal
+
+    def refused(self, r: ingress.Refused, at: int) -> None:
+        """Count, log and answer a refused command; a security refusal is also journaled and
+        alerted (through the core loop, rate-limited per table and role)."""
+        svc = self.svc
+        tid = r.table_id
+        role = r.role.value if r.role is not None else "unknown"
+        svc.metrics.commands_refused.labels(table=tid or "unknown", role=role, reason=r.kind).inc()
+        if r.kind in ("malformed", "too_large") and r.role is not None:
+            svc.metrics.bad_messages.labels(topic_kind=COMMAND_TOPIC[r.role]).inc()
+        rnd = svc.tables[tid].current if tid in svc.tables else None
+        reason = visibility.redact(rnd, r.reason) if rnd is not None else r.reason  # it may echo a hidden card
+        log.warning("command refused", table_id=tid, role=role, kind=r.kind, type=r.command_type,
+                    command_id=r.command_id, reason=reason[:300])
+        if tid is None:
+            return
+        data = {"type": r.command_type, "reason": reason, "command_id": r.command_id}
+        svc.publisher.publish_soft(topics.events(tid), RoundEvent(table_id=tid, event="rejected", at=at, data=data),
+                                   "event")
+        if r.player_id is not None and r.player_id not in ingress.HOUSE_PLAYERS:
+            svc.publisher.publish_soft(topics.player(tid, r.player_id), PlayerMessage(
+                table_id=tid, round_id=svc.round_id(tid), player_id=r.player_id, kind="rejected", at=at,
+                data=data), "player")
+        if r.security:
+            self._security_event(tid, r.kind, role, r.reason, r.command_id, r.supervisor, at)
+
+    def _security_event(self, tid: str, kind: str, role: str, detail: str, command_id: str | None,
+                        supervisor: str | None, at: int) -> None:
+        svc = self.svc
+        svc.metrics.security_events.labels(table=tid, kind=kind).inc()
+        log.error("security event", table_id=tid, kind=kind, role=role, command_id=command_id,
+                  supervisor=supervisor, detail=detail[:300])
+        if not self._security_budget.take(tid, role, time.monotonic()):
+            svc.metrics.security_events_unjournaled.labels(table=tid).inc()
+            return  # a flood: counted and logged, not one journal row per message
+        svc.queue.put_droppable(Item(tid, SecurityEvent(kind=kind, role=role, detail=detail[:300],
+                                                        command_id=(command_id or "")[:64] or None,
+                                                        supervisor=supervisor, at=at)), "security_event")
+
+    # -- scanners -----------------------------------------------------------------------
+
+    def on_scan_input(self, table_id: str, inp: ScanInput) -> None:
+        """A scanner input becomes a ScanRead or a ReadFailed event on the core queue. A valid
+        read always goes at once. Failed reads pass the reader's flood limiter
+        (:class:`~dealer.edge.ratelimit.FloodWindows`): the first ``flood_burst`` go through as
+        ever (a single bad read gets its RESCAN at once); in a flood the rest of each window are
+        counted (``dealer_scanner_flood_suppressed``) and journaled as one ``read_failed``
+        when the window ends, or just before the next valid read, whichever comes first."""
+        svc = self.svc
+        at = svc.now_ms()
+        if not svc.core.journal_writable:
+            self._scan_refused(table_id, inp, at)
+            return
+        received = inp.received_ns or time.monotonic_ns()
+        floods, now = self._floods[table_id], asyncio.get_running_loop().time()
+        if inp.kind == ScanKind.OK and inp.code is not None:
+            ended = floods.due(now) + [s for s in (floods.flush(inp.reader, now),) if s is not None]
+            self._flood_summaries(table_id, ended, at)
+            svc.queue.put(Item(table_id, ScanRead(reader=inp.reader, code=inp.code, seq=inp.seq, at=at,
+                                                  burn=inp.burn), received))  # never dropped, never delayed
+            return
+        reason = _FAIL_REASON[inp.kind]
+        if inp.kind == ScanKind.FORGED:
+            svc.metrics.frames_rejected.labels(reader=inp.reader, reason=inp.reason or "unknown").inc()
+        passed, ended = floods.admit(inp.reader, reason, now)
+        self._flood_summaries(table_id, ended, at)
+        if not passed:
+            svc.metrics.flood_suppressed.labels(reader=inp.reader, kind=reason).inc()
+            self._arm_flood_timer(table_id)
+            return
+        if inp.kind == ScanKind.FORGED:
+            self._on_forged(table_id, inp, at)
+        svc.queue.put_droppable(Item(table_id, ReadFailed(reader=inp.reader, reason=reason, detail=inp.detail[:120],  # type: ignore[arg-type]
+                                                          at=at), received), "scanner_failure")
+
+    def _scan_refused(self, table_id: str, inp: ScanInput, at: int) -> None:
+        """A scanner input while the journal is unavailable: not taken (it could not be journaled),
+        counted as ``journal_unavailable``; a card read tells the station to stop dealing (the card
+        is not registered), a failed read is only counted (a flood must not queue work), a forged
+        frame is still alerted."""
+        svc = self.svc
+        svc.metrics.scan_reads.labels(table=table_id, result=JOURNAL_UNAVAILABLE).inc()
+        if inp.kind == ScanKind.FORGED:
+            svc.metrics.frames_rejected.labels(reader=inp.reader, reason=inp.reason or "unknown").inc()
+            self._on_forged(table_id, inp, at)
+        elif inp.kind == ScanKind.OK:
+            log.warning("card read not taken: journal unavailable", table_id=table_id, reader=inp.reader, seq=inp.seq)
+            svc.publisher.release_prompt(svc.core.journal_alert(table_id, at, card=True))
+
+    def _flood_summaries(self, table_id: str, summaries: list[FloodSummary], at: int) -> None:
+        """One journaled read_failed per ended flood window, with its count in the detail."""
+        for s in summaries:
+            detail = s.detail("bad frames" if s.kind == "corrupt_frame" else "failed reads")
+            log.warning("scanner flood: failed reads counted, journaled as one", table_id=table_id, reader=s.key,
+                        suppressed=s.total, kinds=s.counts, seconds=round(s.ended - s.started, 1))
+            if "forged_frame" in s.counts:
+                self._on_forged(table_id, ScanInput(s.key, ScanKind.FORGED, detail=detail, reason="flood"), at)
+            self.svc.queue.put_droppable(Item(table_id, ReadFailed(reader=s.key, reason=s.kind, detail=detail[:120], at=at),  # type: ignore[arg-type]
+                                              time.monotonic_ns()), "scanner_failure")
+
+    def _arm_flood_timer(self, table_id: str) -> None:
+        if table_id in self._flood_timers:
+            return
+        deadline = self._floods[table_id].next_deadline()
+        if deadline is not None:
+            loop = asyncio.get_running_loop()
+            self._flood_timers[table_id] = loop.call_at(deadline, self._flood_timer_fired, table_id)
+
+    def _flood_timer_fired(self, table_id: str) -> None:
+        del self._flood_timers[table_id]
+        self._flood_summaries(table_id, self._floods[table_id].due(asyncio.get_running_loop().time()),
+                              self.svc.now_ms())
+        self._arm_flood_timer(table_id)  # a window still open (the timer fired a hair early): once more
+
+    def _on_forged(self, table_id: str, inp: ScanInput, at: int) -> None:
+        """A scanner frame failed authentication (counted by the caller): alert the supervisor
+        now (the round machine, given it as a ``forged_frame`` read failure, asks for a rescan)."""
+        log.error("scanner frame failed authentication", table_id=table_id, reader=inp.reader,
+                  reason=inp.reason, seq=inp.seq, detail=inp.detail)
+        prompt = self.svc.tables[table_id].prompt_now(at)  # keeps the position the deal stays at
+        self.svc.publisher.release_prompt(prompt.model_copy(update={
+            "kind": "ALERT", "reason": "forged_frame", "count": None,
+            "message": f"SUPERVISOR: a message from scanner {inp.reader} failed authentication ({inp.detail}); "
+                       "it was ignored and registered no card: check the shoe and its cable"}))
+
+    def on_reader_state(self, state: ReaderState) -> None:
+        """A signed reader's frame was accepted and moved its boot or seq. The link reports it
+        before the frame's read is queued, and the core loop takes the pending states after it
+        has taken its items, so the state is committed with that read (or earlier), never after."""
+        if not self._reader_states:
+            self.svc.queue.put(WAKE)  # a BOOT frame brings no read that would wake the loop
+        self._reader_states[state.reader] = state
+
+    def take_reader_states(self) -> list[ReaderState]:
+        states, self._reader_states = self._reader_states, {}
+        return list(states.values())
+
+    def _restore_reader(self, table_id: str, session: ReaderSession) -> None:
+        """Give a signed reader's new session the boot and seq journaled before this start."""
+        state = self._saved_readers.get(session.reader)
+        if state is None or session.auth is None:
+            return
+        if session.restore(state):
+            log.info("scanner replay state restored", table_id=table_id, reader=state.reader, boot=state.boot,
+                     seq=state.seq)
+        else:
+            log.warning("scanner replay state not restored: the key that signed its last frame is no longer "
+                        "configured (re-keyed reader); its next signed frame sets the boot counter",
+                        table_id=table_id, reader=state.reader, boot=state.boot, seq=state.seq)
+
+    def on_bad_message(self, kind: str, reason: str) -> None:
+        self.svc.metrics.bad_messages.labels(topic_kind=kind).inc()
+        log.warning("bad message", kind=kind, reason=reason[:300])
+
+    def heartbeat_timeouts(self) -> dict[str, float]:
+        """Each MQTT reader's heartbeat timeout, for the ingest's watchdog."""
+        return {c.scanner.reader_id: c.scanner.heartbeat_timeout for c in self.svc.configs.values()
+                if c.scanner.kind == "mqtt"}
+
+    async def serial(self, cfg: TableConfig) -> None:
+        """Run a table's serial scanner link (a background task of the service)."""
+        from drivers.serial_link import SerialScannerLink
+
+        svc = self.svc
+        assert cfg.scanner.port is not None
+        reader = cfg.scanner.reader_id
+        link = SerialScannerLink(
+            cfg.scanner.port, baudrate=cfg.scanner.baudrate, expected_reader=reader,
+            heartbeat_timeout=cfg.scanner.heartbeat_timeout, protocol=cfg.scanner.protocol,
+            on_input=lambda inp: self.on_scan_input(cfg.id, inp),
+            on_link=lambda st: svc.link_tracker.on_scan_link(cfg.id, st), auth=self._scanner_auth[cfg.id],
+            on_state=self.on_reader_state,
+            on_notice=lambda n: svc.metrics.scanner_notices.labels(reader=reader, kind=n.kind).inc(),
+        )
+        if link.capabilities.sequence_numbers:  # only such a reader has a journaled boot and seq to restore
+            self._restore_reader(cfg.id, link.session(reader))
+        self.serial_links.append(link)
+        await link.run()

@@ -1,0 +1,196 @@
+"""Journal maintenance: WAL checkpoints, retention (segment rolls) and the published anchor.
+
+Checkpoints run in their own thread, off the commit path. Retention (dealer/edge/segments.py): a
+segment file is written beside the writer and recorded between group commits in the writer
+thread (:meth:`Maintenance.retention`, called by the core loop). The journal's head is published
+retained on ``studio/v1/backends/{node}/journal`` (:meth:`Maintenance.publish_anchor`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+import structlog
+
+from dealer.core.events import RulesChanged
+from dealer.edge import topics
+from dealer.edge.core_queue import WAKE
+from dealer.edge.journal_health import disk_usage
+from dealer.edge.segments import NoRoll, Prepared, prepare_roll
+from drivers.bus import BusError
+
+if TYPE_CHECKING:
+    from dealer.edge.service import Service
+
+log = structlog.get_logger("dealer.edge.service")  # one logger for every part of the service
+
+
+class Maintenance:
+    """Keeps the journal short and its head published: checkpoints, segment rolls and anchors.
+    Uses the service's journal, its writer thread, settings, metrics, bus and core queue."""
+
+    def __init__(self, svc: Service) -> None:
+        self.svc = svc
+        # A segment prepared beside the writer, waiting for the core loop to record it between
+        # group commits; the row id to try again at.
+        self._roll_task: asyncio.Task[None] | None = None
+        self._roll_ready: Prepared | None = None
+        self._roll_next_at = 0
+        self._purge_due = True  # rows of a recorded segment left by a crash in the middle of a roll
+        recs = svc.journal.segment_records()
+        self.segments = len(recs)
+        self._rolled_upto = recs[-1].last_id if recs else 0
+        svc.metrics.journal_segment_files.set(self.segments)
+        self._anchor_sent: tuple[int, str] | None = None
+
+    async def checkpoints(self, period: float = 1.0) -> None:
+        """Keep the WAL short without putting checkpoint fsyncs on the commit path, and keep
+        the journal's size and its disk's free space current for the metrics. A checkpoint that
+        keeps failing (a full disk) is logged when it starts and when it stops failing."""
+        svc = self.svc
+        loop = asyncio.get_running_loop()
+        failing = False
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="wal-checkpoint") as pool:
+            while True:
+                await asyncio.sleep(period)
+                try:
+                    await loop.run_in_executor(pool, svc.journal.checkpoint)
+                except Exception as exc:
+                    if not failing:
+                        log.warning("WAL checkpoint failing: retried every period, logged again when it works",
+                                    error=str(exc), period=period)
+                    failing = True
+                else:
+                    if failing:
+                        log.info("WAL checkpoint works again")
+                    failing = False
+                try:
+                    usage = await loop.run_in_executor(pool, disk_usage, svc.journal.path)
+                except OSError as exc:
+                    log.warning("journal disk usage unknown", error=str(exc))
+                    continue
+                svc.metrics.journal_bytes.set(usage.journal_bytes)
+                svc.metrics.journal_disk_free.set(usage.free_bytes)
+                svc.metrics.journal_disk_size.set(usage.size_bytes)
+
+    async def retention(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Between group commits: record a prepared segment (writer thread, one transaction),
+        and start preparing the next one when the live journal has grown past
+        ``journal_retain_rows + journal_segment_rows`` (cheap: two integers compared)."""
+        svc = self.svc
+        prepared, self._roll_ready = self._roll_ready, None
+        if prepared is not None:
+            rec = prepared.record
+            try:
+                done = await loop.run_in_executor(svc.writer, svc.journal.finish_roll, prepared)
+            except Exception as exc:  # the rows stay live; the next roll tries again
+                svc.metrics.journal_roll_failures.inc()
+                log.error("journal roll failed; rows kept in the live journal", segment=rec.number, error=repr(exc))
+                done = False
+            if done:
+                self.segments, self._rolled_upto = rec.number, rec.last_id
+                svc.metrics.journal_segments.inc()
+                svc.metrics.journal_rows_rolled.inc(rec.rows)
+                svc.metrics.journal_segment_files.set(self.segments)
+                log.info("journal segment rolled", segment=rec.number, first_row=rec.first_id, last_row=rec.last_id,
+                         rows=rec.rows, anchor_row=rec.anchor_id, path=str(prepared.path))
+                self.publish_anchor()
+                self._purge_due = True
+        elif self._purge_due:  # the rolled rows go a chunk per batch: the writer is never held for long
+            try:
+                self._purge_due = await loop.run_in_executor(svc.writer, svc.journal.purge_rolled, 2000) > 0
+            except Exception as exc:
+                svc.metrics.journal_roll_failures.inc()
+                log.error("rolled journal rows could not be purged; tried again later", error=repr(exc))
+        cfg = svc.settings.service
+        head = svc.journal.head[0]
+        # One segment at a time: none is started while one is prepared and not yet recorded (it
+        # may have become ready while this method awaited the writer): a second preparation would
+        # take the same number, and overwrite the first one's file.
+        if (cfg.journal_segment_rows and self._roll_task is None and self._roll_ready is None
+                and head >= self._roll_next_at
+                and head - self._rolled_upto >= cfg.journal_retain_rows + cfg.journal_segment_rows):
+            self._roll_task = asyncio.create_task(self._prepare_roll(head), name="journal-roll")
+
+    async def _prepare_roll(self, head: int) -> None:
+        """Copy the next segment's rows into its file beside the writer (its own connection:
+        the rows are below every replay floor, nothing changes them), then wake the core loop."""
+        svc = self.svc
+        cfg = svc.settings.service
+        retry_at = head + max(1, cfg.journal_segment_rows // 10)
+        try:
+            got = await asyncio.to_thread(prepare_roll, svc.journal.path, keep_rows=cfg.journal_retain_rows,
+                                          segment_rows=cfg.journal_segment_rows)
+        except Exception as exc:
+            svc.metrics.journal_roll_failures.inc()
+            log.error("journal segment could not be written; rows kept in the live journal", error=repr(exc))
+            self._roll_next_at = retry_at
+            return
+        finally:
+            self._roll_task = None
+        if isinstance(got, Prepared):
+            self._roll_ready = got
+            svc.queue.put(WAKE)
+            return
+        self._roll_next_at = retry_at
+        self._rules_again(got)
+
+    def _rules_again(self, no: NoRoll) -> None:
+        """A table whose rules have not changed for a long time pins retention at its old
+        ``table_rules`` row (every replay needs the rules in force at its start): journal the
+        same rules again, so the floor can pass the old row once a later round opens. The
+        table's ``rules_changed`` event says the same hash and version as before."""
+        svc = self.svc
+        now = svc.now_ms()
+        for tid in no.pinned:
+            table = svc.tables.get(tid)
+            if table is None or not table.rules.canonical:
+                continue  # a table no longer configured keeps its rows: nothing to journal for it
+            r = table.rules
+            log.info("table rules journaled again so journal retention can roll older rows", table_id=tid,
+                     rules_hash=r.rules_hash, software_version=r.software_version, eligible_rows=no.eligible)
+            svc.submit(tid, RulesChanged(rules=r.canonical, rules_hash=r.rules_hash,
+                                         software_version=r.software_version, at=now))
+
+    async def finish(self) -> None:
+        """At stop: a segment file being written is let finish (the next roll records or replaces it)."""
+        if self._roll_task is not None:
+            await asyncio.gather(self._roll_task, return_exceptions=True)
+
+    async def anchors(self) -> None:
+        """Publish the journal's head periodically (when it moved), retained."""
+        while True:
+            await asyncio.sleep(self.svc.settings.service.journal_anchor_seconds)
+            self.publish_anchor()
+
+    def reconnected(self) -> None:
+        """The broker link is up: the anchor is published again on every connect."""
+        self._anchor_sent = None
+        self.publish_anchor()
+
+    def publish_anchor(self) -> None:
+        """The head (row id, hash) retained on ``studio/v1/backends/{node}/journal``: rows cut
+        off the journal's end after it are found by ``dealer audit verify --anchor ID:HASH``."""
+        svc = self.svc
+        head = svc.journal.head
+        if head == self._anchor_sent or head[0] == 0 or not svc.bus.connected:
+            return
+        node = svc.settings.service.node_id
+        payload = json.dumps({"node_id": node, "row_id": head[0], "hash": head[1], "anchor": f"{head[0]}:{head[1]}",
+                              "journal": str(svc.journal.path), "segments": self.segments,
+                              "at": svc.now_ms()}, sort_keys=True).encode()
+
+        async def send() -> None:
+            try:
+                await svc.bus.publish(topics.backend_journal(node), payload, qos=1, retain=True)
+            except BusError as exc:  # the next period (or connect) publishes a newer head
+                svc.metrics.publish_failures.labels(kind="journal_anchor").inc()
+                log.warning("publish dropped", kind="journal_anchor", topic=topics.backend_journal(node),
+                            row_id=head[0], reason=str(exc)[:200])
+                return
+            self._anchor_sent = head
+
+        svc.spawn(send())

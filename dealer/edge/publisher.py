@@ -1,0 +1,206 @@
+"""Publishing: the service's live and retained messages, each checked before it goes out.
+
+Live messages (station prompts, round events, players' private messages) go at QoS 1 and are
+not kept: a stale one is useless. Retained catch-up messages (dealer/edge/catchup.py): every
+prompt released is also retained on ``prompts/current``, and after each group commit the state
+of every table the batch touched (and of its seated players) is retained on ``state`` and
+``players/{p}/state`` when it changed; all of it again after every broker connect (under the new
+session), and marked stale on a clean stop before the status goes offline. No message that
+would show its audience a hidden card (:func:`dealer.core.visibility.leaks`) or that is over the
+broker's size limit is published. Results are not published here: the outbox relay
+(dealer/edge/relay.py) delivers them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import structlog
+from pydantic import BaseModel
+
+from dealer.core import visibility
+from dealer.core.messages import StationPrompt
+from dealer.edge import topics
+from drivers.bus import BusError
+
+if TYPE_CHECKING:
+    from dealer.edge.service import Service
+
+log = structlog.get_logger("dealer.edge.service")  # one logger for every part of the service
+
+
+Observer = Callable[[str, Any], None]  # (kind, message): kind in event/prompt/result/rejection
+
+
+def _name_of(msg: BaseModel) -> str | None:
+    """What a live message is, for a log line that must not carry the message itself: a round
+    event's ``event``, a prompt's or player message's ``kind``."""
+    name = getattr(msg, "event", None) or getattr(msg, "kind", None)
+    return str(name) if name is not None else None
+
+
+class Publisher:
+    """Gets the service's messages out: live ones now, catch-up ones retained, none that would
+    show a hidden card or break the size limit. Uses the service's bus, tables, links (for what
+    a waiting station is told), catch-up state, observers and background task set."""
+
+    def __init__(self, svc: Service) -> None:
+        self.svc = svc
+        self.observers: list[Observer] = []
+        #: Tables whose retained state waits for the core loop to send it (after a commit).
+        self.catchup_due: set[str] = set()
+        self.stopping = False  # the service's stop() has begun: the stale marks are the last retained word
+        #: When set to a list (benchmarks), every scan-to-publish latency is appended in ns.
+        self.latency_samples: list[int] | None = None
+
+    @property
+    def session(self) -> str:
+        """The broker session the retained messages name (the bus's; its status names it too)."""
+        return getattr(self.svc.bus, "session", None) or f"{self.svc.instance}.1"
+
+    def notify(self, kind: str, msg: Any) -> None:
+        for obs in list(self.observers):
+            try:
+                obs(kind, msg)
+            except Exception:
+                log.exception("observer failed")
+
+    def release_prompt(self, prompt: StationPrompt) -> None:
+        svc = self.svc
+        if prompt.kind == "WAIT" and prompt.round_id is None:  # between rounds: say which link it waits for
+            waiting = svc.links[prompt.table_id].waiting_for()
+            if waiting is not None:
+                prompt = prompt.model_copy(update={"message": f"waiting for {waiting}"})
+        if prompt.kind == "RESCAN":
+            svc.metrics.rescans.labels(table=prompt.table_id, reason=prompt.reason or "").inc()
+        elif prompt.kind == "ALERT":
+            svc.metrics.alerts.labels(table=prompt.table_id, reason=prompt.reason or "").inc()
+            log.error("supervisor alert", table_id=prompt.table_id, message=prompt.message)
+        self.publish_soft(topics.prompts(prompt.table_id), prompt, "prompt")
+        if svc.bus.connected and not self.stopping:  # else the next connect sends it anyway
+            retained = svc.catchup.prompt(prompt, self.session)
+            if retained is not None:
+                self.publish_retained(topics.current_prompt(prompt.table_id), retained, "current_prompt")
+
+    def publish_soft(self, topic: str, msg: BaseModel, kind: str, latency_from: int = 0) -> bool:
+        """Publish a prompt or round event now (QoS 1, not durable: stale ones are useless);
+        never one that would show its audience a hidden card (False: withheld)."""
+        svc = self.svc
+        text = msg.model_dump_json()
+        if self.withheld(topic, text, kind, getattr(msg, "round_id", None)):
+            return False
+        payload = text.encode()
+        if len(payload) > svc.settings.service.max_message_bytes:  # the broker would drop our connection
+            svc.metrics.messages_oversize.labels(kind=kind).inc()
+            log.error("message over the limit: not sent", kind=kind, topic=topic, size=len(payload),
+                      limit=svc.settings.service.max_message_bytes, name=_name_of(msg),
+                      round_id=getattr(msg, "round_id", None))
+            return False
+        self.notify(kind, msg)
+        svc.spawn(self._publish_task(topic, payload, kind, latency_from, getattr(msg, "round_id", None),
+                                      _name_of(msg)))
+        return True
+
+    def withheld(self, topic: str, payload: str, kind: str, round_id: str | None) -> bool:
+        """Whether ``payload`` would show the audience of ``topic`` a card of its round that it
+        may not see (:func:`dealer.core.visibility.leaks`): counted, and logged once without naming
+        the cards. Effects are released after their batch: the round may have moved on, but
+        within a round what an audience may see only grows, so nothing legitimate is held."""
+        tid, audience = topics.table_of(topic), visibility.audience_of(topic)
+        table = self.svc.tables.get(tid) if tid is not None else None
+        if table is None or audience is None:
+            return False
+        rnd = table.current
+        if round_id is not None and (rnd is None or rnd.round_id != round_id):
+            rnd = table.undelivered.get(round_id)  # an older round (or none: nothing of it to hide any more)
+        leaked = visibility.leaks(rnd, audience, payload)
+        if not leaked:
+            return False
+        self.svc.metrics.visibility_blocked.labels(kind=kind).inc()
+        log.error("result carries hidden cards; delivered anyway: it settles money" if kind == "result"
+                  else "message withheld: it would show hidden cards", kind=kind, topic=topic, audience=audience,
+                  round_id=round_id, hidden=len(leaked), positions=visibility.positions_of(rnd, leaked))
+        return True
+
+    async def _publish_task(self, topic: str, payload: bytes, kind: str, latency_from: int,
+                            round_id: str | None = None, name: str | None = None) -> None:
+        svc = self.svc
+        try:
+            await svc.bus.publish(topic, payload, qos=1)
+        except BusError as exc:  # live messages are not kept: one line per message dropped, never its payload
+            svc.metrics.publish_failures.labels(kind=kind).inc()
+            log.warning("publish dropped", kind=kind, name=name, topic=topic, round_id=round_id,
+                        size=len(payload), reason=str(exc)[:200])
+            return
+        if latency_from:
+            elapsed = time.monotonic_ns() - latency_from
+            svc.metrics.scan_to_publish.observe(elapsed / 1e9)
+            if self.latency_samples is not None:
+                self.latency_samples.append(elapsed)
+
+    # -- retained catch-up messages (dealer/edge/catchup.py) ----------------------------------------
+
+    def flush_catchup(self) -> None:
+        """Send the retained state of the tables due, where it changed. Called by the core loop
+        after a batch's commit and effects, so a state never shows what is not journaled."""
+        svc = self.svc
+        if not self.catchup_due or not svc.bus.connected or self.stopping:
+            return  # not connected: the next connect marks every table due again
+        due, self.catchup_due = self.catchup_due, set()
+        now = svc.now_ms()
+        for tid in sorted(due):
+            if tid not in svc.tables:
+                continue
+            for topic, msg in svc.catchup.updates(svc.tables[tid], session=self.session, at=now,
+                                                  paused_reason=svc.timers.paused_reason(tid)):
+                self.publish_retained(topic, msg, "player_state" if "/players/" in topic else "table_state")
+
+    def publish_retained(self, topic: str, msg: BaseModel | None, kind: str) -> None:
+        """Publish a catch-up message retained (QoS 1); None clears the topic (an empty retained
+        payload). Checked against the visibility policy like every message."""
+        svc = self.svc
+        payload = b""
+        if msg is not None:
+            text = msg.model_dump_json()
+            if self.withheld(topic, text, kind, getattr(msg, "round_id", None)):
+                return
+            payload = text.encode()
+            if len(payload) > svc.settings.service.max_message_bytes:
+                svc.metrics.messages_oversize.labels(kind=kind).inc()
+                log.error("message over the limit: not sent", kind=kind, topic=topic, size=len(payload),
+                          limit=svc.settings.service.max_message_bytes)
+                return
+        svc.spawn(self._send_retained(topic, payload, kind))
+
+    async def _send_retained(self, topic: str, payload: bytes, kind: str) -> None:
+        try:
+            await self.svc.bus.publish(topic, payload, qos=1, retain=True)
+        except BusError:
+            self.svc.metrics.publish_failures.labels(kind=kind).inc()
+
+    async def retained_stale(self, timeout: float = 2.0) -> None:
+        """A clean stop: every table's retained prompt, state and player states again, marked
+        stale, before the bus says offline (a dead backend's are stale by its last will)."""
+        svc = self.svc
+        if not svc.bus.connected:
+            return
+        now, session = svc.now_ms(), self.session
+        sends = []
+        for tid in sorted(svc.tables):
+            for topic, msg in svc.catchup.stopped(svc.tables[tid], session=session, at=now):
+                text = "" if msg is None else msg.model_dump_json()
+                if msg is not None and self.withheld(topic, text, "stale", getattr(msg, "round_id", None)):
+                    continue
+                sends.append(svc.bus.publish(topic, text.encode(), qos=1, retain=True))
+        try:
+            async with asyncio.timeout(timeout):
+                results = await asyncio.gather(*sends, return_exceptions=True)
+        except TimeoutError:
+            log.warning("retained table state not all marked stale before the stop", timeout=timeout)
+            return
+        failed = sum(1 for r in results if isinstance(r, BaseException))
+        if failed:
+            log.warning("retained table state not all marked stale before the stop", failed=failed)

@@ -1,0 +1,205 @@
+"""The outbox relay: every committed result goes to settlement until settlement acknowledges it.
+
+The relay publishes each outbox row at QoS 1 and publishes it again with backoff (and after
+every broker reconnect) until settlement acknowledges the result's idempotency key on
+``results/ack``; the acknowledgement becomes a ``result_delivered`` event through the core loop,
+whose commit deletes every outbox row of the result (:meth:`OutboxRelay.committed`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+import structlog
+
+from dealer.core import acks
+from dealer.core.events import ResultDelivered
+from dealer.edge import topics
+from dealer.edge.journal import Batch, OutboxRow, result_key
+from drivers.bus import BusError
+
+if TYPE_CHECKING:
+    from dealer.edge.service import Service
+
+log = structlog.get_logger("dealer.edge.service")  # one logger for every part of the service
+
+
+class OutboxRelay:
+    """Holds the outbox rows not yet acknowledged, publishes each when it is due, and turns
+    settlement's acknowledgement into a ``result_delivered`` for the core loop. Uses the
+    service's bus, journal (an old acknowledgement), metrics and settings."""
+
+    def __init__(self, svc: Service) -> None:
+        self.svc = svc
+        self._pending: dict[int, OutboxRow] = {}
+        self._by_key: dict[str, set[int]] = {}  # result idempotency key -> its pending outbox row ids
+        self._inflight: set[int] = set()
+        self._oversize_rows: set[int] = set()  # outbox rows over the limit, logged once
+        self._sends: dict[int, int] = {}  # publishes of each pending row acknowledged by the broker, this run
+        self._due: dict[int, float] = {}  # loop time of each pending row's next publish (absent: now)
+        self._reconnect_resend: set[int] = set()  # rows going again because the broker link came back
+        self._acking: set[str] = set()  # acknowledged keys whose result_delivered is on its way to the journal
+        self._next: float | None = None  # loop time the relay wakes up at by itself (None: only when woken)
+        self.wake = asyncio.Event()
+        svc.metrics.outbox_oldest_age.set_function(self._oldest_age)
+
+    @property
+    def pending(self) -> int:
+        """Results waiting in the outbox (a result in parts is one, whatever its rows)."""
+        return len(self._by_key)
+
+    def add(self, row: OutboxRow) -> None:
+        self._pending[row.id] = row
+        self._by_key.setdefault(result_key(row.key), set()).add(row.id)
+
+    def _drop(self, oid: int) -> None:
+        row = self._pending.pop(oid, None)
+        self._inflight.discard(oid)
+        self._sends.pop(oid, None)
+        self._due.pop(oid, None)
+        self._reconnect_resend.discard(oid)
+        if row is not None:
+            ids = self._by_key.get(result_key(row.key))
+            if ids is not None:
+                ids.discard(oid)
+                if not ids:
+                    del self._by_key[result_key(row.key)]
+
+    def committed(self, batch: Batch, new_rows: list[OutboxRow]) -> None:
+        """A batch is committed: the rows it delivered or whose result it acknowledged leave
+        the outbox, the rows it wrote join it (and are sent at once)."""
+        metrics = self.svc.metrics
+        for oid in batch.delivered:
+            self._drop(oid)
+        for key in batch.acked:
+            for oid in sorted(self._by_key.get(key, ())):
+                self._drop(oid)
+            self._acking.discard(key)
+            metrics.result_acks.labels(table=key.split(":", 1)[0], outcome="applied").inc()
+            log.info("result acknowledged by settlement", idempotency_key=key)
+        for row in new_rows:
+            self.add(row)
+        metrics.outbox_pending.set(self.pending)
+        if new_rows:
+            self.wake.set()
+
+    def ack_refused(self, key: str) -> None:
+        """The core refused an acknowledgement's ``result_delivered`` (logged as a rejection): its rows stay."""
+        self._acking.discard(key)
+
+    def reconnected(self) -> None:
+        """The broker link is up again: every row sent before goes again now (the broker may have lost it)."""
+        self._reconnect_resend = {oid for oid in self._pending if self._sends.get(oid)}
+        self._due.clear()
+        self.wake.set()
+
+    def disconnected(self) -> None:
+        self._inflight.clear()
+
+    def _oldest_age(self) -> float:
+        """Seconds since the oldest unacknowledged outbox row was committed (read at scrape
+        time, from the metrics thread: the list is copied in one step)."""
+        try:
+            created = [r.created_at for r in list(self._pending.values())]
+        except RuntimeError:  # changed while copied: the next scrape reads it
+            return 0.0
+        return max(0.0, (self.svc.now_ms() - min(created)) / 1000) if created else 0.0
+
+    async def run(self) -> None:
+        """Publish every outbox row that is due: at once when new, then again after the resend
+        backoff (``service.result_resend_seconds``, doubling up to ``result_resend_max_seconds``)
+        and after every broker reconnect, until settlement acknowledges its result."""
+        loop = asyncio.get_running_loop()
+        svc = self.svc
+        cfg = svc.settings.service
+        while True:
+            self.wake.clear()
+            now, next_due = loop.time(), None
+            if svc.bus.connected:
+                for oid in sorted(self._pending):
+                    if oid in self._inflight:
+                        continue
+                    due = self._due.get(oid, 0.0)
+                    if due > now:
+                        next_due = due if next_due is None else min(next_due, due)
+                        continue
+                    row = self._pending[oid]
+                    if self._refused_oversize(row):
+                        continue
+                    if self._sends.get(oid):
+                        reason = "reconnect" if oid in self._reconnect_resend else "backoff"
+                        svc.metrics.result_resends.labels(table=row.table_id, reason=reason).inc()
+                        log.info("result sent again: settlement has not acknowledged it", key=row.key,
+                                 reason=reason, sends=self._sends[oid])
+                    self._reconnect_resend.discard(oid)
+                    self._inflight.add(oid)
+                    svc.spawn(self._deliver(row, cfg.result_resend_seconds, cfg.result_resend_max_seconds))
+            # A timer sets the wake-up event: asyncio.wait_for (3.11) can swallow the task's
+            # cancellation when the event is set at the same moment, and stop() would hang.
+            self._next = next_due
+            timer = loop.call_at(next_due, self.wake.set) if next_due is not None else None
+            try:
+                await self.wake.wait()
+            finally:
+                if timer is not None:
+                    timer.cancel()
+
+    def _refused_oversize(self, row: OutboxRow) -> bool:
+        """A row over the limit is never sent (the broker would drop the connection): logged
+        and counted once per row and run; it stays in the outbox (raise the limit to send it)."""
+        limit = self.svc.settings.service.max_message_bytes
+        if len(row.payload) <= limit:
+            return False
+        if row.id not in self._oversize_rows:
+            self._oversize_rows.add(row.id)
+            self.svc.metrics.messages_oversize.labels(kind="result").inc()
+            log.error("outbox row over the message limit: not sent", kind="result", key=row.key, topic=row.topic,
+                      round_id=row.round_id, size=len(row.payload), limit=limit)
+        return True
+
+    async def _deliver(self, row: OutboxRow, initial: float, cap: float) -> None:
+        """One publish of an outbox row. The PUBACK only schedules the next publish: the row
+        leaves the outbox when settlement acknowledges its result (:meth:`on_ack`)."""
+        try:
+            await self.svc.bus.publish(row.topic, row.payload, qos=1)
+        except BusError as exc:
+            log.warning("result publish failed; kept in outbox", kind="result", key=row.key, topic=row.topic,
+                        round_id=row.round_id, reason=str(exc)[:200])
+            self._inflight.discard(row.id)
+            return
+        self._inflight.discard(row.id)
+        if row.id not in self._pending:
+            return  # acknowledged meanwhile
+        sends = self._sends[row.id] = self._sends.get(row.id, 0) + 1
+        due = self._due[row.id] = asyncio.get_running_loop().time() + acks.resend_delay(sends, initial, cap)
+        if self._next is None or due < self._next:
+            self.wake.set()  # the relay's next wake-up is this one (else it comes earlier anyway)
+
+    def on_ack(self, topic: str, payload: bytes) -> None:
+        """Settlement acknowledged a result on ``results/ack``: its ``result_delivered`` goes
+        through the core loop, whose commit deletes every outbox row of the result. A repeat
+        (already acknowledged) is counted and ignored quietly; an unknown key is counted,
+        logged and ignored; a malformed payload is a bad message."""
+        svc = self.svc
+        tid = topics.table_of(topic) or "unknown"
+        verdict = acks.parse_ack(payload)
+        if isinstance(verdict, acks.BadAck):
+            svc.inputs.on_bad_message("results_ack", f"table {tid}: {verdict.reason}")
+            return
+        key = verdict.idempotency_key
+        mine = acks.of_table(tid, key)  # another table's key (or a part's) is unknown here
+        ids = self._by_key.get(key) if mine else None
+        if mine and (key in self._acking or (not ids and svc.journal.delivered(tid, key.split(":", 1)[1]))):
+            svc.metrics.result_acks.labels(table=tid, outcome="repeat").inc()
+            log.debug("result acknowledged again; ignored", idempotency_key=key)
+            return
+        if not ids:
+            svc.metrics.result_acks_unknown.labels(table=tid).inc()
+            log.warning("acknowledgement for an unknown result; ignored", table_id=tid, idempotency_key=key[:200])
+            return
+        rows = [self._pending[i] for i in sorted(ids)]
+        main = next((r for r in rows if r.key == key), rows[0])
+        self._acking.add(key)
+        svc.submit(tid, ResultDelivered(round_id=main.round_id, idempotency_key=key,
+                                        outbox_id=main.id if main.key == key else None))

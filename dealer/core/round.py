@@ -559,7 +559,7 @@ class Round:
                 self._deciding_prompt(at), *self._decisions_required(at, sorted(self.deciders))]
 
     def _decisions_required(self, at: int, players: list[str], **extra: object) -> list[Effect]:
-        actions = list(self._decisions.decision_actions)
+        actions = list(self._decider_game.decision_actions)
         return [self.tell(p, "decision_required", at, actions=actions, closes_at=self.decision_deadline,
                           seat=self.deciders[p], **extra) for p in players]
 
@@ -567,13 +567,13 @@ class Round:
         return self.prompt("WAIT", at, message="players are deciding: do not reveal")
 
     @property
-    def _decisions(self) -> Decisions:
+    def _decider_game(self) -> Decisions:
         game = self.rules.game
         assert offers(game, Decisions), "only a game with decisions opens them"
         return game
 
     def _decide(self, ev: PlayerDecision) -> Transition:
-        actions = self._decisions.decision_actions
+        actions = self._decider_game.decision_actions
         if ev.player_id not in self.deciders:
             return Transition.refused(ev.type, f"player {ev.player_id} has no decision to make in round {self.round_id}")
         if ev.player_id in self.decisions:
@@ -584,7 +584,7 @@ class Round:
         return Transition(effects, Phase.RESULT if len(self.decisions) == len(self.deciders) else None)
 
     def _decision_timeout(self, ev: DecisionTimeout) -> Transition:
-        default = self._decisions.default_decision()
+        default = self._decider_game.default_decision()
         assert default is not None, "a game with decisions must have a default"
         effects: list[Effect] = []
         for player in sorted(set(self.deciders) - set(self.decisions)):
@@ -594,7 +594,7 @@ class Round:
     def _record_decision(self, player: str, action: str, by: str, at: int) -> list[Effect]:
         mine = [b for b in results.bet_views(self) if b.player_id == player]
         self.decisions[player] = DecisionRecord(action=action, by=by, seat=self.deciders[player],  # type: ignore[arg-type]
-                                                play_stake=self._decisions.decision_stake(action, mine))
+                                                play_stake=self._decider_game.decision_stake(action, mine))
         return [self.event("decision_made", at, player_id=player, action=action, by=by),
                 self.tell(player, "decision_accepted", at, action=action, by=by)]
 

@@ -6,20 +6,18 @@ which order they are dealt to the seats that bet (``deal_plan``), whether a bet 
 allowed (``check_bet``), and how a completed deal resolves every bet (``resolve``).
 What only some games do is a small capability protocol they opt into:
 
-===================  ==========================================  ====================
-capability           what it adds                                games
-===================  ==========================================  ====================
-:class:`Decisions`   players decide after the deal                sevenluck
-:class:`PeerGame`    betting between the cards, in a PeerHand     stud, seotda, matgo
-:class:`BettingRounds` turns run through dealer.core.betting     stud, seotda
-:class:`Reservations`  an action reserved before one's turn       seotda
-:class:`Exposures`   an exposed card that plays                   stud
-:class:`Reveals`     which face-down cards the rules turn over    stud, seotda, matgo
-:class:`Remembers`   table memory carried into the next hand      stud, seotda
-:class:`HouseSeat`   a seat the house plays                       matgo
-===================  ==========================================  ====================
+* :class:`Decisions`: players decide after the deal (sevenluck);
+* :class:`PeerGame`: players bet against each other between the cards, in a
+  :class:`PeerHand` (stud, seotda, matgo), whose hand may offer more:
+  :class:`BettingRounds` (its turns run through ``dealer.core.betting``: stud, seotda),
+  :class:`Reservations` (an action reserved before one's turn: seotda),
+  :class:`Exposures` (an exposed card that plays: stud),
+  :class:`Reveals` (which face-down cards its rules turn over: stud, seotda, matgo),
+  :class:`Remembers` (what the table carries into the next hand: stud, seotda),
+  :class:`HouseSeat` (a seat the house plays: matgo).
 
-Adding a game is one module with a subclass of :class:`Game` plus a registry line.
+The core asks :func:`offers` whether a game or hand has a capability and then uses only
+that capability's methods. Adding a game is one module with a subclass of :class:`Game` plus a registry line.
 """
 
 from __future__ import annotations

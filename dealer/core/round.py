@@ -2,9 +2,20 @@
 
 Events from :mod:`dealer.core.events` go in through :meth:`Round.handle`; a :class:`Step`
 comes out saying whether the event was accepted, whether it must be journaled, and
-which effects to release (station prompts, round events, the round result). The
-transition table :data:`TRANSITIONS` reads like the rulebook: anything not in it is
-rejected with a clear reason and changes nothing.
+which effects to release (station prompts, round events, the round result).
+
+How to read it, like the rulebook:
+
+* :data:`TRANSITIONS` (at the end) says which event each phase takes and which handler runs
+  it; :data:`REFUSALS` beside it says why any other event is refused. Nothing else is legal.
+* Each handler returns a :class:`Transition`: its effects and the phase the round goes to.
+  :meth:`Round.handle` is the one place the phase changes; entering ``RESULT``,
+  ``CANCELLED`` or ``VOID`` builds the result (:mod:`dealer.core.results`).
+* A peer game's hand is driven by one loop, :meth:`Round._progress`: it asks the hand for
+  its next step (deal these cards / run these turns / end) until the hand waits for a card,
+  for a player, or ends.
+* Who sees which card is :mod:`dealer.core.visibility`; what a game adds (decisions, peer
+  hands, reservations, exposures) are the capabilities of :mod:`dealer.games.base`.
 
 The error rules of ``decks.md`` §5 live here, for every game: a no-read, misread,
 corrupt or lost frame, device fault, foreign card or duplicate card never advances the
@@ -22,6 +33,7 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Union
 
+from dealer.core import results, visibility
 from dealer.core.events import (
     ActionTimeout,
     CardExposed,
@@ -40,13 +52,8 @@ from dealer.core.events import (
     ScanRead,
     SupervisorVoid,
 )
-from dealer.core import visibility
-from dealer.games.base import BetResolution, BetStep, BetView, DealStep, Game, PeerHand, Position
 from dealer.core.messages import (
-    BetsSummary,
-    BetTypeResult,
     DecisionRecord,
-    HandResult,
     MoneyRules,
     PlayerMessage,
     RoundEvent,
@@ -54,14 +61,26 @@ from dealer.core.messages import (
     StationPrompt,
 )
 from dealer.core.money import MoneyError, Rounding, check_stake
-
+from dealer.games.base import (
+    BetStep,
+    DealStep,
+    Decisions,
+    Exposures,
+    Game,
+    HouseSeat,
+    PeerGame,
+    PeerHand,
+    Position,
+    Reservations,
+    offers,
+)
 
 _SEQ = re.compile(r"-(\d+)$")
 
 
 class Phase(StrEnum):
     BETTING_OPEN = "BETTING_OPEN"
-    BETTING_CLOSED = "BETTING_CLOSED"  # the round has started (teen-patti-2020.md §6)
+    BETTING_CLOSED = "BETTING_CLOSED"  # the round has started: no more bets
     DEALING = "DEALING"
     DECISION = "DECISION"  # the deal is complete; players decide (timer runs from here only)
     ACTION = "ACTION"  # peer games: a betting round between cards (the turn timer runs only here)
@@ -73,6 +92,8 @@ class Phase(StrEnum):
 
 #: Phases in which the round is still being played.
 ACTIVE = frozenset({Phase.BETTING_OPEN, Phase.BETTING_CLOSED, Phase.DEALING, Phase.DECISION, Phase.ACTION})
+#: The refund-all ends and the outcome their result carries.
+_REFUNDS = {Phase.CANCELLED: "CANCELLED", Phase.VOID: "VOIDED"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +148,25 @@ class Step:
         return next((e for e in self.effects if isinstance(e, Rejection)), None)
 
 
+@dataclass(slots=True)
+class Transition:
+    """What a handler did: its effects and the phase the round goes to (None: it stays).
+
+    Entering ``RESULT`` completes the round; entering ``CANCELLED`` or ``VOID`` refunds every
+    bet for ``reason``: :meth:`Round.handle` adds the result once the phase is entered."""
+
+    effects: list[Effect] = field(default_factory=list)
+    next_phase: Phase | None = None
+    accepted: bool = True
+    journal: bool = True
+    reason: str = ""
+
+    @classmethod
+    def refused(cls, event_type: str, reason: str, *also: Effect) -> "Transition":
+        """Nothing changed: the reason goes back to the sender (and any prompt to the station)."""
+        return cls([Rejection(event_type, reason), *also], accepted=False, journal=False)
+
+
 _READ_FAILURE_TEXT = {
     "noread": "the scanner could not read the card",
     "misread": "the scanner misread the card",
@@ -173,7 +213,7 @@ class Round:
         self.action_deadline: int | None = None
         self.street: str | None = None
         self.announce: str | None = None
-        #: A timed confirmation is expected (stud's LAST_CARD): it is taken as given at this
+        #: A timed confirmation is expected (a position with ``window_ms``): it is taken as given at this
         #: instant (epoch ms, journaled data like the other deadlines); None otherwise.
         self.confirm_deadline: int | None = None
         #: Bumped before and after every event, so a cached visibility view is never stale.
@@ -189,29 +229,51 @@ class Round:
     def expected_position(self) -> str | None:
         return self.plan[self.next_index].name if self.next_index < len(self.plan) else None
 
+    @property
+    def house_players(self) -> frozenset[str]:
+        """The players the house plays in this round (a :class:`HouseSeat` hand's)."""
+        return self.hand.house_players() if offers(self.hand, HouseSeat) else frozenset()
+
     def handle(self, event: Event) -> Step:
+        """Run ``event`` through :data:`TRANSITIONS`: the one place the phase changes."""
         self.revision += 1
         try:
-            action = TRANSITIONS.get((self.phase, event.type))
-            step = self._reject(event, self._why_not(event)) if action is None else action(self, event)
+            handler = TRANSITIONS.get((self.phase, event.type))
+            out = Transition.refused(event.type, self._refusal(event)) if handler is None else handler(self, event)
+            if out.next_phase is not None:
+                self.phase = out.next_phase
+                out.effects += self._entered(out, event.at)
         finally:
             self.revision += 1
         # a refusal never names a hidden card, whoever wrote the reason (the games' rules too)
-        step.effects = [Rejection(e.event_type, visibility.redact(self, e.reason)) if isinstance(e, Rejection) else e
-                        for e in step.effects]
-        return step
+        effects = [Rejection(e.event_type, visibility.redact(self, e.reason)) if isinstance(e, Rejection) else e
+                   for e in out.effects]
+        return Step(out.accepted, out.journal, effects)
+
+    def _entered(self, out: Transition, at: int) -> list[Effect]:
+        """What entering a phase adds: the result of a round that ends."""
+        if self.phase == Phase.RESULT:
+            return results.completed(self, at)
+        if self.phase in _REFUNDS:
+            return results.refunded(self, _REFUNDS[self.phase], out.reason, at)
+        return []
+
+    def _refusal(self, event: Event) -> str:
+        """Why ``event`` is not taken in this phase, from :data:`REFUSALS`."""
+        text = REFUSALS.get((self.phase, event.type)) or REFUSALS.get((None, event.type)) or _NOT_ALLOWED
+        return text.format(event=event.type, round=self.round_id, phase=self.phase.value)
 
     def prompt_now(self, at: int) -> StationPrompt:
         """What the dealer station should show right now (used after a restart)."""
         if self.phase == Phase.BETTING_OPEN:
-            return self._prompt("WAIT", at, message="betting is open: do not deal")
+            return self.prompt("WAIT", at, message="betting is open: do not deal")
         if self.phase in (Phase.BETTING_CLOSED, Phase.DEALING):
             return self._next_prompt(at)
         if self.phase == Phase.DECISION:
-            return self._prompt("WAIT", at, message="players are deciding: do not reveal")
+            return self._deciding_prompt(at)
         if self.phase == Phase.ACTION and self.hand is not None:
-            return self._prompt("WAIT", at, announce=self.announce, message=self.hand.turn_prompt(self.street))
-        return self._prompt("DONE", at, message=f"round {self.phase.lower()}")
+            return self._turn_prompt(at)
+        return self.prompt("DONE", at, message=f"round {self.phase.lower()}")
 
     def private_now(self, at: int) -> list[PlayerMessage]:
         """Every private message a player needs to see the round as it stands (used after a
@@ -219,12 +281,10 @@ class Round:
         their hole cards so far, a pending decision, and the turn of the player to act."""
         if self.phase not in ACTIVE:
             return []
-        out = [self._tell(owner, "hole_card", at, position=p.name, card=self.cards[p.name])
+        out = [self.tell(owner, "hole_card", at, position=p.name, card=self.cards[p.name])
                for p, owner in visibility.owner_cards(self)]
         if self.phase == Phase.DECISION:
-            actions = list(self.rules.game.decision_actions)
-            out += [self._tell(p, "decision_required", at, actions=actions, closes_at=self.decision_deadline,
-                               seat=seat) for p, seat in sorted(self.deciders.items()) if p not in self.decisions]
+            out += self._decisions_required(at, sorted(p for p in self.deciders if p not in self.decisions))
         if self.phase == Phase.ACTION and self.hand is not None:
             out.append(self._your_turn(at))
         return out
@@ -236,12 +296,12 @@ class Round:
         return self.resume_decisions(at) + self.resume_turn(at) + self.resume_window(at)
 
     def resume_window(self, at: int) -> list[Effect]:
-        """A timed confirmation (stud's LAST_CARD) gets its whole window again from ``at``."""
+        """A timed confirmation (a position with ``window_ms``) gets its whole window again from ``at``."""
         if self.phase not in (Phase.BETTING_CLOSED, Phase.DEALING) or self.confirm_deadline is None:
             return []
         self._arm_window(at)
         pos = self.plan[self.next_index]
-        return [self._event("confirm_window", at, step=pos.name, closes_at=self.confirm_deadline, resumed=True),
+        return [self.event("confirm_window", at, step=pos.name, closes_at=self.confirm_deadline, resumed=True),
                 self._next_prompt(at)]
 
     def resume_betting(self, at: int, closes_at: int | None) -> list[Effect]:
@@ -250,7 +310,7 @@ class Round:
         if self.phase != Phase.BETTING_OPEN or closes_at is None:
             return []
         self.betting_closes_at = closes_at
-        return [self._event("betting_resumed", at, betting_closes_at=closes_at)]
+        return [self.event("betting_resumed", at, betting_closes_at=closes_at)]
 
     def resume_decisions(self, at: int) -> list[Effect]:
         """Every player still undecided gets a whole decision window again, told on their own
@@ -260,11 +320,8 @@ class Round:
             return []
         self.decision_deadline = at + self.rules.decision_ms
         pending = sorted(p for p in self.deciders if p not in self.decisions)
-        actions = list(self.rules.game.decision_actions)
-        return [self._event("decisions_open", at, players=pending, closes_at=self.decision_deadline, resumed=True),
-                *[self._tell(p, "decision_required", at, actions=actions, closes_at=self.decision_deadline,
-                             seat=self.deciders[p], resumed=True) for p in pending],
-                self._prompt("WAIT", at, message="players are deciding: do not reveal")]
+        return [self.event("decisions_open", at, players=pending, closes_at=self.decision_deadline, resumed=True),
+                *self._decisions_required(at, pending, resumed=True), self._deciding_prompt(at)]
 
     def resume_turn(self, at: int) -> list[Effect]:
         """The broker link is back: the player to act gets a whole turn again (nobody is
@@ -272,45 +329,45 @@ class Round:
         if self.phase != Phase.ACTION or self.hand is None:
             return []
         self.action_deadline = at + self.rules.action_ms
-        return [self._event("turn", at, player_id=self.hand.to_act, turn=self.turn, street=self.street,
-                            closes_at=self.action_deadline, resumed=True, **self.hand.turn_summary()),
+        return [self.event("turn", at, player_id=self.hand.to_act, turn=self.turn, street=self.street,
+                           closes_at=self.action_deadline, resumed=True, **self.hand.turn_summary()),
                 self._your_turn(at, resumed=True), self.prompt_now(at)]
 
-    # -- transitions ------------------------------------------------------------------
+    # -- betting ------------------------------------------------------------------------
 
-    def _place_bet(self, ev: PlaceBet) -> Step:
-        r = self.rules
-        reason: str | None = None
-        if ev.round_id is not None and ev.round_id != self.round_id:
-            reason = f"bet is for round {ev.round_id}, but round {self.round_id} is open"
-        elif ev.bet_id in self.bets:
-            reason = f"duplicate bet id {ev.bet_id!r}"
-        else:
-            reason = r.game.check_bet(ev.bet_type, frozenset(self._held.get(ev.player_id, ())))
-        if reason is None:
-            reason = self._seat_problem(ev)
-        if reason is None:
-            reason = r.game.check_stake(ev.stake, ev.player_id, self.context)
-        if reason is None:
-            try:
-                check_stake(ev.stake, r.minor_unit)
-            except MoneyError as exc:
-                reason = str(exc)
-        limit = r.limits.get(ev.bet_type)
-        if reason is None and limit is not None and not (limit.min <= ev.stake <= limit.max):
-            reason = f"stake {ev.stake} outside the table limits {limit.min}..{limit.max} for {ev.bet_type}"
+    def _place_bet(self, ev: PlaceBet) -> Transition:
+        reason = self._bet_problem(ev)
         if reason is not None:
-            step = self._reject(ev, reason)
-            step.effects.append(self._event("bet_rejected", ev.at, bet_id=ev.bet_id, reason=reason))
-            return step
+            out = Transition.refused(ev.type, reason)
+            out.effects.append(self.event("bet_rejected", ev.at, bet_id=ev.bet_id, reason=reason))
+            return out
         self.bets[ev.bet_id] = ev
         self._held.setdefault(ev.player_id, set()).add(ev.bet_type)
         if ev.seat is not None:
             self.seat_owner[ev.seat] = ev.player_id
         data = {"bet_id": ev.bet_id, "player_id": ev.player_id, "bet_type": ev.bet_type, "stake": str(ev.stake),
                 "seat": ev.seat}
-        return Step(True, True, [self._event("bet_accepted", ev.at, **data),
-                                 self._tell(ev.player_id, "bet_accepted", ev.at, **data)])
+        return Transition([self.event("bet_accepted", ev.at, **data), self.tell(ev.player_id, "bet_accepted", ev.at, **data)])
+
+    def _bet_problem(self, ev: PlaceBet) -> str | None:
+        """Why a bet is refused (the first rule it breaks), or None."""
+        r = self.rules
+        if ev.round_id is not None and ev.round_id != self.round_id:
+            return f"bet is for round {ev.round_id}, but round {self.round_id} is open"
+        if ev.bet_id in self.bets:
+            return f"duplicate bet id {ev.bet_id!r}"
+        reason = (r.game.check_bet(ev.bet_type, frozenset(self._held.get(ev.player_id, ())))
+                  or self._seat_problem(ev) or r.game.check_stake(ev.stake, ev.player_id, self.context))
+        if reason is not None:
+            return reason
+        try:
+            check_stake(ev.stake, r.minor_unit)
+        except MoneyError as exc:
+            return str(exc)
+        limit = r.limits.get(ev.bet_type)
+        if limit is not None and not (limit.min <= ev.stake <= limit.max):
+            return f"stake {ev.stake} outside the table limits {limit.min}..{limit.max} for {ev.bet_type}"
+        return None
 
     def _seat_problem(self, ev: PlaceBet) -> str | None:
         """Seated games: a bet names an existing seat, one player per seat, one seat per player."""
@@ -329,322 +386,99 @@ class Round:
             return f"player {ev.player_id} already plays seat {mine}"
         return None
 
-    def _close_betting(self, ev: CloseBetting) -> Step:
+    def _close_betting(self, ev: CloseBetting) -> Transition:
         game = self.rules.game
-        self.phase = Phase.BETTING_CLOSED
         self.closed_at = ev.at
-        closed = self._event("betting_closed", ev.at, by=ev.by, bets=len(self.bets))
-        if not game.peer:
+        closed = self.event("betting_closed", ev.at, by=ev.by, bets=len(self.bets))
+        if not isinstance(game, PeerGame):
             self.plan = game.deal_plan(sorted(self.seat_owner))
-            return Step(True, True, [closed, self._next_prompt(ev.at)])
+            return Transition([closed, self._next_prompt(ev.at)], Phase.BETTING_CLOSED)
         if len(self.seat_owner) < game.min_players:
             reason = f"{game.name} needs at least {game.min_players} seated players, {len(self.seat_owner)} sat down"
-            return Step(True, True, [closed] + self._refund_all(Phase.CANCELLED, "CANCELLED", reason, ev.at))
+            return Transition([closed], Phase.CANCELLED, reason=reason)
         chips: dict[str, Decimal] = {}
         for bet in self.bets.values():
             chips[bet.player_id] = chips.get(bet.player_id, Decimal(0)) + bet.stake
         m = _SEQ.search(self.round_id)
         self.hand = game.start_hand(dict(sorted(self.seat_owner.items())), chips, int(m.group(1)) if m else 1,
                                     self.rules.minor_unit, self.context, draw=self.draw)
-        return Step(True, True, [closed] + self._advance_hand(ev.at))
+        return self._progress(ev.at, [closed])
 
-    def _scan(self, ev: ScanRead) -> Step:
+    # -- the deal -----------------------------------------------------------------------
+
+    def _scan(self, ev: ScanRead) -> Transition:
         pos = self.plan[self.next_index]
         if pos.confirm:
             card = "a burn card" if ev.burn else visibility.safe_code(self, ev.code, "card")
-            return Step(False, False, [Rejection(ev.type, f"{pos.name} is to be confirmed before the next card "
-                                                 f"({card} not registered)"), self._next_prompt(ev.at)])
-        if ev.code not in self.rules.game.deck:
-            return self._rescan(ev, "foreign_card", ev.code)
-        if self.set_aside.get(ev.code) == pos.deck:  # burned earlier in this deal
-            return self._rescan(ev, "duplicate_card", ev.code)
+            return Transition.refused(ev.type, f"{pos.name} is to be confirmed before the next card "
+                                   f"({card} not registered)", self._next_prompt(ev.at))
+        problem = self._card_problem(ev, pos)
+        if problem is not None:
+            return self._rescan(ev, problem, ev.code)
         if ev.burn and not pos.burn:
             return self._set_aside(ev, pos)
-        if pos.from_burns:  # dealt again from this round's burn cards (stud RESHUFFLE_BURNS)
-            burns = {self.cards[p.name] for p in self.plan if p.burn and p.name in self.cards}
-            reused = {self.cards[p.name] for p in self.plan if p.from_burns and p.name in self.cards}
-            if ev.code not in burns or ev.code in reused:
-                return self._rescan(ev, "duplicate_card", ev.code)
-        else:
-            held = next((p for p in self.plan if p.deck == pos.deck and self.cards.get(p.name) == ev.code), None)
-            if held is not None:
-                return self._rescan(ev, "duplicate_card", ev.code)
         self.cards[pos.name] = ev.code
         self.next_index += 1
-        self.phase = Phase.DEALING
         self._reject_key, self.reject_count = None, 0
         if self.hand is not None:
             self.hand.register(pos, ev.code)
-        effects: list[Effect] = [self._event(
+        effects: list[Effect] = [self.event(
             "card_registered", ev.at, position=pos.name, step=self.next_index,
             card=ev.code if visibility.is_public(self, pos) else None,
         )]
-        effects += [self._tell(owner, "hole_card", ev.at, position=p.name, card=self.cards[p.name])
+        effects += [self.tell(owner, "hole_card", ev.at, position=p.name, card=self.cards[p.name])
                     for p, owner in visibility.deliveries(self, pos)]  # to their owners only
-        if self.next_index < len(self.plan):
-            effects += self._window_opened(ev.at)
-            effects.append(self._next_prompt(ev.at))
-            return Step(True, True, effects)
-        if self.hand is not None:
-            return Step(True, True, effects + self._advance_hand(ev.at))
-        self.deciders = self.rules.game.deciders(self._bet_views())
-        if self.deciders:
-            return Step(True, True, effects + self._open_decisions(ev.at))
-        return Step(True, True, effects + self._finish(ev.at))
+        return self._dealt(ev.at, effects, Phase.DEALING)
 
-    def _set_aside(self, ev: ScanRead, pos: Position) -> Step:
+    def _card_problem(self, ev: ScanRead, pos: Position) -> str | None:
+        """Why a scanned card cannot go to ``pos`` (a foreign or duplicate card), or None."""
+        if ev.code not in self.rules.game.deck:
+            return "foreign_card"
+        if self.set_aside.get(ev.code) == pos.deck:  # burned earlier in this deal
+            return "duplicate_card"
+        if ev.burn and not pos.burn:
+            return None  # set aside, if it is not a card dealt already (checked there)
+        if pos.from_burns:  # dealt again from this round's burn cards
+            burns = {self.cards[p.name] for p in self.plan if p.burn and p.name in self.cards}
+            reused = {self.cards[p.name] for p in self.plan if p.from_burns and p.name in self.cards}
+            return "duplicate_card" if ev.code not in burns or ev.code in reused else None
+        return "duplicate_card" if self._holder(ev.code, pos) is not None else None
+
+    def _holder(self, code: str, pos: Position) -> Position | None:
+        """The position of ``pos``'s shuffle that already holds ``code``."""
+        return next((p for p in self.plan if p.deck == pos.deck and self.cards.get(p.name) == code), None)
+
+    def _dealt(self, at: int, effects: list[Effect], phase: Phase) -> Transition:
+        """A step of the deal is done: prompt the next one, or the deal is complete: the hand
+        goes on, the players decide, or the round is resolved."""
+        if self.next_index < len(self.plan):
+            return Transition(effects + self._window_opened(at) + [self._next_prompt(at)], phase)
+        if self.hand is not None:
+            return self._progress(at, effects)
+        game = self.rules.game
+        self.deciders = game.deciders(results.bet_views(self)) if offers(game, Decisions) else {}
+        if self.deciders:
+            return Transition(effects + self._open_decisions(at), Phase.DECISION)
+        return Transition(effects, Phase.RESULT)
+
+    def _set_aside(self, ev: ScanRead, pos: Position) -> Transition:
         """A card the reader says was burned where the deal plan expects a dealt card: the dealer
         put it on the burn pile, so it goes to no position and no hand (decks.md §5.2(6): a card
         is assigned only to the expected position), is never shown (§3: burns are journal only),
         and the deal still waits for ``pos``. A burn where the plan has one registers there."""
-        held = next((p for p in self.plan if p.deck == pos.deck and self.cards.get(p.name) == ev.code), None)
-        if held is not None:
+        if self._holder(ev.code, pos) is not None:
             return self._rescan(ev, "duplicate_card", ev.code)
         self.set_aside[ev.code] = pos.deck
         nxt = self._next_prompt(ev.at)
-        return Step(True, True, [
-            self._event("card_burned", ev.at, expected=pos.name, count=len(self.set_aside)),
+        return Transition([
+            self.event("card_burned", ev.at, expected=pos.name, count=len(self.set_aside)),
             nxt.model_copy(update={"message": f"burn card set aside, not dealt: {nxt.message}"}),
         ])
 
-    def _open_decisions(self, at: int) -> list[Effect]:
-        """The deal is complete: the decision timer starts now, never while a card is awaited."""
-        self.phase = Phase.DECISION
-        self.decision_deadline = at + self.rules.decision_ms
-        actions = list(self.rules.game.decision_actions)
-        effects: list[Effect] = [
-            self._event("decisions_open", at, players=sorted(self.deciders), closes_at=self.decision_deadline),
-            self._prompt("WAIT", at, message="players are deciding: do not reveal"),
-        ]
-        effects += [self._tell(p, "decision_required", at, actions=actions, closes_at=self.decision_deadline,
-                               seat=seat) for p, seat in sorted(self.deciders.items())]
-        return effects
-
-    def _decide(self, ev: PlayerDecision) -> Step:
-        game = self.rules.game
-        if ev.player_id not in self.deciders:
-            return self._reject(ev, f"player {ev.player_id} has no decision to make in round {self.round_id}")
-        if ev.player_id in self.decisions:
-            return self._reject(ev, f"player {ev.player_id} already chose {self.decisions[ev.player_id].action}")
-        if ev.action not in game.decision_actions:
-            return self._reject(ev, f"unknown action {ev.action!r} (expected one of {', '.join(game.decision_actions)})")
-        effects = self._record_decision(ev.player_id, ev.action, "player", ev.at)
-        if len(self.decisions) == len(self.deciders):
-            effects += self._finish(ev.at)
-        return Step(True, True, effects)
-
-    def _decision_timeout(self, ev: DecisionTimeout) -> Step:
-        default = self.rules.game.default_decision()
-        assert default is not None, "a game with decisions must have a default"
-        effects: list[Effect] = []
-        for player in sorted(set(self.deciders) - set(self.decisions)):
-            effects += self._record_decision(player, default, "timeout", ev.at)
-        return Step(True, True, effects + self._finish(ev.at))
-
-    def _record_decision(self, player: str, action: str, by: str, at: int) -> list[Effect]:
-        ante = next((b.stake for b in self.bets.values() if b.player_id == player and b.bet_type == "ante"), None)
-        self.decisions[player] = DecisionRecord(action=action, by=by, seat=self.deciders[player],  # type: ignore[arg-type]
-                                                play_stake=ante if action == "PLAY" else None)
-        return [self._event("decision_made", at, player_id=player, action=action, by=by),
-                self._tell(player, "decision_accepted", at, action=action, by=by)]
-
-    # -- peer games: the hand between cards --------------------------------------------------
-
-    def _advance_hand(self, at: int) -> list[Effect]:
-        """The previous step is complete: deal the next street, open a betting round, or finish."""
-        hand = self.hand
-        assert hand is not None
-        effects: list[Effect] = []
-        while True:
-            step = hand.next_step()
-            effects += self._hand_notes(at)
-            if isinstance(step, DealStep):
-                self.plan = tuple(self.plan) + step.positions
-                self.phase = Phase.DEALING if self.cards else Phase.BETTING_CLOSED
-                self.action_deadline, self.announce = None, step.announce
-                return effects + self._window_opened(at) + [self._next_prompt(at)]
-            if isinstance(step, BetStep):
-                self.street, self.announce = step.street, step.announce
-                someone = hand.open_turns(step)
-                # ``designated`` is who the rules name (low card, high hand); ``first`` who acts,
-                # which differs when the designated player is all-in
-                effects.append(self._event("betting_round_opened", at, street=step.street, announce=step.announce,
-                                           designated=step.first, first=hand.to_act,
-                                           betting="TO_ACT" if someone else "ROUND_OVER"))
-                if someone:
-                    return effects + self._next_turn(at)
-                effects += self._close_betting_round(at)
-                continue
-            return effects + self._finish(at)
-
-    def _hand_notes(self, at: int) -> list[Effect]:
-        """The hand's public notes (a pot awarded, a showdown, a rematch) as round events; any
-        hand they show carries its cards only as far as :mod:`dealer.core.visibility` shows them now."""
-        assert self.hand is not None
-        return [self._event(name, at, **visibility.noted(self, data)) for name, data in self.hand.notes()]
-
-    def _next_turn(self, at: int) -> list[Effect]:
-        hand = self.hand
-        assert hand is not None and hand.to_act is not None
-        self.phase = Phase.ACTION
-        self.turn += 1
-        self.action_deadline = at + self.rules.action_ms
-        reserved = hand.take_reservation(hand.to_act)
-        if isinstance(reserved, tuple):  # a reserved action still legal: it runs now (seotda.md §6.2)
-            step = self._act(hand.to_act, reserved[0], reserved[1], "reservation", None, at)
-            if step.accepted:
-                return [self._event("reservation_executed", at, player_id=step_player(step), turn=self.turn)] + step.effects
-            reserved = "the reserved action is no longer allowed"
-        notes: list[Effect] = []
-        if isinstance(reserved, str):
-            notes = [self._tell(hand.to_act, "reservation_cancelled", at, reason=reserved)]
-        return notes + [
-            self._event("turn", at, player_id=hand.to_act, turn=self.turn, street=self.street,
-                        closes_at=self.action_deadline, **hand.turn_summary()),
-            self._your_turn(at),
-            self.prompt_now(at),
-        ]
-
-    def _your_turn(self, at: int, **extra: object) -> PlayerMessage:
-        assert self.hand is not None and self.hand.to_act is not None
-        return self._tell(self.hand.to_act, "your_turn", at, turn=self.turn, street=self.street,
-                          closes_at=self.action_deadline, **self.hand.turn_options(), **extra)
-
-    def _close_betting_round(self, at: int) -> list[Effect]:
-        assert self.hand is not None
-        return [self._event(name, at, **data) for name, data in self.hand.close_turns()]
-
-    def _player_action(self, ev: PlayerAction) -> Step:
-        if ev.round_id is not None and ev.round_id != self.round_id:
-            return self._refuse_player(ev, ev.player_id, f"action is for round {ev.round_id}, but round "
-                                       f"{self.round_id} is in play")
-        assert self.hand is not None
-        if ev.turn is not None and ev.turn != self.turn and not ev.reserve:
-            return self._refuse_player(ev, ev.player_id, f"the action is for turn {ev.turn}, which is over "
-                                       f"(turn {self.turn} is running)")
-        if ev.reserve:
-            reason = self.hand.reserve(ev.player_id, ev.action, ev.amount)
-            if reason is not None:
-                return self._refuse_player(ev, ev.player_id, reason)
-            return Step(True, True, [self._tell(ev.player_id, "reservation_accepted", ev.at, action=ev.action)])
-        return self._act(ev.player_id, ev.action, ev.amount, "player", ev, ev.at, ev.card)
-
-    def _action_timeout(self, ev: ActionTimeout) -> Step:
-        assert self.hand is not None and self.hand.to_act is not None
-        if ev.turn != self.turn:
-            return self._reject(ev, f"timer for turn {ev.turn} is stale (turn {self.turn} is running)")
-        action, amount, card = self.hand.default_action()
-        return self._act(self.hand.to_act, action, amount, "timeout", ev, ev.at, card)
-
-    def _act(self, player: str, action: str, amount: Decimal | None, by: str, ev: Event | None, at: int,
-             card: str | None = None) -> Step:
-        hand = self.hand
-        assert hand is not None
-        label = action
-        if by == "player" or by == "reservation":
-            translated = hand.translate(player, action, amount)
-            if isinstance(translated, str):
-                return self._refuse(ev, "player_action", translated)
-            action, amount = translated
-        record, more = hand.do_action(player, action, amount, card, by)
-        if isinstance(record, str):
-            return self._refuse(ev, "player_action", record)
-        data = record | {"by": by} | ({"button": label} if label != action else {})
-        effects: list[Effect] = [self._event("player_acted", at, street=self.street, **data),
-                                 self._tell(player, "action_accepted", at, **data)]
-        effects += self._hand_notes(at)
-        if more:
-            return Step(True, True, effects + self._next_turn(at))
-        effects += self._close_betting_round(at)
-        return Step(True, True, effects + self._advance_hand(at))
-
-    def _refuse(self, ev: Event | None, event_type: str, reason: str) -> Step:
-        return Step(False, False, [Rejection(ev.type if ev is not None else event_type, reason)])
-
-    def _refuse_player(self, ev: Event, player: str, reason: str) -> Step:
-        """The service answers a refused action on the acting player's own topic."""
-        return self._reject(ev, reason)
-
-    def _confirm(self, ev: DealerConfirm) -> Step:
-        pos = self.expected_position
-        if pos is None or not self.plan[self.next_index].confirm or ev.step != pos:
-            want = f"the next step is {pos}" if pos else "no step is expected"
-            return self._reject(ev, f"cannot confirm {ev.step}: {want}")
-        return self._step_confirmed(ev.step, ev.at, {})
-
-    def _confirm_timeout(self, ev: ConfirmTimeout) -> Step:
-        """The window of a timed confirmation ran out: the step is taken as confirmed."""
-        pos = self.expected_position
-        if self.confirm_deadline is None or ev.step != pos:
-            want = f"the next step is {pos}" if pos else "no step is expected"
-            return self._reject(ev, f"no window of {ev.step} is open: {want}")
-        return self._step_confirmed(ev.step, ev.at, {"by": "timer"})
-
-    def _step_confirmed(self, step: str, at: int, extra: dict[str, object]) -> Step:
-        pos = self.plan[self.next_index]
-        self.next_index += 1
-        self.confirm_deadline = None
-        if self.hand is not None:
-            self.hand.register(pos, "")  # stud counts its washes
-        effects: list[Effect] = [self._event("dealer_confirmed", at, step=step, **extra)]
-        if self.next_index < len(self.plan):
-            return Step(True, True, effects + self._window_opened(at) + [self._next_prompt(at)])
-        return Step(True, True, effects + self._advance_hand(at))
-
-    def _arm_window(self, at: int) -> None:
-        pos = self.plan[self.next_index] if self.next_index < len(self.plan) else None
-        self.confirm_deadline = at + pos.window_ms if pos is not None and pos.confirm and pos.window_ms else None
-
-    def _window_opened(self, at: int) -> list[Effect]:
-        """The next step is a timed confirmation: its window starts now (public ``confirm_window``)."""
-        self._arm_window(at)
-        if self.confirm_deadline is None:
-            return []
-        return [self._event("confirm_window", at, step=self.plan[self.next_index].name,
-                            closes_at=self.confirm_deadline)]
-
-    def _exposed(self, ev: CardExposed) -> Step:
-        if self.hand is None:
-            return self._reject(ev, f"{self.rules.game.name} has no rule for exposed cards: call the supervisor")
-        reason = self.hand.expose(ev.position)
-        if reason is not None:
-            return self._reject(ev, reason)
-        return Step(True, True, [self._event("card_exposed", ev.at, position=ev.position,
-                                             card=self.cards.get(ev.position))])
-
-    def _read_failed(self, ev: ReadFailed) -> Step:
+    def _read_failed(self, ev: ReadFailed) -> Transition:
         return self._rescan(ev, ev.reason, ev.detail)
 
-    def _link_before_first_card(self, ev: LinkDown) -> Step:
-        """Betting closed but no card yet: games that start at the first card cancel (decks.md §5.3)."""
-        if self.rules.game.starts_at_first_card:
-            return self._cancel_on_link(ev)
-        return self._link_noted(ev)
-
-    def _cancel_on_link(self, ev: LinkDown) -> Step:
-        reason = f"link {ev.link} down before the round started" + (f": {ev.reason}" if ev.reason else "")
-        return Step(True, True, self._refund_all(Phase.CANCELLED, "CANCELLED", reason, ev.at))
-
-    def _link_noted(self, ev: LinkDown) -> Step:
-        """After betting closed a link failure does not stop the round (decks.md §5.3)."""
-        return Step(True, False, [self._event("link_down_round_continues", ev.at, link=ev.link)])
-
-    def _void(self, ev: SupervisorVoid) -> Step:
-        reason = f"voided by supervisor {ev.supervisor}: {ev.reason}"
-        return Step(True, True, self._refund_all(Phase.VOID, "VOIDED", reason, ev.at))
-
-    def _delivered(self, ev: ResultDelivered) -> Step:
-        if self.delivered:
-            return self._reject(ev, f"the result of round {self.round_id} was already delivered")
-        self.delivered = True
-        if self.phase == Phase.RESULT:
-            self.phase = Phase.SETTLED
-        data = {"idempotency_key": ev.idempotency_key} if ev.idempotency_key is not None else {}
-        return Step(True, True, [self._event("round_settled", ev.at, **data, outbox_id=ev.outbox_id)])
-
-    # -- helpers ----------------------------------------------------------------------
-
-    def _rescan(self, ev: ScanRead | ReadFailed, reason: str, detail: str) -> Step:
+    def _rescan(self, ev: ScanRead | ReadFailed, reason: str, detail: str) -> Transition:
         """Neither the public event nor the station's prompt names a hidden card (a duplicate of
         a face-down card, a misread that spells one): stations and ops never see one."""
         key = (reason, detail)
@@ -659,119 +493,296 @@ class Round:
         else:
             detail = visibility.redact(self, detail)
         effects: list[Effect] = [
-            self._event("scan_rejected", ev.at, position=pos, reason=reason, detail=detail, count=self.reject_count),
-            self._prompt("RESCAN", ev.at, reason=reason, count=self.reject_count,
-                         message=f"RESCAN {pos}: {text}" + (f" ({detail})" if detail else "")),
+            self.event("scan_rejected", ev.at, position=pos, reason=reason, detail=detail, count=self.reject_count),
+            self.prompt("RESCAN", ev.at, reason=reason, count=self.reject_count,
+                        message=f"RESCAN {pos}: {text}" + (f" ({detail})" if detail else "")),
         ]
         if self.reject_count % self.rules.alert_after == 0:
-            effects.append(self._prompt(
+            effects.append(self.prompt(
                 "ALERT", ev.at, reason=reason, count=self.reject_count,
                 message=f"SUPERVISOR: {self.reject_count} identical rejections at {pos} ({reason}"
                         + (f" {detail}" if detail else "") + f"); check the shoe: the deal stays at {pos} until a valid card registers",
             ))
-        return Step(True, True, effects)
+        return Transition(effects)
 
-    def _bet_views(self) -> list[BetView]:
-        return [BetView(b.bet_id, b.player_id, b.bet_type, b.stake, b.seat) for b in self.bets.values()]
+    def _confirm(self, ev: DealerConfirm) -> Transition:
+        pos = self.expected_position
+        if pos is None or not self.plan[self.next_index].confirm or ev.step != pos:
+            want = f"the next step is {pos}" if pos else "no step is expected"
+            return Transition.refused(ev.type, f"cannot confirm {ev.step}: {want}")
+        return self._step_confirmed(ev.step, ev.at, {})
 
-    def _finish(self, at: int) -> list[Effect]:
-        r = self.rules
+    def _confirm_timeout(self, ev: ConfirmTimeout) -> Transition:
+        """The window of a timed confirmation ran out: the step is taken as confirmed."""
+        pos = self.expected_position
+        if self.confirm_deadline is None or ev.step != pos:
+            want = f"the next step is {pos}" if pos else "no step is expected"
+            return Transition.refused(ev.type, f"no window of {ev.step} is open: {want}")
+        return self._step_confirmed(ev.step, ev.at, {"by": "timer"})
+
+    def _step_confirmed(self, step: str, at: int, extra: dict[str, object]) -> Transition:
+        pos = self.plan[self.next_index]
+        self.next_index += 1
+        self.confirm_deadline = None
         if self.hand is not None:
-            outcome = self.hand.outcome()
-        else:
-            dealt = {p.name: self.cards[p.name] for p in self.plan if not p.burn and p.name in self.cards}
-            outcome = r.game.resolve(dealt, self._bet_views(), {p: d.action for p, d in self.decisions.items()})
-        self.phase = Phase.RESULT
-        # what the table shows now; folded hands, an uncontested winner, burns: the journal only
-        revealed = visibility.revealed(self)
-        cards, hands, details = visibility.shown(self, outcome.hands, outcome.details)
-        self.result = RoundResult(
-            idempotency_key=f"{self.table_id}:{self.round_id}",
-            table_id=self.table_id, round_id=self.round_id, game=r.game.name,
-            outcome="COMPLETED", refund_all=False, cards=cards,
-            hands={k: HandResult(cards=list(h.cards), category=h.category) for k, h in hands.items()},
-            winner=outcome.winner,
-            bets={k: _bet_result(b) for k, b in outcome.bets.items()},
-            player_bets={p: {k: _bet_result(b) for k, b in res.items()} for p, res in outcome.player_bets.items()},
-            decisions=dict(self.decisions),
-            details=details, accepted_bets=self._bets_summary(), money=r.money,
-            opened_at=self.opened_at, closed_at=self.closed_at, finished_at=at,
-            rules_hash=self.rules.rules_hash, software_version=self.rules.software_version,
-        )
-        reveal: list[Effect] = [self._event("cards_revealed", at, cards=revealed)] if revealed else []
-        announce = outcome.details.get("announce") if self.hand is not None else None
-        return reveal + [
-            self._event("round_result", at, winner=outcome.winner,
-                        hands={k: h.category for k, h in outcome.hands.items()}),
-            self._prompt("DONE", at, message=f"round complete: winner {outcome.winner}", announce=announce),
-            self.result,
-        ]
+            self.hand.register(pos, "")  # a confirmed step is part of the hand too
+        return self._dealt(at, [self.event("dealer_confirmed", at, step=step, **extra)], self.phase)
 
-    def _refund_all(self, phase: Phase, outcome: str, reason: str, at: int) -> list[Effect]:
-        self.phase = phase
-        public = visibility.public_cards(self)  # the hole cards dealt so far stay in the journal
-        self.result = RoundResult(
-            idempotency_key=f"{self.table_id}:{self.round_id}",
-            table_id=self.table_id, round_id=self.round_id, game=self.rules.game.name,
-            outcome=outcome, reason=reason, refund_all=True, cards=public,  # type: ignore[arg-type]
-            accepted_bets=self._bets_summary(), money=self.rules.money,
-            opened_at=self.opened_at, closed_at=self.closed_at, finished_at=at,
-            rules_hash=self.rules.rules_hash, software_version=self.rules.software_version,
-        )
-        return [
-            self._event(f"round_{outcome.lower()}", at, reason=reason),
-            self._prompt("DONE", at, reason=reason, message=f"round {outcome.lower()}: every bet is refunded"),
-            self.result,
-        ]
+    def _arm_window(self, at: int) -> None:
+        pos = self.plan[self.next_index] if self.next_index < len(self.plan) else None
+        self.confirm_deadline = at + pos.window_ms if pos is not None and pos.confirm and pos.window_ms else None
 
-    def _bets_summary(self) -> BetsSummary:
-        stakes: dict[str, Decimal] = {}
-        for bet in self.bets.values():
-            stakes[bet.bet_type] = stakes.get(bet.bet_type, Decimal(0)) + bet.stake
-        return BetsSummary(count=len(self.bets), stakes=stakes, bet_ids=list(self.bets))
+    def _window_opened(self, at: int) -> list[Effect]:
+        """The next step is a timed confirmation: its window starts now (public ``confirm_window``)."""
+        self._arm_window(at)
+        if self.confirm_deadline is None:
+            return []
+        return [self.event("confirm_window", at, step=self.plan[self.next_index].name,
+                           closes_at=self.confirm_deadline)]
 
-    def _why_not(self, event: Event) -> str:
-        t, p, rid = event.type, self.phase, self.round_id
-        if t in ("scan_read", "read_failed"):
-            if p == Phase.BETTING_OPEN:
-                return "card scanned while betting is open: the deal starts after betting closes"
-            if p == Phase.ACTION:
-                return f"players are betting in round {rid}: the next card comes after the betting round"
-            return f"the deal of round {rid} is complete ({p.value}): no card is expected"
-        if t == "place_bet":
-            return f"betting is closed for round {rid} ({p.value})"
-        if t == "close_betting":
-            return f"betting is not open in round {rid} ({p.value})"
-        if t == "supervisor_void":
-            return f"round {rid} is already {p.value}: a round with a result cannot be voided"
-        if t == "result_delivered":
-            return f"round {rid} has no result waiting for delivery ({p.value})"
-        if t in ("player_decision", "decision_timeout"):
-            return f"round {rid} takes no decisions while {p.value}"
-        if t in ("player_action", "action_timeout"):
-            if p in (Phase.BETTING_CLOSED, Phase.DEALING):
-                return f"no betting round is open in round {rid}: the dealer is dealing"
-            return f"round {rid} takes no betting actions while {p.value}"
-        if t == "dealer_confirm":
-            return f"round {rid} expects no confirmation while {p.value}"
-        if t == "confirm_timeout":
-            return f"round {rid} has no confirmation window open while {p.value}"
-        if t == "card_exposed":
-            return f"round {rid} is not dealing ({p.value})"
-        return f"{t} is not allowed in round {rid} while {p.value}"
+    def _exposed(self, ev: CardExposed) -> Transition:
+        if self.hand is None:
+            return Transition.refused(ev.type, f"{self.rules.game.name} has no rule for exposed cards: call the supervisor")
+        if not offers(self.hand, Exposures):
+            return Transition.refused(ev.type, f"exposed card at {ev.position}: call the supervisor (decks.md §5.4)")
+        reason = self.hand.expose(ev.position)
+        if reason is not None:
+            return Transition.refused(ev.type, reason)
+        return Transition([self.event("card_exposed", ev.at, position=ev.position, card=self.cards.get(ev.position))])
 
-    def _reject(self, event: Event, reason: str) -> Step:
-        return Step(False, False, [Rejection(event.type, reason)])
+    # -- decisions (a game with the Decisions capability) --------------------------------------
 
-    def _tell(self, player: str, kind: str, at: int, **data: object) -> PlayerMessage:
+    def _open_decisions(self, at: int) -> list[Effect]:
+        """The deal is complete: the decision timer starts now, never while a card is awaited."""
+        self.decision_deadline = at + self.rules.decision_ms
+        return [self.event("decisions_open", at, players=sorted(self.deciders), closes_at=self.decision_deadline),
+                self._deciding_prompt(at), *self._decisions_required(at, sorted(self.deciders))]
+
+    def _decisions_required(self, at: int, players: list[str], **extra: object) -> list[Effect]:
+        actions = list(self._decider_game.decision_actions)
+        return [self.tell(p, "decision_required", at, actions=actions, closes_at=self.decision_deadline,
+                          seat=self.deciders[p], **extra) for p in players]
+
+    def _deciding_prompt(self, at: int) -> StationPrompt:
+        return self.prompt("WAIT", at, message="players are deciding: do not reveal")
+
+    @property
+    def _decider_game(self) -> Decisions:
+        game = self.rules.game
+        assert offers(game, Decisions), "only a game with decisions opens them"
+        return game
+
+    def _decide(self, ev: PlayerDecision) -> Transition:
+        actions = self._decider_game.decision_actions
+        if ev.player_id not in self.deciders:
+            return Transition.refused(ev.type, f"player {ev.player_id} has no decision to make in round {self.round_id}")
+        if ev.player_id in self.decisions:
+            return Transition.refused(ev.type, f"player {ev.player_id} already chose {self.decisions[ev.player_id].action}")
+        if ev.action not in actions:
+            return Transition.refused(ev.type, f"unknown action {ev.action!r} (expected one of {', '.join(actions)})")
+        effects = self._record_decision(ev.player_id, ev.action, "player", ev.at)
+        return Transition(effects, Phase.RESULT if len(self.decisions) == len(self.deciders) else None)
+
+    def _decision_timeout(self, ev: DecisionTimeout) -> Transition:
+        default = self._decider_game.default_decision()
+        assert default is not None, "a game with decisions must have a default"
+        effects: list[Effect] = []
+        for player in sorted(set(self.deciders) - set(self.decisions)):
+            effects += self._record_decision(player, default, "timeout", ev.at)
+        return Transition(effects, Phase.RESULT)
+
+    def _record_decision(self, player: str, action: str, by: str, at: int) -> list[Effect]:
+        mine = [b for b in results.bet_views(self) if b.player_id == player]
+        self.decisions[player] = DecisionRecord(action=action, by=by, seat=self.deciders[player],  # type: ignore[arg-type]
+                                                play_stake=self._decider_game.decision_stake(action, mine))
+        return [self.event("decision_made", at, player_id=player, action=action, by=by),
+                self.tell(player, "decision_accepted", at, action=action, by=by)]
+
+    # -- peer games: the hand between cards --------------------------------------------------
+
+    def _progress(self, at: int, effects: list[Effect], executed: list[int] | None = None) -> Transition:
+        """The previous step of the hand is complete: ask the hand what comes next until it waits
+        for cards (``DealStep``), for a player (a ``BetStep`` whose turns are open), or ends.
+        ``executed``: where ``effects`` hold ``reservation_executed`` events (see :meth:`_stamped`)."""
+        hand = self.hand
+        assert hand is not None
+        executed = [] if executed is None else executed
+        while True:
+            step = hand.next_step()
+            effects += self._hand_notes(at)
+            if isinstance(step, DealStep):
+                self.plan = tuple(self.plan) + step.positions
+                self.action_deadline, self.announce = None, step.announce
+                phase = Phase.DEALING if self.cards else Phase.BETTING_CLOSED
+                out = Transition(effects + self._window_opened(at) + [self._next_prompt(at)], phase)
+                break
+            if isinstance(step, BetStep):
+                self.street, self.announce = step.street, step.announce
+                someone = hand.open_turns(step)
+                # ``designated`` is who the rules name (low card, high hand); ``first`` who acts,
+                # which differs when the designated player is all-in
+                effects.append(self.event("betting_round_opened", at, street=step.street, announce=step.announce,
+                                          designated=step.first, first=hand.to_act,
+                                          betting="TO_ACT" if someone else "ROUND_OVER"))
+                if someone and self._turns(at, effects, executed):
+                    out = Transition(effects, Phase.ACTION)
+                    break
+                effects += self._close_turns(at)
+                continue
+            out = Transition(effects, Phase.RESULT)
+            break
+        out.effects = self._stamped(out.effects, executed)
+        return out
+
+    def _stamped(self, effects: list[Effect], executed: list[int]) -> list[Effect]:
+        """Each ``reservation_executed`` event (at ``executed``) names the turn running once the
+        hand waits again, as it always has (journaled results replay to the same events)."""
+        for i in executed:
+            ev = effects[i]
+            assert isinstance(ev, RoundEvent)
+            effects[i] = ev.model_copy(update={"data": {**ev.data, "turn": self.turn}})
+        return effects
+
+    def _turns(self, at: int, effects: list[Effect], executed: list[int]) -> bool:
+        """Give the next player their turn; a reserved action still legal runs at once
+        (the :class:`Reservations` capability), and so on. True: a player must act now; False: the turns are over."""
+        hand = self.hand
+        assert hand is not None
+        while True:
+            player = hand.to_act
+            assert player is not None
+            self.turn += 1
+            self.action_deadline = at + self.rules.action_ms
+            reserved = hand.take_reservation(player) if offers(hand, Reservations) else None
+            if isinstance(reserved, tuple):
+                acted = self._run_action(player, reserved[0], reserved[1], "reservation", None, at)
+                if not isinstance(acted, str):
+                    done, more = acted
+                    executed.append(len(effects))
+                    effects.append(self.event("reservation_executed", at, player_id=player, turn=self.turn))
+                    effects += done
+                    if more:
+                        continue
+                    return False
+                reserved = "the reserved action is no longer allowed"
+            if isinstance(reserved, str):
+                effects.append(self.tell(player, "reservation_cancelled", at, reason=reserved))
+            effects += [self.event("turn", at, player_id=player, turn=self.turn, street=self.street,
+                                   closes_at=self.action_deadline, **hand.turn_summary()),
+                        self._your_turn(at), self._turn_prompt(at)]
+            return True
+
+    def _hand_notes(self, at: int) -> list[Effect]:
+        """The hand's public notes (a pot awarded, a showdown, a rematch) as round events; any
+        hand they show carries its cards only as far as :mod:`dealer.core.visibility` shows them now."""
+        assert self.hand is not None
+        return [self.event(name, at, **visibility.noted(self, data)) for name, data in self.hand.notes()]
+
+    def _your_turn(self, at: int, **extra: object) -> PlayerMessage:
+        assert self.hand is not None and self.hand.to_act is not None
+        return self.tell(self.hand.to_act, "your_turn", at, turn=self.turn, street=self.street,
+                         closes_at=self.action_deadline, **self.hand.turn_options(), **extra)
+
+    def _turn_prompt(self, at: int) -> StationPrompt:
+        assert self.hand is not None
+        return self.prompt("WAIT", at, announce=self.announce, message=self.hand.turn_prompt(self.street))
+
+    def _close_turns(self, at: int) -> list[Effect]:
+        assert self.hand is not None
+        return [self.event(name, at, **data) for name, data in self.hand.close_turns()]
+
+    def _player_action(self, ev: PlayerAction) -> Transition:
+        if ev.round_id is not None and ev.round_id != self.round_id:
+            return Transition.refused(ev.type, f"action is for round {ev.round_id}, but round {self.round_id} is in play")
+        assert self.hand is not None
+        if ev.turn is not None and ev.turn != self.turn and not ev.reserve:
+            return Transition.refused(ev.type, f"the action is for turn {ev.turn}, which is over "
+                                   f"(turn {self.turn} is running)")
+        if ev.reserve:
+            reason = (self.hand.reserve(ev.player_id, ev.action, ev.amount) if offers(self.hand, Reservations)
+                      else "this game has no action reservation")
+            if reason is not None:
+                return Transition.refused(ev.type, reason)
+            return Transition([self.tell(ev.player_id, "reservation_accepted", ev.at, action=ev.action)])
+        return self._acted(ev, ev.player_id, ev.action, ev.amount, "player", ev.card)
+
+    def _action_timeout(self, ev: ActionTimeout) -> Transition:
+        assert self.hand is not None and self.hand.to_act is not None
+        if ev.turn != self.turn:
+            return Transition.refused(ev.type, f"timer for turn {ev.turn} is stale (turn {self.turn} is running)")
+        action, amount, card = self.hand.default_action()
+        return self._acted(ev, self.hand.to_act, action, amount, "timeout", card)
+
+    def _acted(self, ev: Event, player: str, action: str, amount: Decimal | None, by: str,
+               card: str | None) -> Transition:
+        """A player's action (or its timeout's): run it, then the next turn or the hand goes on."""
+        acted = self._run_action(player, action, amount, by, card, ev.at)
+        if isinstance(acted, str):
+            return Transition.refused(ev.type, acted)
+        effects, more = acted
+        executed: list[int] = []
+        if more and self._turns(ev.at, effects, executed):
+            return Transition(self._stamped(effects, executed), Phase.ACTION)
+        return self._progress(ev.at, effects + self._close_turns(ev.at), executed)
+
+    def _run_action(self, player: str, action: str, amount: Decimal | None, by: str, card: str | None,
+                    at: int) -> tuple[list[Effect], bool] | str:
+        """One action through the hand: its effects and whether someone must still act, or the
+        reason it is refused (nothing changed)."""
+        hand = self.hand
+        assert hand is not None
+        label = action
+        if by in ("player", "reservation"):
+            translated = hand.translate(player, action, amount)
+            if isinstance(translated, str):
+                return translated
+            action, amount = translated
+        record, more = hand.do_action(player, action, amount, card, by)
+        if isinstance(record, str):
+            return record
+        data = record | {"by": by} | ({"button": label} if label != action else {})
+        effects: list[Effect] = [self.event("player_acted", at, street=self.street, **data),
+                                 self.tell(player, "action_accepted", at, **data)]
+        return effects + self._hand_notes(at), more
+
+    # -- links, the supervisor, settlement ------------------------------------------------------
+
+    def _link_before_first_card(self, ev: LinkDown) -> Transition:
+        """Betting closed but no card yet: games that start at the first card cancel (decks.md §5.3)."""
+        if self.rules.game.starts_at_first_card:
+            return self._cancel_on_link(ev)
+        return self._link_noted(ev)
+
+    def _cancel_on_link(self, ev: LinkDown) -> Transition:
+        reason = f"link {ev.link} down before the round started" + (f": {ev.reason}" if ev.reason else "")
+        return Transition([], Phase.CANCELLED, reason=reason)
+
+    def _link_noted(self, ev: LinkDown) -> Transition:
+        """After betting closed a link failure does not stop the round (decks.md §5.3)."""
+        return Transition([self.event("link_down_round_continues", ev.at, link=ev.link)], journal=False)
+
+    def _void(self, ev: SupervisorVoid) -> Transition:
+        return Transition([], Phase.VOID, reason=f"voided by supervisor {ev.supervisor}: {ev.reason}")
+
+    def _delivered(self, ev: ResultDelivered) -> Transition:
+        if self.delivered:
+            return Transition.refused(ev.type, f"the result of round {self.round_id} was already delivered")
+        self.delivered = True
+        data = {"idempotency_key": ev.idempotency_key} if ev.idempotency_key is not None else {}
+        return Transition([self.event("round_settled", ev.at, **data, outbox_id=ev.outbox_id)],
+                       Phase.SETTLED if self.phase == Phase.RESULT else None)
+
+    # -- messages -------------------------------------------------------------------------
+
+    def tell(self, player: str, kind: str, at: int, **data: object) -> PlayerMessage:
         return PlayerMessage(table_id=self.table_id, round_id=self.round_id, player_id=player,
                              kind=kind, at=at, data=data)  # type: ignore[arg-type]
 
-    def _event(self, name: str, at: int, **data: object) -> RoundEvent:
+    def event(self, name: str, at: int, **data: object) -> RoundEvent:
         return RoundEvent(table_id=self.table_id, round_id=self.round_id, event=name, at=at, data=data)
 
-    def _prompt(self, kind: str, at: int, *, message: str, reason: str | None = None,
-                count: int | None = None, announce: str | None = None) -> StationPrompt:
+    def prompt(self, kind: str, at: int, *, message: str, reason: str | None = None,
+               count: int | None = None, announce: str | None = None) -> StationPrompt:
         pos = self.expected_position if kind in ("NEXT", "RESCAN", "ALERT", "CONFIRM") else None
         return StationPrompt(
             table_id=self.table_id, round_id=self.round_id, kind=kind,  # type: ignore[arg-type]
@@ -782,22 +793,23 @@ class Round:
     def _next_prompt(self, at: int) -> StationPrompt:
         pos = self.plan[self.next_index]
         if pos.confirm and pos.window_ms:
-            return self._prompt("CONFIRM", at, announce=self.announce,
-                                message=f"report an exposed card now (card_exposed), then confirm {pos.name}; "
-                                        f"without a confirmation the deal goes on by itself in "
-                                        f"{pos.window_ms / 1000:g} s")
+            return self.prompt("CONFIRM", at, announce=self.announce,
+                               message=f"report an exposed card now (card_exposed), then confirm {pos.name}; "
+                                       f"without a confirmation the deal goes on by itself in "
+                                       f"{pos.window_ms / 1000:g} s")
         if pos.confirm:
-            return self._prompt("CONFIRM", at, message=f"{pos.name} the cards, then confirm {pos.name}",
-                                announce=self.announce)
+            return self.prompt("CONFIRM", at, message=f"{pos.name} the cards, then confirm {pos.name}",
+                               announce=self.announce)
         face = "burn card" if pos.burn else f"face {pos.face.lower()}"
         extra = " from the shuffled burn cards" if pos.from_burns else ""
-        return self._prompt("NEXT", at, message=f"deal {pos.name} ({face}){extra}", announce=self.announce)
+        return self.prompt("NEXT", at, message=f"deal {pos.name} ({face}){extra}", announce=self.announce)
 
 
-_Action = Callable[[Round, "Event"], Step]
+_Handler = Callable[[Round, "Event"], Transition]
 
-#: (phase, event type) -> transition. Everything else is rejected by :meth:`Round._why_not`.
-TRANSITIONS: dict[tuple[Phase, str], _Action] = {
+#: The rulebook: (phase, event type) -> the handler that runs it. Anything else is refused,
+#: for the reason :data:`REFUSALS` gives.
+TRANSITIONS: dict[tuple[Phase, str], _Handler] = {
     (Phase.BETTING_OPEN, "place_bet"): Round._place_bet,
     (Phase.BETTING_OPEN, "close_betting"): Round._close_betting,
     (Phase.BETTING_OPEN, "link_down"): Round._cancel_on_link,
@@ -828,13 +840,39 @@ TRANSITIONS: dict[tuple[Phase, str], _Action] = {
     (Phase.VOID, "result_delivered"): Round._delivered,
 }  # type: ignore[dict-item]
 
+_DEALING_NOW = "no betting round is open in round {round}: the dealer is dealing"
+_NO_CARD_NOW = "card scanned while betting is open: the deal starts after betting closes"
+_BETTING_NOW = "players are betting in round {round}: the next card comes after the betting round"
+
+#: Why an event the table above does not take is refused: (phase, event type) first, then
+#: (None, event type) for any other phase; ``{round}``, ``{phase}`` and ``{event}`` are filled in.
+REFUSALS: dict[tuple[Phase | None, str], str] = {
+    (Phase.BETTING_OPEN, "scan_read"): _NO_CARD_NOW,
+    (Phase.BETTING_OPEN, "read_failed"): _NO_CARD_NOW,
+    (Phase.ACTION, "scan_read"): _BETTING_NOW,
+    (Phase.ACTION, "read_failed"): _BETTING_NOW,
+    (None, "scan_read"): "the deal of round {round} is complete ({phase}): no card is expected",
+    (None, "read_failed"): "the deal of round {round} is complete ({phase}): no card is expected",
+    (None, "place_bet"): "betting is closed for round {round} ({phase})",
+    (None, "close_betting"): "betting is not open in round {round} ({phase})",
+    (None, "supervisor_void"): "round {round} is already {phase}: a round with a result cannot be voided",
+    (None, "result_delivered"): "round {round} has no result waiting for delivery ({phase})",
+    (None, "player_decision"): "round {round} takes no decisions while {phase}",
+    (None, "decision_timeout"): "round {round} takes no decisions while {phase}",
+    (Phase.BETTING_CLOSED, "player_action"): _DEALING_NOW,
+    (Phase.DEALING, "player_action"): _DEALING_NOW,
+    (Phase.BETTING_CLOSED, "action_timeout"): _DEALING_NOW,
+    (Phase.DEALING, "action_timeout"): _DEALING_NOW,
+    (None, "player_action"): "round {round} takes no betting actions while {phase}",
+    (None, "action_timeout"): "round {round} takes no betting actions while {phase}",
+    (None, "dealer_confirm"): "round {round} expects no confirmation while {phase}",
+    (None, "confirm_timeout"): "round {round} has no confirmation window open while {phase}",
+    (None, "card_exposed"): "round {round} is not dealing ({phase})",
+}
+_NOT_ALLOWED = "{event} is not allowed in round {round} while {phase}"
+
 
 def step_player(step: Step) -> str | None:
     """The player of the first ``player_acted`` event in a step."""
     return next((e.data.get("player_id") for e in step.effects  # type: ignore[union-attr]
                  if isinstance(e, RoundEvent) and e.event == "player_acted"), None)
-
-
-def _bet_result(b: BetResolution) -> BetTypeResult:
-    return BetTypeResult(outcome=b.outcome, ratio=b.ratio, category=b.category, bonus_ratio=b.bonus_ratio,
-                         returned=b.returned)

@@ -18,6 +18,7 @@ from dealer.core.messages import PlayerMessage, RoundEvent, StationPrompt
 from dealer.core.operations import EVENT_NAMES, FROZEN, OPERATIONS, Mode, OperatingState
 from dealer.core.round import ACTIVE, Effect, Rejection, Round, Step, TableRules
 from dealer.core.rules import RulesError, rules_from_canonical
+from dealer.games.base import Remembers, offers
 
 #: What follows ``{table}-`` in a round id: ``{series}-{seq}`` (the journal id, since journals
 #: have one) or ``{seq}`` (journals from before, and pure core tests without a series).
@@ -279,10 +280,11 @@ class Table:
         cur = self.current
         if cur is not None and cur.result is not None and not cur.delivered:
             if cur.round_id not in self.undelivered and cur.hand is not None:
+                hand = cur.hand if offers(cur.hand, Remembers) else None  # a hand the table forgets
                 if cur.result.outcome == "COMPLETED":
-                    self.memory = cur.hand.carry()
+                    self.memory = hand.carry() if hand is not None else {}
                 else:
-                    self.memory = {**self.memory, **cur.hand.carry_unfinished()}
+                    self.memory = {**self.memory, **(hand.carry_unfinished() if hand is not None else {})}
             self.undelivered.setdefault(cur.round_id, cur)
 
     def _event(self, name: str, at: int, **data: object) -> RoundEvent:

@@ -3,15 +3,21 @@
 Every registered card of a round is, at any moment, one of:
 
 * ``PUBLIC``: face up, or shown by the rules (a showdown, the dealer's reveal, an exposed
-  7th card, a Matgo card played): every audience may see it;
+  card that plays, a card played): every audience may see it;
 * ``OWNER``: a hole card, seen by its seat's player only;
-* ``HIDDEN``: nobody sees it yet, the rules will show it (Sevenluck's dealer cards until the
-  decisions are final, Seotda's second cards until all of them are dealt, a stud down card
-  for everybody but its owner until the showdown);
+* ``HIDDEN``: nobody sees it yet, the rules will show it (the dealer's cards until the
+  decisions are final, hole cards that go to their owners together until all are dealt, a
+  down card for everybody but its owner until the showdown);
 * ``JOURNAL_ONLY``: nobody will ever see it: burn cards, folded hands, an uncontested winner,
-  Matgo hand cards never played, the hole cards of a cancelled or voided round. Only the
-  journal (and ``dealer recall``, which replays it) holds them; a hole card keeps its
-  ``owner``, who saw it when it was dealt.
+  cards of a deal that was replaced, hand cards never played, the hole cards of a cancelled or
+  voided round. Only the journal (and ``dealer recall``, which replays it) holds them; a hole
+  card keeps its ``owner``, who saw it when it was dealt.
+
+The policy is one for every game. What a game's rulebook adds it declares, never by its
+name: on each :class:`~dealer.games.base.Position` (its ``seat``, the ``house`` player who
+holds it, ``together`` cards), through the :class:`~dealer.games.base.Decisions` capability
+(whose decision ``folds``) and through a peer hand's :class:`~dealer.games.base.Reveals`
+(which face-down cards its rules turn over now, which never).
 
 The round machine asks this module which cards go to whom (:func:`deliveries`,
 :func:`owner_cards`), what a refusal may name (:func:`safe_code`, :func:`redact`) and what
@@ -37,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from dealer.games.base import Face, HandInfo, Position
+from dealer.games.base import Decisions, Face, HandInfo, Position, Reveals, offers
 
 if TYPE_CHECKING:
     from dealer.core.round import Round
@@ -99,176 +105,97 @@ class Seen:
         return self.visibility == Visibility.PUBLIC or (self.owner is not None and audience == _PLAYER + self.owner)
 
 
-# --- per-game rules ---------------------------------------------------------------------------
+# --- the facts games declare ---------------------------------------------------------------
+#
+# The policy below is the same for every game; what differs is declared by the games: on each
+# position (its ``seat``, its ``house`` player, whether a hole card waits for its ``together``
+# cards), by a game with :class:`~dealer.games.base.Decisions` (whose decision ``folds``), and
+# by a peer hand with :class:`~dealer.games.base.Reveals` (which face-down cards its rules turn
+# over now, which they never will).
 
 
-class _Rules:
-    """The default: a face-down seat card goes to its seat's player as it registers and is
-    never shown to anyone else; a face-down card without a seat is seen by nobody."""
+def _owner(rnd: Round, pos: Position) -> str | None:
+    """Who holds a face-down card: the house player it is dealt to, else its seat's player."""
+    if pos.house is not None:
+        return pos.house
+    return rnd.seat_owner.get(pos.seat) if pos.seat is not None else None
 
-    def owner(self, rnd: Round, pos: Position) -> str | None:
-        return rnd.seat_owner.get(pos.seat) if pos.seat is not None else None
 
-    def told(self, rnd: Round, pos: Position) -> bool:
-        """Whether the owner has been given the card (it is registered)."""
-        return True
+def _together(rnd: Round, pos: Position) -> list[Position]:
+    """The ``together`` cards given to their owners at once with ``pos`` (same deal, same index)."""
+    return [p for p in rnd.plan if p.together and p.deck == pos.deck and p.index == pos.index]
 
-    def shown(self, rnd: Round, pos: Position) -> bool:
-        """Whether a registered face-down card is shown to everybody now."""
-        return False
 
-    def dead(self, rnd: Round, pos: Position) -> bool:
+def _told(rnd: Round, pos: Position) -> bool:
+    """Whether the owner has been given the registered card (a ``together`` card: once all its
+    companions have registered)."""
+    return not pos.together or all(p.name in rnd.cards for p in _together(rnd, pos))
+
+
+class _Facts:
+    """What the game declares about the round as it stands, asked once per view."""
+
+    __slots__ = ("reveals", "decides", "folded", "ended")
+
+    def __init__(self, rnd: Round) -> None:
+        game = rnd.rules.game
+        self.reveals = rnd.hand if offers(rnd.hand, Reveals) else None
+        self.decides = offers(game, Decisions)
+        self.folded = ({d.seat for d in rnd.decisions.values() if game.folds(d.action) and d.seat is not None}
+                       if offers(game, Decisions) else set())
+        self.ended = rnd.phase in _COMPLETED
+
+    def shown(self, pos: Position) -> bool:
+        """Whether a registered face-down card is shown to everybody now: as the hand's rules say
+        (:class:`Reveals`), or, in a game with decisions, at the result unless its seat folded."""
+        if self.reveals is not None:
+            return self.reveals.shows(pos, self.ended)
+        return self.decides and self.ended and pos.seat not in self.folded
+
+    def mucked(self, pos: Position) -> bool:
         """Whether a face-down card will never be shown (its hand folded) while the round goes on."""
-        return False
-
-    def deliveries(self, rnd: Round, pos: Position) -> list[Position]:
-        """The face-down cards that go to their owners now that ``pos`` registered."""
-        return [pos] if self.told(rnd, pos) else []
-
-
-class _Sevenluck(_Rules):
-    """§4-§5: the dealer's cards and the hands of players who did not fold are shown once every
-    decision is final; a folded hand goes to the muck unseen."""
-
-    @staticmethod
-    def _folded(rnd: Round) -> set[int | None]:
-        return {d.seat for d in rnd.decisions.values() if d.action == "FOLD" and d.seat is not None}
-
-    def shown(self, rnd: Round, pos: Position) -> bool:
-        return rnd.phase in _COMPLETED and pos.seat not in self._folded(rnd)
-
-    def dead(self, rnd: Round, pos: Position) -> bool:
-        return pos.seat in self._folded(rnd)
-
-
-class _Stud(_Rules):
-    """§3.5 and §6: an exposed 7th card plays face up; at a showdown every hand still in shows
-    all its cards; a folded hand and an uncontested winner never show."""
-
-    def shown(self, rnd: Round, pos: Position) -> bool:
-        hand: Any = rnd.hand
-        if hand is None:
-            return False
-        if pos.name.endswith(".7") and pos.seat in hand.exposed:
-            return True
-        live = hand.betting.live
-        return rnd.phase in _COMPLETED and len(live) > 1 and pos.seat in {p.seat for p in live}
-
-    def dead(self, rnd: Round, pos: Position) -> bool:
-        hand: Any = rnd.hand
-        return hand is not None and any(p.seat == pos.seat and p.folded for p in hand.betting.players)
-
-
-class _Seotda(_Rules):
-    """§3.2: a first card goes to its owner at once, the second cards only when all of them are
-    dealt; the contenders' cards of every showdown are shown when that showdown happens (§3.2
-    "players reveal their hands"), a showdown that leads to a rematch included (its ``showdown``
-    and ``rematch`` events carry them, before the rematch is dealt); the rest never show (a
-    folded hand, a card of an earlier game that no showdown turned over)."""
-
-    def told(self, rnd: Round, pos: Position) -> bool:
-        if not pos.name.endswith(".2"):
-            return True
-        return all(p.name in rnd.cards for p in rnd.plan if p.deck == pos.deck and p.name.endswith(".2"))
-
-    def deliveries(self, rnd: Round, pos: Position) -> list[Position]:
-        if not pos.name.endswith(".2"):
-            return [pos]
-        if not self.told(rnd, pos):
-            return []
-        return [p for p in rnd.plan if p.deck == pos.deck and p.name.endswith(".2")]
-
-    def shown(self, rnd: Round, pos: Position) -> bool:
-        hand: Any = rnd.hand
-        return hand is not None and pos.name in hand.shown  # from its showdown on
-
-    def dead(self, rnd: Round, pos: Position) -> bool:
-        hand: Any = rnd.hand
-        if hand is None:
-            return False
-        game = hand.game
-        if pos.deck < game.number:  # an earlier game: shown at the end if a showdown turned it over
-            return pos.name not in hand.shown
-        return any(p.seat == pos.seat and p.folded for p in game.betting.players)
-
-
-class _Matgo(_Rules):
-    """A hand card is shown when it is played; a chongtong winner shows the four cards that win;
-    the hand cards never played (and both hands of a deal that was redealt) are never shown.
-    The house AI owns its hand (it plays it; the service never publishes it)."""
-
-    def owner(self, rnd: Round, pos: Position) -> str | None:
-        from dealer.games.matgo import AI_PLAYER, AI_SEAT
-
-        return AI_PLAYER if pos.seat == AI_SEAT else super().owner(rnd, pos)
-
-    def deliveries(self, rnd: Round, pos: Position) -> list[Position]:
-        from dealer.games.matgo import AI_SEAT
-
-        return [] if pos.seat == AI_SEAT else [pos]  # the AI reads its hand from the engine
-
-    @staticmethod
-    def _current(hand: Any, pos: Position) -> bool:
-        return pos.deck == hand.deals - 1
-
-    def shown(self, rnd: Round, pos: Position) -> bool:
-        hand: Any = rnd.hand
-        if hand is None or hand.engine is None or not self._current(hand, pos):
-            return False
-        code = rnd.cards[pos.name]
-        if any(m["action"] == "PLAY" and m["card"] == code for m in hand.log):
-            return True
-        result = hand.engine.result
-        if rnd.phase in _COMPLETED and result is not None and result.kind == "CHONGTONG":
-            seat = pos.name.split(".")[-2]  # F or O
-            return seat == result.winner and int(code[:2]) in result.details.get("months", ())
-        return False
-
-    def dead(self, rnd: Round, pos: Position) -> bool:
-        hand: Any = rnd.hand
-        return hand is not None and not self._current(hand, pos)
-
-
-_DEFAULT = _Rules()
-_RULES: dict[str, _Rules] = {"sevenluck": _Sevenluck(), "stud": _Stud(), "seotda": _Seotda(), "matgo": _Matgo()}
-
-
-def _rules(rnd: Round) -> _Rules:
-    return _RULES.get(rnd.rules.game.name, _DEFAULT)
+        if self.reveals is not None:
+            return self.reveals.mucked(pos)
+        return pos.seat in self.folded
 
 
 # --- the view of a round ----------------------------------------------------------------------
 
 
-def seen(rnd: Round, pos: Position) -> Seen:
+def seen(rnd: Round, pos: Position, facts: _Facts | None = None) -> Seen:
     """How a registered position is seen now."""
     code = rnd.cards[pos.name]
     if pos.burn:
         return Seen(pos.name, code, Visibility.JOURNAL_ONLY)
-    r = _rules(rnd)
-    if pos.face == Face.UP or r.shown(rnd, pos):
+    facts = _Facts(rnd) if facts is None else facts
+    if pos.face == Face.UP or facts.shown(pos):
         return Seen(pos.name, code, Visibility.PUBLIC)
-    owner = r.owner(rnd, pos) if r.told(rnd, pos) else None
-    if rnd.phase not in _ACTIVE or r.dead(rnd, pos):
+    owner = _owner(rnd, pos) if _told(rnd, pos) else None
+    if rnd.phase not in _ACTIVE or facts.mucked(pos):
         return Seen(pos.name, code, Visibility.JOURNAL_ONLY, owner)
     return Seen(pos.name, code, Visibility.OWNER if owner is not None else Visibility.HIDDEN, owner)
 
 
 def view(rnd: Round) -> dict[str, Seen]:
     """Every registered card of the round (position -> :class:`Seen`), in deal order."""
-    return {p.name: seen(rnd, p) for p in rnd.plan if not p.confirm and p.name in rnd.cards}
+    facts = _Facts(rnd)
+    return {p.name: seen(rnd, p, facts) for p in rnd.plan if not p.confirm and p.name in rnd.cards}
 
 
-def is_public(rnd: Round, pos: Position) -> bool:
-    return seen(rnd, pos).visibility == Visibility.PUBLIC
+def is_public(rnd: Round, pos: Position, facts: _Facts | None = None) -> bool:
+    return seen(rnd, pos, facts).visibility == Visibility.PUBLIC
 
 
 def deliveries(rnd: Round, pos: Position) -> list[tuple[Position, str]]:
     """The ``hole_card`` messages due now that ``pos`` registered: (position, player)."""
     if pos.burn or pos.face == Face.UP:
         return []
+    if pos.house is not None:
+        return []  # the house reads its hand from the game
+    if pos.together and not _told(rnd, pos):
+        return []
     out = []
-    for p in _rules(rnd).deliveries(rnd, pos):
+    for p in _together(rnd, pos) if pos.together else [pos]:
         owner = rnd.seat_owner.get(p.seat) if p.seat is not None else None
         if owner is not None and p.name in rnd.cards:
             out.append((p, owner))
@@ -277,13 +204,12 @@ def deliveries(rnd: Round, pos: Position) -> list[tuple[Position, str]]:
 
 def owner_cards(rnd: Round) -> list[tuple[Position, str]]:
     """Every hole card a seated player holds now (position, player), for a reconnect."""
-    r = _rules(rnd)
     out = []
     for p in rnd.plan:
         if p.face != Face.DOWN or p.burn or p.confirm or p.seat is None or p.name not in rnd.cards:
             continue
         owner = rnd.seat_owner.get(p.seat)
-        if owner is not None and r.told(rnd, p):
+        if owner is not None and _told(rnd, p):
             out.append((p, owner))
     return out
 
@@ -309,20 +235,22 @@ def noted(rnd: Round, data: Mapping[str, Any]) -> dict[str, Any]:
 
 def revealed(rnd: Round) -> dict[str, str]:
     """The face-down cards shown now (for ``cards_revealed`` at the end of a round)."""
+    facts = _Facts(rnd)
     return {p.name: rnd.cards[p.name] for p in rnd.plan
-            if p.face == Face.DOWN and not p.burn and not p.confirm and p.name in rnd.cards and is_public(rnd, p)}
+            if p.face == Face.DOWN and not p.burn and not p.confirm and p.name in rnd.cards and is_public(rnd, p, facts)}
 
 
 def public_cards(rnd: Round) -> dict[str, str]:
     """Position -> code of every card shown publicly (what a result may carry)."""
+    facts = _Facts(rnd)
     return {p.name: rnd.cards[p.name] for p in rnd.plan
-            if not p.burn and not p.confirm and p.name in rnd.cards and is_public(rnd, p)}
+            if not p.burn and not p.confirm and p.name in rnd.cards and is_public(rnd, p, facts)}
 
 
 def shown(rnd: Round, hands: Mapping[str, HandInfo],
           details: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, HandInfo], dict[str, Any]]:
     """A result's ``cards``, ``hands`` and ``details`` cut to what was shown: a hand holding a
-    card that was never shown (a folded Sevenluck hand) is left out, and so are the entries
+    card that was never shown (a folded hand) is left out, and so are the entries
     that details keep per hand (its rank key, its comparison)."""
     cards = public_cards(rnd)
     codes = set(cards.values())
@@ -361,8 +289,8 @@ def _cached(rnd: Round) -> _Cached:
 
 def hidden_codes(rnd: Round | None, audience: str) -> frozenset[str]:
     """The registered card codes ``audience`` may not see now (any audience but a player sees
-    what the public sees). A code registered twice (a Seotda rematch or a Matgo redeal
-    reshuffles; stud deals burn cards again) is hidden only if no instance of it is visible:
+    what the public sees). A code registered twice (a rematch or a redeal reshuffles; burn
+    cards are dealt again) is hidden only if no instance of it is visible:
     a message naming a card the audience has seen is not withheld, so this last check never
     holds back a legitimate message. The round machine itself judges such a card strictly,
     where it is now (:func:`safe_code`, :func:`redact`)."""
@@ -436,7 +364,7 @@ def positions_of(rnd: Round | None, codes: Sequence[str]) -> list[str]:
 
 
 # The round machine asks these while it changes the round: always from the state as it is now,
-# and strictly: a card dealt again after a reshuffle is judged where it is now (a Seotda card
+# and strictly: a card dealt again after a reshuffle is judged where it is now (a card
 # shown in the first game may be a hole card of the rematch).
 
 

@@ -33,7 +33,6 @@ from pydantic import BaseModel
 from dealer.edge import topics
 
 from dealer.core import visibility
-from dealer.games.matgo import AI_PLAYER
 from dealer.core.messages import CurrentPrompt, PlayerBet, PlayerState, StationPrompt, TableState, TurnState
 from dealer.core.round import ACTIVE, Phase, Round
 from dealer.core.table import Table
@@ -181,7 +180,7 @@ def player_states(table: Table, *, node_id: str, session: str, at: int, stale: b
 
 def _round_players(rnd: Round, *, node_id: str, session: str, at: int, stale: bool) -> dict[str, PlayerState]:
     seat_of = {p: s for s, p in sorted(rnd.seat_owner.items())}
-    players = (set(seat_of) | set(rnd.deciders)) - {AI_PLAYER}
+    players = (set(seat_of) | set(rnd.deciders)) - rnd.house_players
     if not players:
         return {}
     cards: dict[str, dict[str, str]] = {p: {} for p in players}

@@ -3,10 +3,21 @@
 A game is built from its validated options (house options and pay tables, a
 pydantic model) and answers a few questions: which cards exist (``deck``), in
 which order they are dealt to the seats that bet (``deal_plan``), whether a bet is
-allowed (``check_bet``), who must decide after the deal and what they may choose
-(``deciders``, ``decision_actions``, ``default_decision``), and how a completed deal
-and those decisions resolve every bet (``resolve``). Adding a game is one module with
-a subclass of :class:`Game` plus a registry line.
+allowed (``check_bet``), and how a completed deal resolves every bet (``resolve``).
+What only some games do is a small capability protocol they opt into:
+
+* :class:`Decisions`: players decide after the deal (sevenluck);
+* :class:`PeerGame`: players bet against each other between the cards, in a
+  :class:`PeerHand` (stud, seotda, matgo), whose hand may offer more:
+  :class:`BettingRounds` (its turns run through ``dealer.core.betting``: stud, seotda),
+  :class:`Reservations` (an action reserved before one's turn: seotda),
+  :class:`Exposures` (an exposed card that plays: stud),
+  :class:`Reveals` (which face-down cards its rules turn over: stud, seotda, matgo),
+  :class:`Remembers` (what the table carries into the next hand: stud, seotda),
+  :class:`HouseSeat` (a seat the house plays: matgo).
+
+The core asks :func:`offers` whether a game or hand has a capability and then uses only
+that capability's methods. Adding a game is one module with a subclass of :class:`Game` plus a registry line.
 """
 
 from __future__ import annotations
@@ -16,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, TypeGuard, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
@@ -49,6 +60,17 @@ class Position:
     #: A confirmation that is taken as given when this many ms pass without it (stud's
     #: ``LAST_CARD``: the window in which the station may report an exposed 7th card).
     window_ms: int = 0
+    #: The hand the card belongs to, as the game names it (``P3``, ``S1``, Matgo's ``F``, its
+    #: layout ``L`` and stock ``STOCK``), and its number in that hand (stud's 7th card is
+    #: ``index`` 7): games and the visibility policy read these, never the name.
+    hand: str | None = None
+    index: int = 0
+    #: A hole card given to its owner only once every ``together`` card of the same deal and
+    #: ``index`` has registered (Seotda's second cards, §3.2).
+    together: bool = False
+    #: The house player who holds this card (Matgo's AI): it owns the card, which is never
+    #: delivered to a player topic (the house reads its hand from the game).
+    house: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,12 +136,24 @@ class GameOptions(BaseModel):
 
 
 class Game(ABC):
-    """One game's rules. Pure: no IO, no clock."""
+    """One game's rules. Pure: no IO, no clock.
+
+    Every game answers the questions below. What only some games do is a capability they opt
+    into: :class:`Decisions` (players decide after the deal), or :class:`PeerGame` (players bet
+    against each other between the cards, in a :class:`PeerHand` that may add
+    :class:`Reservations`, :class:`Exposures`, :class:`HouseSeat` ...). The round machine
+    checks for a capability with ``isinstance`` and uses only its methods.
+    """
 
     name: ClassVar[str]
     Options: ClassVar[type[GameOptions]]
     #: Every bet type a player may place, in the order they are reported.
     bet_types: ClassVar[tuple[str, ...]]
+    #: The fewest seated players a hand needs; with fewer the round is cancelled (refund).
+    min_players: ClassVar[int] = 1
+    #: True where the round starts with its first registered card rather than at
+    #: betting close (``decks.md`` §5.3: Seotda, Seven-Card Stud).
+    starts_at_first_card: ClassVar[bool] = False
 
     def __init__(self, options: GameOptions | None = None) -> None:
         self.options = options if options is not None else self.Options()
@@ -132,9 +166,6 @@ class Game(ABC):
     @abstractmethod
     def deck(self) -> frozenset[str]:
         """The card codes that belong to this game's deck; anything else is a foreign card."""
-
-    #: What a decider may choose after the deal (e.g. ``("PLAY", "FOLD")``); empty: no decisions.
-    decision_actions: ClassVar[tuple[str, ...]] = ()
 
     @property
     def seat_count(self) -> int:
@@ -152,29 +183,6 @@ class Game(ABC):
             return f"unknown bet type {bet_type!r} for {self.name} (expected one of {', '.join(self.bet_types)})"
         return None
 
-    def deciders(self, bets: Sequence[BetView]) -> dict[str, int | None]:
-        """Players who must decide once the deal is complete (player id -> seat)."""
-        return {}
-
-    def default_decision(self) -> str | None:
-        """The action applied when a decider's timer runs out (``decks.md`` §5.3)."""
-        return None
-
-    # -- peer-to-peer games (players bet against each other between cards) ---------------
-
-    #: True for games whose betting happens between the cards (:class:`PeerHand`); their
-    #: "bets" before the deal are the chips each player brings to the hand.
-    peer: ClassVar[bool] = False
-    #: The fewest seated players a hand needs; with fewer the round is cancelled (refund).
-    min_players: ClassVar[int] = 1
-    #: True where the round starts with its first registered card rather than at
-    #: betting close (``decks.md`` §5.3: Seotda, Seven-Card Stud).
-    starts_at_first_card: ClassVar[bool] = False
-
-    def initial_memory(self) -> dict[str, Any]:
-        """What a table of this game remembers before its first round (``OpenRound.context``)."""
-        return {}
-
     def check_stake(self, stake: Decimal, player: str, context: Mapping[str, Any]) -> str | None:
         """Why a player may not bring ``stake`` to this game (Seotda's minimum chips), or None."""
         return None
@@ -183,14 +191,9 @@ class Game(ABC):
         """Why the table's money unit cannot express this game's amounts, or None."""
         return None
 
-    def start_hand(self, seats: Mapping[int, str], chips: Mapping[str, Decimal], hand_number: int,
-                   unit: Decimal, context: Mapping[str, Any] | None = None, *,
-                   draw: str | None = None) -> "PeerHand":
-        """A peer game's hand for ``seats`` (seat -> player) bringing ``chips`` (player -> amount).
-        ``draw`` is the round's secret random draw (:mod:`dealer.core.draws`): whatever the rulebook
-        draws at random is derived from it, never from ``hand_number`` (None: a round journaled
-        before draws, which keeps the derivation it was played with)."""
-        raise NotImplementedError(f"{self.name} is not a peer-to-peer game")
+    def initial_memory(self) -> dict[str, Any]:
+        """What a table of this game remembers before its first round (``OpenRound.context``)."""
+        return {}
 
     @abstractmethod
     def resolve(self, cards: Mapping[str, str], bets: Sequence[BetView] = (),
@@ -199,7 +202,55 @@ class Game(ABC):
         ``bets`` are the accepted bets and ``decisions`` each decider's action."""
 
 
-# --- peer-to-peer hands --------------------------------------------------------------------
+# --- capabilities ---------------------------------------------------------------------------
+
+_Cap = TypeVar("_Cap")
+_OFFERS: dict[tuple[type, type], bool] = {}
+
+
+def offers(obj: object, capability: type[_Cap]) -> TypeGuard[_Cap]:
+    """Whether ``obj`` (a game or a hand) offers ``capability``, one of the protocols below.
+
+    A capability is declared by a class (its methods), so the answer is kept per class: a
+    runtime-checkable protocol's ``isinstance`` looks at every member each time, which the
+    visibility policy, asking for every card of every message, cannot afford."""
+    key = (type(obj), capability)
+    known = _OFFERS.get(key)
+    if known is None:
+        known = _OFFERS[key] = isinstance(obj, capability)
+    return known
+
+
+# --- capabilities of a game -----------------------------------------------------------------
+
+
+@runtime_checkable
+class Decisions(Protocol):
+    """Players decide once the deal is complete (Sevenluck's Play or Fold, ``decks.md`` §5.3).
+
+    The round machine opens a decision window after the last card, records each choice (or
+    :meth:`default_decision` when the timer runs out) and resolves when all are in. A card
+    of a seat whose decision :meth:`folds` is never shown; the others are at the result.
+    """
+
+    #: What a decider may choose after the deal (e.g. ``("PLAY", "FOLD")``).
+    decision_actions: tuple[str, ...]
+
+    def deciders(self, bets: Sequence[BetView]) -> dict[str, int | None]:
+        """Players who must decide once the deal is complete (player id -> seat)."""
+
+    def default_decision(self) -> str | None:
+        """The action applied when a decider's timer runs out (``decks.md`` §5.3)."""
+
+    def decision_stake(self, action: str, bets: Sequence[BetView]) -> Decimal | None:
+        """The stake ``action`` commits for a player holding ``bets`` (Sevenluck's Play equals
+        the Ante), recorded with the decision; None where it commits none."""
+
+    def folds(self, action: str) -> bool:
+        """Whether ``action`` gives the hand up (its cards go to the muck unseen)."""
+
+
+# --- peer-to-peer games ---------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,48 +277,104 @@ class EndStep:
     """No more cards and no more betting: resolve the hand."""
 
 
+#: What a hand says comes next: the round machine runs it until it must wait for a card or a turn.
+HandStep = DealStep | BetStep | EndStep
+
+
 class PeerHand(ABC):
     """One hand of a peer-to-peer game, from the first card to the showdown. Pure.
 
     The round machine asks :meth:`next_step` whenever the previous step is complete
-    (every position dealt, or the betting round over), reports each registered card with
-    :meth:`register`, runs the betting through :attr:`betting` and finally asks
-    :meth:`outcome`.
+    (every position dealt, or the turns over), reports each registered card with
+    :meth:`register`, runs the turns and finally asks :meth:`outcome`. Hands whose turns
+    are betting rounds inherit them from :class:`BettingTurns`; anything more is a
+    capability (:class:`Reservations`, :class:`Exposures`, :class:`Reveals`,
+    :class:`Remembers`, :class:`HouseSeat`).
     """
 
-    betting: Any  # dealer.core.betting.Betting
-
     @abstractmethod
-    def next_step(self) -> DealStep | BetStep | EndStep: ...
+    def next_step(self) -> HandStep: ...
 
     @abstractmethod
     def register(self, position: Position, code: str) -> None: ...
 
-    # -- turns: betting games run them through the betting engine; other games override ------
+    @abstractmethod
+    def outcome(self) -> GameOutcome: ...
 
+    # -- turns --------------------------------------------------------------------------------
+
+    @abstractmethod
     def open_turns(self, step: BetStep) -> bool:
         """Start the turns of ``step``; True when someone must act now."""
+
+    @property
+    @abstractmethod
+    def to_act(self) -> str | None:
+        """The player whose turn it is (None between turns)."""
+
+    @abstractmethod
+    def turn_summary(self) -> dict[str, Any]:
+        """Public facts about the turn, for the ``turn`` event (stud: the bet level)."""
+
+    @abstractmethod
+    def turn_prompt(self, street: str | None) -> str:
+        """What the dealer station shows while a player acts."""
+
+    @abstractmethod
+    def turn_options(self) -> dict[str, Any]:
+        """What the player to act may do, for their ``your_turn`` message."""
+
+    @abstractmethod
+    def do_action(self, player: str, action: str, amount: Decimal | None, card: str | None,
+                  by: str) -> tuple[dict[str, Any] | str, bool]:
+        """Run one action: (its public record, whether someone must still act), or (the reason
+        it is refused, False) with nothing changed."""
+
+    @abstractmethod
+    def default_action(self) -> tuple[str, Decimal | None, str | None]:
+        """The timeout action of the player to act: (action, amount, card)."""
+
+    def close_turns(self) -> list[tuple[str, dict[str, Any]]]:
+        """The turns are over: public notes (stud: chips nobody called, returned)."""
+        return []
+
+    def translate(self, player: str, action: str, amount: Decimal | None) -> tuple[str, Decimal | None] | str:
+        """A player's action as the action :meth:`do_action` runs, or why it is refused
+        (Seotda's buttons name amounts the betting engine does not know)."""
+        return action, amount
+
+    def notes(self) -> list[tuple[str, dict[str, Any]]]:
+        """Public round events the hand produced since last asked (Seotda: a pot carried into
+        a rematch), drained by the round machine."""
+        return []
+
+
+class BettingTurns(PeerHand):
+    """The turns of a hand whose betting rounds run through :mod:`dealer.core.betting` (stud,
+    Seotda): the :class:`BettingRounds` capability."""
+
+    betting: Any  # dealer.core.betting.Betting
+
+    def open_turns(self, step: BetStep) -> bool:
         from dealer.core.betting import State
 
         return bool(self.betting.open_round(step.first, step.limits) == State.TO_ACT)
 
     @property
     def to_act(self) -> str | None:
-        """The player whose turn it is (None between turns)."""
         return self.betting.to_act  # type: ignore[no-any-return]
 
     def turn_summary(self) -> dict[str, Any]:
-        """Public facts about the turn, for the ``turn`` event (stud: the bet level)."""
         return {"level": str(self.betting.level)}
 
     def turn_prompt(self, street: str | None) -> str:
-        """What the dealer station shows while a player acts."""
         return f"{street} street betting: {self.to_act} to act (level {self.betting.level}); do not deal"
+
+    def turn_options(self) -> dict[str, Any]:
+        return dict(self.betting.options().as_json())
 
     def do_action(self, player: str, action: str, amount: Decimal | None, card: str | None,
                   by: str) -> tuple[dict[str, Any] | str, bool]:
-        """Run one action: (its public record, whether someone must still act), or (the reason
-        it is refused, False) with nothing changed."""
         from dealer.core.betting import State
 
         if card is not None:
@@ -279,50 +386,113 @@ class PeerHand(ABC):
         return record.as_json(), self.betting.state == State.TO_ACT
 
     def default_action(self) -> tuple[str, Decimal | None, str | None]:
-        """The timeout action of the player to act: (action, amount, card)."""
         action, amount = self.betting.default_action()
         return str(action), amount, None
 
     def close_turns(self) -> list[tuple[str, dict[str, Any]]]:
-        """The turns are over: public notes (stud: chips nobody called, returned)."""
         back = self.betting.close_round()
         return [] if back is None else [("uncalled_returned", {"player_id": back.player_id,
                                                                "amount": str(back.amount)})]
 
-    def expose(self, position: str) -> str | None:
-        """The dealer exposed a face-down card: None if accepted, else why not."""
-        return f"exposed card at {position}: call the supervisor (decks.md §5.4)"
 
-    def translate(self, player: str, action: str, amount: Decimal | None) -> tuple[str, Decimal | None] | str:
-        """A player's action as a betting-engine action and round total, or why it is refused
-        (Seotda's buttons name amounts the engine does not know)."""
-        return action, amount
+class PeerGame(Game):
+    """Base of the games whose players bet against each other between the cards (stud, Seotda,
+    Matgo): each brings chips to the hand once (a ``chips_bet`` naming their seat, table
+    stakes), the round starts at its first card, and :meth:`start_hand` plays it."""
 
-    def turn_options(self) -> dict[str, Any]:
-        """What the player to act may do, for their ``your_turn`` message."""
-        return dict(self.betting.options().as_json())
+    #: The bet type that brings a player's chips, and why a second one is refused.
+    chips_bet: ClassVar[str]
+    chips_once: ClassVar[str]
+    min_players: ClassVar[int] = 2
+    starts_at_first_card: ClassVar[bool] = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "chips_bet" in cls.__dict__:
+            cls.bet_types = (cls.chips_bet,)
+
+    @property
+    def seat_count(self) -> int:
+        return int(self.options.seats)  # type: ignore[attr-defined]
+
+    def check_bet(self, bet_type: str, held: frozenset[str]) -> str | None:
+        reason = super().check_bet(bet_type, held)
+        if reason is None and self.chips_bet in held:
+            return self.chips_once
+        return reason
+
+    @abstractmethod
+    def start_hand(self, seats: Mapping[int, str], chips: Mapping[str, Decimal], hand_number: int,
+                   unit: Decimal, context: Mapping[str, Any] | None = None, *,
+                   draw: str | None = None) -> PeerHand:
+        """The hand for ``seats`` (seat -> player) bringing ``chips`` (player -> amount).
+        ``draw`` is the round's secret random draw (:mod:`dealer.core.draws`): whatever the rulebook
+        draws at random is derived from it, never from ``hand_number`` (None: a round journaled
+        before draws, which keeps the derivation it was played with)."""
+
+
+# --- capabilities of a peer hand ------------------------------------------------------------
+
+
+@runtime_checkable
+class BettingRounds(Protocol):
+    """The hand's turns are betting rounds of :mod:`dealer.core.betting` (:class:`BettingTurns`)."""
+
+    betting: Any  # dealer.core.betting.Betting
+
+
+@runtime_checkable
+class Reservations(Protocol):
+    """A player may reserve an action before their turn (Seotda, ``seotda.md`` §6.2)."""
 
     def reserve(self, player: str, action: str, amount: Decimal | None) -> str | None:
         """Reserve an action before the player's turn: None if accepted, else why not."""
-        return "this game has no action reservation"
 
     def take_reservation(self, player: str) -> tuple[str, Decimal | None] | str | None:
         """On ``player``'s turn: a reserved action to run now, the reason it was cancelled, or None."""
-        return None
 
-    def notes(self) -> list[tuple[str, dict[str, Any]]]:
-        """Public round events the hand produced since last asked (Seotda: a pot carried into
-        a rematch), drained by the round machine."""
-        return []
+
+@runtime_checkable
+class Exposures(Protocol):
+    """A card the dealer exposed by mistake may play (stud's 7th card, §3.5)."""
+
+    def expose(self, position: str) -> str | None:
+        """The dealer exposed the card at ``position``: None if accepted, else why not."""
+
+
+@runtime_checkable
+class Reveals(Protocol):
+    """Which face-down cards the hand's rules turn over, and which they never will: the facts
+    :mod:`dealer.core.visibility` applies its one policy to."""
+
+    def shows(self, position: Position, ended: bool) -> bool:
+        """Whether the registered face-down card at ``position`` is shown to everybody now
+        (a showdown, an exposed card, a card played); ``ended``: the round has its result."""
+
+    def mucked(self, position: Position) -> bool:
+        """Whether the card will never be shown (its hand folded, an earlier deal)."""
+
+
+@runtime_checkable
+class Remembers(Protocol):
+    """The table remembers something of each hand for the next (``OpenRound.context``)."""
 
     def carry(self) -> dict[str, Any]:
-        """What the table remembers of this hand for the next one (``OpenRound.context``)."""
-        return {}
+        """What the table remembers of this finished hand."""
 
     def carry_unfinished(self) -> dict[str, Any]:
-        """What a hand that was cancelled or voided adds to the table's memory (stud: a hand that
-        was dealt still counts towards the next wash)."""
-        return {}
+        """What a hand that was cancelled or voided adds to the table's memory (stud: a hand
+        that was dealt still counts towards the next wash)."""
 
-    @abstractmethod
-    def outcome(self) -> GameOutcome: ...
+
+@runtime_checkable
+class HouseSeat(Protocol):
+    """The house plays a seat (Matgo's AI). A house player's turn is asked of the house
+    players' runner with :meth:`house_request`; its answer comes back as a player action."""
+
+    def house_players(self) -> frozenset[str]:
+        """The player ids the house plays."""
+
+    def house_request(self, player: str, turn: int, seed: int) -> object:
+        """A picklable description of the decision ``player`` must make on ``turn`` (``seed``
+        drives any randomness of the house player's search)."""

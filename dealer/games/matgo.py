@@ -30,7 +30,7 @@ from dealer.games.base import (
     DealStep,
     EndStep,
     Face,
-    Game,
+    PeerGame,
     GameOptions,
     GameOutcome,
     Outcome,
@@ -54,6 +54,8 @@ from dealer.games.matgo_engine import (
 COVER = "cover"
 PLAYER_SEAT, AI_SEAT = 1, 2
 AI_PLAYER = "house-ai"
+#: The ``hand`` of a layout position (L1..L8) and of a stock card turned over (S1..S20).
+LAYOUT, STOCK = "L", "STOCK"
 _ACTING = {"PLAY", "CHOOSE_A", "CHOOSE_B", "DECIDE"}
 
 
@@ -102,13 +104,12 @@ class MatgoOptions(GameOptions):
         return self.point_value * self.min_cover_points
 
 
-class Matgo(Game):
+class Matgo(PeerGame):
     name = "matgo"
     Options = MatgoOptions
-    bet_types = (COVER,)
-    peer = True
+    chips_bet = COVER
+    chips_once = "a player escrows one cover per game"
     min_players = 1  # the other seat is the house AI
-    starts_at_first_card = True
 
     options: MatgoOptions
 
@@ -119,12 +120,6 @@ class Matgo(Game):
     @property
     def seat_count(self) -> int:
         return 1
-
-    def check_bet(self, bet_type: str, held: frozenset[str]) -> str | None:
-        reason = super().check_bet(bet_type, held)
-        if reason is None and COVER in held:
-            return "a player escrows one cover per game"
-        return reason
 
     def check_stake(self, stake: Decimal, player: str, context: Mapping[str, Any]) -> str | None:
         if player == AI_PLAYER:
@@ -168,8 +163,12 @@ def _deal(o: MatgoOptions, first_is_player: bool, deal: int) -> list[Position]:
     prefix = f"R{deal}." if deal else ""
     out = []
     for name, face in deal_positions(o.rules):
-        owner = seat.get(name.split(".")[0]) if "." in name else None
-        out.append(Position(prefix + name, Face.DOWN if face == "DOWN" else Face.UP, seat=owner, deck=deal))
+        # the engine's table names a hand card F.3 / O.3 and a layout card L3
+        letter, dot, number = name.partition(".")
+        hand, index = (letter, int(number)) if dot else (LAYOUT, int(name[len(LAYOUT):]))
+        owner = seat.get(hand)
+        out.append(Position(prefix + name, Face.DOWN if face == "DOWN" else Face.UP, seat=owner, deck=deal,
+                            hand=hand, index=index, house=AI_PLAYER if owner == AI_SEAT else None))
     return out
 
 
@@ -214,7 +213,8 @@ class MatgoHand(PeerHand):
         if g.phase == Phase.FLIP:
             self.flips += 1
             prefix = f"R{self.deals - 1}." if self.deals > 1 else ""
-            return DealStep((Position(f"{prefix}S{self.flips}", Face.UP, deck=self.deals - 1),),
+            return DealStep((Position(f"{prefix}S{self.flips}", Face.UP, deck=self.deals - 1, hand=STOCK,
+                                      index=self.flips),),
                             "Turn the top stock card over")
         return BetStep(first=self.seat_of[g.to_move], limits=None, street=f"turn {g.turn}")
 
@@ -244,8 +244,7 @@ class MatgoHand(PeerHand):
         if position.confirm:
             return
         self.cards[position.name] = code
-        name = position.name.split(".")[-1] if position.name.startswith("R") else position.name
-        if self.engine is not None and name.startswith("S") and name[1:].isdigit():
+        if self.engine is not None and position.hand == STOCK:
             turn_of = self.seat_of[self.engine.to_move]
             self._record(turn_of, "FLIP", code, self.engine.apply(Flip(code)))
 
@@ -319,12 +318,28 @@ class MatgoHand(PeerHand):
             return ("GO" if m.go else "STOP"), None, None
         return ("PLAY" if isinstance(m, Play) else "CHOOSE"), None, m.card  # type: ignore[union-attr]
 
-    def close_turns(self) -> list[tuple[str, dict[str, Any]]]:
-        return []
-
     def notes(self) -> list[tuple[str, dict[str, Any]]]:
         out, self._notes = self._notes, []
         return out
+
+    # -- what the table sees ---------------------------------------------------------------
+
+    def shows(self, position: Position, ended: bool) -> bool:
+        """A hand card is shown when it is played; a chongtong winner shows the four cards that
+        win (at the result)."""
+        if self.engine is None or position.deck != self.deals - 1:
+            return False
+        code = self.cards[position.name]
+        if any(m["action"] == "PLAY" and m["card"] == code for m in self.log):
+            return True
+        result = self.engine.result
+        if ended and result is not None and result.kind == "CHONGTONG":
+            return position.hand == result.winner and int(code[:2]) in result.details.get("months", ())
+        return False
+
+    def mucked(self, position: Position) -> bool:
+        """The hand cards never played of a deal that was redealt are never shown."""
+        return position.deck != self.deals - 1
 
     # -- result ----------------------------------------------------------------------------------
 

@@ -35,12 +35,12 @@ from dealer.games.base import (
     DealStep,
     EndStep,
     Face,
-    Game,
     GameOptions,
     GameOutcome,
     HandInfo,
     Outcome,
-    PeerHand,
+    BettingTurns,
+    PeerGame,
     Position,
 )
 from dealer.games.seotda_rank import RankRules, Showdown, evaluate, showdown
@@ -120,29 +120,17 @@ class SeotdaOptions(GameOptions):
         return self.stake * (2 if self.ante_and_blind == "TWO_POSTS" else 1)
 
 
-class Seotda(Game):
+class Seotda(PeerGame):
     name = "seotda"
     Options = SeotdaOptions
-    bet_types = (CHIPS,)
-    peer = True
-    min_players = 2
-    starts_at_first_card = True
+    chips_bet = CHIPS
+    chips_once = "a player brings chips to a game once (no chips are added during a game or its rematches)"
 
     options: SeotdaOptions
 
     @property
     def deck(self) -> frozenset[str]:
         return frozenset(SEOTDA_20)
-
-    @property
-    def seat_count(self) -> int:
-        return self.options.seats
-
-    def check_bet(self, bet_type: str, held: frozenset[str]) -> str | None:
-        reason = super().check_bet(bet_type, held)
-        if reason is None and CHIPS in held:
-            return "a player brings chips to a game once (no chips are added during a game or its rematches)"
-        return reason
 
     def check_stake(self, stake: Decimal, player: str, context: Mapping[str, Any]) -> str | None:
         """§2: at least ``min_chips_multiple`` × stake, unless ``JOIN_ONLY`` and the player
@@ -173,8 +161,12 @@ class Seotda(Game):
     def resolve(self, cards: Mapping[str, str], bets: Sequence[BetView] = (),
                 decisions: Mapping[str, str] | None = None) -> GameOutcome:
         """A single-pot showdown of every seat's two cards in ``cards`` (no betting)."""
-        labels = sorted({k.split(".")[0] for k in cards if k.startswith("S")}, key=lambda s: int(s[1:]))
-        held = {s: [cards[f"{s}.1"], cards[f"{s}.2"]] for s in labels}
+        seats = range(1, self.options.seats + 1)
+        named = {s: s for s in seats}  # S1 = seat 1 ...
+        held: dict[str, list[str]] = {}
+        for p in positions_for(seats, named, 1, 0) + positions_for(seats, named, 2, 0):
+            if p.hand is not None and p.name in cards:
+                held.setdefault(p.hand, []).append(cards[p.name])
         sd = showdown(held, self.options.rank_rules)
         hands = {s: evaluate(c, self.options.rank_rules) for s, c in held.items()}
         return GameOutcome(hands={s: HandInfo(h.cards, h.category) for s, h in hands.items()},
@@ -194,7 +186,9 @@ def first_seat_drawn(draw: str | None, hand_number: int, seats: Sequence[int]) -
 def positions_for(order: Sequence[int], label: Mapping[int, int], card: int, deal: int) -> list[Position]:
     """One deal round (first or second card) to ``order`` (physical seats, from S1)."""
     prefix = f"R{deal}." if deal else ""
-    return [Position(f"{prefix}S{label[s]}.{card}", Face.DOWN, seat=s, deck=deal) for s in order]
+    # §3.2: the second cards go to their owners together, once all of them are dealt
+    return [Position(f"{prefix}S{label[s]}.{card}", Face.DOWN, seat=s, deck=deal, hand=f"S{label[s]}", index=card,
+                     together=card == 2) for s in order]
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,7 +258,7 @@ class _ShowdownRun:
     rejoin: dict[str, bool] = field(default_factory=dict)
 
 
-class SeotdaHand(PeerHand):
+class SeotdaHand(BettingTurns):
     def __init__(self, options: SeotdaOptions, seats: Mapping[int, str], chips: Mapping[str, Decimal],
                  hand_number: int, unit: Decimal, context: Mapping[str, Any], draw: str | None = None) -> None:
         self.o = options
@@ -534,6 +528,19 @@ class SeotdaHand(PeerHand):
         if not position.confirm:
             self.cards[position.name] = code
 
+    # -- what the table sees (§3.2) ----------------------------------------------------------
+
+    def shows(self, position: Position, ended: bool) -> bool:
+        """The contenders' cards of every showdown are shown when it happens (a showdown that
+        leads to a rematch included)."""
+        return position.name in self.shown
+
+    def mucked(self, position: Position) -> bool:
+        """A folded hand, and a card of an earlier game that no showdown turned over."""
+        if position.deck < self.game.number:
+            return position.name not in self.shown
+        return any(p.seat == position.seat and p.folded for p in self.game.betting.players)
+
     # -- choices: turns that are not betting turns (§5.2 PROMPT, §7.2 HALF_POT) ----------------
 
     def open_turns(self, step: BetStep) -> bool:
@@ -735,6 +742,9 @@ class SeotdaHand(PeerHand):
         winner = self.main_winner()
         winner_seat = self.seat_of[winner] if winner is not None else self.first_seat
         return {"winner_seat": winner_seat, "first_seat": self.first_seat, "players": sorted(self.brought)}
+
+    def carry_unfinished(self) -> dict[str, Any]:
+        return {}  # a cancelled or voided game leaves the table's memory as it was
 
     def outcome(self) -> GameOutcome:
         b = self.game.betting

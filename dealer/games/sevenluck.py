@@ -252,6 +252,16 @@ class Sevenluck(Game):
         """HOUSE OPTION ``DECISION_TIMEOUT_ACTION`` (default FOLD)."""
         return self.options.decision_timeout_action
 
+    def decision_stake(self, action: str, bets: Sequence[BetView]) -> Decimal | None:
+        """§4.2: PLAY places a Play bet equal to the player's Ante; FOLD places nothing."""
+        if action != "PLAY":
+            return None
+        return next((b.stake for b in bets if b.bet_type == "ante"), None)
+
+    def folds(self, action: str) -> bool:
+        """§5: a folded hand goes to the muck unseen."""
+        return action == "FOLD"
+
     # --- resolve ------------------------------------------------------------------------
 
     def _player_bets(self, bets: Sequence[BetView]) -> dict[str, dict[str, BetView]]:

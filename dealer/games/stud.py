@@ -28,12 +28,12 @@ from dealer.games.base import (
     DealStep,
     EndStep,
     Face,
-    Game,
     GameOptions,
     GameOutcome,
     HandInfo,
     Outcome,
-    PeerHand,
+    BettingTurns,
+    PeerGame,
     Position,
 )
 from dealer.games.stud_eval import (
@@ -53,6 +53,8 @@ CHIPS = "chips"
 STREETS = (3, 4, 5, 6, 7)
 #: The timed confirmation after the 7th cards (§3.5): the window to report an exposed one.
 LAST_CARD = "LAST_CARD"
+#: The one community card dealt when the deck cannot give every player a 7th card (§3.6).
+COMMUNITY = "COMM"
 #: The table's memory key (``OpenRound.context``): hands dealt since the last wash; None = no
 #: wash yet at this table. Absent in rounds journaled before it: counted by round number then.
 WASH_KEY = "hands_since_wash"
@@ -120,29 +122,17 @@ class StudOptions(GameOptions):
         return self
 
 
-class Stud(Game):
+class Stud(PeerGame):
     name = "stud"
     Options = StudOptions
-    bet_types = (CHIPS,)
-    peer = True
-    min_players = 2
-    starts_at_first_card = True
+    chips_bet = CHIPS
+    chips_once = "a player brings chips to a hand once (table stakes: no chips are added during a hand)"
 
     options: StudOptions
 
     @property
     def deck(self) -> frozenset[str]:
         return frozenset(STANDARD_52)
-
-    @property
-    def seat_count(self) -> int:
-        return self.options.seats
-
-    def check_bet(self, bet_type: str, held: frozenset[str]) -> str | None:
-        reason = super().check_bet(bet_type, held)
-        if reason is None and CHIPS in held:
-            return "a player brings chips to a hand once (table stakes: no chips are added during a hand)"
-        return reason
 
     def check_unit(self, unit: Decimal) -> str | None:
         o = self.options
@@ -172,9 +162,13 @@ class Stud(Game):
     def resolve(self, cards: Mapping[str, str], bets: Sequence[BetView] = (),
                 decisions: Mapping[str, str] | None = None) -> GameOutcome:
         """A showdown of every seat's cards in ``cards`` (no betting): who would win."""
-        seats = sorted({int(k[1:].split(".")[0]) for k in cards if k.startswith("P")})
-        hands = {s: evaluate([cards[f"P{s}.{i}"] for i in range(1, 8) if f"P{s}.{i}" in cards]
-                             + ([cards["COMM"]] if "COMM" in cards else [])) for s in seats}
+        held: dict[int, list[str]] = {}
+        for s in range(1, self.options.seats + 1):
+            mine = [cards[p.name] for p in (_card(s, i, Face.DOWN) for i in range(1, 8)) if p.name in cards]
+            if mine:
+                held[s] = mine
+        community = [cards[COMMUNITY]] if COMMUNITY in cards else []
+        hands = {s: evaluate(c + community) for s, c in held.items()}
         best = max(h.rank_key for h in hands.values())
         winners = [f"P{s}" for s, h in hands.items() if h.rank_key == best]
         return GameOutcome(hands={f"P{s}": HandInfo(h.best_five, h.category.lower()) for s, h in hands.items()},
@@ -185,21 +179,25 @@ def street_positions(street: int, seats: Sequence[int], undealt: int,
                      exhaustion: str = "COMMUNITY_CARD", burns: int = 3) -> list[Position]:
     """The positions of one street for ``seats`` (active, in seat order), §3.1 and §3.6."""
     if street == 3:
-        return ([Position(f"P{s}.1", Face.DOWN, seat=s) for s in seats]
-                + [Position(f"P{s}.2", Face.DOWN, seat=s) for s in seats]
-                + [Position(f"P{s}.3", Face.UP, seat=s) for s in seats])
+        return ([_card(s, 1, Face.DOWN) for s in seats] + [_card(s, 2, Face.DOWN) for s in seats]
+                + [_card(s, 3, Face.UP) for s in seats])
     burn = Position(f"BURN{street - 3}", Face.DOWN, burn=True)
     if street < 7 or undealt >= len(seats) + 1:
         face = Face.DOWN if street == 7 else Face.UP
-        return [burn] + [Position(f"P{s}.{street}", face, seat=s) for s in seats]
+        return [burn] + [_card(s, street, face) for s in seats]
     out = [burn] if undealt >= 2 else []
     left = undealt - len(out)
     if exhaustion == "RESHUFFLE_BURNS" and left + burns + len(out) >= len(seats):
-        return out + [Position(f"P{s}.7", Face.DOWN, seat=s, from_burns=i >= left) for i, s in enumerate(seats)]
-    return out + [Position("COMM", Face.UP)]
+        return out + [_card(s, 7, Face.DOWN, from_burns=i >= left) for i, s in enumerate(seats)]
+    return out + [Position(COMMUNITY, Face.UP, hand=COMMUNITY, index=7)]
 
 
-class StudHand(PeerHand):
+def _card(seat: int, index: int, face: Face, from_burns: bool = False) -> Position:
+    """Seat ``seat``'s ``index``-th card (``P3.7``: seat 3's 7th)."""
+    return Position(f"P{seat}.{index}", face, seat=seat, from_burns=from_burns, hand=f"P{seat}", index=index)
+
+
+class StudHand(BettingTurns):
     """One hand of stud: the streets, who opens each betting round, and the showdown."""
 
     def __init__(self, options: StudOptions, seats: Mapping[int, str], chips: Mapping[str, Decimal],
@@ -225,6 +223,8 @@ class StudHand(PeerHand):
                 p.total += a
                 self.antes[p.player_id] = a
         self.cards: dict[str, str] = {}
+        self.dealt: dict[str, Position] = {}  # name -> position of every card registered
+        self._sevenths = {_card(s, 7, Face.DOWN).name for s in range(1, options.seats + 1)}
         self.burn_cards: list[str] = []
         self.exposed: list[int] = []  # seats whose 7th card was exposed, in deal order
         self._plan: list[tuple[str, int]] = [(kind, s) for s in STREETS for kind in ("deal", "bet")]
@@ -255,6 +255,19 @@ class StudHand(PeerHand):
     def carry_unfinished(self) -> dict[str, Any]:
         return self.carry()  # a cancelled or voided hand counts if it was dealt; its wash counts
 
+    # -- what the table sees (§3.5, §6) ----------------------------------------------------
+
+    def shows(self, position: Position, ended: bool) -> bool:
+        """An exposed 7th card plays face up; at a showdown every hand still in shows all its
+        cards; a folded hand and an uncontested winner never show."""
+        if position.index == 7 and position.seat in self.exposed:
+            return True
+        live = self.betting.live
+        return ended and len(live) > 1 and position.seat in {p.seat for p in live}
+
+    def mucked(self, position: Position) -> bool:
+        return any(p.seat == position.seat and p.folded for p in self.betting.players)
+
     def next_step(self) -> DealStep | BetStep | EndStep:
         if len(self.betting.live) <= 1 or self._next >= len(self._plan):
             return EndStep()
@@ -270,7 +283,7 @@ class StudHand(PeerHand):
                 positions = prefix + [Position("SHUFFLE", confirm=True)] + positions
             window = int(self.o.exposure_window_seconds * 1000)
             betting = len(self.betting.able) >= 2
-            if street == 7 and window > 0 and betting and any(p.name.endswith(".7") for p in positions):
+            if street == 7 and window > 0 and betting and any(p.seat is not None and p.index == 7 for p in positions):
                 # §3.5: a moment to report an exposed 7th card before the betting opens (it decides
                 # who acts first; with nobody left to bet there is nothing to decide: the card
                 # plays either way and every hand still in shows at the showdown)
@@ -296,19 +309,21 @@ class StudHand(PeerHand):
             self.burn_cards.append(code)
             return
         self.cards[position.name] = code
-        if position.name == "COMM":
+        self.dealt[position.name] = position
+        if position.hand == COMMUNITY:
             self.community = code
-        if position.name.endswith(".7") or position.name == "COMM":
+        if position.index == 7:
             self.seventh_dealt = True
 
     def expose(self, position: str) -> str | None:
         """§3.5: an exposed 7th card plays, and its player acts first on 7th street."""
-        if not (position.startswith("P") and position.endswith(".7")):
+        if position not in self._sevenths:
             return (f"exposed card at {position}: only a 7th card may be exposed and play; "
                     "call the supervisor (decks.md §5.4)")
-        if position not in self.cards:
+        pos = self.dealt.get(position)
+        if pos is None or pos.seat is None:
             return f"{position} has not been dealt"
-        seat = int(position[1:-2])
+        seat = pos.seat
         if self.street != 7 or 7 in self.round_start:
             return f"{position} can only be reported exposed before the 7th-street betting opens"
         if seat not in self.exposed:  # 7th-street deal order is seat order, whatever the report order

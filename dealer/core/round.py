@@ -15,7 +15,6 @@ after betting has closed the round continues.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -54,9 +53,7 @@ from dealer.core.messages import (
     StationPrompt,
 )
 from dealer.core.money import MoneyError, Rounding, check_stake
-
-
-_SEQ = re.compile(r"-(\d+)$")
+from dealer.core.round_ids import sequence_of
 
 
 class Phase(StrEnum):
@@ -343,8 +340,8 @@ class Round:
         chips: dict[str, Decimal] = {}
         for bet in self.bets.values():
             chips[bet.player_id] = chips.get(bet.player_id, Decimal(0)) + bet.stake
-        m = _SEQ.search(self.round_id)
-        self.hand = game.start_hand(dict(sorted(self.seat_owner.items())), chips, int(m.group(1)) if m else 1,
+        seq = sequence_of(self.round_id)
+        self.hand = game.start_hand(dict(sorted(self.seat_owner.items())), chips, 1 if seq is None else seq,
                                     self.rules.minor_unit, self.context, draw=self.draw)
         return Step(True, True, [closed] + self._advance_hand(ev.at))
 

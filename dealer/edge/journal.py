@@ -62,6 +62,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dealer.core import round_ids
 from dealer.core.commands import StoredCommand
 from dealer.core.events import EVENT_ADAPTER, Event
 from dealer.edge.journal_health import failure_reason
@@ -152,7 +153,8 @@ _META = (
     "CREATE TRIGGER meta_no_delete BEFORE DELETE ON meta "
     "BEGIN SELECT RAISE(ABORT, 'the journal meta table is append-only'); END",
 )
-JOURNAL_ID = re.compile(r"^[a-z2-7]{8}$")
+#: A journal id is the series of its round ids (:mod:`dealer.core.round_ids`).
+JOURNAL_ID = re.compile(rf"^{round_ids.SERIES}$")
 
 
 def new_journal_id() -> str:

@@ -200,6 +200,14 @@ def _check_directory(path: Path) -> None:
         raise JournalError(f"journal directory {parent} is not writable by this user (journal {path})")
 
 
+def _unreadable(exc: sqlite3.DatabaseError) -> str:
+    """SQLite's reason a journal file cannot be used, said so that a person knows what to check."""
+    reason = str(exc)
+    if "not a database" in reason or "malformed" in reason:
+        return f"not a SQLite database, or damaged ({reason})"
+    return reason
+
+
 def _disk_full(exc: sqlite3.Error, directory: Path) -> bool:
     if failure_reason(exc) not in ("disk_full", "io_error"):
         return False
@@ -320,10 +328,7 @@ class Journal:
             if _disk_full(exc, Path(path).parent):
                 raise JournalDiskFull(f"journal {self.path} cannot be opened: its file system is full "
                                       f"({exc}); free space and it starts") from None
-            reason = str(exc)
-            if "not a database" in reason or "malformed" in reason:
-                reason = f"not a SQLite database, or damaged ({reason})"
-            raise JournalError(f"journal {self.path} cannot be opened: {reason}") from None
+            raise JournalError(f"journal {self.path} cannot be opened: {_unreadable(exc)}") from None
         except JournalError:
             self.close()
             raise
@@ -364,10 +369,7 @@ class Journal:
             self._head = (self._last_id, self._last_hash)
         except sqlite3.DatabaseError as exc:
             self.close()
-            reason = str(exc)
-            if "not a database" in reason or "malformed" in reason:
-                reason = f"not a SQLite database, or damaged ({reason})"
-            raise JournalError(f"journal {p} cannot be read: {reason}") from None
+            raise JournalError(f"journal {p} cannot be read: {_unreadable(exc)}") from None
         except JournalError:
             self.close()
             raise

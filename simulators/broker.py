@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
@@ -22,6 +23,45 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def start_mosquitto(conf: Path, ports: Iterable[int],
+                    log: Callable[[], str] | None = None) -> subprocess.Popen[bytes]:
+    """Run Mosquitto on ``conf`` and return once every one of ``ports`` accepts connections
+    (10 s at most). If it exits, or does not listen in time, it is stopped and RuntimeError
+    says why, with its stderr and ``log()`` (its log file) when given."""
+    if not Path(MOSQUITTO).exists():
+        raise RuntimeError("mosquitto is not installed (Debian package 'mosquitto'); scripts/test installs it")
+    proc = subprocess.Popen([MOSQUITTO, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    more = (lambda: "\n" + log()) if log is not None else (lambda: "")
+    deadline = time.monotonic() + 10
+    pending = set(ports)
+    while pending and time.monotonic() < deadline:
+        if proc.poll() is not None:
+            err = proc.stderr.read().decode() if proc.stderr else ""
+            raise RuntimeError(f"mosquitto exited: {err}{more()}")
+        for port in sorted(pending):
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                    pending.discard(port)
+            except OSError:
+                pass
+        if pending:
+            time.sleep(0.02)
+    if pending:
+        stop_mosquitto(proc)
+        raise RuntimeError(f"mosquitto did not start listening on {sorted(pending)}{more()}")
+    return proc
+
+
+def stop_mosquitto(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, and SIGKILL if it has not exited 10 s later."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 class MosquittoProcess:
@@ -50,21 +90,8 @@ class MosquittoProcess:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        if not Path(MOSQUITTO).exists():
-            raise RuntimeError("mosquitto is not installed (Debian package 'mosquitto'); scripts/test installs it")
         assert self.proc is None
-        self.proc = subprocess.Popen([MOSQUITTO, "-c", str(self.conf)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                err = self.proc.stderr.read().decode() if self.proc.stderr else ""
-                raise RuntimeError(f"mosquitto exited: {err}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return
-            except OSError:
-                time.sleep(0.02)
-        raise RuntimeError("mosquitto did not start listening")
+        self.proc = start_mosquitto(self.conf, [self.port])
 
     def kill(self) -> None:
         """SIGKILL: the broker vanishes mid-conversation, like a crashed host."""
@@ -75,6 +102,5 @@ class MosquittoProcess:
 
     def stop(self) -> None:
         if self.proc is not None:
-            self.proc.terminate()
-            self.proc.wait(timeout=10)
+            stop_mosquitto(self.proc)
             self.proc = None

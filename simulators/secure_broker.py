@@ -18,14 +18,11 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
-import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from simulators.broker import MOSQUITTO, free_port
+from simulators.broker import free_port, start_mosquitto, stop_mosquitto
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY_CONF = ROOT / "deploy" / "mosquitto" / "mosquitto.conf"
@@ -117,35 +114,10 @@ class SecureMosquitto:
         return p.read_text(errors="replace") if p.exists() else ""
 
     def start(self) -> None:
-        if not Path(MOSQUITTO).exists():
-            raise RuntimeError("mosquitto is not installed (Debian package 'mosquitto'); scripts/test installs it")
         assert self.proc is None
-        self.proc = subprocess.Popen([MOSQUITTO, "-c", str(self.conf)], stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 10
-        pending = {self.tls_port, self.plain_port}
-        while pending and time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                err = self.proc.stderr.read().decode() if self.proc.stderr else ""
-                raise RuntimeError(f"mosquitto exited: {err}\n{self.log()}")
-            for port in list(pending):
-                try:
-                    with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                        pending.discard(port)
-                except OSError:
-                    pass
-            if pending:
-                time.sleep(0.02)
-        if pending:
-            self.stop()
-            raise RuntimeError(f"mosquitto did not start listening on {sorted(pending)}\n{self.log()}")
+        self.proc = start_mosquitto(self.conf, [self.tls_port, self.plain_port], self.log)
 
     def stop(self) -> None:
         if self.proc is not None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            stop_mosquitto(self.proc)
             self.proc = None

@@ -28,6 +28,7 @@ import structlog
 from dealer.edge import topics
 from dealer.core.events import DealerConfirm
 from dealer.core.messages import StationPrompt
+from dealer.core.round_ids import sequence_of
 from drivers.bus import Bus, BusError
 from drivers.frames import FrameDecoder, FrameError
 from drivers.scanner_json import ScannerMessage
@@ -306,8 +307,8 @@ class VirtualDealer:
 
 
 def _seq(round_id: str) -> int:
-    tail = round_id.rsplit("-", 1)[-1]
-    return int(tail) if tail.isdigit() else -1
+    seq = sequence_of(round_id)
+    return -1 if seq is None else seq
 
 
 class StationScreen:

@@ -36,7 +36,7 @@ from drivers.mqtt import MqttBus
 from simulators.settlement import SettlementConsumer
 from tests.conftest import Broker, free_port, wait_until
 from tests.harness import HandShoe, Recorder, start_service, stop_service
-from tests.test_sevenluck_table import T, _deal, _private, _resumed, sevenluck_settings
+from tests.test_sevenluck_table import T, _deal, _private, _resumed, _two_antes, sevenluck_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -151,10 +151,7 @@ async def test_disk_full_during_a_decision_holds_everything_and_carries_on_when_
     filler: Path | None = None
     try:
         await wait_until(lambda: rec.events("round_opened"), what="round opened")
-        for bet, player, seat in (("a1", "p1", 1), ("a3", "p3", 3)):
-            await rec.command(topics.actions(T), {"type": "place_bet", "bet_id": bet, "player_id": player,
-                                                  "bet_type": "ante", "stake": "10", "seat": seat})
-        await wait_until(lambda: len(rec.events("bet_accepted")) == 2, what="bets accepted")
+        await _two_antes(rec)
         await _deal(service, rec, shoe, ["AS", "2H", "QH", "AD", "5D", "JH", "AC", "9S", "3H"])  # p1: three aces
         first = await wait_until(lambda: _private(rec, "p1", "decision_required"), what="p1's decision required")
         await wait_until(lambda: _private(rec, "p3", "decision_required"), what="p3's decision required")

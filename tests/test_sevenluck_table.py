@@ -153,6 +153,14 @@ def _resumed(rec: Recorder, player: str, since: int = 0) -> list[dict]:
     return [m for m in _private(rec, player, "decision_required", since) if m["data"].get("resumed")]
 
 
+async def _two_antes(rec: Recorder) -> None:
+    """Players p1 (seat 1) and p3 (seat 3) each place an Ante of 10, and both are accepted."""
+    for bet, player, seat in (("a1", "p1", 1), ("a3", "p3", 3)):
+        await rec.command(topics.actions(T), {"type": "place_bet", "bet_id": bet, "player_id": player,
+                                              "bet_type": "ante", "stake": "10", "seat": seat})
+    await wait_until(lambda: len(rec.events("bet_accepted")) == 2, what="bets accepted")
+
+
 async def _deal(service: Service, rec: Recorder, shoe: HandShoe, codes: list[str]) -> None:
     for code in codes:
         n = len(service.tables[T].current.cards)
@@ -173,10 +181,7 @@ async def test_broker_lost_during_decisions_longer_than_the_window_nobody_is_fol
                                                            decision_seconds=1.0))
     try:
         await wait_until(lambda: rec.events("round_opened"), what="round opened")
-        for bet, player, seat in (("a1", "p1", 1), ("a3", "p3", 3)):
-            await rec.command(topics.actions(T), {"type": "place_bet", "bet_id": bet, "player_id": player,
-                                                  "bet_type": "ante", "stake": "10", "seat": seat})
-        await wait_until(lambda: len(rec.events("bet_accepted")) == 2, what="bets accepted")
+        await _two_antes(rec)
         await wait_until(lambda: service.tables[T].current.phase == Phase.BETTING_CLOSED, what="betting closed")
         await _deal(service, rec, shoe, ["AS", "2H", "2C", "AD", "5D", "3C", "AC", "9S", "4C"])  # P1 P3 D, x3
         first = await wait_until(lambda: _private(rec, "p1", "decision_required"), what="decision required")
@@ -228,10 +233,7 @@ async def test_backend_down_longer_than_the_decision_window_gives_a_new_window(b
     service, task = await start_service(settings)
     try:
         await wait_until(lambda: rec.events("round_opened"), what="round opened")
-        for bet, player, seat in (("a1", "p1", 1), ("a3", "p3", 3)):
-            await rec.command(topics.actions(T), {"type": "place_bet", "bet_id": bet, "player_id": player,
-                                                  "bet_type": "ante", "stake": "10", "seat": seat})
-        await wait_until(lambda: len(rec.events("bet_accepted")) == 2, what="bets accepted")
+        await _two_antes(rec)
         await wait_until(lambda: service.tables[T].current.phase == Phase.BETTING_CLOSED, what="betting closed")
         await _deal(service, rec, shoe, ["AS", "2H", "QH", "AD", "5D", "JH", "AC", "9S", "3H"])  # p1: three aces
         first = await wait_until(lambda: _private(rec, "p1", "decision_required"), what="decision required")

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from dealer.core import round_ids
 from dealer.edge.config import RulesConfig
 from dealer.core.events import CloseBetting, Event, OpenRound, PlaceBet, ReadFailed, ScanRead, SupervisorVoid
 from dealer.core.messages import RoundEvent, RoundResult, StationPrompt
@@ -33,7 +34,7 @@ RULES = {"game": "teen-patti", "currency": "EUR", "minor_unit": "0.01", "betting
 
 
 def _rid(seq: int) -> str:
-    return f"{TABLE}-{SERIES}-{seq:06d}"
+    return round_ids.make(TABLE, seq, SERIES)
 
 
 def _script() -> list[tuple[int, Event]]:

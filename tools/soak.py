@@ -76,6 +76,7 @@ from dealer.core.events import PlaceBet
 from dealer.edge.journal import Journal, JournalError
 from dealer.core.messages import RoundResult, RoundResultPart
 from dealer.core.result_parts import join_parts
+from dealer.core.round_ids import sequence_of
 from dealer.edge.segments import AuditReport, parse_anchor, segment_dir, verify
 from dealer.core.settlement import settle_bet
 from drivers.bus import BusError
@@ -172,10 +173,8 @@ class Reconciliation:
 
 
 def _seq(round_id: str) -> int:
-    try:
-        return int(round_id.rsplit("-", 1)[1])
-    except (IndexError, ValueError):
-        return -1
+    seq = sequence_of(round_id)
+    return -1 if seq is None else seq
 
 
 def reconcile(data: SoakData) -> Reconciliation:

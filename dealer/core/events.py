@@ -17,6 +17,10 @@ from dealer.core.draws import DRAW_PATTERN
 from dealer.core.money import to_money
 
 Id = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:\-]+$")]
+#: An upper-case word: a decision or action (PLAY, FOLD, RAISE), a dealer step (WASH, LAST_CARD).
+Word = Annotated[str, Field(min_length=1, max_length=16, pattern=r"^[A-Z_]+$")]
+#: A SHA-256 (of rules) or an HMAC-SHA256 (a signature), lower-case hex.
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 
 
 class _Event(BaseModel):
@@ -57,7 +61,7 @@ class OpenRound(_Event):
                                   "(None: the backend's timer opened it)")
     command_id: Id | None = None
     issued_at: int | None = Field(default=None, ge=0)
-    signature: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = None
+    signature: Sha256 | None = None
     reason: Annotated[str, Field(min_length=1, max_length=200)] | None = None
 
     @model_serializer(mode="wrap")
@@ -166,7 +170,7 @@ class SupervisorVoid(_Event):
     round_id: Id | None = _round_id()
     command_id: Id | None = _command_id()
     issued_at: int | None = Field(default=None, ge=0, description="epoch ms the supervisor signed it")
-    signature: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = Field(
+    signature: Sha256 | None = Field(
         default=None, description="HMAC-SHA256 by the supervisor's key over the signed command")
 
 
@@ -179,7 +183,7 @@ class _TableOperation(_Event):
         default=None, description="why, if the supervisor said (1 to 200 characters): journaled and published")
     command_id: Id | None = _command_id()
     issued_at: int | None = Field(default=None, ge=0, description="epoch ms the supervisor signed it")
-    signature: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = Field(
+    signature: Sha256 | None = Field(
         default=None, description="HMAC-SHA256 by the supervisor's key over the signed command")
 
 
@@ -244,7 +248,7 @@ class PlayerDecision(_Event):
 
     type: Literal["player_decision"] = "player_decision"
     player_id: Id
-    action: Annotated[str, Field(min_length=1, max_length=16, pattern=r"^[A-Z_]+$")]
+    action: Word
     round_id: Id | None = _round_id()
     command_id: Id | None = _command_id()
 
@@ -296,7 +300,7 @@ class DealerConfirm(_Event):
     """The dealer confirms a step that is not scanned (stud: ``WASH``, ``SHUFFLE``)."""
 
     type: Literal["dealer_confirm"] = "dealer_confirm"
-    step: Annotated[str, Field(min_length=1, max_length=16, pattern=r"^[A-Z_]+$")]
+    step: Word
     round_id: Id | None = _round_id()
     command_id: Id | None = _command_id()
 
@@ -308,7 +312,7 @@ class ConfirmTimeout(_Event):
     so a replay takes the same step at the same point."""
 
     type: Literal["confirm_timeout"] = "confirm_timeout"
-    step: Annotated[str, Field(min_length=1, max_length=16, pattern=r"^[A-Z_]+$")]
+    step: Word
 
 
 class CardExposed(_Event):
@@ -340,7 +344,7 @@ class RulesChanged(_Event):
     type: Literal["table_rules"] = "table_rules"
     rules: Annotated[str, Field(min_length=2, max_length=100_000)] = Field(
         description="canonical JSON of the effective rules (dealer.core.rules.canonical_rules)")
-    rules_hash: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] = Field(description="SHA-256 of rules")
+    rules_hash: Sha256 = Field(description="SHA-256 of rules")
     software_version: Annotated[str, Field(min_length=1, max_length=64)]
 
     @model_validator(mode="after")

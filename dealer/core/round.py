@@ -26,7 +26,6 @@ after betting has closed the round continues.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -61,6 +60,7 @@ from dealer.core.messages import (
     StationPrompt,
 )
 from dealer.core.money import MoneyError, Rounding, check_stake
+from dealer.core.round_ids import sequence_of
 from dealer.games.base import (
     BetStep,
     DealStep,
@@ -74,8 +74,6 @@ from dealer.games.base import (
     Reservations,
     offers,
 )
-
-_SEQ = re.compile(r"-(\d+)$")
 
 
 class Phase(StrEnum):
@@ -399,8 +397,8 @@ class Round:
         chips: dict[str, Decimal] = {}
         for bet in self.bets.values():
             chips[bet.player_id] = chips.get(bet.player_id, Decimal(0)) + bet.stake
-        m = _SEQ.search(self.round_id)
-        self.hand = game.start_hand(dict(sorted(self.seat_owner.items())), chips, int(m.group(1)) if m else 1,
+        seq = sequence_of(self.round_id)
+        self.hand = game.start_hand(dict(sorted(self.seat_owner.items())), chips, 1 if seq is None else seq,
                                     self.rules.minor_unit, self.context, draw=self.draw)
         return self._progress(ev.at, [closed])
 

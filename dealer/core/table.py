@@ -9,8 +9,7 @@ only by a supervisor's journaled table operations.
 
 from __future__ import annotations
 
-import re
-
+from dealer.core import round_ids
 from dealer.core.events import (TABLE_OPERATIONS, ActionTimeout, ConfirmTimeout, DecisionTimeout, Event, LinkDown, LinkUp,
                            OpenRound, ResultDelivered, Resume, RulesChanged, SecurityEvent, SupervisorResume,
                            TableOperation)
@@ -20,9 +19,6 @@ from dealer.core.round import ACTIVE, Effect, Rejection, Round, Step, TableRules
 from dealer.core.rules import RulesError, rules_from_canonical
 from dealer.games.base import Remembers, offers
 
-#: What follows ``{table}-`` in a round id: ``{series}-{seq}`` (the journal id, since journals
-#: have one) or ``{seq}`` (journals from before, and pure core tests without a series).
-_TAIL = re.compile(r"^(?:(?P<series>[a-z2-7]{8})-)?(?P<seq>\d+)$")
 BROKER = "broker"  # the link players' actions come through
 #: How a command for another round is named in its refusal.
 _WHAT = {"place_bet": "bet", "player_action": "action"}
@@ -52,18 +48,13 @@ class Table:
         return self.rules.table_id
 
     def next_round_id(self) -> str:
-        if self.series is None:
-            return f"{self.table_id}-{self.last_seq + 1:06d}"
-        return f"{self.table_id}-{self.series}-{self.last_seq + 1:06d}"
+        return round_ids.make(self.table_id, self.last_seq + 1, self.series)
 
     def round_seq(self, round_id: str) -> int | None:
         """The sequence number of a round id of this table, in either form (with this table's
         series, or without one from a journal older than journal ids); None if it is not one."""
-        prefix = f"{self.table_id}-"
-        m = _TAIL.match(round_id[len(prefix):]) if round_id.startswith(prefix) else None
-        if m is None or m.group("series") not in (None, self.series):
-            return None
-        return int(m.group("seq"))
+        rid = round_ids.parse(round_id, self.table_id)
+        return rid.seq if rid is not None and rid.series in (None, self.series) else None
 
     @property
     def in_play(self) -> bool:

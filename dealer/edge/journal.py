@@ -62,6 +62,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dealer.core import round_ids
 from dealer.core.commands import StoredCommand
 from dealer.core.events import EVENT_ADAPTER, Event
 from dealer.edge.journal_health import failure_reason
@@ -152,7 +153,8 @@ _META = (
     "CREATE TRIGGER meta_no_delete BEFORE DELETE ON meta "
     "BEGIN SELECT RAISE(ABORT, 'the journal meta table is append-only'); END",
 )
-JOURNAL_ID = re.compile(r"^[a-z2-7]{8}$")
+#: A journal id is the series of its round ids (:mod:`dealer.core.round_ids`).
+JOURNAL_ID = re.compile(rf"^{round_ids.SERIES}$")
 
 
 def new_journal_id() -> str:
@@ -196,6 +198,14 @@ def _check_directory(path: Path) -> None:
     # WAL mode creates <journal>-wal and -shm beside the file: the directory must be writable
     if not os.access(parent, os.W_OK | os.X_OK):
         raise JournalError(f"journal directory {parent} is not writable by this user (journal {path})")
+
+
+def _unreadable(exc: sqlite3.DatabaseError) -> str:
+    """SQLite's reason a journal file cannot be used, said so that a person knows what to check."""
+    reason = str(exc)
+    if "not a database" in reason or "malformed" in reason:
+        return f"not a SQLite database, or damaged ({reason})"
+    return reason
 
 
 def _disk_full(exc: sqlite3.Error, directory: Path) -> bool:
@@ -318,10 +328,7 @@ class Journal:
             if _disk_full(exc, Path(path).parent):
                 raise JournalDiskFull(f"journal {self.path} cannot be opened: its file system is full "
                                       f"({exc}); free space and it starts") from None
-            reason = str(exc)
-            if "not a database" in reason or "malformed" in reason:
-                reason = f"not a SQLite database, or damaged ({reason})"
-            raise JournalError(f"journal {self.path} cannot be opened: {reason}") from None
+            raise JournalError(f"journal {self.path} cannot be opened: {_unreadable(exc)}") from None
         except JournalError:
             self.close()
             raise
@@ -362,10 +369,7 @@ class Journal:
             self._head = (self._last_id, self._last_hash)
         except sqlite3.DatabaseError as exc:
             self.close()
-            reason = str(exc)
-            if "not a database" in reason or "malformed" in reason:
-                reason = f"not a SQLite database, or damaged ({reason})"
-            raise JournalError(f"journal {p} cannot be read: {reason}") from None
+            raise JournalError(f"journal {p} cannot be read: {_unreadable(exc)}") from None
         except JournalError:
             self.close()
             raise

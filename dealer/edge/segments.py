@@ -36,6 +36,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -118,6 +119,28 @@ class NoRoll:
 def _ro(path: Path) -> sqlite3.Connection:
     """A read-only connection that writes nothing next to the file (segments are 0444)."""
     return sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True, check_same_thread=False)
+
+
+def _missing(rec: SegmentRecord, path: Path) -> str | None:
+    """Why the recorded segment ``rec`` cannot be read from ``path`` because the file is gone, or None."""
+    if path.is_file():
+        return None
+    return f"segment {rec.number} (rows {rec.first_id}..{rec.last_id}) is missing: {path}"
+
+
+@contextmanager
+def _open_segment(d: Path, rec: SegmentRecord) -> Iterator[tuple[Path, sqlite3.Connection]]:
+    """The file of the recorded segment ``rec`` in segment directory ``d`` and a read-only
+    connection to it, closed afterwards; :class:`JournalError` if the file is missing."""
+    path = d / segment_name(rec.number)
+    missing = _missing(rec, path)
+    if missing is not None:
+        raise JournalError(missing)
+    con = _ro(path)
+    try:
+        yield path, con
+    finally:
+        con.close()
 
 
 def file_sha256(path: Path) -> str:
@@ -295,22 +318,17 @@ def segment_rows(journal_path: str | Path, recs: list[SegmentRecord], table_id: 
     for rec in recs:
         if rec.last_id < since_id:
             continue
-        p = d / segment_name(rec.number)
-        if not p.is_file():
-            raise JournalError(f"segment {rec.number} (rows {rec.first_id}..{rec.last_id}) is missing: {p}")
-        con = _ro(p)
-        try:
+        with _open_segment(d, rec) as (p, con):
             sql = f"SELECT {_ROW_COLS} FROM events WHERE id >= ?"
             args: tuple[object, ...] = (since_id,)
             if table_id is not None:
                 sql += " AND table_id = ?"
                 args += (table_id,)
-            for r in con.execute(sql + " ORDER BY id", args):
-                yield JournalRow(*r)
-        except sqlite3.DatabaseError as exc:
-            raise JournalError(f"segment {rec.number} ({p}) cannot be read: {exc}") from None
-        finally:
-            con.close()
+            try:
+                for r in con.execute(sql + " ORDER BY id", args):
+                    yield JournalRow(*r)
+            except sqlite3.DatabaseError as exc:
+                raise JournalError(f"segment {rec.number} ({p}) cannot be read: {exc}") from None
 
 
 def rules_in_segments(journal_path: str | Path, recs: list[SegmentRecord], table_id: str,
@@ -320,15 +338,9 @@ def rules_in_segments(journal_path: str | Path, recs: list[SegmentRecord], table
     for rec in reversed(recs):
         if rec.first_id >= before:
             continue
-        p = d / segment_name(rec.number)
-        if not p.is_file():
-            raise JournalError(f"segment {rec.number} (rows {rec.first_id}..{rec.last_id}) is missing: {p}")
-        con = _ro(p)
-        try:
+        with _open_segment(d, rec) as (_, con):
             row = con.execute(f"SELECT {_ROW_COLS} FROM events WHERE table_id = ? AND type = 'table_rules' AND id < ? "
                               "ORDER BY id DESC LIMIT 1", (table_id, before)).fetchone()
-        finally:
-            con.close()
         if row is not None:
             return JournalRow(*row)
     return None
@@ -406,9 +418,8 @@ def verify(journal: "Journal", anchors: Iterable[tuple[int, str]] = ()) -> Audit
         if rec.number != i:
             return rep.fail(f"segment record {i} is missing (the next record is segment {rec.number})", segment=i)
         p = d / segment_name(rec.number)
-        if not p.is_file():
-            return rep.fail(f"segment {rec.number} (rows {rec.first_id}..{rec.last_id}) is missing: {p}",
-                            rec.first_id, rec.number)
+        if (missing := _missing(rec, p)) is not None:
+            return rep.fail(missing, rec.first_id, rec.number)
         altered = file_sha256(p) != rec.sha256
         want.setdefault(rec.anchor_id, []).append((rec.anchor_hash, f"the anchor in segment {rec.number}"))
         con = _ro(p)

@@ -7,8 +7,9 @@ that decision, it is never placed as a bet) or **FOLD**; then the dealer's hand 
 revealed and every player is settled individually (§5).
 
 * :func:`evaluate3` / :func:`compare3` rank a three-card hand exactly as §3.3
-  (our own code, and *not* Teen Patti's order: here a straight flush beats three
-  of a kind, a straight beats a flush and A-2-3 is the lowest sequence).
+  (:mod:`dealer.games.three_card` with Sevenluck's order, *not* Teen Patti's: here a
+  straight flush beats three of a kind, a straight beats a flush and A-2-3 is the lowest
+  sequence).
 * :func:`dealer_qualifies` is §3.4; :data:`QUALIFYING_MIN` is the lowest qualifying
   hand (Q-3-2), so ``dealer_qualifies(h) == (h >= QUALIFYING_MIN)``.
 * ``HAND_MODE`` ``SEATED`` deals one hand per betting seat, ``SHARED`` one common
@@ -18,7 +19,6 @@ revealed and every player is settled individually (§5).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
@@ -37,68 +37,22 @@ from dealer.games.base import (
     Position,
 )
 
-# Shared helpers (card-list parsing, exact pay tables) live in teen_patti for now.
-from dealer.games._common import RankedHand, check_distinct_positions, pay_table, parse_distinct
+from dealer.games._common import check_distinct_positions, pay_table
+from dealer.games.three_card import SEVENLUCK, SLHand
 
 # --- Three-card ranking (§3) -----------------------------------------------------------
 
 #: Category name -> category value (§3.1); a greater value is a better hand.
-SL_CATEGORIES: dict[str, int] = {
-    "straight_flush": 6,
-    "three_of_a_kind": 5,
-    "straight": 4,
-    "flush": 3,
-    "pair": 2,
-    "high_card": 1,
-}
-_SL_NAMES = {cat: name for name, cat in SL_CATEGORIES.items()}
-_ACE_LOW = frozenset({14, 2, 3})
-
-
-@dataclass(frozen=True, order=True)
-class SLHand(RankedHand):
-    """A ranked Sevenluck three-card hand (§3.3)."""
-
-
-def evaluate3(codes: Sequence[str]) -> SLHand:
-    """Rank three distinct cards per §3.3 (A-2-3 is the lowest sequence, top 3; no wrap-around)."""
-    cards = parse_distinct(codes, 3)
-    r = sorted((c.rank for c in cards), reverse=True)
-    flush = len({c.suit for c in cards}) == 1
-    if set(r) == _ACE_LOW:
-        seq_top: int | None = 3
-    elif r[0] - r[1] == 1 and r[1] - r[2] == 1:
-        seq_top = r[0]
-    else:
-        seq_top = None
-    if r[0] == r[2]:
-        cat, key = 5, (r[0],)
-    elif seq_top is not None:
-        cat, key = (6 if flush else 4), (seq_top,)
-    elif flush:
-        cat, key = 3, tuple(r)
-    elif r[0] == r[1] or r[1] == r[2]:
-        pair = r[1]  # the middle card of a sorted pair hand is always in the pair
-        kicker = r[2] if r[0] == r[1] else r[0]
-        cat, key = 2, (pair, kicker)
-    else:
-        cat, key = 1, tuple(r)
-    return SLHand(_SL_NAMES[cat], cat, key)
-
-
-def _hand(h: SLHand | Sequence[str]) -> SLHand:
-    return h if isinstance(h, SLHand) else evaluate3(h)
-
-
-def compare3(a: SLHand | Sequence[str], b: SLHand | Sequence[str]) -> int:
-    """1 if ``a`` beats ``b``, -1 if ``b`` beats ``a``, 0 for a tie (§3.3). Accepts hands or codes."""
-    ha, hb = _hand(a), _hand(b)
-    return (ha > hb) - (ha < hb)
+SL_CATEGORIES: dict[str, int] = SEVENLUCK.categories
+#: Rank three distinct cards per §3.3 (A-2-3 is the lowest sequence, top 3; no wrap-around).
+evaluate3 = SEVENLUCK.evaluate
+#: 1 if ``a`` beats ``b``, -1 if ``b`` beats ``a``, 0 for a tie (§3.3). Accepts hands or codes.
+compare3 = SEVENLUCK.compare
 
 
 def dealer_qualifies(hand: SLHand | Sequence[str]) -> bool:
     """§3.4: a pair or better, or a high-card hand headed by Q, K or A (Q-3-2 is the lowest)."""
-    h = _hand(hand)
+    h = SEVENLUCK.hand(hand)
     return h.cat >= 2 or h.key[0] >= 12
 
 

@@ -5,8 +5,8 @@ Six Card Bonus over all six cards). Nothing is decided after betting closes,
 so the game is a pure function of the six registered cards and the options.
 
 * :func:`evaluate3` / :func:`compare3` rank a three-card hand exactly as §3.3
-  (our own code: Teen Patti's order is not poker's, e.g. trips beat a straight
-  flush and A-2-3 is the second-best sequence).
+  (:mod:`dealer.games.three_card` with Teen Patti's order, which is not poker's: e.g.
+  trips beat a straight flush and A-2-3 is the second-best sequence).
 * :func:`six_card_bonus` takes the best five of the six cards (§3.4) with the
   standard five-card ranking from pokerkit, plus the house option that can
   refuse the wheel A-2-3-4-5.
@@ -35,69 +35,19 @@ from dealer.games.base import (
     Outcome,
     Position,
 )
-from dealer.games._common import RankedHand, check_distinct_positions, exact_ratio, pay_table, parse_distinct
+from dealer.games._common import check_distinct_positions, exact_ratio, pay_table, parse_distinct
+from dealer.games.three_card import TEEN_PATTI, Hand3
 
 # --- Three-card ranking (§3) -----------------------------------------------------------
 
 #: Category name -> category value (§3.1); a greater value is a better hand.
-HAND3_CATEGORIES: dict[str, int] = {
-    "trail_of_aces": 7,
-    "three_of_a_kind": 6,
-    "straight_flush": 5,
-    "straight": 4,
-    "flush": 3,
-    "pair": 2,
-    "high_card": 1,
-}
-_HAND3_NAMES = {cat: name for name, cat in HAND3_CATEGORIES.items()}
-
-
-def _sequence_index() -> dict[frozenset[int], int]:
-    """The 12 sequences of §3.2 -> index s: A-K-Q 12, A-2-3 11, K-Q-J 10 ... 4-3-2 1.
-
-    Built from a table rather than "consecutive ranks" arithmetic, so that
-    K-A-2 and other wrap-arounds are simply absent.
-    """
-    table = {frozenset({top, top - 1, top - 2}): top - 3 for top in range(4, 14)}  # K-Q-J .. 4-3-2
-    table[frozenset({14, 2, 3})] = 11
-    table[frozenset({14, 13, 12})] = 12
-    return table
-
-
-SEQUENCE_INDEX: dict[frozenset[int], int] = _sequence_index()
-
-
-@dataclass(frozen=True, order=True)
-class Hand3(RankedHand):
-    """A ranked Teen Patti three-card hand (§3.3)."""
-
-
-def evaluate3(codes: Sequence[str]) -> Hand3:
-    """Rank three distinct cards per §3.3."""
-    cards = parse_distinct(codes, 3)
-    ranks = sorted((c.rank for c in cards), reverse=True)
-    flush = len({c.suit for c in cards}) == 1
-    seq = SEQUENCE_INDEX.get(frozenset(ranks))
-    if ranks[0] == ranks[2]:
-        cat, key = (7 if ranks[0] == 14 else 6), (ranks[0],)
-    elif seq is not None:
-        cat, key = (5 if flush else 4), (seq,)
-    elif flush:
-        cat, key = 3, tuple(ranks)
-    elif ranks[0] == ranks[1] or ranks[1] == ranks[2]:
-        pair = ranks[1]  # the middle card of a sorted pair hand is always in the pair
-        kicker = ranks[2] if ranks[0] == ranks[1] else ranks[0]
-        cat, key = 2, (pair, kicker)
-    else:
-        cat, key = 1, tuple(ranks)
-    return Hand3(_HAND3_NAMES[cat], cat, key)
-
-
-def compare3(a: Hand3 | Sequence[str], b: Hand3 | Sequence[str]) -> int:
-    """1 if ``a`` beats ``b``, -1 if ``b`` beats ``a``, 0 for a tie (§3.3). Accepts hands or codes."""
-    ha = a if isinstance(a, Hand3) else evaluate3(a)
-    hb = b if isinstance(b, Hand3) else evaluate3(b)
-    return (ha > hb) - (ha < hb)
+HAND3_CATEGORIES: dict[str, int] = TEEN_PATTI.categories
+#: The 12 sequences of §3.2 -> index s: A-K-Q 12, A-2-3 11, K-Q-J 10 ... 4-3-2 1.
+SEQUENCE_INDEX: dict[frozenset[int], int] = TEEN_PATTI.sequences
+#: Rank three distinct cards per §3.3 (:mod:`dealer.games.three_card` with Teen Patti's order).
+evaluate3 = TEEN_PATTI.evaluate
+#: 1 if ``a`` beats ``b``, -1 if ``b`` beats ``a``, 0 for a tie (§3.3). Accepts hands or codes.
+compare3 = TEEN_PATTI.compare
 
 
 # --- Six Card Bonus (§3.4) -------------------------------------------------------------

@@ -18,6 +18,7 @@ import random
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from dealer.cli.main import main
 from dealer.core.cards import STANDARD_52, parse_card
 from dealer.edge.config import ConfigError, load_settings
 from dealer.games import GAMES, game_class, register_game
+from dealer.games.rtp import RTP_GAMES, RtpGame, RtpReport, RtpRow
 from dealer.games.base import (BetResolution, BetView, Face, Game, GameOptions, GameOutcome, HandInfo, Outcome,
                                Position)
 from drivers.mqtt import MqttBus
@@ -85,7 +87,17 @@ def hand_report(args: HandArgs) -> dict[str, Any]:
     return {"A": a, "B": b, "winner": outcome.winner}
 
 
-KIT = GameKit(NAME, HandCommand(hand_report), hand_usage="hand high-card CARD --vs CARD")
+def rtp_report(options: Any, progress: Any = None) -> RtpReport:
+    """Exact RTP: of the 52 x 51 ordered deals, 3 in 51 tie (a push) and the rest split evenly."""
+    opts = options if options is not None else HighCardOptions()
+    tie, win = Fraction(3, 51), Fraction(24, 51)
+    rtp = win * (1 + Fraction(opts.ratio)) + tie
+    rows = [RtpRow(bet, rtp, 1 - rtp, f"pays {opts.ratio}:1, a tie pushes") for bet in HighCard.bet_types]
+    return RtpReport(NAME, rows, {"card_pairs": 52 * 51}, options=opts.model_dump())
+
+
+KIT = GameKit(NAME, HandCommand(hand_report), hand_usage="hand high-card CARD --vs CARD",
+              rtp=RtpGame(NAME, HighCard.bet_types, rtp_report))
 
 
 @pytest.fixture
@@ -130,6 +142,26 @@ def test_dealer_hand_reads_the_registry(high_card: type[Game], capsys: pytest.Ca
     assert "--go is for matgo (the stopper's Go count), not high-card" in capsys.readouterr().err
     assert main(["hand", NAME, "KS", "QS", "--vs", "7H"]) == 2
     assert "one card with one card" in capsys.readouterr().err
+
+
+def test_dealer_rtp_and_the_config_read_the_registry(high_card: type[Game], capsys: pytest.CaptureFixture[str]) -> None:
+    """The kit's RTP report is ``dealer rtp``'s, and a table may declare bounds for its bets."""
+    assert main(["rtp", NAME, "--json", "--quiet", "--option", "ratio=1"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert {r["bet"]: r["rtp_pct"] for r in report["rows"]} == {"high_a": "100.0000", "high_b": "100.0000"}
+    assert main(["rtp", NAME, "--quiet", "--strict", "--max-rtp", "99"]) == 1  # 100 % is over a declared 99 %
+    assert "!! high_a: RTP 100.0000 % is above its declared maximum 99 %" in capsys.readouterr().out
+    table = {"id": TABLE, "game": NAME, "scanner": {"kind": "mqtt", "reader_id": "SC1"},
+             "rtp_bounds": {"high_b": {"max": "99.5"}}}
+    assert load_settings(tables=[table]).tables[0].rtp_bounds["high_b"].max == Decimal("99.5")
+    with pytest.raises(ConfigError, match="unknown bet types"):
+        load_settings(tables=[{**table, "rtp_bounds": {"tie": {"max": "99"}}}])
+
+
+def test_the_registrations_are_undone(capsys: pytest.CaptureFixture[str]) -> None:
+    """The fixture leaves nothing behind: the next test sees the five games of the house."""
+    assert NAME not in GAMES and NAME not in RTP_GAMES
+    assert main(["rtp", NAME]) == 2 and "no RTP report for game 'high-card'" in capsys.readouterr().err
 
 
 def test_dealer_hand_of_a_game_gone_names_the_known_ones(capsys: pytest.CaptureFixture[str]) -> None:

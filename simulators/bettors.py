@@ -62,7 +62,8 @@ def random_bets(plan: BetPlan, rng: random.Random) -> list[tuple[str, str, int |
         elif plan.game == "matgo":
             out.append((f"player{p}", "cover", p))
         else:
-            out += [(f"player{p}", k, None) for k in rng.sample(plan.bet_types, k=rng.randint(1, 3))]
+            kinds = rng.sample(plan.bet_types, k=rng.randint(1, min(3, len(plan.bet_types))))
+            out += [(f"player{p}", k, None) for k in kinds]
     return [(player, kind, seat, rng.choice(plan.stakes)) for player, kind, seat in out]
 
 
@@ -85,7 +86,9 @@ def bet_plan(game: str, options: Mapping[str, Any] | None = None, *, limits: Map
         least = o.min_cover  # type: ignore[attr-defined]
         return BetPlan(game, 1, ("cover",), _fit([least, least * 2], minor_unit))
     stakes = [Decimal(s) for s in DEFAULT_STAKES]
-    bet_types = TEEN_PATTI_BETS if game == "teen-patti" else ("ante", "pair_plus")
+    # a banking game: its own bet types (Sevenluck's players bet an Ante and/or a Pair Plus: Play
+    # is their decision)
+    bet_types = ("ante", "pair_plus") if game == "sevenluck" else tuple(game_class(game).bet_types)
     if limits:  # every bet type's stake within its limits: the stakes all of them allow
         inside = [s for s in stakes if all(_within(s, lim) for lim in limits.values())]
         stakes = inside or [max(Decimal(str(lim.min)) for lim in limits.values())]

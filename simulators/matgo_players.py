@@ -18,29 +18,23 @@ bonus/service card; a duplicate is a card already dealt since the last shuffle.
 
 from __future__ import annotations
 
-import asyncio
 import random
 import re
-import uuid
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from dealer.edge import topics
 from dealer.core.cards import HWATU_48
-from dealer.core.events import PlaceBet, PlayerAction
-from dealer.core.messages import PlayerMessage, RoundEvent, StationPrompt
-from drivers.bus import Bus, BusError
-from simulators.shoe import shuffled
-from simulators.station import VirtualDealer
+from dealer.core.events import PlayerAction
+from dealer.core.messages import RoundEvent, StationPrompt
+from drivers.bus import Bus
+from simulators.player_parts import RemotePlayer, ReshufflingDealer, deal_number
 
 Strategy = Literal["random", "stopper", "disconnect"]
 STRATEGIES: tuple[str, ...] = ("random", "stopper", "disconnect")
 
 
-def deal_of(position: str) -> int:
-    """``F.3`` -> 0 (the first deal), ``R1.O.2`` -> 1 (the first redeal)."""
-    head = position.split(".", 1)[0]
-    return int(head[1:]) if head.startswith("R") and head[1:].isdigit() else 0
+#: ``F.3`` -> 0 (the first deal), ``R1.O.2`` -> 1 (the first redeal).
+deal_of = deal_number
 
 
 def choose(strategy: str, turn: dict[str, Any], rng: random.Random) -> tuple[str, str | None]:
@@ -57,28 +51,15 @@ def choose(strategy: str, turn: dict[str, Any], rng: random.Random) -> tuple[str
     return action, cards[0] if strategy == "stopper" else rng.choice(cards)
 
 
-class MatgoPlayer:
+class MatgoPlayer(RemotePlayer):
+    STRATEGIES = STRATEGIES
+
     def __init__(self, table_id: str, player_id: str, bus: Bus, strategy: Strategy = "random",
                  rng: random.Random | None = None, *, cover: str | None = None, silent_after: int = 3,
                  think: float = 0.0) -> None:
-        if strategy not in STRATEGIES:
-            raise ValueError(f"unknown strategy {strategy!r} (expected one of {', '.join(STRATEGIES)})")
-        self.table_id, self.player_id, self.bus, self.strategy = table_id, player_id, bus, strategy
-        self.rng = rng or random.Random()
-        self.cover, self.silent_after, self.think = cover, silent_after, think
-        self.hole: dict[str, list[tuple[str, str]]] = {}  # round -> [(position, card)] as they arrived
-        self.messages: list[PlayerMessage] = []
-        self.sent: list[tuple[str, int, str, str | None]] = []  # (round, turn, action, card) answered
-        self.ignored: list[tuple[str, int]] = []  # turns left to the timer (disconnect)
-        self.accepted: list[dict[str, Any]] = []
-        self.repeated: list[dict[str, Any]] = []  # acceptances the backend sent again (a move re-sent)
-        self.rejected: list[dict[str, Any]] = []  # refusals of what this player sent: never expected
-        self._answered: dict[tuple[str, int], tuple[str, str | None]] = {}
+        super().__init__(table_id, player_id, bus, strategy, rng, think, silent_after)
+        self.cover = cover
         self._ids: dict[tuple[str, int], str] = {}  # (round, turn) -> the command id of my move
-        self._sat: set[str] = set()
-        self._tasks: set[asyncio.Task[Any]] = set()
-        bus.subscribe(topics.player(table_id, player_id), self._on_private)
-        bus.subscribe(topics.events(table_id), self._on_public)
 
     def cards(self, round_id: str, deal: int | None = None) -> list[str]:
         """My cards as dealt in ``round_id`` (``deal`` 0 = the first deal, n = redeal n; default
@@ -95,67 +76,25 @@ class MatgoPlayer:
         """round -> my cards of the latest deal (played ones included)."""
         return {rid: self.cards(rid) for rid in self.hole}
 
-    @property
-    def silent(self) -> bool:
-        return self.strategy == "disconnect" and len(self.sent) >= self.silent_after
+    def answer(self, turn: dict[str, Any], round_id: str) -> tuple[str, str | None]:
+        return choose(self.strategy, turn, self.rng)
 
-    def _on_private(self, topic: str, payload: bytes) -> None:
-        msg = PlayerMessage.model_validate_json(payload)
-        self.messages.append(msg)
-        rid = msg.round_id or ""
-        if msg.kind == "hole_card":
-            self.hole.setdefault(rid, []).append((str(msg.data["position"]), str(msg.data["card"])))
-        elif msg.kind == "action_accepted":
-            (self.repeated if msg.data.get("repeat") else self.accepted).append(dict(msg.data))
-        elif msg.kind == "rejected":
-            self.rejected.append(dict(msg.data))
-        elif msg.kind == "your_turn":
-            key = (rid, int(msg.data.get("turn", 0)))
-            if key in self._answered:  # given again after a reconnect: the answer may have been lost
-                self._spawn(self._send(rid, key[1], *self._answered[key]))
-                return
-            if self.silent:
-                self.ignored.append(key)
-                return
-            answer = choose(self.strategy, msg.data, self.rng)
-            self._answered[key] = answer
-            self.sent.append((rid, key[1], *answer))
-            self._spawn(self._send(rid, key[1], *answer))
+    def _on_event(self, ev: RoundEvent) -> None:
+        if ev.event == "round_opened" and self.cover is not None:
+            # the cover bet is sent whole (exclude_none=False): the wire form it always had
+            self._sit_once(ev.round_id or "", "cover", self.cover, 1, exclude_none=False)
 
-    def _on_public(self, topic: str, payload: bytes) -> None:
-        ev = RoundEvent.model_validate_json(payload)
-        rid = ev.round_id or ""
-        if ev.event == "round_opened" and self.cover is not None and rid not in self._sat:
-            self._sat.add(rid)
-            bet = PlaceBet(bet_id=f"{rid}-{self.player_id}", player_id=self.player_id, bet_type="cover",
-                           stake=self.cover, seat=1, round_id=rid, command_id=self._new_id())  # type: ignore[arg-type]
-            self._spawn(self._publish(bet.model_dump_json(exclude={"at"}).encode()))
-
-    def _new_id(self) -> str:
-        return f"{self.player_id[:40]}-{uuid.uuid4().hex[:12]}"
-
-    async def _send(self, rid: str, turn: int, action: str, card: str | None) -> None:
-        if self.think:
-            await asyncio.sleep(self.think)
+    async def _send_answer(self, rid: str, turn: int, answer: tuple[str, str | None]) -> None:
+        action, card = answer
+        await self._pause()
         cid = self._ids.setdefault((rid, turn), self._new_id())  # the same id whenever this turn is answered
         msg = PlayerAction(player_id=self.player_id, action=action, card=card, round_id=rid or None,  # type: ignore[arg-type]
                            turn=turn or None, command_id=cid)
         # a Matgo move never carries an amount (nor a reservation)
         await self._publish(msg.model_dump_json(exclude={"at", "amount", "reserve"}).encode())
 
-    async def _publish(self, payload: bytes) -> None:
-        try:
-            await self.bus.publish(topics.actions(self.table_id), payload)
-        except BusError:
-            pass  # the player's link is down: the timer plays for it
 
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-
-class MatgoDealer(VirtualDealer):
+class MatgoDealer(ReshufflingDealer):
     """A :class:`VirtualDealer` for the 48 Hwatu cards (``matgo.md`` §2.2, §9).
 
     The deal and the stock come off one shuffled deck: the station asks for the 28 dealt
@@ -164,15 +103,12 @@ class MatgoDealer(VirtualDealer):
     comes back and the 48 are shuffled (a ``scripted_shuffles`` deck first, if given).
     """
 
-    FOREIGN: tuple[str, ...] = ("AS", "JK", "13B")  # a 52-card code, a joker, a bonus/service card
+    FOREIGN = ("AS", "JK", "13B")  # a 52-card code, a joker, a bonus/service card
 
     def __init__(self, *args: Any, deck: Sequence[str] = HWATU_48,
                  scripted_shuffles: Sequence[Sequence[str]] = (), **kw: Any) -> None:
-        super().__init__(*args, deck=deck, **kw)
-        self.scripted_shuffles = [list(d) for d in scripted_shuffles]
-        self.reshuffles = 0
+        super().__init__(*args, deck=deck, scripted_shuffles=scripted_shuffles, **kw)
         self.stale_ignored = 0  # RESCANs for a card passed once too often, not for the card in hand
-        self._since = 0  # index in ``dealt`` where the current shuffle starts
         self._wrong: str | None = None  # a wrong card passed on purpose, not yet refused
 
     async def _deal_step(self, p: StationPrompt) -> None:
@@ -190,28 +126,8 @@ class MatgoDealer(VirtualDealer):
             self._wrong = None
         await super()._deal_step(p)
 
-    async def _confirm_step(self, p: StationPrompt) -> None:
-        if p.position == "SHUFFLE" and self.confirming is None and self.in_hand is None and self.dealt:
-            deck = self.scripted_shuffles.pop(0) if self.scripted_shuffles else shuffled(self.full_deck, self.rng)
-            self.shoe.deck = list(deck)
-            self._since = len(self.dealt)
-            self.reshuffles += 1
-        await super()._confirm_step(p)
-
-    def _new_shoe(self) -> None:
-        super()._new_shoe()
-        self._since = 0
-
     def _maybe_wrong(self, right: str) -> str:
-        kind = self.dealer_faults.choose(self.rng)
-        self._wrong = None
-        if kind == "foreign":
-            self._count("foreign_card")
-            self._wrong = self.rng.choice(self.FOREIGN)
-        current = self.dealt[self._since:]
-        if kind == "duplicate" and current:
-            self._count("duplicate_card")
-            self._wrong = self.rng.choice(current)
+        self._wrong = self._wrong_card()
         return self._wrong or right
 
 

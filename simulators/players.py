@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import uuid
 from typing import Literal
 
 from dealer.edge import topics
@@ -23,35 +22,32 @@ from dealer.core.events import PlayerDecision
 from dealer.games.sevenluck import evaluate3
 from dealer.core.messages import PlayerMessage, RoundEvent
 from drivers.bus import Bus, BusError
+from simulators.player_parts import RemotePlayer
 
 Strategy = Literal["q64", "random", "disconnect"]
 _Q64 = evaluate3(["QS", "6H", "4D"])
 
 
-class VirtualPlayer:
+class VirtualPlayer(RemotePlayer):
     def __init__(self, table_id: str, player_id: str, bus: Bus, strategy: Strategy = "q64",
                  rng: random.Random | None = None, think: float = 0.0, retries: int = 0) -> None:
-        self.table_id, self.player_id, self.bus, self.strategy = table_id, player_id, bus, strategy
-        self.rng = rng or random.Random()
-        self.think = think
+        super().__init__(table_id, player_id, bus, strategy, rng, think)
         self.retries = retries  # publishes of a decision tried again while the link is down
         self.hand: dict[str, list[str]] = {}  # round id -> cards seen (own hole cards or the shared hand)
-        self.messages: list[PlayerMessage] = []
         self.decided: dict[str, str] = {}
         self._decisions: dict[str, PlayerDecision] = {}  # round id -> the decision sent (re-sent as is)
-        bus.subscribe(topics.player(table_id, player_id), self._on_private)
-        bus.subscribe(topics.events(table_id), self._on_public)
 
-    def _on_private(self, topic: str, payload: bytes) -> None:
-        msg = PlayerMessage.model_validate_json(payload)
-        self.messages.append(msg)
-        if msg.kind == "hole_card" and msg.round_id:
+    def _on_hole_card(self, msg: PlayerMessage) -> None:
+        if msg.round_id:
             self.hand.setdefault(msg.round_id, []).append(msg.data["card"])
-        elif msg.kind == "decision_required" and msg.round_id and self.strategy != "disconnect":
-            asyncio.get_running_loop().create_task(self._decide(msg.round_id))
 
-    def _on_public(self, topic: str, payload: bytes) -> None:
-        ev = RoundEvent.model_validate_json(payload)
+    def _on_reply(self, msg: PlayerMessage) -> None:
+        if msg.kind == "decision_required" and msg.round_id and self.strategy != "disconnect":
+            asyncio.get_running_loop().create_task(self._decide(msg.round_id))
+        else:
+            super()._on_reply(msg)
+
+    def _on_event(self, ev: RoundEvent) -> None:
         # the SHARED-mode common hand ``P.n`` is dealt face up to every player
         shared = str(ev.data.get("position", "")).startswith("P.")
         if ev.event == "card_registered" and ev.round_id and shared and ev.data.get("card"):
@@ -65,10 +61,9 @@ class VirtualPlayer:
     async def _decide(self, round_id: str) -> None:
         msg = self._decisions.get(round_id)  # asked again (a reconnect): the same decision, the same id
         if msg is None:
-            if self.think:
-                await asyncio.sleep(self.think)
+            await self._pause()
             fresh = PlayerDecision(player_id=self.player_id, action=self.choose(self.hand.get(round_id, [])),
-                                   round_id=round_id, command_id=f"{self.player_id[:40]}-{uuid.uuid4().hex[:12]}")
+                                   round_id=round_id, command_id=self._new_id())
             msg = self._decisions.setdefault(round_id, fresh)
             self.decided[round_id] = msg.action
         payload = msg.model_dump_json(exclude={"at"}).encode()

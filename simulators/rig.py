@@ -14,7 +14,7 @@ soak wire the same parts; they take them from here:
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from dealer.core.cards import STANDARD_52
@@ -22,6 +22,54 @@ from drivers.bus import Bus
 from simulators.shoe import FaultPlan, VirtualShoe
 from simulators.station import ActionSender, DealerFaults, ShoeLink, VirtualDealer
 
+#: Makes one simulated player: (table id, player id, bus, strategy, rng, think, silent_after).
+PlayerFactory = Callable[[str, str, Bus, str, random.Random, float, int], Any]
+#: Makes a game's virtual dealer: (table id, shoe, link, **the common keyword arguments).
+DealerFactory = Callable[..., VirtualDealer]
+
+
+def _sevenluck(table_id: str, pid: str, bus: Bus, strategy: str, rng: random.Random, think: float,
+               silent_after: int) -> Any:
+    from simulators.players import VirtualPlayer
+
+    return VirtualPlayer(table_id, pid, bus, strategy, rng=rng, think=think)  # type: ignore[arg-type]
+
+
+def _stud(table_id: str, pid: str, bus: Bus, strategy: str, rng: random.Random, think: float,
+          silent_after: int) -> Any:
+    from simulators.stud_players import StudPlayer
+
+    return StudPlayer(table_id, pid, bus, strategy, rng=rng, think=think, silent_after=silent_after)  # type: ignore[arg-type]
+
+
+def _seotda(table_id: str, pid: str, bus: Bus, strategy: str, rng: random.Random, think: float,
+            silent_after: int) -> Any:
+    from simulators.seotda_players import SeotdaPlayer
+
+    return SeotdaPlayer(table_id, pid, bus, strategy, rng=rng, think=think, silent_after=silent_after)  # type: ignore[arg-type]
+
+
+def _matgo(table_id: str, pid: str, bus: Bus, strategy: str, rng: random.Random, think: float,
+           silent_after: int) -> Any:
+    from simulators.matgo_players import MatgoPlayer
+
+    return MatgoPlayer(table_id, pid, bus, strategy, rng=rng, think=think, silent_after=silent_after)  # type: ignore[arg-type]
+
+
+def _seotda_dealer(table_id: str, shoe: VirtualShoe, link: ShoeLink, **kw: Any) -> VirtualDealer:
+    from simulators.seotda_players import SeotdaDealer
+
+    return SeotdaDealer(table_id, shoe, link, **kw)
+
+
+def _matgo_dealer(table_id: str, shoe: VirtualShoe, link: ShoeLink, **kw: Any) -> VirtualDealer:
+    from simulators.matgo_players import MatgoDealer
+
+    return MatgoDealer(table_id, shoe, link, **kw)
+
+
+#: Each game's players: game -> factory (games where players only bet have none).
+PLAYERS: dict[str, PlayerFactory] = {"sevenluck": _sevenluck, "stud": _stud, "seotda": _seotda, "matgo": _matgo}
 #: Strategies of the players ``dealer simulate`` seats, by game (seat N takes the Nth, cycling):
 #: players who always answer, some by their cards, some at random.
 DEFAULT_STRATEGIES: dict[str, tuple[str, ...]] = {
@@ -30,8 +78,21 @@ DEFAULT_STRATEGIES: dict[str, tuple[str, ...]] = {
     "seotda": ("calling", "hand", "random"),
     "matgo": ("random",),
 }
+#: Games whose dealer is not the plain one dealing the 52 cards in the order prompted.
+DEALERS: dict[str, DealerFactory] = {"seotda": _seotda_dealer, "matgo": _matgo_dealer}
 #: Games whose players do something after betting (the others only bet).
-PLAYING_GAMES = frozenset(DEFAULT_STRATEGIES)
+PLAYING_GAMES = PLAYERS.keys()
+
+
+def register_players(game: str, factory: PlayerFactory, strategies: Sequence[str]) -> None:
+    """A game's simulated players (and the strategies ``dealer simulate`` seats by default)."""
+    PLAYERS[game] = factory
+    DEFAULT_STRATEGIES[game] = tuple(strategies)
+
+
+def register_dealer(game: str, factory: DealerFactory) -> None:
+    """A game's own virtual dealer (default: :class:`VirtualDealer` with the 52 cards)."""
+    DEALERS[game] = factory
 
 
 def make_dealer(game: str, table_id: str, shoe: VirtualShoe, link: ShoeLink, *, rng: random.Random,
@@ -42,14 +103,9 @@ def make_dealer(game: str, table_id: str, shoe: VirtualShoe, link: ShoeLink, *, 
     kw: dict[str, Any] = dict(rng=rng, faults=faults, dealer_faults=dealer_faults, deal_interval=deal_interval,
                               heartbeat_interval=heartbeat_interval, patience=patience,
                               scripted_rounds=scripted_rounds, actions=actions)
-    if game == "matgo":
-        from simulators.matgo_players import MatgoDealer
-
-        return MatgoDealer(table_id, shoe, link, **kw)
-    if game == "seotda":
-        from simulators.seotda_players import SeotdaDealer
-
-        return SeotdaDealer(table_id, shoe, link, **kw)
+    factory = DEALERS.get(game)
+    if factory is not None:
+        return factory(table_id, shoe, link, **kw)
     return VirtualDealer(table_id, shoe, link, deck=STANDARD_52, **kw)
 
 
@@ -60,31 +116,15 @@ def make_players(game: str, table_id: str, bus: Bus, players: int, *, rng: rando
     own drawn from ``rng``. Games where players only bet (Teen Patti) have none. The players
     subscribe on ``bus`` as they are made."""
     chosen = list(strategies or DEFAULT_STRATEGIES.get(game, ()))
-    if game not in PLAYING_GAMES or not chosen:
+    factory = PLAYERS.get(game)
+    if factory is None or not chosen:
         return []
     out: list[Any] = []
     for n in range(1, players + 1):
         pid, strategy, prng = f"player{n}", chosen[(n - 1) % len(chosen)], random.Random(rng.random())
-        if game == "sevenluck":
-            from simulators.players import VirtualPlayer
-
-            out.append(VirtualPlayer(table_id, pid, bus, strategy, rng=prng, think=think))  # type: ignore[arg-type]
-        elif game == "stud":
-            from simulators.stud_players import StudPlayer
-
-            out.append(StudPlayer(table_id, pid, bus, strategy, rng=prng, think=think,  # type: ignore[arg-type]
-                                  silent_after=silent_after))
-        elif game == "seotda":
-            from simulators.seotda_players import SeotdaPlayer
-
-            out.append(SeotdaPlayer(table_id, pid, bus, strategy, rng=prng, think=think,  # type: ignore[arg-type]
-                                    silent_after=silent_after))
-        elif game == "matgo":
-            from simulators.matgo_players import MatgoPlayer
-
-            out.append(MatgoPlayer(table_id, pid, bus, strategy, rng=prng, think=think,  # type: ignore[arg-type]
-                                   silent_after=silent_after))
+        out.append(factory(table_id, pid, bus, strategy, prng, think, silent_after))
     return out
 
 
-__all__ = ["DEFAULT_STRATEGIES", "PLAYING_GAMES", "make_dealer", "make_players"]
+__all__ = ["DEALERS", "DEFAULT_STRATEGIES", "PLAYERS", "PLAYING_GAMES", "make_dealer", "make_players",
+           "register_dealer", "register_players"]

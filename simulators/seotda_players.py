@@ -49,22 +49,18 @@ duplicates come from the current shuffle only.
 
 from __future__ import annotations
 
-import asyncio
 import random
-import uuid
 from collections import deque
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any, Literal
 
-from dealer.edge import topics
 from dealer.core.cards import SEOTDA_20
-from dealer.core.events import PlaceBet, PlayerAction
+from dealer.core.events import PlayerAction
 from dealer.games.seotda_rank import evaluate
-from dealer.core.messages import PlayerMessage, RoundEvent, StationPrompt
-from drivers.bus import Bus, BusError
-from simulators.shoe import shuffled
-from simulators.station import VirtualDealer
+from dealer.core.messages import PlayerMessage, RoundEvent
+from drivers.bus import Bus
+from simulators.player_parts import RemotePlayer, ReshufflingDealer, deal_number
 
 Strategy = Literal["calling", "random", "hand", "disconnect"]
 STRATEGIES: tuple[str, ...] = ("calling", "random", "hand", "disconnect")
@@ -76,10 +72,8 @@ RESERVATION_RACES: tuple[str, ...] = ("it is your turn", "cannot act in this bet
                                       "action is for round")
 
 
-def position_game(position: str) -> int:
-    """``S2.1`` -> 0 (the first deal), ``R2.S1.2`` -> 2 (the second rematch)."""
-    head = position.split(".", 1)[0]
-    return int(head[1:]) if head.startswith("R") and head[1:].isdigit() else 0
+#: ``S2.1`` -> 0 (the first deal), ``R2.S1.2`` -> 2 (the second rematch).
+position_game = deal_number
 
 
 def street_game(street: str | None) -> int:
@@ -139,40 +133,26 @@ def _by_hand(buttons: Mapping[str, Any], turn: Mapping[str, Any], cards: list[st
     return "CHECK" if free else "FOLD"
 
 
-class SeotdaPlayer:
+class SeotdaPlayer(RemotePlayer):
+    STRATEGIES = STRATEGIES
+    RESEND = False  # a turn delivered again (after a reconnect) is not answered twice
+
     def __init__(self, table_id: str, player_id: str, bus: Bus, strategy: Strategy = "calling",
                  rng: random.Random | None = None, think: float = 0.0, silent_after: int = 1,
                  seat: int | None = None, buy_in: str | None = None, reserve_rate: float = 0.3) -> None:
-        if strategy not in STRATEGIES:
-            raise ValueError(f"unknown strategy {strategy!r} (expected one of {', '.join(STRATEGIES)})")
-        self.table_id, self.player_id, self.bus, self.strategy = table_id, player_id, bus, strategy
-        self.rng = rng or random.Random()
-        self.think = think
-        self.silent_after = silent_after
+        super().__init__(table_id, player_id, bus, strategy, rng, think, silent_after)
         self.seat, self.buy_in = seat, buy_in
         self.reserve_rate = reserve_rate
-        self.messages: list[PlayerMessage] = []
-        self.hole: dict[str, list[tuple[str, str]]] = {}  # round -> [(position, card)] in arrival order
         self.seats: dict[str, int] = {}  # round -> my seat (from bet_accepted)
-        self.sent: list[tuple[str, int, str]] = []  # (round, turn, button) answered on my turn
         self.reserved: list[tuple[str, str, str]] = []  # (round, street, button) reserved before my turn
-        self.ignored: list[tuple[str, int]] = []  # turns left to the timer (disconnect)
-        self.accepted: list[dict[str, Any]] = []
-        self.repeated: list[dict[str, Any]] = []  # acceptances sent again (a command delivered twice)
-        self.rejected: list[dict[str, Any]] = []  # refusals of my own turn's actions: a bug, never expected
         self.reservations_refused: list[str] = []  # reservations that raced the table (benign)
         self.reservations_cancelled: list[str] = []
-        self._answered: set[tuple[str | None, int]] = set()
-        self._sat: set[str] = set()
         self._outstanding: deque[str] = deque()  # "act" / "reserve": what the next reply answers
         self._street: tuple[str, str] | None = None  # (round, street) of the betting round open
         self._level = Decimal(0)
         self._mine: dict[tuple[str, str], tuple[Decimal, bool]] = {}  # (round, street) -> (my total, all-in)
         self._out: set[tuple[str, int]] = set()  # (round, game) I folded in (or was dealt out of)
         self._reserved_in: set[tuple[str, str]] = set()
-        self._tasks: set[asyncio.Task[None]] = set()
-        bus.subscribe(topics.player(table_id, player_id), self._on_private)
-        bus.subscribe(topics.events(table_id), self._on_public)
 
     # -- what the player sees ------------------------------------------------------------
 
@@ -186,18 +166,10 @@ class SeotdaPlayer:
         held = {p: c for p, c in mine if position_game(p) == g}  # a re-sent card replaces itself
         return [held[p] for p in sorted(held, key=lambda p: p.rsplit(".", 1)[1])]
 
-    @property
-    def silent(self) -> bool:
-        return self.strategy == "disconnect" and len(self.sent) >= self.silent_after
-
-    def _on_private(self, topic: str, payload: bytes) -> None:
-        msg = PlayerMessage.model_validate_json(payload)
-        self.messages.append(msg)
+    def _on_reply(self, msg: PlayerMessage) -> None:
         rid = msg.round_id or ""
         kind, data = msg.kind, msg.data
-        if kind == "hole_card":
-            self.hole.setdefault(rid, []).append((data["position"], data["card"]))
-        elif kind == "bet_accepted" and data.get("seat") is not None:
+        if kind == "bet_accepted" and data.get("seat") is not None:
             self.seats[rid] = int(data["seat"])
         elif data.get("repeat"):
             self.repeated.append(dict(data))  # the answer to something answered already
@@ -215,18 +187,12 @@ class SeotdaPlayer:
                 self.reservations_refused.append(str(data.get("reason")))
             else:  # my own turn's action, or my chips bet: never expected
                 self.rejected.append(dict(data))
-        elif kind == "your_turn":
-            key = (msg.round_id, int(data.get("turn", 0)))
-            if key in self._answered:
-                return  # the same turn delivered again (after a reconnect)
-            self._answered.add(key)
-            if self.silent:
-                self.ignored.append((rid, key[1]))
-                return
-            button = choose(self.strategy, data, self.rng, self.cards(rid, street_game(data.get("street"))))
-            self.sent.append((rid, key[1], button))  # counted now: a silent player stops at once
-            self._outstanding.append("act")
-            self._spawn(self._act(msg.round_id, button, turn=key[1] or None))
+
+    def answer(self, turn: dict[str, Any], round_id: str) -> str:
+        return choose(self.strategy, turn, self.rng, self.cards(round_id, street_game(turn.get("street"))))
+
+    def _sending(self, answer: Any) -> None:
+        self._outstanding.append("act")
 
     def _answer(self, kind: str | None) -> str | None:
         """A reply arrived: it answers the oldest thing sent (the table replies in order)."""
@@ -237,12 +203,10 @@ class SeotdaPlayer:
             return kind
         return self._outstanding.popleft()
 
-    def _on_public(self, topic: str, payload: bytes) -> None:
-        ev = RoundEvent.model_validate_json(payload)
+    def _on_event(self, ev: RoundEvent) -> None:
         rid, d = ev.round_id or "", ev.data
-        if ev.event == "round_opened" and self.seat is not None and self.buy_in is not None and rid not in self._sat:
-            self._sat.add(rid)
-            self._spawn(self._sit(rid))
+        if ev.event == "round_opened" and self.seat is not None and self.buy_in is not None:
+            self._sit_once(rid, "chips", self.buy_in, self.seat)
         elif ev.event == "betting_round_opened":
             self._street, self._level = (rid, str(d.get("street"))), Decimal(0)
         elif ev.event == "player_acted":
@@ -277,39 +241,21 @@ class SeotdaPlayer:
 
     # -- what the player sends -----------------------------------------------------------
 
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _send(self, payload: bytes) -> None:
-        try:
-            await self.bus.publish(topics.actions(self.table_id), payload)
-        except BusError:
-            pass  # the player's link is down: the turn timer acts for them
-
-    def _new_id(self) -> str:
-        return f"{self.player_id[:40]}-{uuid.uuid4().hex[:12]}"
+    async def _send_answer(self, round_id: str, turn: int, button: str) -> None:
+        await self._act(round_id or None, button, turn=turn or None)
 
     async def _act(self, round_id: str | None, button: str, reserve: bool = False, turn: int | None = None) -> None:
-        if self.think and not reserve:
-            await asyncio.sleep(self.think)
+        if not reserve:
+            await self._pause()
         msg = PlayerAction(player_id=self.player_id, action=button, reserve=reserve,  # type: ignore[arg-type]
                            round_id=round_id, turn=None if reserve else turn, command_id=self._new_id())
         # a button names its own amount: the action carries none ("reserve" only when reserving,
         # "turn" only when answering one)
         drop = {"at", "amount"} | ({"turn"} if reserve else {"reserve"})
-        await self._send(msg.model_dump_json(exclude=drop).encode())
-
-    async def _sit(self, round_id: str) -> None:
-        assert self.seat is not None and self.buy_in is not None
-        bet = PlaceBet(bet_id=f"{round_id}-{self.player_id}", player_id=self.player_id, bet_type="chips",
-                       stake=self.buy_in, seat=self.seat, round_id=round_id,  # type: ignore[arg-type]
-                       command_id=self._new_id())
-        await self._send(bet.model_dump_json(exclude={"at"}, exclude_none=True).encode())
+        await self._publish(msg.model_dump_json(exclude=drop).encode())
 
 
-class SeotdaDealer(VirtualDealer):
+class SeotdaDealer(ReshufflingDealer):
     """A :class:`VirtualDealer` for the 20 Seotda cards.
 
     A rematch is dealt from the same 20 cards, reshuffled (§7.2 rule 5): when ``SHUFFLE`` is
@@ -319,35 +265,11 @@ class SeotdaDealer(VirtualDealer):
     duplicate is a card already dealt since the last shuffle.
     """
 
-    FOREIGN: tuple[str, ...] = ("AS", "11G", "12JD", "11J1")
+    FOREIGN = ("AS", "11G", "12JD", "11J1")
 
     def __init__(self, *args: Any, deck: Sequence[str] = SEOTDA_20,
                  scripted_shuffles: Sequence[Sequence[str]] = (), **kw: Any) -> None:
-        super().__init__(*args, deck=deck, **kw)
-        self.scripted_shuffles = [list(d) for d in scripted_shuffles]
-        self.reshuffles = 0
-        self._since = 0  # index in ``dealt`` where the current shuffle starts
-
-    async def _confirm_step(self, p: StationPrompt) -> None:
-        if p.position == "SHUFFLE" and self.confirming is None and self.in_hand is None and self.dealt:
-            # a rematch: every card is gathered and the 20 are shuffled again
-            deck = self.scripted_shuffles.pop(0) if self.scripted_shuffles else shuffled(self.full_deck, self.rng)
-            self.shoe.deck = list(deck)
-            self._since = len(self.dealt)
-            self.reshuffles += 1
-        await super()._confirm_step(p)
-
-    def _new_shoe(self) -> None:
-        super()._new_shoe()
-        self._since = 0
+        super().__init__(*args, deck=deck, scripted_shuffles=scripted_shuffles, **kw)
 
     def _maybe_wrong(self, right: str) -> str:
-        kind = self.dealer_faults.choose(self.rng)
-        if kind == "foreign":
-            self._count("foreign_card")
-            return self.rng.choice(self.FOREIGN)
-        current = self.dealt[self._since:]
-        if kind == "duplicate" and current:
-            self._count("duplicate_card")
-            return self.rng.choice(current)
-        return right
+        return self._wrong_card() or right

@@ -29,18 +29,16 @@ the backend answers it as a repeat (``repeat: true``) instead of applying it twi
 
 from __future__ import annotations
 
-import asyncio
 import random
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Literal
 
-from dealer.edge import topics
-from dealer.core.events import PlaceBet, PlayerAction
+from dealer.core.events import PlayerAction
 from dealer.core.messages import PlayerMessage, RoundEvent
-from drivers.bus import Bus, BusError
+from drivers.bus import Bus
+from simulators.player_parts import RemotePlayer
 
 Strategy = Literal["calling", "random", "aggressive", "disconnect"]
 STRATEGIES: tuple[str, ...] = ("calling", "random", "aggressive", "disconnect")
@@ -97,33 +95,18 @@ def choose(strategy: str, turn: Mapping[str, Any], rng: random.Random) -> Choice
     return Choice("FOLD")
 
 
-class StudPlayer:
+class StudPlayer(RemotePlayer):
+    STRATEGIES = STRATEGIES
+
     def __init__(self, table_id: str, player_id: str, bus: Bus, strategy: Strategy = "calling",
                  rng: random.Random | None = None, think: float = 0.0, silent_after: int = 1,
                  seat: int | None = None, buy_in: str | None = None) -> None:
-        if strategy not in STRATEGIES:
-            raise ValueError(f"unknown strategy {strategy!r} (expected one of {', '.join(STRATEGIES)})")
-        self.table_id, self.player_id, self.bus, self.strategy = table_id, player_id, bus, strategy
-        self.rng = rng or random.Random()
-        self.think = think
-        self.silent_after = silent_after
+        super().__init__(table_id, player_id, bus, strategy, rng, think, silent_after)
         self.seat, self.buy_in = seat, buy_in
-        self.messages: list[PlayerMessage] = []
-        self.hole: dict[str, list[tuple[str, str]]] = {}  # round -> [(position, card)] seen only by me
         self.up: dict[str, list[tuple[str, str]]] = {}  # round -> [(position, card)] my face-up cards
         self.board: dict[str, dict[str, str]] = {}  # round -> every face-up card on the table
         self.seats: dict[str, int] = {}  # round -> my seat (from bet_accepted)
-        self.sent: list[tuple[str, int, Choice]] = []  # (round, turn, choice)
-        self.ignored: list[tuple[str, int]] = []  # turns left to the timer (disconnect)
-        self.accepted: list[dict[str, Any]] = []
-        self.repeated: list[dict[str, Any]] = []  # acceptances the backend sent again (a command re-sent)
-        self.rejected: list[dict[str, Any]] = []
-        self._answered: set[tuple[str | None, int]] = set()
         self._ids: dict[tuple[str, int], str] = {}  # (round, turn) -> the command id of my answer
-        self._sat: set[str] = set()
-        self._tasks: set[asyncio.Task[None]] = set()
-        bus.subscribe(topics.player(table_id, player_id), self._on_private)
-        bus.subscribe(topics.events(table_id), self._on_public)
 
     # -- what the player sees ------------------------------------------------------------
 
@@ -132,46 +115,19 @@ class StudPlayer:
         mine = self.hole.get(round_id, []) + self.up.get(round_id, [])
         return [c for _, c in sorted(mine, key=lambda pc: _deal_index(pc[0]))]
 
-    @property
-    def silent(self) -> bool:
-        return self.strategy == "disconnect" and len(self.sent) >= self.silent_after
+    def _on_reply(self, msg: PlayerMessage) -> None:
+        if msg.kind == "bet_accepted" and msg.data.get("seat") is not None:
+            self.seats[msg.round_id or ""] = int(msg.data["seat"])
+        else:
+            super()._on_reply(msg)
 
-    def _on_private(self, topic: str, payload: bytes) -> None:
-        msg = PlayerMessage.model_validate_json(payload)
-        self.messages.append(msg)
-        rid = msg.round_id or ""
-        if msg.kind == "hole_card":
-            self.hole.setdefault(rid, []).append((msg.data["position"], msg.data["card"]))
-        elif msg.kind == "bet_accepted" and msg.data.get("seat") is not None:
-            self.seats[rid] = int(msg.data["seat"])
-        elif msg.kind == "action_accepted":
-            (self.repeated if msg.data.get("repeat") else self.accepted).append(dict(msg.data))
-        elif msg.kind == "rejected":
-            self.rejected.append(dict(msg.data))
-        elif msg.kind == "your_turn":
-            key = (msg.round_id, int(msg.data.get("turn", 0)))
-            if key in self._answered:
-                # the same turn given again (after a reconnect or a restart): the answer may
-                # have been lost, so send it again, with the same id; if it was not, the
-                # backend answers the copy as a repeat and applies it once
-                again = next((c for r, t, c in reversed(self.sent) if (r, t) == (rid, key[1])), None)
-                if again is not None:
-                    self._spawn(self._act(msg.round_id, key[1], again))
-                return
-            self._answered.add(key)
-            if self.silent:
-                self.ignored.append((rid, key[1]))
-                return
-            choice = choose(self.strategy, msg.data, self.rng)
-            self.sent.append((rid, key[1], choice))  # counted now: a silent player stops at once
-            self._spawn(self._act(msg.round_id, key[1], choice))
+    def answer(self, turn: dict[str, Any], round_id: str) -> Choice:
+        return choose(self.strategy, turn, self.rng)
 
-    def _on_public(self, topic: str, payload: bytes) -> None:
-        ev = RoundEvent.model_validate_json(payload)
+    def _on_event(self, ev: RoundEvent) -> None:
         rid = ev.round_id or ""
-        if ev.event == "round_opened" and self.seat is not None and self.buy_in is not None and rid not in self._sat:
-            self._sat.add(rid)
-            self._spawn(self._sit(rid))
+        if ev.event == "round_opened" and self.seat is not None and self.buy_in is not None:
+            self._sit_once(rid, "chips", self.buy_in, self.seat)
         elif ev.event == "card_registered" and ev.data.get("card"):
             pos = str(ev.data.get("position", ""))
             self.board.setdefault(rid, {})[pos] = ev.data["card"]
@@ -181,34 +137,12 @@ class StudPlayer:
 
     # -- what the player sends -----------------------------------------------------------
 
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _send(self, payload: bytes) -> None:
-        try:
-            await self.bus.publish(topics.actions(self.table_id), payload)
-        except BusError:
-            pass  # the player's link is down: the turn timer acts for them
-
-    def _new_id(self) -> str:
-        return f"{self.player_id[:40]}-{uuid.uuid4().hex[:12]}"
-
-    async def _act(self, round_id: str | None, turn: int, choice: Choice) -> None:
-        if self.think:
-            await asyncio.sleep(self.think)
-        cid = self._ids.setdefault((round_id or "", turn), self._new_id())  # one id per turn answered
+    async def _send_answer(self, round_id: str, turn: int, choice: Choice) -> None:
+        await self._pause()
+        cid = self._ids.setdefault((round_id, turn), self._new_id())  # one id per turn answered
         msg = PlayerAction(player_id=self.player_id, action=choice.action, amount=choice.amount,  # type: ignore[arg-type]
-                           round_id=round_id, turn=turn or None, command_id=cid)
-        await self._send(msg.model_dump_json(exclude={"at"}).encode())
-
-    async def _sit(self, round_id: str) -> None:
-        assert self.seat is not None and self.buy_in is not None
-        bet = PlaceBet(bet_id=f"{round_id}-{self.player_id}", player_id=self.player_id, bet_type="chips",
-                       stake=self.buy_in, seat=self.seat, round_id=round_id,  # type: ignore[arg-type]
-                       command_id=self._new_id())
-        await self._send(bet.model_dump_json(exclude={"at"}, exclude_none=True).encode())
+                           round_id=round_id or None, turn=turn or None, command_id=cid)
+        await self._publish(msg.model_dump_json(exclude={"at"}).encode())
 
 
 def _deal_index(position: str) -> int:

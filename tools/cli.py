@@ -30,63 +30,26 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
-def _matgo_pile(codes: list[str]) -> list[str]:
-    """A captured pile on the command line: codes separated by spaces or commas; ``none``
-    (or ``-``) alone is an empty pile."""
-    cards = [c for arg in codes for c in arg.replace(",", " ").split()]
-    if [c.lower() for c in cards] in (["none"], ["-"]):
-        return []
-    return cards
-
-
-def _option_pairs(pairs: list[str]) -> dict[str, str]:
-    bad = [kv for kv in pairs if "=" not in kv]
-    if bad:
-        raise ValueError(f"--option takes key=value, got {bad[0]!r}")
-    return dict(kv.split("=", 1) for kv in pairs)
-
-
 def _cmd_hand(args: argparse.Namespace) -> int:
-    """Evaluate hands for a dispute: Teen Patti (A vs B), Sevenluck (player vs dealer),
-    Seven-Card Stud (5-7 cards each, one or more --vs hands), Seotda (2 cards each, S1 then
-    one --vs per further seat, one pot) or Matgo (the stopper's captured pile --vs the loser's)."""
+    """Evaluate hands for a dispute, with the report the game's kit names (:mod:`tools.games`):
+    Teen Patti (A vs B), Sevenluck (player vs dealer), Seven-Card Stud (5-7 cards each, one or
+    more --vs hands), Seotda (2 cards each, S1 then one --vs per further seat, one pot), Matgo
+    (the stopper's captured pile --vs the loser's) and any game registered since."""
     from pydantic import ValidationError
 
     from dealer.core.cards import CardError
     from dealer.edge.config import validation_message
-    from dealer.games import matgo, seotda_rank, sevenluck, stud_eval, teen_patti
+    from tools.games import KITS, HandArgs
 
-    reports = {
-        "teen-patti": (teen_patti.TeenPattiOptions, teen_patti.hand_report),
-        "sevenluck": (sevenluck.SevenluckOptions, sevenluck.hand_report),
-        "stud": (None, stud_eval.hand_report),
-        "seotda": (seotda_rank.RankRules, seotda_rank.hand_report),
-        "matgo": (matgo.MatgoOptions, matgo.hand_report),
-    }
-    if args.game not in reports:
-        return fail("dealer hand", f"no hand report for game {args.game!r} (known: {', '.join(reports)})")
-    options_model, hand_report = reports[args.game]
+    known = {name: k.hand for name, k in KITS.items() if k.hand is not None}
+    if args.game not in known:
+        return fail("dealer hand", f"no hand report for game {args.game!r} (known: {', '.join(known)})")
+    command = known[args.game]
     try:
-        if args.go is not None and args.game != "matgo":
-            raise ValueError(f"--go is for matgo (the stopper's Go count), not {args.game}")
-        if args.game == "matgo":
-            if len(args.vs) != 1:
-                raise ValueError(f"matgo compares two captured piles: give exactly one --vs (the loser's pile, "
-                                 f"or --vs none), got {len(args.vs)}")
-            options = matgo.MatgoOptions.model_validate(_option_pairs(args.option))
-            report = matgo.hand_report(_matgo_pile(args.cards), _matgo_pile(args.vs[0]),
-                                       args.go if args.go is not None else 0, options)
-        elif args.game == "seotda":  # house options map to RankRules fields (seotda.md §5.2, §9)
-            report = seotda_rank.hand_report(args.cards, args.vs, seotda_rank.RankRules.from_options(args.option))
-        elif options_model is None:
-            if args.option:
-                raise ValueError(f"{args.game} takes no --option")
-            report = hand_report(args.cards, args.vs)  # type: ignore[operator]
-        else:
-            if len(args.vs) != 1:
-                raise ValueError(f"{args.game} compares two hands: give exactly one --vs, got {len(args.vs)}")
-            options = options_model.model_validate(_option_pairs(args.option))
-            report = hand_report(args.cards, args.vs[0], options)  # type: ignore[operator]
+        if args.go is not None and not command.takes_go:
+            takes = " or ".join(name for name, c in known.items() if c.takes_go)
+            raise ValueError(f"--go is for {takes} (the stopper's Go count), not {args.game}")
+        report = command.report(HandArgs(args.cards, args.vs, args.option, args.go))
     except ValidationError as exc:  # a house option: one line naming it, never pydantic's raw text
         return fail("dealer hand", f"--option {validation_message(exc, top='options')}")
     except (CardError, ValueError) as exc:
@@ -156,31 +119,6 @@ def _rtp_options(args: argparse.Namespace):
     return options_cls.model_validate(current)
 
 
-class _TqdmProgress:
-    """The rtp module's ``progress(stage, done, total)`` callback as tqdm bars on stderr."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-        self.bars: dict = {}
-
-    def __call__(self, stage: str, done: int, total: int) -> None:
-        if not self.enabled:
-            return
-        from tqdm import tqdm
-
-        bar = self.bars.get(stage)
-        if bar is None:
-            bar = self.bars[stage] = tqdm(total=total, desc=stage, unit="hand" if total > 1 else "step",
-                                          file=sys.stderr, leave=False)
-        bar.update(done - bar.n)
-        if done >= total:
-            bar.close()
-
-    def close(self) -> None:
-        for bar in self.bars.values():
-            bar.close()
-
-
 def _percent_arg(value: str, what: str):
     """A percentage as written (a Decimal: its decimals are its precision), or None for ``none``."""
     from decimal import Decimal, InvalidOperation
@@ -209,6 +147,7 @@ def _table_bounds(args: argparse.Namespace) -> dict:
 
 def _cmd_rtp(args: argparse.Namespace) -> int:
     from dealer.games import rtp
+    from tools.rtp_clock import TqdmProgress, timed_report
 
     if args.game not in rtp.RTP_GAMES:
         return fail("dealer rtp", f"no RTP report for game {args.game!r} (known: {', '.join(rtp.RTP_GAMES)})")
@@ -222,9 +161,9 @@ def _cmd_rtp(args: argparse.Namespace) -> int:
                     else rtp.DEFAULT_MIN_RTP)
     except ValueError as exc:  # includes pydantic's ValidationError and ConfigError
         return fail("dealer rtp", _validation_message(exc))
-    progress = _TqdmProgress(enabled=not args.quiet and sys.stderr.isatty())
+    progress = TqdmProgress(enabled=not args.quiet and sys.stderr.isatty())
     try:
-        report = rtp.game_report(args.game, options, progress)
+        report = timed_report(args.game, options, progress)
     finally:
         progress.close()
     report.apply_limits(min_rtp, max_rtp, per_bet=per_bet, advisory_min=advisory)
@@ -236,7 +175,7 @@ def _cmd_rtp(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench_rtp(args: argparse.Namespace) -> int:
-    from dealer.games.rtp import run_rtp_bench
+    from tools.rtp_clock import run_rtp_bench
 
     print(json.dumps(run_rtp_bench(), sort_keys=True))
     return 0
@@ -292,9 +231,17 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _either(names: list[str], word: str) -> str:
+    """``a, b or c``."""
+    return f"{', '.join(names[:-1])} {word} {names[-1]}" if len(names) > 1 else "".join(names)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     d = sub.add_parser("demo", help="self-contained demo: simulated shoe on a PTY, SQLite in a temp folder")
-    d.add_argument("--game", choices=["teen-patti", "sevenluck", "stud", "seotda", "matgo"], default="teen-patti",
+    from dealer.games.rtp import RTP_GAMES
+    from tools.games import KITS, demo_games
+
+    d.add_argument("--game", choices=demo_games(), default="teen-patti",
                    help="the game the demo table plays (default teen-patti)")
     d.add_argument("--rounds", type=int_range(1, 100_000), default=4, metavar="N",
                    help="rounds to settle before the demo ends (default 4)")
@@ -310,11 +257,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="level of the backend's JSON log lines on stderr (default error)")
     d.set_defaults(func=_cmd_demo)
 
-    h = sub.add_parser("hand", help="evaluate hands for a dispute: hand teen-patti AS KD QC --vs 2H 3H 4H, "
-                       "hand sevenluck PLAYER-CARDS --vs DEALER-CARDS, hand stud 7CARDS --vs 7CARDS [--vs ...], "
-                       "hand seotda 03G 08G --vs 04A 07A [--vs ...], "
-                       "hand matgo STOPPER-PILE --vs LOSER-PILE [--go N]")
-    h.add_argument("game", help="teen-patti, sevenluck, stud, seotda or matgo")
+    hands = [k for k in KITS.values() if k.hand is not None]
+    h = sub.add_parser("hand", help="evaluate hands for a dispute: " + ", ".join(k.hand_usage for k in hands
+                                                                                 if k.hand_usage))
+    h.add_argument("game", help=_either([k.name for k in hands], "or"))
     h.add_argument("cards", nargs="+", help="3 cards (teen-patti, sevenluck), 5-7 cards (stud), 2 cards (seotda), or "
                    "the stopper's captured pile (matgo: Hwatu codes, spaces or commas between them)")
     h.add_argument("--vs", nargs="+", action="append", required=True, metavar="CARD",
@@ -328,7 +274,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     h.set_defaults(func=_cmd_hand)
 
     q = sub.add_parser("rtp", help="exact RTP and house edge of every bet type of a pay table, e.g. rtp teen-patti")
-    q.add_argument("game", help="teen-patti or sevenluck")
+    q.add_argument("game", help=_either(list(RTP_GAMES), "or"))
     q.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="house option or pay-table entry key=value, e.g. tie_ratio=40, pair_plus.flush=4 (repeatable)")
     q.add_argument("--config", metavar="FILE",

@@ -413,6 +413,9 @@ def _play_round(game: str, seed: int, *, link_cut: bool = False, void: bool = Fa
     )
     from dealer.core.table import Table
 
+    from tools.games import kit
+
+    stakes = kit(game).fuzz_stakes  # whole chips for Seotda and Matgo
     rng = random.Random(seed)
     settings = load_settings(service={"metrics_enabled": False},
                              tables=[{"id": "T1", "game": game, "scanner": {"kind": "mqtt", "reader_id": "SC1"}}])
@@ -426,8 +429,7 @@ def _play_round(game: str, seed: int, *, link_cut: bool = False, void: bool = Fa
     for k, player in enumerate(("p1", "p2", "p3")):
         for bet_type in game_obj.bet_types:
             events.append(PlaceBet(bet_id=f"b{k}-{bet_type}", player_id=player, bet_type=bet_type,
-                                   stake=rng.choice(("600", "750", "1000") if game in ("seotda", "matgo") else
-                                                    ("1", "5.50", "10.00", "25")), seat=k + 1 if seats else None,
+                                   stake=rng.choice(stakes), seat=k + 1 if seats else None,
                                    at=1_700_000_001_000 + k))
     if link_cut:
         events.append(LinkDown(link="scanner:SC1", reason="heartbeat timeout", at=1_700_000_002_000))
@@ -548,7 +550,9 @@ def corpus() -> Corpus:
     ]
     c.events = [json.loads(EVENT_ADAPTER.dump_json(e)) for e in events]
     effects: list[Any] = []
-    for game in ("teen-patti", "sevenluck", "stud", "seotda", "matgo"):
+    from tools.games import KITS
+
+    for game in list(KITS):  # every registered game's rounds
         effects += _play_round(game, 1) + _play_round(game, 2, link_cut=True) + _play_round(game, 3, void=True)
     by_model: dict[str, list[dict[str, Any]]] = {"round_result": [], "player_message": [], "station_prompt": [],
                                                  "round_event": []}

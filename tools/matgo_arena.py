@@ -30,6 +30,7 @@ import os
 import random
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -128,6 +129,18 @@ def _deal_cards(rng: random.Random, rules: MatgoRules) -> tuple[MatgoGame, list[
         return game, stock, redeals
 
 
+def _decisions(game: MatgoGame, stock: list[str]) -> Iterator[int]:
+    """Turn the stock cards over as the deal asks for them; yield at every player decision (the
+    number of stock cards turned so far) until the deal is over."""
+    si = 0
+    while game.result is None:
+        if game.phase == Phase.FLIP:
+            game.apply(Flip(stock[si]))
+            si += 1
+        else:
+            yield si
+
+
 def play_deal(seed: int, deal: int, a: str, b: str, budget_ms: float = 100.0, playouts: int | None = None,
               rules: MatgoRules = MatgoRules()) -> DealRecord:
     """Play deal number ``deal`` of the run ``seed``. Even deals: A is F; odd deals: B is F;
@@ -139,12 +152,7 @@ def play_deal(seed: int, deal: int, a: str, b: str, budget_ms: float = 100.0, pl
     players = {"a": _player(a, budget_ms, playouts), "b": _player(b, budget_ms, playouts)}
     rngs = {s: random.Random(f"matgo-arena:{seed}:player:{deal}:{s}") for s in SIDES}
     move_ms: dict[str, list[float]] = {"a": [], "b": []}
-    si = 0
-    while game.result is None:
-        if game.phase == Phase.FLIP:
-            game.apply(Flip(stock[si]))
-            si += 1
-            continue
+    for si in _decisions(game, stock):
         seat = game.to_move
         side = side_of[seat]
         view_game = game.clone()  # a player cannot disturb the real game
@@ -295,12 +303,7 @@ def _position(rng: random.Random, rules: MatgoRules) -> tuple[MatgoGame, str] | 
     number of turns, stopped at a decision of at least two moves (None if the deal ends first)."""
     game, stock, _redeals = _deal_cards(rng, rules)
     target = rng.randrange(1, 19)  # the turn to stop at
-    si = 0
-    while game.result is None:
-        if game.phase == Phase.FLIP:
-            game.apply(Flip(stock[si]))
-            si += 1
-            continue
+    for _ in _decisions(game, stock):
         legal = game.legal()
         if game.turn >= target and len(legal) > 1:
             return game, game.to_move

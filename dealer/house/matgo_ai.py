@@ -272,9 +272,9 @@ class _Policy:
         mine = g.captured_masks[p]
         theirs = g.captured_masks[1 - p]
         unseen = ALL ^ (g.hand_masks[p] | lay | mine | theirs | g.pending_mask)
-        noise = self.noise
-        throw = self.throw
-        locked = self.locked
+        hand = h
+        noise, throw, locked, throw_u, pair_throw = self.noise, self.throw, self.locked, self.throw_u, self.pair_throw
+        k2_pen, triple_bonus, contest = self.k2_pen, self.triple_bonus, self.contest
         W, BON, MM, deny = self.W, self.BON, SAME_MONTH, self.deny
         best = -1e9
         pick = -1
@@ -285,9 +285,9 @@ class _Policy:
             ml = lay & MM[i]
             if not ml:  # thrown: worth to the opponent what it is worth to a taker
                 v = _take_value(i, theirs, mine, W, BON, deny)
-                v = -throw * v * self.throw_u[(unseen & MM[i]).bit_count()]
-                if self.pair_throw and g.hand_masks[p] & MM[i] & ~low:
-                    v += self.pair_throw
+                v = -throw * v * throw_u[(unseen & MM[i]).bit_count()]
+                if pair_throw and hand & MM[i] & ~low:
+                    v += pair_throw
             else:
                 v = _take_value(i, mine, theirs, W, BON, deny)
                 if ml & (ml - 1) == 0:  # one card
@@ -299,7 +299,7 @@ class _Policy:
                         a = ml & -ml
                         va = _take_value(a.bit_length() - 1, mine, theirs, W, BON, deny)
                         vb = _take_value(ml.bit_length() - 1, mine, theirs, W, BON, deny)
-                        v += (va if va > vb else vb) - self.k2_pen  # the other card stays for the opponent
+                        v += (va if va > vb else vb) - k2_pen  # the other card stays for the opponent
                         took = low | (a if va > vb else ml ^ a)
                     else:
                         took = low | ml
@@ -307,11 +307,11 @@ class _Policy:
                             lo = ml & -ml
                             ml ^= lo
                             v += _take_value(lo.bit_length() - 1, mine, theirs, W, BON, deny)
-                        v += self.triple_bonus  # the junk a triple takes
+                        v += triple_bonus  # the junk a triple takes
                 if not unseen & MM[i]:  # the pair is mine whenever I want it
                     v -= locked
                 elif took.bit_count() == 2:
-                    v += self.contest
+                    v += contest
             v += rnd() * noise
             if v > best:
                 best, pick = v, i

@@ -4,6 +4,7 @@ code may use, and that the house AI uses nothing else. Pure tests."""
 from __future__ import annotations
 
 import ast
+import itertools
 import pickle
 import random
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 from dealer.core.cards import HWATU_48
 from dealer.games import matgo_cards, matgo_engine, matgo_scoring
 from dealer.games.matgo import MatgoOptions
-from dealer.games.matgo_engine import FLIP_MOVES, MatgoGame, MatgoRules, Phase, score
+from dealer.games.matgo_engine import FLIP_MOVES, MatgoGame, MatgoRules, Phase, deal_positions, score, split_deal
 
 ROOT = Path(__file__).resolve().parents[1]
 #: the engine's modules, and the AI (whose own helpers the arena must not reach into either)
@@ -22,13 +23,15 @@ ENGINE_MODULES = {"dealer.games.matgo_engine", "dealer.games.matgo_cards", "deal
 
 
 def _game(seed: int) -> tuple[MatgoGame, list[str]]:
-    rng = random.Random(seed)
-    while True:
+    """The first deal of the run ``seed`` that needs no redeal, dealt by the deal plan."""
+    for k in itertools.count():
         deck = list(HWATU_48)
-        rng.shuffle(deck)
-        g = MatgoGame.start(hands={"F": deck[:10], "O": deck[10:20]}, layout=deck[20:28])
+        random.Random(f"{seed}:{k}").shuffle(deck)
+        hands, layout = split_deal(dict(zip((pos for pos, _face in deal_positions()), deck)))
+        g = MatgoGame.start(hands=hands, layout=layout)
         if g.result is None:
             return g, deck[28:]
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 @pytest.mark.parametrize("user", ["dealer/house/matgo_ai.py", "tools/matgo_arena.py"])
@@ -85,9 +88,9 @@ def test_house_options_are_declared_once() -> None:
     assert issubclass(MatgoOptions, MatgoRules)
     rule_fields = MatgoRules.model_fields
     assert set(rule_fields) <= set(MatgoOptions.model_fields)
-    for name in rule_fields:
-        assert MatgoOptions.model_fields[name] is not None
-        assert MatgoOptions().model_dump()[name] == MatgoRules().model_dump()[name]
+    for name, info in rule_fields.items():
+        assert MatgoOptions.model_fields[name].annotation == info.annotation
+        assert MatgoOptions.model_fields[name].default == info.default == getattr(MatgoOptions(), name)
     options = MatgoOptions(point_value="0.50", nagari_next_multiplier=2, sseul_rule="TWO_MONTHS_CAPTURED")
     assert options.rules == MatgoRules(nagari_next_multiplier=2, sseul_rule="TWO_MONTHS_CAPTURED")
     assert type(options.rules) is MatgoRules

@@ -23,16 +23,19 @@ draws, payment points per deal for each side, and move times (mean and p99, ms).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
 import random
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from dealer.core.cards import HWATU_48
+from dealer.games.matgo_cards import INDEX
 from dealer.games.matgo_engine import (
     STOCK_POSITIONS,
     Flip,
@@ -42,9 +45,10 @@ from dealer.games.matgo_engine import (
     deal_positions,
     split_deal,
 )
-from dealer.house.matgo_ai import _IDX, PLAYERS, SearchPlayer, make_player
+from dealer.house.matgo_ai import PLAYERS, SearchPlayer, make_player
 
-__all__ = ["wilson", "play_deal", "run_arena", "render", "register", "DealRecord", "OraclePlayer"]
+__all__ = ["wilson", "play_deal", "run_arena", "render", "register", "DealRecord", "OraclePlayer",
+           "bench_playouts"]
 
 SIDES = ("a", "b")
 
@@ -66,7 +70,7 @@ class OraclePlayer(SearchPlayer):
 
     def _sample(self, game: MatgoGame, seat: str, unseen: list[int], n_opp: int,  # type: ignore[override]
                 rng: random.Random) -> tuple[MatgoGame, list[int]]:
-        return game.clone(), [_IDX[c] for c in self.stock]
+        return game.clone(), [INDEX[c] for c in self.stock]
 
 
 #: players only the arena can field (they are handed the stock)
@@ -125,6 +129,18 @@ def _deal_cards(rng: random.Random, rules: MatgoRules) -> tuple[MatgoGame, list[
         return game, stock, redeals
 
 
+def _decisions(game: MatgoGame, stock: list[str]) -> Iterator[int]:
+    """Turn the stock cards over as the deal asks for them; yield at every player decision (the
+    number of stock cards turned so far) until the deal is over."""
+    si = 0
+    while game.result is None:
+        if game.phase == Phase.FLIP:
+            game.apply(Flip(stock[si]))
+            si += 1
+        else:
+            yield si
+
+
 def play_deal(seed: int, deal: int, a: str, b: str, budget_ms: float = 100.0, playouts: int | None = None,
               rules: MatgoRules = MatgoRules()) -> DealRecord:
     """Play deal number ``deal`` of the run ``seed``. Even deals: A is F; odd deals: B is F;
@@ -136,12 +152,7 @@ def play_deal(seed: int, deal: int, a: str, b: str, budget_ms: float = 100.0, pl
     players = {"a": _player(a, budget_ms, playouts), "b": _player(b, budget_ms, playouts)}
     rngs = {s: random.Random(f"matgo-arena:{seed}:player:{deal}:{s}") for s in SIDES}
     move_ms: dict[str, list[float]] = {"a": [], "b": []}
-    si = 0
-    while game.result is None:
-        if game.phase == Phase.FLIP:
-            game.apply(Flip(stock[si]))
-            si += 1
-            continue
+    for si in _decisions(game, stock):
         seat = game.to_move
         side = side_of[seat]
         view_game = game.clone()  # a player cannot disturb the real game
@@ -287,7 +298,63 @@ def render(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _position(rng: random.Random, rules: MatgoRules) -> tuple[MatgoGame, str] | None:
+    """A seeded random position: a fresh deal played on by uniform random moves for a random
+    number of turns, stopped at a decision of at least two moves (None if the deal ends first)."""
+    game, stock, _redeals = _deal_cards(rng, rules)
+    target = rng.randrange(1, 19)  # the turn to stop at
+    for _ in _decisions(game, stock):
+        legal = game.legal()
+        if game.turn >= target and len(legal) > 1:
+            return game, game.to_move
+        game.apply(rng.choice(legal))
+    return None
+
+
+def bench_playouts(positions: int, playouts: int, seed: int, rules: MatgoRules = MatgoRules()) -> dict[str, Any]:
+    """Playout speed of the shipped AI: ``SearchPlayer(playouts=...)`` decides ``positions``
+    seeded random positions (one core, no sequential halving, so that every candidate move gets
+    exactly ``playouts`` playouts). ``playouts_per_second`` is over the process's CPU time (a
+    shared machine's load does not count; ``wall_seconds`` is the wall clock).
+    ``moves_digest`` fingerprints the decisions: equal digests mean the same moves."""
+    if positions < 1 or playouts < 1:
+        raise ValueError("positions and playouts must be >= 1")
+    found: list[tuple[MatgoGame, str]] = []
+    i = 0
+    while len(found) < positions:
+        pos = _position(random.Random(f"matgo-bench:{seed}:position:{i}"), rules)
+        i += 1
+        if pos is not None:
+            found.append(pos)
+    digest = hashlib.sha256()
+    done = 0
+    cpu = wall = 0.0
+    for k, (game, seat) in enumerate(found):
+        player = SearchPlayer(playouts=playouts, halving=False)
+        rng = random.Random(f"matgo-bench:{seed}:search:{k}")
+        c0, t0 = time.process_time(), time.perf_counter()
+        move = player.choose(game.clone(), seat, rng)
+        cpu += time.process_time() - c0
+        wall += time.perf_counter() - t0
+        stats = player.last_stats
+        candidates = int(stats["moves"]) - (1 if game.phase == Phase.DECIDE else 0)  # a Stop is not played out
+        done += int(stats["samples"]) * candidates
+        digest.update(f"{k}:{move!r};".encode())
+    return {"bench": "matgo-playouts", "positions": positions, "playouts_per_move": playouts, "seed": seed,
+            "playouts": done, "cpu_seconds": round(cpu, 3), "wall_seconds": round(wall, 3),
+            "playouts_per_second": round(done / cpu, 1) if cpu > 0 else None,
+            "moves_digest": digest.hexdigest()[:16]}
+
+
 def _cmd_arena(args: argparse.Namespace) -> int:
+    if args.bench_playouts is not None:
+        try:
+            report = bench_playouts(args.bench_playouts, args.playouts or 20, args.seed)
+        except ValueError as exc:
+            print(f"dealer matgo-arena: {exc}", file=sys.stderr)
+            return 2
+        print(json.dumps(report, sort_keys=True))
+        return 0
     try:
         summary = run_arena(args.a, args.b, args.deals, args.seed, budget_ms=args.budget_ms,
                             playouts=args.playouts, jobs=args.jobs,
@@ -320,6 +387,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=int_range(1, 1024), default=os.cpu_count() or 1,
                    help="worker processes (default: all cores)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--bench-playouts", type=int_range(1, 1_000_000), default=None, metavar="N",
+                   help="instead of deals: time the search's playouts over N seeded random positions (one core, "
+                        "--playouts per candidate move, default 20) and print JSON with playouts per second")
     p.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=_cmd_arena)
     return p

@@ -31,7 +31,6 @@ from dealer.games.base import (
     EndStep,
     Face,
     PeerGame,
-    GameOptions,
     GameOutcome,
     Outcome,
     PeerHand,
@@ -59,28 +58,23 @@ LAYOUT, STOCK = "L", "STOCK"
 _ACTING = {"PLAY", "CHOOSE_A", "CHOOSE_B", "DECIDE"}
 
 
-class MatgoOptions(GameOptions):
-    """House options (``matgo.md``; names are the rulebook's in lower case) and table money.
+class MatgoOptions(MatgoRules):
+    """Table options: the engine's house options (:class:`~dealer.games.matgo_engine.MatgoRules`,
+    declared there once: ``deal_pattern``, ``ppuk_capture_steal``, ``immediate_win_multipliers``,
+    ``nagari_next_multiplier``, ``sseul_rule``, ``last_turn``; ``rules`` gives them alone) and
+    the table's own: money, first player and AI budget.
 
     * ``point_value``: money per payment point; ``min_cover_points``: the least cover a
       player escrows, in points (a loss is limited to the cover).
     * ``first_player``: ``RANDOM`` (§2.1: derived from the round's secret draw, see
       :mod:`dealer.core.draws`), ``PLAYER`` or ``AI``. A redeal keeps the same first player (§2.3).
     * ``ai_budget_ms``: the AI's thinking time per move (at most 100 ms on one core).
-    * the engine's house options: ``deal_pattern``, ``ppuk_capture_steal``,
-      ``immediate_win_multipliers``, ``nagari_next_multiplier``, ``sseul_rule``, ``last_turn``.
     """
 
     point_value: Decimal = Decimal("1.00")
     min_cover_points: Annotated[int, Field(strict=True, ge=1, le=100_000)] = 50
     first_player: Literal["RANDOM", "PLAYER", "AI"] = "RANDOM"
     ai_budget_ms: Annotated[int, Field(strict=True, ge=1, le=100)] = 100
-    deal_pattern: Literal["5_5_4", "ROUND_ROBIN"] = "5_5_4"
-    ppuk_capture_steal: Literal["ANY_PPUK_2", "OWN_2_OTHER_1"] = "ANY_PPUK_2"
-    immediate_win_multipliers: Literal["NONE", "APPLY"] = "NONE"
-    nagari_next_multiplier: Literal[1, 2] = 1
-    sseul_rule: Literal["LAYOUT_CLEARED", "TWO_MONTHS_CAPTURED"] = "LAYOUT_CLEARED"
-    last_turn: Literal["DEAL_FINAL", "EACH_PLAYERS_FINAL"] = "DEAL_FINAL"
 
     @field_validator("point_value", mode="before")
     @classmethod
@@ -91,13 +85,6 @@ class MatgoOptions(GameOptions):
         if d <= 0:
             raise ValueError("point_value must be positive")
         return d
-
-    @property
-    def rules(self) -> MatgoRules:
-        return MatgoRules(deal_pattern=self.deal_pattern, ppuk_capture_steal=self.ppuk_capture_steal,
-                          immediate_win_multipliers=self.immediate_win_multipliers,
-                          nagari_next_multiplier=self.nagari_next_multiplier, sseul_rule=self.sseul_rule,
-                          last_turn=self.last_turn)
 
     @property
     def min_cover(self) -> Decimal:

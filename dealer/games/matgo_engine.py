@@ -1,4 +1,6 @@
-"""Matgo (two-player Go-Stop) rules engine, ``matgo.md``: pure, fast, cloneable.
+"""Matgo (two-player Go-Stop) game machine, ``matgo.md``: moves, views and the deal itself.
+Pure, fast, cloneable; the card tables are :mod:`dealer.games.matgo_cards`, scoring and
+payment :mod:`dealer.games.matgo_scoring`.
 
 The engine holds one deal: both hands, the layout (with its piles), both captured piles and
 the Stop/Go state. It knows nothing of the stock: the stock card of step B is supplied by the
@@ -15,11 +17,13 @@ A turn is a short sequence of moves::
     DECIDE    Decide(go)                    only at a decision point (§6), never on the last turn
     OVER                                    ``result`` is set
 
-Internally every card is an index 0..47 into :data:`HWATU_48` (code order, ``decks.md`` §2.4)
-and every set of cards is an ``int`` bit mask, so :meth:`MatgoGame.clone` is a handful of
-attribute copies and scoring is a few ``bit_count`` calls. Public accessors convert to codes.
+Every card is an index 0..47 into ``HWATU_48`` and every set of cards an ``int`` bit mask
+(:mod:`dealer.games.matgo_cards`), so :meth:`MatgoGame.clone` is a handful of attribute
+copies and scoring is a few ``bit_count`` calls. Accessors such as ``hands`` or ``captured``
+convert to codes.
 
-Seats: ``"F"`` and ``"O"``. The ``first`` seat (``"F"`` by default) takes the odd turns.
+Seats: ``"F"`` and ``"O"`` (seat index 0 and 1). The ``first`` seat (``"F"`` by default)
+takes the odd turns.
 
 Events: :meth:`MatgoGame.apply` returns a list of ``(kind, data)`` tuples, in order:
 
@@ -36,10 +40,31 @@ origin, maker, units} (all four of a month taken; ``units`` = junk units owed) �
 payment_points}. ``MatgoGame.setup_events`` holds the setup findings of §2.3: ``pile``
 {month, cards, origin}, ``redeal`` {reason, ...}, ``immediate_win`` and ``result``.
 
-Speed: search code should use :meth:`MatgoGame.clone`, :meth:`MatgoGame.legal` and
-:meth:`MatgoGame.apply` (or :meth:`MatgoGame.step`, the same without events or verification).
-For information-set search use :meth:`MatgoGame.view` / :meth:`MatgoGame.unseen` and
-:meth:`MatgoGame.determinize`.
+Playout API
+-----------
+
+What search code (the house AI, :mod:`dealer.house.matgo_ai`; the arena,
+``tools/matgo_arena.py``) may use; everything else with a leading underscore is the
+engine's own and may change.
+
+* Positions: :meth:`MatgoGame.clone` (an independent copy; cheap), :meth:`MatgoGame.determinize`
+  (a clone in which the opponent holds a sampled hand), :meth:`MatgoGame.view` /
+  :meth:`MatgoGame.unseen` (what one seat knows; never the opponent's hand). The engine is
+  picklable, so a search may run in another process.
+* Moves: :meth:`MatgoGame.legal` (the legal moves of the seat to act, ``to_move``),
+  :meth:`MatgoGame.legal_moves` (the same for a named seat, ``[]`` when it is not its move),
+  :meth:`MatgoGame.apply` (verified, returns the events) and :meth:`MatgoGame.step` (the
+  unverified fast path for playouts: the move must come from ``legal()``). The move objects of
+  every card are prebuilt: ``PLAY_MOVES[i]``, ``CHOOSE_MOVES[i]``, ``FLIP_MOVES[i]`` for card
+  index ``i``, and ``STOP`` / ``GO``.
+* State: ``phase`` (a :class:`Phase`), ``result`` (``None`` until the deal ends; also
+  ``is_over``), ``turn`` (1..20), ``to_move`` (the seat) and ``mover`` (its index), and the
+  bit masks ``hand_masks[p]``, ``captured_masks[p]``, ``layout_mask``, ``pending_mask`` (face-up
+  cards of this turn not yet captured) and ``options_mask`` (the two cards of a pending
+  choice). These are plain attributes, for speed: read them, never assign them (only
+  ``apply`` / ``step`` change a game).
+* Scores: :meth:`MatgoGame.score_total` (a seat's combination total),
+  :func:`dealer.games.matgo_scoring.fast_total` (the same for any mask), :meth:`MatgoGame.scores`.
 """
 
 from __future__ import annotations
@@ -47,14 +72,46 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
-from dealer.core.cards import HWATU_48, CardError, parse_hwatu
+from pydantic import BeforeValidator
+
+from dealer.core.cards import CardError, parse_hwatu
+from dealer.games.base import GameOptions
+from dealer.games.matgo_cards import (
+    ALL,
+    CODES,
+    DOUBLE_JUNK,
+    INDEX,
+    JUNK,
+    MONTH,
+    MONTH_MASK,
+    VALUE,
+    bits,
+    byte_tables,
+    card_value,
+    codes,
+    expand,
+    low,
+    strict_mask,
+)
+from dealer.games.matgo_scoring import (
+    Payment,
+    Score,
+    fast_total,
+    mask_multipliers,
+    mask_payment,
+    mask_score,
+    payment,
+    protection_units,
+    score,
+)
 
 __all__ = [
     "SEATS", "Seat", "other", "MatgoRules", "deal_positions", "STOCK_POSITIONS", "split_deal",
     "Play", "Choose", "Flip", "Decide", "Move", "Phase", "Event", "LayoutStack", "Score",
     "Payment", "MatgoResult", "MatgoView", "MatgoGame", "score", "payment", "card_value", "protection_units",
+    "PLAY_MOVES", "CHOOSE_MOVES", "FLIP_MOVES", "STOP", "GO",
 ]
 
 Seat = Literal["F", "O"]
@@ -80,32 +137,31 @@ def _seat_index(seat: Any, what: str = "seat") -> int:
 
 # --- house options (§2.2, §4.2, §7.4, §7.5, §10) --------------------------------------------
 
-_OPTION_VALUES: dict[str, tuple[Any, ...]] = {
-    "deal_pattern": ("5_5_4", "ROUND_ROBIN"),
-    "ppuk_capture_steal": ("ANY_PPUK_2", "OWN_2_OTHER_1"),
-    "immediate_win_multipliers": ("NONE", "APPLY"),
-    "nagari_next_multiplier": (1, 2),
-    "sseul_rule": ("LAYOUT_CLEARED", "TWO_MONTHS_CAPTURED"),
-    "last_turn": ("DEAL_FINAL", "EACH_PLAYERS_FINAL"),
-}
+
+def _exact_int(value: Any) -> Any:
+    """A multiplier is an int: refuse ``True`` and ``2.0``, which would compare equal to 1 and 2."""
+    if type(value) is not int:
+        raise ValueError(f"must be the integer 1 or 2, got {value!r}")
+    return value
 
 
-@dataclass(frozen=True, slots=True)
-class MatgoRules:
-    """The house options of ``matgo.md``; every default is the rulebook default."""
+class MatgoRules(GameOptions):
+    """The house options of ``matgo.md``, declared once: every default is the rulebook default.
+    The table's options (``dealer.games.matgo.MatgoOptions``) extend this model with money."""
 
     deal_pattern: Literal["5_5_4", "ROUND_ROBIN"] = "5_5_4"
     ppuk_capture_steal: Literal["ANY_PPUK_2", "OWN_2_OTHER_1"] = "ANY_PPUK_2"
     immediate_win_multipliers: Literal["NONE", "APPLY"] = "NONE"
-    nagari_next_multiplier: Literal[1, 2] = 1
+    nagari_next_multiplier: Annotated[Literal[1, 2], BeforeValidator(_exact_int)] = 1
     sseul_rule: Literal["LAYOUT_CLEARED", "TWO_MONTHS_CAPTURED"] = "LAYOUT_CLEARED"
     last_turn: Literal["DEAL_FINAL", "EACH_PLAYERS_FINAL"] = "DEAL_FINAL"
 
-    def __post_init__(self) -> None:
-        for name, allowed in _OPTION_VALUES.items():
-            value = getattr(self, name)
-            if value not in allowed or type(value) is not type(allowed[0]):
-                raise ValueError(f"MatgoRules.{name} must be one of {list(allowed)}, got {value!r}")
+    @property
+    def rules(self) -> MatgoRules:
+        """The engine's rules alone (for a subclass such as the table options: without the money)."""
+        if type(self) is MatgoRules:
+            return self
+        return MatgoRules(**{name: getattr(self, name) for name in MatgoRules.model_fields})
 
 
 STOCK_POSITIONS: tuple[str, ...] = tuple(f"S{n}" for n in range(1, 21))
@@ -145,103 +201,30 @@ def split_deal(cards: Mapping[str, str]) -> tuple[dict[Seat, list[str]], list[st
     return hands, layout
 
 
-# --- card tables ----------------------------------------------------------------------------
-
-_CODES: tuple[str, ...] = HWATU_48
-_IDX: dict[str, int] = {c: i for i, c in enumerate(_CODES)}
-_MONTH: tuple[int, ...] = tuple(int(c[:2]) for c in _CODES)
-_ALL = (1 << 48) - 1
-
-
-def _mask_of(pred: Any) -> int:
-    m = 0
-    for i, c in enumerate(_CODES):
-        if pred(c):
-            m |= 1 << i
-    return m
-
-
-def _mask(codes: Sequence[str]) -> int:
-    m = 0
-    for c in codes:
-        m |= 1 << _IDX[c]
-    return m
-
-
-_MONTH_MASK: tuple[int, ...] = (0,) + tuple(_mask_of(lambda c, m=m: int(c[:2]) == m) for m in range(1, 13))
-_G = _mask_of(lambda c: c[2] == "G")
-_CUP = 1 << _IDX["09A"]
-_A = _mask_of(lambda c: c[2] == "A") & ~_CUP  # animals without the cup
-_R = _mask_of(lambda c: c[2] == "R")
-_JD = _mask_of(lambda c: c.endswith("JD"))
-_J1 = _mask_of(lambda c: c[2] == "J") & ~_JD
-_JUNK = _J1 | _JD
-_RAIN = 1 << _IDX["12G"]
-_GODORI = _mask(["02A", "04A", "08A"])
-_RED = _mask(["01R", "02R", "03R"])
-_BLUE = _mask(["06R", "09R", "10R"])
-_PLAIN = _mask(["04R", "05R", "07R"])
-#: value order for auto-play (§1, §8): G > A > R > double junk > junk.
-_VALUE: tuple[int, ...] = tuple(
-    4 if c[2] == "G" else 3 if c[2] == "A" else 2 if c[2] == "R" else 1 if c.endswith("JD") else 0
-    for c in _CODES
-)
-
-
-def card_value(code: str) -> int:
-    """Auto-play value of a card (§1): G 4, A 3, R 2, double junk 1, junk 0."""
-    return _VALUE[_IDX[parse_hwatu(code).code]]
-
-
-def _byte_tables(items: Sequence[Any]) -> tuple[tuple[tuple[Any, ...], ...], ...]:
-    """For each of the 6 bytes of a 48-bit mask: byte value -> the items of its set bits."""
-    return tuple(
-        tuple(tuple(items[8 * k + i] for i in range(8) if v >> i & 1) for v in range(256))
-        for k in range(6)
-    )
-
-
-def _expand(m: int, tables: tuple[tuple[tuple[Any, ...], ...], ...]) -> list[Any]:
-    """Items of the set bits of ``m``, in bit (= code) order."""
-    t0, t1, t2, t3, t4, t5 = tables
-    return [*t0[m & 255], *t1[m >> 8 & 255], *t2[m >> 16 & 255], *t3[m >> 24 & 255],
-            *t4[m >> 32 & 255], *t5[m >> 40 & 255]]
-
-
-_CODE_TABLES = _byte_tables(_CODES)
-
-
-def _codes(m: int) -> list[str]:
-    """Codes of a mask, in code order."""
-    return _expand(m, _CODE_TABLES)
-
-
-def _low(m: int) -> int:
-    return (m & -m).bit_length() - 1
-
-
 # --- moves ----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
-class Play:
+class _CardMove:
+    card: str
+
+
+class Play(_CardMove):
     """Step A: play ``card`` from the hand of the seat to move."""
 
-    card: str
+    __slots__ = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Choose:
+class Choose(_CardMove):
     """Choose which of the two layout cards of the month ``card`` is (step A or step B)."""
 
-    card: str
+    __slots__ = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Flip:
+class Flip(_CardMove):
     """Step B: the stock card the dealer turned over and the scanner registered."""
 
-    card: str
+    __slots__ = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,13 +237,14 @@ class Decide:
 Move = Union[Play, Choose, Flip, Decide]
 Event = tuple[str, dict[str, Any]]
 
-_PLAY = tuple(Play(c) for c in _CODES)
-_CHOOSE = tuple(Choose(c) for c in _CODES)
-_FLIP = tuple(Flip(c) for c in _CODES)
-_PLAY_TABLES = _byte_tables(_PLAY)
-_FLIP_TABLES = _byte_tables(_FLIP)
-_STOP = Decide(False)
-_GO = Decide(True)
+#: card index -> its move (prebuilt: playouts allocate no move objects)
+PLAY_MOVES: tuple[Play, ...] = tuple(Play(c) for c in CODES)
+CHOOSE_MOVES: tuple[Choose, ...] = tuple(Choose(c) for c in CODES)
+FLIP_MOVES: tuple[Flip, ...] = tuple(Flip(c) for c in CODES)
+STOP = Decide(False)
+GO = Decide(True)
+_PLAY_TABLES = byte_tables(PLAY_MOVES)
+_FLIP_TABLES = byte_tables(FLIP_MOVES)
 
 
 class Phase(StrEnum):
@@ -276,183 +260,6 @@ _P_PLAY, _P_CA, _P_FLIP, _P_CB, _P_DEC, _P_OVER = (
     Phase.PLAY, Phase.CHOOSE_A, Phase.FLIP, Phase.CHOOSE_B, Phase.DECIDE, Phase.OVER)
 _MOVE_TYPES = frozenset((Play, Choose, Flip, Decide))
 _EXPECTED: dict[Phase, type] = {_P_PLAY: Play, _P_CA: Choose, _P_FLIP: Flip, _P_CB: Choose, _P_DEC: Decide}
-
-
-# --- scoring (§5) and payment (§7) ----------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Score:
-    """A combination score (§5). ``brights``/``animals``/``ribbons``/``junk`` are points
-    (animals include Godori, ribbons the sets). ``cup_as`` is how ``09A`` was classified
-    (§5.5), ``None`` when it is not among the cards. ``animal_count`` and ``junk_units``
-    follow that classification."""
-
-    brights: int
-    animals: int
-    ribbons: int
-    junk: int
-    total: int
-    cup_as: Literal["animal", "junk"] | None
-    junk_units: int
-    animal_count: int
-    bright_count: int
-    ribbon_count: int
-    godori: bool
-
-
-def _bright_points(m: int) -> int:
-    n = (m & _G).bit_count()
-    if n == 5:
-        return 15
-    if n == 4:
-        return 4
-    if n == 3:
-        return 2 if m & _RAIN else 3
-    return 0
-
-
-def _ribbon_points(m: int) -> int:
-    r = (m & _R).bit_count()
-    p = r - 4 if r >= 5 else 0
-    if m & _RED == _RED:
-        p += 3
-    if m & _BLUE == _BLUE:
-        p += 3
-    if m & _PLAIN == _PLAIN:
-        p += 3
-    return p
-
-
-def _total(m: int) -> int:
-    """Combination score total of a captured mask (fast path of :func:`score`)."""
-    n = (m & _G).bit_count()
-    if n == 5:
-        t = 15
-    elif n == 4:
-        t = 4
-    elif n == 3:
-        t = 2 if m & _RAIN else 3
-    else:
-        t = 0
-    if m & _GODORI == _GODORI:
-        t += 5
-    r = (m & _R).bit_count()
-    if r >= 5:
-        t += r - 4
-    if m & _RED == _RED:
-        t += 3
-    if m & _BLUE == _BLUE:
-        t += 3
-    if m & _PLAIN == _PLAIN:
-        t += 3
-    a = (m & _A).bit_count()
-    u = (m & _J1).bit_count() + 2 * (m & _JD).bit_count()
-    if m & _CUP:
-        as_animal = (a - 3 if a >= 4 else 0) + (u - 9 if u >= 10 else 0)
-        as_junk = (a - 4 if a >= 5 else 0) + (u - 7 if u >= 8 else 0)
-        return t + (as_animal if as_animal >= as_junk else as_junk)
-    return t + (a - 4 if a >= 5 else 0) + (u - 9 if u >= 10 else 0)
-
-
-def _score(m: int) -> Score:
-    b = _bright_points(m)
-    a = (m & _A).bit_count()
-    u = (m & _J1).bit_count() + 2 * (m & _JD).bit_count()
-    god = m & _GODORI == _GODORI
-    cup_as: Literal["animal", "junk"] | None = None
-    if m & _CUP:
-        as_animal = (a - 3 if a >= 4 else 0) + (u - 9 if u >= 10 else 0)
-        as_junk = (a - 4 if a >= 5 else 0) + (u - 7 if u >= 8 else 0)
-        if as_animal >= as_junk:
-            cup_as, a = "animal", a + 1
-        else:
-            cup_as, u = "junk", u + 2
-    ap = (a - 4 if a >= 5 else 0) + (5 if god else 0)
-    rp = _ribbon_points(m)
-    jp = u - 9 if u >= 10 else 0
-    return Score(b, ap, rp, jp, b + ap + rp + jp, cup_as, u, a, (m & _G).bit_count(),
-                 (m & _R).bit_count(), god)
-
-
-def _strict_mask(cards: Sequence[str], what: str) -> int:
-    if isinstance(cards, str):
-        raise CardError(f"{what}: expected a sequence of card codes, got the single string {cards!r}")
-    m = 0
-    for c in cards:
-        i = _IDX.get(c) if isinstance(c, str) else None
-        if i is None:
-            parse_hwatu(c)  # raises CardError with the reason
-            raise CardError(f"{what}: {c!r} is not a Hwatu card")  # pragma: no cover
-        if m >> i & 1:
-            raise CardError(f"{what}: duplicate card {c}")
-        m |= 1 << i
-    return m
-
-
-def score(captured: Sequence[str]) -> Score:
-    """Combination score of a captured pile (§5), the cup classified by §5.5."""
-    return _score(_strict_mask(captured, "score"))
-
-
-@dataclass(frozen=True, slots=True)
-class Payment:
-    """Settlement of a Stop (§7): ``points`` = the stopper's combination score, ``go_adjusted``
-    by §7.1, ``multipliers`` applied by §7.2 (``"bright"``, ``"animals"``, ``"junk"``),
-    ``payment_points`` = go_adjusted × 2^len(multipliers)."""
-
-    points: int
-    go_adjusted: int
-    multipliers: list[str]
-    payment_points: int
-
-
-def _loser_protection_units(m: int) -> int:
-    """The loser's junk units for the junk multiplier: the cup always counts 2 (§7.2)."""
-    return (m & _J1).bit_count() + 2 * (m & _JD).bit_count() + (2 if m & _CUP else 0)
-
-
-def protection_units(loser_captured: Sequence[str]) -> int:
-    """The loser's junk units as the junk multiplier counts them (§7.2: the cup counts 2)."""
-    return _loser_protection_units(_strict_mask(loser_captured, "protection_units"))
-
-
-def _multipliers(win: int, lose: int, s: Score | None = None) -> list[str]:
-    s = s or _score(win)
-    out = []
-    if s.brights > 0 and not lose & _G:
-        out.append("bright")
-    if s.animal_count >= 7:
-        out.append("animals")
-    if s.junk > 0 and _loser_protection_units(lose) < 5:
-        out.append("junk")
-    return out
-
-
-def _go_adjusted(points: int, go_count: int) -> int:
-    if go_count <= 0:
-        return points
-    if go_count <= 2:
-        return points + go_count
-    return points << (go_count - 2)
-
-
-def _payment(win: int, lose: int, go_count: int) -> Payment:
-    s = _score(win)
-    mult = _multipliers(win, lose, s)
-    adj = _go_adjusted(s.total, go_count)
-    return Payment(s.total, adj, mult, adj << len(mult))
-
-
-def payment(stopper_captured: Sequence[str], loser_captured: Sequence[str], go_count: int) -> Payment:
-    """Payment points of a Stop (§7.1, §7.2)."""
-    w = _strict_mask(stopper_captured, "payment: stopper")
-    lo = _strict_mask(loser_captured, "payment: loser")
-    if w & lo:
-        raise CardError(f"payment: cards in both piles: {', '.join(_codes(w & lo))}")
-    if not isinstance(go_count, int) or isinstance(go_count, bool) or go_count < 0:
-        raise ValueError(f"payment: go_count must be an int >= 0, got {go_count!r}")
-    return _payment(w, lo, go_count)
 
 
 # --- results, layout, views -----------------------------------------------------------------
@@ -526,10 +333,10 @@ class MatgoView:
 # --- the game -------------------------------------------------------------------------------
 
 _SLOTS = (
-    "rules", "setup_events", "_first", "_mover", "_turn", "_phase", "_hand", "_cap", "_lay",
-    "_piles", "_ppuk", "_go", "_last_go", "_stock_left", "_result", "_last_from",
+    "rules", "setup_events", "_first", "mover", "turn", "phase", "hand_masks", "captured_masks", "layout_mask",
+    "_piles", "_ppuk", "_go", "_last_go", "_stock_left", "result", "_last_from", "_sseul_by_layout",
     # transient state of the current turn
-    "_a", "_am", "_ak", "_pend", "_opts", "_b", "_owed", "_lay0", "_capa", "_capb",
+    "_a", "_am", "_ak", "pending_mask", "options_mask", "_b", "_owed", "_lay0", "_capa", "_capb",
     "_made_ppuk", "_dscore",
 )
 
@@ -545,27 +352,35 @@ class MatgoGame:
         self.rules = MatgoRules()
         self.setup_events: list[Event] = []
         self._first = 0
-        self._mover = 0
-        self._turn = 1
-        self._phase = _P_PLAY
-        self._hand = [0, 0]
-        self._cap = [0, 0]
-        self._lay = 0
+        self.mover = 0
+        self.turn = 1
+        self.phase = _P_PLAY
+        self.hand_masks = [0, 0]
+        self.captured_masks = [0, 0]
+        self.layout_mask = 0
         self._piles: dict[int, tuple[str, int]] = {}  # month -> (origin, maker index or -1); copy on write
         self._ppuk = [0, 0]
         self._go = [0, 0]
         self._last_go = [0, 0]
         self._stock_left = 20
-        self._result: MatgoResult | None = None
-        self._last_from = 20
+        self.result: MatgoResult | None = None
+        self._last_from = 20  # the turns from which bonuses are not applied and a decision is a Stop
+        self._sseul_by_layout = True  # the Sseul rule, read on every turn (a slot is faster than the model)
         self._reset_turn()
+
+    def _set_rules(self, rules: MatgoRules) -> None:
+        if not isinstance(rules, MatgoRules):
+            raise ValueError(f"rules must be a MatgoRules, got {type(rules).__name__}")
+        self.rules = rules
+        self._last_from = 19 if rules.last_turn == "EACH_PLAYERS_FINAL" else 20
+        self._sseul_by_layout = rules.sseul_rule == "LAYOUT_CLEARED"
 
     def _reset_turn(self) -> None:
         self._a = -1
         self._am = 0
         self._ak = 0
-        self._pend = 0
-        self._opts = 0
+        self.pending_mask = 0
+        self.options_mask = 0
         self._b = -1
         self._owed = 0
         self._lay0 = False
@@ -582,12 +397,9 @@ class MatgoGame:
         A redeal or a chongtong ends the game at once (``phase == OVER``, see ``result``); the
         setup findings are in ``setup_events``.
         """
-        if not isinstance(rules, MatgoRules):
-            raise ValueError(f"rules must be a MatgoRules, got {type(rules).__name__}")
         g = cls()
-        g.rules = rules
-        g._last_from = 19 if rules.last_turn == "EACH_PLAYERS_FINAL" else 20
-        g._first = g._mover = _seat_index(first, "first")
+        g._set_rules(rules)
+        g._first = g.mover = _seat_index(first, "first")
         if not isinstance(hands, Mapping) or set(hands) != {"F", "O"}:
             keys = list(hands) if isinstance(hands, Mapping) else type(hands).__name__
             raise ValueError(f"hands must map exactly the seats 'F' and 'O', got {keys}")
@@ -606,19 +418,19 @@ class MatgoGame:
                 if code in where:
                     raise CardError(f"duplicate card {code}: in {where[code]} and in {what}")
                 where[code] = what
-                m |= 1 << _IDX[code]
+                m |= 1 << INDEX[code]
             masks.append(m)
-        g._hand = [masks[0], masks[1]]
+        g.hand_masks = [masks[0], masks[1]]
         lay = masks[2]
-        g._lay = lay
+        g.layout_mask = lay
         ev = g.setup_events
         # 1. layout quad -> redeal
         for mo in range(1, 13):
-            if lay & _MONTH_MASK[mo] == _MONTH_MASK[mo]:
+            if lay & MONTH_MASK[mo] == MONTH_MASK[mo]:
                 ev.append(("redeal", {"reason": "LAYOUT_QUAD", "month": mo}))
                 g._end(MatgoResult("REDEAL", None, 0, {"reason": "LAYOUT_QUAD", "month": mo}), ev)
                 return g
-        quads = [[mo for mo in range(1, 13) if g._hand[p] & _MONTH_MASK[mo] == _MONTH_MASK[mo]] for p in (0, 1)]
+        quads = [[mo for mo in range(1, 13) if g.hand_masks[p] & MONTH_MASK[mo] == MONTH_MASK[mo]] for p in (0, 1)]
         # 2. both players quad -> redeal
         if quads[0] and quads[1]:
             det = {"reason": "BOTH_QUADS", "months": {"F": quads[0], "O": quads[1]}}
@@ -633,9 +445,9 @@ class MatgoGame:
         # 4. layout triples -> INITIAL piles
         piles = {}
         for mo in range(1, 13):
-            if (lay & _MONTH_MASK[mo]).bit_count() == 3:
+            if (lay & MONTH_MASK[mo]).bit_count() == 3:
                 piles[mo] = ("INITIAL", -1)
-                ev.append(("pile", {"month": mo, "cards": _codes(lay & _MONTH_MASK[mo]), "origin": "INITIAL"}))
+                ev.append(("pile", {"month": mo, "cards": codes(lay & MONTH_MASK[mo]), "origin": "INITIAL"}))
         g._piles = piles
         return g
 
@@ -659,44 +471,43 @@ class MatgoGame:
         if not isinstance(turn, int) or not 1 <= turn <= 20:
             raise ValueError(f"turn must be 1..20, got {turn!r}")
         g = cls()
-        g.rules = rules
-        g._last_from = 19 if rules.last_turn == "EACH_PLAYERS_FINAL" else 20
+        g._set_rules(rules)
         g._first = _seat_index(first, "first")
-        g._turn = turn
-        g._mover = g._first if turn % 2 == 1 else 1 - g._first
+        g.turn = turn
+        g.mover = g._first if turn % 2 == 1 else 1 - g._first
         g._stock_left = 21 - turn
         captured = captured or {}
         used = 0
 
         def take(cards: Sequence[str], what: str) -> int:
             nonlocal used
-            m = _strict_mask(cards, what)
+            m = strict_mask(cards, what)
             if m & used:
-                raise CardError(f"{what}: card(s) placed twice: {', '.join(_codes(m & used))}")
+                raise CardError(f"{what}: card(s) placed twice: {', '.join(codes(m & used))}")
             used |= m
             return m
 
         for s in SEATS:
             p = _SEAT_INDEX[s]
-            g._hand[p] = take(hands.get(s, ()), f"{s}'s hand")
-            g._cap[p] = take(captured.get(s, ()), f"{s}'s captured")
+            g.hand_masks[p] = take(hands.get(s, ()), f"{s}'s hand")
+            g.captured_masks[p] = take(captured.get(s, ()), f"{s}'s captured")
             taken = (turn - 1 + (1 if p == g._first else 0)) // 2
-            if g._hand[p].bit_count() != 10 - taken:
+            if g.hand_masks[p].bit_count() != 10 - taken:
                 raise ValueError(f"{s}'s hand must have {10 - taken} cards at turn {turn}, "
-                                 f"got {g._hand[p].bit_count()}")
+                                 f"got {g.hand_masks[p].bit_count()}")
         lay = take(layout, "layout")
         for mo in range(1, 13):
-            if (lay & _MONTH_MASK[mo]).bit_count() > 2:
+            if (lay & MONTH_MASK[mo]).bit_count() > 2:
                 raise ValueError(f"layout: three or more loose cards of month {mo} (use a pile)")
         pile_map: dict[int, tuple[str, int]] = {}
         for entry in piles:
             cards, origin, maker = entry
             m = take(cards, "pile")
-            months = {_MONTH[_low(x)] for x in _bits_list(m)}
+            months = {MONTH[i] for i in bits(m)}
             if m.bit_count() != 3 or len(months) != 1:
                 raise ValueError(f"a pile is three cards of one month, got {list(cards)}")
             mo = months.pop()
-            if lay & _MONTH_MASK[mo]:
+            if lay & MONTH_MASK[mo]:
                 raise ValueError(f"month {mo} has both loose cards and a pile")
             if origin == "INITIAL":
                 if maker is not None:
@@ -707,11 +518,11 @@ class MatgoGame:
             else:
                 raise ValueError(f"pile origin must be 'INITIAL' or 'PPUK', got {origin!r}")
             lay |= m
-        g._lay = lay
+        g.layout_mask = lay
         g._piles = pile_map
-        if (_ALL & ~used).bit_count() != g._stock_left:
+        if (ALL & ~used).bit_count() != g._stock_left:
             raise ValueError(f"at turn {turn} the stock holds {g._stock_left} cards, but "
-                             f"{(_ALL & ~used).bit_count()} cards are not placed")
+                             f"{(ALL & ~used).bit_count()} cards are not placed")
         for name, src, dst in (("ppuks", ppuks, g._ppuk), ("go_count", go_count, g._go),
                                ("score_at_last_go", score_at_last_go, g._last_go)):
             for s, v in (src or {}).items():
@@ -726,24 +537,25 @@ class MatgoGame:
         g.rules = self.rules
         g.setup_events = self.setup_events
         g._first = self._first
-        g._mover = self._mover
-        g._turn = self._turn
-        g._phase = self._phase
-        g._hand = self._hand[:]
-        g._cap = self._cap[:]
-        g._lay = self._lay
+        g.mover = self.mover
+        g.turn = self.turn
+        g.phase = self.phase
+        g.hand_masks = self.hand_masks[:]
+        g.captured_masks = self.captured_masks[:]
+        g.layout_mask = self.layout_mask
         g._piles = self._piles  # never mutated in place (copy on write)
         g._ppuk = self._ppuk[:]
         g._go = self._go[:]
         g._last_go = self._last_go[:]
         g._stock_left = self._stock_left
-        g._result = self._result
+        g.result = self.result
         g._last_from = self._last_from
+        g._sseul_by_layout = self._sseul_by_layout
         g._a = self._a
         g._am = self._am
         g._ak = self._ak
-        g._pend = self._pend
-        g._opts = self._opts
+        g.pending_mask = self.pending_mask
+        g.options_mask = self.options_mask
         g._b = self._b
         g._owed = self._owed
         g._lay0 = self._lay0
@@ -758,79 +570,71 @@ class MatgoGame:
         from ``unseen(seat)``): for information-set search. The stock is never stored, so
         nothing else changes; the remaining unseen cards are the stock."""
         p = _seat_index(seat)
-        m = _strict_mask(opponent_hand, "determinize")
+        m = strict_mask(opponent_hand, "determinize")
         unseen = self._unseen_mask(p)
         if m & ~unseen:
-            raise ValueError(f"determinize: {', '.join(_codes(m & ~unseen))} already seen by {seat}")
-        if m.bit_count() != self._hand[1 - p].bit_count():
-            raise ValueError(f"determinize: the opponent holds {self._hand[1 - p].bit_count()} cards, "
+            raise ValueError(f"determinize: {', '.join(codes(m & ~unseen))} already seen by {seat}")
+        if m.bit_count() != self.hand_masks[1 - p].bit_count():
+            raise ValueError(f"determinize: the opponent holds {self.hand_masks[1 - p].bit_count()} cards, "
                              f"got {m.bit_count()}")
         g = self.clone()
-        g._hand[1 - p] = m
+        g.hand_masks[1 - p] = m
         return g
 
     # ---- public state ----
 
     @property
-    def phase(self) -> Phase:
-        return self._phase
-
-    @property
     def to_move(self) -> Seat:
         """The seat to act (in DECIDE: the seat deciding; after the game: the last mover)."""
-        return SEATS[self._mover]
+        return SEATS[self.mover]
 
     @property
     def first(self) -> Seat:
         return SEATS[self._first]
 
     @property
-    def turn(self) -> int:
-        return self._turn
-
-    @property
     def hands(self) -> dict[Seat, list[str]]:
         """Both hands (engine truth: never publish the opponent's)."""
-        return {"F": _codes(self._hand[0]), "O": _codes(self._hand[1])}
+        return {"F": codes(self.hand_masks[0]), "O": codes(self.hand_masks[1])}
 
     def hand(self, seat: Seat) -> list[str]:
-        return _codes(self._hand[_seat_index(seat)])
+        return codes(self.hand_masks[_seat_index(seat)])
 
     @property
     def layout(self) -> list[LayoutStack]:
         """The layout by month: loose cards of a month grouped, piles with origin and maker."""
         out = []
-        lay = self._lay
+        lay = self.layout_mask
         for mo in range(1, 13):
-            m = lay & _MONTH_MASK[mo]
+            m = lay & MONTH_MASK[mo]
             if m:
                 pile = self._piles.get(mo)
                 if pile is None:
-                    out.append(LayoutStack(mo, tuple(_codes(m)), "LOOSE", None))
+                    out.append(LayoutStack(mo, tuple(codes(m)), "LOOSE", None))
                 else:
-                    out.append(LayoutStack(mo, tuple(_codes(m)), pile[0],  # type: ignore[arg-type]
+                    out.append(LayoutStack(mo, tuple(codes(m)), pile[0],  # type: ignore[arg-type]
                                            None if pile[1] < 0 else SEATS[pile[1]]))
         return out
 
     @property
     def layout_cards(self) -> list[str]:
-        return _codes(self._lay)
+        return codes(self.layout_mask)
 
     @property
     def pending(self) -> list[str]:
         """Face-up cards of the current turn not yet captured (pending pair, played card
         waiting for a choice, flipped card waiting for a choice)."""
-        return _codes(self._pend)
+        return codes(self.pending_mask)
 
     @property
     def options(self) -> list[str]:
         """The two layout cards to choose from (CHOOSE_A / CHOOSE_B), else []."""
-        return _codes(self._opts) if self._phase is _P_CA or self._phase is _P_CB else []
+        return codes(self.options_mask) if self.phase is _P_CA or self.phase is _P_CB else []
 
     @property
     def captured(self) -> dict[Seat, list[str]]:
         """Captured piles, in code order."""
-        return {"F": _codes(self._cap[0]), "O": _codes(self._cap[1])}
+        return {"F": codes(self.captured_masks[0]), "O": codes(self.captured_masks[1])}
 
     @property
     def ppuks(self) -> dict[Seat, int]:
@@ -852,66 +656,66 @@ class MatgoGame:
     @property
     def seen(self) -> set[str]:
         """Every card the engine has registered (hands, layout, in transit, captured)."""
-        return set(_codes(self._known()))
-
-    @property
-    def result(self) -> MatgoResult | None:
-        return self._result
+        return set(codes(self._known()))
 
     @property
     def is_over(self) -> bool:
-        return self._result is not None
+        return self.result is not None
 
     def scores(self) -> dict[Seat, int]:
         """Current combination totals of both captured piles."""
-        return {"F": _total(self._cap[0]), "O": _total(self._cap[1])}
+        return {"F": fast_total(self.captured_masks[0]), "O": fast_total(self.captured_masks[1])}
+
+    def score_total(self, seat: Seat) -> int:
+        """The combination total of ``seat``'s captured pile (fast: no :class:`Score` built)."""
+        return fast_total(self.captured_masks[_seat_index(seat)])
 
     def score_of(self, seat: Seat) -> Score:
-        return _score(self._cap[_seat_index(seat)])
+        return mask_score(self.captured_masks[_seat_index(seat)])
 
     def _known(self) -> int:
-        return self._hand[0] | self._hand[1] | self._lay | self._pend | self._cap[0] | self._cap[1]
+        return self.hand_masks[0] | self.hand_masks[1] | self.layout_mask | self.pending_mask | self.captured_masks[0] | self.captured_masks[1]
 
     def _unseen_mask(self, p: int) -> int:
-        return _ALL & ~(self._hand[p] | self._lay | self._pend | self._cap[0] | self._cap[1])
+        return ALL & ~(self.hand_masks[p] | self.layout_mask | self.pending_mask | self.captured_masks[0] | self.captured_masks[1])
 
     def unseen(self, seat: Seat) -> list[str]:
         """Cards ``seat`` has not seen: the opponent's hand plus the rest of the stock."""
-        return _codes(self._unseen_mask(_seat_index(seat)))
+        return codes(self._unseen_mask(_seat_index(seat)))
 
     def stock_candidates(self) -> list[str]:
         """Cards the engine has not registered: what the stock can hold."""
-        return _codes(_ALL & ~self._known())
+        return codes(ALL & ~self._known())
 
     def view(self, seat: Seat) -> MatgoView:
         """What ``seat`` knows. Never contains the opponent's hand."""
         p = _seat_index(seat)
         unseen = self._unseen_mask(p)
         return MatgoView(
-            seat=SEATS[p], hand=tuple(_codes(self._hand[p])),
-            opponent_hand_size=self._hand[1 - p].bit_count(), layout=tuple(self.layout),
-            pending=tuple(_codes(self._pend)), options=tuple(self.options),
-            captured={"F": tuple(_codes(self._cap[0])), "O": tuple(_codes(self._cap[1]))},
-            seen=frozenset(_codes(_ALL & ~unseen)), unseen=tuple(_codes(unseen)),
+            seat=SEATS[p], hand=tuple(codes(self.hand_masks[p])),
+            opponent_hand_size=self.hand_masks[1 - p].bit_count(), layout=tuple(self.layout),
+            pending=tuple(codes(self.pending_mask)), options=tuple(self.options),
+            captured={"F": tuple(codes(self.captured_masks[0])), "O": tuple(codes(self.captured_masks[1]))},
+            seen=frozenset(codes(ALL & ~unseen)), unseen=tuple(codes(unseen)),
             stock_left=self._stock_left, scores=self.scores(), go_count=self.go_count,
-            score_at_last_go=self.score_at_last_go, ppuks=self.ppuks, turn=self._turn,
-            phase=self._phase, to_move=SEATS[self._mover], first=SEATS[self._first],
-            result=self._result,
+            score_at_last_go=self.score_at_last_go, ppuks=self.ppuks, turn=self.turn,
+            phase=self.phase, to_move=SEATS[self.mover], first=SEATS[self._first],
+            result=self.result,
         )
 
     def state_key(self) -> tuple:
         """A hashable snapshot of the whole state (equal keys = equal games)."""
-        return (self.rules, self._first, self._mover, self._turn, self._phase, tuple(self._hand),
-                tuple(self._cap), self._lay, tuple(sorted(self._piles.items())), tuple(self._ppuk),
-                tuple(self._go), tuple(self._last_go), self._stock_left, None if self._result is None
-                else (self._result.kind, self._result.winner, self._result.payment_points),
-                self._a, self._am, self._ak, self._pend, self._opts, self._b, self._owed, self._lay0,
+        return (self.rules, self._first, self.mover, self.turn, self.phase, tuple(self.hand_masks),
+                tuple(self.captured_masks), self.layout_mask, tuple(sorted(self._piles.items())), tuple(self._ppuk),
+                tuple(self._go), tuple(self._last_go), self._stock_left, None if self.result is None
+                else (self.result.kind, self.result.winner, self.result.payment_points),
+                self._a, self._am, self._ak, self.pending_mask, self.options_mask, self._b, self._owed, self._lay0,
                 self._capa, self._capb, self._made_ppuk, self._dscore)
 
     def __repr__(self) -> str:
-        return (f"MatgoGame(turn={self._turn}, phase={self._phase}, to_move={SEATS[self._mover]}, "
+        return (f"MatgoGame(turn={self.turn}, phase={self.phase}, to_move={SEATS[self.mover]}, "
                 f"hands={self.hands}, layout={self.layout_cards}, pending={self.pending}, "
-                f"captured={self.captured}, result={self._result})")
+                f"captured={self.captured}, result={self.result})")
 
     # ---- moves ----
 
@@ -919,80 +723,87 @@ class MatgoGame:
         """The legal moves. In FLIP: a :class:`Flip` for every card the engine has not
         registered (the cards that can be in the stock); the caller supplies the real one.
         In OVER: []."""
-        ph = self._phase
+        ph = self.phase
         if ph is _P_PLAY:
-            return _expand(self._hand[self._mover], _PLAY_TABLES)
+            return expand(self.hand_masks[self.mover], _PLAY_TABLES)
         if ph is _P_FLIP:
-            return _expand(_ALL & ~(self._hand[0] | self._hand[1] | self._lay | self._pend | self._cap[0]
-                                    | self._cap[1]), _FLIP_TABLES)
+            return expand(ALL & ~(self.hand_masks[0] | self.hand_masks[1] | self.layout_mask | self.pending_mask | self.captured_masks[0]
+                                    | self.captured_masks[1]), _FLIP_TABLES)
         if ph is _P_CA or ph is _P_CB:
-            m = self._opts
+            m = self.options_mask
             low = m & -m
-            return [_CHOOSE[low.bit_length() - 1], _CHOOSE[(m ^ low).bit_length() - 1]]
+            return [CHOOSE_MOVES[low.bit_length() - 1], CHOOSE_MOVES[(m ^ low).bit_length() - 1]]
         if ph is _P_DEC:
-            return [_STOP, _GO]
+            return [STOP, GO]
         return []
+
+    def legal_moves(self, seat: Seat) -> list[Move]:
+        """:meth:`legal` when ``seat`` is to act (and the game is not over), else ``[]``."""
+        if self.result is not None or SEATS[self.mover] != seat:
+            _seat_index(seat)  # an unknown seat is an error, not "not its move"
+            return []
+        return self.legal()
 
     def verify(self, move: Any, seat: Seat | None = None) -> str | None:
         """``None`` if ``move`` is legal now (for ``seat``, if given), else the reason."""
-        if self._result is not None:
-            return f"the game is over ({self._result.kind})"
-        who = SEATS[self._mover]
+        if self.result is not None:
+            return f"the game is over ({self.result.kind})"
+        who = SEATS[self.mover]
         if seat is not None and seat != who:
             return f"it is {who}'s move, not {seat!r}'s"
-        ph = self._phase
+        ph = self.phase
         t = type(move)
         if t not in _MOVE_TYPES:
             return f"not a Matgo move: {move!r}"
         if t is not _EXPECTED[ph]:
             wants = {_P_PLAY: f"{who} must play a hand card (Play)",
-                     _P_CA: f"{who} must choose one of {', '.join(_codes(self._opts))} (Choose)",
+                     _P_CA: f"{who} must choose one of {', '.join(codes(self.options_mask))} (Choose)",
                      _P_FLIP: "waiting for the stock card (Flip)",
-                     _P_CB: f"{who} must choose one of {', '.join(_codes(self._opts))} (Choose)",
+                     _P_CB: f"{who} must choose one of {', '.join(codes(self.options_mask))} (Choose)",
                      _P_DEC: f"{who} must decide Stop or Go (Decide)"}[ph]
             return f"{wants}, not {t.__name__}"
         if t is Decide:
             return None if type(move.go) is bool else f"Decide.go must be True or False, got {move.go!r}"
         card = move.card
-        i = _IDX.get(card) if isinstance(card, str) else None
+        i = INDEX.get(card) if isinstance(card, str) else None
         if i is None:
             return f"{card!r} is not a Hwatu card code"
         bit = 1 << i
         if ph is _P_PLAY:
-            return None if self._hand[self._mover] & bit else f"{card} is not in {who}'s hand"
+            return None if self.hand_masks[self.mover] & bit else f"{card} is not in {who}'s hand"
         if ph is _P_FLIP:
             if self._known() & bit:
                 return f"{card} is already registered ({self._where(bit)}), it cannot be the stock card"
             return None
-        if self._opts & bit:
+        if self.options_mask & bit:
             return None
-        return f"choose one of {', '.join(_codes(self._opts))}"
+        return f"choose one of {', '.join(codes(self.options_mask))}"
 
     def _where(self, bit: int) -> str:
         for s in (0, 1):
-            if self._hand[s] & bit:
+            if self.hand_masks[s] & bit:
                 return f"in {SEATS[s]}'s hand"
-            if self._cap[s] & bit:
+            if self.captured_masks[s] & bit:
                 return f"captured by {SEATS[s]}"
-        if self._lay & bit:
+        if self.layout_mask & bit:
             return "on the layout"
-        if self._pend & bit:
+        if self.pending_mask & bit:
             return "played this turn"
         return "unknown"
 
     def default_move(self) -> Move:
         """The timeout move (§8): the lowest hand card; the more valuable option (ties: lowest
         code); STOP. Not defined for FLIP (the dealer turns the card) nor after the game."""
-        ph = self._phase
+        ph = self.phase
         if ph is _P_PLAY:
-            return _PLAY[_low(self._hand[self._mover])]
+            return PLAY_MOVES[low(self.hand_masks[self.mover])]
         if ph is _P_CA or ph is _P_CB:
-            m = self._opts
-            a = _low(m)
-            b = _low(m ^ (1 << a))
-            return _CHOOSE[b if _VALUE[b] > _VALUE[a] else a]
+            m = self.options_mask
+            a = low(m)
+            b = low(m ^ (1 << a))
+            return CHOOSE_MOVES[b if VALUE[b] > VALUE[a] else a]
         if ph is _P_DEC:
-            return _STOP
+            return STOP
         if ph is _P_FLIP:
             raise ValueError("no default for FLIP: the stock card is turned over by the dealer")
         raise ValueError("the game is over")
@@ -1004,44 +815,42 @@ class MatgoGame:
         if reason is not None:
             raise ValueError(reason)
         ev: list[Event] = []
-        self._do(move, ev)
+        self.step(move, ev)
         return ev
-
-    def step(self, move: Move) -> None:
-        """Fast path for search: apply ``move`` without events and WITHOUT verification
-        (``move`` must come from :meth:`legal`)."""
-        self._do(move, None)
 
     # ---- rule implementation ----
 
-    def _do(self, move: Move, ev: list[Event] | None) -> None:
-        ph = self._phase
+    def step(self, move: Move, ev: list[Event] | None = None) -> None:
+        """Fast path for search: apply ``move`` WITHOUT verification (``move`` must come from
+        :meth:`legal`), appending the events to ``ev`` when given. :meth:`apply` is this after
+        :meth:`verify`."""
+        ph = self.phase
         if ph is _P_PLAY:
-            self._play(_IDX[move.card], ev)  # type: ignore[union-attr]
+            self._play(INDEX[move.card], ev)  # type: ignore[union-attr]
         elif ph is _P_FLIP:
-            self._flip(_IDX[move.card], ev)  # type: ignore[union-attr]
+            self._flip(INDEX[move.card], ev)  # type: ignore[union-attr]
         elif ph is _P_CA:
-            i = _IDX[move.card]  # type: ignore[union-attr]
+            i = INDEX[move.card]  # type: ignore[union-attr]
             bit = 1 << i
-            self._lay &= ~bit
-            self._pend |= bit
+            self.layout_mask &= ~bit
+            self.pending_mask |= bit
             self._capa = self._am
-            self._opts = 0
-            self._phase = _P_FLIP
+            self.options_mask = 0
+            self.phase = _P_FLIP
             if ev is not None:
-                ev.append(("pending", {"seat": SEATS[self._mover], "cards": _codes(self._pend)}))
+                ev.append(("pending", {"seat": SEATS[self.mover], "cards": codes(self.pending_mask)}))
         elif ph is _P_CB:
-            i = _IDX[move.card]  # type: ignore[union-attr]
+            i = INDEX[move.card]  # type: ignore[union-attr]
             bit = 1 << i
-            self._lay &= ~bit
+            self.layout_mask &= ~bit
             if ev is not None:
-                ev.append(("paired", {"seat": SEATS[self._mover], "cards": [_CODES[self._b], _CODES[i]]}))
-            self._pend |= bit
-            self._capb = _MONTH[i]
-            self._opts = 0
+                ev.append(("paired", {"seat": SEATS[self.mover], "cards": [CODES[self._b], CODES[i]]}))
+            self.pending_mask |= bit
+            self._capb = MONTH[i]
+            self.options_mask = 0
             self._finish(ev)
         elif ph is _P_DEC:
-            p = self._mover
+            p = self.mover
             if move.go:  # type: ignore[union-attr]
                 self._go[p] += 1
                 self._last_go[p] = self._dscore
@@ -1068,69 +877,69 @@ class MatgoGame:
         return 1, origin, maker
 
     def _play(self, i: int, ev: list[Event] | None) -> None:
-        p = self._mover
+        p = self.mover
         bit = 1 << i
-        self._hand[p] &= ~bit
-        mo = _MONTH[i]
+        self.hand_masks[p] &= ~bit
+        mo = MONTH[i]
         self._a = i
         self._am = mo
-        lay = self._lay
+        lay = self.layout_mask
         self._lay0 = lay != 0
-        ml = lay & _MONTH_MASK[mo]
+        ml = lay & MONTH_MASK[mo]
         k = ml.bit_count()
         self._ak = k
         if ev is not None:
-            ev.append(("played", {"seat": SEATS[p], "card": _CODES[i], "matches": k}))
+            ev.append(("played", {"seat": SEATS[p], "card": CODES[i], "matches": k}))
         if k == 0:
-            self._lay = lay | bit
-            self._phase = _P_FLIP
+            self.layout_mask = lay | bit
+            self.phase = _P_FLIP
             if ev is not None:
-                ev.append(("placed", {"seat": SEATS[p], "card": _CODES[i], "step": "A"}))
+                ev.append(("placed", {"seat": SEATS[p], "card": CODES[i], "step": "A"}))
         elif k == 1:
-            self._lay = lay & ~ml
-            self._pend = bit | ml
+            self.layout_mask = lay & ~ml
+            self.pending_mask = bit | ml
             self._capa = mo
-            self._phase = _P_FLIP
+            self.phase = _P_FLIP
             if ev is not None:
-                ev.append(("pending", {"seat": SEATS[p], "cards": _codes(bit | ml)}))
+                ev.append(("pending", {"seat": SEATS[p], "cards": codes(bit | ml)}))
         elif k == 2:
-            self._pend = bit
-            self._opts = ml
-            self._phase = _P_CA
+            self.pending_mask = bit
+            self.options_mask = ml
+            self.phase = _P_CA
             if ev is not None:
-                ev.append(("choice", {"seat": SEATS[p], "step": "A", "card": _CODES[i], "options": _codes(ml)}))
+                ev.append(("choice", {"seat": SEATS[p], "step": "A", "card": CODES[i], "options": codes(ml)}))
         else:
-            self._lay = lay & ~ml
-            self._pend = bit | ml
+            self.layout_mask = lay & ~ml
+            self.pending_mask = bit | ml
             self._capa = mo
             units, origin, maker = self._triple_units(mo, p)
             self._owed += units
-            self._phase = _P_FLIP
+            self.phase = _P_FLIP
             if ev is not None:
-                ev.append(("triple", {"seat": SEATS[p], "month": mo, "cards": _codes(bit | ml), "origin": origin,
+                ev.append(("triple", {"seat": SEATS[p], "month": mo, "cards": codes(bit | ml), "origin": origin,
                                       "maker": None if maker < 0 else SEATS[maker], "units": units}))
 
     def _bonus(self, kind: str, ev: list[Event] | None) -> None:
-        applied = self._turn < self._last_from
+        applied = self.turn < self._last_from
         if applied:
             self._owed += 1
         if ev is not None:
-            ev.append((kind, {"seat": SEATS[self._mover], "units": 1 if applied else 0, "applied": applied}))
+            ev.append((kind, {"seat": SEATS[self.mover], "units": 1 if applied else 0, "applied": applied}))
 
     def _flip(self, j: int, ev: list[Event] | None) -> None:
-        p = self._mover
+        p = self.mover
         bj = 1 << j
         self._b = j
         self._stock_left -= 1
-        mo = _MONTH[j]
+        mo = MONTH[j]
         if ev is not None:
-            ev.append(("flipped", {"seat": SEATS[p], "card": _CODES[j]}))
+            ev.append(("flipped", {"seat": SEATS[p], "card": CODES[j]}))
         if mo == self._am:
             ak = self._ak
             if ak == 1:  # Ppuk: the three stay as a pile
-                cards = self._pend | bj
-                self._lay |= cards
-                self._pend = 0
+                cards = self.pending_mask | bj
+                self.layout_mask |= cards
+                self.pending_mask = 0
                 self._capa = 0
                 piles = dict(self._piles)
                 piles[mo] = ("PPUK", p)
@@ -1138,62 +947,62 @@ class MatgoGame:
                 self._ppuk[p] += 1
                 self._made_ppuk = True
                 if ev is not None:
-                    ev.append(("ppuk", {"seat": SEATS[p], "month": mo, "cards": _codes(cards), "count": self._ppuk[p]}))
+                    ev.append(("ppuk", {"seat": SEATS[p], "month": mo, "cards": codes(cards), "count": self._ppuk[p]}))
             elif ak == 2:  # Ttadak: take all four
-                ml = self._lay & _MONTH_MASK[mo]
-                self._lay &= ~ml
-                self._pend |= bj | ml
+                ml = self.layout_mask & MONTH_MASK[mo]
+                self.layout_mask &= ~ml
+                self.pending_mask |= bj | ml
                 self._capb = mo
                 self._bonus("ttadak", ev)
             else:  # ak == 0, Chok
                 ba = 1 << self._a
-                self._lay &= ~ba
-                self._pend |= bj | ba
+                self.layout_mask &= ~ba
+                self.pending_mask |= bj | ba
                 self._capb = mo
                 self._bonus("chok", ev)
         else:
-            ml = self._lay & _MONTH_MASK[mo]
+            ml = self.layout_mask & MONTH_MASK[mo]
             k = ml.bit_count()
             if k == 0:
-                self._lay |= bj
+                self.layout_mask |= bj
                 if ev is not None:
-                    ev.append(("placed", {"seat": SEATS[p], "card": _CODES[j], "step": "B"}))
+                    ev.append(("placed", {"seat": SEATS[p], "card": CODES[j], "step": "B"}))
             elif k == 1:
-                self._lay &= ~ml
-                self._pend |= bj | ml
+                self.layout_mask &= ~ml
+                self.pending_mask |= bj | ml
                 self._capb = mo
                 if ev is not None:
-                    ev.append(("paired", {"seat": SEATS[p], "cards": _codes(bj | ml)}))
+                    ev.append(("paired", {"seat": SEATS[p], "cards": codes(bj | ml)}))
             elif k == 2:
-                self._pend |= bj
-                self._opts = ml
-                self._phase = _P_CB
+                self.pending_mask |= bj
+                self.options_mask = ml
+                self.phase = _P_CB
                 if ev is not None:
-                    ev.append(("choice", {"seat": SEATS[p], "step": "B", "card": _CODES[j], "options": _codes(ml)}))
+                    ev.append(("choice", {"seat": SEATS[p], "step": "B", "card": CODES[j], "options": codes(ml)}))
                 return
             else:
-                self._lay &= ~ml
-                self._pend |= bj | ml
+                self.layout_mask &= ~ml
+                self.pending_mask |= bj | ml
                 self._capb = mo
                 units, origin, maker = self._triple_units(mo, p)
                 self._owed += units
                 if ev is not None:
-                    ev.append(("triple", {"seat": SEATS[p], "month": mo, "cards": _codes(bj | ml), "origin": origin,
+                    ev.append(("triple", {"seat": SEATS[p], "month": mo, "cards": codes(bj | ml), "origin": origin,
                                           "maker": None if maker < 0 else SEATS[maker], "units": units}))
         self._finish(ev)
 
     def _finish(self, ev: list[Event] | None) -> None:
         """Step C (§3.3): captures, Sseul, steals, three Ppuks, score check."""
-        p = self._mover
+        p = self.mover
         o = 1 - p
-        pend = self._pend
+        pend = self.pending_mask
         if pend:
-            self._cap[p] |= pend
-            self._pend = 0
+            self.captured_masks[p] |= pend
+            self.pending_mask = 0
             if ev is not None:
-                ev.append(("captured", {"seat": SEATS[p], "cards": _codes(pend)}))
-        if self.rules.sseul_rule == "LAYOUT_CLEARED":
-            sseul = self._lay0 and not self._lay
+                ev.append(("captured", {"seat": SEATS[p], "cards": codes(pend)}))
+        if self._sseul_by_layout:
+            sseul = self._lay0 and not self.layout_mask
         else:
             sseul = bool(self._capa and self._capb and self._capa != self._capb)
         if sseul:
@@ -1201,17 +1010,17 @@ class MatgoGame:
         owed = total_owed = self._owed
         if owed:
             self._owed = 0
-            src = self._cap[o]
+            src = self.captured_masks[o]
             moved = 0
             units = 0
             while owed > 0:
-                pool = src & _J1
+                pool = src & JUNK
                 if pool:
                     low = pool & -pool
                     owed -= 1
                     units += 1
                 else:
-                    pool = src & _JD
+                    pool = src & DOUBLE_JUNK
                     if not pool:
                         break
                     low = pool & -pool
@@ -1219,88 +1028,68 @@ class MatgoGame:
                     units += 2
                 src ^= low
                 moved |= low
-            self._cap[o] = src
-            self._cap[p] |= moved
+            self.captured_masks[o] = src
+            self.captured_masks[p] |= moved
             if ev is not None:
                 ev.append(("steal", {"from": SEATS[o], "to": SEATS[p], "owed": total_owed,
-                                     "cards": _codes(moved), "units": units}))
+                                     "cards": codes(moved), "units": units}))
         if self._made_ppuk and self._ppuk[p] >= 3:
-            self._immediate_win("THREE_PPUK", p, ev, {"ppuks": self._ppuk[p], "turn": self._turn})
+            self._immediate_win("THREE_PPUK", p, ev, {"ppuks": self._ppuk[p], "turn": self.turn})
             return
-        s = _total(self._cap[p])
+        s = fast_total(self.captured_masks[p])
         if ev is not None:
-            ev.append(("score", {"seat": SEATS[p], "total": s, "F": s if p == 0 else _total(self._cap[0]),
-                                 "O": s if p == 1 else _total(self._cap[1])}))
+            ev.append(("score", {"seat": SEATS[p], "total": s, "F": s if p == 0 else fast_total(self.captured_masks[0]),
+                                 "O": s if p == 1 else fast_total(self.captured_masks[1])}))
         if (s > self._last_go[p]) if self._go[p] else (s >= 7):
             self._dscore = s
             if ev is not None:
                 ev.append(("decision", {"seat": SEATS[p], "score": s, "go_count": self._go[p]}))
-            if self._turn >= self._last_from:
+            if self.turn >= self._last_from:
                 self._stop(p, True, ev)
             else:
-                self._phase = _P_DEC
+                self.phase = _P_DEC
             return
         self._advance(ev)
 
     def _advance(self, ev: list[Event] | None) -> None:
-        if self._turn >= 20:
+        if self.turn >= 20:
             det = {"scores": self.scores(), "go_count": self.go_count,
                    "next_multiplier": self.rules.nagari_next_multiplier}
             if ev is not None:
                 ev.append(("nagari", {}))
             self._end(MatgoResult("NAGARI", None, 0, det), ev)
             return
-        self._turn += 1
-        self._mover = 1 - self._mover
-        self._phase = _P_PLAY
-        self._a = -1
-        self._am = 0
-        self._ak = 0
-        self._pend = 0
-        self._opts = 0
-        self._b = -1
-        self._owed = 0
-        self._lay0 = False
-        self._capa = 0
-        self._capb = 0
-        self._made_ppuk = False
-        self._dscore = 0
+        self.turn += 1
+        self.mover = 1 - self.mover
+        self.phase = _P_PLAY
+        self._reset_turn()
         if ev is not None:
-            ev.append(("turn", {"turn": self._turn, "seat": SEATS[self._mover]}))
+            ev.append(("turn", {"turn": self.turn, "seat": SEATS[self.mover]}))
 
     def _stop(self, p: int, auto: bool, ev: list[Event] | None) -> None:
-        pay = _payment(self._cap[p], self._cap[1 - p], self._go[p])
+        pay = mask_payment(self.captured_masks[p], self.captured_masks[1 - p], self._go[p])
         if ev is not None:
             ev.append(("stop", {"seat": SEATS[p], "score": pay.points, "auto": auto}))
         det = {"scores": self.scores(), "go_count": self.go_count, "points": pay.points,
                "go_adjusted": pay.go_adjusted, "multipliers": list(pay.multipliers),
-               "loser": SEATS[1 - p], "turn": self._turn, "auto": auto}
+               "loser": SEATS[1 - p], "turn": self.turn, "auto": auto}
         self._end(MatgoResult("STOP", SEATS[p], pay.payment_points, det), ev)
 
     def _immediate_win(self, kind: str, p: int, ev: list[Event] | None, extra: dict[str, Any]) -> None:
         mult: list[str] = []
         if self.rules.immediate_win_multipliers == "APPLY":
-            mult = _multipliers(self._cap[p], self._cap[1 - p])
+            mult = mask_multipliers(self.captured_masks[p], self.captured_masks[1 - p])
         pts = 5 << len(mult)
         if ev is not None:
             ev.append(("immediate_win", {"kind": kind, "seat": SEATS[p], "payment_points": pts}))
         det = {"points": 5, "multipliers": mult, "scores": self.scores(), "go_count": self.go_count,
-               "turn": self._turn, **extra}
+               "turn": self.turn, **extra}
         self._end(MatgoResult(kind, SEATS[p], pts, det), ev)  # type: ignore[arg-type]
 
     def _end(self, result: MatgoResult, ev: list[Event] | None) -> None:
-        self._result = result
-        self._phase = _P_OVER
-        self._opts = 0
+        self.result = result
+        self.phase = _P_OVER
+        self.options_mask = 0
         if ev is not None:
             ev.append(("result", {"kind": result.kind, "winner": result.winner,
                                   "payment_points": result.payment_points}))
-
-
-def _bits_list(m: int) -> list[int]:
-    out = []
-    while m:
-        low = m & -m
-        out.append(low)
-        m ^= low
-    return out

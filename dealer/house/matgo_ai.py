@@ -26,8 +26,10 @@ not store it).
 
 The playouts run on the engine itself (:meth:`MatgoGame.determinize` and the unverified
 fast path :meth:`MatgoGame.step`), so the search plays by exactly the same rules as the
-table. The playout policy reads the engine's bit-mask state directly for speed; it only
-ever runs on a determinized clone whose hidden cards are the search's own sample.
+table. The playout policy reads the engine's bit-mask state (``hand_masks``, ``layout_mask``,
+``captured_masks``, ...: the playout API of :mod:`dealer.games.matgo_engine`, no private
+names) for speed; it only ever runs on a determinized clone whose hidden cards are the
+search's own sample.
 """
 
 from __future__ import annotations
@@ -35,14 +37,16 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Sequence
 from typing import Protocol
 
-from dealer.core.cards import HWATU_48
+from dealer.games.matgo_cards import ALL, BLUE, BRIGHTS, CODES, GODORI, INDEX, PLAIN, RED, SAME_MONTH, VALUE, bits
 from dealer.games.matgo_engine import (
+    CHOOSE_MOVES,
+    FLIP_MOVES,
+    GO,
+    PLAY_MOVES,
+    STOP,
     Choose,
-    Decide,
-    Flip,
     MatgoGame,
     Move,
     Phase,
@@ -50,7 +54,7 @@ from dealer.games.matgo_engine import (
     Seat,
     score,
 )
-from dealer.games.matgo_engine import _total as _score_total  # the bit-mask scorer: same totals as score()
+from dealer.games.matgo_scoring import fast_total
 
 __all__ = ["Player", "RandomPlayer", "GreedyPlayer", "PolicyPlayer", "SearchPlayer", "PLAYERS", "make_player",
            "DECISION_PHASES"]
@@ -71,43 +75,11 @@ def _check_turn(game: MatgoGame, seat: Seat) -> None:
         raise ValueError(f"it is {game.to_move}'s move, not {seat}'s")
 
 
-# --- card tables (indices = positions in HWATU_48, the engine's card order) ------------------
-
-_IDX = {c: i for i, c in enumerate(HWATU_48)}
-_N = len(HWATU_48)
-_MONTH = tuple(int(c[:2]) for c in HWATU_48)
-_MONTH_MASK = tuple(sum(1 << j for j in range(_N) if _MONTH[j] == _MONTH[i]) for i in range(_N))
-_PLAYS = tuple(Play(c) for c in HWATU_48)
-_CHOOSES = tuple(Choose(c) for c in HWATU_48)
-_FLIPS = tuple(Flip(c) for c in HWATU_48)
-_STOP = Decide(False)
-_GO = Decide(True)
-
-
-def _bits(m: int) -> list[int]:
-    out = []
-    while m:
-        low = m & -m
-        out.append(low.bit_length() - 1)
-        m ^= low
-    return out
-
-
-def _mask(codes: Sequence[str]) -> int:
-    m = 0
-    for c in codes:
-        m |= 1 << _IDX[c]
-    return m
+# --- card tables: dealer.games.matgo_cards (a card is an index into CODES, a set of cards a mask) ---
 
 
 def _junk_units(code: str) -> int:
     return (2 if code.endswith("JD") else 1) if code[2] == "J" else 0
-
-
-def _auto_value(code: str) -> int:
-    """G > A > R > double junk > junk (§1): used for deterministic tie-breaks."""
-    t = code[2]
-    return 4 if t == "G" else 3 if t == "A" else 2 if t == "R" else 1 if code.endswith("JD") else 0
 
 
 # --- random -----------------------------------------------------------------------------------
@@ -144,7 +116,7 @@ class GreedyPlayer:
         _check_turn(game, seat)
         phase = game.phase
         if phase == Phase.DECIDE:
-            return _STOP
+            return STOP
         captured = list(game.captured[seat])
         base = score(captured).total
         if phase == Phase.PLAY:
@@ -157,7 +129,7 @@ class GreedyPlayer:
                 card = move.card  # type: ignore[union-attr]
                 lay = by_month.get(int(card[:2]), [])
                 if not lay:
-                    key: tuple = (0, 0, 0, -_auto_value(card), -_IDX[card])
+                    key: tuple = (0, 0, 0, -VALUE[INDEX[card]], -INDEX[card])
                 else:
                     if len(lay) == 2:
                         take = [max(lay, key=lambda c: self._option_key(captured, base, [card], c))]
@@ -167,7 +139,7 @@ class GreedyPlayer:
                         steal = 0 if len(lay) == 1 else self._triple_steal(game, seat, int(card[:2]))
                     cards = [card, *take]
                     gain = (score(captured + cards).total - base + sum(_junk_units(c) for c in cards) + steal)
-                    key = (gain, 1, sum(_auto_value(c) for c in cards), 0, -_IDX[card])
+                    key = (gain, 1, sum(VALUE[INDEX[c]] for c in cards), 0, -INDEX[card])
                 if best is None or key > best:
                     best, best_move = key, move
             assert best_move is not None
@@ -182,7 +154,7 @@ class GreedyPlayer:
     def _option_key(captured: list[str], base: int, pending: list[str], card: str) -> tuple:
         cards = [*pending, card]
         gain = score(captured + cards).total - base + sum(_junk_units(c) for c in cards)
-        return gain, _auto_value(card), -_IDX[card]
+        return gain, VALUE[INDEX[card]], -INDEX[card]
 
     @staticmethod
     def _triple_steal(game: MatgoGame, seat: Seat, month: int) -> int:
@@ -199,11 +171,6 @@ class GreedyPlayer:
 
 # Playout policy card weights: what a captured card is worth to its taker (points-ish), with
 # bonuses when the taker is close to a combination (three brights, Godori, a ribbon set).
-_G_MASK = _mask([c for c in HWATU_48 if c[2] == "G"])
-_GODORI = _mask(["02A", "04A", "08A"])
-_RED = _mask(["01R", "02R", "03R"])
-_BLUE = _mask(["06R", "09R", "10R"])
-_PLAIN = _mask(["04R", "05R", "07R"])
 
 
 #: Default playout-policy weights: what a captured card is worth to its taker (G: bright,
@@ -228,19 +195,18 @@ def _weight(code: str, w: dict[str, float]) -> float:
 
 def _group(code: str, w: dict[str, float]) -> tuple[int, float]:
     """(mask of the card's combination group, bonus when the taker already holds two of it)."""
-    bit = 1 << _IDX[code]
-    if bit & _G_MASK:
-        return _G_MASK, w["bonG"]
-    if bit & _GODORI:
-        return _GODORI, w["bonBird"]
-    for s in (_RED, _BLUE, _PLAIN):
+    bit = 1 << INDEX[code]
+    if bit & BRIGHTS:
+        return BRIGHTS, w["bonG"]
+    if bit & GODORI:
+        return GODORI, w["bonBird"]
+    for s in (RED, BLUE, PLAIN):
         if bit & s:
             return s, w["bonR"]
     return 0, 0.0
 
 
-_ALL = (1 << _N) - 1
-_GRP = tuple(_group(c, WEIGHTS)[0] for c in HWATU_48)
+_GRP = tuple(_group(c, WEIGHTS)[0] for c in CODES)
 
 
 def _take_value(i: int, mine: int, theirs: int, W: tuple[float, ...], BON: tuple[float, ...], deny: float) -> float:
@@ -292,24 +258,24 @@ class _Policy:
         unknown = set(w) - set(WEIGHTS)
         if unknown:
             raise ValueError(f"unknown policy weight(s): {sorted(unknown)}")
-        self.W = tuple(_weight(c, w) for c in HWATU_48)
-        self.BON = tuple(_group(c, w)[1] for c in HWATU_48)
+        self.W = tuple(_weight(c, w) for c in CODES)
+        self.BON = tuple(_group(c, w)[1] for c in CODES)
         self.deny = w["deny"]
 
     def play(self, g: MatgoGame, rnd) -> int:  # type: ignore[no-untyped-def]
-        p = g._mover
-        h = g._hand[p]
+        p = g.mover
+        h = g.hand_masks[p]
         if rnd() < self.eps:
-            b = _bits(h)
+            b = bits(h)
             return b[int(rnd() * len(b))]
-        lay = g._lay
-        mine = g._cap[p]
-        theirs = g._cap[1 - p]
-        unseen = _ALL ^ (g._hand[p] | lay | mine | theirs | g._pend)
-        noise = self.noise
-        throw = self.throw
-        locked = self.locked
-        W, BON, MM, deny = self.W, self.BON, _MONTH_MASK, self.deny
+        lay = g.layout_mask
+        mine = g.captured_masks[p]
+        theirs = g.captured_masks[1 - p]
+        unseen = ALL ^ (g.hand_masks[p] | lay | mine | theirs | g.pending_mask)
+        hand = h
+        noise, throw, locked, throw_u, pair_throw = self.noise, self.throw, self.locked, self.throw_u, self.pair_throw
+        k2_pen, triple_bonus, contest = self.k2_pen, self.triple_bonus, self.contest
+        W, BON, MM, deny = self.W, self.BON, SAME_MONTH, self.deny
         best = -1e9
         pick = -1
         while h:
@@ -319,9 +285,9 @@ class _Policy:
             ml = lay & MM[i]
             if not ml:  # thrown: worth to the opponent what it is worth to a taker
                 v = _take_value(i, theirs, mine, W, BON, deny)
-                v = -throw * v * self.throw_u[(unseen & MM[i]).bit_count()]
-                if self.pair_throw and g._hand[p] & MM[i] & ~low:
-                    v += self.pair_throw
+                v = -throw * v * throw_u[(unseen & MM[i]).bit_count()]
+                if pair_throw and hand & MM[i] & ~low:
+                    v += pair_throw
             else:
                 v = _take_value(i, mine, theirs, W, BON, deny)
                 if ml & (ml - 1) == 0:  # one card
@@ -333,7 +299,7 @@ class _Policy:
                         a = ml & -ml
                         va = _take_value(a.bit_length() - 1, mine, theirs, W, BON, deny)
                         vb = _take_value(ml.bit_length() - 1, mine, theirs, W, BON, deny)
-                        v += (va if va > vb else vb) - self.k2_pen  # the other card stays for the opponent
+                        v += (va if va > vb else vb) - k2_pen  # the other card stays for the opponent
                         took = low | (a if va > vb else ml ^ a)
                     else:
                         took = low | ml
@@ -341,30 +307,30 @@ class _Policy:
                             lo = ml & -ml
                             ml ^= lo
                             v += _take_value(lo.bit_length() - 1, mine, theirs, W, BON, deny)
-                        v += self.triple_bonus  # the junk a triple takes
+                        v += triple_bonus  # the junk a triple takes
                 if not unseen & MM[i]:  # the pair is mine whenever I want it
                     v -= locked
                 elif took.bit_count() == 2:
-                    v += self.contest
+                    v += contest
             v += rnd() * noise
             if v > best:
                 best, pick = v, i
         return pick
 
     def pick(self, g: MatgoGame) -> int:
-        p = g._mover
-        m = g._opts
+        p = g.mover
+        m = g.options_mask
         a = (m & -m).bit_length() - 1
         b = m.bit_length() - 1
-        mine, theirs = g._cap[p], g._cap[1 - p]
+        mine, theirs = g.captured_masks[p], g.captured_masks[1 - p]
         W, BON, deny = self.W, self.BON, self.deny
         return a if _take_value(a, mine, theirs, W, BON, deny) >= _take_value(b, mine, theirs, W, BON, deny) else b
 
     def go(self, g: MatgoGame) -> bool:
-        p = g._mover
-        if self.go_turns is None or (20 - g._turn) // 2 < self.go_turns:  # own turns after this one
+        p = g.mover
+        if self.go_turns is None or (20 - g.turn) // 2 < self.go_turns:  # own turns after this one
             return False
-        return g._go[p] < 3 and _score_total(g._cap[1 - p]) <= self.go_opp_max
+        return g.go_count[g.to_move] < 3 and fast_total(g.captured_masks[1 - p]) <= self.go_opp_max
 
 
 def _playout(g: MatgoGame, stock: list[int], me: str, rnd, pol: _Policy, bonus: float) -> float:  # type: ignore[no-untyped-def]
@@ -376,21 +342,21 @@ def _playout(g: MatgoGame, stock: list[int], me: str, rnd, pol: _Policy, bonus: 
     play, pick, go = pol.play, pol.pick, pol.go
     ostop = pol.opp_stop
     mi = 0 if me == "F" else 1
-    while g._result is None:
-        ph = g._phase
+    while g.result is None:
+        ph = g.phase
         if ph is P_FLIP:
-            step(_FLIPS[stock[si]])
+            step(FLIP_MOVES[stock[si]])
             si += 1
         elif ph is P_PLAY:
-            step(_PLAYS[play(g, rnd)])
+            step(PLAY_MOVES[play(g, rnd)])
         elif ph is P_DEC:
-            if ostop and g._mover != mi:
-                step(_STOP)
+            if ostop and g.mover != mi:
+                step(STOP)
             else:
-                step(_GO if go(g) else _STOP)
+                step(GO if go(g) else STOP)
         else:
-            step(_CHOOSES[pick(g)])
-    r = g._result
+            step(CHOOSE_MOVES[pick(g)])
+    r = g.result
     if r.winner is None:
         return 0.0
     return r.payment_points + bonus if r.winner == me else -r.payment_points - bonus
@@ -449,7 +415,7 @@ class SearchPlayer:
         """Index in ``moves`` of the playout policy's noiseless choice (Stop when deciding)."""
         ph = game.phase
         if ph == Phase.DECIDE:
-            return moves.index(_STOP)
+            return moves.index(STOP)
         if ph == Phase.PLAY:
             pol = self.policy
             eps, noise = pol.eps, pol.noise
@@ -458,9 +424,9 @@ class SearchPlayer:
                 i = pol.play(game, _no_random)
             finally:
                 pol.eps, pol.noise = eps, noise
-            card = HWATU_48[i]
+            card = CODES[i]
         else:
-            card = HWATU_48[self.policy.pick(game)]
+            card = CODES[self.policy.pick(game)]
         for k, m in enumerate(moves):
             if getattr(m, "card", None) == card:
                 return k
@@ -480,7 +446,7 @@ class SearchPlayer:
             self.last_stats = {"samples": 0, "moves": 1}
             return legal[0]
         view = game.view(seat)  # what this seat knows; the opponent's hand is not in it
-        unseen = [_IDX[c] for c in view.unseen]
+        unseen = [INDEX[c] for c in view.unseen]
         n_opp = view.opponent_hand_size
         moves = _distinct_moves(legal)
         prior = self._prior(game, moves)
@@ -488,9 +454,9 @@ class SearchPlayer:
         # a Stop's value is certain; every other move is estimated by playouts
         fixed: dict[int, float] = {}
         for k, m in enumerate(moves):
-            if m == _STOP:
+            if m == STOP:
                 g = game.clone()
-                g.step(_STOP)
+                g.step(STOP)
                 r = g.result
                 fixed[k] = r.payment_points + bonus if r.winner == seat else -(r.payment_points + bonus)
         cands = [k for k in range(len(moves)) if k not in fixed]
@@ -546,7 +512,7 @@ class SearchPlayer:
         stock order (card indices, top first)."""
         sample = unseen[:]
         rng.shuffle(sample)
-        return game.determinize(seat, [HWATU_48[i] for i in sample[:n_opp]]), sample[n_opp:]
+        return game.determinize(seat, [CODES[i] for i in sample[:n_opp]]), sample[n_opp:]
 
     def _significant(self, vals: list[list[float]], fixed: dict[int, float], best: int, prior: int) -> bool:
         """Does ``best`` beat ``prior`` by ``z`` standard errors (paired by sampled deal)?"""

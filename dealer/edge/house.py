@@ -61,11 +61,12 @@ class HouseRunner:
     house player."""
 
     def __init__(self, submit: Callable[[str, Event], object], now_ms: Callable[[], int], *,
-                 mode: Mode = "process", workers: int | None = None) -> None:
+                 mode: Mode = "process", workers: int | None = None, nice: int = worker.NICE) -> None:
         if mode not in ("process", "thread"):
             raise ValueError(f"house players run in a 'process' pool or a 'thread', not {mode!r}")
         self.mode = mode
         self.workers = workers or default_workers()
+        self.nice = nice  # the workers' CPU priority below the backend's (dealer/house/worker.py)
         self._submit = submit
         self._now = now_ms
         #: (table, round, turn) of every turn given to a house player this run: the same turn
@@ -161,7 +162,8 @@ class HouseRunner:
         if self._pool is None:
             ctx = multiprocessing.get_context("forkserver")
             ctx.set_forkserver_preload(_PRELOAD)
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=worker.init)
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=worker.init,
+                                             initargs=(self.nice,))
         return self._pool
 
     def _replace(self, broken: ProcessPoolExecutor) -> None:

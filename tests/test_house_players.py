@@ -26,7 +26,7 @@ from dealer.core.cards import HWATU_48
 from dealer.core.events import CloseBetting, OpenRound, PlaceBet, PlayerAction, ScanRead
 from dealer.core.round import Phase, Round
 from dealer.edge.house import HouseRunner
-from dealer.games.house_seat import HouseSeat
+from dealer.games.house_seat import HouseSeat, has_house_seats
 from dealer.games.matgo import AI_PLAYER, MatgoRequest
 from dealer.house.matgo import MatgoHousePlayer
 from dealer.house.player import HouseMove
@@ -94,9 +94,12 @@ def test_the_matgo_hand_is_a_house_seat_whose_request_is_its_own_picklable_copy(
         hand.house_request(ALICE, r.turn, 42)
 
 
-def test_a_hand_without_house_seats_is_not_one():
+def test_a_game_says_its_hands_have_house_seats_and_a_hand_without_them_is_not_one():
+    from dealer.games import game_class
     from dealer.games.base import PeerHand
 
+    assert has_house_seats(game_class("matgo")) and has_house_seats(core_table().rules.game)
+    assert not any(has_house_seats(game_class(g)) for g in ("teen-patti", "sevenluck", "stud", "seotda"))
     assert not isinstance(object(), HouseSeat) and not issubclass(PeerHand, HouseSeat)
 
 

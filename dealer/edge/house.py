@@ -23,7 +23,8 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import os
-from collections.abc import Callable, Coroutine
+import threading
+from collections.abc import Callable, Coroutine, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Literal
@@ -34,7 +35,7 @@ from dealer.core.draws import ai_seed
 from dealer.core.events import Event, PlayerAction
 from dealer.core.messages import PlayerMessage
 from dealer.core.round import Round
-from dealer.games.house_seat import HouseSeat
+from dealer.games.house_seat import HouseSeat, has_house_seats
 from dealer.house import worker
 from dealer.house.player import HouseMove
 from dealer.house.registry import decide
@@ -61,7 +62,8 @@ class HouseRunner:
     house player."""
 
     def __init__(self, submit: Callable[[str, Event], object], now_ms: Callable[[], int], *,
-                 mode: Mode = "process", workers: int | None = None, nice: int = worker.NICE) -> None:
+                 mode: Mode = "process", workers: int | None = None, nice: int = worker.NICE,
+                 games: Iterable[object] = ()) -> None:
         if mode not in ("process", "thread"):
             raise ValueError(f"house players run in a 'process' pool or a 'thread', not {mode!r}")
         self.mode = mode
@@ -78,6 +80,8 @@ class HouseRunner:
         self._closed = False
         #: pools replaced because a worker died, this run
         self.replaced = 0
+        if mode == "process" and any(has_house_seats(g) for g in games):
+            self._prepare()
 
     # -- the service's side ---------------------------------------------------------------
 
@@ -102,7 +106,11 @@ class HouseRunner:
             return  # the same turn given again (a reconnect): its move is already on its way
         self.started.add(key)
         seed = ai_seed(rnd.draw, msg.round_id, turn)  # from the round's secret draw: not foreseeable
-        request = hand.house_request(msg.player_id, turn, seed)
+        try:
+            request = hand.house_request(msg.player_id, turn, seed)
+        except Exception as exc:  # a bug in a game: its turn's timer plays the default move
+            log.error("house request failed", player_id=msg.player_id, turn=turn, error=repr(exc))
+            return
         self._start(self._play(table_id, msg.player_id, msg.round_id, turn, request),
                     name=f"house-{table_id}-{turn}")
 
@@ -127,6 +135,19 @@ class HouseRunner:
         if self.mode == "thread":
             return await asyncio.to_thread(decide, request)
         return await self._in_pool(decide, request)  # type: ignore[no-any-return]
+
+    def _prepare(self) -> None:
+        """The tables' games have house seats: start a worker now, beside the start-up (the fork
+        server's imports take a second or two on a busy host, longer than a short turn timer)."""
+        pool = self._warm = self._pool_now()
+
+        def start() -> None:
+            try:
+                pool.submit(worker.pid)
+            except RuntimeError:  # stopped before it started: nothing to warm
+                pass
+
+        threading.Thread(target=start, name="house-prepare", daemon=True).start()
 
     def _warm_up(self) -> None:
         """Start a worker of the current pool now, once (the fork server and the imports take a

@@ -250,7 +250,8 @@ class Service:
         self._resume_due: set[str] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self.house = HouseRunner(self.submit, self.now_ms, mode=settings.service.house_players,
-                                 workers=settings.service.house_workers)
+                                 workers=settings.service.house_workers,
+                                 games=[t.rules.game for t in self.tables.values()])
         self._bg: list[asyncio.Task[Any]] = []
         self.ready = asyncio.Event()
         # Signed readers' boot and seq as journaled before this start, and the newer ones that

@@ -27,3 +27,10 @@ class HouseSeat(Protocol):
         the table goes on. ``seed`` (from the round's secret draw) makes the decision
         reproducible."""
         ...
+
+
+def has_house_seats(game: object) -> bool:
+    """Whether ``game``'s hands have house seats: a game says so with the class attribute
+    ``house_seats = True``, so that the edge can have its house players ready (a worker process
+    started) before the first hand asks them for a move."""
+    return bool(getattr(game, "house_seats", False))

@@ -111,6 +111,7 @@ class Matgo(Game):
     bet_types = (COVER,)
     peer = True
     min_players = 1  # the other seat is the house AI
+    house_seats = True  # its hands are HouseSeats (dealer/games/house_seat.py)
     starts_at_first_card = True
 
     options: MatgoOptions

@@ -249,3 +249,19 @@ async def test_the_ai_moves_at_a_table_are_journaled_player_actions_whatever_the
     secrets_kept(t.rec, res, dict(cards))
     journal_agrees(t.settings, res)
     money_exact(res, Decimal("100.00"))
+
+
+# -- the benchmark runs ------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(180)
+async def test_the_house_benchmark_reports_each_mode():
+    """``dealer bench house`` in small: every mode measured, the AI moved in both of its modes
+    (the figures themselves are not asserted: they depend on the machine)."""
+    from tools.bench_house import MODES, run_house_bench
+
+    out = await run_house_bench(tables=2, seconds=0.5, rounds=1, budget_ms=20, workers=1, loop="asyncio", settle=0.5)
+    assert out["bench"] == "house" and out["tables"] == 2 and out["house_player"]["process_workers"] == 1
+    assert set(out["lateness_ms"]) == set(MODES) and all(out["lateness_ms"][m]["count"] > 0 for m in MODES)
+    assert set(out["added_p99_ms"]) == {"thread", "process"} and all(n > 0 for n in out["ai_moves"].values())
+    assert out["target_met"] is (out["added_p99_ms"]["process"] <= out["target_added_p99_ms"])

@@ -17,7 +17,9 @@ Measured in the same run, in turns (``--rounds`` times each, so drift hits all a
 Each mode's decisions are awaited to the end before the next mode starts, and samples taken
 while switching are dropped. The requests are mid-game Matgo decisions from seeded deals.
 Prints one JSON object (sorted keys): lateness p50/p99/max per mode, the p99 each mode adds to
-the baseline, the AI's moves per mode and the scan-to-publish latency of the tables per mode.
+the baseline, the AI's moves per mode, the scan-to-publish latency of the tables per mode, the
+backend process's CPU use per mode (a thread's search counts in it, a worker's does not) and
+the host's load average (other work on the host shows in every mode's figures).
 """
 
 from __future__ import annotations
@@ -118,6 +120,8 @@ async def run_house_bench(tables: int = 200, seconds: float = 10.0, rounds: int 
         proc = None
         moves = {m: 0 for m in MODES}
         scans: dict[str, list[int]] = {m: [] for m in MODES}
+        cpu = {m: 0.0 for m in MODES}  # CPU seconds of the backend process (all its threads)
+        wall = {m: 0.0 for m in MODES}
         try:
             await asyncio.wait_for(service.ready.wait(), 60)
             await runners["process"].worker_pid()  # the fork server and the worker's imports, before measuring
@@ -133,9 +137,12 @@ async def run_house_bench(tables: int = 200, seconds: float = 10.0, rounds: int 
                     thinker = (asyncio.create_task(_think(runners[mode], requests, stop))
                                if mode in runners else None)
                     first_scan = len(service.latency_samples)
+                    cpu0, wall0 = time.process_time(), time.perf_counter()
                     ticker.mode = mode
                     await asyncio.sleep(seconds)
                     ticker.mode = None
+                    cpu[mode] += time.process_time() - cpu0
+                    wall[mode] += time.perf_counter() - wall0
                     scans[mode] += service.latency_samples[first_scan:]
                     stop.set()
                     if thinker is not None:
@@ -166,6 +173,7 @@ async def run_house_bench(tables: int = 200, seconds: float = 10.0, rounds: int 
         "target_met": added["process"] <= TARGET_ADDED_P99_MS,
         "ai_moves": {m: moves[m] for m in ("thread", "process")},
         "scan_to_publish_ms": {m: summarize(scans[m]) for m in MODES},
+        "backend_cpu_percent": {m: round(100 * cpu[m] / wall[m], 1) if wall[m] else None for m in MODES},
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
                     "load_average_1m": {"start": load[0], "end": round(os.getloadavg()[0], 2)}},
     }

@@ -304,21 +304,19 @@ async def table(broker: Broker, tmp_path: Path, pty_dir: Path, request: pytest.F
 
 @pytest.fixture
 def ai_gate(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
-    """Hold the house AI's answer until the test opens the gate (the real AI still decides)."""
-    import dealer.house.matgo_ai as matgo_ai
+    """Hold the house AI's answer until the test opens the gate (the real AI still decides, in
+    its worker process; the gate holds its move back before it is sent)."""
+    from dealer.edge.house import HouseRunner
 
-    real = matgo_ai.SearchPlayer
+    real = HouseRunner.decide
     gate = threading.Event()
 
-    class Gated:
-        def __init__(self, budget_ms: int) -> None:
-            self.inner = real(budget_ms=budget_ms)
+    async def gated(self: HouseRunner, request: object) -> Any:
+        move = await real(self, request)
+        await asyncio.to_thread(gate.wait, 60)
+        return move
 
-        def choose(self, game: Any, seat: Any, rng: random.Random) -> Any:
-            gate.wait(60)
-            return self.inner.choose(game, seat, rng)
-
-    monkeypatch.setattr(matgo_ai, "SearchPlayer", Gated)
+    monkeypatch.setattr(HouseRunner, "decide", gated)
     try:
         yield gate
     finally:

@@ -320,6 +320,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     from tools import fuzz
 
     fuzz.register(bsub)
+    __import__("tools.bench_house").bench_house.register(bsub)  # dealer bench house
     from tools import audit, deploy as deploy_tools
 
     audit.register(sub)

@@ -259,6 +259,13 @@ class ServiceSection(_Strict):
                     "long, up to result_resend_max_seconds (and at once after every broker reconnect)")
     result_resend_max_seconds: float = Field(default=300.0, gt=0, le=86400, allow_inf_nan=False,
                                              description="the longest wait between two publishes of one result")
+    house_players: Literal["process", "thread"] = Field(
+        default="process", description="where house players (the Matgo AI) think: 'process', a pool of worker "
+        "processes, so the event loop of every table keeps its pace; 'thread', a thread of the backend (holds "
+        "the GIL while it thinks: the old way, for comparison)")
+    house_workers: int | None = Field(
+        default=None, ge=1, le=64, description="worker processes of the house players; unset = one core left "
+        "for the event loop, at most two")
 
 
 class SupervisorConfig(_Strict):

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import random
 import secrets
 import time
 from collections.abc import Callable, Coroutine
@@ -39,8 +38,8 @@ from typing import Any
 import structlog
 from pydantic import BaseModel
 
-from dealer.core.draws import DRAW_BYTES, ai_seed
-from dealer.core.events import Event, OpenRound, PlayerAction, Resume, SupervisorOpenRound, SupervisorResume
+from dealer.core.draws import DRAW_BYTES
+from dealer.core.events import Event, OpenRound, Resume, SupervisorOpenRound, SupervisorResume
 from dealer.core.messages import PlayerMessage
 from dealer.core.operations import OPERATIONS
 from dealer.core.round import Rejection, Step
@@ -48,6 +47,7 @@ from dealer.core.table import Table
 from dealer.edge import ingress, topics
 from dealer.edge.catchup import Catchup
 from dealer.edge.config import ScannerConfig, Settings, TableConfig
+from dealer.edge.house import HouseRunner
 from dealer.edge.core_loop import CoreLoop
 from dealer.edge.core_queue import CoreQueue, Item
 from dealer.edge.inputs import Inputs
@@ -59,7 +59,6 @@ from dealer.edge.metrics import Metrics
 from dealer.edge.publisher import Observer, Publisher
 from dealer.edge.relay import OutboxRelay
 from dealer.edge.timers import Purpose, Timers
-from dealer.games.matgo import AI_PLAYER
 from drivers.bus import Bus, new_instance
 from drivers.frames import FrameAuthenticator
 from drivers.scan import ScanInput
@@ -118,7 +117,9 @@ class Service:
         self.queue = CoreQueue(self.metrics)
         self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal")
         self._tasks: set[asyncio.Task[Any]] = set()  # fire-and-forget tasks (publishes, house moves) until done
-        self._ai_started: set[tuple[str, str | None, int]] = set()
+        self.house = HouseRunner(self.submit, self.now_ms, mode=settings.service.house_players,
+                                 workers=settings.service.house_workers,
+                                 games=[t.rules.game for t in self.tables.values()])
         self._bg: list[asyncio.Task[Any]] = []
         self.ready = asyncio.Event()
         # Retained catch-up messages (dealer/edge/catchup.py): the instance (the bus's, whose status
@@ -294,6 +295,7 @@ class Service:
             task.cancel()
         await asyncio.gather(*self._bg, return_exceptions=True)
         await self.maintenance.finish()
+        await self.house.close()
         self.writer.shutdown(wait=True)
         self.journal.close()
 
@@ -377,38 +379,9 @@ class Service:
             self._deliver_private(table.table_id, msg)
 
     def _deliver_private(self, tid: str, msg: PlayerMessage) -> None:
-        """A player's private message goes to their topic; the house AI's turn goes to the AI,
-        which runs here at the edge and answers with an ordinary, journaled action."""
-        if msg.player_id == AI_PLAYER and self.configs[tid].game == "matgo":
-            if msg.kind == "your_turn":
-                self._ai_turn(tid, msg)
-            return  # the AI's cards and turns are never published
-        self._publish_soft(topics.player(tid, msg.player_id), msg, "player")
-
-    def _ai_turn(self, tid: str, msg: PlayerMessage) -> None:
-        rnd = self.tables[tid].current
-        turn = int(msg.data.get("turn", 0))
-        key = (tid, msg.round_id, turn)
-        if rnd is None or rnd.hand is None or key in self._ai_started:
-            return  # the same turn given again (a reconnect): its move is already on its way
-        self._ai_started.add(key)
-        hand = rnd.hand
-        game, seat = hand.engine.clone(), hand.letter[AI_PLAYER]  # type: ignore[attr-defined]
-        budget = hand.o.ai_budget_ms  # type: ignore[attr-defined]
-        seed = ai_seed(rnd.draw, msg.round_id, turn)  # from the round's secret draw: not foreseeable
-
-        async def think() -> None:
-            from dealer.games.matgo import move_action
-            from dealer.house.matgo_ai import SearchPlayer
-
-            move = await asyncio.to_thread(SearchPlayer(budget_ms=budget).choose, game, seat, random.Random(seed))
-            action, card = move_action(move)
-            self.submit(tid, PlayerAction(player_id=AI_PLAYER, action=action, card=card,  # type: ignore[arg-type]
-                                          round_id=msg.round_id, turn=turn, at=self.now_ms()))
-
-        task = asyncio.create_task(think(), name=f"ai-{tid}-{turn}")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        task.add_done_callback(lambda t: t.cancelled() or t.exception() is None
-                               or log.error("AI move failed", table_id=tid, error=repr(t.exception())))
+        """A player's private message goes to their topic; a house player's (the hand says
+        which players the house plays) goes to the house runner, never to a topic: its turn is
+        decided in a worker process and answered with an ordinary, journaled action."""
+        if not self.house.deliver(tid, self.tables[tid].current, msg):
+            self._publish_soft(topics.player(tid, msg.player_id), msg, "player")
 

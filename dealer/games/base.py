@@ -487,12 +487,23 @@ class Remembers(Protocol):
 
 @runtime_checkable
 class HouseSeat(Protocol):
-    """The house plays a seat (Matgo's AI). A house player's turn is asked of the house
-    players' runner with :meth:`house_request`; its answer comes back as a player action."""
+    """The house plays a seat (Matgo's AI). When one of the house's players is to move, the hand
+    describes the decision as a plain, picklable request; the edge hands it to the house player
+    registered for its type (:mod:`dealer.house.registry`) in another process and sends the
+    answer back as an ordinary, journaled player action. The edge never looks inside the hand."""
 
     def house_players(self) -> frozenset[str]:
-        """The player ids the house plays."""
+        """The player ids the house plays in this hand: their private messages go to the
+        house player, never to a topic."""
 
     def house_request(self, player: str, turn: int, seed: int) -> object:
-        """A picklable description of the decision ``player`` must make on ``turn`` (``seed``
-        drives any randomness of the house player's search)."""
+        """What ``player`` (one of :meth:`house_players`) needs to decide ``turn``: a picklable
+        value holding its own copy of the game state, so the decision can run anywhere while
+        the table goes on. ``seed`` (from the round's secret draw) makes it reproducible."""
+
+
+def has_house_seats(game: object) -> bool:
+    """Whether ``game``'s hands have house seats: a game says so with the class attribute
+    ``house_seats = True``, so the edge can have its house players ready (a worker process
+    started) before the first hand asks them for a move."""
+    return bool(getattr(game, "house_seats", False))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
@@ -33,6 +34,7 @@ from dealer.games.base import (
     PeerGame,
     GameOutcome,
     Outcome,
+    HouseSeat,
     PeerHand,
     Position,
 )
@@ -56,6 +58,7 @@ AI_PLAYER = "house-ai"
 #: The ``hand`` of a layout position (L1..L8) and of a stock card turned over (S1..S20).
 LAYOUT, STOCK = "L", "STOCK"
 _ACTING = {"PLAY", "CHOOSE_A", "CHOOSE_B", "DECIDE"}
+_HOUSE = frozenset({AI_PLAYER})
 
 
 class MatgoOptions(MatgoRules):
@@ -97,6 +100,7 @@ class Matgo(PeerGame):
     chips_bet = COVER
     chips_once = "a player escrows one cover per game"
     min_players = 1  # the other seat is the house AI
+    house_seats = True  # its hands are HouseSeats (dealer.games.base.HouseSeat)
 
     options: MatgoOptions
 
@@ -159,8 +163,24 @@ def _deal(o: MatgoOptions, first_is_player: bool, deal: int) -> list[Position]:
     return out
 
 
-class MatgoHand(PeerHand):
-    """One game of Matgo at the table: the deal (and redeals), then the engine move by move."""
+@dataclass(frozen=True)
+class MatgoRequest:
+    """The house AI's decision for one turn (:meth:`MatgoHand.house_request`), picklable: its
+    own clone of the engine (the AI reads only what its seat may know: ``engine.view(seat)``),
+    the AI's seat letter, its thinking budget and the seed from the round's secret draw.
+    ``playouts``: a fixed search size instead of the clock (None at the table: the budget
+    rules; a number makes the move a function of the request alone, for tests and benches)."""
+
+    engine: MatgoGame
+    seat: Literal["F", "O"]
+    budget_ms: int
+    seed: int
+    playouts: int | None = None
+
+
+class MatgoHand(PeerHand, HouseSeat):
+    """One game of Matgo at the table: the deal (and redeals), then the engine move by move.
+    The house AI's seat is a :class:`~dealer.games.base.HouseSeat`."""
 
     def __init__(self, options: MatgoOptions, player: str, cover: Decimal, hand_number: int, unit: Decimal,
                  draw: str | None = None) -> None:
@@ -304,6 +324,19 @@ class MatgoHand(PeerHand):
         if isinstance(m, Decide):
             return ("GO" if m.go else "STOP"), None, None
         return ("PLAY" if isinstance(m, Play) else "CHOOSE"), None, m.card  # type: ignore[union-attr]
+
+    # -- the house seat ----------------------------------------------------------------------
+
+    def house_players(self) -> frozenset[str]:
+        return _HOUSE
+
+    def house_request(self, player: str, turn: int, seed: int) -> MatgoRequest:
+        if player != AI_PLAYER:
+            raise ValueError(f"{player} is not a house player in Matgo (the house plays {AI_PLAYER})")
+        if self.engine is None:
+            raise ValueError("no Matgo game in play: the house AI has no move to decide")
+        return MatgoRequest(engine=self.engine.clone(), seat=self.letter[AI_PLAYER],  # type: ignore[arg-type]
+                            budget_ms=self.o.ai_budget_ms, seed=seed)
 
     def notes(self) -> list[tuple[str, dict[str, Any]]]:
         out, self._notes = self._notes, []

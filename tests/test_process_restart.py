@@ -20,6 +20,7 @@ from tests.conftest import Broker, free_port, wait_until
 from tests.harness import DEAL, READER, TABLE, DealerProcess, HandShoe, Recorder, dealer_config, round_id, serial_table
 
 POSITIONS = ["A1", "B1", "A2", "B2", "A3", "B3"]
+START = 60.0  # a `dealer run` start on a loaded machine (imports, the tables' RTP) is a bound, not a measure
 
 
 def write_config(tmp: Path, broker: Broker, port: str, metrics_port: int, betting: float = 0.3) -> Path:
@@ -42,7 +43,7 @@ async def test_backend_killed_mid_deal_resumes_at_the_same_position(broker: Brok
         seen = len(rec.messages)
         backend.start()
         await wait_until(lambda: any(t.endswith("/prompts") and m["kind"] == "NEXT" for t, m in rec.messages[seen:]),
-                         what="prompt from the restarted backend")
+                         timeout=START, what="prompt from the restarted backend")
         first = next(m for t, m in rec.messages[seen:] if t.endswith("/prompts"))
         assert (first["round_id"], first["position"], first["step"]) == (round_id(tmp_path / "journal.sqlite", 1), "B2", 4)
         for code, pos in zip(DEAL[3:], POSITIONS[3:]):

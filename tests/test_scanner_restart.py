@@ -51,6 +51,7 @@ K1 = bytes(range(32))
 K2 = bytes(range(32, 64))
 READER = "SC1"
 POSITIONS = ["A1", "B1", "A2", "B2", "A3", "B3"]
+START = 60.0  # a `dealer run` start on a loaded machine (imports, the tables' RTP) is a bound, not a measure
 DEAL2 = ["QS", "JS", "QD", "JD", "QC", "JC"]  # round 2: no card of round 1
 ROUND1 = f"{TABLE}-000001"  # journal-level tests only: a running service names its rounds with its journal id
 
@@ -528,7 +529,7 @@ async def test_dealer_run_sigkilled_still_refuses_frames_recorded_before(broker:
         seen = len(rec.messages)
         backend.start()
         await wait_until(lambda: any(t.endswith("/prompts") for t, _ in rec.messages[seen:]),
-                         what="prompt from the restarted backend")
+                         timeout=START, what="prompt from the restarted backend")
         port.write(recorded["AD"])  # boot 42, seq 3
         port.write(recorded["QS"])  # boot 43, seq 1
         await wait_until(lambda: _scrape(mport, "dealer_frames_rejected_total", reader=READER,

@@ -82,6 +82,7 @@ INTEGRATION = "integration"
 RESOURCE_FIXTURES = frozenset({"broker", "pty_dir", "secure_broker", "deploy_broker", "tls_broker"})
 
 
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if RESOURCE_FIXTURES.intersection(getattr(item, "fixturenames", ())) or item.get_closest_marker("slow"):

@@ -1,5 +1,8 @@
 """Test harness: a backend service, a recording MQTT client, a hand-driven PTY shoe, and a
-reader link that records what a virtual dealer passes over it."""
+reader link that records what a virtual dealer passes over it; the real ``dealer run`` process
+(its config and its start, kill and restart); the backend on the deployed broker (TLS,
+credentials, a supervisor's key); and a peer game's table (stud, Seotda, Matgo) played
+through the real service. Each helper is here once; test modules add only what is theirs."""
 
 from __future__ import annotations
 
@@ -499,3 +502,21 @@ async def served_table(make: Callable[[Service, Recorder, HandShoe, Settings], P
         await stop_service(t.task)
         await rec.stop()
         shoe.close()
+
+
+async def play_unattended(service: Service, sim: MqttBus, dealer: Any, rec: Recorder, port: PtyPort,
+                          enough: Callable[[], Any], *, timeout: float, what: str) -> None:
+    """Run the service, the simulated players' bus and then the virtual dealer until
+    ``enough()``; stop them all, the recorder and the PTY whatever happens."""
+    tasks = [asyncio.create_task(service.run()), asyncio.create_task(sim.run())]
+    try:
+        await sim.wait_connected()
+        await wait_until(lambda: service.bus.connected, what="backend connected")
+        tasks.append(asyncio.create_task(dealer.run()))
+        await wait_until(enough, timeout=timeout, what=what)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await rec.stop()
+        port.close()

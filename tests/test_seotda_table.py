@@ -30,7 +30,8 @@ from simulators.seotda_players import SeotdaDealer, SeotdaPlayer, choose, positi
 from simulators.shoe import FaultPlan, VirtualShoe
 from simulators.station import DealerFaults, PtyShoeLink
 from tests.conftest import Broker, wait_until
-from tests.harness import HandShoe, PeerTable, Recorder, served_table, start_service, stop_service, strings
+from tests.harness import (HandShoe, PeerTable, Recorder, play_unattended, served_table, start_service, stop_service,
+                           strings)
 
 T = "SD1"
 READER = "SC7"
@@ -683,22 +684,12 @@ async def test_dealer_and_players_play_games_in_a_row_unattended(broker: Broker,
                SeotdaPlayer(T, "p2", sim, "random", rng=random.Random(2), seat=2, buy_in="1000", reserve_rate=1.0),
                SeotdaPlayer(T, "p3", sim, "hand", seat=3, buy_in="2000"),
                SeotdaPlayer(T, "p4", sim, "disconnect", silent_after=3, seat=5, buy_in="800")]
-    tasks = [asyncio.create_task(service.run()), asyncio.create_task(sim.run())]
 
     def completed() -> list[dict[str, Any]]:
         return [r for r in rec.results() if r["outcome"] == "COMPLETED"]
 
-    try:
-        await sim.wait_connected()
-        await wait_until(lambda: service.bus.connected, what="backend connected")
-        tasks.append(asyncio.create_task(dealer.run()))
-        await wait_until(lambda: len(completed()) >= 6, timeout=260, what="six games played")
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await rec.stop()
-        port.close()
+    await play_unattended(service, sim, dealer, rec, port, lambda: len(completed()) >= 6,
+                          timeout=260, what="six games played")
     results = rec.results()
     keys = [r["idempotency_key"] for r in results]
     assert len(keys) == len(set(keys))  # each result once

@@ -26,7 +26,7 @@ from simulators.shoe import FaultPlan, VirtualShoe
 from simulators.station import PtyShoeLink, VirtualDealer
 from simulators.stud_players import StudPlayer, choose
 from tests.conftest import Broker, wait_until
-from tests.harness import PeerTable, Recorder, RecordingReader, served_table, strings
+from tests.harness import PeerTable, Recorder, RecordingReader, play_unattended, served_table, strings
 
 T = "ST1"
 READER = "SC9"
@@ -613,22 +613,12 @@ async def test_dealer_and_players_play_hands_in_a_row_unattended(broker: Broker,
                StudPlayer(T, "p2", sim, "random", rng=random.Random(2), seat=2, buy_in="6.00"),
                StudPlayer(T, "p3", sim, "aggressive", seat=3, buy_in="25.00"),
                StudPlayer(T, "p4", sim, "disconnect", silent_after=3, seat=4, buy_in="10.00")]
-    tasks = [asyncio.create_task(service.run()), asyncio.create_task(sim.run())]
 
     def completed() -> list[dict[str, Any]]:
         return [r for r in rec.results() if r["outcome"] == "COMPLETED"]
 
-    try:
-        await sim.wait_connected()
-        await wait_until(lambda: service.bus.connected, what="backend connected")
-        tasks.append(asyncio.create_task(dealer.run()))
-        await wait_until(lambda: len(completed()) >= 5, timeout=200, what="five hands played")
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await rec.stop()
-        port.close()
+    await play_unattended(service, sim, dealer, rec, port, lambda: len(completed()) >= 5,
+                          timeout=200, what="five hands played")
     results = rec.results()
     keys = [r["idempotency_key"] for r in results]
     assert len(keys) == len(set(keys))  # each result once

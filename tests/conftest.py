@@ -80,6 +80,9 @@ INTEGRATION = "integration"
 # Fixtures that start a broker or open a PTY: a test that uses one, directly or through
 # another fixture, is an integration test.
 RESOURCE_FIXTURES = frozenset({"broker", "pty_dir", "secure_broker", "deploy_broker", "tls_broker"})
+# A long pure run's bound (pyproject's 120 s is for the rest): on a loaded machine the
+# differential run against pokerkit alone takes about that long; a bound, not a measure.
+SLOW_TIMEOUT = 900
 
 
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
@@ -87,6 +90,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if RESOURCE_FIXTURES.intersection(getattr(item, "fixturenames", ())) or item.get_closest_marker("slow"):
             item.add_marker(INTEGRATION)
+        if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT))
 
 
 class FastTierViolation(BaseException):

@@ -19,6 +19,8 @@ from dealer.edge.service import Service
 from drivers.bus import LocalBus
 from tests.harness import DEAL, round_id
 
+pytestmark = pytest.mark.integration  # the CLI as a process
+
 ROOT = Path(__file__).resolve().parent.parent
 T = "T1"
 

@@ -197,6 +197,7 @@ def _whole_and_chunked(stream: bytes, cuts: list[int]) -> tuple[BeeTekCodec, lis
     return whole, list(a), chunked, b
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.one_of(ELEMENTS, st.binary(max_size=40)), max_size=30), st.lists(st.integers(0, 10_000), max_size=12))
 def test_split_or_joined_reads_decode_the_same(pieces: list[bytes], cuts: list[int]) -> None:
@@ -275,6 +276,7 @@ def test_lone_brackets_are_noise_not_errors() -> None:
     assert codec.frames_bad == 0 and codec.garbage_bytes == 15  # every byte but the blanks
 
 
+@pytest.mark.slow
 def test_the_fuzz_target_for_the_decoder_runs_clean() -> None:
     from tools import fuzz
 

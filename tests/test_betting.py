@@ -533,6 +533,7 @@ def check_record(rec, before_street: Decimal, before_stack: Decimal, before_leve
         assert rec.all_in
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(stacks=stacks, data=st.data())
 def test_random_legal_play_conserves_chips_and_always_ends(stacks, data):
@@ -577,6 +578,7 @@ def test_random_legal_play_conserves_chips_and_always_ends(stacks, data):
         assert all(q.street == top for q in live if not q.all_in)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(stacks=stacks, data=st.data())
 def test_options_are_exactly_what_verify_accepts(stacks, data):

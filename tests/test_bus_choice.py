@@ -20,6 +20,8 @@ from dealer.edge.security import NO_BROKER, check_deployment
 from drivers.bus import LocalBus
 from drivers.mqtt import MqttBus
 
+pytestmark = pytest.mark.integration  # dealer run as a process
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -18,9 +18,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import signal
-import subprocess
-import sys
 import uuid
 from decimal import Decimal
 from pathlib import Path
@@ -44,7 +41,8 @@ from dealer.edge.runner import build_bus
 from dealer.edge.service import Service
 from drivers.mqtt import parse_broker_url
 from tests.conftest import Broker, free_port, wait_until
-from tests.harness import DEAL, READER, TABLE, HandShoe, Recorder, round_id, settings_for, stop_service
+from tests.harness import (DEAL, TABLE, DealerProcess, HandShoe, Recorder, dealer_config, round_id, serial_table,
+                           settings_for, stop_service)
 from tests.test_visibility import GAMES, Run, Script
 
 NODE = "n1"
@@ -228,6 +226,7 @@ class CatchupRun(Run):
                 assert set(msg.cards.values()) == self.oracle.told.get(who, set()), (who, msg.cards)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("game", GAMES)
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1))
@@ -366,42 +365,15 @@ async def test_a_station_connecting_mid_deal_and_a_player_mid_decision_catch_up_
 # --- the real `dealer run`, killed -------------------------------------------------------------------
 
 
-def _config(tmp: Path, broker: Broker, port: str) -> Path:
-    cfg = tmp / "dealer.toml"
-    cfg.write_text(f"""
-[service]
-node_id = "{NODE}"
-journal_path = "{tmp / 'journal.sqlite'}"
-metrics_port = {free_port()}
-log_level = "info"
-
-[mqtt]
-url = "{broker.url}"
-client_id = "backend-catchup"
-
-[[tables]]
-id = "{TABLE}"
-game = "teen-patti"
-betting_seconds = 0.3
-pause_seconds = 0.1
-
-[tables.scanner]
-kind = "serial"
-port = "{port}"
-reader_id = "{READER}"
-heartbeat_timeout = 30
-""")
-    return cfg
-
-
 @pytest.mark.timeout(120)
 async def test_a_killed_backend_leaves_a_prompt_anyone_can_tell_is_stale_and_a_restart_makes_it_current(
         broker: Broker, tmp_path: Path, pty_dir: Path) -> None:
     shoe = HandShoe(pty_dir)
     rec = await Recorder(broker.url).start()
     log = tmp_path / "backend.log"
-    cmd = [sys.executable, "-m", "dealer", "run", "--config", str(_config(tmp_path, broker, shoe.path))]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log.open("ab"))
+    cfg = dealer_config(tmp_path, broker_url=broker.url, node_id=NODE, client_id="backend-catchup",
+                        metrics_port=free_port(), tables=[serial_table(shoe.path)])
+    backend = DealerProcess(cfg, log).start()
     status_topic = topics.backend_status(NODE)
     prompt_topic = topics.current_prompt(TABLE)
     try:
@@ -412,8 +384,7 @@ async def test_a_killed_backend_leaves_a_prompt_anyone_can_tell_is_stale_and_a_r
         alive = seen[prompt_topic]
         assert (alive["kind"], alive["position"]) == ("NEXT", "B1") and is_current(alive, seen["status"])
 
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+        backend.kill()
         # the broker publishes the connection's last will: the status goes offline, same session
         await wait_until(lambda: [m for t, m in rec.messages if t == status_topic][-1]["online"] is False,
                          what="the last will")
@@ -423,7 +394,7 @@ async def test_a_killed_backend_leaves_a_prompt_anyone_can_tell_is_stale_and_a_r
         assert seen["status"] == {"online": False, "session": alive["session"]}
         assert not is_current(dead, seen["status"])  # ... and anyone can tell it is stale
 
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log.open("ab"))
+        backend.start()
         await wait_until(lambda: (s := [m for t, m in rec.messages if t == status_topic][-1])["online"]
                          and s["session"] != alive["session"], what="the restarted backend online")
         await wait_until(lambda: [m for t, m in rec.messages if t == prompt_topic][-1]["session"]
@@ -437,9 +408,7 @@ async def test_a_killed_backend_leaves_a_prompt_anyone_can_tell_is_stale_and_a_r
         shoe.scan(DEAL[1])
         await wait_until(lambda: rec.expects("A2"), what="NEXT A2 after the restart")
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            proc.wait(timeout=10)
+        backend.stop()
         await rec.stop()
         shoe.close()
     assert "Traceback" not in log.read_text()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import asyncio
 import io
 import json
@@ -44,6 +45,7 @@ def test_committed_json_schemas_match_the_models():
             "accepted_bets"} <= set(result["properties"])
 
 
+@pytest.mark.integration
 def test_hand_command_settles_a_dispute():
     out = run_cli("hand", "teen-patti", "AS", "KD", "QC", "--vs", "2H", "3H", "4H")
     assert out.returncode == 0, out.stderr
@@ -53,6 +55,7 @@ def test_hand_command_settles_a_dispute():
     assert report["bets"]["player_b"] == {"outcome": "WIN", "ratio": "0.95", "category": None}
 
 
+@pytest.mark.integration
 def test_hand_command_refuses_bad_cards_clearly():
     out = run_cli("hand", "teen-patti", "AS", "KD", "10C", "--vs", "2H", "3H", "4H")
     assert out.returncode == 2 and "'T', never '10'" in out.stderr and "Traceback" not in out.stderr
@@ -60,6 +63,7 @@ def test_hand_command_refuses_bad_cards_clearly():
     assert out.returncode == 2 and "AS" in out.stderr
 
 
+@pytest.mark.integration
 def test_demo_runs_self_contained_with_faults_visible():
     out = run_cli("demo", "--rounds", "4", "--seed", "11", timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -169,6 +173,7 @@ def test_demo_can_also_publish_over_a_real_broker(broker: Broker):
     assert summary["rounds_settled"] == 2 and summary["reconciliation_mismatches"] == []
 
 
+@pytest.mark.integration
 def test_hand_command_for_sevenluck_shows_qualification_and_each_bet():
     out = run_cli("hand", "sevenluck", "8C", "8D", "2S", "--vs", "JS", "9D", "4C")  # rulebook §5.4 example 2
     assert out.returncode == 0, out.stderr
@@ -180,6 +185,7 @@ def test_hand_command_for_sevenluck_shows_qualification_and_each_bet():
     assert out.returncode != 0
 
 
+@pytest.mark.integration
 def test_demo_plays_sevenluck_with_decisions_and_a_silent_player():
     out = run_cli("demo", "--game", "sevenluck", "--rounds", "2", "--seed", "5", timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]

@@ -19,6 +19,8 @@ from dealer.edge.config import ConfigError, load_settings
 from dealer.core.events import OpenRound
 from dealer.edge.journal import Batch, Journal
 
+pytestmark = pytest.mark.integration  # the CLI as a process
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

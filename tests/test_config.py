@@ -254,6 +254,7 @@ def _run_cli(*args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=60)
 
 
+@pytest.mark.integration
 def test_dealer_run_with_a_bad_config_exits_2(tmp_path: Path) -> None:
     bad = write(tmp_path, BASE.replace('minor_unit = "0.01"', "minor_unit = 0.01"), "bad.toml")
     proc = _run_cli("run", "--config", str(bad))
@@ -263,6 +264,7 @@ def test_dealer_run_with_a_bad_config_exits_2(tmp_path: Path) -> None:
     assert proc.stdout == ""
 
 
+@pytest.mark.integration
 def test_dealer_run_with_a_missing_config_exits_2(tmp_path: Path) -> None:
     proc = _run_cli("run", "--config", str(tmp_path / "missing.toml"))
     assert proc.returncode == 2, proc.stderr

@@ -62,7 +62,6 @@ USERS = {
 }
 DEAL = ["AS", "KS", "AD", "KH", "AC", "KC"]
 POSITIONS = ["A1", "B1", "A2", "B2", "A3", "B3"]
-QUIET = 0.5  # seconds a forbidden message gets to show up before its positive control is sent anyway
 
 
 @pytest.fixture(autouse=True)
@@ -88,16 +87,19 @@ def _promtool(*args: str) -> subprocess.CompletedProcess[str]:
     return proc
 
 
+@pytest.mark.integration
 def test_promtool_checks_the_scrape_config_and_its_rule_files() -> None:
     out = _promtool("check", "config", str(PROM / "prometheus.yml")).stdout
     assert "SUCCESS" in out and "alerts.yml" in out  # the rule file was found and checked too
 
 
+@pytest.mark.integration
 def test_promtool_checks_the_alert_rules() -> None:
     out = _promtool("check", "rules", "--lint=all", "--lint-fatal", str(PROM / "alerts.yml")).stdout
     assert re.search(r"SUCCESS: \d+ rules found", out)
 
 
+@pytest.mark.integration
 def test_alert_rules_behave_as_specified() -> None:
     """promtool's unit tests: reader down after 30s, broker link down, outbox growing (and not
     when draining), table idle only for the idle table and only while the backend is up,
@@ -125,6 +127,7 @@ def test_the_issues_alerts_exist_with_the_agreed_expressions() -> None:
                                      "DealerTableIdle", "DealerRescanRateHigh"} <= tested
 
 
+@pytest.mark.integration
 def test_dashboard_has_the_operations_panels_and_valid_promql(tmp_path: Path) -> None:
     dash = json.loads(DASHBOARD.read_text())
     panels = {p["title"]: p for p in dash["panels"]}
@@ -260,6 +263,7 @@ def _openssl(*args: str) -> str:
     return proc.stdout
 
 
+@pytest.mark.integration
 def test_make_test_ca_issues_verifiable_certificates_idempotently(tmp_path: Path) -> None:
     _tool("openssl")
     out = make_test_ca(tmp_path / "tls", "scanner-T1")
@@ -411,7 +415,8 @@ async def test_anonymous_client_cannot_inject_a_card(secure_broker: SecureMosqui
         for user in ("settlement", "player-platform", "station-T1", "player-7"):
             async with mqtt(secure_broker, user) as forger:
                 await forger.publish(topics.scanner("T1"), frame + user.encode(), qos=1)  # PUBACKed, then dropped
-        await asyncio.sleep(QUIET)
+        # the barrier: each forgery was PUBACKed, so the broker had routed (or dropped) it before
+        # the control below is sent, and it delivers to one subscriber in that order
         control = b'{"control": "T1"}'
         await scanner.publish(topics.scanner("T1"), control, qos=1)
         assert await ops.until(control, "the real scanner's frame") == []
@@ -424,7 +429,6 @@ async def test_a_scanner_cannot_publish_into_another_table(secure_broker: Secure
         await scanner.publish(topics.scanner("T2"), forged, qos=1)  # acknowledged (MQTT 3.1.1) but dropped
         for other in ("actions", "results", "events"):
             await scanner.publish(topics.table_topic("T1", other), forged, qos=1)
-        await asyncio.sleep(QUIET)
         control = b'{"control": "T1"}'
         await scanner.publish(topics.scanner("T1"), control, qos=1)  # same publisher: delivered in order
         assert await ops.until(control, "scanner-T1 on its own topic") == []
@@ -442,7 +446,8 @@ async def test_settlement_reads_results_only_and_cannot_publish(secure_broker: S
         await settlement.client.publish(topics.results("T1"), b'{"fake": 1}', qos=1)  # dropped: not the backend
         await backend.publish(topics.events("T1"), b'{"event": 1}', qos=1)          # settlement may not read it
         await backend.publish(topics.player("T1", "player-7"), b'{"hole": 1}', qos=1)
-        await asyncio.sleep(QUIET)
+        # the barrier: all four were PUBACKed, so the broker routed (or dropped) them before the
+        # controls below, and each subscriber gets what it may read in that order
         control = b'{"control": "action"}'
         await platform.publish(topics.actions("T1"), control, qos=1)  # the player platform may place bets
         assert await ops.until(control, "the player platform's action") == []
@@ -659,6 +664,7 @@ def test_hmac_key_files_must_be_private_and_readable(good: Path, tmp_path: Path)
     one(problems(good), "HMAC key file", "does not exist")
 
 
+@pytest.mark.integration
 def test_scanner_keys_imply_require_mac_and_require_mac_false_is_refused(
         good: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A reader with keys never has an unsigned frame accepted (issue 12 item 6)."""
@@ -702,6 +708,7 @@ def _run_cli(*args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=30)
 
 
+@pytest.mark.integration
 def test_dealer_run_refuses_an_insecure_config_and_says_why(good: Path, tmp_path: Path) -> None:
     """Wired in dealer/cli/main.py: ``dealer run`` calls check_deployment after load_settings and
     exits 2 (no restart under systemd) with every reason on stderr, before any connection."""

@@ -87,6 +87,7 @@ def fill(directory: Path) -> Path:
     return filler
 
 
+@pytest.mark.integration
 def test_a_commit_on_a_full_disk_writes_nothing_and_the_same_batch_commits_later(small_fs: Path):
     """Journal.commit is safe to retry: a failure leaves no row and keeps the chain head, so
     the same batch commits later with the same row ids, one outbox row and one command id."""
@@ -324,6 +325,7 @@ reader_id = "GW1"
         j.close()
 
 
+@pytest.mark.integration
 def test_a_start_on_a_full_disk_exits_1_to_be_retried(small_fs: Path, tmp_path: Path):
     """A full disk at start-up may pass by itself: one line and exit 1 (the unit restarts with
     backoff), not exit 2, "a person must act", which the soak saw when a backend restarted into

@@ -4,6 +4,7 @@ rewritten by ``dealer schemas``."""
 
 from __future__ import annotations
 
+import pytest
 import json
 import shutil
 import subprocess
@@ -57,6 +58,7 @@ def test_a_changed_block_is_found_and_rewritten(tmp_path: Path) -> None:
     assert doc_examples.write_examples(doc) == []
 
 
+@pytest.mark.integration
 def test_dealer_schemas_check_names_a_stale_doc_example(tmp_path: Path) -> None:
     """``dealer schemas --check`` (the source tree's docs) fails on a stale example; run on a
     copy of the tree's docs so the real one is never touched."""

@@ -187,6 +187,7 @@ def test_without_authenticator_signed_frames_are_read_as_version_1() -> None:
 _CODES = st.text("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", min_size=2, max_size=4)
 
 
+@pytest.mark.slow
 @given(code=_CODES, seq=st.integers(1, SEQ_MOD - 1), boot=st.integers(0, SEQ_MOD - 1), data=st.data())
 def test_any_single_bit_flip_of_a_signed_frame_is_rejected(code: str, seq: int, boot: int, data: st.DataObject) -> None:
     """Flip one bit anywhere between '$' and '*' and fix the CRC up, as an attacker would:

@@ -181,6 +181,7 @@ def test_encode_decode_round_trip(frame: Frame) -> None:
     assert decode_frame(wire[:-2] + b"\n") == frame
 
 
+@pytest.mark.slow
 @given(st.lists(frames(), max_size=12), st.data())
 def test_any_chunking_gives_the_same_frames(items: list[Frame], data: st.DataObject) -> None:
     stream = b"".join(encode_frame(f) for f in items)

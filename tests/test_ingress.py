@@ -132,6 +132,7 @@ def test_supervisor_refusals_are_security_events() -> None:
     assert late.digest == fresh.digest  # the same command, whenever it arrives
 
 
+@pytest.mark.slow
 @given(st.dictionaries(st.sampled_from(["type", "command_id", "round_id", "player_id", "bet_id", "stake", "turn",
                                         "by", "step", "position", "signature", "supervisor", "x"]),
                        st.one_of(st.none(), st.integers(), st.text(max_size=8), st.floats(), st.booleans()),

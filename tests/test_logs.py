@@ -4,12 +4,12 @@ frame or payload in a line."""
 
 from __future__ import annotations
 
+import pytest
 import io
 import json
 import logging
 import os
 import re
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -20,9 +20,9 @@ import structlog
 from dealer.edge.logs import configure_logging, formatter
 from drivers.mqtt import _ClientLog
 from tests.conftest import Broker, wait_until
-from tests.harness import DEAL, READER, TABLE, HandShoe, Recorder, round_id, strings
+from tests.harness import (DEAL, READER, ROOT, TABLE, DealerProcess, HandShoe, Recorder, dealer_config, round_id,
+                           serial_table, strings)
 
-ROOT = Path(__file__).resolve().parents[1]
 LEVELS = {"debug", "info", "warning", "error", "critical"}
 BYTES_REPR = re.compile(r"(^|[^A-Za-z0-9_])b['\"]")  # b'...' or b"...": raw bytes in a line
 POSITIONS = ["A1", "B1", "A2", "B2", "A3", "B3"]
@@ -94,6 +94,7 @@ def test_structlog_and_stdlib_records_share_one_stream_and_context() -> None:
     assert "ZeroDivisionError" in recs[2]["exception"]
 
 
+@pytest.mark.integration
 def test_an_uncaught_exception_is_one_json_line() -> None:
     code = ("from dealer.edge.logs import configure_logging\nimport threading\nconfigure_logging('info')\n"
             "t = threading.Thread(target=lambda: 1 / 0, name='worker'); t.start(); t.join()\n"
@@ -138,34 +139,6 @@ def test_paho_connection_loss_becomes_the_cause_and_repeats_are_demoted() -> Non
 # --- the real process ---------------------------------------------------------------------------
 
 
-def _config(tmp: Path, broker: Broker, port: str) -> Path:
-    cfg = tmp / "dealer.toml"
-    cfg.write_text(f"""
-[service]
-node_id = "log-host"
-journal_path = "{tmp / 'journal.sqlite'}"
-metrics_enabled = false
-log_level = "info"
-
-[mqtt]
-url = "{broker.url}"
-client_id = "backend-logs"
-
-[[tables]]
-id = "{TABLE}"
-game = "teen-patti"
-betting_seconds = 0.3
-pause_seconds = 0.1
-
-[tables.scanner]
-kind = "serial"
-port = "{port}"
-reader_id = "{READER}"
-heartbeat_timeout = 30
-""")
-    return cfg
-
-
 def _records(path: Path) -> list[dict[str, Any]]:
     out = []
     for n, line in enumerate(path.read_text().splitlines(), 1):
@@ -184,9 +157,9 @@ async def test_dealer_run_logs_only_json_through_a_broker_restart(broker: Broker
     shoe = HandShoe(pty_dir)
     rec = await Recorder(broker.url).start()
     out, err = tmp_path / "stdout.log", tmp_path / "stderr.log"
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("DEALER_")} | {"PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "dealer", "run", "--config", str(_config(tmp_path, broker, shoe.path))],
-                            cwd=ROOT, env=env, stdout=out.open("wb"), stderr=err.open("wb"))
+    cfg = dealer_config(tmp_path, broker_url=broker.url, node_id="log-host", client_id="backend-logs",
+                        tables=[serial_table(shoe.path)])
+    backend = DealerProcess(cfg, err, stdout=out).start()
 
     def logged(event: str) -> list[dict[str, Any]]:
         found = []
@@ -214,12 +187,10 @@ async def test_dealer_run_logs_only_json_through_a_broker_restart(broker: Broker
         await wait_until(lambda: len(logged("mqtt connected")) == 2, timeout=30, what="the backend reconnected")
         await wait_until(lambda: [r for r in logged("link up") if r.get("link") == "broker"][1:], what="broker link up")
         await wait_until(lambda: rec.bus.connected, what="the recorder reconnected")
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=20) == 0
+        assert backend.terminate() == 0
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        if backend.running():
+            backend.kill()
         await rec.stop()
         shoe.close()
 

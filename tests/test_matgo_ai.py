@@ -110,6 +110,7 @@ def test_search_decisions_do_not_depend_on_the_hidden_cards_mid_game() -> None:
 # --- legality -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_every_player_returns_a_legal_move_in_every_phase() -> None:
     players = [RandomPlayer(), GreedyPlayer(), PolicyPlayer(), SearchPlayer(playouts=2)]
     rng = random.Random(2024)
@@ -246,6 +247,7 @@ def test_greedy_and_search_stop_when_going_is_hopeless() -> None:
     assert SearchPlayer(playouts=20).choose(g, "F", random.Random(0)) == Decide(False)
 
 
+@pytest.mark.slow
 def test_search_beats_random_on_a_few_deals() -> None:
     """Not a benchmark (see ``dealer matgo-arena``): a smoke check that the search plays sensibly."""
     summary = run_arena("search", "random", deals=12, seed=5, playouts=8, jobs=1)
@@ -278,6 +280,7 @@ def test_play_deal_is_seeded_and_alternates_seats() -> None:
     assert r0.kind in KINDS and (r0.winner is None) == (r0.kind == "NAGARI")
 
 
+@pytest.mark.integration  # the arena's worker processes
 def test_arena_summary_has_stable_keys_and_is_deterministic() -> None:
     s1 = run_arena("search", "greedy", deals=4, seed=3, playouts=3, jobs=1)
     assert TOP_KEYS <= set(s1)

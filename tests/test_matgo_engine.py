@@ -949,6 +949,7 @@ def check_over(g: MatgoGame, flips: int) -> None:
         assert r.kind == "REDEAL" and r.payment_points == 0 and flips == 0
 
 
+@pytest.mark.slow
 def test_thousands_of_random_deals() -> None:
     rng = random.Random(20240917)
     seen = set()
@@ -959,6 +960,7 @@ def test_thousands_of_random_deals() -> None:
     assert {"STOP", "NAGARI", "CHONGTONG"} <= seen
 
 
+@pytest.mark.slow
 def test_many_more_random_deals_unchecked_steps() -> None:
     rng = random.Random(7)
     counts: dict[str, int] = {}
@@ -970,6 +972,7 @@ def test_many_more_random_deals_unchecked_steps() -> None:
     assert counts.get("STOP", 0) > 2000 and counts.get("THREE_PPUK", 0) > 0
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(st.integers(min_value=0, max_value=2**64 - 1))
 def test_random_deals_hypothesis(seed: int) -> None:

@@ -126,6 +126,7 @@ def test_bad_piles_are_refused(stopper: list[str], loser: list[str], go: int, er
         report(stopper, loser, go)
 
 
+@pytest.mark.integration
 def test_cli_worked_example_with_commas_and_an_empty_loser_pile() -> None:
     """Example 1 of §7.3 on the command line: piles as codes separated by spaces or commas."""
     stopper = "01G,03G,08G 02A,05A,06A,07A,10A " + ",".join(junk(12))

@@ -3,6 +3,7 @@ are turned over, moves, timeouts, redeals, journal replay and exact money."""
 
 from __future__ import annotations
 
+import pytest
 import hashlib
 import json
 import random
@@ -88,6 +89,7 @@ def play(seed: int, *, options=None, scripted=None, timeouts=0.2, draw: str | No
     return t, fed, journaled, effects
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 10**6))
 def test_a_matgo_game_ends_with_one_exact_result_and_replays_from_its_journal(seed):

@@ -38,8 +38,8 @@ from simulators.matgo_players import MatgoDealer, MatgoPlayer, choose
 from simulators.shoe import VirtualShoe
 from simulators.station import DealerFaults
 from tests.conftest import Broker, wait_until
-from tests.harness import (HandShoe, Recorder, RecordingReader, journal_id, key, round_id, start_service, stop_service,
-                           strings)
+from tests.harness import (HandShoe, PeerTable, Recorder, RecordingReader, journal_id, round_id, served_table,
+                           start_service, stop_service, strings)
 
 T = "MG1"
 READER = "SC8"
@@ -110,32 +110,23 @@ def default_of(turn: dict[str, Any]) -> tuple[str, str | None]:
 # -- the table: the test is the dealer and (unless a bot is) the player ------------------------------
 
 
-class Table:
+class Table(PeerTable):
+    """The Matgo table: one player (``ALICE``) against the house, playing cards (``act``) while
+    the dealer turns the stock over as asked (``flip``)."""
+
     def __init__(self, service: Service, rec: Recorder, shoe: HandShoe, settings: Settings) -> None:
-        self.service, self.rec, self.shoe, self.settings = service, rec, shoe, settings
-        self.answered: set[tuple[str, int]] = set()
-        self.rnd: Round | None = None
+        super().__init__(service, rec, shoe, T)
+        self.settings = settings
         self.cover = Decimal(0)
         self.flipped: list[str] = []  # stock positions scanned, with the checks of check_flip done
-        self.task: asyncio.Task[None] | None = None
 
     @property
     def key(self) -> str:
         assert self.rnd is not None
         return f"{T}:{self.rnd.round_id}"
 
-    @property
-    def r1(self) -> str:
-        """The id of this journal's first round (the journal id is part of it)."""
-        return round_id(self.service, 1, T)
-
-    @property
-    def key1(self) -> str:
-        return key(self.service, 1, T)
-
     def mine(self, player: str = ALICE, kind: str | None = None) -> list[dict[str, Any]]:
-        return [m for t, m in self.rec.messages
-                if t == topics.player(T, player) and (kind is None or m["kind"] == kind)]
+        return super().mine(player, kind)
 
     def acted(self, round_id: str | None = None) -> list[tuple[str, str, str | None, str]]:
         """(player, action, card, by) of every move, in order."""
@@ -163,30 +154,11 @@ class Table:
         assert self.rnd is not None and self.rnd.hand is not None
         return self.rnd.hand.letter[ALICE]  # type: ignore[attr-defined]
 
-    async def confirm(self, step: str = "SHUFFLE") -> None:
-        await wait_until(lambda: (p := self.rec.last_prompt()) is not None and p["kind"] == "CONFIRM"
-                         and p["position"] == step, what=f"CONFIRM {step}")
-        await self.rec.command(ACT, {"type": "dealer_confirm", "step": step})
+    async def deal(self, cards: Iterable[tuple[str, str]]) -> None:  # type: ignore[override]
+        await super().deal(*cards)
 
-    async def deal(self, cards: Iterable[tuple[str, str]]) -> None:
-        """Scan each (position, code) once the station asks for that position."""
-        assert self.rnd is not None
-        for pos, code in cards:
-            await wait_until(lambda: self.rec.expects(pos, self.rnd.round_id), what=f"NEXT {pos}")
-            n = len(self.rnd.cards)
-            self.shoe.scan(code)
-            await wait_until(lambda: len(self.rnd.cards) == n + 1, what=f"{pos} registered")
-            assert self.rnd.cards[pos] == code
-
-    async def deal_blind(self, cards: Iterable[tuple[str, str]]) -> None:
-        """Scan while the broker is down: follow the service's own state, not the prompts."""
-        assert self.rnd is not None
-        for pos, code in cards:
-            await wait_until(lambda: self.rnd.expected_position == pos and self.rnd.phase in
-                             (Phase.BETTING_CLOSED, Phase.DEALING), what=f"the deal at {pos}")
-            n = len(self.rnd.cards)
-            self.shoe.scan(code)
-            await wait_until(lambda: len(self.rnd.cards) == n + 1, what=f"{pos} registered")
+    async def deal_blind(self, cards: Iterable[tuple[str, str]]) -> None:  # type: ignore[override]
+        await super().deal_blind(*cards)
 
     def stock_wanted(self) -> str | None:
         """The stock position the station asks for now, if any."""
@@ -288,18 +260,10 @@ def stopper(turn: dict[str, Any]) -> tuple[str, str | None]:
 
 @pytest.fixture
 async def table(broker: Broker, tmp_path: Path, pty_dir: Path, request: pytest.FixtureRequest):
-    shoe = HandShoe(pty_dir, reader=READER)
-    rec = await Recorder(broker.url).start()
-    settings = matgo_settings(tmp_path, broker.url, shoe.path, **dict(getattr(request, "param", {})))
-    service, task = await start_service(settings)
-    t = Table(service, rec, shoe, settings)
-    t.task = task  # a test may stop the service and start another on the same journal
-    try:
-        yield t
-    finally:
-        await stop_service(t.task)
-        await rec.stop()
-        shoe.close()
+    extra = dict(getattr(request, "param", {}))
+    async with served_table(Table, broker.url, pty_dir, READER,
+                            lambda port: matgo_settings(tmp_path, broker.url, port, **extra)) as t:
+        yield t  # a test may stop the service (t.task) and start another on the same journal
 
 
 @pytest.fixture
@@ -1050,6 +1014,7 @@ async def test_the_virtual_dealer_follows_a_matgo_deal_redeal_and_stock():
 # -- the demo -----------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_demo_plays_matgo_against_the_house_ai():
     from tests.test_cli_and_service import run_cli
 

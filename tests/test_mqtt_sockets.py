@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.integration  # brokers and processes
+
 SCRIPT = Path(__file__).parent / "scripts" / "uvloop_socket_reuse.py"
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -187,6 +187,7 @@ hands = st.lists(st.tuples(st.integers(0, 500), st.booleans()), min_size=1, max_
     lambda h: any(not folded for _, folded in h))
 
 
+@pytest.mark.slow
 @settings(max_examples=500, deadline=None)
 @given(hands)
 def test_pots_hold_exactly_the_contributions_and_only_live_players_are_eligible(hand):
@@ -210,6 +211,7 @@ def test_pots_hold_exactly_the_contributions_and_only_live_players_are_eligible(
             sum((c - top for c in contrib.values() if c > top), D(0)) if contrib[p] == top else 0)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(hands, st.sampled_from(["0.05", "0.10", "0.25"]), st.integers(0, 500), st.data())
 def test_rake_and_award_conserve_every_unit(hand, rate, cap_units, data):

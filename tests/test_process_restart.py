@@ -5,9 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import signal
-import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 
@@ -20,67 +17,22 @@ from simulators.shoe import FaultPlan, VirtualShoe
 from simulators.station import PtyShoeLink, VirtualDealer
 from simulators.pty_port import PtyPort
 from tests.conftest import Broker, free_port, wait_until
-from tests.harness import DEAL, READER, TABLE, HandShoe, Recorder, round_id
+from tests.harness import DEAL, READER, TABLE, DealerProcess, HandShoe, Recorder, dealer_config, round_id, serial_table
 
 POSITIONS = ["A1", "B1", "A2", "B2", "A3", "B3"]
+START = 60.0  # a `dealer run` start on a loaded machine (imports, the tables' RTP) is a bound, not a measure
 
 
 def write_config(tmp: Path, broker: Broker, port: str, metrics_port: int, betting: float = 0.3) -> Path:
-    cfg = tmp / "dealer.toml"
-    cfg.write_text(f"""
-[service]
-node_id = "test-host"
-journal_path = "{tmp / 'journal.sqlite'}"
-metrics_port = {metrics_port}
-log_level = "info"
-
-[mqtt]
-url = "{broker.url}"
-client_id = "backend-under-test"
-
-[[tables]]
-id = "{TABLE}"
-game = "teen-patti"
-betting_seconds = {betting}
-pause_seconds = 0.1
-
-[tables.scanner]
-kind = "serial"
-port = "{port}"
-reader_id = "{READER}"
-heartbeat_timeout = 30
-""")
-    return cfg
-
-
-class Backend:
-    def __init__(self, config: Path, log: Path) -> None:
-        self.config, self.log = config, log
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "dealer", "run", "--config", str(self.config)],
-                                     stdout=subprocess.DEVNULL, stderr=self.log.open("ab"))
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.kill()
+    return dealer_config(tmp, broker_url=broker.url, node_id="test-host", client_id="backend-under-test",
+                         metrics_port=metrics_port, tables=[serial_table(port, betting_seconds=betting)])
 
 
 async def test_backend_killed_mid_deal_resumes_at_the_same_position(broker: Broker, tmp_path: Path, pty_dir: Path):
     shoe = HandShoe(pty_dir)
     rec = await Recorder(broker.url).start()
     mport = free_port()
-    backend = Backend(write_config(tmp_path, broker, shoe.path, mport), tmp_path / "backend.log")
+    backend = DealerProcess(write_config(tmp_path, broker, shoe.path, mport), tmp_path / "backend.log")
     backend.start()
     try:
         for code, pos in zip(DEAL[:3], POSITIONS[:3]):
@@ -91,7 +43,7 @@ async def test_backend_killed_mid_deal_resumes_at_the_same_position(broker: Brok
         seen = len(rec.messages)
         backend.start()
         await wait_until(lambda: any(t.endswith("/prompts") and m["kind"] == "NEXT" for t, m in rec.messages[seen:]),
-                         what="prompt from the restarted backend")
+                         timeout=START, what="prompt from the restarted backend")
         first = next(m for t, m in rec.messages[seen:] if t.endswith("/prompts"))
         assert (first["round_id"], first["position"], first["step"]) == (round_id(tmp_path / "journal.sqlite", 1), "B2", 4)
         for code, pos in zip(DEAL[3:], POSITIONS[3:]):
@@ -130,7 +82,7 @@ async def test_kill_at_random_instants_never_loses_or_changes_a_result(broker: B
     tasks = [asyncio.create_task(sim.run())]
     await sim.wait_connected()
     tasks.append(asyncio.create_task(dealer.run()))
-    backend = Backend(write_config(tmp_path, broker, port.path, 0, betting=0.2), tmp_path / "backend.log")
+    backend = DealerProcess(write_config(tmp_path, broker, port.path, 0, betting=0.2), tmp_path / "backend.log")
     backend.start()
     try:
         for _ in range(6):

@@ -240,6 +240,7 @@ async def test_station_closes_betting_and_confirms_wash_and_shuffle_while_simula
 # -- each part with its own role on the studio's ACL --------------------------------------------------------
 
 
+@pytest.mark.integration
 @pytest.mark.timeout(300)
 async def test_each_part_logs_in_as_its_own_role_on_the_studio_acl(tmp_path: Path):
     """The deployed Mosquitto configuration with TLS and the ACL ``dealer deploy acl`` renders:
@@ -504,6 +505,7 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Iterator[Any]:
     structlog.configure(**logging_before)  # the commands configured logging onto this test's captured stderr
 
 
+@pytest.mark.integration
 def test_bad_input_to_settle_station_and_simulate_is_one_line_and_exit_2(tmp_path: Path, cli: Any):
     dead = f"mqtt://127.0.0.1:{free_port()}"
     dev = tmp_path / "dev"
@@ -548,6 +550,7 @@ def test_bad_input_to_settle_station_and_simulate_is_one_line_and_exit_2(tmp_pat
     _one_clear_line(cli("simulate", "--config", bad), "dealer simulate: --config: invalid configuration")
 
 
+@pytest.mark.integration
 def test_bad_starts_as_processes_are_one_line_without_traceback(tmp_path: Path):
     """The same refusals through a real process start: one line on stderr, exit 2."""
     dead = f"mqtt://127.0.0.1:{free_port()}"

@@ -312,6 +312,7 @@ async def test_outbox_list_and_resend_never_delete(broker: Broker, tmp_path: Pat
     shoe.close()
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("argv", [["outbox", "list"], ["outbox", "resend", "--config", "/nonexistent.toml", "--all"]])
 def test_outbox_cli_refuses_without_a_journal(argv: list[str]) -> None:
     proc = run_cli(*argv)

@@ -117,6 +117,7 @@ def _won(r: RoundResult) -> RoundResult:
                                                                                   ratio=Decimal("0.95"))}})
 
 
+@pytest.mark.slow
 async def test_the_consumer_buffers_parts_across_a_restart_and_applies_once(tmp_path: Path):
     r = _won(result([f"bet-{i:06d}" for i in range(3000)]))
     msgs = split_result(r, 16384)
@@ -141,6 +142,7 @@ async def test_the_consumer_buffers_parts_across_a_restart_and_applies_once(tmp_
     c.close()
 
 
+@pytest.mark.slow
 async def test_the_consumer_records_a_digest_mismatch_and_applies_nothing(tmp_path: Path):
     r = _won(result([f"bet-{i:06d}" for i in range(3000)]))
     msgs = split_result(r, 16384)
@@ -195,6 +197,7 @@ def _shared_sevenluck(players: int) -> RoundResult:
                              for i in reversed(range(players))})
 
 
+@pytest.mark.slow
 def test_a_shared_table_with_thousands_of_players_moves_them_to_the_parts():
     r = _shared_sevenluck(5000)
     msgs = split_result(r, 65536)
@@ -222,6 +225,7 @@ def test_players_stay_in_the_manifest_when_it_fits_without_the_bet_ids():
     assert join_parts(manifest, [RoundResultPart.model_validate_json(m.payload) for m in msgs[1:]]) == r
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(players=st.integers(min_value=0, max_value=600), bets=st.integers(min_value=0, max_value=600),
        limit=st.integers(min_value=2048, max_value=30_000))
@@ -238,6 +242,7 @@ def test_with_players_every_message_fits_and_joins_back(players: int, bets: int,
 
 # --- a real Sevenluck SHARED round from the core, with thousands of players ----------------
 
+@pytest.mark.slow
 def test_a_shared_sevenluck_round_with_thousands_of_players_splits_and_settles_the_same():
     from dealer.core.events import CloseBetting, OpenRound, PlaceBet, PlayerDecision, ScanRead
     from dealer.games.sevenluck import Sevenluck

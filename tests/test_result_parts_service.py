@@ -4,6 +4,7 @@ a restart are all sent by the next run (in-process bus, real SQLite journal and 
 
 from __future__ import annotations
 
+import pytest
 import asyncio
 import sqlite3
 from pathlib import Path
@@ -56,6 +57,7 @@ def _outbox_rows(path: Path) -> list[str]:
         db.close()
 
 
+@pytest.mark.slow
 async def test_a_delivery_cut_half_way_goes_again_whole_and_settles_once(tmp_path: Path):
     settings = _settings(tmp_path)
     bus = LocalBus()
@@ -92,6 +94,7 @@ async def test_a_delivery_cut_half_way_goes_again_whole_and_settles_once(tmp_pat
             consumer.close()
 
 
+@pytest.mark.slow
 async def test_rows_left_in_the_outbox_are_all_sent_by_the_next_run(tmp_path: Path):
     settings = _settings(tmp_path)
     bus = LocalBus()
@@ -121,6 +124,7 @@ async def test_rows_left_in_the_outbox_are_all_sent_by_the_next_run(tmp_path: Pa
         consumer.close()
 
 
+@pytest.mark.slow
 async def test_a_row_over_a_limit_lowered_across_a_restart_is_kept_and_never_sent(tmp_path: Path):
     settings = _settings(tmp_path)
     settings.service.max_message_bytes = 1 << 20  # the first run stores the result as one row

@@ -32,6 +32,7 @@ from drivers.mqtt import MqttBus, make_tls_context
 from drivers.scanner_json import ScannerMessage
 from simulators.secure_broker import SecureMosquitto
 from tests.conftest import wait_until
+from tests.harness import secure_settings
 from tests.test_ingress import SAMPLES
 from tests.test_roles_acl import USERS, broker  # noqa: F401  (the module-scoped secure broker fixture)
 
@@ -42,21 +43,10 @@ POSITIONS = ["A1", "B1", "A2", "B2", "A3", "B3"]
 
 
 def settings(tmp: Path, b: SecureMosquitto, *, betting: float = 30.0) -> Settings:
-    key = tmp / "sup-ana.key"
-    key.write_text(SUP_KEY.hex() + "\n")
-    key.chmod(0o600)
-    pw = tmp / "backend-password"
-    pw.write_text(USERS["dealer-backend"] + "\n")
-    pw.chmod(0o600)
     tables = [{"id": tid, "game": "teen-patti", "betting_seconds": betting, "pause_seconds": 0.1,
                "scanner": {"kind": "mqtt", "reader_id": f"SC{i}", "heartbeat_timeout": 60}}
               for i, tid in enumerate(("T1", "T2"), start=1)]
-    return load_settings(
-        service={"journal_path": tmp / "journal.sqlite", "metrics_enabled": False, "node_id": "n1"},
-        mqtt={"url": b.tls_url, "client_id": f"backend-{uuid.uuid4().hex[:6]}", "username": "dealer-backend",
-              "password_file": str(pw), "ca_file": str(b.ca_file)},
-        tables=tables,
-        security={"supervisors": [{"id": "sup-ana", "key_files": [str(key)], "tables": ["T1"]}]})
+    return secure_settings(tmp, b, password=USERS["dealer-backend"], supervisor_key=SUP_KEY, tables=tables)
 
 
 class Client:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from decimal import Decimal
 
 from hypothesis import given, settings
@@ -216,6 +217,7 @@ _events = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.lists(_events, max_size=60))
 def test_any_event_sequence_keeps_invariants_and_replays_identically(events):

@@ -111,6 +111,7 @@ def test_dense_values_keep_the_game_order():
 # --- Teen Patti main bets ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_teen_patti_main_bet_probabilities_are_symmetric_and_complete():
     main = rtp.teen_patti_main_counts()
     assert main["total"] == 22100 * 18424 == 407_170_400
@@ -123,6 +124,7 @@ def _masks() -> list[int]:
     return [(1 << a) | (1 << b) | (1 << c) for a, b, c in rtp.HAND_CARDS]
 
 
+@pytest.mark.slow
 def test_inclusion_exclusion_counts_equal_brute_force_on_200_hands():
     """For 200 random hands A, loop over all 18,424 disjoint hands B and compare with Hand3
     objects (not the dense values): the counts must be exactly equal."""
@@ -298,6 +300,7 @@ def test_suit_pattern_sizes_by_brute_force(ranks):
         assert sizes == {"suited5": 12, "offsuit": 6 * 256 - 12}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("wheel", [True, False])
 def test_every_six_card_class_agrees_with_pokerkit(wheel):
     """One concrete hand of EVERY class (rank multiset x suit pattern), rated by
@@ -316,6 +319,7 @@ def test_every_six_card_class_agrees_with_pokerkit(wheel):
     assert mismatches == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ranks,wheel", [((14, 2, 3, 4, 5, 13), True), ((14, 2, 3, 4, 5, 13), False),
                                          ((14, 14, 2, 3, 4, 5), False), ((9, 10, 11, 12, 13, 14), True),
                                          ((7, 7, 7, 2, 9, 13), True)])
@@ -345,6 +349,7 @@ def test_sevenluck_qualification_threshold(sl_tables):
         assert sl.dealer_qualifies(h) == (v >= sl_tables.qualify_min) == (h >= sl.QUALIFYING_MIN)
 
 
+@pytest.mark.slow
 def test_sevenluck_dealer_counts_equal_brute_force(sl_tables):
     masks = _masks()
     rng = random.Random(7)
@@ -368,6 +373,7 @@ def test_sevenluck_dealer_counts_equal_brute_force(sl_tables):
         assert sl_tables.dealer_counts(i) == rtp.DealerCounts(nq, win, tie, lose), rtp.hand_codes(rtp.HAND_CARDS[i])
 
 
+@pytest.mark.slow
 def test_sevenluck_q64_house_edge_is_the_known_three_card_poker_figure(sl_report):
     row = sl_report.row("ante_play_q64")
     assert abs(row.house_edge * 100 - Fraction(337, 100)) <= Fraction(1, 100)  # 3.37 % per ante
@@ -379,6 +385,7 @@ def test_sevenluck_q64_house_edge_is_the_known_three_card_poker_figure(sl_report
     assert "never folded" in pp.note
 
 
+@pytest.mark.slow
 def test_sevenluck_best_strategy_is_at_least_q64(sl_tables):
     res = rtp.sevenluck_strategies(tables=sl_tables)
     assert res["best"].ev_per_ante >= res["q64"].ev_per_ante
@@ -391,6 +398,7 @@ def test_sevenluck_best_strategy_is_at_least_q64(sl_tables):
     assert bare["q64"].ev_per_ante < res["q64"].ev_per_ante
 
 
+@pytest.mark.slow
 def test_sevenluck_pay_table_changes_move_the_rtp_as_expected(sl_tables, sl_report):
     defaults = sl.SevenluckOptions()
     pp = dict(defaults.pair_plus, flush="3")
@@ -413,6 +421,7 @@ def test_progress_callback_reaches_the_end():
 # --- Command line ---------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_cli_teen_patti_json_flags_nothing_and_points_out_the_tie():
     out = run_cli("rtp", "teen-patti", "--json")
     assert out.returncode == 0, out.stderr
@@ -429,6 +438,7 @@ def test_cli_teen_patti_json_flags_nothing_and_points_out_the_tie():
     assert "seconds" in report  # reported only; the 60 s target is measured by `dealer bench rtp`
 
 
+@pytest.mark.integration
 def test_cli_sevenluck_json_and_text():
     out = run_cli("rtp", "sevenluck", "--json")
     assert out.returncode == 0, out.stderr
@@ -442,6 +452,7 @@ def test_cli_sevenluck_json_and_text():
     assert "!! HIGH" in text.stdout and "Traceback" not in text.stderr
 
 
+@pytest.mark.integration
 def test_cli_options_config_and_strict():
     out = run_cli("rtp", "teen-patti", "--json", "--option", "tie_ratio=900", "--min-rtp", "5",
                   "--option", "pair_plus.flush=4")
@@ -468,6 +479,7 @@ def test_cli_options_config_and_strict():
         in strict.stdout
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("args,needle", [
     (["--option", "no_such_option=1"], "no_such_option"),
     (["--option", "tie_ratio=abc"], "tie_ratio"),
@@ -484,11 +496,13 @@ def test_cli_bad_input_exits_2_with_a_message(args, needle):
     assert needle in out.stderr and "Traceback" not in out.stderr
 
 
+@pytest.mark.integration
 def test_cli_unknown_game_exits_2():
     out = run_cli("rtp", "baccarat")
     assert out.returncode == 2 and "baccarat" in out.stderr
 
 
+@pytest.mark.integration
 def test_cli_bench_rtp_prints_json():
     out = run_cli("bench", "rtp")
     assert out.returncode == 0, out.stderr

@@ -154,6 +154,7 @@ min = "90"
 """
 
 
+@pytest.mark.integration
 def test_dealer_run_refuses_a_strict_table_outside_its_bounds_before_anything_opens(tmp_path: Path) -> None:
     cfg = _config(tmp_path, "mqtt://127.0.0.1:1", 0, STRICT_TIE)
     proc = subprocess.run([sys.executable, "-m", "dealer", "run", "--config", str(cfg)], cwd=tmp_path, env=_env(),

@@ -19,8 +19,8 @@ from dealer.edge.journal import Batch, Journal, ReplayError
 from dealer.core.messages import RoundResult
 from dealer.edge.service import Service
 from drivers.bus import LocalBus
-from tests.harness import DEAL, READER, TABLE, round_id
-from tests.test_startup_refusals import dealer_run, write_config
+from tests.harness import DEAL, READER, TABLE, dealer_run, mqtt_table, refused_start, round_id
+from tests.test_startup_refusals import write_config
 
 R1 = f"{TABLE}-000001"  # a round of a journal from before journal ids
 
@@ -178,22 +178,11 @@ async def test_a_refused_journal_row_stops_the_service_naming_it(tmp_path: Path)
     assert not service.ready.is_set()
 
 
+@pytest.mark.integration
 def test_dealer_run_exits_2_naming_the_refused_row(tmp_path: Path) -> None:
     journal = tmp_path / "journal.sqlite"
     row = _forge_illegal_row(journal)
-    cfg = write_config(tmp_path, journal)
-    cfg.write_text(cfg.read_text().replace('log_level = "info"', 'log_level = "warning"') + f"""
-[[tables]]
-id = "{TABLE}"
-game = "teen-patti"
-
-[tables.scanner]
-kind = "mqtt"
-reader_id = "{READER}"
-""")
-    proc = dealer_run(cfg)
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    last = proc.stderr.strip().splitlines()[-1]
+    last = refused_start(dealer_run(write_config(tmp_path, journal, log_level="warning", tables=[mqtt_table()])))
     assert last.startswith(f"dealer: refusing to start: journal {journal}: replay of table {TABLE} refused row "
                            f"{row} (scan_read):"), last
 

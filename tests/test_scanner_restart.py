@@ -45,13 +45,13 @@ from drivers.scanner_json import MqttScannerIngest, ScannerMessage
 from simulators.pty_port import PtyPort
 from simulators.shoe import VirtualShoe
 from tests.conftest import Broker, free_port, wait_until
-from tests.harness import DEAL, TABLE, Recorder, round_id, start_service, stop_service
-from tests.test_process_restart import Backend
+from tests.harness import DEAL, TABLE, DealerProcess, Recorder, dealer_config, round_id, serial_table, start_service, stop_service
 
 K1 = bytes(range(32))
 K2 = bytes(range(32, 64))
 READER = "SC1"
 POSITIONS = ["A1", "B1", "A2", "B2", "A3", "B3"]
+START = 60.0  # a `dealer run` start on a loaded machine (imports, the tables' RTP) is a bound, not a measure
 DEAL2 = ["QS", "JS", "QD", "JD", "QC", "JC"]  # round 2: no card of round 1
 ROUND1 = f"{TABLE}-000001"  # journal-level tests only: a running service names its rounds with its journal id
 
@@ -497,33 +497,11 @@ async def test_dealer_run_sigkilled_still_refuses_frames_recorded_before(broker:
     key = _key_file(tmp_path, K1)
     journal = tmp_path / "journal.sqlite"
     ROUND1, ROUND2 = round_id(journal, 1), round_id(journal, 2)  # noqa: N806 (creates the journal)
-    cfg = tmp_path / "dealer.toml"
-    cfg.write_text(f"""
-[service]
-journal_path = "{journal}"
-metrics_port = {mport}
-
-[mqtt]
-url = "{broker.url}"
-client_id = "backend-under-test"
-
-[[tables]]
-id = "{TABLE}"
-game = "teen-patti"
-betting_seconds = 0.3
-pause_seconds = 0.1
-
-[tables.scanner]
-kind = "serial"
-port = "{port.path}"
-reader_id = "{READER}"
-heartbeat_timeout = 30
-hmac_key_files = ["{key}"]
-""")
+    cfg = dealer_config(tmp_path, journal=journal, broker_url=broker.url, client_id="backend-under-test",
+                        metrics_port=mport, tables=[serial_table(port.path, scanner={"hmac_key_files": [str(key)]})])
     cfg.chmod(0o600)
     rec = await Recorder(broker.url).start()
-    backend = Backend(cfg, tmp_path / "backend.log")
-    backend.start()
+    backend = DealerProcess(cfg, tmp_path / "backend.log").start()
     port.write(shoe.boot())
     # The reader beats until the backend has heard it (a reader with heartbeats is up only once
     # heard, so no round opens before); from then on, no heartbeats: every frame on this line
@@ -551,7 +529,7 @@ hmac_key_files = ["{key}"]
         seen = len(rec.messages)
         backend.start()
         await wait_until(lambda: any(t.endswith("/prompts") for t, _ in rec.messages[seen:]),
-                         what="prompt from the restarted backend")
+                         timeout=START, what="prompt from the restarted backend")
         port.write(recorded["AD"])  # boot 42, seq 3
         port.write(recorded["QS"])  # boot 43, seq 1
         await wait_until(lambda: _scrape(mport, "dealer_frames_rejected_total", reader=READER,

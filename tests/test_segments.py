@@ -158,6 +158,7 @@ def rolled(tmp: Path) -> tuple[Journal, Table]:
     return j, table
 
 
+@pytest.mark.integration
 def test_a_tampered_segment_is_found_naming_the_row_and_segment(tmp_path: Path):
     j, _ = rolled(tmp_path)
     seg = segment_dir(j.path) / "000002.sqlite"
@@ -185,6 +186,7 @@ def test_a_rewritten_segment_is_found_by_its_file_hash(tmp_path: Path):
     assert not rep.ok and rep.segment == 1 and "SHA-256" in rep.reason
 
 
+@pytest.mark.slow
 def test_a_deleted_or_extra_segment_is_found(tmp_path: Path):
     j, _ = rolled(tmp_path)
     d = segment_dir(j.path)
@@ -200,6 +202,7 @@ def test_a_deleted_or_extra_segment_is_found(tmp_path: Path):
         list(j.rows(T))
 
 
+@pytest.mark.integration
 def test_rows_cut_off_the_end_are_found_with_the_anchor(tmp_path: Path):
     j, table = rolled(tmp_path)
     play(table, j, [ResultDelivered(round_id="T1-000009", outbox_id=9)] + round_events(10))

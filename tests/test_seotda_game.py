@@ -1495,6 +1495,7 @@ def random_game(seed: int) -> tuple[Play, dict[str, Any], dict[str, D]]:
     return p, options, brought
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(seed=st.integers(0, 10**9))
 def test_property_chips_are_conserved_through_any_legal_play(seed):
@@ -1521,6 +1522,7 @@ def test_property_chips_are_conserved_through_any_legal_play(seed):
     assert paid + left - sum(p.hand.into_rematch.values()) == sum(brought.values())
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(seed=st.integers(0, 10**9))
 def test_property_replaying_the_journal_into_a_fresh_table_gives_the_identical_result(seed):

@@ -403,6 +403,7 @@ def deals(draw) -> dict[str, list[str]]:
     return {f"S{i + 1}": deck[2 * i:2 * i + 2] for i in range(n)}
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(deal=deals(), rules=RULES, order=st.randoms(use_true_random=False),
        answers=st.dictionaries(st.sampled_from([f"S{i}" for i in range(1, 11)]), st.booleans()),

@@ -20,7 +20,7 @@ from dealer.edge.config import load_settings
 from dealer.core.events import CloseBetting, DealerConfirm, OpenRound, PlaceBet, PlayerAction, ScanRead
 from dealer.games.seotda import first_seat_drawn
 from dealer.core.messages import PlayerMessage, RoundResult
-from dealer.core.round import Phase, Round
+from dealer.core.round import Phase
 from dealer.edge.service import Service
 from dealer.core.settlement import settle_bet
 from dealer.core.table import Table as CoreTable
@@ -30,7 +30,8 @@ from simulators.seotda_players import SeotdaDealer, SeotdaPlayer, choose, positi
 from simulators.shoe import FaultPlan, VirtualShoe
 from simulators.station import DealerFaults, PtyShoeLink
 from tests.conftest import Broker, wait_until
-from tests.harness import HandShoe, Recorder, key, round_id, start_service, stop_service, strings
+from tests.harness import (HandShoe, PeerTable, Recorder, play_unattended, served_table, start_service, stop_service,
+                           strings)
 
 T = "SD1"
 READER = "SC7"
@@ -90,47 +91,16 @@ def winner_seat(result: dict[str, Any]) -> int:
     return seat_of[wins[-1]["winners"][-1]] if wins else d["first_seat"]
 
 
-class Table:
-    """The test is the dealer (a PTY shoe it scans card by card, ``SHUFFLE`` confirmed on the
-    actions topic) and the players (buttons on the actions topic, replies on their own topics)."""
+class Table(PeerTable):
+    """The Seotda table: ``SHUFFLE`` confirmed on the actions topic, and the players press
+    buttons (``press``) on their turns."""
 
     def __init__(self, service: Service, rec: Recorder, shoe: HandShoe) -> None:
-        self.service, self.rec, self.shoe = service, rec, shoe
-        self.answered: set[tuple[str, int]] = set()
-        self.rnd: Round | None = None
-        self.stakes: dict[str, Decimal] = {}  # the chips each player brought to the game
+        super().__init__(service, rec, shoe)
         self.S: dict[str, str] = {}  # "S1" -> player, once the hand is dealt
 
-    @property
-    def r1(self) -> str:
-        """The id of this journal's first round (the journal id is part of it)."""
-        return round_id(self.service, 1, T)
-
-    @property
-    def r2(self) -> str:
-        return round_id(self.service, 2, T)
-
-    @property
-    def key1(self) -> str:
-        return key(self.service, 1, T)
-
-    def mine(self, player: str, kind: str | None = None) -> list[dict[str, Any]]:
-        return [m for t, m in self.rec.messages
-                if t == topics.player(T, player) and (kind is None or m["kind"] == kind)]
-
     async def sit(self, chips: dict[str, tuple[int, str]], round_id: str | None = None) -> None:
-        round_id = round_id or self.r1
-        await wait_until(lambda: any(e["round_id"] == round_id for e in self.rec.events("round_opened")),
-                         what=f"round {round_id} opened")
-        self.stakes = {p: Decimal(c) for p, (_, c) in chips.items()}
-        for p, (seat, c) in chips.items():
-            await self.rec.command(ACT, {"type": "place_bet", "bet_id": f"{round_id}-{p}", "player_id": p,
-                                         "bet_type": "chips", "stake": c, "seat": seat, "round_id": round_id})
-        await wait_until(lambda: all(any(m["round_id"] == round_id for m in self.mine(p, "bet_accepted"))
-                                     for p in chips), what="every player seated")
-        self.rnd = self.service.tables[T].current
-        assert self.rnd is not None and self.rnd.round_id == round_id
-        await self.rec.command(ACT, {"type": "close_betting", "by": "dealer"})
+        await super().sit(chips, round_id)
         await wait_until(lambda: self.rnd.hand is not None, what="the hand dealt out")
         hand = self.rnd.hand
         self.S = {f"S{k}": hand.player_at[s] for s, k in hand.label.items()}
@@ -148,31 +118,6 @@ class Table:
     def seat_label(self, player: str) -> str:
         return next(k for k, p in self.S.items() if p == player)
 
-    async def confirm(self, step: str = "SHUFFLE", at: int | None = None) -> None:
-        await wait_until(lambda: (p := self.rec.last_prompt()) is not None and p["kind"] == "CONFIRM"
-                         and p["position"] == step and (at is None or p["step"] == at), what=f"CONFIRM {step}")
-        await self.rec.command(ACT, {"type": "dealer_confirm", "step": step})
-
-    async def deal(self, *cards: tuple[str, str]) -> None:
-        """Scan each (position, code) once the station asks for that position."""
-        assert self.rnd is not None
-        for pos, code in cards:
-            await wait_until(lambda: self.rec.expects(pos, self.rnd.round_id), what=f"NEXT {pos}")
-            n = len(self.rnd.cards)
-            self.shoe.scan(code)
-            await wait_until(lambda: len(self.rnd.cards) == n + 1, what=f"{pos} registered")
-            assert self.rnd.cards[pos] == code
-
-    def _open_turn(self, player: str) -> dict[str, Any] | None:
-        return next((m for m in self.mine(player, "your_turn") if (player, m["data"]["turn"]) not in self.answered),
-                    None)
-
-    async def turn(self, player: str) -> dict[str, Any]:
-        """Wait for the player's next ``your_turn``; returns its data (the buttons)."""
-        msg = await wait_until(lambda: self._open_turn(player), what=f"{player}'s turn")
-        self.answered.add((player, msg["data"]["turn"]))
-        return msg["data"]
-
     async def press(self, player: str, button: str, *, turn: dict[str, Any] | None = None) -> dict[str, Any]:
         """The player presses ``button`` on their turn (no amount: the button names it)."""
         data = turn if turn is not None else await self.turn(player)
@@ -189,15 +134,6 @@ class Table:
                                      "reserve": True, "round_id": self.rnd.round_id if self.rnd else None})
         await wait_until(lambda: len(self.mine(player, "reservation_accepted")) > n, what=f"{player} reserved {button}")
 
-    async def refused(self, player: str, payload: dict[str, Any], contains: str) -> str:
-        """Send an action that must be refused; return the reason the player was given."""
-        n = len(self.mine(player, "rejected"))
-        await self.rec.command(ACT, payload)
-        await wait_until(lambda: len(self.mine(player, "rejected")) > n, what=f"{player} told why")
-        reason = self.mine(player, "rejected")[n]["data"]["reason"]
-        assert contains in reason, reason
-        return reason
-
     def acted(self, round_id: str | None = None) -> list[tuple[str, str, str, str | None, str]]:
         """(player, engine action, round total, button, by) of every action, in order."""
         round_id = round_id or self.r1
@@ -207,16 +143,10 @@ class Table:
 
 @pytest.fixture
 async def table(broker: Broker, tmp_path: Path, pty_dir: Path, request: pytest.FixtureRequest):
-    shoe = HandShoe(pty_dir, reader=READER)
-    rec = await Recorder(broker.url).start()
     extra = getattr(request, "param", {})
-    service, task = await start_service(seotda_settings(tmp_path, broker.url, shoe.path, **extra))
-    try:
-        yield Table(service, rec, shoe)
-    finally:
-        await stop_service(task)
-        await rec.stop()
-        shoe.close()
+    async with served_table(lambda service, rec, shoe, _: Table(service, rec, shoe), broker.url, pty_dir, READER,
+                            lambda port: seotda_settings(tmp_path, broker.url, port, **extra)) as t:
+        yield t
 
 
 def _buttons(turn: dict[str, Any]) -> dict[str, tuple[str, str]]:
@@ -754,22 +684,12 @@ async def test_dealer_and_players_play_games_in_a_row_unattended(broker: Broker,
                SeotdaPlayer(T, "p2", sim, "random", rng=random.Random(2), seat=2, buy_in="1000", reserve_rate=1.0),
                SeotdaPlayer(T, "p3", sim, "hand", seat=3, buy_in="2000"),
                SeotdaPlayer(T, "p4", sim, "disconnect", silent_after=3, seat=5, buy_in="800")]
-    tasks = [asyncio.create_task(service.run()), asyncio.create_task(sim.run())]
 
     def completed() -> list[dict[str, Any]]:
         return [r for r in rec.results() if r["outcome"] == "COMPLETED"]
 
-    try:
-        await sim.wait_connected()
-        await wait_until(lambda: service.bus.connected, what="backend connected")
-        tasks.append(asyncio.create_task(dealer.run()))
-        await wait_until(lambda: len(completed()) >= 6, timeout=260, what="six games played")
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await rec.stop()
-        port.close()
+    await play_unattended(service, sim, dealer, rec, port, lambda: len(completed()) >= 6,
+                          timeout=260, what="six games played")
     results = rec.results()
     keys = [r["idempotency_key"] for r in results]
     assert len(keys) == len(set(keys))  # each result once
@@ -903,6 +823,7 @@ def test_a_reservation_made_in_bet_1_does_not_run_in_bet_2():
 # -- the demo --------------------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_demo_plays_seotda_with_antes_buttons_showdown_awards_and_a_rematch():
     from tests.test_cli_and_service import run_cli
 

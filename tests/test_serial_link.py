@@ -8,11 +8,14 @@ import random
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
+import pytest
 
 from drivers.scan import LinkStatus, ScanInput, ScanKind
 from drivers.serial_link import SerialScannerLink
 from simulators.pty_port import PtyPort
 from simulators.shoe import VirtualShoe
+
+pytestmark = pytest.mark.integration  # real PTYs
 
 WAIT = 10.0  # generous upper bound for any single condition; tests finish far sooner
 

@@ -125,6 +125,7 @@ def test_a_faulty_shoe_still_deals_the_whole_deck_in_order(seed: int) -> None:
     assert passes == len(deck) + rescans
 
 
+@pytest.mark.integration
 def test_pty_port_is_a_real_tty_behind_a_symlink(tmp_path) -> None:
     port = PtyPort(tmp_path, "shoe")
     try:
@@ -152,6 +153,7 @@ def test_pty_port_is_a_real_tty_behind_a_symlink(tmp_path) -> None:
     assert not os.path.lexists(port.path)
 
 
+@pytest.mark.integration
 def test_pty_port_drops_bytes_nobody_reads(tmp_path) -> None:
     with PtyPort(tmp_path) as port:
         sent = sum(port.write(b"x" * 4096) for _ in range(64))

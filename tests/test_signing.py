@@ -128,6 +128,7 @@ def test_doc_python_snippet_prints_the_signature() -> None:
     assert out.getvalue().strip() == DOC_SIGNATURES["TK1"]
 
 
+@pytest.mark.integration
 def test_doc_openssl_command_prints_the_signature() -> None:
     proc = subprocess.run(["bash", "-c", doc_block("With OpenSSL", "sh")], capture_output=True, text=True, timeout=30)
     assert proc.returncode == 0, proc.stderr
@@ -379,6 +380,7 @@ def mutations(draw: st.DrawFn) -> dict[str, Any]:
     return obj
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(mutations())
 def test_random_mutations_never_verify(obj: dict[str, Any]) -> None:
@@ -397,6 +399,7 @@ def canonical_or_none(obj: dict[str, Any]) -> bytes | None:
         return None
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.dictionaries(st.text(max_size=12), json_values, max_size=10) | json_values)
 def test_arbitrary_json_never_verifies_nor_raises(obj: Any) -> None:
@@ -408,6 +411,7 @@ ids = st.from_regex(r"[A-Za-z0-9_.:\-]{1,64}", fullmatch=True)
 reasons = st.text(st.characters(blacklist_categories=("Cc", "Cs")), min_size=1, max_size=200).filter(str.strip)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(ids, ids, st.from_regex(r"[A-Za-z0-9_]{1,32}", fullmatch=True), ids, st.integers(0, 2**53 - 1), reasons,
        st.integers(-MAX_SKEW, MAX_AGE))

@@ -24,6 +24,8 @@ from tools.soak import (
     scan_backend_log,
 )
 
+pytestmark = pytest.mark.integration  # the soak: brokers, dealer run processes, faults
+
 DEAL = ["AS", "KS", "AD", "KH", "AC", "KC"]  # A: three aces, B: three kings
 
 

@@ -13,9 +13,9 @@ import os
 import socket
 import sqlite3
 import subprocess
-import sys
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,54 +24,21 @@ from dealer.edge.config import load_settings
 from dealer.core.events import LinkDown
 from dealer.edge.journal import Batch, Journal, JournalError, JournalLocked, lock_journal
 from tests.conftest import Broker, free_port, wait_until
-from tests.harness import DEAL, READER, TABLE, HandShoe, Recorder, round_id
+from tests.harness import (DEAL, TABLE, DealerProcess, HandShoe, Recorder, dealer_config, dealer_run, mqtt_table,
+                           refused_start, round_id, serial_table)
 
-ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.integration  # dealer run as a process
+
 NODE = "test-host"
 POSITIONS = ["A1", "B1", "A2", "B2", "A3", "B3"]
 
 
 def write_config(tmp: Path, journal: Path, *, broker_url: str = "mqtt://127.0.0.1:1", metrics_port: int = 0,
-                 shoe: str | None = None) -> Path:
-    """A config without ``[mqtt].client_id``: the default one (dealer-{node_id}) is used."""
-    cfg = tmp / "dealer.toml"
-    text = f"""
-[service]
-node_id = "{NODE}"
-journal_path = "{journal}"
-metrics_port = {metrics_port}
-log_level = "info"
-
-[mqtt]
-url = "{broker_url}"
-"""
-    if shoe is not None:
-        text += f"""
-[[tables]]
-id = "{TABLE}"
-game = "teen-patti"
-betting_seconds = 0.3
-pause_seconds = 0.1
-
-[tables.scanner]
-kind = "serial"
-port = "{shoe}"
-reader_id = "{READER}"
-heartbeat_timeout = 30
-"""
-    cfg.write_text(text)
-    return cfg
-
-
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("DEALER_")}
-    env["PYTHONPATH"] = str(ROOT)
-    return env | extra
-
-
-def dealer_run(config: Path, timeout: float = 30, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "dealer", "run", "--config", str(config)], cwd=ROOT,
-                          env=_env(**env), capture_output=True, text=True, timeout=timeout)
+                 shoe: str | None = None, log_level: str = "info", tables: list[dict[str, Any]] = ()) -> Path:  # type: ignore[assignment]
+    """A config without ``[mqtt].client_id`` (the default one, dealer-{node_id}, is used), with
+    the serial table on ``shoe`` when one is given."""
+    return dealer_config(tmp, journal=journal, broker_url=broker_url, node_id=NODE, metrics_port=metrics_port,
+                         log_level=log_level, tables=[serial_table(shoe)] if shoe is not None else list(tables))
 
 
 def one_line(proc: subprocess.CompletedProcess[str], status: int, *words: str) -> str:
@@ -121,19 +88,7 @@ def test_a_journal_damaged_where_only_the_replay_reads_is_refused_with_exit_2(tm
     with journal.open("r+b") as f:
         f.seek((root - 1) * page)
         f.write(bytes(page))  # a zeroed page: no valid b-tree page type
-    cfg = write_config(tmp_path, journal)
-    cfg.write_text(cfg.read_text().replace('log_level = "info"', 'log_level = "warning"') + f"""
-[[tables]]
-id = "{TABLE}"
-game = "teen-patti"
-
-[tables.scanner]
-kind = "mqtt"
-reader_id = "{READER}"
-""")
-    proc = dealer_run(cfg)
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    last = proc.stderr.strip().splitlines()[-1]
+    last = refused_start(dealer_run(write_config(tmp_path, journal, log_level="warning", tables=[mqtt_table()])))
     assert last.startswith(f"dealer: refusing to start: journal {journal} cannot be replayed:"), last
     assert "malformed" in last
 
@@ -189,8 +144,7 @@ async def test_a_second_instance_on_the_same_journal_is_refused_and_never_touche
     journal = tmp_path / "journal.sqlite"
     cfg = write_config(tmp_path, journal, broker_url=broker.url, metrics_port=mport, shoe=shoe.path)
     log = tmp_path / "first.log"
-    first = subprocess.Popen([sys.executable, "-m", "dealer", "run", "--config", str(cfg)], cwd=ROOT, env=_env(),
-                             stdout=subprocess.DEVNULL, stderr=log.open("ab"))
+    first = DealerProcess(cfg, log).start()
     status = topics.backend_status(NODE)
     broker_log = broker.dir / "mosquitto.log"
     try:
@@ -203,14 +157,15 @@ async def test_a_second_instance_on_the_same_journal_is_refused_and_never_touche
         second = await asyncio.to_thread(dealer_run, cfg, DEALER_SERVICE__METRICS_PORT=str(free_port()))
         one_line(second, 2, "refusing to start", f"journal {journal} is in use by another dealer process",
                  f"(pid {first.pid};")
-        await asyncio.sleep(1.0)  # a will or a takeover would have shown by now
-        assert first.poll() is None
-        for code, pos in zip(DEAL, POSITIONS):  # the first still deals a whole round
+        # the first still deals a whole round: the barrier. A takeover of its client id, or its
+        # will, would have reached the recorder before the result it publishes afterwards.
+        for code, pos in zip(DEAL, POSITIONS):
             await wait_until(lambda: rec.expects(pos), what=f"NEXT {pos}")
             shoe.scan(code)
         key = f"{TABLE}:{round_id(journal, 1)}"
         await wait_until(lambda: rec.results(key), what="the result")
         assert rec.results(key)[0]["cards"] == dict(zip(POSITIONS, DEAL))
+        assert first.running()
         body = urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=5).read().decode()
         assert "dealer_link_up" in body  # the first's metrics, still served
         # its retained status never went offline
@@ -224,8 +179,7 @@ async def test_a_second_instance_on_the_same_journal_is_refused_and_never_touche
         # the second never connected: one connection under the node's client id in the broker's log
         assert broker_log.read_text().count(f" as dealer-{NODE} ") == 1, broker_log.read_text()[-3000:]
     finally:
-        first.terminate()
-        first.wait(timeout=15)
+        first.stop()
         await rec.stop()
         shoe.close()
     assert "Traceback" not in log.read_text()

@@ -563,6 +563,7 @@ def run_differential(count: int, seed: int) -> Coverage:
 # --- tests ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_showdowns_agree_with_pokerkit():
     cov = run_differential(SHOWDOWNS, SEED)
     # the random hands really exercise what the comparison is about

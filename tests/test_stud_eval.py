@@ -167,6 +167,7 @@ def _pokerkit(cards: tuple[str, ...]) -> StandardHighHand:
     return StandardHighHand.from_game("".join(c[0] + c[1].lower() for c in cards))
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(st.permutations(STANDARD_52).map(lambda deck: (tuple(deck[:7]), tuple(deck[7:14]))))
 def test_ordering_agrees_with_pokerkit(hands):

@@ -22,25 +22,17 @@ from simulators.shoe import FaultPlan, VirtualShoe
 from simulators.station import PtyShoeLink, VirtualDealer
 from simulators.stud_players import StudPlayer
 from tests.conftest import Broker, wait_until
-from tests.harness import HandShoe, Recorder, round_id
-from tests.test_process_restart import Backend
-from tests.test_stud_table import conserved
+from tests.harness import DealerProcess, HandShoe, Recorder, dealer_config, round_id, serial_table
+from tests.test_stud_table import DEAL_A, conserved
 
 T = "ST1"
 READER = "SC9"
 ACT = topics.actions(T)
 WAIT = 30.0  # generous: every wait is for real IO (a process start, a broker round trip)
 
-# Seats 1, 2 and 4 (the cards of test_stud_table's DEAL_A). Carol's 2 of clubs is low and
+# Seats 1, 2 and 4, the cards of test_stud_table's DEAL_A: Carol's 2 of clubs is low and
 # brings in; Bob's nines open 4th street on; Carol makes four fives and wins at showdown.
-DEAL = [
-    ("P1.1", "AS"), ("P2.1", "4H"), ("P4.1", "5H"), ("P1.2", "AD"), ("P2.2", "8C"), ("P4.2", "6H"),
-    ("P1.3", "KS"), ("P2.3", "9D"), ("P4.3", "2C"),
-    ("BURN1", "2D"), ("P1.4", "QH"), ("P2.4", "9C"), ("P4.4", "5S"),
-    ("BURN2", "3D"), ("P1.5", "7D"), ("P2.5", "JH"), ("P4.5", "TS"),
-    ("BURN3", "4D"), ("P1.6", "3S"), ("P2.6", "6C"), ("P4.6", "5D"),
-    ("BURN4", "8D"), ("P1.7", "KD"), ("P2.7", "9S"), ("P4.7", "5C"),
-]
+DEAL = DEAL_A
 SEATS = {"alice": 1, "bob": 2, "carol": 4}
 CHIPS = {"alice": "20.00", "bob": "20.00", "carol": "20.00"}
 
@@ -52,35 +44,9 @@ def holes_of(player: str, upto: int = len(DEAL)) -> list[tuple[str, str]]:
 
 def write_config(tmp: Path, broker: Broker, port: str, *, betting: float = 60, action: float = 60,
                  pause: float = 0.1) -> Path:
-    cfg = tmp / "dealer.toml"
-    cfg.write_text(f"""
-[service]
-node_id = "test-host"
-journal_path = "{tmp / 'journal.sqlite'}"
-metrics_enabled = false
-log_level = "info"
-
-[mqtt]
-url = "{broker.url}"
-client_id = "backend-under-test"
-
-[[tables]]
-id = "{T}"
-game = "stud"
-betting_seconds = {betting}
-action_seconds = {action}
-pause_seconds = {pause}
-
-[tables.options]
-seats = 4
-
-[tables.scanner]
-kind = "serial"
-port = "{port}"
-reader_id = "{READER}"
-heartbeat_timeout = 30
-""")
-    return cfg
+    return dealer_config(tmp, broker_url=broker.url, node_id="test-host", client_id="backend-under-test",
+                         tables=[serial_table(port, reader=READER, id=T, game="stud", betting_seconds=betting,
+                                              action_seconds=action, pause_seconds=pause, options={"seats": 4})])
 
 
 class StudHand:
@@ -180,7 +146,7 @@ async def stud_table(broker: Broker, tmp_path: Path, pty_dir: Path):
     shoe = HandShoe(pty_dir, reader=READER)
     rec = await Recorder(broker.url).start()
     first = round_id(tmp_path / "journal.sqlite", 1, T)  # creates the journal the backend opens
-    backend = Backend(write_config(tmp_path, broker, shoe.path), tmp_path / "backend.log")
+    backend = DealerProcess(write_config(tmp_path, broker, shoe.path), tmp_path / "backend.log")
     backend.start()
     try:
         yield StudHand(rec, shoe, first), backend
@@ -192,7 +158,7 @@ async def stud_table(broker: Broker, tmp_path: Path, pty_dir: Path):
 
 
 @pytest.mark.timeout(90)
-async def test_killed_during_a_betting_round_resumes_at_the_same_turn(stud_table: tuple[StudHand, Backend]):
+async def test_killed_during_a_betting_round_resumes_at_the_same_turn(stud_table: tuple[StudHand, DealerProcess]):
     h, backend = stud_table
     rec = h.rec
     await h.sit(CHIPS)
@@ -268,7 +234,7 @@ async def test_killed_and_down_longer_than_the_turn_the_player_is_not_folded(bro
     rec = await Recorder(broker.url).start()
     log = tmp_path / "backend.log"
     first = round_id(tmp_path / "journal.sqlite", 1, T)  # creates the journal the backend opens
-    backend = Backend(write_config(tmp_path, broker, shoe.path, action=3), log)
+    backend = DealerProcess(write_config(tmp_path, broker, shoe.path, action=3), log)
     backend.start()
     h = StudHand(rec, shoe, first)
     try:
@@ -298,7 +264,7 @@ async def test_killed_and_down_longer_than_the_turn_the_player_is_not_folded(bro
 
 
 @pytest.mark.timeout(90)
-async def test_killed_mid_street_resumes_the_deal_at_the_same_position(stud_table: tuple[StudHand, Backend]):
+async def test_killed_mid_street_resumes_the_deal_at_the_same_position(stud_table: tuple[StudHand, DealerProcess]):
     h, backend = stud_table
     rec = h.rec
 
@@ -381,7 +347,7 @@ async def test_kill_at_random_instants_during_stud_hands(broker: Broker, tmp_pat
     await asyncio.wait_for(sim.wait_connected(), 10)
     tasks.append(asyncio.create_task(dealer.run()))
     log = tmp_path / "backend.log"
-    backend = Backend(write_config(tmp_path, broker, port.path, betting=0.5, action=1.0), log)
+    backend = DealerProcess(write_config(tmp_path, broker, port.path, betting=0.5, action=1.0), log)
     backend.start()
 
     def seqs() -> set[int]:

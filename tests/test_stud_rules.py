@@ -545,6 +545,7 @@ def draw_legal(data, b: Betting) -> tuple[Act, Decimal | None]:
     return action, data.draw(st.integers(int(rng.min / CENT), int(rng.max / CENT))) * CENT
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(seats=st.lists(st.integers(1, 8), min_size=2, max_size=8, unique=True).map(sorted),
        deck=st.permutations(STANDARD_52),

@@ -17,7 +17,7 @@ from dealer.edge import topics
 from dealer.core.cards import STANDARD_52
 from dealer.edge.config import load_settings
 from dealer.core.messages import RoundResult, StationPrompt
-from dealer.core.round import Phase, Round
+from dealer.core.round import Phase
 from dealer.edge.service import Service
 from dealer.core.settlement import settle_bet
 from drivers.mqtt import MqttBus
@@ -26,7 +26,7 @@ from simulators.shoe import FaultPlan, VirtualShoe
 from simulators.station import PtyShoeLink, VirtualDealer
 from simulators.stud_players import StudPlayer, choose
 from tests.conftest import Broker, wait_until
-from tests.harness import HandShoe, Recorder, RecordingReader, key, round_id, start_service, stop_service, strings
+from tests.harness import PeerTable, Recorder, RecordingReader, play_unattended, served_table, strings
 
 T = "ST1"
 READER = "SC9"
@@ -70,81 +70,8 @@ def conserved(result: dict[str, Any], stakes: dict[str, Decimal]) -> None:
         assert back[p] == res.player_bets[p]["chips"].returned
 
 
-class Table:
-    """The test is the dealer (a PTY shoe it scans card by card, confirmations on the actions
-    topic) and the players (actions on the actions topic, replies on their own topics)."""
-
-    def __init__(self, service: Service, rec: Recorder, shoe: HandShoe) -> None:
-        self.service, self.rec, self.shoe = service, rec, shoe
-        self.answered: set[tuple[str, int]] = set()
-        self.rnd: Round | None = None
-        self.stakes: dict[str, Decimal] = {}  # the chips each player brought to the hand
-
-    @property
-    def r1(self) -> str:
-        """The id of this journal's first round (the journal id is part of it)."""
-        return round_id(self.service, 1, T)
-
-    @property
-    def r2(self) -> str:
-        return round_id(self.service, 2, T)
-
-    @property
-    def key1(self) -> str:
-        return key(self.service, 1, T)
-
-    def mine(self, player: str, kind: str | None = None) -> list[dict[str, Any]]:
-        return [m for t, m in self.rec.messages
-                if t == topics.player(T, player) and (kind is None or m["kind"] == kind)]
-
-    async def sit(self, chips: dict[str, tuple[int, str]], round_id: str | None = None) -> None:
-        round_id = round_id or self.r1
-        await wait_until(lambda: any(e["round_id"] == round_id for e in self.rec.events("round_opened")),
-                         what=f"round {round_id} opened")
-        self.stakes = {p: Decimal(c) for p, (_, c) in chips.items()}
-        for p, (seat, c) in chips.items():
-            await self.rec.command(ACT, {"type": "place_bet", "bet_id": f"{round_id}-{p}", "player_id": p,
-                                         "bet_type": "chips", "stake": c, "seat": seat, "round_id": round_id})
-        await wait_until(lambda: all(any(m["round_id"] == round_id for m in self.mine(p, "bet_accepted"))
-                                     for p in chips), what="every player seated")
-        self.rnd = self.service.tables[T].current
-        assert self.rnd is not None and self.rnd.round_id == round_id
-        await self.rec.command(ACT, {"type": "close_betting", "by": "dealer"})
-
-    async def confirm(self, step: str) -> None:
-        await wait_until(lambda: (p := self.rec.last_prompt()) is not None and p["kind"] == "CONFIRM"
-                         and p["position"] == step, what=f"CONFIRM {step}")
-        await self.rec.command(ACT, {"type": "dealer_confirm", "step": step})
-
-    async def deal(self, *cards: tuple[str, str]) -> None:
-        """Scan each (position, code) once the station asks for that position."""
-        assert self.rnd is not None
-        for pos, code in cards:
-            await wait_until(lambda: self.rec.expects(pos, self.rnd.round_id), what=f"NEXT {pos}")
-            n = len(self.rnd.cards)
-            self.shoe.scan(code)
-            await wait_until(lambda: len(self.rnd.cards) == n + 1, what=f"{pos} registered")
-            assert self.rnd.cards[pos] == code
-
-    async def deal_blind(self, *cards: tuple[str, str]) -> None:
-        """Scan while the broker is down: follow the service's own state, not the prompts."""
-        assert self.rnd is not None
-        for pos, code in cards:
-            await wait_until(lambda: self.rnd.expected_position == pos and self.rnd.phase in
-                             (Phase.BETTING_CLOSED, Phase.DEALING), what=f"the deal at {pos}")
-            n = len(self.rnd.cards)
-            self.shoe.scan(code)
-            await wait_until(lambda: len(self.rnd.cards) == n + 1, what=f"{pos} registered")
-
-    def _open_turn(self, player: str) -> dict[str, Any] | None:
-        return next((m for m in self.mine(player, "your_turn") if (player, m["data"]["turn"]) not in self.answered),
-                    None)
-
-    async def turn(self, player: str) -> dict[str, Any]:
-        """Wait for the player's next ``your_turn``; returns its data (the options)."""
-        msg = await wait_until(lambda: self._open_turn(player), what=f"{player}'s turn")
-        self.answered.add((player, msg["data"]["turn"]))
-        return msg["data"]
+class Table(PeerTable):
+    """The stud table: the players bet amounts (``act``)."""
 
     async def act(self, player: str, action: str, amount: str | None = None, *,
                   turn: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -156,28 +83,13 @@ class Table:
         await wait_until(lambda: len(self.mine(player, "action_accepted")) > n, what=f"{player} {action} accepted")
         return data
 
-    async def refused(self, player: str, payload: dict[str, Any], contains: str) -> str:
-        """Send an action that must be refused; return the reason the player was given."""
-        n = len(self.mine(player, "rejected"))
-        await self.rec.command(ACT, payload)
-        await wait_until(lambda: len(self.mine(player, "rejected")) > n, what=f"{player} told why")
-        reason = self.mine(player, "rejected")[n]["data"]["reason"]
-        assert contains in reason, reason
-        return reason
-
 
 @pytest.fixture
 async def table(broker: Broker, tmp_path: Path, pty_dir: Path, request: pytest.FixtureRequest):
-    shoe = HandShoe(pty_dir, reader=READER)
-    rec = await Recorder(broker.url).start()
     extra = getattr(request, "param", {})
-    service, task = await start_service(stud_settings(tmp_path, broker.url, shoe.path, **extra))
-    try:
-        yield Table(service, rec, shoe)
-    finally:
-        await stop_service(task)
-        await rec.stop()
-        shoe.close()
+    async with served_table(lambda service, rec, shoe, _: Table(service, rec, shoe), broker.url, pty_dir, READER,
+                            lambda port: stud_settings(tmp_path, broker.url, port, **extra)) as t:
+        yield t
 
 
 # -- (a) a full hand to showdown -------------------------------------------------------------
@@ -701,22 +613,12 @@ async def test_dealer_and_players_play_hands_in_a_row_unattended(broker: Broker,
                StudPlayer(T, "p2", sim, "random", rng=random.Random(2), seat=2, buy_in="6.00"),
                StudPlayer(T, "p3", sim, "aggressive", seat=3, buy_in="25.00"),
                StudPlayer(T, "p4", sim, "disconnect", silent_after=3, seat=4, buy_in="10.00")]
-    tasks = [asyncio.create_task(service.run()), asyncio.create_task(sim.run())]
 
     def completed() -> list[dict[str, Any]]:
         return [r for r in rec.results() if r["outcome"] == "COMPLETED"]
 
-    try:
-        await sim.wait_connected()
-        await wait_until(lambda: service.bus.connected, what="backend connected")
-        tasks.append(asyncio.create_task(dealer.run()))
-        await wait_until(lambda: len(completed()) >= 5, timeout=200, what="five hands played")
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await rec.stop()
-        port.close()
+    await play_unattended(service, sim, dealer, rec, port, lambda: len(completed()) >= 5,
+                          timeout=200, what="five hands played")
     results = rec.results()
     keys = [r["idempotency_key"] for r in results]
     assert len(keys) == len(set(keys))  # each result once
@@ -812,6 +714,7 @@ def test_strategies_answer_from_the_turn_message_only():
     assert set(seen) == {"CALL", "RAISE", "FOLD"} and len(seen["RAISE"]) > 20
 
 
+@pytest.mark.integration
 def test_demo_plays_stud_with_bring_in_streets_showdown_pots_and_rake():
     from tests.test_cli_and_service import run_cli
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from dealer.edge import topics
 from tools.audit import recall
-from dealer.edge.config import Settings, load_settings
+from dealer.edge.config import Settings
 from dealer.edge.journal import Journal
 from dealer.core.operations import Mode
 from dealer.core.round import Phase
@@ -32,6 +32,7 @@ from dealer.edge.service import Service
 from dealer.edge.signing import sign_command
 from simulators.secure_broker import SecureMosquitto
 from tests.conftest import wait_until
+from tests.harness import secure_settings
 from tests.test_roles_acl import USERS, broker  # noqa: F401  (the module-scoped secure broker fixture)
 from tests.test_roles_service import OTHER_KEY, SUP_KEY, Client, Gateway, bet, flushed, refused
 
@@ -42,22 +43,11 @@ DECISION_MS = 2_500  # the pause must reach the table before this window ends by
 
 def studio(tmp: Path, b: SecureMosquitto, **t1: Any) -> Settings:
     """T1 (configurable; sup-ana may command it) and T2, the backend over TLS as dealer-backend."""
-    key = tmp / "sup-ana.key"
-    key.write_text(SUP_KEY.hex() + "\n")
-    key.chmod(0o600)
-    pw = tmp / "backend-password"
-    pw.write_text(USERS["dealer-backend"] + "\n")
-    pw.chmod(0o600)
     tables = [{"id": "T1", "game": "teen-patti", "betting_seconds": 30.0, "pause_seconds": 0.1,
                "scanner": {"kind": "mqtt", "reader_id": "SC1", "heartbeat_timeout": 60}} | t1,
               {"id": "T2", "game": "teen-patti", "auto_rounds": False,
                "scanner": {"kind": "mqtt", "reader_id": "SC2", "heartbeat_timeout": 60}}]
-    return load_settings(
-        service={"journal_path": tmp / "journal.sqlite", "metrics_enabled": False, "node_id": "n1"},
-        mqtt={"url": b.tls_url, "client_id": f"backend-{uuid.uuid4().hex[:6]}", "username": "dealer-backend",
-              "password_file": str(pw), "ca_file": str(b.ca_file)},
-        tables=tables,
-        security={"supervisors": [{"id": "sup-ana", "key_files": [str(key)], "tables": ["T1"]}]})
+    return secure_settings(tmp, b, password=USERS["dealer-backend"], supervisor_key=SUP_KEY, tables=tables)
 
 
 @contextlib.asynccontextmanager
@@ -99,10 +89,11 @@ def operating(service: Service, state: str) -> float:
 
 
 async def no_round_opens_by_itself(service: Service, sender: Client, watch: Client) -> None:
-    """Everything sent is answered, the table's pause between rounds has long passed, and no
-    round opened, nor is a timer armed to open one."""
+    """Everything sent is answered (the barrier: the core loop has handled all of it and armed
+    the table's timer as it stands), and no round is open, nor is a timer armed to open one:
+    with nothing armed and nothing in flight, nothing can open one later. An auto table would
+    have its pause timer armed here, or a round already open."""
     await flushed(sender, watch, topics.supervisor("T1"))
-    await asyncio.sleep(0.5)  # five times pause_seconds: an auto table would have opened a round by now
     cur = service.tables["T1"].current
     assert cur is None or cur.phase not in (Phase.BETTING_OPEN, Phase.DEALING, Phase.DECISION)
     assert service._timers.get("T1") is None, service._timers.get("T1")

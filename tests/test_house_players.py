@@ -132,6 +132,7 @@ def test_a_house_move_is_legal_and_a_function_of_the_request():
 # -- thread and process give the same moves -----------------------------------------------------
 
 
+@pytest.mark.integration  # worker processes
 async def test_the_moves_are_the_same_in_a_thread_and_in_a_worker_process():
     requests = [req for seed in (4, 5) for first in ("AI", "PLAYER") for req, _ in ai_turns(seed, first, n=3)[1]]
     threaded = HouseRunner(lambda *a: None, lambda: 0, mode="thread")
@@ -172,6 +173,7 @@ class StuckOncePlayer:
 register(StuckOnce, StuckOncePlayer())  # at import: the worker imports this module to unpickle a StuckOnce
 
 
+@pytest.mark.integration  # worker processes
 async def test_a_worker_killed_while_it_decides_is_replaced_and_the_move_still_comes(tmp_path: Path):
     runner = HouseRunner(lambda *a: None, lambda: 0, mode="process", workers=1)
     pids = tmp_path / "pids"
@@ -188,6 +190,7 @@ async def test_a_worker_killed_while_it_decides_is_replaced_and_the_move_still_c
         await runner.close()
 
 
+@pytest.mark.integration  # worker processes
 async def test_a_stopped_runner_takes_no_more_work():
     runner = HouseRunner(lambda *a: None, lambda: 0, mode="process", workers=1)
     await runner.worker_pid()
@@ -254,6 +257,7 @@ async def test_the_ai_moves_at_a_table_are_journaled_player_actions_whatever_the
 # -- the benchmark runs ------------------------------------------------------------------------------
 
 
+@pytest.mark.integration  # worker processes
 @pytest.mark.timeout(180)
 async def test_the_house_benchmark_reports_each_mode():
     """``dealer bench house`` in small: every mode measured, the AI moved in both of its modes

@@ -211,6 +211,7 @@ async def test_rounds_of_the_toy_game_through_the_real_service(high_card: type[G
         shoe.close()
 
 
+@pytest.mark.integration  # the demo's PTY shoe
 async def test_the_demo_plays_the_toy_game_from_its_kit(high_card: type[Game]) -> None:
     """``dealer demo --game high-card``: the demo table from the kit, the virtual dealer, the
     settlement consumer's bets on the game's own bet types, every round reconciled."""

@@ -94,6 +94,27 @@ async def _paced_baselines(url: str, path: Path, n: int = 30, gap: float = 0.2) 
     return {"mqtt_qos1_publish_paced_ms": summarize(mqtt[3:]), "sqlite_wal_fsync_commit_paced_ms": summarize(disk[3:])}
 
 
+def private_broker(tmp: Path) -> MosquittoProcess:
+    """A Mosquitto of the benchmark's own in ``tmp/broker``, started (the caller stops it)."""
+    (tmp / "broker").mkdir()
+    mq = MosquittoProcess(tmp / "broker", persistence=False)
+    mq.start()
+    return mq
+
+
+def broker_unreachable(broker: str | None) -> str | None:
+    """Why a ``--broker`` given to a benchmark cannot be used (tried for at most 5 s), or None."""
+    if not broker:
+        return None
+    from dealer.cli.broker_check import BrokerUnreachable, reach_broker
+
+    try:
+        asyncio.run(reach_broker(broker, client_prefix="dealer-bench-probe"))
+    except BrokerUnreachable as exc:
+        return str(exc)
+    return None
+
+
 def _settings(tmp: Path, url: str, n: int, fsync: bool):
     return load_settings(
         service={"journal_path": tmp / "journal.sqlite", "metrics_enabled": False, "fsync": fsync, "node_id": "bench"},
@@ -108,12 +129,8 @@ async def run_latency_bench(tables: int = 1, seconds: float = 20.0, broker: str 
                             fsync: bool = True, loop: str = "asyncio") -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="dealer-bench-") as tmpdir:
         tmp = Path(tmpdir)
-        mq = None
-        if broker is None:
-            (tmp / "broker").mkdir()
-            mq = MosquittoProcess(tmp / "broker", persistence=False)
-            mq.start()
-            broker = mq.url
+        mq = None if broker is not None else private_broker(tmp)
+        broker = broker if mq is None else mq.url
         try:
             baseline = {"mqtt_qos1_publish_ms": await _mqtt_baseline(broker),
                         "sqlite_wal_fsync_commit_ms": _sqlite_baseline(tmp / "baseline.sqlite"),

@@ -42,9 +42,8 @@ from dealer.edge.service import Service
 from dealer.games.matgo import MatgoRequest
 from dealer.games.matgo_engine import Flip, MatgoGame, Phase
 from drivers.mqtt import MqttBus
-from simulators.broker import MosquittoProcess
 from simulators.loadgen import summarize
-from tools.bench import _settings as tables_settings
+from tools.bench import _settings as tables_settings, broker_unreachable, private_broker
 
 TICK_S = 0.001
 MODES = ("no_ai", "thread", "process")
@@ -106,12 +105,8 @@ async def run_house_bench(tables: int = 200, seconds: float = 10.0, rounds: int 
     load = [round(os.getloadavg()[0], 2)]  # other work on the host shows in every mode's figures
     with tempfile.TemporaryDirectory(prefix="dealer-bench-house-") as tmpdir:
         tmp = Path(tmpdir)
-        mq = None
-        if broker is None:
-            (tmp / "broker").mkdir()
-            mq = MosquittoProcess(tmp / "broker", persistence=False)
-            mq.start()
-            broker = mq.url
+        mq = None if broker is not None else private_broker(tmp)
+        broker = broker if mq is None else mq.url
         service = Service(tables_settings(tmp, broker, tables, True), bus=MqttBus(broker, client_id="bench-backend"))
         service.latency_samples = []
         run = asyncio.create_task(service.run())
@@ -185,13 +180,9 @@ def _cmd(args: argparse.Namespace) -> int:
     from dealer.edge.runner import run_loop
 
     configure_logging("warning")
-    if args.broker:
-        from dealer.cli.broker_check import BrokerUnreachable, reach_broker
-
-        try:
-            asyncio.run(reach_broker(args.broker, client_prefix="dealer-bench-probe"))
-        except BrokerUnreachable as exc:
-            return fail("dealer bench house", str(exc))
+    problem = broker_unreachable(args.broker)
+    if problem is not None:
+        return fail("dealer bench house", problem)
     result = run_loop(run_house_bench(tables=args.tables, seconds=args.seconds, rounds=args.rounds,
                                       budget_ms=args.budget_ms, workers=args.workers, broker=args.broker,
                                       loop=args.loop), args.loop)

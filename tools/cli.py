@@ -213,18 +213,14 @@ def _cmd_schemas(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    from tools.bench import run_latency_bench
+    from tools.bench import broker_unreachable, run_latency_bench
     from dealer.edge.logs import configure_logging
     from dealer.edge.runner import run_loop
 
     configure_logging("warning")
-    if args.broker:
-        from dealer.cli.broker_check import BrokerUnreachable, reach_broker
-
-        try:
-            asyncio.run(reach_broker(args.broker, client_prefix="dealer-bench-probe"))
-        except BrokerUnreachable as exc:
-            return fail("dealer bench latency", str(exc))
+    problem = broker_unreachable(args.broker)
+    if problem is not None:
+        return fail("dealer bench latency", problem)
     result = run_loop(run_latency_bench(tables=args.tables, seconds=args.seconds, broker=args.broker,
                                         fsync=not args.no_fsync, loop=args.loop), args.loop)
     print(json.dumps(result, sort_keys=True))

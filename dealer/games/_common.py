@@ -75,3 +75,18 @@ def check_distinct_positions(game: str, cards: Mapping[str, str], expected: Sequ
         if code in seen:
             raise CardError(f"{game} resolve: card {code} is at both {seen[code]} and {position}")
         seen[code] = position
+
+
+def hand_codes(game: str, cards: Mapping[str, str], hands: Mapping[str, Sequence[str]],
+               extra_note: str) -> dict[str, tuple[str, ...]]:
+    """Each hand's codes in position order, for ``resolve``: every position of ``hands``
+    present, nothing extra (``extra_note`` says why there is nothing more), no duplicates."""
+    expected = [p for positions in hands.values() for p in positions]
+    missing = [p for p in expected if p not in cards]
+    if missing:
+        raise ValueError(f"{game} resolve: missing position(s) {missing} (need {expected})")
+    extra = sorted(set(cards) - set(expected))
+    if extra:
+        raise ValueError(f"{game} resolve: unexpected position(s) {extra} ({extra_note})")
+    check_distinct_positions(game, cards, expected)
+    return {name: tuple(cards[p] for p in positions) for name, positions in hands.items()}

@@ -37,7 +37,7 @@ from dealer.games.base import (
     Position,
 )
 
-from dealer.games._common import check_distinct_positions, pay_table
+from dealer.games._common import hand_codes, pay_table
 from dealer.games.three_card import SEVENLUCK, SLHand
 
 # --- Three-card ranking (§3) -----------------------------------------------------------
@@ -343,19 +343,8 @@ def _comparison(result: int) -> str:
 
 
 def _hand_codes(cards: Mapping[str, str], hands: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
-    """Each hand's codes in position order; every position present, nothing extra, no duplicates."""
-    expected = [p for positions in hands.values() for p in positions]
-    missing = [p for p in expected if p not in cards]
-    if missing:
-        raise ValueError(f"sevenluck resolve: missing position(s) {missing} (need {expected})")
-    extra = sorted(set(cards) - set(expected))
-    if extra:
-        raise ValueError(
-            f"sevenluck resolve: unexpected position(s) {extra} (expected exactly {expected};"
-            " only seats holding a bet are dealt)"
-        )
-    check_distinct_positions("sevenluck", cards, expected)
-    return {name: tuple(cards[p] for p in positions) for name, positions in hands.items()}
+    return hand_codes("sevenluck", cards, hands, f"expected exactly {[p for ps in hands.values() for p in ps]};"
+                      " only seats holding a bet are dealt")
 
 
 # --- Supervisor CLI report ---------------------------------------------------------------

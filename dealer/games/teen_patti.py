@@ -35,7 +35,7 @@ from dealer.games.base import (
     Outcome,
     Position,
 )
-from dealer.games._common import check_distinct_positions, exact_ratio, pay_table, parse_distinct
+from dealer.games._common import exact_ratio, hand_codes, pay_table, parse_distinct
 from dealer.games.three_card import TEEN_PATTI, Hand3
 
 # --- Three-card ranking (§3) -----------------------------------------------------------
@@ -290,16 +290,7 @@ class TeenPatti(Game):
 
 
 def _hand_codes(cards: Mapping[str, str]) -> dict[str, tuple[str, ...]]:
-    """Hands A and B in A1..A3 / B1..B3 order; every position present, nothing extra, no duplicates."""
-    expected = [p for positions in HAND_POSITIONS.values() for p in positions]
-    missing = [p for p in expected if p not in cards]
-    if missing:
-        raise ValueError(f"teen-patti resolve: missing position(s) {missing} (need {expected})")
-    extra = sorted(set(cards) - set(expected))
-    if extra:
-        raise ValueError(f"teen-patti resolve: unexpected position(s) {extra} (burn cards are not passed)")
-    check_distinct_positions("teen-patti", cards, expected)
-    return {hand: tuple(cards[p] for p in positions) for hand, positions in HAND_POSITIONS.items()}
+    return hand_codes("teen-patti", cards, HAND_POSITIONS, "burn cards are not passed")
 
 
 # --- Supervisor CLI report ---------------------------------------------------------------

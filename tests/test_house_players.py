@@ -269,3 +269,14 @@ async def test_the_house_benchmark_reports_each_mode():
     assert set(out["lateness_ms"]) == set(MODES) and all(out["lateness_ms"][m]["count"] > 0 for m in MODES)
     assert set(out["added_p99_ms"]) == {"thread", "process"} and all(n > 0 for n in out["ai_moves"].values())
     assert out["target_met"] is (out["added_p99_ms"]["process"] <= out["target_added_p99_ms"])
+
+
+def test_every_house_player_id_is_reserved_at_the_ingress():
+    """A hand's house players are ids the player platform may never act as (the ingress refuses
+    them, dealer/edge/ingress.py): one declaration, dealer.games.base.HOUSE_PLAYERS."""
+    from dealer.edge import ingress
+    from dealer.games.base import HOUSE_PLAYERS
+
+    r, _ = ai_turns(1, n=1)
+    assert r.hand.house_players() <= HOUSE_PLAYERS
+    assert ingress.HOUSE_PLAYERS is HOUSE_PLAYERS

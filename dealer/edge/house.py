@@ -35,7 +35,7 @@ from dealer.core.draws import ai_seed
 from dealer.core.events import Event, PlayerAction
 from dealer.core.messages import PlayerMessage
 from dealer.core.round import Round
-from dealer.games.base import HouseSeat, has_house_seats
+from dealer.games.base import HouseSeat, has_house_seats, offers
 from dealer.house import worker
 from dealer.house.player import HouseMove
 from dealer.house.registry import decide
@@ -90,10 +90,9 @@ class HouseRunner:
         :meth:`HouseSeat.house_players`); its ``your_turn`` starts the decision. A house
         player's private messages are never published. False: not a house player's message."""
         hand = rnd.hand if rnd is not None else None
-        # the capability by its method, not isinstance(hand, HouseSeat): a runtime Protocol
-        # check costs tens of microseconds, and every private message of every table comes here
-        house_players = getattr(hand, "house_players", None)
-        if house_players is None or msg.player_id not in house_players():
+        # offers() keeps the answer per class: a runtime Protocol isinstance costs tens of
+        # microseconds, and every private message of every table comes here
+        if hand is None or not offers(hand, HouseSeat) or msg.player_id not in hand.house_players():
             return False
         assert rnd is not None
         if msg.kind == "your_turn":

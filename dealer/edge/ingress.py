@@ -28,9 +28,9 @@ from dealer.core.events import (PLAYER_COMMAND_ADAPTER, STATION_COMMAND_ADAPTER,
                            SupervisorOpenRound, SupervisorPause, SupervisorReopen, SupervisorResume, SupervisorVoid)
 from dealer.edge.roles import SENDER, TURN_COMMANDS, Role, is_role_user, role_of_topic, wrong_role
 from dealer.edge.signing import SupervisorVerifier
+from dealer.games.base import HOUSE_PLAYERS  # seats the backend plays itself
 
 MAX_COMMAND_BYTES = 16_384  # no command is anywhere near this: refused before parsing
-HOUSE_PLAYERS = frozenset({"house-ai"})  # seats the backend plays itself
 
 #: Refusal kinds on the supervisor topic that are journaled as security events.
 SECURITY_KINDS = frozenset({"malformed", "wrong_role", "missing_signature", "bad_signature", "unknown_supervisor",

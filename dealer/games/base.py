@@ -485,6 +485,11 @@ class Remembers(Protocol):
         that was dealt still counts towards the next wash)."""
 
 
+#: The player ids reserved for the house's own seats: no player platform may act as one
+#: (dealer/edge/ingress.py refuses it), and their private messages go to the house players.
+HOUSE_PLAYERS = frozenset({"house-ai"})
+
+
 @runtime_checkable
 class HouseSeat(Protocol):
     """The house plays a seat (Matgo's AI). When one of the house's players is to move, the hand

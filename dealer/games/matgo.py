@@ -54,7 +54,7 @@ from dealer.games.matgo_engine import (
 
 COVER = "cover"
 PLAYER_SEAT, AI_SEAT = 1, 2
-AI_PLAYER = "house-ai"
+AI_PLAYER = "house-ai"  # one of dealer.games.base.HOUSE_PLAYERS
 #: The ``hand`` of a layout position (L1..L8) and of a stock card turned over (S1..S20).
 LAYOUT, STOCK = "L", "STOCK"
 _ACTING = {"PLAY", "CHOOSE_A", "CHOOSE_B", "DECIDE"}

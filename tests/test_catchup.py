@@ -396,7 +396,8 @@ async def test_a_killed_backend_leaves_a_prompt_anyone_can_tell_is_stale_and_a_r
 
         backend.start()
         await wait_until(lambda: (s := [m for t, m in rec.messages if t == status_topic][-1])["online"]
-                         and s["session"] != alive["session"], what="the restarted backend online")
+                         and s["session"] != alive["session"], timeout=60,  # a start on a loaded machine: a bound
+                         what="the restarted backend online")
         await wait_until(lambda: [m for t, m in rec.messages if t == prompt_topic][-1]["session"]
                          == [m for t, m in rec.messages if t == status_topic][-1]["session"],
                          what="the prompt sent again under the new session")

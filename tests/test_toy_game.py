@@ -192,7 +192,7 @@ async def test_rounds_of_the_toy_game_through_the_real_service(high_card: type[G
                 await wait_until(lambda: rec.expects(position), what=f"round {seq}: NEXT {position}")
                 shoe.scan(code)
             k = key(service, seq)
-            await wait_until(lambda: k in payouts, what=f"round {seq} settled")
+            await wait_until(lambda: k in payouts and rec.results(k), what=f"round {seq} settled and seen")
             result = rec.results(k)[0]
             assert result["winner"] == winner and result["cards"] == {"A": a, "B": b}
             assert result["accepted_bets"]["count"] == len(payouts[k]) > 0

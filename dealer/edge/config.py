@@ -118,7 +118,7 @@ class ScannerConfig(_Strict):
 
 class RtpBoundConfig(_Strict):
     """Declared RTP bounds of one bet type, in percent, as decimal strings: their decimals
-    are their precision ("97.50" is met by 97.5028 %, dealer/games/rtp.py ``at_precision``)."""
+    are their precision ("97.50" is met by 97.5028 %, dealer/games/rtp/report.py ``at_precision``)."""
 
     min: Decimal | None = None
     max: Decimal | None = None

@@ -773,6 +773,7 @@ class _Soak:
         self.must_cancel: dict[str, str] = {}
         self.must_complete: dict[str, str] = {}
         self.before_close_late = 0  # link losses that came too close to betting close to be decisive
+        self.must_cancel_closes_at: dict[str, float] = {}  # round key -> its betting deadline (backend ms)
         self.before_close_missed = 0  # round openings heard too late to aim a link loss at them
         self.deliveries: dict[str, list[bytes]] = {}
         self.first_delivery: dict[str, float] = {}
@@ -891,10 +892,22 @@ class _Soak:
         self._tasks += [asyncio.create_task(d.run()) for d in self.dealers]
         await self._start_backend()
 
+    def _backend_replaced(self) -> None:
+        """A new backend instance is starting: a link loss it never saw cannot cancel a round
+        whose betting was still open when the instance that saw it stopped (killed, or stopped
+        by the drain before its LinkDown was journaled). Such a round is no longer judged."""
+        now = self.backend_now_ms()
+        for key, closes_at in list(self.must_cancel_closes_at.items()):
+            if now < closes_at:
+                del self.must_cancel_closes_at[key]
+                self.must_cancel.pop(key, None)
+                self.before_close_late += 1
+
     async def _start_backend(self, timeout: float = 30.0) -> None:
         """Start the backend and wait for its retained "online". Exit 1 means "may pass by
         itself" (a full disk at start): started again a second later, as systemd would (each
         counted); any other exit, or no "online" in time, is a failure of the soak."""
+        self._backend_replaced()
         t = time.monotonic()
         self.backend.start()
         try:
@@ -1070,6 +1083,7 @@ class _Soak:
             opened_here = isinstance(ev.get("at"), int) and ev["at"] >= self.online_wall_ms
             if closes_at is not None and kill_ms < closes_at - BEFORE_CLOSE_MARGIN_MS and opened_here:
                 self.must_cancel[key] = f"broker killed {closes_at - kill_ms:.0f} ms before betting closed"
+                self.must_cancel_closes_at[key] = closes_at
             else:
                 self.before_close_late += 1
         elif kind == "link_loss_after_close":

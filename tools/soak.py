@@ -1275,6 +1275,11 @@ class _Soak:
             if not port.plugged:
                 port.replug()
                 await dealer.link.send([dealer.shoe.boot()])
+        # a link loss injected just before the drain is judged by the instance that saw it: let
+        # the betting it must cancel close before that instance is stopped
+        left = max((c - self.backend_now_ms() for c in self.must_cancel_closes_at.values()), default=0.0)
+        if left > 0:
+            await asyncio.sleep(left / 1000 + 1.0)
         self._config(auto_rounds=False)
         await asyncio.to_thread(self.backend.terminate)
         await self._start_backend()

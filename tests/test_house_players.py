@@ -32,7 +32,8 @@ from dealer.house.matgo import MatgoHousePlayer
 from dealer.house.player import HouseMove
 from dealer.house.registry import decide, player_for, register
 from tests.conftest import Broker, wait_until
-from tests.harness import HandShoe, Recorder, start_service, stop_service
+from dealer.edge.config import Settings
+from tests.harness import served_table
 from tests.test_matgo_round import table as core_table
 from tests.test_matgo_table import (AI, ALICE, READER, Table, deck, journal_agrees, matgo_settings, money_exact,
                                     replayed, secrets_kept, stopper)
@@ -210,19 +211,14 @@ def test_the_mode_is_process_or_thread():
 @pytest.fixture
 async def house_table(broker: Broker, tmp_path: Path, pty_dir: Path, request: pytest.FixtureRequest):
     mode = request.param
-    shoe = HandShoe(pty_dir, reader=READER)
-    rec = await Recorder(broker.url).start()
-    settings = matgo_settings(tmp_path, broker.url, shoe.path, options={"ai_budget_ms": 20})
-    settings.service = settings.service.model_copy(update={"house_players": mode, "house_workers": 1})
-    service, task = await start_service(settings)
-    t = Table(service, rec, shoe, settings)
-    t.task = task
-    try:
+
+    def settings(shoe_path: str) -> Settings:
+        s = matgo_settings(tmp_path, broker.url, shoe_path, options={"ai_budget_ms": 20})
+        s.service = s.service.model_copy(update={"house_players": mode, "house_workers": 1})
+        return s
+
+    async with served_table(Table, broker.url, pty_dir, READER, settings) as t:
         yield t
-    finally:
-        await stop_service(t.task)
-        await rec.stop()
-        shoe.close()
 
 
 @pytest.mark.timeout(240)

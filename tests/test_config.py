@@ -355,3 +355,14 @@ def test_grafana_dashboard_is_valid_json_with_real_metrics() -> None:
     assert {"dealer_scan_reads_total", "dealer_rescans_total", "dealer_rounds_total",
             "dealer_scan_to_publish_seconds_bucket", "dealer_outbox_pending", "dealer_link_up",
             "dealer_journal_commit_seconds_bucket"} <= used
+
+
+@pytest.mark.parametrize(("key", "value"), [("HOUSE_PLAYERS", "fork"), ("HOUSE_WORKERS", "0"),
+                                            ("HOUSE_WORKERS", "65"), ("HOUSE_WORKERS", "two")])
+def test_a_bad_house_player_setting_is_refused_naming_the_key(monkeypatch: pytest.MonkeyPatch, key: str,
+                                                              value: str) -> None:
+    """The house-player keys (issue 15) are validated like every other: one line naming the key."""
+    monkeypatch.setenv(f"DEALER_SERVICE__{key}", value)
+    with pytest.raises(ConfigError) as err:
+        load_settings(EXAMPLE)
+    assert f"service.{key.lower()}" in str(err.value) and "\n" not in str(err.value)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import _posixsubprocess
 import asyncio
+import hashlib
 import os
 import pty
 import subprocess
@@ -29,6 +30,7 @@ import pytest
 
 from dealer.edge.logs import configure_logging
 from simulators.broker import MosquittoProcess, free_port
+from simulators.pgserver import PgServer
 
 __all__ = ["Broker", "free_port", "wait_until"]
 
@@ -65,6 +67,31 @@ async def wait_until(pred: Callable[[], Any], timeout: float = 15.0, what: str =
         await asyncio.sleep(0.01)
 
 
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """One private PostgreSQL server for the session (tests that do not kill or pause it)."""
+    server = PgServer()
+    server.start()
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture
+def pg(pg_server: PgServer, request: pytest.FixtureRequest) -> str:
+    """The URL of a fresh, empty database on the session's PostgreSQL server."""
+    name = "t_" + hashlib.sha256(request.node.nodeid.encode()).hexdigest()[:16] + "_" + str(free_port())
+    return pg_server.create_database(name)
+
+
+@pytest.fixture
+def pg_private() -> Iterator[PgServer]:
+    """A PostgreSQL server of the test's own (the test may kill, pause or restart it)."""
+    server = PgServer()
+    server.start()
+    yield server
+    server.cleanup()
+
+
 @pytest.fixture
 def pty_dir(tmp_path: Path) -> Path:
     d = tmp_path / "dev"
@@ -79,7 +106,8 @@ def pytest_configure(config: pytest.Config) -> None:
 INTEGRATION = "integration"
 # Fixtures that start a broker or open a PTY: a test that uses one, directly or through
 # another fixture, is an integration test.
-RESOURCE_FIXTURES = frozenset({"broker", "pty_dir", "secure_broker", "deploy_broker", "tls_broker"})
+RESOURCE_FIXTURES = frozenset({"broker", "pty_dir", "secure_broker", "deploy_broker", "tls_broker",
+                               "pg_server", "pg", "pg_private"})
 # A long pure run's bound (pyproject's 120 s is for the rest): on a loaded machine the
 # differential run against pokerkit alone takes about that long; a bound, not a measure.
 SLOW_TIMEOUT = 900

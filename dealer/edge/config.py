@@ -150,6 +150,9 @@ class RtpBoundConfig(_Strict):
 
 class TableConfig(RulesConfig):
     id: str = Field(pattern=r"^[A-Za-z0-9_]{1,32}$")
+    preferred_nodes: list[str] = Field(
+        default_factory=list, description="with a PostgreSQL journal: the nodes this table should run on, in order "
+        "of preference, while one of them is live (a serial scanner is wired to one host: name it here)")
     pause_seconds: float = Field(default=3.0, ge=0, le=3600, allow_inf_nan=False)
     auto_rounds: bool = True
     scanner: ScannerConfig
@@ -231,6 +234,10 @@ class ServiceSection(_Strict):
     journal_path: ConfigPath = Field(
         default=Path("dealer-journal.sqlite"), validate_default=True,
         description="the SQLite journal; a relative path (this default too) is relative to the config file's directory")
+    journal_url: str | None = Field(
+        default=None, description="postgresql://user@host:port/db: the journal and outbox in PostgreSQL, shared by "
+        "several backend nodes that own tables by lease ([cluster]); unset = the SQLite file journal_path (one host). "
+        "Put the password in the libpq password file (PGPASSFILE), not in this URL")
     fsync: bool = True
     metrics_enabled: bool = True
     metrics_addr: str = Field(default="127.0.0.1", description="bind address of /metrics; 0.0.0.0 for a remote Prometheus")
@@ -266,6 +273,38 @@ class ServiceSection(_Strict):
     house_workers: int | None = Field(
         default=None, ge=1, le=64, description="worker processes of the house players; unset = one core left "
         "for the event loop, at most two")
+
+
+class ClusterSection(_Strict):
+    """Table leases between backend nodes sharing a PostgreSQL journal (dealer/edge/leases.py)."""
+
+    lease_seconds: float = Field(
+        default=4.0, ge=1.0, le=300, allow_inf_nan=False,
+        description="a node owns a table while it holds the table's lease; a lease not renewed for this long "
+        "expires (the database's clock decides) and another node takes the table over: the failover time")
+    renew_seconds: float | None = Field(
+        default=None, gt=0, le=100, allow_inf_nan=False,
+        description="how often a node renews its leases, sends its heartbeat and looks for tables to take; "
+        "unset = a quarter of lease_seconds")
+    max_clock_skew_seconds: float = Field(
+        default=2.0, gt=0, le=60, allow_inf_nan=False,
+        description="a node whose wall clock is further than this from the database's refuses to start (and "
+        "alerts while running): round deadlines and journal times come from the node's clock")
+    handover_wait_seconds: float = Field(
+        default=120.0, ge=0, le=3600, allow_inf_nan=False,
+        description="when tables are rebalanced (a node joins), a table moves only between rounds; after this "
+        "long waiting for its round to end, it moves anyway (mid-round, resumed at the same position)")
+
+    @property
+    def renew(self) -> float:
+        return self.renew_seconds if self.renew_seconds is not None else self.lease_seconds / 4
+
+    @model_validator(mode="after")
+    def _renew_inside_lease(self) -> "ClusterSection":
+        if self.renew * 2 > self.lease_seconds:
+            raise ValueError(f"renew_seconds = {self.renew} leaves less than two renewals per lease of "
+                             f"{self.lease_seconds} s: one late renewal would lose every table")
+        return self
 
 
 class SupervisorConfig(_Strict):
@@ -316,6 +355,7 @@ class Settings(BaseSettings):
     mqtt: MqttConfig = Field(default_factory=MqttConfig)
     tables: list[TableConfig] = Field(default_factory=list)
     security: SecuritySection = Field(default_factory=SecuritySection)
+    cluster: ClusterSection = Field(default_factory=ClusterSection)
 
     @model_validator(mode="after")
     def _unique(self) -> "Settings":

@@ -179,6 +179,27 @@ class JournalLocked(JournalError):
     """Another process holds the journal's lock (:func:`lock_journal`)."""
 
 
+class JournalWriteFailed(RuntimeError):
+    """A group commit to a journal server failed and may succeed later (the database is down,
+    unreachable, restarting or read-only): the core loop holds the batch and retries it, as it
+    does for SQLite's disk-full and I/O errors. ``reason`` is the metric label."""
+
+    def __init__(self, message: str, reason: str = "database_unreachable") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class Fenced(RuntimeError):
+    """The database refused a write because this node no longer holds the table's lease at the
+    epoch it wrote (another node took the table over, or the lease expired while this node was
+    paused or cut off). Nothing of the batch was written; the node must step down from the
+    table, never retry the write (dealer/edge/leases.py)."""
+
+    def __init__(self, message: str, table_id: str | None = None) -> None:
+        super().__init__(message)
+        self.table_id = table_id
+
+
 class JournalDiskFull(RuntimeError):
     """The journal cannot be opened because its file system is full (SQLite needs room for its
     WAL index and schema even to read): this may pass by itself, so ``dealer run`` exits 1
@@ -312,6 +333,9 @@ class Batch:
     acked: list[str] = field(default_factory=list)
     commands: list[tuple[StoredCommand, int]] = field(default_factory=list)
     readers: list[ReaderState] = field(default_factory=list)
+    #: the lease epoch of each table with rows in the batch (PostgreSQL journal: every row
+    #: carries it and the database refuses an epoch that is no longer the table's lease)
+    epochs: dict[str, int] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.events or self.outbox or self.delivered or self.acked or self.commands or self.readers)

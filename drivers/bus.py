@@ -44,6 +44,19 @@ class Router:
         else:
             self._exact.setdefault(pattern, []).append(handler)
 
+    def remove(self, pattern: str) -> bool:
+        """Drop every handler of ``pattern``; False when it had none."""
+        if pattern in self._exact:
+            del self._exact[pattern]
+            return True
+        kept = [(p, h) for p, h in self._wild if p != pattern]
+        found = len(kept) != len(self._wild)
+        self._wild = kept
+        return found
+
+    def __contains__(self, pattern: str) -> bool:
+        return pattern in self._exact or any(p == pattern for p, _ in self._wild)
+
     @property
     def patterns(self) -> list[str]:
         return list(self._exact) + list(dict.fromkeys(p for p, _ in self._wild))
@@ -63,6 +76,8 @@ class Bus(Protocol):
     def connected(self) -> bool: ...
 
     def subscribe(self, pattern: str, handler: Handler) -> None: ...
+
+    def unsubscribe(self, pattern: str) -> None: ...
 
     def on_connection(self, listener: ConnectionListener) -> None: ...
 
@@ -93,6 +108,9 @@ class LocalBus:
 
     def subscribe(self, pattern: str, handler: Handler) -> None:
         self._router.add(pattern, handler)
+
+    def unsubscribe(self, pattern: str) -> None:
+        self._router.remove(pattern)
 
     def on_connection(self, listener: ConnectionListener) -> None:
         self._listeners.append(listener)

@@ -270,6 +270,7 @@ class MqttBus:
         self._accept_retained = accept_retained
         self.retained_dropped = 0
         self._router = Router()
+        self._sub_tasks: set[asyncio.Task[None]] = set()  # SUBSCRIBE / UNSUBSCRIBE sent while connected
         self._listeners: list[ConnectionListener] = []
         self._client: aiomqtt.Client | None = None
         self._connected_evt = asyncio.Event()
@@ -284,7 +285,34 @@ class MqttBus:
         await self._connected_evt.wait()
 
     def subscribe(self, pattern: str, handler: Handler) -> None:
+        """Route ``pattern`` to ``handler``; while connected a new pattern is subscribed at once
+        (a table adopted at run time), else at the next connect with every other pattern."""
+        new = pattern not in self._router
         self._router.add(pattern, handler)
+        if new and self._client is not None:
+            self._spawn(self._resubscribe(self._client, [pattern], []))
+
+    def unsubscribe(self, pattern: str) -> None:
+        """Stop routing ``pattern`` (a table dropped); while connected the broker is told at once."""
+        if self._router.remove(pattern) and self._client is not None:
+            self._spawn(self._resubscribe(self._client, [], [pattern]))
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._sub_tasks.add(task)
+        task.add_done_callback(self._sub_tasks.discard)
+
+    async def _resubscribe(self, client: aiomqtt.Client, add: list[str], remove: list[str]) -> None:
+        """SUBSCRIBE / UNSUBSCRIBE on a live connection; a failure is logged (the next connect
+        subscribes the router's patterns again)."""
+        try:
+            if add:
+                await client.subscribe([(p, 1) for p in add])
+            if remove:
+                await client.unsubscribe(remove)
+        except (aiomqtt.MqttError, TimeoutError) as exc:
+            log.warning("mqtt subscription change failed; the next connect subscribes again", broker=self.url,
+                        subscribe=add, unsubscribe=remove, reason=str(exc)[:200])
 
     def on_connection(self, listener: ConnectionListener) -> None:
         self._listeners.append(listener)
@@ -331,6 +359,9 @@ class MqttBus:
                     if self.status_topic:
                         await client.publish(self.status_topic, status_payload(True, session), qos=1, retain=True)
                     self._client = client
+                    now = self._router.patterns  # changed during the connect: the difference now
+                    await self._resubscribe(client, [p for p in now if p not in patterns],
+                                            [p for p in patterns if p not in now])
                     self._connected_evt.set()
                     delay = self._backoff[0]
                     self._client_log.connected()

@@ -71,6 +71,7 @@ class MqttScannerIngest:
         auth = auth or {}
         self._sessions = {r: ReaderSession(r, auth.get(r)) for r in readers}
         self._up: dict[str, bool] = {}
+        self._since: dict[str, int] = {}  # readers started over (:meth:`forget`): their watchdog counts from then
         self._on_input, self._on_link, self._on_bad = on_input, on_link, on_bad
         self._on_state = on_state
 
@@ -104,6 +105,15 @@ class MqttScannerIngest:
         for inp in inputs:
             self._on_input(table, inp)
 
+    def forget(self, reader: str) -> ReaderSession:
+        """Start a reader over (its table moved away from this node, or back to it): a new
+        session (the caller restores it from the journal) and no link state, so its next frame
+        reports the link up and its heartbeat timeout counts from now. Returns the new session."""
+        self._sessions[reader] = ReaderSession(reader, self._sessions[reader].auth)
+        self._up.pop(reader, None)
+        self._since[reader] = time.monotonic_ns()
+        return self._sessions[reader]
+
     def session(self, reader: str) -> ReaderSession:
         """The sequence (and replay) state of one reader, for counters and tests."""
         return self._sessions[reader]
@@ -118,7 +128,7 @@ class MqttScannerIngest:
             now = time.monotonic_ns()
             for reader, session in self._sessions.items():
                 seen, up = session.last_seen_ns, self._up.get(reader)
-                if up is None and seen is None and now - started > timeouts[reader] * 1e9:
+                if up is None and seen is None and now - self._since.get(reader, started) > timeouts[reader] * 1e9:
                     self._up[reader] = False
                     self._on_link(self.readers[reader], LinkStatus(f"scanner:{reader}", False,
                                                                    "not heard since start"))

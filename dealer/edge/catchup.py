@@ -78,6 +78,25 @@ class Catchup:
         """A new broker session: everything is sent again (under the new session)."""
         self._sent.clear()
 
+    def forget_table(self, table_id: str) -> None:
+        """Everything of one table is sent again."""
+        prefix = topics.table_topic(table_id, "")
+        for topic in [t for t in self._sent if t.startswith(prefix)]:
+            del self._sent[topic]
+
+    def adopt(self, table_id: str, version_floor: int) -> None:
+        """The table joins this node (taken over from another): all of its retained messages are
+        sent again, numbered above ``version_floor`` (the adoption's time in microseconds, so
+        above the previous owner's numbers, which started at its own start)."""
+        self.forget_table(table_id)
+        self._version[table_id] = max(self._version.get(table_id, self._first), version_floor)
+
+    def drop(self, table_id: str) -> None:
+        """The table left this node: nothing of it is remembered (its next owner publishes it)."""
+        self.forget_table(table_id)
+        self._players.pop(table_id, None)
+        self.prompts.pop(table_id, None)
+
     def _next(self, table_id: str) -> int:
         v = self._version.get(table_id, self._first) + 1
         self._version[table_id] = v
@@ -131,7 +150,7 @@ class Catchup:
     def stopped(self, table: Table, *, session: str, at: int) -> list[tuple[str, BaseModel | None]]:
         """Everything retained for the table again, marked stale, for a clean stop: the prompt
         becomes a stale WAIT (a station that ignores ``stale`` still deals nothing)."""
-        self.forget()
+        self.forget_table(table.table_id)
         cur = table.current
         prompt = StationPrompt(table_id=table.table_id, round_id=cur.round_id if cur else None, kind="WAIT",
                                reason=STOPPED_REASON, at=at,

@@ -13,7 +13,14 @@ journaled). Meanwhile the journal counts as unavailable: commands are refused at
 no round opens, decision and turn timers pause; the first successful commit queues a journaled
 ``Resume(link="journal")`` that gives every pending decision and turn a full new window.
 
-At start the loop's tables are rebuilt from the journal (:meth:`CoreLoop.replay`).
+Each table is rebuilt from the journal when the node adopts it, at start or later
+(:meth:`CoreLoop.rebuild`, run off the event loop), and tables come and go between batches
+(dealer/edge/ownership.py): an item of a table the node no longer owns is answered with a
+refusal, never applied. Every batch carries each table's lease epoch; when the journal
+refuses a table's rows (:class:`~dealer.edge.journal.Fenced`: another node took it over), the
+loop asks the ownership to re-read its leases (which drops the lost tables), takes the lost
+tables' rows out of the batch (their effects are never released: their senders get a refusal)
+and commits the rest.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
+from collections import Counter
 from typing import TYPE_CHECKING
 
 import structlog
@@ -47,7 +55,7 @@ from dealer.core.table import Table
 from dealer.edge import ingress, topics
 from dealer.edge.core_queue import WAKE, Item
 from dealer.edge.inputs import JOURNAL_UNAVAILABLE
-from dealer.edge.journal import Batch, OutboxRow, ReplayError
+from dealer.edge.journal import Batch, Fenced, JournalWriteFailed, OutboxRow, ReplayError
 from dealer.edge.journal_health import failure_reason
 
 if TYPE_CHECKING:
@@ -64,6 +72,12 @@ _ROUND_OUTCOME = {"round_result": "completed", "round_cancelled": "cancelled", "
 
 #: Timeouts a journal outage supersedes: the Resume after it gives a new window instead.
 _TIMEOUTS = (DecisionTimeout, ActionTimeout, ConfirmTimeout)
+
+#: The answer to an item of a table this node no longer owns (dropped, or fenced by the journal).
+TABLE_MOVED = "table moved: this node no longer owns it"
+#: A table the journal fences although the ownership still says it holds it is dropped after
+#: this many fenced commits in a row (never retried for ever).
+FENCED_RETRIES = 3
 
 
 class CoreLoop:
@@ -85,58 +99,75 @@ class CoreLoop:
         self.journal_resume: set[str] = set()
         #: accepted command ids of this run (the journal holds every earlier one)
         self._commands: dict[tuple[str, str, str], commands.StoredCommand] = {}
+        #: Tables with items in the batch being committed and released (a drop waits for them).
+        self.batch_tables: set[str] = set()
+        self._failing = False  # the batch's commit failed: a drop need not wait for it (its rows are taken out)
+        self._changed = asyncio.Event()  # set (and replaced) whenever batch_tables or _failing change
+        self._retry_wake = asyncio.Event()  # a drop cuts the retry backoff short: the batch goes without it
+        self._draining = False  # the service stops: finish the batch in hand, take no other
+        #: the table of each delivered outbox id in the batch (a fenced table's are taken out)
+        self._delivered_of: dict[int, str] = {}
         svc.metrics.journal_writable.set(1)
 
     # -- start-up ---------------------------------------------------------------------
 
-    def replay(self) -> None:
-        """Rebuild every table from the journal, under the rules journaled for it (a round keeps
-        the rules it opened with), then journal each table's rules from today's configuration if
-        their hash or the software version changed: they apply from the next round.
+    def rebuild(self, tid: str) -> Table:
+        """The table rebuilt from the journal, under the rules journaled for it (a round keeps
+        the rules it opened with). Blocking (journal reads): the service runs it off the event
+        loop, in the writer thread, when it adopts the table (at start, or taken over later).
 
         A journaled event the core refuses (other than the delivery of an older, settled round)
         means the table cannot be rebuilt as it was: :class:`~dealer.edge.journal.ReplayError` names
         the row, and ``dealer run`` refuses to start (exit 2) instead of carrying on."""
         svc = self.svc
         journal = svc.journal
-        now = svc.now_ms()
-        for tid, table in svc.tables.items():
-            n = 0
-            for row_id, ev in journal.replay_rows(tid):
-                try:
-                    step = table.handle(ev)
-                except Exception as exc:  # a bug or a forged row: never carry on with a half-built table
-                    log.error("journal replay failed", table_id=tid, row=row_id, event_type=ev.type, error=repr(exc))
-                    raise ReplayError(f"journal {journal.path}: replay of table {tid} failed at row {row_id} "
-                                      f"({ev.type}): {type(exc).__name__}: {exc}") from exc
-                n += 1
-                # Replay starts at the oldest undelivered round, so the delivery of an older,
-                # already settled round can follow it: nothing to rebuild there.
-                if not step.accepted and ev.type != "result_delivered":
-                    reason = step.rejection.reason if step.rejection else "refused"
-                    log.error("journal replay refused an event", table_id=tid, row=row_id, event_type=ev.type,
-                              reason=reason)
-                    raise ReplayError(f"journal {journal.path}: replay of table {tid} refused row {row_id} "
-                                      f"({ev.type}): {reason}")
-            # Links that the journal says are down stay down until their driver reports them
-            # up: that report is then journaled (LinkUp), so the next replay sees the recovery.
-            cur = table.current
-            log.info("table restored", table_id=tid, replayed=n, state=table.mode.value,
-                     round_id=cur.round_id if cur else None, phase=cur.phase.value if cur else None,
-                     position=cur.expected_position if cur else None,
-                     round_rules_hash=cur.rules.rules_hash if cur else None)
-            self._journal_rules(tid, table, now)
-        for row in journal.pending():
-            svc.relay.add(row)
-        svc.metrics.outbox_pending.set(svc.relay.pending)
-        # Deadlines that passed while the backend was down never fire: pending decisions and
-        # turns wait for a Resume (the first broker connect of this run), which gives each a
-        # full window from then, journaled.
-        svc.timers.resume_due = set(svc.tables)
-        for tid, table in svc.tables.items():
-            self.operating_gauge(tid)
-            svc.publisher.release_prompt(table.prompt_now(now))
-            svc.timers.schedule(tid)  # private messages go again when the bus connects (LinkTracker.on_bus)
+        table = Table(svc.configs[tid].rules(), series=journal.journal_id)
+        n = 0
+        for row_id, ev in journal.replay_rows(tid):
+            try:
+                step = table.handle(ev)
+            except Exception as exc:  # a bug or a forged row: never carry on with a half-built table
+                log.error("journal replay failed", table_id=tid, row=row_id, event_type=ev.type, error=repr(exc))
+                raise ReplayError(f"journal {journal.path}: replay of table {tid} failed at row {row_id} "
+                                  f"({ev.type}): {type(exc).__name__}: {exc}") from exc
+            n += 1
+            # Replay starts at the oldest undelivered round, so the delivery of an older,
+            # already settled round can follow it: nothing to rebuild there.
+            if not step.accepted and ev.type != "result_delivered":
+                reason = step.rejection.reason if step.rejection else "refused"
+                log.error("journal replay refused an event", table_id=tid, row=row_id, event_type=ev.type,
+                          reason=reason)
+                raise ReplayError(f"journal {journal.path}: replay of table {tid} refused row {row_id} "
+                                  f"({ev.type}): {reason}")
+        # Links that the journal says are down stay down until their driver reports them
+        # up: that report is then journaled (LinkUp), so the next replay sees the recovery.
+        cur = table.current
+        log.info("table restored", table_id=tid, replayed=n, state=table.mode.value,
+                 round_id=cur.round_id if cur else None, phase=cur.phase.value if cur else None,
+                 position=cur.expected_position if cur else None,
+                 round_rules_hash=cur.rules.rules_hash if cur else None)
+        return table
+
+    def replay(self) -> None:
+        """Rebuild every configured table from the journal into the service, and nothing else
+        (no effect, no timer): for tools and tests that read a journal through a service that
+        does not run. A running service adopts its tables one by one (:meth:`Service.adopt`)."""
+        for tid in self.svc.configs:
+            self.svc.tables[tid] = self.rebuild(tid)
+
+    def adopted(self, tid: str, table: Table, now: int) -> None:
+        """A rebuilt table joins the loop: its rules are journaled if today's differ, and its
+        operating state is exported."""
+        self._journal_rules(tid, table, now)
+        self.operating_gauge(tid)
+
+    def forget(self, tid: str) -> None:
+        """A table left this node: its accepted command ids leave the cache (the next owner may
+        accept more; the journal has them all when it comes back)."""
+        for k in [k for k in self._commands if k[0] == tid]:
+            del self._commands[k]
+        self.journal_resume.discard(tid)
+        self._retry_wake.set()
 
     def _journal_rules(self, tid: str, table: Table, now: int) -> None:
         """Queue a ``table_rules`` event when today's rules or software version differ from the
@@ -159,70 +190,199 @@ class CoreLoop:
         svc = self.svc
         queue = svc.queue.items
         loop = asyncio.get_running_loop()
-        while True:
+        while not self._draining:
             items = [await queue.get()]
             while not queue.empty() and len(items) < 1000:
                 items.append(queue.get_nowait())
             svc.metrics.queue_depth.set(queue.qsize())
             batch = Batch(readers=svc.inputs.take_reader_states())
             steps: list[tuple[Item, Step]] = []
+            self._delivered_of.clear()
             for item in items:
                 if item is WAKE:
                     continue
+                if item.table_id not in svc.tables or item.table_id in svc.leaving:
+                    self._moved(item)  # the table left between the item's queueing and now
+                    continue
                 step = self.apply(item, batch)
                 steps.append((item, step))
-            new_rows = await self.commit(batch) if batch else []
-            svc.relay.committed(batch, new_rows)
-            touched: set[str] = set()
-            for item, step in steps:
-                self.release(item, step)
-                touched.add(item.table_id)
-                if item.future is not None and not item.future.done():
-                    item.future.set_result(step)
-            if self._back:
-                self._back = False
-                touched |= set(svc.tables)
-                self._after_journal_outage()
-            for tid in touched:
-                svc.timers.schedule(tid)
-                self.operating_gauge(tid)
-            svc.publisher.catchup_due |= touched
-            svc.publisher.flush_catchup()
-            await svc.maintenance.retention(loop)
+            self._in_batch({item.table_id for item, _ in steps})
+            try:
+                new_rows = await self.commit(batch, steps) if batch else []
+                svc.relay.committed(batch, new_rows)
+                touched: set[str] = set()
+                for item, step in steps:
+                    if item.table_id in svc.tables:
+                        self.release(item, step)
+                        touched.add(item.table_id)
+                    if item.future is not None and not item.future.done():
+                        item.future.set_result(step)
+                if self._back:
+                    self._back = False
+                    touched |= set(svc.tables)
+                    self._after_journal_outage()
+                touched |= svc.revalidated()  # output held back while a lease was not valid: sent now
+                touched &= set(svc.tables)
+                for tid in touched:
+                    svc.timers.schedule(tid)
+                    self.operating_gauge(tid)
+                svc.publisher.catchup_due |= touched
+                svc.publisher.flush_catchup()
+            finally:
+                self._in_batch(set())
+            if svc.file_journal:
+                await svc.maintenance.retention(loop)
+
+    def _in_batch(self, tables: set[str], failing: bool = False) -> None:
+        self.batch_tables, self._failing = tables, failing
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    async def settled(self, tid: str) -> None:
+        """Wait until the batch in hand no longer holds ``tid``: committed and released, or
+        failing (its commit retried: the rows of a table that is leaving are taken out before the
+        next attempt). At once when called from the core loop itself (a drop during a fenced
+        commit: the loop takes the table out of the batch when the drop returns)."""
+        while tid in self.batch_tables and not self._failing and asyncio.current_task() is not self.svc.core_task:
+            await self._changed.wait()
+
+    async def drain(self, task: asyncio.Task[None], timeout: float = 10.0) -> None:
+        """Stop the loop after the batch in hand is committed and released (a clean stop: the
+        leases can be handed over once nothing of this node is in flight). A batch held by a
+        journal outage is not waited for: nothing of it is written, and the next owner replays."""
+        self._draining = True
+        if self.batch_tables and self.journal_writable and not task.done():
+            await asyncio.wait({task}, timeout=timeout)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    def _moved(self, item: Item) -> None:
+        """Answer an item of a table this node no longer owns: refused, nothing applied, nothing published."""
+        if item.future is not None and not item.future.done():
+            item.future.set_result(Step(False, False, [Rejection(item.event.type, TABLE_MOVED)]))
 
     # -- group commit and journal outages ---------------------------------------------------
 
-    async def commit(self, batch: Batch) -> list[OutboxRow]:
+    async def commit(self, batch: Batch, steps: list[tuple[Item, Step]] | None = None) -> list[OutboxRow]:
         """Commit one batch, retrying the very same batch with backoff until it commits.
 
         The tables have already applied it, so committing it later keeps memory and journal
         equal; :meth:`Journal.commit` writes all or nothing and keeps its chain head on a
         failure, so a retry gets the same row ids. The caller holds the batch's effects until
         this returns. The first failure marks the journal unavailable (one log line, an alert
-        at every table, input refused at the edge); the commit that succeeds ends it."""
+        at every table, input refused at the edge); the commit that succeeds ends it.
+
+        Before every attempt the rows of tables that left the node (or whose lease is gone)
+        are taken out of the batch and their items answered with a refusal (``steps`` loses
+        them: their effects are never released). A fenced commit has the ownership re-read its
+        leases (it drops the lost tables) and goes again at once with the rest."""
         svc = self.svc
         loop = asyncio.get_running_loop()
         delay, cap = self.commit_retry
         attempts = 0
+        fenced: Counter[str] = Counter()
+        steps = steps if steps is not None else []
+        commit_async = getattr(svc.journal, "commit_async", None)
         while True:
+            self._strip(batch, steps, self._gone(batch, steps))
+            if not batch:
+                return []
+            self._stamp_epochs(batch)
             t0 = time.perf_counter()
             try:
-                rows = await loop.run_in_executor(svc.writer, svc.journal.commit, batch)
-            except sqlite3.Error as exc:
+                if commit_async is not None:  # the journal server's own async driver: no thread hop
+                    rows = await commit_async(batch)
+                else:
+                    rows = await loop.run_in_executor(svc.writer, svc.journal.commit, batch)
+            except Fenced as exc:
+                await self._fenced(exc, batch, steps, fenced)
+                continue
+            except (sqlite3.Error, JournalWriteFailed) as exc:
                 attempts += 1
-                reason = failure_reason(exc)
+                reason = exc.reason if isinstance(exc, JournalWriteFailed) else failure_reason(exc)
                 svc.metrics.journal_commit_failures.labels(reason=reason).inc()
                 if self.journal_writable:
                     self._journal_unavailable(reason, exc, batch)
-                await asyncio.sleep(delay)
+                self._in_batch(self.batch_tables, failing=True)
+                self._retry_wake.clear()
+                try:
+                    async with asyncio.timeout(delay):
+                        await self._retry_wake.wait()  # a table dropped: its rows go out of the batch now
+                except TimeoutError:
+                    pass
                 delay = min(cap, delay * 2)
                 continue
             svc.metrics.journal_commit.observe(time.perf_counter() - t0)
             if not self.journal_writable:
                 self._journal_writable_again(attempts)
+            self._in_batch(self.batch_tables)
             return rows
 
-    def _journal_unavailable(self, reason: str, exc: sqlite3.Error, batch: Batch) -> None:
+    def _gone(self, batch: Batch, steps: list[tuple[Item, Step]]) -> set[str]:
+        """Tables of the batch this node may not write now: left (or leaving), or no longer held."""
+        svc = self.svc
+        tables = self._tables_of(batch) | {item.table_id for item, _ in steps}
+        return {t for t in tables if t not in svc.tables or t in svc.leaving or svc.ownership.epoch(t) is None}
+
+    def _stamp_epochs(self, batch: Batch) -> None:
+        """Every table with rows in the batch, with the epoch this node holds it at."""
+        own = self.svc.ownership
+        batch.epochs = {t: e for t in sorted(self._tables_of(batch)) if (e := own.epoch(t)) is not None}
+
+    def _tables_of(self, batch: Batch) -> set[str]:
+        tables = {t for t, _r, _e in batch.events} | {o[3] for o in batch.outbox}
+        tables |= {c.table_id for c, _ in batch.commands} | {k.split(":", 1)[0] for k in batch.acked}
+        tables |= {self._delivered_of[i] for i in batch.delivered if i in self._delivered_of}
+        return tables
+
+    async def _fenced(self, exc: Fenced, batch: Batch, steps: list[tuple[Item, Step]], fenced: Counter[str]) -> None:
+        """The journal refused the batch: a table's lease is no longer this node's at the epoch it
+        wrote. The ownership re-reads the leases and drops the lost tables (through the
+        service's drop, inline: this loop is the one waiting); their rows leave the batch."""
+        svc = self.svc
+        tid = exc.table_id
+        svc.metrics.journal_fenced.labels(table=tid or "unknown").inc()
+        log.warning("journal refused a write: this node no longer holds the table's lease; re-reading the leases",
+                    table_id=tid, epoch=svc.ownership.epoch(tid) if tid else None, reason=str(exc)[:300])
+        self._in_batch(self.batch_tables, failing=True)
+        try:
+            lost = await svc.ownership.check_now()
+        except Exception as e:  # the leases cannot be read now: the batch waits, like any failed commit
+            log.warning("leases could not be re-read after a fenced write; trying again", error=repr(e)[:300])
+            await asyncio.sleep(self.commit_retry[0])
+            lost = set()
+        if tid is not None and tid not in lost and tid in self._tables_of(batch):
+            fenced[tid] += 1
+            if fenced[tid] >= FENCED_RETRIES:  # the journal knows better than the ownership's view
+                log.error("journal keeps fencing a table this node believes it holds: dropping it", table_id=tid,
+                          attempts=fenced[tid])
+                await svc.drop(tid, "fenced")
+        self._in_batch(self.batch_tables)
+
+    def _strip(self, batch: Batch, steps: list[tuple[Item, Step]], lost: set[str]) -> None:
+        """Take the rows of ``lost`` tables out of the batch, and their items out of ``steps``,
+        each answered with a refusal: nothing of theirs is written, nothing released."""
+        if not lost:
+            return
+        svc = self.svc
+        keep = [i for i, (t, _r, _e) in enumerate(batch.events) if t not in lost]
+        index = {old: new for new, old in enumerate(keep)}
+        batch.events = [batch.events[i] for i in keep]
+        batch.commands = [(c, index[i]) for c, i in batch.commands if c.table_id not in lost and i in index]
+        batch.outbox = [o for o in batch.outbox if o[3] not in lost]
+        batch.acked = [k for k in batch.acked if k.split(":", 1)[0] not in lost]
+        batch.delivered = [i for i in batch.delivered if self._delivered_of.get(i) not in lost]
+        batch.readers = [r for r in batch.readers if svc.reader_table.get(r.reader) not in lost]
+        batch.epochs = {t: e for t, e in batch.epochs.items() if t not in lost}
+        dropped = [(item, step) for item, step in steps if item.table_id in lost]
+        steps[:] = [(item, step) for item, step in steps if item.table_id not in lost]
+        for item, _ in dropped:
+            self._moved(item)
+        self._in_batch(self.batch_tables - lost, self._failing)
+        log.warning("rows of tables this node no longer owns taken out of the batch: never written, never released",
+                    tables=sorted(lost), items=len(dropped))
+
+    def _journal_unavailable(self, reason: str, exc: Exception, batch: Batch) -> None:
         """The first failed attempt of an outage: refuse input from now on, pause the decision
         and turn timers and open no round, alert every table."""
         svc = self.svc
@@ -230,10 +390,10 @@ class CoreLoop:
         self._down_at = asyncio.get_running_loop().time()
         svc.metrics.journal_writable.set(0)
         log.error("journal unwritable: input refused and the batch held until it commits (retrying with backoff)",
-                  reason=reason, error=str(exc), journal=svc.journal.path, held_rows=len(batch.events),
+                  reason=reason, error=str(exc), journal=svc.journal_name, held_rows=len(batch.events),
                   held_results=len(batch.outbox))
         now = svc.now_ms()
-        for tid in svc.tables:
+        for tid in list(svc.tables):
             svc.timers.schedule(tid)
             svc.publisher.release_prompt(self.journal_alert(tid, now))
 
@@ -363,6 +523,7 @@ class CoreLoop:
                     batch.acked.append(ev.idempotency_key)
                 elif ev.outbox_id is not None:
                     batch.delivered.append(ev.outbox_id)
+                    self._delivered_of[ev.outbox_id] = item.table_id
         elif isinstance(ev, ResultDelivered) and ev.idempotency_key is not None:
             svc.relay.ack_refused(ev.idempotency_key)  # refused by the core (logged as a rejection): rows stay
         operation = OPERATIONS.get(item.event.type)
@@ -372,8 +533,10 @@ class CoreLoop:
         return step
 
     def operating_gauge(self, tid: str) -> None:
-        """``dealer_table_operating{table,state}``: 1 for the table's state, 0 for the others."""
-        mode = self.svc.tables[tid].mode
+        """``dealer_table_operating{table,state}``: 1 for the table's state, 0 for the others (all 0:
+        the table is not on this node)."""
+        table = self.svc.tables.get(tid)
+        mode = table.mode if table is not None else None
         for m in Mode:
             self.svc.metrics.table_operating.labels(table=tid, state=m.value).set(1 if m is mode else 0)
 
@@ -401,6 +564,8 @@ class CoreLoop:
         svc = self.svc
         publisher = svc.publisher
         tid = item.table_id
+        if not svc.may_publish(tid, "effects"):  # paused past the lease, or the table is leaving: say nothing
+            return
         cur = svc.tables[tid].current
         structlog.contextvars.bind_contextvars(table_id=tid, round_id=getattr(item.event, "round_id", None) or (
             cur.round_id if cur else None))

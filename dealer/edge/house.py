@@ -130,6 +130,14 @@ class HouseRunner:
         task.add_done_callback(self._tasks.discard)
         task.add_done_callback(_log_failure)
 
+    def forget(self, table_id: str) -> None:
+        """A table left this node: its turns in progress are dropped (their moves would be
+        refused) and forgotten, so the turn is decided again if the table comes back."""
+        self.started = {k for k in self.started if k[0] != table_id}
+        for task in list(self._tasks):
+            if task.get_name().startswith(f"house-{table_id}-"):
+                task.cancel()
+
     # -- deciding -----------------------------------------------------------------------------
 
     async def decide(self, request: object) -> HouseMove:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,7 +89,7 @@ class Refused:
             or (self.kind == "wrong_role" and SENDER.get(self.command_type) is Role.SUPERVISOR))
 
 
-def parse(topic: str, payload: bytes, *, tables: frozenset[str] | set[str], now_ms: int,
+def parse(topic: str, payload: bytes, *, tables: AbstractSet[str], now_ms: int,
           supervisors: SupervisorVerifier) -> Accepted | Refused:
     """Judge one message from a command topic (see the module doc)."""
     where = role_of_topic(topic)

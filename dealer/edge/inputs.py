@@ -70,10 +70,7 @@ class Inputs:
             auth={cfg.scanner.reader_id: scanner_auth[tid] for tid, cfg in configs.items()},
             on_state=lambda tid, state: self.on_reader_state(state),
         )
-        for reader, tid in self.scanner_ingest.readers.items():
-            self._restore_reader(tid, self.scanner_ingest.session(reader))
         self.serial_links: list[Any] = []
-        self._table_ids = frozenset(svc.tables)
         self._security_budget = TokenBuckets(burst=20, per_second=0.5)
         #: per table, its reader's failed reads beyond a burst: summarised once per flood window
         self._floods = {tid: FloodWindows(cfg.scanner.flood_burst, cfg.scanner.flood_window)
@@ -84,6 +81,29 @@ class Inputs:
         for handle in self._flood_timers.values():
             handle.cancel()
 
+    def adopt(self, tid: str, state: ReaderState | None) -> None:
+        """A table joins this node: its reader starts from the boot and seq journaled for it
+        (by this node or the previous owner), so a frame accepted before is still a replay."""
+        cfg = self.svc.configs[tid]
+        reader = cfg.scanner.reader_id
+        if state is not None:
+            self._saved_readers[reader] = state
+        else:
+            self._saved_readers.pop(reader, None)
+        if reader in self.scanner_ingest.readers:
+            self._restore_reader(tid, self.scanner_ingest.forget(reader))
+
+    def forget(self, tid: str) -> None:
+        """A table left this node: its flood windows, flood timer and uncommitted reader state go."""
+        cfg = self.svc.configs[tid]
+        handle = self._flood_timers.pop(tid, None)
+        if handle is not None:
+            handle.cancel()
+        self._floods[tid] = FloodWindows(cfg.scanner.flood_burst, cfg.scanner.flood_window)
+        self._reader_states.pop(cfg.scanner.reader_id, None)
+        self.serial_links = [link for link in self.serial_links if getattr(link, "expected_reader", None)
+                             != cfg.scanner.reader_id]
+
     # -- commands -----------------------------------------------------------------------
 
     def on_command(self, topic: str, payload: bytes) -> None:
@@ -92,7 +112,7 @@ class Inputs:
         an accepted command id is answered again instead of applied twice."""
         svc = self.svc
         now = svc.now_ms()
-        verdict = ingress.parse(topic, payload, tables=self._table_ids, now_ms=now, supervisors=self._supervisors)
+        verdict = ingress.parse(topic, payload, tables=svc.tables.keys(), now_ms=now, supervisors=self._supervisors)
         if isinstance(verdict, ingress.Accepted) and not svc.core.journal_writable:
             verdict = ingress.Refused(
                 verdict.table_id, verdict.role, JOURNAL_UNAVAILABLE,
@@ -157,6 +177,9 @@ class Inputs:
         when the window ends, or just before the next valid read, whichever comes first."""
         svc = self.svc
         at = svc.now_ms()
+        if table_id not in svc.tables or table_id in svc.leaving:  # the table is not (or no longer) this node's
+            svc.metrics.scan_reads.labels(table=table_id, result="table_moved").inc()
+            return
         if not svc.core.journal_writable:
             self._scan_refused(table_id, inp, at)
             return
@@ -217,6 +240,8 @@ class Inputs:
 
     def _flood_timer_fired(self, table_id: str) -> None:
         del self._flood_timers[table_id]
+        if table_id not in self.svc.tables:
+            return
         self._flood_summaries(table_id, self._floods[table_id].due(asyncio.get_running_loop().time()),
                               self.svc.now_ms())
         self._arm_flood_timer(table_id)  # a window still open (the timer fired a hair early): once more

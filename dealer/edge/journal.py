@@ -57,7 +57,7 @@ import re
 import secrets
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -634,9 +634,15 @@ class Journal:
             return None
         return StoredCommand(table_id, command_id, row[0], row[1], row[2], row[3], json.loads(row[4]))
 
-    def pending(self) -> list[OutboxRow]:
-        cur = self._db.execute("SELECT id, key, topic, payload, table_id, round_id, COALESCE(created_at, 0) "
-                               "FROM outbox ORDER BY id")
+    def pending(self, tables: Iterable[str] | None = None) -> list[OutboxRow]:
+        """The outbox rows waiting for settlement's acknowledgement, oldest first; of ``tables``
+        only when given (a table adopted at run time hands the relay its own rows)."""
+        sql = "SELECT id, key, topic, payload, table_id, round_id, COALESCE(created_at, 0) FROM outbox"
+        args: tuple[str, ...] = ()
+        if tables is not None:
+            args = tuple(tables)
+            sql += f" WHERE table_id IN ({', '.join('?' * len(args))})" if args else " WHERE 0"
+        cur = self._db.execute(sql + " ORDER BY id", args)
         return [OutboxRow(i, k, t, bytes(p), tb, r, c) for i, k, t, p, tb, r, c in cur]
 
     def delivered(self, table_id: str, round_id: str) -> bool:

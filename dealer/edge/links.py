@@ -68,11 +68,34 @@ class LinkTracker:
                 svc.links[tid].up["broker"] = None
                 svc.metrics.link_up.labels(link=BROKER).set(0)
 
+    def adopt(self, tid: str, resume_reason: str) -> None:
+        """A table joins this node: its links start unknown (its scanner's driver reports it) and
+        it resumes fairly. The Resume gives every pending decision, turn or confirmation window a
+        whole window (nobody is timed out by the move or the restart): submitted now when the
+        players can reach this node (the broker is up, or there is no broker link), else at the
+        broker's next connect (``timers.resume_due``)."""
+        svc = self.svc
+        cfg = svc.configs[tid]
+        links = svc.links[tid] = Links()
+        links.up[scanner_link(cfg)] = None
+        if not self.broker_link:
+            svc.submit(tid, Resume(link=None, reason=resume_reason))
+            return
+        if svc.bus.connected:
+            links.up["broker"] = True
+            log.info("resuming pending decisions and turns of an adopted table", table_id=tid)
+            svc.submit(tid, Resume(reason=resume_reason))
+        else:
+            links.up["broker"] = None
+            svc.timers.resume_due.add(tid)
+
     def on_scan_link(self, table_id: str, status: LinkStatus) -> None:
         self.set_link(table_id, scanner_link(self.svc.configs[table_id]), status.up, status.reason)
 
     def set_link(self, tid: str, link: str, up: bool, reason: str) -> None:
         svc = self.svc
+        if tid not in svc.tables or tid in svc.leaving:
+            return  # not this node's table now: its links start over when it is adopted
         links = svc.links[tid]
         was = links.up.get(link)
         links.up[link] = up
@@ -96,7 +119,7 @@ class LinkTracker:
         resuming = {tid for tid, t in svc.tables.items() if tid in svc.timers.resume_due or BROKER in t.links_down} \
             if up and self.broker_link else set()
         if self.broker_link:
-            for tid in svc.tables:
+            for tid in list(svc.tables):
                 self.set_link(tid, "broker", up, reason)
         if up:  # every pending result goes again now: the broker may have lost what it had
             svc.relay.reconnected()
@@ -105,7 +128,7 @@ class LinkTracker:
             svc.publisher.catchup_due |= set(svc.tables)
             svc.queue.put(WAKE)  # the core loop sends the states (after the batch it may hold)
             now = svc.now_ms()
-            for tid, table in svc.tables.items():  # resync every dealer station and player after a (re)connect
+            for tid, table in list(svc.tables.items()):  # resync every dealer station and player after a (re)connect
                 if not svc.core.journal_writable:  # the table may be a held batch ahead: resync when it commits
                     svc.core.resync_due = True
                     svc.publisher.release_prompt(svc.core.journal_alert(tid, now))

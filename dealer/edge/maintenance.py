@@ -40,7 +40,7 @@ class Maintenance:
         self._roll_ready: Prepared | None = None
         self._roll_next_at = 0
         self._purge_due = True  # rows of a recorded segment left by a crash in the middle of a roll
-        recs = svc.journal.segment_records()
+        recs = svc.journal.segment_records() if svc.file_journal else []  # a journal server keeps its own
         self.segments = len(recs)
         self._rolled_upto = recs[-1].last_id if recs else 0
         svc.metrics.journal_segment_files.set(self.segments)
@@ -175,6 +175,8 @@ class Maintenance:
         """The head (row id, hash) retained on ``studio/v1/backends/{node}/journal``: rows cut
         off the journal's end after it are found by ``dealer audit verify --anchor ID:HASH``."""
         svc = self.svc
+        if not svc.file_journal:  # a journal server's chains are per table: no one head of this node's to publish
+            return
         head = svc.journal.head
         if head == self._anchor_sent or head[0] == 0 or not svc.bus.connected:
             return

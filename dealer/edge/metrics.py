@@ -130,6 +130,21 @@ class Metrics:
                                          "never sent: by kind (event, prompt, player; result: a manifest that "
                                          "cannot be brought under the limit, kept in the outbox)", ["kind"], registry=r)
 
+        self.table_owned = Gauge("dealer_table_owned", "1 while this node owns the table (adopted, not dropped): "
+                                 "with a PostgreSQL journal, by lease; with SQLite, every configured table",
+                                 ["table"], registry=r)
+        self.table_moves = Counter("dealer_table_moves", "Tables this node adopted or dropped, by direction "
+                                   "(adopted, dropped) and reason (start, lease, handover, lease_lost, fenced, "
+                                   "sigterm ...)", ["direction", "reason"], registry=r)
+        self.journal_fenced = Counter("dealer_journal_fenced", "Group commits the journal refused because this "
+                                      "node no longer held a table's lease at the epoch it wrote (another node "
+                                      "took the table over): the table is dropped, its effects never released",
+                                      ["table"], registry=r)
+        self.output_suppressed = Counter("dealer_output_suppressed", "Effects, publishes and timers of a table "
+                                         "withheld because this node's lease of it was not valid at that moment "
+                                         "(paused past its lease, or the table just moved), by kind",
+                                         ["kind"], registry=r)
+
     def serve(self, port: int, addr: str = "127.0.0.1") -> int:
         """Serve ``/metrics`` over HTTP; returns the bound port (``port=0`` picks a free one)."""
         server, _thread = start_http_server(port, addr=addr, registry=self.registry)

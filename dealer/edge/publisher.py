@@ -70,6 +70,8 @@ class Publisher:
 
     def release_prompt(self, prompt: StationPrompt) -> None:
         svc = self.svc
+        if not svc.may_publish(prompt.table_id, "prompt"):
+            return
         if prompt.kind == "WAIT" and prompt.round_id is None:  # between rounds: say which link it waits for
             waiting = svc.links[prompt.table_id].waiting_for()
             if waiting is not None:
@@ -89,6 +91,8 @@ class Publisher:
         """Publish a prompt or round event now (QoS 1, not durable: stale ones are useless);
         never one that would show its audience a hidden card (False: withheld)."""
         svc = self.svc
+        if not svc.may_publish(topics.table_of(topic), kind):  # not this node's table (now): say nothing
+            return False
         text = msg.model_dump_json()
         if self.withheld(topic, text, kind, getattr(msg, "round_id", None)):
             return False
@@ -152,7 +156,7 @@ class Publisher:
         due, self.catchup_due = self.catchup_due, set()
         now = svc.now_ms()
         for tid in sorted(due):
-            if tid not in svc.tables:
+            if not svc.may_publish(tid, "table_state"):
                 continue
             for topic, msg in svc.catchup.updates(svc.tables[tid], session=self.session, at=now,
                                                   paused_reason=svc.timers.paused_reason(tid)):
@@ -162,6 +166,8 @@ class Publisher:
         """Publish a catch-up message retained (QoS 1); None clears the topic (an empty retained
         payload). Checked against the visibility policy like every message."""
         svc = self.svc
+        if not svc.may_publish(topics.table_of(topic), kind):
+            return
         payload = b""
         if msg is not None:
             text = msg.model_dump_json()
@@ -181,15 +187,19 @@ class Publisher:
         except BusError:
             self.svc.metrics.publish_failures.labels(kind=kind).inc()
 
-    async def retained_stale(self, timeout: float = 2.0) -> None:
+    async def retained_stale(self, tables: list[str] | None = None, timeout: float = 2.0) -> None:
         """A clean stop: every table's retained prompt, state and player states again, marked
-        stale, before the bus says offline (a dead backend's are stale by its last will)."""
+        stale, before the bus says offline (a dead backend's are stale by its last will); a clean
+        handover of some ``tables``: theirs, before the lease goes to the next owner. Never for a
+        table whose lease is not valid now (its retained messages may be another node's)."""
         svc = self.svc
         if not svc.bus.connected:
             return
         now, session = svc.now_ms(), self.session
         sends = []
-        for tid in sorted(svc.tables):
+        for tid in sorted(svc.tables if tables is None else tables):
+            if not svc.may_publish(tid, "stale"):
+                continue
             for topic, msg in svc.catchup.stopped(svc.tables[tid], session=session, at=now):
                 text = "" if msg is None else msg.model_dump_json()
                 if msg is not None and self.withheld(topic, text, "stale", getattr(msg, "round_id", None)):

@@ -79,10 +79,17 @@ class OutboxRelay:
             metrics.result_acks.labels(table=key.split(":", 1)[0], outcome="applied").inc()
             log.info("result acknowledged by settlement", idempotency_key=key)
         for row in new_rows:
-            self.add(row)
+            if row.table_id in self.svc.tables:  # else the table left meanwhile: its next owner sends it
+                self.add(row)
         metrics.outbox_pending.set(self.pending)
         if new_rows:
             self.wake.set()
+
+    def forget_table(self, tid: str) -> None:
+        """A table left this node: its rows stay in the journal's outbox for its next owner to send."""
+        for oid in [oid for oid, row in self._pending.items() if row.table_id == tid]:
+            self._drop(oid)
+        self._acking = {k for k in self._acking if not acks.of_table(tid, k)}
 
     def ack_refused(self, key: str) -> None:
         """The core refused an acknowledgement's ``result_delivered`` (logged as a rejection): its rows stay."""
@@ -125,6 +132,8 @@ class OutboxRelay:
                         next_due = due if next_due is None else min(next_due, due)
                         continue
                     row = self._pending[oid]
+                    if not svc.may_publish(row.table_id, "result"):  # sent when the lease is valid again
+                        continue
                     if self._refused_oversize(row):
                         continue
                     if self._sends.get(oid):
@@ -188,6 +197,9 @@ class OutboxRelay:
             svc.inputs.on_bad_message("results_ack", f"table {tid}: {verdict.reason}")
             return
         key = verdict.idempotency_key
+        if tid not in svc.tables or tid in svc.leaving:  # the table's next owner takes its acknowledgements
+            log.debug("acknowledgement for a table this node does not own now; ignored", table_id=tid)
+            return
         mine = acks.of_table(tid, key)  # another table's key (or a part's) is unknown here
         ids = self._by_key.get(key) if mine else None
         if mine and (key in self._acking or (not ids and svc.journal.delivered(tid, key.split(":", 1)[1]))):

@@ -9,8 +9,12 @@ one job, wires them to the bus at :meth:`Service.start` and runs their tasks unt
   (dealer/edge/core_queue.py);
 - the core loop (dealer/edge/core_loop.py): the one task that owns every
   :class:`~dealer.core.table.Table`, applies events in batches, commits each batch in one
-  transaction (group commit, held through a journal outage) and only then releases its
-  effects; at start it replays the journal;
+  transaction (group commit, held through a journal outage, a fenced table taken out) and
+  only then releases its effects;
+- ownership (dealer/edge/ownership.py): which tables this node runs. The service adopts each
+  table it is given (:meth:`Service.adopt`: rebuilt from the journal, subscribed, resumed with
+  fair recovery) and drops each it loses (:meth:`Service.drop`), at start and at any time
+  after; with SQLite every configured table is adopted at start and never dropped;
 - the publisher (dealer/edge/publisher.py): live messages and retained catch-up messages, never
   one that would show a hidden card;
 - the outbox relay (dealer/edge/relay.py): results go to settlement until acknowledged;
@@ -48,14 +52,15 @@ from dealer.edge import ingress, topics
 from dealer.edge.catchup import Catchup
 from dealer.edge.config import ScannerConfig, Settings, TableConfig
 from dealer.edge.house import HouseRunner
-from dealer.edge.core_loop import CoreLoop
-from dealer.edge.core_queue import CoreQueue, Item
+from dealer.edge.core_loop import TABLE_MOVED, CoreLoop
+from dealer.edge.core_queue import WAKE, CoreQueue, Item
 from dealer.edge.inputs import Inputs
-from dealer.edge.journal import Batch, Journal
+from dealer.edge.journal import Batch, Journal, ReplayError
 from dealer.edge.keys import read_hex_keys, supervisor_verifier
 from dealer.edge.links import LinkTracker, Links, scanner_link
 from dealer.edge.maintenance import Maintenance
 from dealer.edge.metrics import Metrics
+from dealer.edge.ownership import HANDOVER_REASONS, Ownership, StaticOwnership
 from dealer.edge.publisher import Observer, Publisher
 from dealer.edge.relay import OutboxRelay
 from dealer.edge.timers import Purpose, Timers
@@ -93,34 +98,42 @@ class Service:
 
     def __init__(self, settings: Settings, *, bus: Bus, journal: Journal | None = None,
                  metrics: Metrics | None = None, clock: Callable[[], int] = wall_ms,
-                 broker_link: bool | None = None) -> None:
+                 broker_link: bool | None = None, ownership: Ownership | None = None) -> None:
         # Scanner keys first: a missing or malformed key file stops the service before it opens anything.
         scanner_auth = {t.id: scanner_authenticator(t.scanner) for t in settings.tables}
         supervisors = supervisor_verifier(settings.security)
         self.settings = settings
         self.bus = bus
         self.journal = journal or Journal(settings.service.journal_path, fsync=settings.service.fsync)
+        #: The SQLite file journal: WAL checkpoints, segment rolls and the anchor are its own.
+        self.file_journal = isinstance(self.journal, Journal)
         self.metrics = metrics or Metrics()
         self.now_ms = clock
         self.configs: dict[str, TableConfig] = {t.id: t for t in settings.tables}
-        # The journal id is in every round id (and so every idempotency key) this journal opens.
-        self.tables: dict[str, Table] = {t.id: Table(t.rules(), series=self.journal.journal_id)
-                                         for t in settings.tables}
-        self.links: dict[str, Links] = {t: Links() for t in self.tables}
-        for t in settings.tables:  # series exist from the start, so "no rounds for 10 min" can be seen
-            for outcome in ("completed", "cancelled", "voided"):
-                self.metrics.rounds.labels(table=t.id, game=t.game, outcome=outcome)
-            self.metrics.result_acks_unknown.labels(table=t.id)  # increase() sees the first unknown ack
-            for operation in OPERATIONS.values():
-                for outcome in ("applied", "refused", "repeat"):
-                    self.metrics.table_operations.labels(table=t.id, operation=operation, outcome=outcome)
+        #: Which tables this node runs (dealer/edge/ownership.py): every configured one by default.
+        self.ownership: Ownership = ownership or StaticOwnership(self.configs)
+        #: The tables this node owns now, adopted (:meth:`adopt`) and not dropped (:meth:`drop`).
+        #: The journal id is in every round id (and so every idempotency key) this journal opens.
+        self.tables: dict[str, Table] = {}
+        #: Tables being dropped: no input is taken for them any more.
+        self.leaving: set[str] = set()
+        self._adopting: dict[str, bool] = {}  # tables being adopted -> still wanted (a drop meanwhile: False)
+        #: Tables whose output was held back while their lease was not valid (:meth:`may_publish`).
+        self.suppressed: set[str] = set()
+        self.links: dict[str, Links] = {t: Links() for t in self.configs}  # drivers may report for any table
+        #: A signed reader's table (a fenced table's reader state leaves the batch with it).
+        self.reader_table: dict[str, str] = {t.scanner.reader_id: t.id for t in settings.tables}
         self.queue = CoreQueue(self.metrics)
         self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal")
         self._tasks: set[asyncio.Task[Any]] = set()  # fire-and-forget tasks (publishes, house moves) until done
         self.house = HouseRunner(self.submit, self.now_ms, mode=settings.service.house_players,
                                  workers=settings.service.house_workers,
-                                 games=[t.rules.game for t in self.tables.values()])
+                                 games=[t.rules().game for t in settings.tables])
         self._bg: list[asyncio.Task[Any]] = []
+        self._scanners: dict[str, asyncio.Task[None]] = {}  # serial scanner links of the owned tables
+        self._failure: asyncio.Future[None] | None = None  # a scanner link task that failed
+        self.core_task: asyncio.Task[None] | None = None
+        self._stopping = False
         self.ready = asyncio.Event()
         # Retained catch-up messages (dealer/edge/catchup.py): the instance (the bus's, whose status
         # names the same session).
@@ -144,20 +157,35 @@ class Service:
 
     def submit(self, table_id: str, event: Event, *, received_ns: int = 0) -> asyncio.Future[Step]:
         """Queue an event for a table; the future resolves to the core's :class:`Step`."""
+        refused = self._not_here(table_id, event.type)
+        if refused is not None:
+            return refused
         fut: asyncio.Future[Step] = asyncio.get_running_loop().create_future()
-        if table_id not in self.tables:
-            reason = f"unknown table {table_id!r} (this backend runs {', '.join(sorted(self.tables))})"
-            fut.set_result(Step(False, False, [Rejection(event.type, reason)]))
-            self.metrics.rejections.labels(table="unknown", type=event.type).inc()
-            log.warning("event rejected", table_id=table_id, type=event.type, reason=reason)
-            return fut
         if event.at == 0:
             event = event.model_copy(update={"at": self.now_ms()})
         self.queue.put(Item(table_id, event, received_ns, fut))
         return fut
 
     def open_round(self, table_id: str) -> asyncio.Future[Step]:
+        refused = self._not_here(table_id, "open_round")
+        if refused is not None:
+            return refused
         return self.submit(table_id, self._opening(table_id, self.now_ms()))
+
+    def _not_here(self, table_id: str, event_type: str) -> asyncio.Future[Step] | None:
+        """A refusal for an event of a table this node does not run now (unknown, or owned by
+        another node), or None."""
+        if table_id in self.tables and table_id not in self.leaving:
+            return None
+        fut: asyncio.Future[Step] = asyncio.get_running_loop().create_future()
+        if table_id in self.configs:
+            reason, label = TABLE_MOVED, table_id
+        else:
+            reason, label = f"unknown table {table_id!r} (this backend runs {', '.join(sorted(self.configs))})", "unknown"
+        fut.set_result(Step(False, False, [Rejection(event_type, reason)]))
+        self.metrics.rejections.labels(table=label, type=event_type).inc()
+        log.warning("event rejected", table_id=table_id, type=event_type, reason=reason)
+        return fut
 
     def _opening(self, table_id: str, at: int, **signed: Any) -> OpenRound:
         """The table's next round opening at ``at``, with the edge data the core never makes: the
@@ -223,54 +251,55 @@ class Service:
         return self.publisher.session
 
     async def run(self) -> None:
-        """Replay the journal, start every driver and loop until cancelled (or a task fails).
+        """Adopt the tables this node owns, start every driver and loop until cancelled (or a
+        task fails).
 
         The tasks are awaited without ``gather``, whose cancellation would cancel the bus with
         it: :meth:`stop` still needs the broker to mark the retained table state stale."""
         await self.start()
         try:
-            done, _ = await asyncio.wait(self._bg, return_when=asyncio.FIRST_EXCEPTION)
+            assert self._failure is not None
+            done, _ = await asyncio.wait([*self._bg, self._failure], return_when=asyncio.FIRST_EXCEPTION)
             for task in done:
                 if not task.cancelled() and task.exception() is not None:
                     raise task.exception()  # type: ignore[misc]
         finally:
             await self.stop()
 
+    @property
+    def journal_name(self) -> str:
+        """The journal, for log lines: the SQLite file, or the server (without credentials)."""
+        return str(getattr(self.journal, "path", None) or getattr(self.journal, "name", None) or "journal")
+
     async def start(self) -> None:
         # Logged here, not when the journal opens: a start refused later in __init__ (a damaged
         # reader state, a key file) or by the runner stays one line on stderr.
-        log.info("journal opened", path=self.journal.path, journal_id=self.journal.journal_id,
-                 journal_id_source=self.journal.journal_id_source)
-        if self.journal.journal_id_source == "migrated":
+        source = getattr(self.journal, "journal_id_source", None)
+        log.info("journal opened", path=self.journal_name, journal_id=self.journal.journal_id,
+                 journal_id_source=source)
+        if source == "migrated":
             log.warning("journal id generated for a journal written before journal ids: its rounds keep their "
                         "ids, new rounds carry the journal id", journal_id=self.journal.journal_id)
-        self.core.replay()
-        inputs = self.inputs
-        for tid in self.tables:
-            self.bus.subscribe(topics.actions(tid), inputs.on_command)
-            self.bus.subscribe(topics.station(tid), inputs.on_command)
-            self.bus.subscribe(topics.supervisor(tid), inputs.on_command)
-            self.bus.subscribe(topics.results_ack(tid), self.relay.on_ack)
-            if self.configs[tid].scanner.kind == "mqtt":
-                self.bus.subscribe(topics.scanner(tid), inputs.scanner_ingest.handle)
+        self._failure = asyncio.get_running_loop().create_future()
         self.bus.on_connection(self.link_tracker.on_bus)
-        if not self.link_tracker.broker_link:  # players do not come through a broker here: resume at once
-            for tid in sorted(self.timers.resume_due):
-                self.submit(tid, Resume(link=None))
-            self.timers.resume_due.clear()
+        await self.ownership.start()
+        for tid, epoch in sorted(self.ownership.held().items()):
+            await self.adopt(tid, epoch, reason="start")
+        inputs = self.inputs
+        self.core_task = asyncio.create_task(self.core.run(), name="core")
         self._bg = [
-            asyncio.create_task(self.core.run(), name="core"),
+            self.core_task,
             asyncio.create_task(self.relay.run(), name="outbox"),
             asyncio.create_task(self.bus.run(), name="bus"),
-            asyncio.create_task(self.maintenance.checkpoints(), name="wal-checkpoint"),
-            asyncio.create_task(self.maintenance.anchors(), name="journal-anchor"),
+            asyncio.create_task(self.ownership.run(self.adopt, self.drop, self.idle), name="ownership"),
+            asyncio.create_task(self._revalidate(), name="revalidate"),
         ]
+        if self.file_journal:
+            self._bg += [asyncio.create_task(self.maintenance.checkpoints(), name="wal-checkpoint"),
+                         asyncio.create_task(self.maintenance.anchors(), name="journal-anchor")]
         if inputs.scanner_ingest.readers:
             self._bg.append(asyncio.create_task(inputs.scanner_ingest.watchdog(inputs.heartbeat_timeouts()),
                                                 name="mqtt-scanner-watchdog"))
-        for cfg in self.configs.values():
-            if cfg.scanner.kind == "serial":
-                self._bg.append(asyncio.create_task(inputs.serial(cfg), name=f"serial-{cfg.id}"))
         self.relay.wake.set()
         # Everything built so far (config, games, pydantic schemas, replayed tables) lives for
         # the whole run: move it out of the collector's way so gen-2 pauses stay short.
@@ -279,18 +308,27 @@ class Service:
         self.ready.set()
 
     async def stop(self) -> None:
-        """Stop every task: the core loop, timers and drivers first, then, the bus still up,
-        mark the retained catch-up messages stale (nothing can replace them after that), then
-        the bus, which says offline."""
-        self.publisher.stopping = True
+        """Stop taking input and adopting tables, let the batch in hand commit and release, then,
+        the bus still up, mark the retained catch-up messages stale (nothing can replace them
+        after that), hand the tables over (:meth:`Ownership.release_all`: other nodes take them
+        at once), and stop the bus, which says offline."""
+        self._stopping = True
         self.timers.cancel_all()
         self.inputs.cancel_timers()
-        first = [t for t in self._bg if t.get_name() != "bus"]
+        ownership = [t for t in self._bg if t.get_name() == "ownership"]
+        for task in ownership:  # no table adopted or dropped from now on
+            task.cancel()
+        await asyncio.gather(*ownership, return_exceptions=True)
+        self.publisher.stopping = True
+        if self.core_task is not None:
+            await self.core.drain(self.core_task)
+        first = [t for t in [*self._bg, *self._scanners.values()] if t.get_name() != "bus"]
         for task in first:
             task.cancel()
         await asyncio.gather(*first, return_exceptions=True)
-        if self._bg:  # started: its retained messages are marked stale
+        if self._bg:  # started: its retained messages are marked stale, then its tables handed over
             await self.publisher.retained_stale()
+            await self._release_tables()
         for task in self._bg:
             task.cancel()
         await asyncio.gather(*self._bg, return_exceptions=True)
@@ -298,6 +336,203 @@ class Service:
         await self.house.close()
         self.writer.shutdown(wait=True)
         self.journal.close()
+
+    async def _release_tables(self, timeout: float = 5.0) -> None:
+        """SIGTERM: every lease is handed over now, not when it expires (failover at once)."""
+        try:
+            async with asyncio.timeout(timeout):
+                await self.ownership.release_all()
+        except Exception as exc:  # the leases expire by themselves: the tables move within the lease time
+            log.warning("tables not handed over at stop; they move when their leases expire", error=repr(exc)[:300])
+
+    # -- the tables this node owns (dealer/edge/ownership.py) ---------------------------------
+
+    def idle(self, tid: str) -> bool:
+        """Whether a table is between rounds (a rebalance moves a table only then, or after its wait)."""
+        table = self.tables.get(tid)
+        return table is None or not table.in_play
+
+    def may_publish(self, tid: str | None, kind: str = "publish") -> bool:
+        """Whether anything of table ``tid`` may go out now: the node owns it and its lease is
+        valid by the local clock. A node resumed after a pause past its lease publishes nothing
+        of the table even before it has spoken to the database (counted; the output is sent
+        again if the lease turns out to be still this node's: :meth:`revalidated`)."""
+        if tid is None:
+            return True
+        if tid not in self.tables:
+            return False
+        if self.ownership.valid(tid):
+            return True
+        if tid not in self.suppressed:
+            log.warning("output of a table held back: this node's lease of it is not valid now", table_id=tid,
+                        kind=kind)
+        self.suppressed.add(tid)
+        self.metrics.output_suppressed.labels(kind=kind).inc()
+        return False
+
+    def revalidated(self) -> set[str]:
+        """Tables whose output was held back and whose lease is valid again (renewed late): their
+        station prompt, players' private state and results go out again now."""
+        back = {t for t in self.suppressed if t in self.tables and t not in self.leaving and self.ownership.valid(t)}
+        self.suppressed -= back | {t for t in self.suppressed if t not in self.tables}
+        now = self.now_ms()
+        for tid in sorted(back):
+            log.info("output of a table resumed: this node's lease of it is valid again", table_id=tid)
+            table = self.tables[tid]
+            self.publisher.release_prompt(table.prompt_now(now))
+            self._release_private(table, now)
+        if back:
+            self.relay.wake.set()
+        return back
+
+    async def _revalidate(self, period: float = 0.25) -> None:
+        """Wake the core loop when a table's held-back output may go again (nothing else may)."""
+        while True:
+            await asyncio.sleep(period)
+            if any(t in self.tables and self.ownership.valid(t) for t in self.suppressed):
+                self.queue.put(WAKE)
+
+    async def adopt(self, tid: str, epoch: int, reason: str = "lease") -> None:
+        """This node now owns table ``tid`` (at ``epoch``): rebuild it from the journal (off the
+        event loop), journal its rules if they changed, take its input, hand its pending results
+        to the relay, publish its prompt and catch-up state, and resume it fairly: every pending
+        decision, turn or confirmation window gets a whole new window (a journaled Resume, as
+        after a restart): nobody is timed out by the move. Idempotent; a table dropped while it
+        was being rebuilt is not adopted."""
+        if tid in self.tables or tid in self._adopting or self._stopping:
+            return
+        cfg = self.configs.get(tid)
+        if cfg is None:
+            log.error("table not adopted: it is not in this node's configuration", table_id=tid, epoch=epoch)
+            return
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        self._adopting[tid] = True
+        try:
+            table = await loop.run_in_executor(self.writer, self.core.rebuild, tid)
+            rows = await loop.run_in_executor(self.writer, self.journal.pending, [tid])
+            reader = await loop.run_in_executor(self.writer, self._reader_state, cfg.scanner.reader_id)
+        except ReplayError:
+            if reason == "start":
+                raise  # `dealer run` refuses to start (exit 2)
+            log.error("table not adopted: its journal cannot be replayed", table_id=tid, epoch=epoch,
+                      exc_info=True)
+            return
+        finally:
+            wanted = self._adopting.pop(tid, False)
+        if not wanted or self._stopping or self.ownership.epoch(tid) is None:
+            log.info("table not adopted: it left this node while it was being rebuilt", table_id=tid)
+            return
+        # From here on nothing awaits: the table joins whole, between two batches of the core loop.
+        now = self.now_ms()
+        self.tables[tid] = table
+        self.leaving.discard(tid)
+        self.suppressed.discard(tid)
+        self._table_series(cfg)
+        self.catchup.adopt(tid, time.time_ns() // 1000)
+        self.inputs.adopt(tid, reader)
+        self.core.adopted(tid, table, now)
+        for pattern, handler in self._table_topics(cfg):
+            self.bus.subscribe(pattern, handler)
+        for row in rows:
+            self.relay.add(row)
+        self.metrics.outbox_pending.set(self.relay.pending)
+        self.relay.wake.set()
+        resume = "backend restarted" if reason == "start" else f"table taken over by node {self.settings.service.node_id}"
+        self.link_tracker.adopt(tid, resume)
+        self.publisher.release_prompt(table.prompt_now(now))
+        if self.bus.connected and self.link_tracker.broker_link and reason != "start":
+            self._release_private(table, now, resuming=True)  # hole cards again; the Resume sends decisions
+        self.publisher.catchup_due.add(tid)
+        self.queue.put(WAKE)
+        self.timers.schedule(tid)
+        if cfg.scanner.kind == "serial":
+            task = asyncio.create_task(self.inputs.serial(cfg), name=f"serial-{tid}")
+            task.add_done_callback(self._scanner_done)
+            self._scanners[tid] = task
+        self.metrics.table_owned.labels(table=tid).set(1)
+        self.metrics.table_moves.labels(direction="adopted", reason=reason).inc()
+        cur = table.current
+        log.info("table adopted", table_id=tid, epoch=epoch, reason=reason, state=table.mode.value,
+                 round_id=cur.round_id if cur else None, phase=cur.phase.value if cur else None,
+                 position=cur.expected_position if cur else None, pending_results=len(rows),
+                 seconds=round(loop.time() - t0, 3))
+
+    async def drop(self, tid: str, reason: str) -> None:
+        """This node no longer owns table ``tid``: take no more input for it (items still queued
+        are refused: "table moved"), let the batch in hand commit (or take the table out of it
+        when it cannot), cancel its timers, forget its results and its state, and publish nothing
+        more for it: its retained messages are the next owner's to write. On a clean handover,
+        with the lease still valid, its retained catch-up state is marked stale first."""
+        if tid in self._adopting:
+            self._adopting[tid] = False  # adopt() sees it when its rebuild returns
+            return
+        table = self.tables.get(tid)
+        if table is None or tid in self.leaving:
+            return
+        self.leaving.add(tid)
+        self.core.forget(tid)  # a commit waiting to retry goes without the table at once
+        handover = reason in HANDOVER_REASONS and self.ownership.valid(tid)
+        cfg = self.configs[tid]
+        for pattern, _ in self._table_topics(cfg):
+            self.bus.unsubscribe(pattern)
+        scanner = self._scanners.pop(tid, None)
+        if scanner is not None:
+            scanner.cancel()
+        await self.core.settled(tid)
+        if handover and not self._stopping:
+            await self.publisher.retained_stale([tid])
+        if self.tables.get(tid) is not table:
+            return  # dropped meanwhile
+        self.timers.forget(tid)
+        self.inputs.forget(tid)
+        self.relay.forget_table(tid)
+        self.house.forget(tid)
+        self.core.forget(tid)
+        self.catchup.drop(tid)
+        self.publisher.catchup_due.discard(tid)
+        self.suppressed.discard(tid)
+        del self.tables[tid]
+        self.leaving.discard(tid)
+        self.core.operating_gauge(tid)
+        self.metrics.table_owned.labels(table=tid).set(0)
+        self.metrics.table_moves.labels(direction="dropped", reason=reason).inc()
+        self.metrics.outbox_pending.set(self.relay.pending)
+        if scanner is not None:
+            await asyncio.gather(scanner, return_exceptions=True)
+        cur = table.current
+        log.info("table dropped", table_id=tid, reason=reason, handover=handover,
+                 round_id=cur.round_id if cur else None, phase=cur.phase.value if cur else None,
+                 position=cur.expected_position if cur else None)
+
+    def _reader_state(self, reader: str) -> Any:
+        """The journaled boot and seq of a table's signed reader (writer thread)."""
+        return self.journal.reader_states().get(reader)
+
+    def _table_topics(self, cfg: TableConfig) -> list[tuple[str, Callable[[str, bytes], None]]]:
+        """The topics a table's input comes on, with their handlers."""
+        tid, inputs = cfg.id, self.inputs
+        out = [(topics.actions(tid), inputs.on_command), (topics.station(tid), inputs.on_command),
+               (topics.supervisor(tid), inputs.on_command), (topics.results_ack(tid), self.relay.on_ack)]
+        if cfg.scanner.kind == "mqtt":
+            out.append((topics.scanner(tid), inputs.scanner_ingest.handle))
+        return out
+
+    def _table_series(self, t: TableConfig) -> None:
+        """A table's metric series exist from its adoption, so "no rounds for 10 min" can be seen."""
+        for outcome in ("completed", "cancelled", "voided"):
+            self.metrics.rounds.labels(table=t.id, game=t.game, outcome=outcome)
+        self.metrics.result_acks_unknown.labels(table=t.id)  # increase() sees the first unknown ack
+        for operation in OPERATIONS.values():
+            for outcome in ("applied", "refused", "repeat"):
+                self.metrics.table_operations.labels(table=t.id, operation=operation, outcome=outcome)
+
+    def _scanner_done(self, task: asyncio.Task[None]) -> None:
+        """A serial scanner link ended by itself with an error: the service stops (as before tables moved)."""
+        if task.cancelled() or task.exception() is None:
+            return
+        if self._failure is not None and not self._failure.done():
+            self._failure.set_exception(task.exception())  # type: ignore[arg-type]
 
     # -- shared by the parts ----------------------------------------------------------
 
@@ -309,7 +544,8 @@ class Service:
 
     def round_id(self, tid: str) -> str | None:
         """The id of the table's current round, if any."""
-        cur = self.tables[tid].current
+        table = self.tables.get(tid)
+        cur = table.current if table is not None else None
         return cur.round_id if cur is not None else None
 
     def _refused(self, r: ingress.Refused, at: int) -> None:
@@ -382,6 +618,9 @@ class Service:
         """A player's private message goes to their topic; a house player's (the hand says
         which players the house plays) goes to the house runner, never to a topic: its turn is
         decided in a worker process and answered with an ordinary, journaled action."""
-        if not self.house.deliver(tid, self.tables[tid].current, msg):
+        table = self.tables.get(tid)
+        if table is None:
+            return
+        if not self.house.deliver(tid, table.current, msg):
             self._publish_soft(topics.player(tid, msg.player_id), msg, "player")
 

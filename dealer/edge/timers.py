@@ -55,10 +55,23 @@ class Timers:
         for _, handle in self.armed.values():
             handle.cancel()
 
+    def forget(self, tid: str) -> None:
+        """A table left this node: its timer is cancelled and its clocks forgotten (the next
+        owner resumes its deadlines)."""
+        armed = self.armed.pop(tid, None)
+        if armed is not None:
+            armed[1].cancel()
+        for key in [k for k in self._mono if k[0] == tid]:
+            del self._mono[key]
+        self._clock_ref.pop(tid, None)
+        self.resume_due.discard(tid)
+
     def paused_reason(self, tid: str) -> str | None:
         """Why the table's clocks are stopped now (no decision or turn timer runs, no round
         opens), for its retained state; None when they run."""
         svc = self.svc
+        if tid not in svc.tables:
+            return None
         ops = svc.tables[tid].ops
         if ops.paused:
             return "paused by supervisor" + (f" {ops.by}" if ops.by else "") + (f": {ops.reason}" if ops.reason else "")
@@ -78,7 +91,9 @@ class Timers:
         not postpone the next round.
         """
         svc = self.svc
-        table, cfg = svc.tables[tid], svc.configs[tid]
+        table, cfg = svc.tables.get(tid), svc.configs.get(tid)
+        if table is None or cfg is None or tid in svc.leaving:
+            return  # not (or no longer) this node's table: it has no timer here
         writable = svc.core.journal_writable
         cur = table.current
         want: Purpose | None = None
@@ -170,9 +185,12 @@ class Timers:
 
     def _fired(self, tid: str, action: Callable[[], object]) -> None:
         self.armed.pop(tid, None)
+        if not self.svc.may_publish(tid, "timer"):  # a lease not valid now: no timeout, no round opened
+            return  # armed again when the lease is valid again (Service.revalidated) or never (dropped)
         action()
 
     def _auto_open(self, tid: str) -> None:
         svc = self.svc
-        if svc.core.journal_writable and svc.tables[tid].can_open() is None and svc.links[tid].ready:
+        table = svc.tables.get(tid)
+        if table is not None and svc.core.journal_writable and table.can_open() is None and svc.links[tid].ready:
             svc.open_round(tid)

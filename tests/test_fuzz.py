@@ -418,7 +418,9 @@ def _service(tmp_path: Path, **table: Any) -> Service:
     settings = load_settings(service={"journal_path": tmp_path / "j.sqlite", "metrics_enabled": False},
                              tables=[{"id": TABLE, "game": "teen-patti", "auto_rounds": False,
                                       "scanner": {"kind": "mqtt", "reader_id": "SC1"}, **table}])
-    return Service(settings, bus=LocalBus(), broker_link=False)
+    service = Service(settings, bus=LocalBus(), broker_link=False)
+    service._replay()  # not started: its tables are put in as a start adopts them
+    return service
 
 
 @pytest.mark.parametrize("payload", [

@@ -1512,7 +1512,7 @@ class ServiceActionsTarget(_JsonTarget):
         """Fresh tables in a random phase: betting open, betting closed, part dealt, deciding."""
         rng, svc = self.state_rng, self.svc
         self.since_reset, self.reset_every = 0, rng.randrange(10, 300)
-        for tid in svc.tables:
+        for tid in svc.configs:  # the service never runs here: the harness puts the tables in
             table = self.Table(svc.configs[tid].rules())
             svc.tables[tid] = table
             self._guard(table)

@@ -94,9 +94,10 @@ class CoreLoop:
         self._down_at = 0.0  # loop time of the first failed attempt of the outage
         self._back = False  # the outage just ended: resume and resync after the batch's effects
         self.resync_due = False  # the bus reconnected during the outage: private messages go again
-        #: Tables whose Resume(link="journal") is queued but not applied yet: their decision and
-        #: turn timers stay paused until it is (the old deadlines passed during the outage).
-        self.journal_resume: set[str] = set()
+        #: Tables whose Resume is queued but not applied yet (after a journal outage, or the
+        #: table just adopted): their decision and turn timers stay paused until it is (the old
+        #: deadlines passed while nobody could act).
+        self.resume_queued: set[str] = set()
         #: accepted command ids of this run (the journal holds every earlier one)
         self._commands: dict[tuple[str, str, str], commands.StoredCommand] = {}
         #: Tables with items in the batch being committed and released (a drop waits for them).
@@ -166,7 +167,7 @@ class CoreLoop:
         accept more; the journal has them all when it comes back)."""
         for k in [k for k in self._commands if k[0] == tid]:
             del self._commands[k]
-        self.journal_resume.discard(tid)
+        self.resume_queued.discard(tid)
         self._retry_wake.set()
 
     def _journal_rules(self, tid: str, table: Table, now: int) -> None:
@@ -429,7 +430,7 @@ class CoreLoop:
             held.append(queue.get_nowait())
         stale = [i for i in held if isinstance(i.event, _TIMEOUTS)]
         for tid in sorted(svc.tables):
-            self.journal_resume.add(tid)
+            self.resume_queued.add(tid)
             queue.put_nowait(Item(tid, Resume(link=JOURNAL, reason="journal writable again", at=now)))
         for item in held:
             if not isinstance(item.event, _TIMEOUTS):
@@ -485,8 +486,8 @@ class CoreLoop:
         table = svc.tables[item.table_id]
         ev = item.event
         svc.timers.stamp(item.table_id, ev.at, item.mono)
-        if isinstance(ev, Resume) and ev.link == JOURNAL:
-            self.journal_resume.discard(item.table_id)  # its new windows are armed after this batch
+        if isinstance(ev, Resume):
+            self.resume_queued.discard(item.table_id)  # its new windows are armed after this batch
         if item.cmd is not None:
             answered = self._apply_command(item, batch)
             if answered is not None:

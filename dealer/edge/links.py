@@ -78,13 +78,11 @@ class LinkTracker:
         cfg = svc.configs[tid]
         links = svc.links[tid] = Links()
         links.up[scanner_link(cfg)] = None
-        if not self.broker_link:
-            svc.submit(tid, Resume(link=None, reason=resume_reason))
-            return
-        if svc.bus.connected:
-            links.up["broker"] = True
-            log.info("resuming pending decisions and turns of an adopted table", table_id=tid)
-            svc.submit(tid, Resume(reason=resume_reason))
+        if not self.broker_link or svc.bus.connected:
+            if self.broker_link:
+                links.up["broker"] = True
+            svc.core.resume_queued.add(tid)  # no decision or turn timer runs on the old deadlines meanwhile
+            svc.submit(tid, Resume(link="broker" if self.broker_link else None, reason=resume_reason))
         else:
             links.up["broker"] = None
             svc.timers.resume_due.add(tid)

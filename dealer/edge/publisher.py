@@ -55,6 +55,23 @@ class Publisher:
         self.stopping = False  # the service's stop() has begun: the stale marks are the last retained word
         #: When set to a list (benchmarks), every scan-to-publish latency is appended in ns.
         self.latency_samples: list[int] | None = None
+        #: Publishes of each table on their way to the broker (a dropped table's are waited for).
+        self._inflight: dict[str, set[asyncio.Task[None]]] = {}
+
+    def _track(self, topic: str, task: asyncio.Task[None]) -> None:
+        tid = topics.table_of(topic)
+        if tid is None:
+            return
+        tasks = self._inflight.setdefault(tid, set())
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    async def sent(self, tid: str, timeout: float = 2.0) -> None:
+        """Wait (a bounded while) until the table's publishes handed to the bus are done: a
+        table handed over must not have a message of this node land after the next owner's."""
+        tasks = list(self._inflight.pop(tid, ()))
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout)
 
     @property
     def session(self) -> str:
@@ -104,8 +121,8 @@ class Publisher:
                       round_id=getattr(msg, "round_id", None))
             return False
         self.notify(kind, msg)
-        svc.spawn(self._publish_task(topic, payload, kind, latency_from, getattr(msg, "round_id", None),
-                                      _name_of(msg)))
+        self._track(topic, svc.spawn(self._publish_task(topic, payload, kind, latency_from,
+                                                         getattr(msg, "round_id", None), _name_of(msg))))
         return True
 
     def withheld(self, topic: str, payload: str, kind: str, round_id: str | None) -> bool:
@@ -179,7 +196,7 @@ class Publisher:
                 log.error("message over the limit: not sent", kind=kind, topic=topic, size=len(payload),
                           limit=svc.settings.service.max_message_bytes)
                 return
-        svc.spawn(self._send_retained(topic, payload, kind))
+        self._track(topic, svc.spawn(self._send_retained(topic, payload, kind)))
 
     async def _send_retained(self, topic: str, payload: bytes, kind: str) -> None:
         try:

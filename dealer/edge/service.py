@@ -482,6 +482,7 @@ class Service:
         await self.core.settled(tid)
         if handover and not self._stopping:
             await self.publisher.retained_stale([tid])
+        await self.publisher.sent(tid)  # none of ours lands after the next owner's (a retained state would stay)
         if self.tables.get(tid) is not table:
             return  # dropped meanwhile
         self.timers.forget(tid)
@@ -536,11 +537,12 @@ class Service:
 
     # -- shared by the parts ----------------------------------------------------------
 
-    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         """Run a fire-and-forget coroutine (a publish), kept referenced until it is done."""
         task = asyncio.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     def round_id(self, tid: str) -> str | None:
         """The id of the table's current round, if any."""

@@ -79,7 +79,7 @@ class Timers:
             return "journal unavailable"
         if BROKER in svc.tables[tid].links_down:
             return "broker link down"
-        if tid in self.resume_due or tid in svc.core.journal_resume:
+        if tid in self.resume_due or tid in svc.core.resume_queued:
             return "waiting to resume"
         return None
 
@@ -102,7 +102,7 @@ class Timers:
                 want = ("close", cur.round_id)
         elif cur is not None and (cur.phase in (Phase.DECISION, Phase.ACTION) or self.windowed(cur)) and (
                 BROKER in table.links_down or tid in self.resume_due or not writable
-                or tid in svc.core.journal_resume or table.paused):
+                or tid in svc.core.resume_queued or table.paused):
             want = None  # paused while players cannot reach us (or be heard); the resume gives a new window
         elif cur is not None and self.windowed(cur):
             assert cur.confirm_deadline is not None and cur.expected_position is not None

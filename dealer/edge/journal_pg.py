@@ -306,6 +306,7 @@ class PgJournal:
         self._quick: Any = None  # psycopg_pool.ConnectionPool, made on first use
         self._apool: Any = None  # psycopg_pool.AsyncConnectionPool, made on first commit_async
         self._lock = threading.Lock()
+        self._read_lock = threading.Lock()
         self._apids: set[int] = set()  # backend pids of the async pool's connections already used
         self._id, self.journal_id_source = "", "none"
         try:
@@ -353,16 +354,18 @@ class PgJournal:
                                f"{_one_line(exc, self._secret)}") from None
 
     def _read_conn(self) -> psycopg.Connection[Any]:
-        conn = self._reader
-        if conn is None or conn.closed or conn.broken:
-            if conn is not None:
-                conn.close()
-            try:
-                conn = self._reader = psycopg.connect(self.url, **self._kwargs(self._connect_timeout, self._options))
-            except psycopg.Error as exc:
-                raise JournalWriteFailed(f"journal {self.path}: cannot connect to {_where(self.url)}: "
-                                         f"{_one_line(exc, self._secret)}", "database_unreachable") from None
-        return conn
+        with self._read_lock:  # reads come from the event loop and from worker threads
+            conn = self._reader
+            if conn is None or conn.closed or conn.broken:
+                if conn is not None:
+                    conn.close()
+                try:
+                    conn = self._reader = psycopg.connect(self.url,
+                                                          **self._kwargs(self._connect_timeout, self._options))
+                except psycopg.Error as exc:
+                    raise JournalWriteFailed(f"journal {self.path}: cannot connect to {_where(self.url)}: "
+                                             f"{_one_line(exc, self._secret)}", "database_unreachable") from None
+            return conn
 
     def _read(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
         """Run a read on the reads connection; reconnect and run it again once if the connection
@@ -884,6 +887,7 @@ class PgJournal:
         return 0
 
     def close(self) -> None:
+        """Close the connections and the reads pool (the async pool needs its loop: :meth:`close_async`)."""
         for name in ("_writer", "_reader"):
             conn = getattr(self, name, None)
             if conn is not None:

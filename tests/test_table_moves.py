@@ -312,3 +312,45 @@ def _delivered(pub: MqttBus, topic: str, text: str, got: list[str]) -> bool:
         return True
     asyncio.get_running_loop().create_task(pub.publish(topic, text.encode()))
     return False
+
+
+async def test_postgresql_fences_a_table_taken_over_by_another_node_and_only_it_is_dropped(pg: str) -> None:
+    """The database itself refuses the rows of a table whose lease moved on (the fencing trigger):
+    the service drops that table, refuses its items and commits the other table's rows."""
+    import psycopg
+
+    from dealer.edge.journal_pg import PgJournal
+
+    settings = _two_tables(Path("."), node_id="node-a", journal_url=pg)
+    journal = PgJournal(pg, node_id="node-a", fsync=False)
+    with psycopg.connect(pg, autocommit=True) as c:
+        for t in ("T1", "T2"):
+            c.execute("INSERT INTO leases (table_id, node, epoch, expires_at, acquired_at) VALUES "
+                      "(%s, 'node-a', 1, clock_timestamp() + interval '1 hour', clock_timestamp())", (t,))
+    own = ManualOwnership(["T1", "T2"], epoch=1)
+    service = Service(settings, bus=LocalBus(), broker_link=False, journal=journal, ownership=own)  # type: ignore[arg-type]
+    published: list[Any] = []
+    service.add_observer(lambda kind, msg: published.append(msg))
+    task = asyncio.create_task(service.run())
+    try:
+        await asyncio.wait_for(service.ready.wait(), 10)
+        o1, o2 = service.open_round("T1"), service.open_round("T2")
+        assert (await o1).accepted and (await o2).accepted
+        with psycopg.connect(pg, autocommit=True) as c:  # node-b takes T1 over
+            c.execute("UPDATE leases SET node = 'node-b', epoch = 2, acquired_at = clock_timestamp() "
+                      "WHERE table_id = 'T1'")
+        own.lose_on_check = {"T1"}
+        published.clear()
+        b1 = service.submit("T1", PlaceBet(bet_id="b1", player_id="p1", bet_type="player_a", stake="5"))
+        b2 = service.submit("T2", PlaceBet(bet_id="b2", player_id="p2", bet_type="player_a", stake="5"))
+        s1, s2 = await b1, await b2
+        assert s1.rejection.reason == TABLE_MOVED and s2.accepted
+        assert "T1" not in service.tables and own.checks == 1
+        assert service.metrics.journal_fenced.labels(table="T1")._value.get() == 1
+        assert not [m for m in published if getattr(m, "table_id", None) == "T1"]
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    with psycopg.connect(pg, autocommit=True) as c:
+        rows = c.execute("SELECT table_id, node, epoch FROM events WHERE type = 'place_bet' ORDER BY id").fetchall()
+    assert rows == [("T2", "node-a", 1)]

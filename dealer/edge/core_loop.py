@@ -460,7 +460,14 @@ class CoreLoop:
         svc = self.svc
         cmd = item.cmd
         assert cmd is not None
-        stored = self._known_command(item.table_id, cmd.role.value, cmd.command_id)
+        try:
+            stored = self._known_command(item.table_id, cmd.role.value, cmd.command_id)
+        except JournalWriteFailed as exc:  # the journal server cannot tell now: refuse, never assume "new"
+            log.warning("command refused: its id cannot be checked against the journal now", table_id=item.table_id,
+                        command_id=cmd.command_id, error=str(exc)[:200])
+            return Step(False, False, [Rejection(item.event.type, "journal unavailable: the backend cannot check "
+                                                 "this command id now; nothing was applied: send it again later with "
+                                                 "the same command_id")])
         if stored is not None and stored.digest == cmd.digest:
             svc.metrics.command_repeats.labels(table=item.table_id, role=cmd.role.value).inc()
             if item.event.type in OPERATIONS:

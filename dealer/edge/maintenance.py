@@ -175,8 +175,6 @@ class Maintenance:
         """The head (row id, hash) retained on ``studio/v1/backends/{node}/journal``: rows cut
         off the journal's end after it are found by ``dealer audit verify --anchor ID:HASH``."""
         svc = self.svc
-        if not svc.file_journal:  # a journal server's chains are per table: no one head of this node's to publish
-            return
         head = svc.journal.head
         if head == self._anchor_sent or head[0] == 0 or not svc.bus.connected:
             return

@@ -30,9 +30,10 @@ Drop = Callable[[str, str], Awaitable[None]]
 #: ``idle(table_id)``: the table is between rounds (a rebalance moves it only then).
 Idle = Callable[[str], bool]
 
-#: Drop reasons of a clean handover: the lease is still ours when the table goes, so its
-#: retained catch-up state is marked stale first (the next owner replaces it).
-HANDOVER_REASONS = frozenset({"handover", "sigterm", "rebalance", "release"})
+#: How the drop reasons of a clean handover begin ("handover to node-b", "shutdown"): while the
+#: lease is still valid the table's retained catch-up state is marked stale first (the next
+#: owner replaces it).
+HANDOVER_REASONS = ("handover", "shutdown", "sigterm", "rebalance", "release")
 
 
 @runtime_checkable

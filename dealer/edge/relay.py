@@ -16,7 +16,7 @@ import structlog
 from dealer.core import acks
 from dealer.core.events import ResultDelivered
 from dealer.edge import topics
-from dealer.edge.journal import Batch, OutboxRow, result_key
+from dealer.edge.journal import Batch, JournalWriteFailed, OutboxRow, result_key
 from drivers.bus import BusError
 
 if TYPE_CHECKING:
@@ -202,7 +202,13 @@ class OutboxRelay:
             return
         mine = acks.of_table(tid, key)  # another table's key (or a part's) is unknown here
         ids = self._by_key.get(key) if mine else None
-        if mine and (key in self._acking or (not ids and svc.journal.delivered(tid, key.split(":", 1)[1]))):
+        try:
+            seen = mine and (key in self._acking or (not ids and svc.journal.delivered(tid, key.split(":", 1)[1])))
+        except JournalWriteFailed as exc:  # cannot tell now: the result is sent again and acknowledged again
+            log.warning("acknowledgement not checked: the journal cannot answer now; ignored", table_id=tid,
+                        idempotency_key=key[:200], error=str(exc)[:200])
+            return
+        if seen:
             svc.metrics.result_acks.labels(table=tid, outcome="repeat").inc()
             log.debug("result acknowledged again; ignored", idempotency_key=key)
             return

@@ -1,10 +1,19 @@
 """Production entry point behind ``dealer run``: lock and open the journal, build the bus,
 serve metrics, run the service.
 
+Two modes, one service (dealer/edge/ownership.py): with the SQLite journal (``journal_path``)
+the process locks the file and owns every configured table; with ``journal_url`` (PostgreSQL)
+it is one node of a cluster and owns the tables it holds leases for
+(dealer/edge/leases.py: taken, renewed, handed over, lost). SIGTERM stops taking input, lets
+the batch in hand commit, marks the retained state stale and releases every lease, so the
+other nodes take the tables at once.
+
 Start-up refusals come out as exceptions the CLI turns into one line and an exit status:
-:class:`~dealer.edge.journal.JournalError` (exit 2, a person must act: restarting cannot help) and
-:class:`RetryableStartError` (exit 1, may pass by itself: systemd restarts with backoff).
-Nothing here touches the broker before the journal is locked and opened."""
+:class:`~dealer.edge.journal.JournalError` (exit 2, a person must act: restarting cannot help;
+an unreachable database, a wrong schema version), ``LeaseError`` (a ValueError, exit 2: a
+clock far off, the node id already running) and :class:`RetryableStartError` (exit 1, may pass
+by itself: systemd restarts with backoff). Nothing here touches the broker before the journal
+is locked and opened and the node has joined."""
 
 from __future__ import annotations
 
@@ -19,7 +28,9 @@ import structlog
 from dealer.edge import topics
 from dealer.edge.config import ConfigError, Settings
 from dealer.edge.journal import JournalError, lock_journal
+from dealer.edge.journals import open_journal
 from dealer.edge.metrics import Metrics
+from dealer.edge.ownership import Ownership
 from dealer.edge.rtp_policy import TableRtp, log_and_export, table_reports
 from dealer.edge.service import Service
 from drivers.bus import Bus, LocalBus
@@ -70,18 +81,41 @@ def build_bus(settings: Settings) -> Bus:
                    ca_file=m.ca_file, cert_file=m.cert_file, key_file=m.key_file)
 
 
+def build_ownership(settings: Settings, journal: Any, bus: Bus, metrics: Metrics) -> Ownership | None:
+    """The node's table leases when the journal is PostgreSQL (None: SQLite, every table here)."""
+    url = settings.service.journal_url
+    if not url:
+        return None
+    from dealer.edge.leases import LeaseManager
+
+    return LeaseManager(url, node_id=settings.service.node_id, session=getattr(bus, "instance", None) or "",
+                        tables=[t.id for t in settings.tables],
+                        preferred={t.id: list(t.preferred_nodes) for t in settings.tables if t.preferred_nodes},
+                        cluster=settings.cluster, metrics=metrics)
+
+
 async def run_service(settings: Settings, rtp_reports: Sequence[TableRtp] | None = None) -> None:
-    # One process per journal, decided before anything else: a second instance must not
-    # connect (it would share the node's client id and status topic, and its last will
-    # would mark the running backend offline). The lock lives as long as the process.
-    lock_fd = lock_journal(settings.service.journal_path)  # noqa: F841 (held open on purpose)
     s = settings.service
+    if not s.journal_url:
+        # One process per journal, decided before anything else: a second instance must not
+        # connect (it would share the node's client id and status topic, and its last will
+        # would mark the running backend offline). The lock lives as long as the process.
+        # (A cluster node's id is kept unique by its registration in the database instead.)
+        lock_fd = lock_journal(s.journal_path)  # noqa: F841 (held open on purpose)
     metrics = Metrics()
     if rtp_reports is None:
         rtp_reports = table_reports(settings)
     # Reads the key files, then opens the journal (JournalError: unusable, exit 2); the bus
     # is built but does not connect until the service runs.
-    service = Service(settings, bus=build_bus(settings), metrics=metrics)
+    journal = open_journal(settings) if s.journal_url else None
+    bus = build_bus(settings)
+    try:
+        ownership = build_ownership(settings, journal, bus, metrics)
+        service = Service(settings, bus=bus, metrics=metrics, journal=journal, ownership=ownership)  # type: ignore[arg-type]
+    except BaseException:
+        if journal is not None:
+            journal.close()
+        raise
     # each table's exact RTP, once the journal is open (a refused start stays one line) and
     # before any round opens
     log_and_export(rtp_reports, log, metrics)
@@ -97,8 +131,9 @@ async def run_service(settings: Settings, rtp_reports: Sequence[TableRtp] | None
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, task.cancel)
-    log.info("backend started", node=settings.service.node_id, tables=list(service.tables),
-             journal=str(settings.service.journal_path), journal_id=service.journal.journal_id)
+    log.info("backend started", node=settings.service.node_id, tables=sorted(service.configs),
+             journal=service.journal_name, journal_id=service.journal.journal_id,
+             mode="cluster" if s.journal_url else "single")
     try:
         await task
     except asyncio.CancelledError:

@@ -294,9 +294,9 @@ class Service:
             asyncio.create_task(self.ownership.run(self.adopt, self.drop, self.idle), name="ownership"),
             asyncio.create_task(self._revalidate(), name="revalidate"),
         ]
+        self._bg.append(asyncio.create_task(self.maintenance.anchors(), name="journal-anchor"))
         if self.file_journal:
-            self._bg += [asyncio.create_task(self.maintenance.checkpoints(), name="wal-checkpoint"),
-                         asyncio.create_task(self.maintenance.anchors(), name="journal-anchor")]
+            self._bg.append(asyncio.create_task(self.maintenance.checkpoints(), name="wal-checkpoint"))
         if inputs.scanner_ingest.readers:
             self._bg.append(asyncio.create_task(inputs.scanner_ingest.watchdog(inputs.heartbeat_timeouts()),
                                                 name="mqtt-scanner-watchdog"))
@@ -335,7 +335,11 @@ class Service:
         await self.maintenance.finish()
         await self.house.close()
         self.writer.shutdown(wait=True)
-        self.journal.close()
+        close_async = getattr(self.journal, "close_async", None)  # the journal server's async pool needs its loop
+        if close_async is not None:
+            await close_async()
+        else:
+            self.journal.close()
 
     async def _release_tables(self, timeout: float = 5.0) -> None:
         """SIGTERM: every lease is handed over now, not when it expires (failover at once)."""
@@ -409,6 +413,7 @@ class Service:
         t0 = loop.time()
         self._adopting[tid] = True
         try:
+            self._journal_forget(tid)  # the chain head as the previous owner left it, read again
             table = await loop.run_in_executor(self.writer, self.core.rebuild, tid)
             rows = await loop.run_in_executor(self.writer, self.journal.pending, [tid])
             reader = await loop.run_in_executor(self.writer, self._reader_state, cfg.scanner.reader_id)
@@ -472,7 +477,7 @@ class Service:
             return
         self.leaving.add(tid)
         self.core.forget(tid)  # a commit waiting to retry goes without the table at once
-        handover = reason in HANDOVER_REASONS and self.ownership.valid(tid)
+        handover = reason.startswith(HANDOVER_REASONS) and self.ownership.valid(tid)
         cfg = self.configs[tid]
         for pattern, _ in self._table_topics(cfg):
             self.bus.unsubscribe(pattern)
@@ -488,6 +493,7 @@ class Service:
         self.timers.forget(tid)
         self.inputs.forget(tid)
         self.relay.forget_table(tid)
+        self._journal_forget(tid)
         self.house.forget(tid)
         self.core.forget(tid)
         self.catchup.drop(tid)
@@ -505,6 +511,13 @@ class Service:
         log.info("table dropped", table_id=tid, reason=reason, handover=handover,
                  round_id=cur.round_id if cur else None, phase=cur.phase.value if cur else None,
                  position=cur.expected_position if cur else None)
+
+    def _journal_forget(self, tid: str) -> None:
+        """A journal server keeps each table's chain head in memory: forgotten when the table
+        moves, so a table that comes back continues the chain its other owner wrote."""
+        forget = getattr(self.journal, "forget_table", None)
+        if forget is not None:
+            forget(tid)
 
     def _reader_state(self, reader: str) -> Any:
         """The journaled boot and seq of a table's signed reader (writer thread)."""

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import re
 import secrets
 import time
 from collections.abc import Callable, Coroutine
@@ -87,6 +88,12 @@ def scanner_authenticator(scanner: ScannerConfig) -> FrameAuthenticator | None:
     return FrameAuthenticator(keys, require=True)
 
 
+def _reason_label(reason: str) -> str:
+    """A drop reason's first word, for a metric label ("handover to node-b" -> "handover")."""
+    word = re.match(r"[a-z_]+", reason.lower())
+    return word.group(0) if word else "other"
+
+
 def wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -118,6 +125,7 @@ class Service:
         #: Tables being dropped: no input is taken for them any more.
         self.leaving: set[str] = set()
         self._adopting: dict[str, bool] = {}  # tables being adopted -> still wanted (a drop meanwhile: False)
+        self._dropping: dict[str, asyncio.Event] = {}  # tables being dropped -> set when the drop is done
         #: Tables whose output was held back while their lease was not valid (:meth:`may_publish`).
         self.suppressed: set[str] = set()
         self.links: dict[str, Links] = {t: Links() for t in self.configs}  # drivers may report for any table
@@ -403,6 +411,9 @@ class Service:
         decision, turn or confirmation window gets a whole new window (a journaled Resume, as
         after a restart): nobody is timed out by the move. Idempotent; a table dropped while it
         was being rebuilt is not adopted."""
+        dropping = self._dropping.get(tid)
+        if dropping is not None:  # taken again while its drop still runs: adopt it once the drop is done
+            await dropping.wait()
         if tid in self.tables or tid in self._adopting or self._stopping:
             return
         cfg = self.configs.get(tid)
@@ -476,6 +487,14 @@ class Service:
         if table is None or tid in self.leaving:
             return
         self.leaving.add(tid)
+        done = self._dropping[tid] = asyncio.Event()
+        try:
+            await self._drop(tid, table, reason)
+        finally:
+            del self._dropping[tid]
+            done.set()
+
+    async def _drop(self, tid: str, table: Table, reason: str) -> None:
         self.core.forget(tid)  # a commit waiting to retry goes without the table at once
         handover = reason.startswith(HANDOVER_REASONS) and self.ownership.valid(tid)
         cfg = self.configs[tid]
@@ -503,7 +522,7 @@ class Service:
         self.leaving.discard(tid)
         self.core.operating_gauge(tid)
         self.metrics.table_owned.labels(table=tid).set(0)
-        self.metrics.table_moves.labels(direction="dropped", reason=reason).inc()
+        self.metrics.table_moves.labels(direction="dropped", reason=_reason_label(reason)).inc()
         self.metrics.outbox_pending.set(self.relay.pending)
         if scanner is not None:
             await asyncio.gather(scanner, return_exceptions=True)

@@ -243,9 +243,17 @@ class CoreLoop:
         """Wait until the batch in hand no longer holds ``tid``: committed and released, or
         failing (its commit retried: the rows of a table that is leaving are taken out before the
         next attempt). At once when called from the core loop itself (a drop during a fenced
-        commit: the loop takes the table out of the batch when the drop returns)."""
-        while tid in self.batch_tables and not self._failing and asyncio.current_task() is not self.svc.core_task:
-            await self._changed.wait()
+        commit: the loop takes the table out of the batch when the drop returns), and as soon as
+        the table's lease is no longer valid (a commit hanging on a database that stopped
+        answering is not waited for: whatever it writes, the next owner replays)."""
+        svc = self.svc
+        while (tid in self.batch_tables and not self._failing and asyncio.current_task() is not svc.core_task
+               and svc.ownership.valid(tid)):
+            try:
+                async with asyncio.timeout(0.1):  # the lease may lapse meanwhile: look again
+                    await self._changed.wait()
+            except TimeoutError:
+                pass
 
     async def drain(self, task: asyncio.Task[None], timeout: float = 10.0) -> None:
         """Stop the loop after the batch in hand is committed and released (a clean stop: the

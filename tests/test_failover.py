@@ -219,7 +219,8 @@ def cluster_config(tmp: Path, broker_url: str, db_url: str, preferred: list[str]
 
 @pytest.fixture
 async def studio(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Studio]:
-    names: list[str] = getattr(request, "param", ["node-a", "node-b"])
+    param: dict[str, Any] = getattr(request, "param", {})
+    names: list[str] = param.get("nodes", ["node-a", "node-b"])
     pg = PgServer(tmp_path)
     pg.start()
     bdir = tmp_path / "broker"
@@ -228,7 +229,7 @@ async def studio(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterato
     broker.conf.write_text(broker.conf.read_text() + "log_type all\n")  # who published what, for (b)
     broker.start()
     db = pg.create_database("studio")
-    cfg = cluster_config(tmp_path, broker.url, db, names)
+    cfg = cluster_config(tmp_path, broker.url, db, names, decision_seconds=param.get("decision_seconds", 1.0))
     rec = await Recorder(broker.url).start()
     nodes = {n: Node(cfg, n, tmp_path / f"{n}.log") for n in names}
     s = Studio(tmp_path, pg, broker, rec, nodes, db)
@@ -287,7 +288,7 @@ def _epochs_in_order(s: Studio) -> list[tuple[str, int, int, int]]:
 # -- (a) kill -9 -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("studio", [["node-a", "node-b", "node-c"]], indirect=True)
+@pytest.mark.parametrize("studio", [{"nodes": ["node-a", "node-b", "node-c"]}], indirect=True)
 async def test_a_killed_owner_mid_deal_and_then_mid_decision_another_node_resumes_fairly(studio: Studio) -> None:
     s = studio
     await _first_node(s, "node-a")
@@ -338,9 +339,14 @@ async def test_b_a_paused_owner_resumed_after_the_takeover_writes_and_publishes_
     mark = len(s.rec.messages)
     a.signal(signal.SIGSTOP)
     stopped = time.monotonic()
-    await s.rec.command(topics.actions(T), {"type": "player_decision", "player_id": "p1", "action": "PLAY"})
     node, took = await s.served_by_other("node-a", mark, "node-b after the pause")
     assert node == "node-b"
+    # something both nodes journal (a forged supervisor command: a security event), queued for the paused one
+    await s.rec.command(topics.supervisor(T), {"type": "supervisor_void", "supervisor": "mallory", "reason": "x",
+                                               "table_id": T, "issued_at": int(time.time() * 1000),
+                                               "signature": "0" * 64})
+    await wait_until(lambda: s.sql("SELECT count(*) FROM events WHERE type = 'security_event' AND node = 'node-b'"
+                                   )[0][0], what="node-b journaling the forged command")
     await s.deal(DEAL[3:5], POSITIONS[3:5])  # node-b deals; the round stays in play (no handback meanwhile)
     await wait_until(lambda: s.expects(POSITIONS[5]), what="NEXT D.2 from node-b")
     a_rows = s.sql("SELECT count(*) FROM events WHERE node = 'node-a'")[0][0]
@@ -355,6 +361,11 @@ async def test_b_a_paused_owner_resumed_after_the_takeover_writes_and_publishes_
     assert s.serving() == "node-b"
     dropped = a.said("table dropped", table_id=T)[0]
     assert dropped["reason"]  # why it stepped down (lease ran out / fenced)
+    how = [r["event"] for r in a.lines() if r.get("event") in (
+        "journal refused a write: this node no longer holds the table's lease; re-reading the leases",
+        "rows of tables this node no longer owns taken out of the batch: never written, never released",
+        "output of a table held back: this node's lease of it is not valid now")]
+    print(f"\nnode-a after SIGCONT: dropped ({dropped['reason']}); {how}")
     # the round goes on at node-b and ends once
     await s.deal(DEAL[5:], POSITIONS[5:])
     await wait_until(lambda: s.private("p1", "decision_required"), what="decision required")
@@ -400,6 +411,7 @@ async def test_c_sigterm_hands_the_table_over_at_once(studio: Studio) -> None:
 # -- (d) the owner loses the database ------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("studio", [{"decision_seconds": 2.0}], indirect=True)  # the pause lands inside it
 async def test_d_the_database_paused_past_the_lease_stops_the_table_and_it_comes_back(studio: Studio) -> None:
     s = studio
     a = s.nodes["node-a"]
@@ -431,3 +443,30 @@ async def test_d_the_database_paused_past_the_lease_stops_the_table_and_it_comes
     assert res["decisions"]["p1"]["by"] == "player"
     _epochs_in_order(s)
     _report("database paused", step_down=stepped, outage=outage, back_after_database=took)
+
+
+# -- refused starts ------------------------------------------------------------------------------------------
+
+
+async def test_e_a_cluster_node_refuses_to_start_in_one_line(studio: Studio, tmp_path: Path) -> None:
+    """An unreachable database, and a node id that is already running, each stop ``dealer run``
+    with one line and exit 2 (before it touches the broker)."""
+    from simulators.broker import free_port
+
+    s = studio
+    a = s.nodes["node-a"]
+    await _first_node(s, "node-a")
+    twin = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "dealer", "run", "--config", str(a.config)], cwd=ROOT,
+        env=dealer_env(DEALER_SERVICE__NODE_ID="node-a"), capture_output=True, text=True, timeout=START)
+    last = twin.stderr.strip().splitlines()[-1]
+    assert twin.returncode == 2 and "Traceback" not in twin.stderr, twin.stderr[-2000:]
+    assert "node-a is already running" in last, last
+    assert a.running() and s.serving() == "node-a"
+    cfg = tmp_path / "nowhere.toml"
+    cfg.write_text(a.config.read_text().replace(s.db, f"postgresql://postgres@127.0.0.1:{free_port()}/studio"))
+    lost = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "dealer", "run", "--config", str(cfg)], cwd=ROOT,
+        env=dealer_env(DEALER_SERVICE__NODE_ID="node-z"), capture_output=True, text=True, timeout=START)
+    assert lost.returncode == 2 and "Traceback" not in lost.stderr, lost.stderr[-2000:]
+    assert "cannot connect" in lost.stderr.strip().splitlines()[-1] or "cannot be opened" in lost.stderr, lost.stderr

@@ -411,8 +411,10 @@ async def test_c_sigterm_hands_the_table_over_at_once(studio: Studio) -> None:
 # -- (d) the owner loses the database ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("studio", [{"decision_seconds": 2.0}], indirect=True)  # the pause lands inside it
-async def test_d_the_database_paused_past_the_lease_stops_the_table_and_it_comes_back(studio: Studio) -> None:
+@pytest.mark.parametrize("studio", [{"decision_seconds": 2.0}], indirect=True)  # the fault lands inside it
+@pytest.mark.parametrize("fault", ["pause", "kill"])
+async def test_d_the_database_lost_past_the_lease_stops_the_table_and_it_comes_back(studio: Studio,
+                                                                                    fault: str) -> None:
     s = studio
     a = s.nodes["node-a"]
     await _first_node(s, "node-a")
@@ -420,7 +422,10 @@ async def test_d_the_database_paused_past_the_lease_stops_the_table_and_it_comes
     await s.deal(DEAL, POSITIONS)
     asked = await wait_until(lambda: s.private("p1", "decision_required"), what="decision required")
     mark = len(s.rec.messages)
-    s.pg.pause()
+    if fault == "pause":
+        s.pg.pause()  # connections stay open, nothing answers
+    else:
+        s.pg.kill()  # a crash: connections reset; started again on the same port and data
     t0 = time.monotonic()
     try:
         await wait_until(lambda: a.said("table dropped", table_id=T), timeout=START,
@@ -430,7 +435,10 @@ async def test_d_the_database_paused_past_the_lease_stops_the_table_and_it_comes
         await asyncio.sleep(LEASE)
         assert s.published_by("dealer-node-a", offset) == [], "published for a table it cannot journal"
     finally:
-        s.pg.resume()
+        if fault == "pause":
+            s.pg.resume()
+        else:
+            s.pg.start()
     back = time.monotonic()
     outage = back - t0
     node, took = await s.served_by_other("", len(s.rec.messages), "the table served again")
@@ -442,7 +450,7 @@ async def test_d_the_database_paused_past_the_lease_stops_the_table_and_it_comes
     res = await _one_result(s)
     assert res["decisions"]["p1"]["by"] == "player"
     _epochs_in_order(s)
-    _report("database paused", step_down=stepped, outage=outage, back_after_database=took)
+    _report(f"database {fault}", step_down=stepped, outage=outage, back_after_database=took)
 
 
 # -- refused starts ------------------------------------------------------------------------------------------

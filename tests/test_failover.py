@@ -427,6 +427,8 @@ async def test_d_the_database_lost_past_the_lease_stops_the_table_and_it_comes_b
     else:
         s.pg.kill()  # a crash: connections reset; started again on the same port and data
     t0 = time.monotonic()
+    # a player acts meanwhile: the node cannot look the command id up; its loop must not hang on it
+    await s.rec.command(topics.actions(T), {"type": "player_decision", "player_id": "p3", "action": "PLAY"})
     try:
         await wait_until(lambda: a.said("table dropped", table_id=T), timeout=START,
                          what=f"node-a stepping down without its database\n{a.tail()}")

@@ -106,6 +106,8 @@ class CoreLoop:
         self._changed = asyncio.Event()  # set (and replaced) whenever batch_tables or _failing change
         self._retry_wake = asyncio.Event()  # a drop cuts the retry backoff short: the batch goes without it
         self._draining = False  # the service stops: finish the batch in hand, take no other
+        #: the batch's command ids as a journal server answered them (or why it could not)
+        self._looked_up: dict[tuple[str, str, str], commands.StoredCommand | None | JournalWriteFailed] = {}
         #: the table of each delivered outbox id in the batch (a fenced table's are taken out)
         self._delivered_of: dict[int, str] = {}
         svc.metrics.journal_writable.set(1)
@@ -196,6 +198,7 @@ class CoreLoop:
             while not queue.empty() and len(items) < 1000:
                 items.append(queue.get_nowait())
             svc.metrics.queue_depth.set(queue.qsize())
+            await self._look_up_commands(items)
             batch = Batch(readers=svc.inputs.take_reader_states())
             steps: list[tuple[Item, Step]] = []
             self._delivered_of.clear()
@@ -231,6 +234,7 @@ class CoreLoop:
                 svc.publisher.flush_catchup()
             finally:
                 self._in_batch(set())
+                self._looked_up.clear()
             if svc.file_journal:
                 await svc.maintenance.retention(loop)
 
@@ -458,9 +462,35 @@ class CoreLoop:
 
     # -- applying one item ------------------------------------------------------------------
 
+    async def _look_up_commands(self, items: list[Item]) -> None:
+        """A journal server is asked about the batch's new command ids before the batch is
+        applied, off the event loop and within a bound (the SQLite file answers at once, on the
+        loop, in :meth:`_known_command`)."""
+        svc = self.svc
+        if svc.file_journal:
+            return
+        keys = {(i.table_id, i.cmd.role.value, i.cmd.command_id) for i in items if i.cmd is not None}
+        keys -= set(self._commands)
+
+        async def one(key: tuple[str, str, str]) -> None:
+            try:
+                self._looked_up[key] = await svc.journal_lookup(svc.journal.command, *key)
+            except JournalWriteFailed as exc:
+                self._looked_up[key] = exc
+
+        await asyncio.gather(*(one(k) for k in sorted(keys)))
+
     def _known_command(self, tid: str, role: str, command_id: str) -> commands.StoredCommand | None:
-        stored = self._commands.get((tid, role, command_id))
-        return stored if stored is not None else self.svc.journal.command(tid, role, command_id)
+        key = (tid, role, command_id)
+        stored = self._commands.get(key)
+        if stored is not None:
+            return stored
+        if key in self._looked_up:
+            found = self._looked_up[key]
+            if isinstance(found, JournalWriteFailed):
+                raise found
+            return found
+        return self.svc.journal.command(tid, role, command_id)
 
     def _apply_command(self, item: Item, batch: Batch) -> Step | None:
         """A command id seen before: the original answer again (same content) or a refusal

@@ -202,12 +202,30 @@ class OutboxRelay:
             return
         mine = acks.of_table(tid, key)  # another table's key (or a part's) is unknown here
         ids = self._by_key.get(key) if mine else None
+        if mine and key not in self._acking and not ids and not svc.file_journal:
+            svc.spawn(self._ack_looked_up(tid, key))  # a journal server is asked off the event loop
+            return
         try:
             seen = mine and (key in self._acking or (not ids and svc.journal.delivered(tid, key.split(":", 1)[1])))
         except JournalWriteFailed as exc:  # cannot tell now: the result is sent again and acknowledged again
             log.warning("acknowledgement not checked: the journal cannot answer now; ignored", table_id=tid,
                         idempotency_key=key[:200], error=str(exc)[:200])
             return
+        self._ack(tid, key, bool(seen), ids)
+
+    async def _ack_looked_up(self, tid: str, key: str) -> None:
+        svc = self.svc
+        try:
+            seen = await svc.journal_lookup(svc.journal.delivered, tid, key.split(":", 1)[1])
+        except JournalWriteFailed as exc:
+            log.warning("acknowledgement not checked: the journal cannot answer now; ignored", table_id=tid,
+                        idempotency_key=key[:200], error=str(exc)[:200])
+            return
+        if tid in svc.tables and tid not in svc.leaving:
+            self._ack(tid, key, seen or key in self._acking, self._by_key.get(key))
+
+    def _ack(self, tid: str, key: str, seen: bool, ids: set[int] | None) -> None:
+        svc = self.svc
         if seen:
             svc.metrics.result_acks.labels(table=tid, outcome="repeat").inc()
             log.debug("result acknowledged again; ignored", idempotency_key=key)

@@ -38,7 +38,7 @@ import secrets
 import time
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 from pydantic import BaseModel
@@ -56,7 +56,7 @@ from dealer.edge.house import HouseRunner
 from dealer.edge.core_loop import TABLE_MOVED, CoreLoop
 from dealer.edge.core_queue import WAKE, CoreQueue, Item
 from dealer.edge.inputs import Inputs
-from dealer.edge.journal import Batch, Journal, ReplayError
+from dealer.edge.journal import Batch, Journal, JournalWriteFailed, ReplayError
 from dealer.edge.keys import read_hex_keys, supervisor_verifier
 from dealer.edge.links import LinkTracker, Links, scanner_link
 from dealer.edge.maintenance import Maintenance
@@ -71,6 +71,9 @@ from drivers.scan import ScanInput
 from drivers.scanner_json import MqttScannerIngest
 
 log = structlog.get_logger("dealer.edge.service")  # one logger for every part of the service
+T = TypeVar("T")
+#: Seconds a journal server has to answer a lookup made for the event loop.
+LOOKUP_TIMEOUT = 2.0
 
 
 def scanner_authenticator(scanner: ScannerConfig) -> FrameAuthenticator | None:
@@ -133,6 +136,9 @@ class Service:
         self.reader_table: dict[str, str] = {t.scanner.reader_id: t.id for t in settings.tables}
         self.queue = CoreQueue(self.metrics)
         self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal")
+        #: A journal server's lookups (a command id, an old acknowledgement) run here, never on the
+        #: event loop: a database that stops answering must not stop the node (it steps down).
+        self._lookups = ThreadPoolExecutor(max_workers=2, thread_name_prefix="journal-lookup")
         self._tasks: set[asyncio.Task[Any]] = set()  # fire-and-forget tasks (publishes, house moves) until done
         self.house = HouseRunner(self.submit, self.now_ms, mode=settings.service.house_players,
                                  workers=settings.service.house_workers,
@@ -343,6 +349,7 @@ class Service:
         await self.maintenance.finish()
         await self.house.close()
         self.writer.shutdown(wait=True)
+        self._lookups.shutdown(wait=False, cancel_futures=True)  # one stuck on a silent database is left behind
         close_async = getattr(self.journal, "close_async", None)  # the journal server's async pool needs its loop
         if close_async is not None:
             await close_async()
@@ -356,6 +363,18 @@ class Service:
                 await self.ownership.release_all()
         except Exception as exc:  # the leases expire by themselves: the tables move within the lease time
             log.warning("tables not handed over at stop; they move when their leases expire", error=repr(exc)[:300])
+
+    async def journal_lookup(self, fn: Callable[..., T], *args: Any, timeout: float = LOOKUP_TIMEOUT) -> T:
+        """``fn(*args)`` (a journal read) in the lookup threads, within ``timeout``; raises
+        :class:`JournalWriteFailed` when the journal does not answer in time (the caller
+        refuses: it cannot tell)."""
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(timeout):
+                return await loop.run_in_executor(self._lookups, fn, *args)
+        except TimeoutError:
+            raise JournalWriteFailed(f"journal {self.journal_name}: no answer within {timeout:g} s",
+                                     "database_timeout") from None
 
     # -- the tables this node owns (dealer/edge/ownership.py) ---------------------------------
 

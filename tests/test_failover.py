@@ -203,10 +203,12 @@ POSITIONS = ["P1.1", "P3.1", "D.1", "P1.2", "P3.2", "D.2", "P1.3", "P3.3", "D.3"
 
 def cluster_config(tmp: Path, broker_url: str, db_url: str, preferred: list[str], *,
                    decision_seconds: float = 1.0) -> Path:
+    """The nodes' shared config. ``fsync`` stays on (synchronous_commit): with it off, a killed
+    database loses the last commits whose effects were already published."""
     table = {"id": T, "game": "sevenluck", "betting_seconds": 120, "pause_seconds": 0.3,
              "decision_seconds": decision_seconds, "options": {"seats": 3}, "preferred_nodes": preferred,
              "scanner": {"kind": "mqtt", "reader_id": READER, "heartbeat_timeout": 5}}
-    text = (f'[service]\njournal_url = "{db_url}"\nmetrics_enabled = false\nlog_level = "info"\nfsync = false\n'
+    text = (f'[service]\njournal_url = "{db_url}"\nmetrics_enabled = false\nlog_level = "info"\n'
             f'[mqtt]\nurl = "{broker_url}"\n'
             f'[cluster]\nlease_seconds = {LEASE}\nrenew_seconds = {LEASE / 4}\n'
             f'[[tables]]\n' + "".join(f"{k} = {json.dumps(v)}\n" for k, v in table.items() if not isinstance(v, dict))

@@ -322,7 +322,7 @@ async def test_a_killed_owner_mid_deal_and_then_mid_decision_another_node_resume
     opened = [e for e in s.rec.events("decisions_open") if e["data"].get("resumed")]
     # after the new window (its timer runs on the monotonic clock: a millisecond of rounding either way)
     assert made and opened and made[-1]["at"] >= opened[-1]["data"]["closes_at"] - 5
-    assert made[-1]["at"] > asked[0]["data"]["closes_at"] + 1000
+    assert made[-1]["at"] > asked[0]["data"]["closes_at"]  # not at the old deadline
     runs = _epochs_in_order(s)
     assert [r[0] for r in runs] == ["node-a", second, third], runs
     _report("kill -9 mid-deal", failover=kill1)

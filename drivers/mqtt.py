@@ -20,7 +20,7 @@ import ssl
 from pathlib import Path
 from urllib.parse import urlparse
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import aiomqtt
@@ -224,7 +224,7 @@ def make_tls_context(ca_file: str | Path | None = None, cert_file: str | Path | 
 class MqttBus:
     def __init__(
         self,
-        url: str,
+        url: str | Sequence[str],
         *,
         client_id: str,
         status_topic: str | None = None,
@@ -248,13 +248,19 @@ class MqttBus:
         self.instance = instance or new_instance()
         self._connects = 0
         self.session = f"{self.instance}.1"
-        self.url = url
-        self.host, self.port, self.tls = parse_broker_url(url)
-        if tls_context is None and self.tls:
+        #: the brokers to try, in turn: a failed connect or a lost connection moves to the next
+        self.urls = [url] if isinstance(url, str) else list(url)
+        if not self.urls:
+            raise ValueError("no broker URL given")
+        self._endpoints = [parse_broker_url(u) for u in self.urls]
+        tls_any = any(tls for _, _, tls in self._endpoints)
+        if tls_context is None and tls_any:
             tls_context = make_tls_context(ca_file, cert_file, key_file)
-        elif tls_context is not None and not self.tls:
-            raise ValueError(f"a TLS context was given for the plain broker URL {url!r}: use mqtts://")
+        elif tls_context is not None and not tls_any:
+            raise ValueError(f"a TLS context was given for the plain broker URL {self.urls[0]!r}: use mqtts://")
         self._tls_context = tls_context
+        #: which of ``urls`` the bus is connected to, or tries next
+        self.url_index = 0
         self.client_id = client_id
         self.status_topic = status_topic
         self._auth = (username, password)
@@ -275,6 +281,23 @@ class MqttBus:
         self._connected_evt = asyncio.Event()
         self.reconnects = 0
         self._client_log = _ClientLog()
+
+    @property
+    def url(self) -> str:
+        """The broker the bus is connected to (or tries next)."""
+        return self.urls[self.url_index]
+
+    @property
+    def host(self) -> str:
+        return self._endpoints[self.url_index][0]
+
+    @property
+    def port(self) -> int:
+        return self._endpoints[self.url_index][1]
+
+    @property
+    def tls(self) -> bool:
+        return self._endpoints[self.url_index][2]
 
     @property
     def connected(self) -> bool:
@@ -306,8 +329,12 @@ class MqttBus:
                 log.exception("connection listener failed")
 
     async def run(self) -> None:
+        """Connect, subscribe and dispatch until cancelled. A failed connect or a lost connection
+        moves to the next of ``urls`` (round-robin) at once; the backoff delay is waited only
+        once every broker failed in turn (with one URL: before every retry, as ever)."""
         delay = self._backoff[0]
         first = True
+        failed_in_turn = 0  # brokers that failed since the last connection or the last wait
         while True:
             session = f"{self.instance}.{self._connects + 1}"
             will = (
@@ -315,12 +342,13 @@ class MqttBus:
                 if self.status_topic else None
             )
             reason = "connection closed"
+            host, port, tls = self._endpoints[self.url_index]
             try:
                 async with _Client(
-                    self.host, self.port, identifier=self.client_id, keepalive=self._keepalive,
+                    host, port, identifier=self.client_id, keepalive=self._keepalive,
                     username=self._auth[0], password=self._auth[1], will=will, clean_session=self._clean_session,
                     max_inflight_messages=self._max_inflight, timeout=self._publish_timeout,
-                    socket_options=_SOCKET_OPTIONS, tls_context=self._tls_context,
+                    socket_options=_SOCKET_OPTIONS, tls_context=self._tls_context if tls else None,
                     logger=self._client_log,  # type: ignore[arg-type]
                 ) as client:
                     patterns = self._router.patterns
@@ -333,8 +361,10 @@ class MqttBus:
                     self._client = client
                     self._connected_evt.set()
                     delay = self._backoff[0]
+                    failed_in_turn = 0
                     self._client_log.connected()
-                    log.info("mqtt connected", broker=self.url)
+                    log.info("mqtt connected", broker=self.url,
+                             **({"broker_index": self.url_index} if len(self.urls) > 1 else {}))
                     self._notify(True, "")
                     try:
                         # Python 3.11's asyncio.wait_for (inside aiomqtt's connect, subscribe and
@@ -366,8 +396,17 @@ class MqttBus:
                 self._notify(False, reason)
             first = False
             self.reconnects += 1
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, self._backoff[1])
+            failed_in_turn += 1
+            if len(self.urls) > 1:
+                failed = self.url
+                self.url_index = (self.url_index + 1) % len(self.urls)
+                if was_up or failed_in_turn == 1:  # not once per attempt while every broker is down
+                    log.warning("mqtt broker failed; trying the next", failed=failed, next=self.url,
+                                next_index=self.url_index)
+            if failed_in_turn >= len(self.urls):  # every broker failed in turn: back off before the next round
+                failed_in_turn = 0
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self._backoff[1])
 
     async def _say_offline(self, client: aiomqtt.Client) -> None:
         """A clean stop does not fire the last will: say "offline" ourselves."""

@@ -196,7 +196,12 @@ class TableConfig(RulesConfig):
 
 class MqttConfig(_Strict):
     url: str | None = Field(default=None, description="mqtt://host:port or mqtts://host:port (TLS); "
-                            "required by dealer run unless in_process = true")
+                            "required by dealer run unless in_process = true (or broker_urls is set)")
+    broker_urls: list[str] = Field(
+        default_factory=list,
+        description="several brokers (e.g. the nodes of a broker cluster), instead of url: the backend connects "
+                    "to the first and moves to the next when one fails (refused, or the connection lost), in turn; "
+                    "url is then the first of them")
     in_process: bool = Field(default=False, description="no broker: an in-process bus that nothing outside "
                              "the process can reach (demos and tests only); excludes url")
     client_id: str = Field(default="", description="MQTT client id; unset = dealer-{service.node_id}, unique per "
@@ -210,11 +215,41 @@ class MqttConfig(_Strict):
     key_file: ConfigPath | None = Field(default=None, description="client private key (mqtts, optional)")
     allow_insecure: bool = Field(default=False, description="allow plain mqtt:// to a host that is not loopback")
 
+    @field_validator("broker_urls")
+    @classmethod
+    def _urls(cls, v: list[str]) -> list[str]:
+        from drivers.mqtt import parse_broker_url
+
+        for i, url in enumerate(v):
+            try:
+                parse_broker_url(url)
+            except ValueError as exc:
+                raise ValueError(f"item {i + 1} of {len(v)}: {exc}") from None
+        dup = sorted({u for u in v if v.count(u) > 1})
+        if dup:
+            raise ValueError(f"{', '.join(dup)} is named twice")
+        return v
+
     @model_validator(mode="after")
     def _one_bus(self) -> "MqttConfig":
-        if self.in_process and self.url is not None:
-            raise ValueError(f"url = {self.url!r} and in_process = true name two buses: keep one")
+        if self.broker_urls and self.url is not None and self.url != self.broker_urls[0]:  # (a dump loads again)
+            raise ValueError(f"url = {self.url!r} and broker_urls both name the broker: keep one (broker_urls for "
+                             "several)")
+        if self.in_process and (self.url is not None or self.broker_urls):
+            raise ValueError(f"{'url' if self.url is not None else 'broker_urls'} and in_process = true name two "
+                             "buses: keep one")
+        if "broker_urls" in self.model_fields_set and not self.broker_urls:
+            raise ValueError("broker_urls is empty: name at least one broker (or use url)")
+        if self.broker_urls:
+            self.url = self.broker_urls[0]
+        elif self.url is not None:
+            self.broker_urls = [self.url]
         return self
+
+    @property
+    def urls(self) -> list[str]:
+        """Every broker the backend may connect to, in the order it tries them."""
+        return list(self.broker_urls) or ([self.url] if self.url is not None else [])
 
 
 #: The smallest ``max_message_bytes``. A manifest keeps every field but the bet ids; in the

@@ -189,6 +189,27 @@ def _purge_fd(loop: asyncio.AbstractEventLoop, fd: int) -> None:
             pass
 
 
+#: Characters a topic the bus sends or subscribes to may not hold, and why. The same topic must
+#: mean the same thing on every broker the backend supports (docs/brokers.md): NATS 2.9 refuses a
+#: '.' or a ' ' in a topic (it closes the connection that publishes one, and refuses a will or a
+#: subscription on one), and RabbitMQ's MQTT plugin delivers a '.' as a '/' (another topic level:
+#: ``players/ann.state`` reaches the subscribers of ``players/ann/state``). '+' and '#' are
+#: wildcards, never part of a topic name; NUL is not allowed by MQTT.
+UNPORTABLE = {".": "NATS refuses it, RabbitMQ turns it into a topic level", " ": "NATS refuses it",
+              "\x00": "MQTT forbids it"}
+WILDCARDS = {"+": "a wildcard", "#": "a wildcard"}
+
+
+def unportable_topic(topic: str, *, filter: bool = False) -> str | None:
+    """Why ``topic`` (a topic name, or a subscription filter when ``filter``) cannot be used
+    alike on every supported broker, or None when it can."""
+    bad = UNPORTABLE if filter else {**UNPORTABLE, **WILDCARDS}
+    for ch, why in bad.items():
+        if ch in topic:
+            return f"topic {topic!r} holds {ch!r} ({why})"
+    return None
+
+
 def status_payload(online: bool, session: str) -> bytes:
     """The retained status of a backend connection (and its last will)."""
     return json.dumps({"online": online, "session": session}).encode()
@@ -262,6 +283,8 @@ class MqttBus:
         #: which of ``urls`` the bus is connected to, or tries next
         self.url_index = 0
         self.client_id = client_id
+        if status_topic is not None and (why := unportable_topic(status_topic)) is not None:
+            raise ValueError(f"status topic: {why}")
         self.status_topic = status_topic
         self._auth = (username, password)
         self._keepalive = keepalive
@@ -307,12 +330,24 @@ class MqttBus:
         await self._connected_evt.wait()
 
     def subscribe(self, pattern: str, handler: Handler) -> None:
+        why = unportable_topic(pattern, filter=True)
+        if why is not None:
+            raise ValueError(f"cannot subscribe: {why}")
         self._router.add(pattern, handler)
 
     def on_connection(self, listener: ConnectionListener) -> None:
         self._listeners.append(listener)
 
     async def publish(self, topic: str, payload: bytes, *, qos: int = 1, retain: bool = False) -> None:
+        """Publish and, at QoS 1, return once the broker acknowledged it. A topic that is not the
+        same on every broker (:func:`unportable_topic`) or QoS 2 (NATS 2.9 closes the connection,
+        RabbitMQ 3.10 downgrades it) is refused with :class:`BusError` before anything is sent:
+        one bad topic must never cost the connection every table shares."""
+        why = unportable_topic(topic)
+        if why is not None:
+            raise BusError(f"not published: {why}")
+        if qos not in (0, 1):
+            raise BusError(f"not published to {topic}: QoS {qos} (the backend uses QoS 0 and 1 only: docs/brokers.md)")
         client = self._client
         if client is None:
             raise BusError(f"not connected to {self.url}")
@@ -429,4 +464,4 @@ async def cancel_and_wait(task: asyncio.Task[object]) -> None:
         await task
 
 
-__all__ = ["MqttBus", "parse_broker_url", "make_tls_context", "cancel_and_wait", "status_payload"]
+__all__ = ["MqttBus", "parse_broker_url", "make_tls_context", "cancel_and_wait", "status_payload", "unportable_topic"]

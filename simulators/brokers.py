@@ -41,6 +41,7 @@ BROKER_KINDS = ("mosquitto", "rabbitmq", "nats")
 class BrokerProcess(Protocol):
     """What a test needs of a broker it runs (and faults)."""
 
+    kind: str
     port: int
     url: str
     dir: Path
@@ -155,6 +156,7 @@ class RabbitMqProcess:
     ``url`` are listener 0's."""
 
     START_TIMEOUT = 90.0  # a bound on a loaded 2-core machine, not a measure
+    kind = "rabbitmq"
 
     def __init__(self, workdir: Path, *, vhosts: int = 1) -> None:
         if vhosts < 1:
@@ -279,6 +281,8 @@ class RabbitMqShare:
     """One vhost of a shared :class:`RabbitMqProcess`: the broker's interface, isolated from
     the node's other vhosts; ``kill``/``start`` act on the whole node."""
 
+    kind = "rabbitmq"
+
     def __init__(self, node: RabbitMqProcess, i: int) -> None:
         self.node = node
         self.port = node.ports[i]
@@ -311,8 +315,11 @@ class NatsProcess:
     kill, as with Mosquitto's persistence."""
 
     START_TIMEOUT = 30.0
+    kind = "nats"
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, *, ack_wait: float | None = None) -> None:
+        """``ack_wait``: seconds before an unacknowledged QoS 1 message is sent again (the
+        server's default, 30 s, when None)."""
         self.dir = workdir
         self.port, self.client_port = free_ports(2)
         self.url = f"mqtt://127.0.0.1:{self.port}"
@@ -324,7 +331,9 @@ class NatsProcess:
             f"listen: 127.0.0.1:{self.client_port}\n"
             f"log_file: \"{self.log}\"\n"
             f"jetstream {{ store_dir: \"{workdir / 'js'}\" }}\n"
-            f"mqtt {{ listen: 127.0.0.1:{self.port} }}\n")
+            f"mqtt {{\n  listen: 127.0.0.1:{self.port}\n"
+            + (f"  ack_wait: \"{int(ack_wait * 1000)}ms\"\n" if ack_wait is not None else "")
+            + "}\n")
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:

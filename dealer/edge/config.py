@@ -8,6 +8,7 @@ e.g. ``DEALER_MQTT__URL=mqtt://broker:1883`` or ``DEALER_SERVICE__METRICS_PORT=0
 
 from __future__ import annotations
 
+import re
 from contextvars import ContextVar
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -262,7 +263,11 @@ MIN_MESSAGE_BYTES_STUD = 65_536
 
 
 class ServiceSection(_Strict):
-    node_id: str = "studio-host-1"
+    node_id: str = Field(
+        default="studio-host-1",
+        description="this node's name: its status topic studio/v1/backends/{node_id}/status and its default client "
+                    "id; letters, digits, '_', ':' and '-' (no '.': NATS refuses it in a topic and RabbitMQ turns it "
+                    "into a topic level, docs/brokers.md)")
     journal_path: ConfigPath = Field(
         default=Path("dealer-journal.sqlite"), validate_default=True,
         description="the SQLite journal; a relative path (this default too) is relative to the config file's directory")
@@ -302,6 +307,14 @@ class ServiceSection(_Strict):
         default=None, ge=1, le=64, description="worker processes of the house players; unset = one core left "
         "for the event loop, at most two")
 
+
+    @field_validator("node_id")
+    @classmethod
+    def _node_id(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9_:\-]{1,64}", v):
+            raise ValueError(f"{v!r} must be 1 to 64 letters, digits, '_', ':' or '-': it is a level of the node's "
+                             "topics, and a '.' is refused by NATS and turned into a level by RabbitMQ (docs/brokers.md)")
+        return v
 
 class SupervisorConfig(_Strict):
     id: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:\-]+$",

@@ -304,6 +304,7 @@ class MqttBus:
         self._connected_evt = asyncio.Event()
         self.reconnects = 0
         self._client_log = _ClientLog()
+        self._pending_subscribes: set[asyncio.Task[None]] = set()
 
     @property
     def url(self) -> str:
@@ -330,10 +331,23 @@ class MqttBus:
         await self._connected_evt.wait()
 
     def subscribe(self, pattern: str, handler: Handler) -> None:
+        """Route ``pattern`` to ``handler``; subscribed at every connect, and at once when the
+        bus is connected now (e.g. the exact topic of a retained message, which RabbitMQ 3.10
+        does not replay to a wildcard filter: docs/brokers.md)."""
         why = unportable_topic(pattern, filter=True)
         if why is not None:
             raise ValueError(f"cannot subscribe: {why}")
+        new = pattern not in self._router.patterns
         self._router.add(pattern, handler)
+        client = self._client
+        if new and client is not None:
+            task = asyncio.get_running_loop().create_task(self._subscribe_now(client, pattern))
+            self._pending_subscribes.add(task)
+            task.add_done_callback(self._pending_subscribes.discard)
+
+    async def _subscribe_now(self, client: aiomqtt.Client, pattern: str) -> None:
+        with contextlib.suppress(aiomqtt.MqttError, TimeoutError):  # lost: the next connect subscribes it
+            await client.subscribe(pattern, qos=1, timeout=self._publish_timeout)
 
     def on_connection(self, listener: ConnectionListener) -> None:
         self._listeners.append(listener)

@@ -119,9 +119,12 @@ def any_broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Broke
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """A test marked ``any_broker`` that uses the ``broker`` fixture runs once per broker kind."""
-    if metafunc.definition.get_closest_marker(ANY_BROKER) is not None and "broker" in metafunc.fixturenames:
-        metafunc.parametrize("broker", BROKER_KINDS, indirect=True, ids=BROKER_KINDS)
+    """A test marked ``any_broker`` that uses the ``broker`` fixture runs once per broker kind
+    (``any_broker(kinds=[...], reason=...)`` on a test narrows its module's marker)."""
+    marker = metafunc.definition.get_closest_marker(ANY_BROKER)
+    if marker is not None and "broker" in metafunc.fixturenames:
+        kinds = [k for k in BROKER_KINDS if k in marker.kwargs.get("kinds", BROKER_KINDS)]
+        metafunc.parametrize("broker", kinds, indirect=True, ids=kinds)
 
 
 async def wait_until(pred: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:

@@ -242,3 +242,40 @@ def test_after_a_broker_kill_queued_messages_and_retained_ones(any_broker: Broke
     kept = [p.payload for p in before_marker(port, late, f"{topic}/retained")]
     assert kept in ([b"kept?"], []) if any_broker.kind != "nats" else kept == [b"kept?"]
     late.disconnect()
+
+
+async def test_a_station_that_starts_mid_deal_shows_the_current_prompt_on_every_broker(
+        any_broker: BrokerProcess) -> None:
+    """``dealer station`` subscribes to every backend's status with a wildcard, which RabbitMQ
+    3.10 answers with no retained message; so, seeing a current prompt from a node whose status
+    it has not heard, it asks for that node's status by its exact topic, and the prompt shows."""
+    from dealer.cli.client_options import BrokerOptions
+    from tools.station import run_station
+
+    node, table = uid("n"), f"S{uuid.uuid4().hex[:6]}"
+    current = {"table_id": table, "round_id": f"{table}-x-000001", "kind": "NEXT", "message": "deal B1 (face down)",
+               "position": "B1", "step": 2, "of": 6, "at": 5, "schema_id": "studio.v1.current_prompt",
+               "node_id": node, "session": "s1.1", "version": 7, "stale": False}
+    backend = RawClient(any_broker.port, uid("backend"))
+    acked(backend, f"studio/v1/backends/{node}/status", b'{"online": true, "session": "s1.1"}', retain=True)
+    acked(backend, f"studio/v1/tables/{table}/prompts/current", json.dumps(current).encode(), retain=True)
+    backend.disconnect()
+
+    lines: asyncio.Queue[str | None] = asyncio.Queue()
+    for line in ("wait NEXT B1 20", "quit"):
+        lines.put_nowait(line)
+
+    class Out:
+        text = ""
+
+        def write(self, s: str) -> None:
+            self.text += s
+
+        def flush(self) -> None:
+            pass
+
+    out = Out()
+    opts = BrokerOptions(any_broker.url, None, None, None, 10.0)
+    status = await run_station(opts, table, client_id=uid("station"), out=out, lines=lines)  # type: ignore[arg-type]
+    assert status == 0, out.text
+    assert "NEXT    | deal B1 (face down)  [step 2/6]" in out.text

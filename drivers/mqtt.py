@@ -6,7 +6,10 @@ listeners (the service turns them into ``link_down``/``link_up`` events for the
 status names the connection's ``session`` (``{instance}.{connection}``), which the backend's
 retained messages name too, so a client can tell one left by a dead connection.
 ``mqtts://`` URLs connect over TLS 1.2+ and verify the broker's certificate (CA file,
-host name); a client certificate is optional.
+host name); a client certificate is optional. Several URLs (``[mqtt] broker_urls``): a failed
+connect or a lost connection moves to the next, in turn. The same bus runs on Mosquitto,
+RabbitMQ's MQTT plugin and NATS's MQTT gateway: it sends no topic that one of them would
+refuse or route elsewhere, and no QoS 2 (docs/brokers.md).
 """
 
 from __future__ import annotations

@@ -187,21 +187,22 @@ class RabbitMqProcess:
                                    "value": {str(p): v for p, v in zip(self.ports, self.vhosts)}}],
         }
         (d / "definitions.json").write_text(json.dumps(definitions))
-        # The classic Erlang-terms format, not rabbitmq.conf: translating rabbitmq.conf through
-        # its schema costs seconds of CPU at every boot on a small machine. What it says, in
-        # rabbitmq.conf's words: listeners.tcp.default = 127.0.0.1:AMQP, mqtt.listeners.tcp.N =
-        # 127.0.0.1:PORT, mqtt.allow_anonymous = true (as guest, who may log in from loopback
-        # only: every client here is on loopback), mqtt.vhost, load_definitions, log.file.
-        listeners = ", ".join(f'{{"127.0.0.1", {p}}}' for p in self.ports)
-        (d / "rabbitmq.config").write_text(
-            f'[{{rabbit, [{{tcp_listeners, [{{"127.0.0.1", {self.amqp_port}}}]}},\n'
-            f'            {{default_user, <<"guest">>}}, {{default_pass, <<"guest">>}},\n'
-            f'            {{load_definitions, "{d / "definitions.json"}"}},\n'
-            f'            {{log, [{{console, [{{enabled, false}}]}},\n'
-            f'                    {{file, [{{file, "{self.log}"}}, {{level, info}}]}}]}}]}},\n'
-            f' {{rabbitmq_mqtt, [{{tcp_listeners, [{listeners}]}},\n'
-            f'                  {{allow_anonymous, true}}, {{default_user, <<"guest">>}}, {{default_pass, <<"guest">>}},\n'
-            f'                  {{vhost, <<"{self.vhosts[0]}">>}}]}}].\n')
+        lines = [
+            f"listeners.tcp.default = 127.0.0.1:{self.amqp_port}",
+            *(f"mqtt.listeners.tcp.{i} = 127.0.0.1:{p}" for i, p in enumerate(self.ports)),
+            "mqtt.allow_anonymous = true",
+            "mqtt.default_user = guest",
+            "mqtt.default_pass = guest",
+            f"mqtt.vhost = {self.vhosts[0]}",
+            # guest may log in from loopback only: every client here is on loopback
+            "default_user = guest",
+            "default_pass = guest",
+            f"load_definitions = {d / 'definitions.json'}",
+            "log.console = false",
+            f"log.file = {self.log}",
+            "log.file.level = info",
+        ]
+        (d / "rabbitmq.conf").write_text("\n".join(lines) + "\n")
 
     def _env(self) -> dict[str, str]:
         d = self.dir
@@ -213,7 +214,7 @@ class RabbitMqProcess:
             RABBITMQ_NODE_IP_ADDRESS="127.0.0.1",
             RABBITMQ_NODE_PORT=str(self.amqp_port),
             RABBITMQ_DIST_PORT=str(self.dist_port),
-            RABBITMQ_CONFIG_FILE=str(d / "rabbitmq.config"),
+            RABBITMQ_CONFIG_FILE=str(d / "rabbitmq"),  # rabbitmq.conf
             # the script then runs the VM itself (exec) instead of waiting on it as a child:
             # our process is the node, and a kill reaps it
             RUNNING_UNDER_SYSTEMD="true",

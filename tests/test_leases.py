@@ -90,7 +90,12 @@ class Node:
         """Stop without releasing anything (kill -9 as the others see it)."""
         assert self.task is not None
         self.task.cancel()
-        await asyncio.gather(self.task, return_exceptions=True)
+        done, _ = await asyncio.wait({self.task}, timeout=20)
+        if not done:
+            import sys
+            for t in asyncio.all_tasks():
+                t.print_stack(file=sys.stderr)
+            raise AssertionError("run() did not end when cancelled")
 
     def drops(self, t: str | None = None) -> list[tuple[str, object]]:
         return [(x, r) for k, x, r in self.events if k == "drop" and (t is None or x == t)]
@@ -360,3 +365,15 @@ async def test_a_table_that_fails_to_adopt_is_released_and_taken_again_later(pg:
     assert a.drops("t1") == [("t1", "adopting it failed: cannot replay t1")]
     assert [e for k, x, e in a.events if k == "adopt" and x == "t1"] == [1, 2]
     assert a.m.metrics.losses.labels("t1", "adopt_failed")._value.get() == 1
+
+
+async def test_run_ends_when_cancelled_even_as_it_is_woken(pg: str, nodes: list[Node]) -> None:
+    """Python 3.11's wait_for swallows a cancellation that lands as its event is set: the
+    placement loop would go on for ever after a crash-like cancel."""
+    url = await with_schema(pg)
+    a = await start(nodes, url, "a", tables=["t1"])
+    await wait_until(lambda: a.held() == {"t1"}, what="a takes t1")
+    await asyncio.sleep(0.05)  # the placement loop is asleep, waiting for a wake-up
+    a.m.poke()
+    await a.kill()
+    assert a.task is not None and a.task.cancelled()

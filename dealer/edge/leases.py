@@ -471,8 +471,9 @@ class LeaseManager:
         try:
             # listen before the first look and before telling the others: a table they
             # release for us right after our join must wake us, not wait for the next poll
-            with suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._listening.wait(), 2 * self._op_timeout)
+            with suppress(TimeoutError):
+                async with asyncio.timeout(2 * self._op_timeout):
+                    await self._listening.wait()
             with suppress(_Unreachable, psycopg.Error):
                 await self._db("notify", lambda c: c.execute("SELECT pg_notify(%s, %s)",
                                                              (CHANNEL, self._payload("join"))))
@@ -520,8 +521,11 @@ class LeaseManager:
         if self._pending:
             timeout = min(timeout, max(0.05, self._renew / 4))  # idle() is polled: a round may have ended
         woken = False
-        with suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), timeout)
+        # asyncio.timeout, not wait_for: Python 3.11's wait_for swallows a cancellation that
+        # arrives as the event is set, and run() would then never end when cancelled
+        with suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await self._wake.wait()
             woken = True
         self._wake.clear()
         return woken

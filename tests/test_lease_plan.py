@@ -100,3 +100,16 @@ def test_a_holder_with_no_node_row_is_reported() -> None:
 def test_held_off_tables_are_not_taken() -> None:
     p = plan("a", TABLES, set(), [node("a")], [free(t) for t in TABLES], LEASE, hold_off={"t2"})
     assert "t2" not in p.acquire and "t1" in p.acquire
+
+
+def test_an_operators_pin_places_the_table_on_its_node_above_the_configured_preference():
+    """`dealer cluster move T1 --to b` pins T1 to b: b takes it from a while b is live, the
+    configured preference (a) comes after; a pin to a node that is not live changes nothing."""
+    tables = {"T1": ("a",), "T2": ()}
+    nodes = [NodeRow("a", "s1", 0.1, False, tables), NodeRow("b", "s2", 0.1, False, tables)]
+    leases = [LeaseRow("T1", "a", 3, -1.0), LeaseRow("T2", "a", 1, -1.0)]
+    assert plan("a", tables, {"T1", "T2"}, nodes, leases, 4.0).placement["T1"] == "a"
+    pinned = plan("a", tables, {"T1", "T2"}, nodes, leases, 4.0, pins={"T1": "b"})
+    assert pinned.placement["T1"] == "b" and pinned.hand_over.get("T1") == "b"
+    gone = plan("a", tables, {"T1", "T2"}, nodes, leases, 4.0, pins={"T1": "z"})
+    assert gone.placement["T1"] == "a" and "T1" not in gone.hand_over

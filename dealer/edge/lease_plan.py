@@ -53,7 +53,8 @@ class Plan:
 
 def plan(me: str, my_tables: Mapping[str, Sequence[str]], held: Collection[str], nodes: Sequence[NodeRow],
          leases: Sequence[LeaseRow], lease_seconds: float, *, also_live: Collection[str] = (),
-         orphans: bool = True, leaving: bool = False, hold_off: Collection[str] = ()) -> Plan:
+         orphans: bool = True, leaving: bool = False, hold_off: Collection[str] = (),
+         pins: Mapping[str, str] | None = None) -> Plan:
     """Decide one step for node ``me``.
 
     ``my_tables``: the tables this node serves -> their preferred nodes (its configuration;
@@ -62,6 +63,8 @@ def plan(me: str, my_tables: Mapping[str, Sequence[str]], held: Collection[str],
     database for a while, the others get one lease to come back before their tables move).
     ``orphans``: whether to take the tables of a placed owner that is not acting.
     ``hold_off``: tables not to acquire now (a failed adoption backs off).
+    ``pins``: operators' pins (``dealer cluster move``): table -> node, placed there while that
+    node is live and serves the table, above the configured preferences.
     """
     rows = {r.node: r for r in nodes}
     serving: dict[str, Mapping[str, Sequence[str]]] = {}
@@ -82,6 +85,9 @@ def plan(me: str, my_tables: Mapping[str, Sequence[str]], held: Collection[str],
             elif preferred[t] != p:
                 disagreements.setdefault(t, {live_n: tuple(serving[live_n][t]) for live_n in live
                                              if t in serving[live_n]})
+    for t, n in (pins or {}).items():
+        if t in preferred and n in serving and t in serving[n]:
+            preferred[t] = (n, *(x for x in preferred[t] if x != n))
     by_table = {r.table_id: r for r in leases}
     current = {t: r.node for t, r in by_table.items() if r.node is not None}
     placement = place(sorted(preferred), live, preferred, current=current,

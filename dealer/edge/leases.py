@@ -223,6 +223,11 @@ _READ_LEASES = """
 SELECT table_id, node, epoch, extract(epoch FROM clock_timestamp() - expires_at)::float8 FROM leases
 """
 
+# Operators' pins (`dealer cluster move`): placement puts a pinned table on its node while live.
+_READ_PINS = """
+SELECT table_id, node FROM pins
+"""
+
 # Take leases: free or expired (placed here), or expired for a whole lease (orphaned).
 _ACQUIRE = """
 UPDATE leases SET node = %(node)s, epoch = epoch + 1, acquired_at = clock_timestamp(),
@@ -562,16 +567,18 @@ class LeaseManager:
             except Exception as e:  # the lease is gone whatever the callback does
                 log.error("drop callback failed", node=self.node_id, table_id=table_id, error=_one_line(e))
 
-    async def _read(self) -> tuple[list[NodeRow], list[LeaseRow]]:
-        async def q(c: psycopg.AsyncConnection[Any]) -> tuple[list[Any], list[Any]]:
-            return await self._fetchall(c, _READ_NODES, {}), await self._fetchall(c, _READ_LEASES, {})
-        nodes, leases = await self._db("read", q)
+    async def _read(self) -> tuple[list[NodeRow], list[LeaseRow], dict[str, str]]:
+        async def q(c: psycopg.AsyncConnection[Any]) -> tuple[list[Any], list[Any], list[Any]]:
+            return (await self._fetchall(c, _READ_NODES, {}), await self._fetchall(c, _READ_LEASES, {}),
+                    await self._fetchall(c, _READ_PINS, {}))
+        nodes, leases, pins = await self._db("read", q)
         return ([NodeRow(n, s, float(silent), bool(leaving), {t: tuple(p) for t, p in (tables or {}).items()})
                  for n, s, silent, leaving, tables in nodes],
-                [LeaseRow(t, n, int(e), float(x)) for t, n, e, x in leases])
+                [LeaseRow(t, n, int(e), float(x)) for t, n, e, x in leases],
+                {str(t): str(n) for t, n in pins})
 
     async def _place(self) -> None:
-        nodes, leases = await self._read()
+        nodes, leases, pins = await self._read()
         now = self._mono()
         in_grace = now - self._back_at < self._lease
         if not in_grace:
@@ -580,7 +587,7 @@ class LeaseManager:
             if now >= until:
                 del self._hold_off[t]
         p = plan(self.node_id, self._tables, set(self._held), nodes, leases, self._lease,
-                 also_live=self._remembered, orphans=not in_grace, hold_off=set(self._hold_off))
+                 also_live=self._remembered, orphans=not in_grace, hold_off=set(self._hold_off), pins=pins)
         self._last_live = p.live
         self._pending = dict(p.hand_over)
         self.metrics.nodes_live.set(len(p.live))

@@ -221,8 +221,17 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     problem = broker_unreachable(args.broker)
     if problem is not None:
         return fail("dealer bench latency", problem)
-    result = run_loop(run_latency_bench(tables=args.tables, seconds=args.seconds, broker=args.broker,
-                                        fsync=not args.no_fsync, loop=args.loop), args.loop)
+    if args.journal not in (None, "private"):
+        from dealer.edge.security import check_journal_url
+
+        problems = check_journal_url(args.journal)
+        if problems:
+            return fail("dealer bench latency", problems[0])
+    try:
+        result = run_loop(run_latency_bench(tables=args.tables, seconds=args.seconds, broker=args.broker,
+                                            fsync=not args.no_fsync, loop=args.loop, journal=args.journal), args.loop)
+    except (ValueError, RuntimeError) as exc:  # JournalError, LeaseError (unreachable), tables never owned
+        return fail("dealer bench latency", str(exc))
     print(json.dumps(result, sort_keys=True))
     return 0
 
@@ -310,6 +319,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     lat.add_argument("--no-fsync", action="store_true", help="journal without fsync (shows what fsync costs)")
     lat.add_argument("--loop", choices=["uvloop", "asyncio"], default="uvloop",
                      help="event loop of the backend and the load generator")
+    lat.add_argument("--journal", metavar="URL",
+                     help="also run the PostgreSQL journal after SQLite, same load and broker: a postgresql:// URL of "
+                          "a scratch database, or 'private' for a PostgreSQL server of the benchmark's own")
     lat.set_defaults(func=_cmd_bench)
     rb = bsub.add_parser("rtp", help="wall time of each game's full exact RTP report")
     rb.set_defaults(func=_cmd_bench_rtp)

@@ -116,3 +116,26 @@ END $$;
 DROP TRIGGER IF EXISTS events_fence ON events;
 CREATE TRIGGER events_fence BEFORE INSERT ON events
     FOR EACH ROW EXECUTE FUNCTION dealer_fence();
+
+-- Operators' placement pins (`dealer cluster move TABLE --to NODE`): a pinned table is placed on
+-- its node while that node is live, above the configured preferred_nodes; the owner hands it
+-- over between rounds. `cluster_log` keeps every operator act, append-only, for the audit.
+CREATE TABLE IF NOT EXISTS pins (
+    table_id text PRIMARY KEY,
+    node text NOT NULL,
+    pinned_at timestamptz NOT NULL,
+    pinned_by text NOT NULL,
+    reason text NOT NULL
+);
+CREATE TABLE IF NOT EXISTS cluster_log (
+    id bigserial PRIMARY KEY,
+    at timestamptz NOT NULL,
+    by text NOT NULL,                      -- the operator (database role and OS user)
+    action text NOT NULL,                  -- move | unpin
+    table_id text NOT NULL,
+    node text,
+    reason text NOT NULL
+);
+DROP TRIGGER IF EXISTS cluster_log_append_only ON cluster_log;
+CREATE TRIGGER cluster_log_append_only BEFORE UPDATE OR DELETE ON cluster_log
+    FOR EACH ROW EXECUTE FUNCTION dealer_append_only();

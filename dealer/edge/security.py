@@ -161,6 +161,10 @@ def check_deployment(settings: Settings, config_path: str | Path | None) -> list
                                     "in clear text. Use mqtts:// (with mqtt.ca_file), or set "
                                     "mqtt.allow_insecure = true to accept that")
 
+    # --- the PostgreSQL journal ---
+    if settings.service.journal_url is not None:
+        problems += check_journal_url(settings.service.journal_url, allow_insecure=m.allow_insecure)
+
     # --- scanner HMAC keys and supervisor signing keys ---
     owners: dict[Path, list[str]] = {}
     for tc in settings.tables:
@@ -187,6 +191,38 @@ def check_deployment(settings: Settings, config_path: str | Path | None) -> list
     return problems
 
 
+def check_journal_url(url: str, *, allow_insecure: bool = False) -> list[str]:
+    """Why a ``service.journal_url`` must not be used: not a PostgreSQL URL, a password inside
+    it (config files and process listings are read by more people than the database's
+    password file: use PGPASSFILE, or a client certificate), or a server that is not on
+    loopback without ``sslmode=verify-full`` (or ``verify-ca``): the journal, results and
+    command ids would cross the network in clear text to a server nobody verified."""
+    from urllib.parse import parse_qs, urlsplit
+
+    try:
+        u = urlsplit(url)
+        host = u.hostname or ""
+        u.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError as exc:
+        return [f"service.journal_url is not a valid URL: {exc}"]
+    if u.scheme not in ("postgresql", "postgres"):
+        return [f"service.journal_url must start with postgresql:// (got {u.scheme or 'no scheme'}://...)"]
+    problems = []
+    query = parse_qs(u.query)
+    if u.password or "password" in query:
+        problems.append("service.journal_url holds a password: anyone who reads the config or the process "
+                        "list has it; put it in the libpq password file (PGPASSFILE, mode 0600) or use a "
+                        "client certificate (sslcert/sslkey)")
+    sslmode = (query.get("sslmode") or [""])[-1]
+    local = host == "" or host.startswith("/") or is_loopback_host(host)
+    if not local and sslmode not in ("verify-full", "verify-ca") and not allow_insecure:
+        problems.append(f"service.journal_url connects to {host}, which is not a loopback address, without "
+                        "sslmode=verify-full: the journal would cross the network unverified. Add "
+                        "?sslmode=verify-full&sslrootcert=/etc/dealer/pg-ca.pem (or set mqtt.allow_insecure = true "
+                        "to accept the risk on a closed network)")
+    return problems
+
+
 def refusal_message(problems: list[str]) -> str:
     """What ``dealer run`` prints on stderr before exiting with status 2: one line for one
     reason, a list for several."""
@@ -195,4 +231,4 @@ def refusal_message(problems: list[str]) -> str:
     return "dealer: refusing to start:\n" + "\n".join(f"  - {p}" for p in problems)
 
 
-__all__ = ["NO_BROKER", "check_deployment", "is_loopback_host", "refusal_message"]
+__all__ = ["NO_BROKER", "check_deployment", "check_journal_url", "is_loopback_host", "refusal_message"]

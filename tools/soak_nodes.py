@@ -535,14 +535,12 @@ class _NodeSoak:
         node.pause()
         paused = self.lease_seconds + self.rng.uniform(1.5, 3.0)
         await asyncio.sleep(paused)
-        moved = sorted(t for t, e in fault.held.items() if self.lease_now.get(t, (None, 0, 0.0))[1] > e)
         rows = await self._db("SELECT extract(epoch FROM clock_timestamp())::float8")
         fault.resumed_at = float(rows[0][0])
         node.resume()
         entry["paused_s"] = round(paused, 2)
         self.pause_checks.append({"node": node.node_id, "paused_s": round(paused, 2), "tables": len(fault.held),
-                                  "taken_over_while_paused": len(moved), "resumed_at": fault.resumed_at,
-                                  "held": dict(fault.held)})
+                                  "resumed_at": fault.resumed_at, "held": dict(fault.held)})
         await asyncio.sleep(1.0)
         if not node.alive:
             code = node.proc.returncode if node.proc else None

@@ -23,10 +23,11 @@ from typing import Any
 
 from dealer.edge.config import ConfigError, Settings, load_settings
 from dealer.core.events import EVENT_ADAPTER
-from dealer.edge.journal import Journal, JournalError
+from dealer.edge.journal import JournalError, JournalWriteFailed
+from dealer.edge.journals import audit_verify, is_url, open_read_only, target_of
 from dealer.core.messages import PlayerMessage, RoundEvent, RoundResult, StationPrompt
 from dealer.core.round import Rejection
-from dealer.edge.segments import parse_anchor, verify
+from dealer.edge.segments import parse_anchor
 from dealer.core.table import Table
 
 
@@ -61,7 +62,7 @@ def recall(settings: Settings, table_id: str, rounds: int = 10) -> list[dict[str
     cfg = next((t for t in settings.tables if t.id == table_id), None)
     if cfg is None:
         raise ValueError(f"table {table_id!r} is not in this configuration ({[t.id for t in settings.tables]})")
-    journal = Journal.open_read_only(settings.service.journal_path)  # never creates one (JournalError)
+    journal = open_read_only(target_of(settings))  # never creates one (JournalError)
     try:
         opens = [r for r in journal.rows(table_id) if r.type == "open_round"]
         wanted = [r.round_id for r in opens[-rounds:]]
@@ -164,6 +165,9 @@ def _cmd_recall(args: argparse.Namespace) -> int:
     except sqlite3.DatabaseError as exc:  # damage that only reading the rows reaches
         print(f"dealer recall: the journal cannot be read: {exc}", file=sys.stderr)
         return 2
+    except JournalWriteFailed as exc:  # the journal's database went away while reading
+        print(f"dealer recall: the journal cannot be read: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
     print(json.dumps(rounds, indent=2, sort_keys=True) if args.json else render_recall(rounds))
     return 0
 
@@ -209,20 +213,23 @@ def anchor_from_broker(settings: Settings, timeout: float = 10.0) -> tuple[int, 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
     if not (args.config or args.journal):  # never a default path: say which journal to audit
-        print("dealer audit verify: give --config FILE (its [service] journal_path) or --journal PATH",
-              file=sys.stderr)
+        print("dealer audit verify: give --config FILE (its [service] journal_url or journal_path) or "
+              "--journal PATH_OR_URL", file=sys.stderr)
         return 2
     try:
         settings = _settings(args) if args.config else None
     except ConfigError as exc:
         print(f"dealer audit verify: {exc}", file=sys.stderr)
         return 2
-    path = Path(args.journal) if args.journal else settings.service.journal_path  # type: ignore[union-attr]
     try:
-        journal = Journal.open_read_only(path)  # read-only: a missing journal is refused, never created
-    except JournalError as exc:  # missing, not a SQLite file, damaged, too old: one clear line
-        print(f"dealer audit verify: {exc}", file=sys.stderr)
+        target: str | Path = ((args.journal if is_url(args.journal) else Path(args.journal)) if args.journal
+                              else target_of(settings))  # type: ignore[arg-type]
+        # read-only: a missing journal is refused, never created
+        journal = open_read_only(target)
+    except JournalError as exc:  # missing, unreachable, not a journal, damaged, too old: one clear line
+        print(f"dealer audit verify: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
+    path = journal.path  # a URL without its password
     journal_id = journal.journal_id
     try:
         anchors = [parse_anchor(a) for a in args.anchor or ()]
@@ -235,9 +242,12 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         print(f"dealer audit verify: {exc}", file=sys.stderr)
         return 2
     try:
-        report = verify(journal, anchors)
+        report = audit_verify(journal, anchors)
     except sqlite3.DatabaseError as exc:  # damage that only the walk reads
         print(f"dealer audit verify: journal {path} is damaged: {exc}", file=sys.stderr)
+        return 2
+    except JournalWriteFailed as exc:  # the journal's database went away during the walk
+        print(f"dealer audit verify: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     finally:
         journal.close()
@@ -254,7 +264,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     r = sub.add_parser("recall", help="the last rounds of a table with every event, replayed from the journal")
     r.add_argument("table", metavar="TABLE", help="the table id, e.g. TP1")
     r.add_argument("--config", required=True, metavar="FILE",
-                   help=CONFIG_HELP + "; its journal is read, never created or written")
+                   help=CONFIG_HELP + "; its journal (journal_url, else journal_path) is read, never created or "
+                   "written")
     r.add_argument("--rounds", type=int_range(1, 100_000), default=10, metavar="N",
                    help="how many of the table's last rounds (default 10)")
     r.add_argument("--json", action="store_true", help="print the rounds as JSON")
@@ -263,8 +274,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     asub = a.add_subparsers(dest="audit", required=True)
     v = asub.add_parser("verify", help="check the journal's hash chain across its segments; exit 1 at the first "
                         "broken link, missing or altered segment, or anchor not matched")
-    v.add_argument("--config", metavar="FILE", help=CONFIG_HELP + "; the journal audited is its journal_path")
-    v.add_argument("--journal", metavar="PATH", help="a journal file (instead of --config's journal_path)")
+    v.add_argument("--config", metavar="FILE",
+                   help=CONFIG_HELP + "; the journal audited is its journal_url, else its journal_path")
+    v.add_argument("--journal", metavar="PATH_OR_URL",
+                   help="a journal file, or a postgresql:// URL (instead of --config's journal)")
     v.add_argument("--anchor", action="append", metavar="ROW_ID:HASH",
                    help="a head published on studio/v1/backends/{node}/journal (retained): the row must exist "
                         "with this hash, so rows cut off the end are found (repeatable)")

@@ -1,10 +1,11 @@
 """``dealer outbox list|resend``: what waits for settlement's acknowledgement, for operations.
 
-``list`` reads the journal file read-only (SQLite ``mode=ro``), so it is safe beside a
-running backend. ``resend`` publishes stored outbox rows again, byte for byte, with the
-service's broker settings and credentials (under its own client id and without the
-backend's status topic or last will, so the running backend is not disturbed). Neither ever
-deletes a row: only settlement's acknowledgement does (``docs/mqtt-topics.md`` §3).
+``list`` reads the journal read-only (a SQLite file in ``mode=ro``, or a PostgreSQL journal in
+a read-only session), so it is safe beside a running backend. ``resend`` publishes stored
+outbox rows again, byte for byte, with the service's broker settings and credentials (under
+its own client id and without the backend's status topic or last will, so the running backend
+is not disturbed). Neither ever deletes a row: only settlement's acknowledgement does
+(``docs/mqtt-topics.md`` §3).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from dealer.edge.config import ConfigError, Settings, load_settings
-from dealer.edge.journal import OutboxRow
+from dealer.edge.journal import JournalError, JournalWriteFailed, OutboxRow
+from dealer.edge.journals import is_url, target_of
 
 
 def read_outbox(path: Path) -> list[OutboxRow]:
@@ -36,6 +38,32 @@ def read_outbox(path: Path) -> list[OutboxRow]:
         db.close()
 
 
+def read_pending(target: str | Path) -> list[OutboxRow]:
+    """The outbox of a journal file or PostgreSQL URL, read-only. Raises :class:`JournalError`
+    (missing, unreachable, not a journal), sqlite3.DatabaseError or JournalWriteFailed (unreadable)."""
+    if not is_url(target):
+        path = Path(target)
+        if not path.is_file():
+            raise JournalError(f"no journal at {path}")
+        return read_outbox(path)
+    from dealer.edge.journal_pg import PgJournal
+
+    journal = PgJournal.open_read_only(str(target))
+    try:
+        return journal.pending()
+    finally:
+        journal.close()
+
+
+def _shown(target: str | Path) -> str:
+    """A journal as messages name it (a URL without its password)."""
+    if is_url(target):
+        from dealer.edge.journal_pg import redact
+
+        return redact(str(target))
+    return str(target)
+
+
 def select(rows: list[OutboxRow], key: str | None) -> list[OutboxRow]:
     """The rows of one result (its own key and its parts ``{key}#...``), or all of them."""
     if key is None:
@@ -43,28 +71,27 @@ def select(rows: list[OutboxRow], key: str | None) -> list[OutboxRow]:
     return [r for r in rows if r.key == key or r.key.startswith(f"{key}#")]
 
 
-def _journal_path(args: argparse.Namespace) -> Path:
-    if getattr(args, "journal", None):
-        return Path(args.journal)
+def _journal_target(args: argparse.Namespace) -> str | Path:
+    journal = getattr(args, "journal", None)
+    if journal:
+        return str(journal) if is_url(journal) else Path(journal)
     if not args.config:
-        raise ConfigError("give --config FILE or --journal PATH")
-    return load_settings(args.config).service.journal_path
+        raise ConfigError("give --config FILE or --journal PATH_OR_URL")
+    return target_of(load_settings(args.config))
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
     try:
-        path = _journal_path(args)
-    except ConfigError as exc:
-        print(f"dealer outbox list: {exc}", file=sys.stderr)
+        target = _journal_target(args)
+        rows = read_pending(target)
+    except (ConfigError, JournalError) as exc:
+        print(f"dealer outbox list: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
-    if not path.is_file():
-        print(f"dealer outbox list: no journal at {path}", file=sys.stderr)
+    except (sqlite3.DatabaseError, JournalWriteFailed) as exc:
+        print(f"dealer outbox list: journal {_shown(target)} cannot be read: {' '.join(str(exc).split())}",
+              file=sys.stderr)
         return 2
-    try:
-        rows = read_outbox(path)
-    except sqlite3.DatabaseError as exc:
-        print(f"dealer outbox list: journal {path} cannot be read: {exc}", file=sys.stderr)
-        return 2
+    path = _shown(target)
     now = time.time()
     out = [{"id": r.id, "key": r.key, "table_id": r.table_id, "round_id": r.round_id, "bytes": len(r.payload),
             "age_seconds": None if not r.created_at else round(now - r.created_at / 1000, 1)} for r in rows]
@@ -106,11 +133,14 @@ def _cmd_resend(args: argparse.Namespace) -> int:
     if settings.mqtt.url is None:
         print("dealer outbox resend: the config has no [mqtt] url", file=sys.stderr)
         return 2
-    path = settings.service.journal_path
-    if not path.is_file():
-        print(f"dealer outbox resend: no journal at {path}", file=sys.stderr)
+    try:
+        rows = select(read_pending(target_of(settings)), None if args.all else args.key)
+    except JournalError as exc:
+        print(f"dealer outbox resend: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
-    rows = select(read_outbox(path), None if args.all else args.key)
+    except (sqlite3.DatabaseError, JournalWriteFailed) as exc:
+        print(f"dealer outbox resend: the journal cannot be read: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
     if not rows:
         print(f"dealer outbox resend: {args.key} is not in the outbox (acknowledged already, or never produced)"
               if args.key else "dealer outbox resend: the outbox is empty", file=sys.stderr)
@@ -135,8 +165,10 @@ def register(sub: Any) -> None:
     o = sub.add_parser("outbox", help="results waiting for settlement's acknowledgement: list, resend")
     osub = o.add_subparsers(dest="outbox", required=True)
     ls = osub.add_parser("list", help="the outbox rows of a journal (read-only)")
-    ls.add_argument("--config", metavar="FILE", help=CONFIG_HELP + "; its journal_path is read")
-    ls.add_argument("--journal", metavar="PATH", help="a journal file (instead of --config)")
+    ls.add_argument("--config", metavar="FILE", help=CONFIG_HELP + "; its journal (journal_url, else journal_path) "
+                    "is read")
+    ls.add_argument("--journal", metavar="PATH_OR_URL", help="a journal file or a postgresql:// URL (instead of "
+                    "--config)")
     ls.add_argument("--json", action="store_true", help="print the rows as JSON")
     ls.set_defaults(func=_cmd_list)
     rs = osub.add_parser("resend", help="publish stored results again now (never deletes: only an ack does)")

@@ -57,7 +57,7 @@ import re
 import secrets
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -342,6 +342,10 @@ class Batch:
 
 
 class Journal:
+    #: Retention rolls settled rows into segment files (dealer/edge/segments.py); the
+    #: PostgreSQL journal (dealer/edge/journal_pg.py) has none.
+    rolls_segments = True
+
     def __init__(self, path: str | Path, *, fsync: bool = True) -> None:
         self.path = str(path)
         _check_directory(Path(path))
@@ -634,10 +638,13 @@ class Journal:
             return None
         return StoredCommand(table_id, command_id, row[0], row[1], row[2], row[3], json.loads(row[4]))
 
-    def pending(self) -> list[OutboxRow]:
+    def pending(self, tables: Iterable[str] | None = None) -> list[OutboxRow]:
+        """The outbox rows waiting for settlement's acknowledgement, oldest first (of ``tables`` only, if given)."""
         cur = self._db.execute("SELECT id, key, topic, payload, table_id, round_id, COALESCE(created_at, 0) "
                                "FROM outbox ORDER BY id")
-        return [OutboxRow(i, k, t, bytes(p), tb, r, c) for i, k, t, p, tb, r, c in cur]
+        wanted = None if tables is None else set(tables)
+        return [OutboxRow(i, k, t, bytes(p), tb, r, c) for i, k, t, p, tb, r, c in cur
+                if wanted is None or tb in wanted]
 
     def delivered(self, table_id: str, round_id: str) -> bool:
         """Whether the journal holds a ``result_delivered`` for the round (an ack seen before;

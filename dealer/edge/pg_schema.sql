@@ -2,7 +2,7 @@
 -- (journal before effects, group commit, append-only hash-chained rows, the outbox until
 -- settlement acknowledges, command ids kept forever) plus table leases with fencing, so that
 -- several backend nodes can share one journal and never deal one table from two places.
--- Applied in one transaction by JournalPg when meta.schema_version is absent; a database with
+-- Applied in one transaction by PgJournal when meta.schema_version is absent; a database with
 -- another schema_version is refused (a person must migrate it).
 
 CREATE TABLE IF NOT EXISTS meta (          -- append-only: schema_version, journal_id
@@ -41,6 +41,7 @@ CREATE TABLE IF NOT EXISTS events (
     UNIQUE (table_id, seq)
 );
 CREATE INDEX IF NOT EXISTS events_by_round ON events (table_id, type, round_id);
+CREATE INDEX IF NOT EXISTS events_by_table ON events (table_id, id);  -- replay, recall: a table's rows in order
 
 CREATE TABLE IF NOT EXISTS commands (      -- accepted command ids, kept forever
     table_id text NOT NULL,
@@ -88,9 +89,15 @@ CREATE TRIGGER events_no_truncate BEFORE TRUNCATE ON events
 DROP TRIGGER IF EXISTS commands_append_only ON commands;
 CREATE TRIGGER commands_append_only BEFORE UPDATE OR DELETE ON commands
     FOR EACH ROW EXECUTE FUNCTION dealer_append_only();
+DROP TRIGGER IF EXISTS commands_no_truncate ON commands;
+CREATE TRIGGER commands_no_truncate BEFORE TRUNCATE ON commands
+    FOR EACH STATEMENT EXECUTE FUNCTION dealer_append_only();
 DROP TRIGGER IF EXISTS meta_append_only ON meta;
 CREATE TRIGGER meta_append_only BEFORE UPDATE OR DELETE ON meta
     FOR EACH ROW EXECUTE FUNCTION dealer_append_only();
+DROP TRIGGER IF EXISTS meta_no_truncate ON meta;
+CREATE TRIGGER meta_no_truncate BEFORE TRUNCATE ON meta
+    FOR EACH STATEMENT EXECUTE FUNCTION dealer_append_only();
 
 -- Fencing: a row is journaled only under the table's current, unexpired lease held by the
 -- writing node with the same epoch. FOR SHARE holds the lease row until this transaction

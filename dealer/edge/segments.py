@@ -39,7 +39,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dealer.edge.journal import GENESIS, JournalError, JournalRow, row_hash
 
@@ -165,22 +165,29 @@ def records(con: sqlite3.Connection) -> list[SegmentRecord]:
     return [SegmentRecord(*r) for r in cur]
 
 
-def replay_start(con: sqlite3.Connection, table_id: str) -> int | None:
+#: The replay start's three questions, in SQL that SQLite and PostgreSQL both run ({p}: the
+#: driver's placeholder), so both journals replay from the same row (dealer/edge/journal_pg.py).
+_REPLAY_START = (
+    "SELECT MIN(id) FROM events WHERE table_id = {p} AND type = 'open_round' AND round_id NOT IN "
+    "(SELECT round_id FROM events WHERE table_id = {p} AND type = 'result_delivered')",
+    "SELECT MAX(id) FROM events WHERE table_id = {p} AND type = 'open_round'",
+    "SELECT MIN(id) FROM events WHERE table_id = {p} AND type IN ('supervisor_pause', 'supervisor_resume', "
+    "'supervisor_close', 'supervisor_reopen')",
+)
+
+
+def replay_start(con: Any, table_id: str, placeholder: str = "?") -> int | None:
     """The row a table's replay starts at: its oldest undelivered round, else its last round,
     else (a table that never opened a round) its first table operation (dealer.core.operations): a
     table paused or closed before its first round stays so. A round opens only on an open
-    table, so operations before the start never matter."""
-    start = con.execute(
-        """SELECT MIN(id) FROM events WHERE table_id = ?1 AND type = 'open_round' AND round_id NOT IN
-             (SELECT round_id FROM events WHERE table_id = ?1 AND type = 'result_delivered')""",
-        (table_id,)).fetchone()[0]
-    if start is None:
-        start = con.execute("SELECT MAX(id) FROM events WHERE table_id = ? AND type = 'open_round'",
-                            (table_id,)).fetchone()[0]
-    if start is None:
-        start = con.execute("SELECT MIN(id) FROM events WHERE table_id = ? AND type IN ('supervisor_pause', "
-                            "'supervisor_resume', 'supervisor_close', 'supervisor_reopen')", (table_id,)).fetchone()[0]
-    return None if start is None else int(start)
+    table, so operations before the start never matter. ``con`` is anything with
+    ``execute(sql, params).fetchone()`` (a SQLite connection, or the PostgreSQL journal's reads)."""
+    for sql in _REPLAY_START:
+        sql = sql.format(p=placeholder)
+        start = con.execute(sql, (table_id,) * sql.count(placeholder)).fetchone()[0]
+        if start is not None:
+            return int(start)
+    return None
 
 
 def journal_tables(con: sqlite3.Connection) -> tuple[str, ...]:

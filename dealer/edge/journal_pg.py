@@ -1,0 +1,949 @@
+"""The journal and outbox in PostgreSQL: the SQLite journal's guarantees, shared by several nodes.
+
+A drop-in for :class:`dealer.edge.journal.Journal` as the service uses it (``service.journal_url``;
+:func:`dealer.edge.journals.open_journal` picks one). What is the same: every event is journaled
+before its effects are released, a batch is one transaction (one commit, ``synchronous_commit =
+on``: the commit returns once the WAL is flushed, so a committed event survives a crash of the
+database host), a result's outbox row is written with the event that produced it and deleted
+with the ``result_delivered`` that acknowledges it, command ids are kept forever, rows are
+append-only (triggers refuse UPDATE, DELETE and TRUNCATE) and hash-chained.
+
+What differs (dealer/edge/pg_schema.sql):
+
+* **One chain per table.** Each table's rows have ``seq`` 1, 2, 3 ... and each links to the
+  previous row *of its table* (:func:`pg_row_hash`, which also covers the writing ``node`` and
+  lease ``epoch``). Tables move between nodes, so a global chain would need a global lock; a
+  per-table chain is written by the table's one owner. ``id`` (bigserial) orders rows across
+  tables; within a table it grows with ``seq`` (one writer per table, and a takeover waits for
+  a commit in flight: the fencing trigger locks the lease row).
+* **Fencing.** Every row carries the node and the epoch of its table's lease
+  (``Batch.epochs``); the database refuses a row whose lease is not current
+  (:class:`~dealer.edge.journal.Fenced`: the node steps down, never retries).
+* **Per-table heads in memory.** (seq, hash) of each table's last row, loaded from the database
+  the first time the table is written or replayed (a node taking a table over continues the
+  chain its previous owner left), advanced only when a commit succeeds.
+* **No segments.** Retention by segment files is SQLite's (dealer/edge/segments.py);
+  :meth:`segment_records` is empty, :meth:`checkpoint`, :meth:`finish_roll` and
+  :meth:`purge_rolled` do nothing. PostgreSQL's own archiving and backups keep history.
+
+Failures. A commit that fails and may succeed later (the server is down, restarting, read-only,
+a timeout) raises :class:`~dealer.edge.journal.JournalWriteFailed` with a small set of
+``reason`` labels (:data:`REASONS`); nothing of the batch is written and the heads are unchanged,
+so the *same* batch is committed again later and gets the same ``seq`` numbers. When the
+connection broke while the commit was in flight its outcome is unknown: the next commit first
+looks whether the batch's rows are in the database (written by this node at this epoch) and, if
+so, takes that as its success instead of writing them twice. The next commit reconnects by
+itself after a server restart (the process need not restart).
+
+Threads. :meth:`commit` (sync) runs in the service's one writer thread on a connection of its
+own; :meth:`commit_async` is the same SQL on psycopg's ``AsyncConnection`` from an
+``AsyncConnectionPool`` (for an event loop that awaits the commit instead of using a thread);
+a service uses one or the other, never both at once. :meth:`command` and :meth:`delivered`
+are called from the event loop: a small pool with short timeouts (2 s to connect, 2 s per
+statement); when the database cannot answer they raise ``JournalWriteFailed``, which the caller
+must treat as "cannot tell": refuse, never assume. The other reads (replay, pending, rows,
+verify) use a third connection and reconnect once if it broke.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.conninfo import conninfo_to_dict
+
+from dealer.core.commands import StoredCommand
+from dealer.core.events import EVENT_ADAPTER, Event
+from dealer.edge.journal import (GENESIS, JOURNAL_ID, Batch, ChainReport, Fenced, JournalError, JournalRow,
+                                 JournalWriteFailed, OutboxRow, ReplayError, new_journal_id)
+from drivers.frames import ReaderState
+
+#: The schema this code writes and reads (``meta.schema_version``); another one is refused.
+SCHEMA_VERSION = 1
+
+#: ``JournalWriteFailed.reason`` of this journal (the ``dealer_journal_commit_failures_total`` label).
+REASONS = ("database_unreachable", "database_read_only", "database_timeout", "database_busy",
+           "database_disk_full", "database_error")
+
+#: Our tables: a database that has one of them but no dealer ``meta`` is not a journal of ours.
+TABLES = ("meta", "nodes", "leases", "events", "commands", "outbox", "reader_state")
+_COLUMNS = {
+    "meta": {"key", "value"},
+    "events": {"id", "table_id", "seq", "round_id", "type", "body", "recorded_at", "node", "epoch", "prev_hash",
+               "hash"},
+    "commands": {"table_id", "command_id", "round_id", "type", "role", "digest", "answer", "event_id"},
+    "outbox": {"id", "key", "topic", "payload", "table_id", "round_id", "created_at"},
+    "reader_state": {"reader", "boot", "seq", "key", "mac", "updated_at"},
+    "leases": {"table_id", "node", "epoch", "expires_at", "acquired_at"},
+    "nodes": {"node", "session", "started_at", "heartbeat_at", "leaving"},
+}
+
+#: pg_advisory_xact_lock key serialising schema creation (two nodes opening an empty database).
+_SCHEMA_LOCK = 0x6465616C65720001  # "dealer" + 1
+
+#: A short timeout for the event loop's reads (connect and statement), seconds.
+QUICK_TIMEOUT = 2.0
+
+_ROW_COLS = "id, table_id, round_id, type, body, recorded_at, prev_hash, hash, seq, node, epoch"
+_PAGE = 5000
+
+
+def pg_row_hash(prev_hash: str, seq: int, table_id: str, round_id: str | None, type_: str, body: str,
+                recorded_at: int, node: str, epoch: int) -> str:
+    """The chain link of one row of a table: SHA-256 over the previous row's hash and this row,
+    as :func:`dealer.edge.journal.row_hash` plus the writer's node and lease epoch (so a row
+    cannot be re-attributed to another node or lease without breaking the chain)."""
+    text = "\x1f".join((prev_hash, str(seq), table_id, round_id or "", type_, body, str(recorded_at), node,
+                        str(epoch)))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class PgJournalRow(JournalRow):
+    """A journal row with its place in its table's chain and who wrote it (``id`` is global)."""
+
+    seq: int = 0
+    node: str = ""
+    epoch: int = 0
+
+
+def redact(url: str) -> str:
+    """The URL without its password (in the user part or a ``password`` parameter): what is logged."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        user, _, hosts = netloc.rpartition("@")
+        netloc = f"{user.partition(':')[0]}@{hosts}"
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "password"])
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def _password(url: str) -> str | None:
+    """The password in a URL (to keep it out of every message), if it has one."""
+    try:
+        parts = urlsplit(url)
+        return parts.password or dict(parse_qsl(parts.query)).get("password") or None
+    except ValueError:
+        return None
+
+
+def _where(url: str) -> str:
+    """host:port of a URL, for messages (libpq's defaults when absent)."""
+    try:
+        info = conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "?"
+    return f"{info.get('host') or 'localhost'}:{info.get('port') or 5432}"
+
+
+def _one_line(exc: BaseException, secret: str | None = None) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    text = text.removeprefix("connection failed: ")
+    return text.replace(secret, "***") if secret else text
+
+
+def _schema_sql() -> str:
+    return resources.files("dealer.edge").joinpath("pg_schema.sql").read_text(encoding="utf-8")
+
+
+# -- failures -------------------------------------------------------------------------------
+
+_FENCED_TABLE = re.compile(r"^fenced: table (\S+) ")
+_DUPLICATE_SEQ = re.compile(r"\(table_id, seq\)=\((.*), (\d+)\)")
+#: Connection-level states: the outcome of a statement in flight is unknown.
+_UNREACHABLE = ("57P01", "57P02", "57P03", "53300")
+
+
+def classify(exc: psycopg.Error) -> Fenced | JournalWriteFailed:
+    """What a failed commit means: :class:`Fenced` (the lease is gone: the trigger's DL001, or
+    another writer already wrote this table's next ``seq``), else :class:`JournalWriteFailed`
+    with its reason label."""
+    state = exc.sqlstate or ""
+    msg = _one_line(exc)
+    if state == "DL001":
+        m = _FENCED_TABLE.match(exc.diag.message_primary or "")
+        return Fenced(msg, m.group(1) if m else None)
+    if state == "23505" and exc.diag.table_name == "events":
+        m = _DUPLICATE_SEQ.search(exc.diag.message_detail or "")
+        return Fenced(f"fenced: another writer already wrote this table's next row ({msg})", m.group(1) if m else None)
+    if not state or state.startswith("08") or state in _UNREACHABLE:
+        return JournalWriteFailed(msg, "database_unreachable")
+    if state == "25006":
+        return JournalWriteFailed(msg, "database_read_only")
+    if state in ("57014", "55P03"):
+        return JournalWriteFailed(msg, "database_timeout")
+    if state in ("40001", "40P01"):
+        return JournalWriteFailed(msg, "database_busy")
+    if state == "53100":
+        return JournalWriteFailed(msg, "database_disk_full")
+    return JournalWriteFailed(msg, "database_error")
+
+
+# -- the SQL of a commit (shared by the sync and async paths) --------------------------------
+
+_HEADS_SQL = """
+SELECT t.table_id, h.seq, h.hash
+FROM unnest(%s::text[]) AS t(table_id)
+LEFT JOIN LATERAL (SELECT seq, hash FROM events e WHERE e.table_id = t.table_id ORDER BY seq DESC LIMIT 1) h ON true
+"""
+
+_AFTER_SQL = f"""
+SELECT {", ".join("e." + c for c in _ROW_COLS.split(", "))} FROM events e
+JOIN unnest(%s::text[], %s::bigint[]) AS h(table_id, seq) ON e.table_id = h.table_id AND e.seq > h.seq
+ORDER BY e.table_id, e.seq
+"""
+
+_OUTBOX_BY_KEYS_SQL = """
+SELECT id, key, topic, payload, table_id, round_id, created_at FROM outbox WHERE key = ANY(%s::text[]) ORDER BY id
+"""
+
+#: One statement, so one transaction and one round trip: data-modifying CTEs all run to
+#: completion and commit together (or not at all) in autocommit mode. They see one snapshot, so
+#: the DELETE does not see the outbox rows inserted beside it: an outbox row is always
+#: committed (and published) before the ack or delivery that deletes it can exist.
+_COMMIT_SQL = """
+WITH ev AS (
+    INSERT INTO events (table_id, seq, round_id, type, body, recorded_at, node, epoch, prev_hash, hash)
+    SELECT table_id, seq, round_id, type, body, recorded_at, node, epoch, prev_hash, hash
+    FROM unnest(%(e_table)s::text[], %(e_seq)s::bigint[], %(e_round)s::text[], %(e_type)s::text[],
+                %(e_body)s::text[], %(e_at)s::bigint[], %(e_node)s::text[], %(e_epoch)s::bigint[],
+                %(e_prev)s::text[], %(e_hash)s::text[])
+         WITH ORDINALITY AS u(table_id, seq, round_id, type, body, recorded_at, node, epoch, prev_hash, hash, o)
+    ORDER BY o
+    RETURNING id, table_id, seq
+), ob AS (
+    INSERT INTO outbox (key, topic, payload, table_id, round_id, created_at)
+    SELECT key, topic, payload, table_id, round_id, %(now)s
+    FROM unnest(%(o_key)s::text[], %(o_topic)s::text[], %(o_payload)s::bytea[], %(o_table)s::text[],
+                %(o_round)s::text[]) WITH ORDINALITY AS u(key, topic, payload, table_id, round_id, o)
+    ORDER BY o
+    ON CONFLICT (key) DO NOTHING  -- a second row for one idempotency key (a replayed commit)
+    RETURNING id, key
+), gone AS (
+    DELETE FROM outbox x  -- the first condition spares a scan of the outbox when nothing goes
+    WHERE (cardinality(%(delivered)s::bigint[]) > 0 OR cardinality(%(acked)s::text[]) > 0)
+      AND (x.id = ANY(%(delivered)s::bigint[])
+           OR EXISTS (SELECT 1 FROM unnest(%(acked)s::text[]) AS a(k)
+                      WHERE x.key = a.k OR left(x.key, length(a.k) + 1) = a.k || '#'))
+    RETURNING 1
+), cmd AS (
+    INSERT INTO commands (table_id, command_id, round_id, type, role, digest, answer, event_id)
+    SELECT c.table_id, c.command_id, c.round_id, c.type, c.role, c.digest, c.answer, ev.id
+    FROM unnest(%(c_table)s::text[], %(c_id)s::text[], %(c_round)s::text[], %(c_type)s::text[], %(c_role)s::text[],
+                %(c_digest)s::text[], %(c_answer)s::text[], %(c_etable)s::text[], %(c_eseq)s::bigint[])
+         AS c(table_id, command_id, round_id, type, role, digest, answer, etable, eseq)
+    JOIN ev ON ev.table_id = c.etable AND ev.seq = c.eseq
+    ON CONFLICT DO NOTHING
+    RETURNING 1
+), rs AS (
+    INSERT INTO reader_state (reader, boot, seq, key, mac, updated_at)
+    SELECT reader, boot, seq, key, mac, %(now)s
+    FROM unnest(%(r_reader)s::text[], %(r_boot)s::bigint[], %(r_seq)s::bigint[], %(r_key)s::text[],
+                %(r_mac)s::text[]) AS u(reader, boot, seq, key, mac)
+    ON CONFLICT (reader) DO UPDATE SET boot = excluded.boot, seq = excluded.seq, key = excluded.key,
+        mac = excluded.mac, updated_at = excluded.updated_at
+    RETURNING 1
+)
+SELECT 'e', id, table_id, seq FROM ev
+UNION ALL SELECT 'o', id, key, NULL FROM ob
+"""
+
+
+@dataclass(slots=True)
+class _Plan:
+    """A batch turned into the commit statement's parameters, and what it will make of the heads."""
+
+    params: dict[str, Any]
+    heads: dict[str, tuple[int, str]]  # each written table's new head (seq, hash)
+    events: list[tuple[str, int, str | None, str, str, str]]  # table, seq, round, type, body, hash
+    outbox: dict[str, tuple[str, bytes, str, str]]  # key -> topic, payload, table, round
+    now: int
+
+
+@dataclass(slots=True)
+class _Query:
+    sql: str
+    params: Any
+
+
+class PgJournal:
+    """The journal in a PostgreSQL database (module docstring). ``node_id`` is written into every
+    row (the fencing trigger compares it with the table's lease)."""
+
+    #: SQLite's retention by segment files does not apply (maintenance skips it).
+    rolls_segments = False
+
+    def __init__(self, url: str, *, node_id: str, fsync: bool = True, read_only: bool = False,
+                 connect_timeout: float = 5.0, statement_timeout: float = 30.0) -> None:
+        self.url = url
+        self.path = redact(url)
+        self.node_id = node_id
+        self.read_only = read_only
+        self._secret = _password(url)
+        self._connect_timeout = connect_timeout
+        # synchronous_commit = on: a commit returns once its WAL record is flushed (fsync=False,
+        # for tests and benchmarks: off, the server flushes within wal_writer_delay).
+        self._options = [f"-c synchronous_commit={'on' if fsync else 'off'}",
+                         f"-c statement_timeout={int(statement_timeout * 1000)}"]
+        if read_only:
+            self._options.append("-c default_transaction_read_only=on")
+        self._heads: dict[str, tuple[int, str]] = {}
+        self._head: tuple[int, str] = (0, GENESIS)
+        self._in_doubt = False
+        self._writer: psycopg.Connection[Any] | None = None
+        self._reader: psycopg.Connection[Any] | None = None
+        self._quick: Any = None  # psycopg_pool.ConnectionPool, made on first use
+        self._apool: Any = None  # psycopg_pool.AsyncConnectionPool, made on first commit_async
+        self._lock = threading.Lock()
+        self._read_lock = threading.Lock()
+        self._apids: set[int] = set()  # backend pids of the async pool's connections already used
+        self._id, self.journal_id_source = "", "none"
+        try:
+            conninfo_to_dict(url)
+        except psycopg.Error as exc:
+            raise JournalError(f"journal URL {self.path} is not a valid PostgreSQL URL: "
+                               f"{_one_line(exc, self._secret)}") from None
+        try:
+            self._reader = self._connect(connect_timeout, self._options)
+            self._id, self.journal_id_source = self._open_schema()
+            row = self._reader.execute("SELECT id, hash FROM events ORDER BY id DESC LIMIT 1").fetchone()
+            self._head = (int(row[0]), str(row[1])) if row else (0, GENESIS)
+        except JournalError:
+            self.close()
+            raise
+        except psycopg.Error as exc:
+            self.close()
+            raise JournalError(f"journal {self.path}: cannot be opened: {_one_line(exc, self._secret)}") from None
+
+    @classmethod
+    def open_read_only(cls, url: str) -> "PgJournal":
+        """The journal at ``url`` for reading only (recall, audit): the session is read-only,
+        nothing is created, and a database without a dealer journal is a :class:`JournalError`."""
+        return cls(url, node_id="", read_only=True)
+
+    # -- connections ------------------------------------------------------------------------
+
+    def _kwargs(self, timeout: float, options: Sequence[str]) -> dict[str, Any]:
+        info = conninfo_to_dict(self.url)
+        opts = " ".join(o for o in (str(info.get("options") or ""), *options) if o)
+        kw: dict[str, Any] = {"autocommit": True, "options": opts,
+                              "application_name": info.get("application_name") or f"dealer-{self.node_id or 'read'}",
+                              # a peer that vanished (a cut network) is noticed in seconds, not hours
+                              "keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2, "keepalives_count": 3,
+                              "tcp_user_timeout": 10_000}
+        if "connect_timeout" not in info:
+            kw["connect_timeout"] = max(2, int(timeout))
+        return kw
+
+    def _connect(self, timeout: float, options: Sequence[str]) -> psycopg.Connection[Any]:
+        try:
+            return psycopg.connect(self.url, **self._kwargs(timeout, options))
+        except psycopg.Error as exc:
+            raise JournalError(f"journal {self.path}: cannot connect to {_where(self.url)}: "
+                               f"{_one_line(exc, self._secret)}") from None
+
+    def _read_conn(self) -> psycopg.Connection[Any]:
+        with self._read_lock:  # reads come from the event loop and from worker threads
+            conn = self._reader
+            if conn is None or conn.closed or conn.broken:
+                if conn is not None:
+                    conn.close()
+                try:
+                    conn = self._reader = psycopg.connect(self.url,
+                                                          **self._kwargs(self._connect_timeout, self._options))
+                except psycopg.Error as exc:
+                    raise JournalWriteFailed(f"journal {self.path}: cannot connect to {_where(self.url)}: "
+                                             f"{_one_line(exc, self._secret)}", "database_unreachable") from None
+            return conn
+
+    def _read(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
+        """Run a read on the reads connection; reconnect and run it again once if the connection
+        had broken (a server restart). Raises :class:`JournalWriteFailed` when it cannot."""
+        for attempt in (1, 2):
+            conn = self._read_conn()
+            try:
+                return conn.execute(sql, params).fetchall()
+            except psycopg.Error as exc:
+                err = classify(exc)
+                if isinstance(err, JournalWriteFailed) and err.reason == "database_unreachable" and attempt == 1:
+                    continue
+                raise JournalWriteFailed(f"journal {self.path}: read failed: {err}", getattr(err, "reason",
+                                                                                             "database_error")) from exc
+        raise AssertionError("unreachable")
+
+    def _quick_pool(self) -> Any:
+        with self._lock:
+            if self._quick is None:
+                from psycopg_pool import ConnectionPool
+
+                opts = [*self._options[:1], f"-c statement_timeout={int(QUICK_TIMEOUT * 1000)}",
+                        "-c default_transaction_read_only=on"]
+                self._quick = ConnectionPool(self.url, min_size=1, max_size=2, timeout=QUICK_TIMEOUT,
+                                             kwargs=self._kwargs(QUICK_TIMEOUT, opts), open=True,
+                                             check=ConnectionPool.check_connection, reconnect_timeout=QUICK_TIMEOUT,
+                                             name="dealer-journal-reads")
+            return self._quick
+
+    def _quick_read(self, sql: str, params: Any) -> tuple[Any, ...] | None:
+        """One row from the event loop's pool, within :data:`QUICK_TIMEOUT`; JournalWriteFailed
+        when the database cannot answer (the caller refuses: it cannot tell)."""
+        from psycopg_pool import PoolTimeout
+
+        try:
+            with self._quick_pool().connection() as conn:
+                return conn.execute(sql, params).fetchone()  # type: ignore[no-any-return]
+        except PoolTimeout:
+            raise JournalWriteFailed(f"journal {self.path}: no connection to {_where(self.url)} within "
+                                     f"{QUICK_TIMEOUT:g} s", "database_unreachable") from None
+        except psycopg.Error as exc:
+            err = classify(exc)
+            raise JournalWriteFailed(f"journal {self.path}: read failed: {err}",
+                                     getattr(err, "reason", "database_error")) from exc
+
+    # -- schema and journal id ----------------------------------------------------------------
+
+    def _open_schema(self) -> tuple[str, str]:
+        """Check the database holds this version's journal, or create it (empty database, not
+        read-only): ``existing`` or ``created``. Two nodes opening one empty database at once
+        agree on one journal id (an advisory lock serialises the creation)."""
+        conn = self._reader
+        assert conn is not None
+        found = self._existing_schema(conn)
+        if found is not None:
+            return found, "existing"
+        if self.read_only:
+            raise JournalError(f"journal {self.path}: no dealer journal in this database (it has no meta table)")
+        try:
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+                found = self._existing_schema(conn)
+                if found is not None:
+                    return found, "existing"
+                conn.execute(_schema_sql())
+                journal_id = new_journal_id()
+                conn.execute("INSERT INTO meta (key, value) VALUES ('schema_version', %s), ('journal_id', %s)",
+                             (str(SCHEMA_VERSION), journal_id))
+        except pg_errors.InsufficientPrivilege as exc:
+            raise JournalError(f"journal {self.path}: the database has no journal yet and this role cannot create "
+                               f"it ({_one_line(exc)}): open it once as the database's owner, then grant "
+                               "deploy/postgresql/roles.sql") from None
+        return journal_id, "created"
+
+    def _existing_schema(self, conn: psycopg.Connection[Any]) -> str | None:
+        """The journal id of a database holding our schema; None for an empty one; JournalError
+        for another version or tables named like ours that are not ours."""
+        present = {r[0] for r in conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() "
+            "AND table_name = ANY(%s)", (list(TABLES),))}
+        if "meta" not in present:
+            if present:
+                raise JournalError(f"journal {self.path}: the database has tables named like the journal's "
+                                   f"({', '.join(sorted(present))}) but no dealer meta table: not a dealer journal; "
+                                   "use an empty database")
+            return None
+        cols: dict[str, set[str]] = {}
+        for table, col in conn.execute(
+                "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = current_schema() "
+                "AND table_name = ANY(%s)", (list(TABLES),)):
+            cols.setdefault(table, set()).add(col)
+        if not _COLUMNS["meta"] <= cols.get("meta", set()):
+            raise JournalError(f"journal {self.path}: its meta table is not a dealer journal's; use an empty database")
+        meta = dict(conn.execute("SELECT key, value FROM meta WHERE key IN ('schema_version', 'journal_id')").fetchall())
+        version = meta.get("schema_version")
+        if version is None:
+            raise JournalError(f"journal {self.path}: the database has a meta table without a schema_version: "
+                               "not a dealer journal; use an empty database")
+        if version != str(SCHEMA_VERSION):
+            raise JournalError(f"journal {self.path}: schema version {version}, this software needs "
+                               f"{SCHEMA_VERSION}: migrate it")
+        for table, want in _COLUMNS.items():
+            missing = want - cols.get(table, set())
+            if missing:
+                raise JournalError(f"journal {self.path}: table {table} lacks column(s) {', '.join(sorted(missing))}: "
+                                   "not a dealer journal of this schema version")
+        journal_id = meta.get("journal_id")
+        if not isinstance(journal_id, str) or not JOURNAL_ID.match(journal_id):
+            what = "is missing" if journal_id is None else f"is damaged ({str(journal_id)[:40]!r})"
+            raise JournalError(f"journal {self.path}: its journal id {what}; round ids and idempotency keys "
+                               "depend on it: restore the journal from a backup")
+        return journal_id
+
+    @property
+    def journal_id(self) -> str:
+        """This journal's id (``meta.journal_id``), the series of its round ids: shared by every node."""
+        return self._id
+
+    @property
+    def head(self) -> tuple[int, str]:
+        """(id, hash) of the last row this journal committed (at open: the database's last row):
+        the anchor published on the journal topic (``dealer audit verify --anchor``)."""
+        return self._head
+
+    def head_of(self, table_id: str) -> tuple[int, str]:
+        """(seq, hash) of a table's last row: from memory, or loaded from the database the first
+        time (the chain a previous owner left)."""
+        head = self._heads.get(table_id)
+        if head is None:
+            rows = self._read(_HEADS_SQL, ([table_id],))
+            head = self._heads[table_id] = _head_of_row(rows[0])
+        return head
+
+    def forget_table(self, table_id: str) -> None:
+        """Drop a table's head from memory (this node stepped down: the next owner writes on;
+        if this node takes it again, the head is loaded again)."""
+        self._heads.pop(table_id, None)
+
+    # -- commit -------------------------------------------------------------------------------
+
+    def _check(self, batch: Batch) -> list[str]:
+        if self.read_only:
+            raise JournalError(f"journal {self.path} is open read-only")
+        tables = list(dict.fromkeys(t for t, _r, _e in batch.events))
+        missing = [t for t in tables if t not in batch.epochs]
+        if missing:  # a programming error: never write a row without its lease epoch
+            raise ValueError(f"batch has rows of table(s) {', '.join(missing)} without a lease epoch (Batch.epochs)")
+        return tables
+
+    def _plan(self, batch: Batch, heads: dict[str, tuple[int, str]]) -> _Plan:
+        """The commit statement's parameters: every row of the batch chained on ``heads``."""
+        now = time.time_ns() // 1_000_000
+        new_heads: dict[str, tuple[int, str]] = {}
+        events: list[tuple[str, int, str | None, str, str, str]] = []
+        e: dict[str, list[Any]] = {k: [] for k in ("table", "seq", "round", "type", "body", "at", "node", "epoch",
+                                                   "prev", "hash")}
+        for t, r, ev in batch.events:
+            seq, prev = new_heads.get(t) or heads[t]
+            body = ev.model_dump_json()
+            seq += 1
+            epoch = batch.epochs[t]
+            h = pg_row_hash(prev, seq, t, r, ev.type, body, now, self.node_id, epoch)
+            for k, v in (("table", t), ("seq", seq), ("round", r), ("type", ev.type), ("body", body), ("at", now),
+                         ("node", self.node_id), ("epoch", epoch), ("prev", prev), ("hash", h)):
+                e[k].append(v)
+            events.append((t, seq, r, ev.type, body, h))
+            new_heads[t] = (seq, h)
+        readers = {r.reader: r for r in batch.readers}  # the latest state of each reader
+        outbox: dict[str, tuple[str, bytes, str, str]] = {}
+        for key, topic, payload, t, r in batch.outbox:  # a key twice: the first row is the one inserted
+            outbox.setdefault(key, (topic, bytes(payload), t, r))
+        params: dict[str, Any] = {f"e_{k}": v for k, v in e.items()}
+        params.update(
+            now=now,
+            o_key=[o[0] for o in batch.outbox], o_topic=[o[1] for o in batch.outbox],
+            o_payload=[bytes(o[2]) for o in batch.outbox], o_table=[o[3] for o in batch.outbox],
+            o_round=[o[4] for o in batch.outbox],
+            delivered=list(batch.delivered), acked=list(batch.acked),
+            c_table=[c.table_id for c, _ in batch.commands], c_id=[c.command_id for c, _ in batch.commands],
+            c_round=[c.round_id for c, _ in batch.commands], c_type=[c.type for c, _ in batch.commands],
+            c_role=[c.role for c, _ in batch.commands], c_digest=[c.digest for c, _ in batch.commands],
+            c_answer=[json.dumps(c.answer, sort_keys=True) for c, _ in batch.commands],
+            c_etable=[events[i][0] for _, i in batch.commands], c_eseq=[events[i][1] for _, i in batch.commands],
+            r_reader=list(readers), r_boot=[r.boot for r in readers.values()],
+            r_seq=[r.seq for r in readers.values()], r_key=[r.key for r in readers.values()],
+            r_mac=[r.mac for r in readers.values()],
+        )
+        return _Plan(params, new_heads, events, outbox, now)
+
+    def _flow(self, batch: Batch, tables: list[str]) -> Any:
+        """The commit as a generator of queries (each answered with its rows), so the sync and
+        async paths run the very same steps: load unknown heads, settle a commit in doubt, then
+        the one commit statement. Returns the new outbox rows."""
+        unknown = [t for t in tables if t not in self._heads]
+        if unknown:
+            for row in (yield _Query(_HEADS_SQL, (unknown,))):
+                # the database's head before this batch: kept even if the commit fails, so a
+                # commit in doubt is compared with where the table stood before it
+                self._heads[row[0]] = _head_of_row(row)
+        if self._in_doubt and tables:
+            done = yield from self._settle_in_doubt(batch, tables)
+            if done is not None:
+                return done
+        plan = self._plan(batch, self._heads)
+        rows = yield _Query(_COMMIT_SQL, plan.params)
+        return self._committed(plan, rows)
+
+    def _settle_in_doubt(self, batch: Batch, tables: list[str]) -> Any:
+        """The last commit broke off with its outcome unknown: if the database has this batch's
+        rows after the heads (written by this node at these epochs), it committed: adopt it and
+        return its outbox rows. No rows: it did not, write it (None). Other rows: another writer."""
+        heads = [self._heads[t][0] for t in tables]
+        after = [PgJournalRow(*r) for r in (yield _Query(_AFTER_SQL, (tables, heads)))]
+        if not after:
+            return None
+        for r in after:
+            if r.node != self.node_id or r.epoch != batch.epochs.get(r.table_id):
+                raise Fenced(f"fenced: table {r.table_id} has a row after seq {self._heads[r.table_id][0]} written "
+                             f"by node {r.node} at epoch {r.epoch}", r.table_id)
+        for t in tables:
+            want = [(rd, e.type, e.model_dump_json()) for tt, rd, e in batch.events if tt == t]
+            got = [(r.round_id, r.type, r.body) for r in after if r.table_id == t]
+            if got != want:  # rows of this node that are not this batch: the caller changed the batch
+                raise Fenced(f"fenced: table {t} has {len(got)} row(s) of this node after seq {self._heads[t][0]} "
+                             "that are not the batch being committed", t)
+        outbox = yield _Query(_OUTBOX_BY_KEYS_SQL, ([o[0] for o in batch.outbox],))
+        for r in after:
+            self._heads[r.table_id] = (r.seq, r.hash)
+        last = max(after, key=lambda r: r.id)
+        self._head = (last.id, last.hash)
+        self._in_doubt = False
+        return [OutboxRow(i, k, t, bytes(p), tb, rd, c) for i, k, t, p, tb, rd, c in outbox]
+
+    def _committed(self, plan: _Plan, rows: list[tuple[Any, ...]]) -> list[OutboxRow]:
+        ids = [(int(i), str(t), int(s)) for kind, i, t, s in rows if kind == "e"]
+        if ids:
+            last_id, t, s = max(ids)
+            self._head = (last_id, next(h for tt, ss, _r, _ty, _b, h in plan.events if tt == t and ss == s))
+        self._heads.update(plan.heads)
+        self._in_doubt = False
+        out = []
+        for kind, i, key, _ in rows:
+            if kind == "o":
+                topic, payload, t, r = plan.outbox[key]
+                out.append(OutboxRow(int(i), key, topic, payload, t, r, plan.now))
+        return sorted(out, key=lambda o: o.id)
+
+    def commit(self, batch: Batch) -> list[OutboxRow]:
+        """Write a batch in one transaction, one commit; return the outbox rows it created. From
+        the writer thread. Raises :class:`Fenced` (step down), :class:`JournalWriteFailed`
+        (nothing written, the heads unchanged: commit the same batch again later) or ValueError
+        (a table with rows but no epoch: nothing written)."""
+        tables = self._check(batch)
+        for attempt in (1, 2):
+            reused = self._writer is not None and not (self._writer.closed or self._writer.broken)
+            conn = self._writer_conn()
+            flow = self._flow(batch, tables)
+            try:
+                query = next(flow)
+                while True:
+                    query = flow.send(conn.execute(query.sql, query.params).fetchall())
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            except psycopg.Error as exc:
+                broke = conn.closed or conn.broken
+                err = self._failed(exc, broke)
+                if broke and reused and attempt == 1:
+                    continue  # it broke while idle (a server restart, a dropped link): once more, on a new one
+                raise err from exc
+        raise AssertionError("unreachable")
+
+    def _writer_conn(self) -> psycopg.Connection[Any]:
+        conn = self._writer
+        if conn is None or conn.closed or conn.broken:
+            if conn is not None:
+                conn.close()
+            self._writer = None
+            try:
+                conn = self._writer = psycopg.connect(self.url, **self._kwargs(self._connect_timeout, self._options))
+            except psycopg.Error as exc:
+                raise JournalWriteFailed(f"journal {self.path}: cannot connect to {_where(self.url)}: "
+                                         f"{_one_line(exc, self._secret)}", "database_unreachable") from None
+        return conn
+
+    def _failed(self, exc: BaseException, broke: bool) -> Fenced | JournalWriteFailed:
+        """The error to raise for a failed commit. When the connection broke (or the client gave
+        up) with the statement in flight, whether it committed is unknown: the next commit
+        settles that first (:meth:`_settle_in_doubt`). An error the server reported means the
+        statement was rolled back."""
+        err = classify(exc) if isinstance(exc, psycopg.Error) else JournalWriteFailed(
+            f"journal {self.path}: commit timed out: {_one_line(exc)}", "database_timeout")
+        if broke:
+            self._in_doubt = True
+        return err
+
+    async def commit_async(self, batch: Batch, *, timeout: float | None = 30.0) -> list[OutboxRow]:
+        """:meth:`commit` on psycopg's async connection from an ``AsyncConnectionPool`` (one
+        connection), for an event loop that awaits the commit instead of a writer thread: the
+        same SQL, results and failures. ``timeout`` bounds the whole commit on the client side
+        (a server that stopped answering): the commit is then in doubt, settled by the next one."""
+        from psycopg_pool import PoolTimeout
+
+        tables = self._check(batch)
+        pool = await self._async_pool()
+        for attempt in (1, 2):
+            conn: Any = None
+            reused = False
+            try:
+                async with asyncio.timeout(timeout):
+                    async with pool.connection(timeout=self._connect_timeout) as conn:
+                        reused = conn.info.backend_pid in self._apids
+                        self._apids.add(conn.info.backend_pid)
+                        flow = self._flow(batch, tables)
+                        try:
+                            query = next(flow)
+                            while True:
+                                cur = await conn.execute(query.sql, query.params)
+                                query = flow.send(await cur.fetchall())
+                        except StopIteration as stop:
+                            return stop.value  # type: ignore[no-any-return]
+            except PoolTimeout:
+                raise JournalWriteFailed(f"journal {self.path}: no connection to {_where(self.url)} within "
+                                         f"{self._connect_timeout:g} s", "database_unreachable") from None
+            except (psycopg.Error, TimeoutError) as exc:
+                timed_out = isinstance(exc, TimeoutError)
+                broke = conn is not None and (timed_out or conn.closed or conn.broken)
+                err = self._failed(exc, broke)
+                if broke and reused and not timed_out and attempt == 1:
+                    continue
+                raise err from exc
+        raise AssertionError("unreachable")
+
+    async def _async_pool(self) -> Any:
+        if self._apool is None:
+            from psycopg_pool import AsyncConnectionPool
+
+            pool = AsyncConnectionPool(self.url, min_size=1, max_size=1, open=False, timeout=self._connect_timeout,
+                                       kwargs=self._kwargs(self._connect_timeout, self._options),
+                                       reconnect_timeout=self._connect_timeout, name="dealer-journal-writer")
+            await pool.open(wait=False)
+            self._apool = pool
+        return self._apool
+
+    async def close_async(self) -> None:
+        """Close the async pool (from its event loop), then everything else."""
+        if self._apool is not None:
+            pool, self._apool = self._apool, None
+            await pool.close()
+        self.close()
+
+    # -- the event loop's reads ---------------------------------------------------------------
+
+    def command(self, table_id: str, role: str, command_id: str) -> StoredCommand | None:
+        """An accepted command id of a table and role, whichever node accepted it. Raises
+        :class:`JournalWriteFailed` when the database cannot answer within 2 s: refuse the
+        command (it may be a duplicate), never treat it as new."""
+        row = self._quick_read("SELECT round_id, type, role, digest, answer FROM commands WHERE table_id = %s "
+                               "AND role = %s AND command_id = %s", (table_id, role, command_id))
+        if row is None:
+            return None
+        return StoredCommand(table_id, command_id, row[0], row[1], row[2], row[3], json.loads(row[4]))
+
+    def delivered(self, table_id: str, round_id: str) -> bool:
+        """Whether the journal holds a ``result_delivered`` for the round. Raises
+        :class:`JournalWriteFailed` when the database cannot answer within 2 s (cannot tell)."""
+        return self._quick_read("SELECT 1 FROM events WHERE table_id = %s AND type = 'result_delivered' "
+                                "AND round_id = %s LIMIT 1", (table_id, round_id)) is not None
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def pending(self, tables: Iterable[str] | None = None) -> list[OutboxRow]:
+        """The outbox rows waiting for settlement's acknowledgement, oldest first (of ``tables`` only, if given)."""
+        sql = "SELECT id, key, topic, payload, table_id, round_id, created_at FROM outbox"
+        params: tuple[Any, ...] = ()
+        if tables is not None:
+            sql += " WHERE table_id = ANY(%s::text[])"
+            params = (list(tables),)
+        return [OutboxRow(i, k, t, bytes(p), tb, r, c) for i, k, t, p, tb, r, c in self._read(sql + " ORDER BY id",
+                                                                                                 params)]
+
+    def reader_states(self) -> dict[str, ReaderState]:
+        """The last committed state of every signed reader (JournalError naming a damaged row)."""
+        out: dict[str, ReaderState] = {}
+        for reader, boot, seq, key, mac in self._read("SELECT reader, boot, seq, key, mac FROM reader_state "
+                                                      "ORDER BY reader"):
+            try:
+                out[reader] = ReaderState(reader, int(boot), int(seq), key, mac)
+            except ValueError as exc:
+                raise JournalError(f"journal {self.path}: table reader_state is damaged: {exc}") from None
+        return out
+
+    def replay(self, table_id: str) -> Iterator[Event]:
+        """The events needed to rebuild a table (:meth:`replay_rows` without the row ids)."""
+        for _row_id, ev in self.replay_rows(table_id):
+            yield ev
+
+    def replay_rows(self, table_id: str) -> Iterator[tuple[int, Event]]:
+        """(row id, event) of the events needed to rebuild a table, exactly as the SQLite journal
+        chooses them (:func:`dealer.edge.segments.replay_start`): the last ``table_rules`` before
+        the start, then everything from the oldest undelivered round (or the last round opened,
+        or the first table operation) to the end. Loads the table's head afresh (a node taking
+        the table over continues its chain). ReplayError names a row that is not a valid event."""
+        from dealer.edge.segments import replay_start
+
+        self._heads[table_id] = _head_of_row(self._read(_HEADS_SQL, ([table_id],))[0])
+        start = replay_start(_ReadAdapter(self), table_id, placeholder="%s")
+        rules = self.rules_before(table_id, start)
+        if rules is not None:
+            yield rules.id, self._event(rules.id, rules.body)
+        if start is None:
+            return
+        for row in self._paged(f"SELECT {_ROW_COLS} FROM events WHERE table_id = %s AND id >= %s", (table_id, start)):
+            yield row.id, self._event(row.id, row.body)
+
+    def _event(self, row_id: int, body: str) -> Event:
+        try:
+            return EVENT_ADAPTER.validate_json(body)
+        except ValueError as exc:
+            raise ReplayError(f"journal {self.path}: row {row_id} is not a valid event: "
+                              f"{str(exc).splitlines()[0]}") from None
+
+    def rules_before(self, table_id: str, row_id: int | None) -> PgJournalRow | None:
+        """The last ``table_rules`` row of a table before ``row_id`` (None: before the end)."""
+        rows = self._read(f"SELECT {_ROW_COLS} FROM events WHERE table_id = %s AND type = 'table_rules' AND id < %s "
+                          "ORDER BY id DESC LIMIT 1", (table_id, row_id if row_id is not None else 1 << 62))
+        return PgJournalRow(*rows[0]) if rows else None
+
+    def _paged(self, sql: str, params: tuple[Any, ...]) -> Iterator[PgJournalRow]:
+        """Rows of ``sql`` (filtered, unordered) in id order, a page at a time: no transaction
+        or cursor stays open between pages (rows only ever come after the last one)."""
+        last = 0
+        while True:
+            page = self._read(f"{sql} AND id > %s ORDER BY id LIMIT {_PAGE}", (*params, last))
+            for r in page:
+                yield PgJournalRow(*r)
+            if len(page) < _PAGE:
+                return
+            last = int(page[-1][0])
+
+    def rows(self, table_id: str | None = None, since_id: int = 0) -> Iterator[PgJournalRow]:
+        """Journal rows in id order (all of them: there are no segments), for recall and audit."""
+        return self.live_rows(table_id, since_id)
+
+    def live_rows(self, table_id: str | None = None, since_id: int = 0) -> Iterator[PgJournalRow]:
+        sql = f"SELECT {_ROW_COLS} FROM events WHERE id >= %s"
+        params: tuple[Any, ...] = (since_id,)
+        if table_id is not None:
+            sql += " AND table_id = %s"
+            params += (table_id,)
+        return self._paged(sql, params)
+
+    def _chains(self) -> Iterator[PgJournalRow]:
+        """Every row in (table, seq) order, a page at a time."""
+        after: tuple[str, int] = ("", 0)
+        while True:
+            page = self._read(f"SELECT {_ROW_COLS} FROM events WHERE (table_id, seq) > (%s, %s) "
+                              f"ORDER BY table_id, seq LIMIT {_PAGE}", after)
+            for r in page:
+                yield PgJournalRow(*r)
+            if len(page) < _PAGE:
+                return
+            after = (str(page[-1][1]), int(page[-1][8]))
+
+    def verify_chain(self) -> ChainReport:
+        """Walk every table's chain: its rows consecutive in ``seq`` from 1, each linking to the
+        previous one's hash, each hash matching its content, ids growing with ``seq``. Reports
+        the first broken row (of the tables with one, the one with the lowest id)."""
+        n = 0
+        broken: dict[str, tuple[int, str]] = {}
+        table, expected, prev, last_id = None, 1, GENESIS, 0
+        for row in self._chains():
+            n += 1
+            if row.table_id != table:
+                table, expected, prev, last_id = row.table_id, 1, GENESIS, 0
+            if table in broken:
+                continue
+            why = ""
+            if row.seq != expected:
+                why = f"table {table}: row seq {expected} is missing (the next row is seq {row.seq}, id {row.id})"
+            elif row.prev_hash != prev:
+                why = f"table {table}: row seq {row.seq} (id {row.id}) does not link to seq {row.seq - 1}"
+            elif pg_row_hash(prev, row.seq, row.table_id, row.round_id, row.type, row.body, row.recorded_at,
+                             row.node, row.epoch) != row.hash:
+                why = f"table {table}: row seq {row.seq} (id {row.id}) was altered (its hash does not match its content)"
+            elif row.id <= last_id:
+                why = f"table {table}: row seq {row.seq} has id {row.id}, not after seq {row.seq - 1}'s id {last_id}"
+            if why:
+                broken[table] = (row.id, why)
+                continue
+            prev, expected, last_id = row.hash, row.seq + 1, row.id
+        if not broken:
+            return ChainReport(n, True)
+        first_id, reason = min(broken.values())
+        return ChainReport(n, False, first_id, reason)
+
+    def count(self, table_id: str | None = None) -> int:
+        if table_id is None:
+            return int(self._read("SELECT COUNT(*) FROM events")[0][0])
+        return int(self._read("SELECT COUNT(*) FROM events WHERE table_id = %s", (table_id,))[0][0])
+
+    # -- SQLite's retention, not here ---------------------------------------------------------
+
+    def checkpoint(self) -> int:
+        """Nothing to do: PostgreSQL checkpoints by itself (SQLite's WAL checkpoint). Returns 0."""
+        return 0
+
+    def segment_records(self) -> list[Any]:
+        """Always empty: segment files are the SQLite journal's retention (dealer/edge/segments.py)."""
+        return []
+
+    def chain_start(self) -> tuple[int, str]:
+        return (0, GENESIS)
+
+    def finish_roll(self, prepared: Any, purge_rows: int = 2000) -> bool:
+        """No segments here (:meth:`segment_records`): never rolls."""
+        return False
+
+    def purge_rolled(self, limit: int = 2000) -> int:
+        return 0
+
+    def close(self) -> None:
+        """Close the connections and the reads pool (the async pool needs its loop: :meth:`close_async`)."""
+        for name in ("_writer", "_reader"):
+            conn = getattr(self, name, None)
+            if conn is not None:
+                conn.close()
+                setattr(self, name, None)
+        quick = getattr(self, "_quick", None)
+        if quick is not None:
+            self._quick = None
+            quick.close()
+
+
+def _head_of_row(row: tuple[Any, ...]) -> tuple[int, str]:
+    """(seq, hash) from a (table, seq, hash) row of ``_HEADS_SQL`` (a table without rows: 0, GENESIS)."""
+    return (int(row[1]), str(row[2])) if row[1] is not None else (0, GENESIS)
+
+
+class _ReadAdapter:
+    """``execute(sql, params).fetchone()`` over :meth:`PgJournal._read`, for the query logic
+    shared with SQLite (:func:`dealer.edge.segments.replay_start`)."""
+
+    def __init__(self, journal: PgJournal) -> None:
+        self._journal = journal
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> "_Rows":
+        return _Rows(self._journal._read(sql, tuple(params)))
+
+
+class _Rows:
+    def __init__(self, rows: list[tuple[Any, ...]]) -> None:
+        self._rows = rows
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        return self._rows[0] if self._rows else None
+
+
+def verify_audit(journal: PgJournal, anchors: Iterable[tuple[int, str]] = ()) -> Any:
+    """``dealer audit verify`` on PostgreSQL: every table's chain (:meth:`PgJournal.verify_chain`)
+    and each anchor (ID:HASH as published) against the row with that id."""
+    from dealer.edge.segments import AuditReport
+
+    given = list(anchors)
+    chain = journal.verify_chain()
+    rep = AuditReport(rows=chain.rows, segments=0, anchors=len(given))
+    if not chain.ok:
+        return rep.fail(chain.reason, chain.first_broken)
+    for rid, h in given:
+        found = journal._read("SELECT hash FROM events WHERE id = %s", (rid,))
+        if not found:
+            return rep.fail(f"row {rid}, named by the given anchor, is missing: rows were cut off or removed", rid)
+        if found[0][0] != h:
+            return rep.fail(f"row {rid} differs from the given anchor (hash {str(found[0][0])[:16]}..., anchored "
+                            f"{h[:16]}...)", rid)
+    return rep
+
+
+__all__ = ["PgJournal", "PgJournalRow", "REASONS", "SCHEMA_VERSION", "classify", "pg_row_hash", "redact",
+           "verify_audit"]
+
+

@@ -673,7 +673,7 @@ class _NodeSoak:
         """``PgJournal.verify_chain``: every row's hash over its content and the previous hash."""
         from dealer.edge.journal_pg import PgJournal  # the PostgreSQL journal (dealer/edge/journal_pg.py)
 
-        journal = PgJournal.open_read_only(self.url) if hasattr(PgJournal, "open_read_only") else PgJournal(self.url)
+        journal = PgJournal.open_read_only(self.url)
         try:
             report = journal.verify_chain()
         finally:
@@ -687,7 +687,7 @@ class _NodeSoak:
             rows, outbox, chain = self._read_journal()
             if chain is not None:
                 self.problems.append(f"the journal's hash chain does not verify: {chain}")
-        except (psycopg.Error, OSError, RuntimeError, ValueError) as exc:
+        except (psycopg.Error, OSError, RuntimeError, ValueError) as exc:  # JournalError is a ValueError
             self.problems.append(f"cannot read the journal at {self.url}: {exc}")
         opened: dict[str, list[str]] = {t: [] for t in self.tids}
         closed: set[str] = set()

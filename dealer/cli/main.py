@@ -65,8 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--config", required=True, metavar="FILE", help=CONFIG_HELP)
     r.set_defaults(func=_cmd_run)
 
-    from dealer.cli import outbox as outbox_cli, supervisor as supervisor_cli
+    from dealer.cli import cluster as cluster_cli, outbox as outbox_cli, supervisor as supervisor_cli
 
+    cluster_cli.register(sub)
     outbox_cli.register(sub)
     supervisor_cli.register(sub)
     _register_tools(sub)

@@ -25,12 +25,17 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'dealer_auditor') THEN
         CREATE ROLE dealer_auditor NOLOGIN;
     END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'dealer_operator') THEN
+        CREATE ROLE dealer_operator NOLOGIN;  -- `dealer cluster move|unpin`: pins and their log only
+    END IF;
 END $$;
 
-REVOKE ALL ON meta, nodes, leases, events, commands, outbox, reader_state FROM PUBLIC, dealer_node, dealer_auditor;
+REVOKE ALL ON meta, nodes, leases, events, commands, outbox, reader_state, pins, cluster_log
+    FROM PUBLIC, dealer_node, dealer_auditor, dealer_operator;
+REVOKE ALL ON SEQUENCE cluster_log_id_seq FROM PUBLIC, dealer_node, dealer_auditor, dealer_operator;
 REVOKE ALL ON SEQUENCE events_id_seq, outbox_id_seq FROM PUBLIC, dealer_node, dealer_auditor;
 
-GRANT USAGE ON SCHEMA public TO dealer_node, dealer_auditor;
+GRANT USAGE ON SCHEMA public TO dealer_node, dealer_auditor, dealer_operator;
 
 GRANT SELECT ON meta TO dealer_node;
 GRANT SELECT, INSERT ON events, commands TO dealer_node;
@@ -39,3 +44,12 @@ GRANT SELECT, INSERT, UPDATE ON reader_state, leases, nodes TO dealer_node;
 GRANT USAGE ON SEQUENCE events_id_seq, outbox_id_seq TO dealer_node;
 
 GRANT SELECT ON meta, nodes, leases, events, commands, outbox, reader_state TO dealer_auditor;
+
+-- Nodes read the operators' pins (placement); operators write pins and append to their log,
+-- and read nodes and leases for `dealer cluster status`; auditors read the log.
+GRANT SELECT ON pins TO dealer_node;
+GRANT SELECT, INSERT, UPDATE, DELETE ON pins TO dealer_operator;
+GRANT SELECT, INSERT ON cluster_log TO dealer_operator;
+GRANT USAGE ON SEQUENCE cluster_log_id_seq TO dealer_operator;
+GRANT SELECT ON nodes, leases TO dealer_operator;
+GRANT SELECT ON pins, cluster_log TO dealer_auditor;

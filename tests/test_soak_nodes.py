@@ -90,12 +90,14 @@ def test_failover_is_timed_to_the_next_epochs_first_row_or_its_lease():
 
 
 def test_chaos_plan_has_a_node_kill_or_pause_every_few_faults_and_every_kind():
-    plan = plan_chaos(random.Random(1), 40, CHAOS_KINDS)
-    assert set(plan) == set(CHAOS_KINDS)
-    hits = [i for i, k in enumerate(plan) if k in ("node_kill", "node_pause")]
-    assert hits[0] <= 2 and max(b - a for a, b in zip(hits, hits[1:])) <= 4
-    without_pg = plan_chaos(random.Random(1), 8, tuple(k for k in CHAOS_KINDS if k != "postgres_restart"))
-    assert "postgres_restart" not in without_pg and "broker_restart" in without_pg
+    for seed in range(20):
+        plan = plan_chaos(random.Random(seed), 40, CHAOS_KINDS)
+        assert set(plan[:6]) == set(CHAOS_KINDS), plan[:6]
+        hits = [i for i, k in enumerate(plan) if k in ("node_kill", "node_pause")]
+        assert hits[0] == 0 and max(b - a for a, b in zip(hits, hits[1:])) == 2
+        assert abs(plan.count("node_kill") - plan.count("node_pause")) <= 1
+    without_pg = plan_chaos(random.Random(1), 4, tuple(k for k in CHAOS_KINDS if k != "postgres_restart"))
+    assert sorted(without_pg) == ["broker_restart", "node_kill", "node_pause", "node_term"]
 
 
 def test_node_config_loads(tmp_path: Path):
@@ -121,10 +123,10 @@ def test_register_takes_the_multi_node_options():
 @pytest.mark.integration
 @pytest.mark.timeout(300)
 async def test_small_multi_node_soak_with_every_fault_kind_reconciles(tmp_path: Path):
-    """3 nodes, 4 tables, a fault every 2 rounds: every kind at least once; nothing lost, no
-    table dealt by two nodes, and every failover timed."""
-    summary = await run_node_soak(nodes=3, tables=4, rounds=12, seed=3, workdir=tmp_path / "soak",
-                                  lease_seconds=3.0, fault_every=2.0)
+    """3 nodes, 4 tables, a fault every round: every kind at least once; nothing lost, no
+    table dealt by two nodes, and every failover timed (2 s leases: the pauses are shorter)."""
+    summary = await run_node_soak(nodes=3, tables=4, rounds=8, seed=3, workdir=tmp_path / "soak",
+                                  lease_seconds=2.0, fault_every=1.0)
     assert summary["discrepancies"] == []
     assert summary["ok"] is True
     missing = [k for k in CHAOS_KINDS if summary["faults"][k] < 1]

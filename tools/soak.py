@@ -1599,8 +1599,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--lease-seconds", type=seconds(1, 300, allow_low=True), default=3.0,
                    help="with --nodes: each node's [cluster] lease_seconds (default 3; failover target 5 s)")
     p.add_argument("--fault-every", type=seconds(0, 1_000_000, allow_low=True, unit="rounds"), default=4.0, metavar="R",
-                   help="with --nodes: one fault every R rounds per table (node kill, pause or stop in shuffled "
-                        "turns, a PostgreSQL or broker restart after each three; default 4; 0: no chaos)")
+                   help="with --nodes: one fault every R rounds per table, every second one a node kill or pause, "
+                        "the others node stops, PostgreSQL and broker restarts in turn (default 4; 0: no chaos)")
     p.add_argument("--workdir", help="a new or empty directory for the broker, journal, ledger and logs "
                                      "(default: a fresh temporary directory, kept)")
     p.add_argument("--log-level", default="error", choices=["debug", "info", "warning", "error"],

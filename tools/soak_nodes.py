@@ -13,8 +13,10 @@ faults (the gateway drops what it cannot decode: the seq gap tells the backend) 
 mistakes (foreign and duplicate cards). Settlement, bettors and Sevenluck players are
 ``tools/soak.py``'s.
 
-Chaos, one fault at a time, one every ``--fault-every`` rounds (the mean over tables), in
-shuffled rotation so that a node kill or pause comes at least every few rounds:
+Chaos, one fault at a time, one every ``--fault-every`` rounds (the mean over tables; a fault
+waits for the one before it to end, its node back and its tables taken over): every second
+fault is a node kill or pause, so one comes at least every ``2 * --fault-every`` rounds, and
+the others come in turn between them (:func:`plan_chaos`):
 
 * ``node_kill``: SIGKILL a node that holds tables; start it again 1-4 s later;
 * ``node_pause``: SIGSTOP it for ``lease_seconds`` + 1.5..3 s (past its lease), then SIGCONT:
@@ -160,20 +162,22 @@ heartbeat_timeout = {heartbeat_timeout}
 
 
 def plan_chaos(rng: random.Random, n: int, kinds: Sequence[str]) -> list[str]:
-    """``n`` faults: cycles of every node fault in shuffled order, each cycle followed by one
-    infrastructure fault (PostgreSQL and broker restarts in turn), so that a node kill or
-    pause is never more than three faults away and every kind comes once per two cycles."""
-    node = [k for k in kinds if k in NODE_FAULTS]
-    infra = [k for k in kinds if k not in NODE_FAULTS]
+    """``n`` faults: every second one a node kill or pause (in pairs of both, in random order),
+    and between them the other kinds in turn (node stops, PostgreSQL and broker restarts,
+    shuffled once): a node kill or pause is never more than two faults away, and the first
+    ``2 * (len(kinds) - 2)`` faults hold every kind."""
+    takers = [k for k in ("node_kill", "node_pause") if k in kinds]
+    others = [k for k in kinds if k not in takers]
+    rng.shuffle(others)
     plan: list[str] = []
-    i = 0
+    pair: list[str] = []
     while len(plan) < n:
-        cycle = list(node)
-        rng.shuffle(cycle)
-        plan += cycle
-        if infra:
-            plan.append(infra[i % len(infra)])
-            i += 1
+        if not pair:
+            pair = list(takers)
+            rng.shuffle(pair)
+        plan.append(pair.pop())
+        if others and len(plan) < n:
+            plan.append(others[(len(plan) // 2) % len(others)])
     return plan[:n]
 
 
@@ -181,7 +185,8 @@ class NodeProcess(BackendProcess):
     """One ``dealer run`` node: killed, paused and resumed, stopped and started again."""
 
     def __init__(self, node_id: str, config: Path, log_path: Path) -> None:
-        super().__init__(config, log_path)
+        # a fatal signal (SIGSEGV, SIGABRT from C code) prints every thread's Python stack to its log
+        super().__init__(config, log_path, env={"PYTHONFAULTHANDLER": "1"})
         self.node_id = node_id
         self.paused = False
 
@@ -259,6 +264,7 @@ class _NodeSoak:
         self._chaos_task: asyncio.Task[None] | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._bus_tasks: list[asyncio.Task[Any]] = []
+        self.startup_s: float | None = None  # database, broker and every node online
         self.pg: PgServer | None = None
         self.url = ""
 
@@ -345,10 +351,8 @@ class _NodeSoak:
             async with asyncio.timeout(15):
                 await bus.wait_connected()
         self._tasks.append(asyncio.create_task(self._watch_leases()))
-        # node-1 alone first (it lays the schema down on an empty database), then the others
-        first, *rest = self.nodes.values()
-        await self._start_node(first)
-        await asyncio.gather(*(self._start_node(n) for n in rest))
+        # every node at once: they race to lay the schema down on the empty database (one does)
+        await asyncio.gather(*(self._start_node(n) for n in self.nodes.values()))
         self._tasks += [asyncio.create_task(d.run()) for d in self.dealers]
 
     def _status_handler(self, node_id: str) -> Callable[[str, bytes], None]:
@@ -453,7 +457,7 @@ class _NodeSoak:
     async def _chaos(self) -> None:
         if not self.chaos_on:
             return
-        n = max(len(self.kinds), math.floor(self.rounds * 0.85 / self.fault_every))
+        n = max(2 * (len(self.kinds) - 2), math.floor(self.rounds * 0.85 / self.fault_every))
         plan = plan_chaos(self.rng, n, self.kinds)
         spacing = min(self.fault_every, self.rounds * 0.85 / len(plan))
         for i, kind in enumerate(plan):
@@ -462,12 +466,20 @@ class _NodeSoak:
                 await asyncio.sleep(0.05)
             await self._inject(kind)
 
-    def _victim(self) -> NodeProcess:
-        """A live node holding tables (the one holding most, on a tie a random one)."""
-        held = Counter(node for node, _, expires in self.lease_now.values() if node and expires > self.db_now)
-        alive = [n for n in self.nodes.values() if n.alive and not n.paused]
-        self.rng.shuffle(alive)
-        return max(alive, key=lambda n: held.get(n.node_id, 0))
+    async def _victim(self, kind: str) -> tuple[NodeProcess, NodeFault]:
+        """A live node holding tables (the one holding most, on a tie a random one) and the
+        fault's instant. Right after a PostgreSQL restart every lease may have run out: wait
+        (up to 30 s) until one is held again, or the fault would time nothing."""
+        deadline = time.monotonic() + 30
+        while True:
+            held = Counter(node for node, _, expires in self.lease_now.values() if node and expires > self.db_now)
+            alive = [n for n in self.nodes.values() if n.alive and not n.paused]
+            self.rng.shuffle(alive)
+            node = max(alive, key=lambda n: held.get(n.node_id, 0))
+            fault = await self._fault_instant(kind, node.node_id)
+            if fault.held or time.monotonic() > deadline:
+                return node, fault
+            await asyncio.sleep(0.2)
 
     async def _await_takeover(self, fault: NodeFault, timeout: float) -> bool:
         """Wait until every table the victim held has a later lease (the next fault waits)."""
@@ -482,10 +494,9 @@ class _NodeSoak:
         rng = self.rng
         entry: dict[str, Any] = {"kind": kind, "t": round(time.monotonic() - self.t0, 3)}
         if kind in NODE_FAULTS:
-            node = self._victim()
+            node, fault = await self._victim(kind)
             self._busy.add(node.node_id)
             try:
-                fault = await self._fault_instant(kind, node.node_id)
                 entry.update(node=node.node_id, tables=len(fault.held))
                 if kind == "node_kill":
                     node.kill()
@@ -723,6 +734,7 @@ class _NodeSoak:
         self.t0 = time.monotonic()
         try:
             await self._start()
+            self.startup_s = round(time.monotonic() - self.t0, 1)
             self.last_progress = time.monotonic()
             self.table_progress = {t: self.last_progress for t in self.tids}
             await self._play()
@@ -748,8 +760,10 @@ class _NodeSoak:
         for n in node_ids(self.n_nodes):
             path = self.workdir / f"{n}.log"
             node_logs[n] = scan_backend_log(path.read_text(errors="replace") if path.exists() else "")
-            if node_logs[n]["tracebacks"]:
-                self.problems.append(f"{n} logged {node_logs[n]['tracebacks']} traceback(s): see {path}")
+            node_logs[n]["fatal_errors"] = _fatal_errors(path)
+            if node_logs[n]["tracebacks"] or node_logs[n]["fatal_errors"]:
+                self.problems.append(f"{n} logged {node_logs[n]['tracebacks']} traceback(s) and "
+                                     f"{node_logs[n]['fatal_errors']} fatal error(s): see {path}")
         discrepancies = self.problems + ownership + chains + never + paused_wrote + rec.discrepancies
         per_table = [len(s) for s in self.applied_per_table.values()]
         if hasattr(self, "consumer"):
@@ -764,6 +778,7 @@ class _NodeSoak:
             "tables": self.n_tables,
             "rounds": {"target": self.rounds, "min": min(per_table), "total": sum(per_table)},
             "seconds": round(seconds, 1),
+            "startup_s": self.startup_s,
             "seed": self.seed,
             "lease_seconds": self.lease_seconds,
             "fault_every_rounds": self.fault_every,
@@ -822,6 +837,14 @@ class _NodeSoak:
             problems += [f"{node} (paused {check['paused_s']} s) wrote seq {r.seq} of {r.table_id} under its old "
                          f"epoch {r.epoch} after it was resumed and the table had been taken over" for r in bad[:20]]
         return out, problems
+
+
+def _fatal_errors(path: Path) -> int:
+    """Crashes below Python (faulthandler's "Fatal Python error" lines) in a node's log."""
+    try:
+        return sum(1 for line in path.read_text(errors="replace").splitlines() if line.startswith("Fatal Python error"))
+    except OSError:
+        return 0
 
 
 def _failover_dict(f: Failover) -> dict[str, Any]:

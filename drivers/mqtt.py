@@ -6,7 +6,10 @@ listeners (the service turns them into ``link_down``/``link_up`` events for the
 status names the connection's ``session`` (``{instance}.{connection}``), which the backend's
 retained messages name too, so a client can tell one left by a dead connection.
 ``mqtts://`` URLs connect over TLS 1.2+ and verify the broker's certificate (CA file,
-host name); a client certificate is optional.
+host name); a client certificate is optional. Several URLs (``[mqtt] broker_urls``): a failed
+connect or a lost connection moves to the next, in turn. The same bus runs on Mosquitto,
+RabbitMQ's MQTT plugin and NATS's MQTT gateway: it sends no topic that one of them would
+refuse or route elsewhere, and no QoS 2 (docs/brokers.md).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import ssl
 from pathlib import Path
 from urllib.parse import urlparse
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import aiomqtt
@@ -189,6 +192,27 @@ def _purge_fd(loop: asyncio.AbstractEventLoop, fd: int) -> None:
             pass
 
 
+#: Characters a topic the bus sends or subscribes to may not hold, and why. The same topic must
+#: mean the same thing on every broker the backend supports (docs/brokers.md): NATS 2.9 refuses a
+#: '.' or a ' ' in a topic (it closes the connection that publishes one, and refuses a will or a
+#: subscription on one), and RabbitMQ's MQTT plugin delivers a '.' as a '/' (another topic level:
+#: ``players/ann.state`` reaches the subscribers of ``players/ann/state``). '+' and '#' are
+#: wildcards, never part of a topic name; NUL is not allowed by MQTT.
+UNPORTABLE = {".": "NATS refuses it, RabbitMQ turns it into a topic level", " ": "NATS refuses it",
+              "\x00": "MQTT forbids it"}
+WILDCARDS = {"+": "a wildcard", "#": "a wildcard"}
+
+
+def unportable_topic(topic: str, *, filter: bool = False) -> str | None:
+    """Why ``topic`` (a topic name, or a subscription filter when ``filter``) cannot be used
+    alike on every supported broker, or None when it can."""
+    bad = UNPORTABLE if filter else {**UNPORTABLE, **WILDCARDS}
+    for ch, why in bad.items():
+        if ch in topic:
+            return f"topic {topic!r} holds {ch!r} ({why})"
+    return None
+
+
 def status_payload(online: bool, session: str) -> bytes:
     """The retained status of a backend connection (and its last will)."""
     return json.dumps({"online": online, "session": session}).encode()
@@ -224,7 +248,7 @@ def make_tls_context(ca_file: str | Path | None = None, cert_file: str | Path | 
 class MqttBus:
     def __init__(
         self,
-        url: str,
+        url: str | Sequence[str],
         *,
         client_id: str,
         status_topic: str | None = None,
@@ -248,14 +272,22 @@ class MqttBus:
         self.instance = instance or new_instance()
         self._connects = 0
         self.session = f"{self.instance}.1"
-        self.url = url
-        self.host, self.port, self.tls = parse_broker_url(url)
-        if tls_context is None and self.tls:
+        #: the brokers to try, in turn: a failed connect or a lost connection moves to the next
+        self.urls = [url] if isinstance(url, str) else list(url)
+        if not self.urls:
+            raise ValueError("no broker URL given")
+        self._endpoints = [parse_broker_url(u) for u in self.urls]
+        tls_any = any(tls for _, _, tls in self._endpoints)
+        if tls_context is None and tls_any:
             tls_context = make_tls_context(ca_file, cert_file, key_file)
-        elif tls_context is not None and not self.tls:
-            raise ValueError(f"a TLS context was given for the plain broker URL {url!r}: use mqtts://")
+        elif tls_context is not None and not tls_any:
+            raise ValueError(f"a TLS context was given for the plain broker URL {self.urls[0]!r}: use mqtts://")
         self._tls_context = tls_context
+        #: which of ``urls`` the bus is connected to, or tries next
+        self.url_index = 0
         self.client_id = client_id
+        if status_topic is not None and (why := unportable_topic(status_topic)) is not None:
+            raise ValueError(f"status topic: {why}")
         self.status_topic = status_topic
         self._auth = (username, password)
         self._keepalive = keepalive
@@ -275,6 +307,24 @@ class MqttBus:
         self._connected_evt = asyncio.Event()
         self.reconnects = 0
         self._client_log = _ClientLog()
+        self._pending_subscribes: set[asyncio.Task[None]] = set()
+
+    @property
+    def url(self) -> str:
+        """The broker the bus is connected to (or tries next)."""
+        return self.urls[self.url_index]
+
+    @property
+    def host(self) -> str:
+        return self._endpoints[self.url_index][0]
+
+    @property
+    def port(self) -> int:
+        return self._endpoints[self.url_index][1]
+
+    @property
+    def tls(self) -> bool:
+        return self._endpoints[self.url_index][2]
 
     @property
     def connected(self) -> bool:
@@ -284,12 +334,37 @@ class MqttBus:
         await self._connected_evt.wait()
 
     def subscribe(self, pattern: str, handler: Handler) -> None:
+        """Route ``pattern`` to ``handler``; subscribed at every connect, and at once when the
+        bus is connected now (e.g. the exact topic of a retained message, which RabbitMQ 3.10
+        does not replay to a wildcard filter: docs/brokers.md)."""
+        why = unportable_topic(pattern, filter=True)
+        if why is not None:
+            raise ValueError(f"cannot subscribe: {why}")
+        new = pattern not in self._router.patterns
         self._router.add(pattern, handler)
+        client = self._client
+        if new and client is not None:
+            task = asyncio.get_running_loop().create_task(self._subscribe_now(client, pattern))
+            self._pending_subscribes.add(task)
+            task.add_done_callback(self._pending_subscribes.discard)
+
+    async def _subscribe_now(self, client: aiomqtt.Client, pattern: str) -> None:
+        with contextlib.suppress(aiomqtt.MqttError, TimeoutError):  # lost: the next connect subscribes it
+            await client.subscribe(pattern, qos=1, timeout=self._publish_timeout)
 
     def on_connection(self, listener: ConnectionListener) -> None:
         self._listeners.append(listener)
 
     async def publish(self, topic: str, payload: bytes, *, qos: int = 1, retain: bool = False) -> None:
+        """Publish and, at QoS 1, return once the broker acknowledged it. A topic that is not the
+        same on every broker (:func:`unportable_topic`) or QoS 2 (NATS 2.9 closes the connection,
+        RabbitMQ 3.10 downgrades it) is refused with :class:`BusError` before anything is sent:
+        one bad topic must never cost the connection every table shares."""
+        why = unportable_topic(topic)
+        if why is not None:
+            raise BusError(f"not published: {why}")
+        if qos not in (0, 1):
+            raise BusError(f"not published to {topic}: QoS {qos} (the backend uses QoS 0 and 1 only: docs/brokers.md)")
         client = self._client
         if client is None:
             raise BusError(f"not connected to {self.url}")
@@ -306,8 +381,12 @@ class MqttBus:
                 log.exception("connection listener failed")
 
     async def run(self) -> None:
+        """Connect, subscribe and dispatch until cancelled. A failed connect or a lost connection
+        moves to the next of ``urls`` (round-robin) at once; the backoff delay is waited only
+        once every broker failed in turn (with one URL: before every retry, as ever)."""
         delay = self._backoff[0]
         first = True
+        failed_in_turn = 0  # brokers that failed since the last connection or the last wait
         while True:
             session = f"{self.instance}.{self._connects + 1}"
             will = (
@@ -315,12 +394,13 @@ class MqttBus:
                 if self.status_topic else None
             )
             reason = "connection closed"
+            host, port, tls = self._endpoints[self.url_index]
             try:
                 async with _Client(
-                    self.host, self.port, identifier=self.client_id, keepalive=self._keepalive,
+                    host, port, identifier=self.client_id, keepalive=self._keepalive,
                     username=self._auth[0], password=self._auth[1], will=will, clean_session=self._clean_session,
                     max_inflight_messages=self._max_inflight, timeout=self._publish_timeout,
-                    socket_options=_SOCKET_OPTIONS, tls_context=self._tls_context,
+                    socket_options=_SOCKET_OPTIONS, tls_context=self._tls_context if tls else None,
                     logger=self._client_log,  # type: ignore[arg-type]
                 ) as client:
                     patterns = self._router.patterns
@@ -333,8 +413,10 @@ class MqttBus:
                     self._client = client
                     self._connected_evt.set()
                     delay = self._backoff[0]
+                    failed_in_turn = 0
                     self._client_log.connected()
-                    log.info("mqtt connected", broker=self.url)
+                    log.info("mqtt connected", broker=self.url,
+                             **({"broker_index": self.url_index} if len(self.urls) > 1 else {}))
                     self._notify(True, "")
                     try:
                         # Python 3.11's asyncio.wait_for (inside aiomqtt's connect, subscribe and
@@ -366,8 +448,17 @@ class MqttBus:
                 self._notify(False, reason)
             first = False
             self.reconnects += 1
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, self._backoff[1])
+            failed_in_turn += 1
+            if len(self.urls) > 1:
+                failed = self.url
+                self.url_index = (self.url_index + 1) % len(self.urls)
+                if was_up or failed_in_turn == 1:  # not once per attempt while every broker is down
+                    log.warning("mqtt broker failed; trying the next", failed=failed, next=self.url,
+                                next_index=self.url_index)
+            if failed_in_turn >= len(self.urls):  # every broker failed in turn: back off before the next round
+                failed_in_turn = 0
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self._backoff[1])
 
     async def _say_offline(self, client: aiomqtt.Client) -> None:
         """A clean stop does not fire the last will: say "offline" ourselves."""
@@ -390,4 +481,4 @@ async def cancel_and_wait(task: asyncio.Task[object]) -> None:
         await task
 
 
-__all__ = ["MqttBus", "parse_broker_url", "make_tls_context", "cancel_and_wait", "status_payload"]
+__all__ = ["MqttBus", "parse_broker_url", "make_tls_context", "cancel_and_wait", "status_payload", "unportable_topic"]

@@ -65,6 +65,8 @@ def stop_mosquitto(proc: subprocess.Popen[bytes]) -> None:
 
 
 class MosquittoProcess:
+    kind = "mosquitto"
+
     def __init__(self, workdir: Path, *, persistence: bool = True, max_packet_size: int | None = None,
                  save_on_every_change: bool = True) -> None:
         """``max_packet_size``: as in deploy/mosquitto/mosquitto.conf (262144); the broker drops a
@@ -104,3 +106,12 @@ class MosquittoProcess:
         if self.proc is not None:
             stop_mosquitto(self.proc)
             self.proc = None
+
+    def pause(self) -> None:
+        """SIGSTOP: connections stay open and nothing answers (a hung broker)."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGCONT)

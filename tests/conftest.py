@@ -30,6 +30,7 @@ import pytest
 
 from dealer.edge.logs import configure_logging
 from simulators.broker import MosquittoProcess, free_port
+from simulators.brokers import BROKER_KINDS, BrokerProcess, NatsProcess, RabbitMqProcess, RabbitMqShare
 from simulators.pgserver import PgServer
 
 __all__ = ["Broker", "free_port", "wait_until"]
@@ -44,15 +45,88 @@ hypothesis.settings.load_profile("untimed")
 
 Broker = MosquittoProcess
 
+#: The broker of the ``broker`` fixture: ``DEALER_TEST_BROKER=rabbitmq`` (or nats) runs the
+#: whole suite on another broker; the default is Mosquitto, the deployed one.
+TEST_BROKER = os.environ.get("DEALER_TEST_BROKER", "mosquitto").strip().lower() or "mosquitto"
+if TEST_BROKER not in BROKER_KINDS:
+    raise pytest.UsageError(f"DEALER_TEST_BROKER={TEST_BROKER!r}: expected one of {', '.join(BROKER_KINDS)}")
+#: Marks a test (or module) that runs on every broker kind: its ``broker`` fixture is
+#: parametrized over BROKER_KINDS (ids mosquitto, rabbitmq, nats).
+ANY_BROKER = "any_broker"
 
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Broker]:
-    d = tmp_path / "broker"
+
+class RabbitMqPool:
+    """One private RabbitMQ node for the session (it boots in about 12 s), handing each test a
+    vhost of its own on a listener of its own (``RabbitMqProcess.share``): no queue, session or
+    retained message of one test reaches another. A test that kills the broker kills the node;
+    the next test's share restarts it (about 5 s). A node whose shares are used up is replaced."""
+
+    SIZE = 32
+
+    def __init__(self, factory: pytest.TempPathFactory) -> None:
+        self.factory = factory
+        self.node: RabbitMqProcess | None = None
+        self.used = 0
+
+    def share(self) -> RabbitMqShare:
+        if self.node is None or self.used == self.SIZE:
+            self.close()
+            self.node = RabbitMqProcess(self.factory.mktemp("rabbitmq"), vhosts=self.SIZE)
+            self.used = 0
+        share = self.node.share(self.used)
+        self.used += 1
+        share.start()  # (re)starts the node if it is not running
+        return share
+
+    def close(self) -> None:
+        if self.node is not None:
+            self.node.kill()
+            self.node = None
+
+
+@pytest.fixture(scope="session")
+def rabbitmq_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RabbitMqPool]:
+    pool = RabbitMqPool(tmp_path_factory)
+    yield pool
+    pool.close()
+
+
+def _a_broker(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BrokerProcess]:
+    """A started broker of ``kind`` for one test: a fresh Mosquitto or NATS process (each starts
+    in milliseconds), or a vhost of the session's RabbitMQ node; killed at the end."""
+    if kind == "rabbitmq":
+        pool: RabbitMqPool = request.getfixturevalue("rabbitmq_pool")
+        yield pool.share()  # the node lives on for the next test
+        return
+    d = tmp_path / f"broker-{kind}"
     d.mkdir()
-    b = Broker(d)
+    b: BrokerProcess = MosquittoProcess(d) if kind == "mosquitto" else NatsProcess(d)
     b.start()
     yield b
     b.kill()
+
+
+@pytest.fixture
+def broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Broker]:
+    """A private broker on a free loopback port: Mosquitto (``DEALER_TEST_BROKER`` says
+    otherwise), or each kind in turn for a test marked ``any_broker``."""
+    kind = getattr(request, "param", TEST_BROKER)
+    yield from _a_broker(kind, request, tmp_path)  # type: ignore[misc]
+
+
+@pytest.fixture(params=BROKER_KINDS)
+def any_broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BrokerProcess]:
+    """A broker of each kind in turn (ids mosquitto, rabbitmq, nats)."""
+    yield from _a_broker(request.param, request, tmp_path)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test marked ``any_broker`` that uses the ``broker`` fixture runs once per broker kind
+    (``any_broker(kinds=[...], reason=...)`` on a test narrows its module's marker)."""
+    marker = metafunc.definition.get_closest_marker(ANY_BROKER)
+    if marker is not None and "broker" in metafunc.fixturenames:
+        kinds = [k for k in BROKER_KINDS if k in marker.kwargs.get("kinds", BROKER_KINDS)]
+        metafunc.parametrize("broker", kinds, indirect=True, ids=kinds)
 
 
 async def wait_until(pred: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
@@ -106,8 +180,8 @@ def pytest_configure(config: pytest.Config) -> None:
 INTEGRATION = "integration"
 # Fixtures that start a broker or open a PTY: a test that uses one, directly or through
 # another fixture, is an integration test.
-RESOURCE_FIXTURES = frozenset({"broker", "pty_dir", "secure_broker", "deploy_broker", "tls_broker",
-                               "pg_server", "pg", "pg_private"})
+RESOURCE_FIXTURES = frozenset({"broker", "any_broker", "rabbitmq_pool", "pty_dir", "secure_broker", "deploy_broker",
+                               "tls_broker", "pg_server", "pg", "pg_private"})
 # A long pure run's bound (pyproject's 120 s is for the rest): on a loaded machine the
 # differential run against pokerkit alone takes about that long; a bound, not a measure.
 SLOW_TIMEOUT = 900

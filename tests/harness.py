@@ -200,7 +200,7 @@ class HandShoe:
 
 
 async def start_service(settings: Settings, **kw: Any) -> tuple[Service, asyncio.Task[None]]:
-    service = Service(settings, bus=MqttBus(settings.mqtt.url, client_id=settings.mqtt.client_id) if settings.mqtt.url else kw.pop("bus"), **kw)
+    service = Service(settings, bus=MqttBus(settings.mqtt.urls, client_id=settings.mqtt.client_id) if settings.mqtt.url else kw.pop("bus"), **kw)
     task = asyncio.create_task(service.run())
     await asyncio.wait_for(service.ready.wait(), 10)
     return service, task

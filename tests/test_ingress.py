@@ -200,3 +200,14 @@ def test_command_ids_are_kept_per_table_and_role_across_reopening(tmp_path) -> N
 def test_a_player_cannot_be_named_like_a_broker_role(pid: str) -> None:
     r = parse(Role.PLAYER_PLATFORM, wire("place_bet", player_id=pid))
     assert isinstance(r, ingress.Refused) and r.kind == "reserved_player_id"
+
+
+@pytest.mark.parametrize("pid", ["ann.smith", "ann.state", "."])
+def test_a_player_id_with_a_dot_is_refused_and_never_answered_on_its_topic(pid: str) -> None:
+    """Its private topic is not the same topic on every broker (docs/brokers.md): NATS refuses a
+    '.' in a topic, RabbitMQ delivers ``players/ann.state`` to ``players/ann/state``."""
+    r = parse(Role.PLAYER_PLATFORM, wire("place_bet", player_id=pid))
+    assert isinstance(r, ingress.Refused) and r.kind == "unroutable_player_id" and r.player_id is None
+    assert "'.'" in r.reason
+    bad = parse(Role.PLAYER_PLATFORM, wire("place_bet", player_id=pid, stake=1.5))  # malformed: answered publicly only
+    assert isinstance(bad, ingress.Refused) and bad.kind == "malformed" and bad.player_id is None

@@ -13,6 +13,9 @@ from dealer.core.round import Phase
 from tests.conftest import Broker, wait_until
 from tests.harness import DEAL, TABLE, HandShoe, Recorder, key, round_id, settings_for, start_service, stop_service
 
+# Every scenario here runs on Mosquitto, RabbitMQ's MQTT plugin and NATS's MQTT gateway (docs/brokers.md).
+pytestmark = pytest.mark.any_broker
+
 POSITIONS = ["A1", "B1", "A2", "B2", "A3", "B3"]
 
 

@@ -7,6 +7,8 @@ import asyncio
 import json
 from pathlib import Path
 
+import pytest
+
 from dealer.edge import topics
 from dealer.edge.config import load_settings
 from dealer.core.round import Phase
@@ -16,6 +18,9 @@ from drivers.mqtt import MqttBus
 from drivers.scanner_json import ScannerMessage
 from tests.conftest import Broker, wait_until
 from tests.harness import DEAL, TABLE, Recorder, key, round_id, start_service, stop_service
+
+# The broker scenarios run on Mosquitto, RabbitMQ and NATS (docs/brokers.md).
+pytestmark = pytest.mark.any_broker
 
 POSITIONS = ["A1", "B1", "A2", "B2", "A3", "B3"]
 READER = "GW1"

@@ -28,6 +28,7 @@ def write_config(tmp: Path, broker: Broker, port: str, metrics_port: int, bettin
                          metrics_port=metrics_port, tables=[serial_table(port, betting_seconds=betting)])
 
 
+@pytest.mark.any_broker  # on Mosquitto, RabbitMQ and NATS (docs/brokers.md)
 async def test_backend_killed_mid_deal_resumes_at_the_same_position(broker: Broker, tmp_path: Path, pty_dir: Path):
     shoe = HandShoe(pty_dir)
     rec = await Recorder(broker.url).start()
@@ -68,6 +69,7 @@ async def test_backend_killed_mid_deal_resumes_at_the_same_position(broker: Brok
 
 
 @pytest.mark.timeout(240)
+# Mosquitto only: the kill-anywhere property is the backend's, the broker path is the one above (on each broker).
 async def test_kill_at_random_instants_never_loses_or_changes_a_result(broker: Broker, tmp_path: Path, pty_dir: Path):
     """A virtual dealer deals continuously while the backend is SIGKILLed at random moments."""
     rng = random.Random(2026)

@@ -5,6 +5,11 @@ The backend runs against a real Mosquitto with the deployed configuration and th
 TLS as ``dealer-backend``. Each role uses its own credentials, as in a studio: the broker
 drops what a role may not publish, and the backend refuses what arrives on a topic whose
 role may not send it. Every refusal is checked to change nothing at the table.
+
+Mosquitto only: the roles are enforced by Mosquitto's ACL file and password file (rendered by
+``dealer deploy acl``); RabbitMQ and NATS express them in their own permission models, which
+the deploy does not render (docs/brokers.md). The backend's own checks run on every broker
+(tests/test_ingress.py, tests/test_integration.py).
 """
 
 from __future__ import annotations

@@ -136,6 +136,7 @@ def test_the_client_id_defaults_to_one_per_node_and_an_explicit_one_is_kept() ->
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.any_broker(kinds=["mosquitto"], reason="reads Mosquitto's log for the second instance's connection")
 async def test_a_second_instance_on_the_same_journal_is_refused_and_never_touches_the_broker(
         broker: Broker, tmp_path: Path, pty_dir: Path) -> None:
     shoe = HandShoe(pty_dir)

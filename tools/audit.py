@@ -190,7 +190,7 @@ def anchor_from_broker(settings: Settings, timeout: float = 10.0) -> tuple[int, 
 
     async def read() -> bytes:
         got: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        bus = MqttBus(m.url, client_id=f"audit-{secrets.token_hex(4)}", username=m.username,
+        bus = MqttBus(m.urls, client_id=f"audit-{secrets.token_hex(4)}", username=m.username,
                       password=mqtt_password(settings), accept_retained=True, ca_file=m.ca_file,
                       cert_file=m.cert_file, key_file=m.key_file)
         bus.subscribe(topic, lambda _t, p: got.done() or got.set_result(p))

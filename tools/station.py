@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import re
 import signal
 import sys
 import threading
@@ -65,6 +67,9 @@ def _card(code: Any) -> str:
         return str(code)
 
 
+_NODE_ID = re.compile(r"[A-Za-z0-9_:\-]{1,64}")  # as service.node_id: never a wildcard or a '.'
+
+
 class StationView:
     """What the station shows, from the table's prompts and events. No IO: messages in, lines out."""
 
@@ -79,6 +84,8 @@ class StationView:
         self.done = 0  # rounds seen ending
         self.status: dict[str, dict[str, Any]] = {}  # node id -> its retained status
         self.stale_shown: dict[str, Any] | None = None  # the stale current prompt last warned about
+        #: a retained current prompt whose backend's status is not known yet (judged when it comes)
+        self.pending_current: tuple[str, bytes] | None = None
 
     # -- what arrives ----------------------------------------------------------------------
 
@@ -115,7 +122,10 @@ class StationView:
             return []
         if not isinstance(status, dict):
             return []
-        self.status[topic.split("/")[-2]] = status
+        node = topic.split("/")[-2]
+        self.status[node] = status
+        if self.pending_current is not None and self.pending_current[0] == node:
+            return self.on_current(self.pending_current[1])  # the prompt that waited for this status
         return []
 
     def on_current(self, payload: bytes) -> list[str]:
@@ -130,7 +140,9 @@ class StationView:
             return []
         if not isinstance(p, dict):
             return []
-        if is_current(p, self.status.get(str(p.get("node_id")))):
+        node = str(p.get("node_id"))
+        self.pending_current = (node, payload) if node not in self.status else None
+        if is_current(p, self.status.get(node)):
             self.stale_shown = None
             return self.on_prompt(payload)
         if p.get("stale") is True or self.status.get(str(p.get("node_id")), {}).get("online") is False:
@@ -278,7 +290,19 @@ async def run_station(opts: BrokerOptions, table_id: str, *, client_id: str, out
     bus.subscribe(topics.events(table_id), handler(view.on_event))
     # the status first: the retained current prompt is shown only while its backend runs
     bus.subscribe(topics.backend_status("+"), lambda topic, payload: show(view.on_status(topic, payload)))
-    bus.subscribe(topics.current_prompt(table_id), handler(view.on_current))
+    asked: set[str] = set()
+
+    def on_current(topic: str, payload: bytes) -> None:
+        show(view.on_current(payload))
+        waiting = view.pending_current
+        if waiting is not None and waiting[0] not in asked and _NODE_ID.fullmatch(waiting[0]):
+            # No status of its backend yet: ask for it by its exact topic too. RabbitMQ 3.10
+            # replays no retained message to the wildcard filter above (docs/brokers.md).
+            asked.add(waiting[0])
+            with contextlib.suppress(ValueError):  # a node id no broker routes alike: never current
+                bus.subscribe(topics.backend_status(waiting[0]), lambda t, p: show(view.on_status(t, p)))
+
+    bus.subscribe(topics.current_prompt(table_id), on_current)
     stopping = asyncio.Event()
     inputs: list[asyncio.Queue[str | None]] = []  # the command queue, once the station reads commands
 

@@ -111,7 +111,7 @@ async def _publish(settings: Settings, rows: list[OutboxRow], timeout: float) ->
 
     m = settings.mqtt
     assert m.url is not None
-    bus = MqttBus(m.url, client_id=f"{m.client_id}-outbox-{uuid.uuid4().hex[:6]}", username=m.username,
+    bus = MqttBus(m.urls, client_id=f"{m.client_id}-outbox-{uuid.uuid4().hex[:6]}", username=m.username,
                   password=mqtt_password(settings), keepalive=m.keepalive, ca_file=m.ca_file,
                   cert_file=m.cert_file, key_file=m.key_file)
     task = asyncio.create_task(bus.run())

@@ -8,6 +8,7 @@ e.g. ``DEALER_MQTT__URL=mqtt://broker:1883`` or ``DEALER_SERVICE__METRICS_PORT=0
 
 from __future__ import annotations
 
+import re
 from contextvars import ContextVar
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -199,7 +200,12 @@ class TableConfig(RulesConfig):
 
 class MqttConfig(_Strict):
     url: str | None = Field(default=None, description="mqtt://host:port or mqtts://host:port (TLS); "
-                            "required by dealer run unless in_process = true")
+                            "required by dealer run unless in_process = true (or broker_urls is set)")
+    broker_urls: list[str] = Field(
+        default_factory=list,
+        description="several brokers (e.g. the nodes of a broker cluster), instead of url: the backend connects "
+                    "to the first and moves to the next when one fails (refused, or the connection lost), in turn; "
+                    "url is then the first of them")
     in_process: bool = Field(default=False, description="no broker: an in-process bus that nothing outside "
                              "the process can reach (demos and tests only); excludes url")
     client_id: str = Field(default="", description="MQTT client id; unset = dealer-{service.node_id}, unique per "
@@ -213,11 +219,41 @@ class MqttConfig(_Strict):
     key_file: ConfigPath | None = Field(default=None, description="client private key (mqtts, optional)")
     allow_insecure: bool = Field(default=False, description="allow plain mqtt:// to a host that is not loopback")
 
+    @field_validator("broker_urls")
+    @classmethod
+    def _urls(cls, v: list[str]) -> list[str]:
+        from drivers.mqtt import parse_broker_url
+
+        for i, url in enumerate(v):
+            try:
+                parse_broker_url(url)
+            except ValueError as exc:
+                raise ValueError(f"item {i + 1} of {len(v)}: {exc}") from None
+        dup = sorted({u for u in v if v.count(u) > 1})
+        if dup:
+            raise ValueError(f"{', '.join(dup)} is named twice")
+        return v
+
     @model_validator(mode="after")
     def _one_bus(self) -> "MqttConfig":
-        if self.in_process and self.url is not None:
-            raise ValueError(f"url = {self.url!r} and in_process = true name two buses: keep one")
+        if self.broker_urls and self.url is not None and self.url != self.broker_urls[0]:  # (a dump loads again)
+            raise ValueError(f"url = {self.url!r} and broker_urls both name the broker: keep one (broker_urls for "
+                             "several)")
+        if self.in_process and (self.url is not None or self.broker_urls):
+            raise ValueError(f"{'url' if self.url is not None else 'broker_urls'} and in_process = true name two "
+                             "buses: keep one")
+        if "broker_urls" in self.model_fields_set and not self.broker_urls:
+            raise ValueError("broker_urls is empty: name at least one broker (or use url)")
+        if self.broker_urls:
+            self.url = self.broker_urls[0]
+        elif self.url is not None:
+            self.broker_urls = [self.url]
         return self
+
+    @property
+    def urls(self) -> list[str]:
+        """Every broker the backend may connect to, in the order it tries them."""
+        return list(self.broker_urls) or ([self.url] if self.url is not None else [])
 
 
 #: The smallest ``max_message_bytes``. A manifest keeps every field but the bet ids; in the
@@ -230,7 +266,11 @@ MIN_MESSAGE_BYTES_STUD = 65_536
 
 
 class ServiceSection(_Strict):
-    node_id: str = "studio-host-1"
+    node_id: str = Field(
+        default="studio-host-1",
+        description="this node's name: its status topic studio/v1/backends/{node_id}/status and its default client "
+                    "id; letters, digits, '_', ':' and '-' (no '.': NATS refuses it in a topic and RabbitMQ turns it "
+                    "into a topic level, docs/brokers.md)")
     journal_path: ConfigPath = Field(
         default=Path("dealer-journal.sqlite"), validate_default=True,
         description="the SQLite journal; a relative path (this default too) is relative to the config file's directory")
@@ -273,6 +313,15 @@ class ServiceSection(_Strict):
     house_workers: int | None = Field(
         default=None, ge=1, le=64, description="worker processes of the house players; unset = one core left "
         "for the event loop, at most two")
+
+
+    @field_validator("node_id")
+    @classmethod
+    def _node_id(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9_:\-]{1,64}", v):
+            raise ValueError(f"{v!r} must be 1 to 64 letters, digits, '_', ':' or '-': it is a level of the node's "
+                             "topics, and a '.' is refused by NATS and turned into a level by RabbitMQ (docs/brokers.md)")
+        return v
 
 
 class ClusterSection(_Strict):

@@ -134,6 +134,11 @@ def parse(topic: str, payload: bytes, *, tables: frozenset[str] | set[str], now_
         return Refused(tid, role, "reserved_player_id", f"player id {event.player_id!r} is the name of a broker "  # type: ignore[union-attr]
                        "role: a player's client logs in with its player id and would read that role's topics "
                        "(or the role a player's hole cards)", event.type, cid)
+    if "." in (getattr(event, "player_id", None) or ""):
+        return Refused(tid, role, "unroutable_player_id", f"player id {event.player_id!r} holds a '.', so its private "  # type: ignore[union-attr]
+                       "topic (players/{player_id}) would not be the same on every broker: NATS refuses a '.' in a "
+                       "topic and RabbitMQ delivers it as a topic level (another player's topic). Use letters, "
+                       "digits, '_', ':' and '-'", event.type, cid)
     if getattr(event, "player_id", None) in HOUSE_PLAYERS:
         return Refused(tid, role, "house_player", f"{event.player_id} is the house AI: its moves come from the "  # type: ignore[union-attr]
                        "backend, never from the actions topic", event.type, cid)
@@ -191,9 +196,12 @@ def _reserved_player(pid: object) -> bool:
 
 
 def _id_of(obj: dict[str, Any], name: str) -> str | None:
-    """A field of a command that is a valid id (to name it in an answer), else None."""
+    """A field of a command that is a valid id (to name it in an answer), else None. A player id
+    with a '.' is never named: the answer would go to its private topic, which no broker
+    routes alike (docs/brokers.md)."""
     v = obj.get(name)
-    return v if isinstance(v, str) and _ID.fullmatch(v) else None
+    ok = isinstance(v, str) and _ID.fullmatch(v) and not (name == "player_id" and "." in v)
+    return v if ok else None
 
 
 __all__ = ["Accepted", "MAX_COMMAND_BYTES", "Refused", "TABLE_COMMAND_EVENTS", "parse"]

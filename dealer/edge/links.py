@@ -67,6 +67,8 @@ class LinkTracker:
             if broker_link:
                 svc.links[tid].up["broker"] = None
                 svc.metrics.link_up.labels(link=BROKER).set(0)
+        if broker_link:
+            svc.metrics.broker_url_index.set(-1)
 
     def on_scan_link(self, table_id: str, status: LinkStatus) -> None:
         self.set_link(table_id, scanner_link(self.svc.configs[table_id]), status.up, status.reason)
@@ -91,6 +93,7 @@ class LinkTracker:
 
     def on_bus(self, up: bool, reason: str) -> None:
         svc = self.svc
+        svc.metrics.broker_url_index.set(getattr(svc.bus, "url_index", 0) if up else -1)
         # Tables whose pending decision or turn is about to be resumed (LinkUp after an outage,
         # Resume after a restart): the resume sends it with its new deadline, not the old one.
         resuming = {tid for tid, t in svc.tables.items() if tid in svc.timers.resume_due or BROKER in t.links_down} \

@@ -48,6 +48,9 @@ class Metrics:
                                            "this backend never produced for the table (or a malformed one): counted "
                                            "and ignored", ["table"], registry=r)
         self.link_up = Gauge("dealer_link_up", "1 when a link (broker, scanner) is up", ["link"], registry=r)
+        self.broker_url_index = Gauge("dealer_broker_url_index", "Which of mqtt.broker_urls the backend is "
+                                      "connected to (0 = the first); -1 while it is connected to none",
+                                      registry=r)
         self.frames_rejected = Counter("dealer_frames_rejected",
                                        "Scanner frames that failed authentication, by reason: bad_mac, missing_mac, "
                                        "replayed_seq, replayed_boot (each raises a supervisor alert)",

@@ -56,7 +56,7 @@ def mqtt_password(settings: Settings) -> str | None:
 
 
 def build_bus(settings: Settings) -> Bus:
-    """The broker of ``[mqtt].url``; the in-process bus only when the config asks for it
+    """The broker of ``[mqtt].url`` (or the brokers of ``broker_urls``, in turn); the in-process bus only when the config asks for it
     (``[mqtt].in_process = true``): never by default, where nobody could reach the backend."""
     m = settings.mqtt
     if m.url is None:
@@ -65,7 +65,7 @@ def build_bus(settings: Settings) -> Bus:
 
             raise ConfigError(NO_BROKER)
         return LocalBus()
-    return MqttBus(m.url, client_id=m.client_id, username=m.username, password=mqtt_password(settings),
+    return MqttBus(m.urls, client_id=m.client_id, username=m.username, password=mqtt_password(settings),
                    keepalive=m.keepalive, status_topic=topics.backend_status(settings.service.node_id),
                    ca_file=m.ca_file, cert_file=m.cert_file, key_file=m.key_file)
 

@@ -136,30 +136,34 @@ def check_deployment(settings: Settings, config_path: str | Path | None) -> list
         if named:
             problems.append(f"{', '.join(named)} set but mqtt.url is not: the backend would not use a broker")
     else:
-        try:
-            host, port, tls = parse_broker_url(m.url)
-        except ValueError as exc:
-            problems.append(f"mqtt.url: {exc}")
-        else:
-            if tls:
-                if m.ca_file is not None:
-                    problems += _check_readable(m.ca_file, "mqtt.ca_file")
-                if m.cert_file is not None:
-                    problems += _check_readable(m.cert_file, "mqtt.cert_file")
-                if m.key_file is not None:
-                    if m.cert_file is None:
-                        problems.append("mqtt.key_file is set without mqtt.cert_file (the client certificate)")
-                    problems += _check_secret(m.key_file, "mqtt.key_file")
-            else:
-                named = [k for k, v in tls_files.items() if v is not None]
-                if named:
-                    problems.append(f"{', '.join(named)} set but mqtt.url {m.url} is plain MQTT: "
-                                    "use mqtts:// for TLS")
-                if not is_loopback_host(host) and not m.allow_insecure:
-                    problems.append(f"mqtt.url {m.url} is plain MQTT (no TLS) to {host}, which is not a "
-                                    "loopback address: passwords and every message would cross the network "
-                                    "in clear text. Use mqtts:// (with mqtt.ca_file), or set "
-                                    "mqtt.allow_insecure = true to accept that")
+        several = len(m.urls) > 1
+        endpoints = []
+        for i, url in enumerate(m.urls):
+            key = f"mqtt.broker_urls item {i + 1}" if several else "mqtt.url"
+            try:
+                endpoints.append((key, url, *parse_broker_url(url)))
+            except ValueError as exc:
+                problems.append(f"{key}: {exc}")
+        if endpoints and any(tls for *_, tls in endpoints):
+            if m.ca_file is not None:
+                problems += _check_readable(m.ca_file, "mqtt.ca_file")
+            if m.cert_file is not None:
+                problems += _check_readable(m.cert_file, "mqtt.cert_file")
+            if m.key_file is not None:
+                if m.cert_file is None:
+                    problems.append("mqtt.key_file is set without mqtt.cert_file (the client certificate)")
+                problems += _check_secret(m.key_file, "mqtt.key_file")
+        elif endpoints:
+            named = [k for k, v in tls_files.items() if v is not None]
+            if named:
+                what = f"mqtt.url {m.url} is" if not several else "every one of mqtt.broker_urls is"
+                problems.append(f"{', '.join(named)} set but {what} plain MQTT: use mqtts:// for TLS")
+        for key, url, host, _port, tls in endpoints:
+            if not tls and not is_loopback_host(host) and not m.allow_insecure:
+                problems.append(f"{key} {url} is plain MQTT (no TLS) to {host}, which is not a "
+                                "loopback address: passwords and every message would cross the network "
+                                "in clear text. Use mqtts:// (with mqtt.ca_file), or set "
+                                "mqtt.allow_insecure = true to accept that")
 
     # --- the PostgreSQL journal ---
     if settings.service.journal_url is not None:

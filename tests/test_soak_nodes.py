@@ -78,15 +78,19 @@ def test_failover_is_timed_to_the_next_epochs_first_row_or_its_lease():
     leases = LEASES + [LeaseSeen("T2", 4, "node-1", 0.0, 0.0), LeaseSeen("T2", 5, "node-3", 12.5, 12.6),
                        LeaseSeen("T3", 1, "node-1", 0.0, 0.0)]
     faults = [NodeFault("node_kill", "node-1", 9.0, {"T1": 1, "T2": 4, "T3": 1})]
-    failovers, found = failover_times(faults, rows, leases)
+    expiries = {("T1", 1): 12.0, ("T2", 4): 12.0}  # T1 handed over before its lease ran out, T2 after
+    failovers, found = failover_times(faults, rows, leases, expiries)
     by_table = {f.table_id: f for f in failovers}
     assert (by_table["T1"].seconds, by_table["T1"].measured_to, by_table["T1"].by) == (4.2, "first_row", "node-2")
+    assert (by_table["T1"].lease_seconds, by_table["T1"].takeover) == (1.0, "released")
     assert (by_table["T2"].seconds, by_table["T2"].measured_to, by_table["T2"].by) == (3.5, "lease_acquired", "node-3")
+    assert (by_table["T2"].lease_seconds, by_table["T2"].takeover) == (3.5, "expired")
     assert by_table["T3"].seconds is None
     assert found == ["T3: never taken over after node_kill of node-1 (it held epoch 1)"]
     summary = failover_summary(failovers)
     assert summary["count"] == 2 and summary["max"] == 4.2 and summary["never_taken_over"] == 1
     assert summary["per_kind"]["node_kill"]["count"] == 2 and summary["per_kind"]["node_pause"] == {"count": 0}
+    assert summary["takeovers"]["node_kill"] == {"expired": 1, "released": 1}
 
 
 def test_chaos_plan_has_a_node_kill_or_pause_every_few_faults_and_every_kind():

@@ -1553,7 +1553,7 @@ def _cmd_soak(args: argparse.Namespace) -> int:
             fault_every=args.fault_every,
             card_fault_rate=args.fault_rate if args.card_fault_rate is None else args.card_fault_rate,
             betting_seconds=args.betting_seconds, max_seconds=args.max_seconds, games=args.games,
-            decision_seconds=args.decision_seconds, chaos=args.fault_every > 0))
+            decision_seconds=args.decision_seconds, chaos=args.fault_every > 0, node_log_level=args.node_log_level))
         print(json.dumps(summary, sort_keys=True))
         return 0 if summary["ok"] else 1
     summary = run_loop(run_soak(args.tables, args.rounds, args.seed, workdir, args.fault_rate,
@@ -1601,6 +1601,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--fault-every", type=seconds(0, 1_000_000, allow_low=True, unit="rounds"), default=4.0, metavar="R",
                    help="with --nodes: one fault every R rounds per table, every second one a node kill or pause, "
                         "the others node stops, PostgreSQL and broker restarts in turn (default 4; 0: no chaos)")
+    p.add_argument("--node-log-level", default="warning", choices=["debug", "info", "warning", "error"],
+                   help="with --nodes: each node's log_level (its log is node-N.log in the workdir; default warning)")
     p.add_argument("--workdir", help="a new or empty directory for the broker, journal, ledger and logs "
                                      "(default: a fresh temporary directory, kept)")
     p.add_argument("--log-level", default="error", choices=["debug", "info", "warning", "error"],

@@ -218,7 +218,8 @@ class _NodeSoak:
     def __init__(self, nodes: int, tables: int, rounds: int, seed: int, workdir: Path, *, journal: str,
                  lease_seconds: float, fault_every: float, card_fault_rate: float, betting_seconds: float,
                  pause_seconds: float, deal_interval: float, decision_seconds: float, max_seconds: float,
-                 stall_seconds: float, drain_seconds: float, games: str, chaos: bool = True) -> None:
+                 stall_seconds: float, drain_seconds: float, games: str, chaos: bool = True,
+                 node_log_level: str = "warning") -> None:
         if nodes < 2:
             raise ValueError("the multi-node soak needs at least two nodes")
         if tables < 1 or rounds < 1:
@@ -233,6 +234,7 @@ class _NodeSoak:
         self.decision_seconds = decision_seconds
         self.max_seconds, self.stall_seconds, self.drain_seconds = max_seconds, stall_seconds, drain_seconds
         self.chaos_on = chaos
+        self.node_log_level = node_log_level
         self.rng = random.Random(seed)
         self.ids = table_ids(tables)
         self.tids = [t for t, _ in self.ids]
@@ -247,6 +249,7 @@ class _NodeSoak:
         self.pause_checks: list[dict[str, Any]] = []
         self.must_not_time_out: dict[str, str] = {}
         self.leases_seen: dict[tuple[str, int], LeaseSeen] = {}
+        self.lease_expiries: dict[tuple[str, int], float] = {}  # the latest expires_at seen of each lease
         self.lease_now: dict[str, tuple[str | None, int, float]] = {}  # table -> (node, epoch, expires_at)
         self.db_now = 0.0  # the database clock at the last lease poll
         self.clock_offsets: list[float] = []  # database clock - this host's clock, at each fault
@@ -275,7 +278,8 @@ class _NodeSoak:
             write_node_config(node.config, node_id=node.node_id, journal_url=self.url, broker_url=self.broker.url,
                               tables=[(t, r, self.games[t]) for t, r in self.ids], lease_seconds=self.lease_seconds,
                               betting_seconds=self.betting_seconds, pause_seconds=self.pause_seconds,
-                              auto_rounds=auto_rounds, decision_seconds=self.decision_seconds)
+                              auto_rounds=auto_rounds, decision_seconds=self.decision_seconds,
+                              log_level=self.node_log_level)
 
     async def _start_database(self) -> None:
         if self.auto_pg:
@@ -419,8 +423,10 @@ class _NodeSoak:
                             self.db_now = now
                             self.lease_now[tid] = (node, int(epoch), expires)
                             key = (tid, int(epoch))
-                            if key not in self.leases_seen and node is not None:
-                                self.leases_seen[key] = LeaseSeen(tid, int(epoch), node, acquired, committed)
+                            if node is not None:
+                                if key not in self.leases_seen:
+                                    self.leases_seen[key] = LeaseSeen(tid, int(epoch), node, acquired, committed)
+                                self.lease_expiries[key] = max(expires, self.lease_expiries.get(key, expires))
                         await asyncio.sleep(LEASE_POLL_SECONDS)
             except (psycopg.Error, OSError):
                 await asyncio.sleep(0.2)
@@ -497,7 +503,8 @@ class _NodeSoak:
             node, fault = await self._victim(kind)
             self._busy.add(node.node_id)
             try:
-                entry.update(node=node.node_id, tables=len(fault.held))
+                entry.update(node=node.node_id, tables=len(fault.held), held_by_node=dict(sorted(Counter(
+                    n for n, _, expires in self.lease_now.values() if n and expires > self.db_now).items())))
                 if kind == "node_kill":
                     node.kill()
                     down = rng.uniform(1.0, 4.0)
@@ -754,7 +761,7 @@ class _NodeSoak:
         leases = list(self.leases_seen.values())
         ownership, own_stats = check_ownership(rows, leases)
         chains = check_chains(rows)
-        failovers, never = failover_times(self.node_faults, rows, leases)
+        failovers, never = failover_times(self.node_faults, rows, leases, self.lease_expiries)
         pauses, paused_wrote = self._judge_pauses(rows)
         node_logs: dict[str, dict[str, int]] = {}
         for n in node_ids(self.n_nodes):
@@ -849,20 +856,21 @@ def _fatal_errors(path: Path) -> int:
 
 def _failover_dict(f: Failover) -> dict[str, Any]:
     return {"kind": f.kind, "node": f.node, "table": f.table_id, "seconds": f.seconds, "epoch": f.epoch,
-            "by": f.by, "measured_to": f.measured_to}
+            "by": f.by, "measured_to": f.measured_to, "lease_seconds": f.lease_seconds, "takeover": f.takeover}
 
 
 async def run_node_soak(nodes: int, tables: int, rounds: int, seed: int, workdir: Path, *, journal: str = "auto",
                         lease_seconds: float = 3.0, fault_every: float = 4.0, card_fault_rate: float = 0.06,
                         betting_seconds: float = 0.15, pause_seconds: float = 0.05, deal_interval: float = 0.005,
                         decision_seconds: float = 6.0, max_seconds: float = 3600.0, stall_seconds: float = 90.0,
-                        drain_seconds: float = 120.0, games: str = "mixed", chaos: bool = True) -> dict[str, Any]:
+                        drain_seconds: float = 120.0, games: str = "mixed", chaos: bool = True,
+                        node_log_level: str = "warning") -> dict[str, Any]:
     """Run the multi-node soak and return its summary (see the module docstring)."""
     soak = _NodeSoak(nodes, tables, rounds, seed, Path(workdir), journal=journal, lease_seconds=lease_seconds,
                      fault_every=fault_every, card_fault_rate=card_fault_rate, betting_seconds=betting_seconds,
                      pause_seconds=pause_seconds, deal_interval=deal_interval, decision_seconds=decision_seconds,
                      max_seconds=max_seconds, stall_seconds=stall_seconds, drain_seconds=drain_seconds, games=games,
-                     chaos=chaos)
+                     chaos=chaos, node_log_level=node_log_level)
     return await soak.run()
 
 

@@ -19,7 +19,7 @@ database's: see ``tools/soak_nodes.py``).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,6 +81,11 @@ class Failover:
     epoch: int | None  # the epoch that took the table over
     by: str | None  # the node that did
     measured_to: str  # "first_row" or "lease_acquired"
+    #: from the fault to the next lease's acquired_at (None: that lease was not seen)
+    lease_seconds: float | None = None
+    #: "released": the next lease was taken before the victim's would have expired (handed
+    #: over, or released on SIGTERM); "expired": after; None: unknown
+    takeover: str | None = None
 
 
 def check_chains(rows: Iterable[EventRow]) -> list[str]:
@@ -152,11 +157,16 @@ def check_ownership(rows: Iterable[EventRow], leases: Iterable[LeaseSeen]) -> tu
                "closest_old_epoch_commit_before_takeover_s": None if worst_margin is None else round(worst_margin, 3)}
 
 
-def failover_times(faults: Sequence[NodeFault], rows: Iterable[EventRow],
-                   leases: Iterable[LeaseSeen]) -> tuple[list[Failover], list[str]]:
+#: A lease taken this much before the victim's would have expired was handed over, not expired.
+RELEASE_MARGIN_S = 0.05
+
+
+def failover_times(faults: Sequence[NodeFault], rows: Iterable[EventRow], leases: Iterable[LeaseSeen],
+                   expiries: Mapping[tuple[str, int], float] | None = None) -> tuple[list[Failover], list[str]]:
     """Per node fault and per table its victim held: the time from the fault to the first
     row the table's next epoch wrote (or, if that epoch wrote none, to its lease's
-    ``acquired_at``). A table never taken over is a discrepancy."""
+    ``acquired_at``). A table never taken over is a discrepancy. ``expiries`` (table, epoch)
+    -> the latest ``expires_at`` seen of that lease tells a handover from an expiry."""
     by_table = _by_table(rows)
     first_row: dict[tuple[str, int], EventRow] = {}
     for tid, rs in by_table.items():
@@ -183,7 +193,13 @@ def failover_times(faults: Sequence[NodeFault], rows: Iterable[EventRow],
                 end, to, by = lease.acquired_at, "lease_acquired", lease.node
             else:
                 continue  # a row without a time and a lease not seen: cannot be timed
-            out.append(Failover(f.kind, f.node, tid, round(max(0.0, end - f.at), 3), epoch, by, to))
+            lease_s = takeover = None
+            if lease is not None:
+                lease_s = round(max(0.0, lease.acquired_at - f.at), 3)
+                expiry = (expiries or {}).get((tid, held))
+                if expiry is not None:
+                    takeover = "released" if lease.acquired_at < expiry - RELEASE_MARGIN_S else "expired"
+            out.append(Failover(f.kind, f.node, tid, round(max(0.0, end - f.at), 3), epoch, by, to, lease_s, takeover))
     return out, d
 
 
@@ -204,6 +220,9 @@ def failover_summary(failovers: Sequence[Failover]) -> dict[str, Any]:
                        for k in NODE_FAULTS}
     out["never_taken_over"] = sum(1 for f in failovers if f.seconds is None)
     out["measured_to"] = dict(sorted(_count(f.measured_to for f in timed).items()))
+    out["to_lease_acquired"] = quantiles([f.lease_seconds for f in timed if f.lease_seconds is not None])
+    out["takeovers"] = {k: dict(sorted(_count(f.takeover or "unknown" for f in timed if f.kind == k).items()))
+                        for k in NODE_FAULTS}
     return out
 
 

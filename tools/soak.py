@@ -1534,8 +1534,28 @@ def _cmd_soak(args: argparse.Namespace) -> int:
             return fail("dealer soak", f"--workdir {wd} is not a directory")
         if wd.is_dir() and any(wd.iterdir()):
             return fail("dealer soak", f"--workdir {wd} is not empty: give a new or empty directory")
+    nodes = getattr(args, "nodes", 1)
+    if nodes < 2 and getattr(args, "journal", None) is not None:
+        return fail("dealer soak", "--journal is for the multi-node soak: give --nodes 2 or more")
+    if nodes >= 2:
+        from tools import soak_nodes
+
+        journal = args.journal or "auto"
+        if journal != "auto":
+            why = soak_nodes.check_journal_url(journal)
+            if why is not None:
+                return fail("dealer soak", why)
     configure_logging(args.log_level)
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="dealer-soak-"))
+    if nodes >= 2:
+        summary = run_loop(soak_nodes.run_node_soak(
+            nodes, args.tables, args.rounds, args.seed, workdir, journal=journal, lease_seconds=args.lease_seconds,
+            fault_every=args.fault_every,
+            card_fault_rate=args.fault_rate if args.card_fault_rate is None else args.card_fault_rate,
+            betting_seconds=args.betting_seconds, max_seconds=args.max_seconds, games=args.games,
+            decision_seconds=args.decision_seconds, chaos=args.fault_every > 0, node_log_level=args.node_log_level))
+        print(json.dumps(summary, sort_keys=True))
+        return 0 if summary["ok"] else 1
     summary = run_loop(run_soak(args.tables, args.rounds, args.seed, workdir, args.fault_rate,
                                 card_fault_rate=args.card_fault_rate, betting_seconds=args.betting_seconds,
                                 max_seconds=args.max_seconds, games=args.games,
@@ -1568,6 +1588,21 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                    help="Sevenluck decision window (its players answer within 0.3 s: a load margin)")
     p.add_argument("--max-seconds", type=seconds(0, 30 * 86_400), default=3600.0,
                    help="give up (and report it) after this long")
+    p.add_argument("--nodes", type=int_range(1, 16), default=1, metavar="N",
+                   help="backend nodes; 2 or more: the multi-node soak (tools/soak_nodes.py): nodes share a "
+                        "PostgreSQL journal and own the tables by lease, while nodes are killed, paused past their "
+                        "lease and stopped, and PostgreSQL and the broker restart (default 1)")
+    p.add_argument("--journal", metavar="URL|auto", default=None,
+                   help="with --nodes: the PostgreSQL journal, an empty database at postgresql://..., or 'auto' "
+                        "(default): a private server the soak also kills and restarts (with a URL it cannot, and "
+                        "skips postgres_restart)")
+    p.add_argument("--lease-seconds", type=seconds(1, 300, allow_low=True), default=3.0,
+                   help="with --nodes: each node's [cluster] lease_seconds (default 3; failover target 5 s)")
+    p.add_argument("--fault-every", type=seconds(0, 1_000_000, allow_low=True, unit="rounds"), default=4.0, metavar="R",
+                   help="with --nodes: one fault every R rounds per table, every second one a node kill or pause, "
+                        "the others node stops, PostgreSQL and broker restarts in turn (default 4; 0: no chaos)")
+    p.add_argument("--node-log-level", default="warning", choices=["debug", "info", "warning", "error"],
+                   help="with --nodes: each node's log_level (its log is node-N.log in the workdir; default warning)")
     p.add_argument("--workdir", help="a new or empty directory for the broker, journal, ledger and logs "
                                      "(default: a fresh temporary directory, kept)")
     p.add_argument("--log-level", default="error", choices=["debug", "info", "warning", "error"],

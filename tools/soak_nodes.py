@@ -1,0 +1,892 @@
+"""``dealer soak --nodes N``: the multi-node soak. N backend nodes share one PostgreSQL journal
+and own K tables by lease, while nodes are killed, paused past their lease and stopped, and
+PostgreSQL and the broker restart; then everything is reconciled.
+
+Everything is real except the people and the hardware: one private Mosquitto, a private
+PostgreSQL (``--journal auto``, :class:`simulators.pgserver.PgServer`, which the soak also
+kills and restarts) or the one at ``--journal URL`` (an empty database; the soak cannot
+restart that server, so ``postgres_restart`` is skipped and the summary says so), and N
+``dealer run`` processes, ``node-1`` .. ``node-N``, each from a TOML of its own with the same
+tables and journal. Scanners report over MQTT (``kind = "mqtt"``: a scanner gateway is not
+wired to one host), so any node can deal any table; the virtual dealers keep their line
+faults (the gateway drops what it cannot decode: the seq gap tells the backend) and their
+mistakes (foreign and duplicate cards). Settlement, bettors and Sevenluck players are
+``tools/soak.py``'s.
+
+Chaos, one fault at a time, one every ``--fault-every`` rounds (the mean over tables; a fault
+waits for the one before it to end, its node back and its tables taken over): every second
+fault is a node kill or pause, so one comes at least every ``2 * --fault-every`` rounds, and
+the others come in turn between them (:func:`plan_chaos`):
+
+* ``node_kill``: SIGKILL a node that holds tables; start it again 1-4 s later;
+* ``node_pause``: SIGSTOP it for ``lease_seconds`` + 1.5..3 s (past its lease), then SIGCONT:
+  its tables must have moved, and it must write nothing more under its old leases;
+* ``node_term``: SIGTERM (it hands its tables over at once); start it again 0.5-2 s later;
+* ``postgres_restart``: PostgreSQL SIGKILLed (every process) and started again (``auto`` only);
+* ``broker_restart``: Mosquitto SIGKILLed and started again on its port.
+
+Then the drain (the nodes restarted with ``auto_rounds = false``; every opened round's
+result delivered, applied and acknowledged) and the reconciliation: everything
+:func:`tools.soak.reconcile` checks (each opened round exactly one applied result, every bet
+one ledger line at the right amount, chips conserved, nobody timed out by the decision
+timer), plus :mod:`tools.soak_ownership`: one writer per table at a time (epochs only go up
+along each table's chain, one node per epoch, the node its lease named, and no row of an
+epoch committed after a later epoch's lease had committed), the chains' shape, and
+``PgJournal.verify_chain`` (the hashes).
+
+**Failover time**, per node fault and per table the victim held when the signal went: from
+that instant to the first journal row of the table's next epoch (its commit), or, when that
+epoch wrote no row, to its lease's ``acquired_at``. One clock, the database's: the fault
+instant is ``clock_timestamp()`` read in the query that lists the victim's leases, just
+before the signal; a row's time is its commit timestamp (the soak's own PostgreSQL runs with
+``track_commit_timestamp = on``). On a database without commit timestamps (an explicit
+``--journal URL``) a row's time is its ``recorded_at`` (the writing node's clock, this host's)
+moved onto the database's clock by the offset measured at each fault.
+
+The summary is one JSON object: ``discrepancies``, ``failover_s`` (p50, p99, max, count,
+overall and per kind), fault counts, the ownership figures and everything the single-node
+soak reports about rounds, bets and chips.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import random
+import signal
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import structlog
+
+from dealer.edge import topics
+from drivers.mqtt import MqttBus
+from simulators.broker import MosquittoProcess
+from simulators.pgserver import PgServer
+from simulators.players import VirtualPlayer
+from simulators.rig import make_dealer
+from simulators.shoe import FaultPlan, VirtualShoe
+from simulators.station import DealerFaults, MqttShoeLink, StationScreen, VirtualDealer
+from tools.soak import (
+    DEALER_FAULTS,
+    LINE_FAULTS,
+    MAX_LISTED,
+    SEVENLUCK_SEATS,
+    BackendProcess,
+    Reconciliation,
+    SoakData,
+    _SoakConsumer,
+    _SoakPlayer,
+    _SplitBus,
+    reconcile,
+    scan_backend_log,
+    table_games,
+)
+from tools.soak_ownership import (
+    NODE_FAULTS,
+    EventRow,
+    Failover,
+    LeaseSeen,
+    NodeFault,
+    check_chains,
+    check_ownership,
+    failover_summary,
+    failover_times,
+    quantiles,
+)
+
+log = structlog.get_logger("tools.soak_nodes")
+
+CHAOS_KINDS = NODE_FAULTS + ("postgres_restart", "broker_restart")
+DATABASE = "soak"
+#: How often the soak reads ``leases`` (it records every lease it sees, with its commit time).
+LEASE_POLL_SECONDS = 0.1
+NODE_SERVICE = "result_resend_seconds = 2\nresult_resend_max_seconds = 10\n"
+
+
+def node_ids(n: int) -> list[str]:
+    return [f"node-{i}" for i in range(1, n + 1)]
+
+
+def table_ids(n: int) -> list[tuple[str, str]]:
+    """(table id, reader id) per table."""
+    width = max(2, len(str(n)))
+    return [(f"S{i:0{width}d}", f"R{i:0{width}d}") for i in range(1, n + 1)]
+
+
+def write_node_config(path: Path, *, node_id: str, journal_url: str, broker_url: str,
+                      tables: Sequence[tuple[str, str, str]], lease_seconds: float, betting_seconds: float,
+                      pause_seconds: float, auto_rounds: bool = True, decision_seconds: float = 6.0,
+                      heartbeat_timeout: float = 3.0, log_level: str = "warning") -> Path:
+    """One node's TOML: the shared journal and tables (id, MQTT reader, game), its own node id."""
+    parts = [f"""[service]
+node_id = "{node_id}"
+journal_url = "{journal_url}"
+metrics_enabled = false
+log_level = "{log_level}"
+{NODE_SERVICE}
+[cluster]
+lease_seconds = {lease_seconds}
+
+[mqtt]
+url = "{broker_url}"
+"""]
+    for tid, reader, game in tables:
+        parts.append(f"""
+[[tables]]
+id = "{tid}"
+game = "{game}"
+betting_seconds = {betting_seconds}
+pause_seconds = {pause_seconds}
+auto_rounds = {'true' if auto_rounds else 'false'}
+""" + (f"""decision_seconds = {decision_seconds}
+
+[tables.options]
+seats = {SEVENLUCK_SEATS}
+""" if game == "sevenluck" else "") + f"""
+[tables.scanner]
+kind = "mqtt"
+reader_id = "{reader}"
+heartbeat_timeout = {heartbeat_timeout}
+""")
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(parts))
+    tmp.replace(path)
+    return path
+
+
+def plan_chaos(rng: random.Random, n: int, kinds: Sequence[str]) -> list[str]:
+    """``n`` faults: every second one a node kill or pause (in pairs of both, in random order),
+    and between them the other kinds in turn (node stops, PostgreSQL and broker restarts,
+    shuffled once): a node kill or pause is never more than two faults away, and the first
+    ``2 * (len(kinds) - 2)`` faults hold every kind."""
+    takers = [k for k in ("node_kill", "node_pause") if k in kinds]
+    others = [k for k in kinds if k not in takers]
+    rng.shuffle(others)
+    plan: list[str] = []
+    pair: list[str] = []
+    while len(plan) < n:
+        if not pair:
+            pair = list(takers)
+            rng.shuffle(pair)
+        plan.append(pair.pop())
+        if others and len(plan) < n:
+            plan.append(others[(len(plan) // 2) % len(others)])
+    return plan[:n]
+
+
+class NodeProcess(BackendProcess):
+    """One ``dealer run`` node: killed, paused and resumed, stopped and started again."""
+
+    def __init__(self, node_id: str, config: Path, log_path: Path) -> None:
+        # a fatal signal (SIGSEGV, SIGABRT from C code) prints every thread's Python stack to its log
+        super().__init__(config, log_path, env={"PYTHONFAULTHANDLER": "1"})
+        self.node_id = node_id
+        self.paused = False
+
+    def pause(self) -> None:
+        if self.alive:
+            self.proc.send_signal(signal.SIGSTOP)  # type: ignore[union-attr]
+            self.paused = True
+
+    def resume(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+        self.paused = False
+
+    def term(self, timeout: float = 20.0) -> bool:
+        """SIGTERM and wait for the exit; False when it had to be killed."""
+        self.resume()
+        if self.proc is None or self.proc.poll() is not None:
+            return True
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=timeout)
+            return True
+        except Exception:  # subprocess.TimeoutExpired
+            self.kill()
+            return False
+
+
+class _NodeSoak:
+    def __init__(self, nodes: int, tables: int, rounds: int, seed: int, workdir: Path, *, journal: str,
+                 lease_seconds: float, fault_every: float, card_fault_rate: float, betting_seconds: float,
+                 pause_seconds: float, deal_interval: float, decision_seconds: float, max_seconds: float,
+                 stall_seconds: float, drain_seconds: float, games: str, chaos: bool = True,
+                 node_log_level: str = "warning") -> None:
+        if nodes < 2:
+            raise ValueError("the multi-node soak needs at least two nodes")
+        if tables < 1 or rounds < 1:
+            raise ValueError("a soak needs at least one table and one round")
+        self.n_nodes, self.n_tables, self.rounds, self.seed = nodes, tables, rounds, seed
+        self.workdir = Path(workdir)
+        self.journal_arg = journal
+        self.auto_pg = journal == "auto"
+        self.lease_seconds, self.fault_every = lease_seconds, fault_every
+        self.card_fault_rate = card_fault_rate
+        self.betting_seconds, self.pause_seconds, self.deal_interval = betting_seconds, pause_seconds, deal_interval
+        self.decision_seconds = decision_seconds
+        self.max_seconds, self.stall_seconds, self.drain_seconds = max_seconds, stall_seconds, drain_seconds
+        self.chaos_on = chaos
+        self.node_log_level = node_log_level
+        self.rng = random.Random(seed)
+        self.ids = table_ids(tables)
+        self.tids = [t for t, _ in self.ids]
+        self.games = dict(zip(self.tids, table_games(tables, games)))
+        self.kinds = CHAOS_KINDS if self.auto_pg else tuple(k for k in CHAOS_KINDS if k != "postgres_restart")
+        self.skipped: dict[str, str] = {} if self.auto_pg else {
+            "postgres_restart": "--journal names a server the soak did not start: it cannot kill and restart it"}
+        self.problems: list[str] = []
+        self.chaos_counts: Counter[str] = Counter()
+        self.chaos_log: list[dict[str, Any]] = []
+        self.node_faults: list[NodeFault] = []
+        self.pause_checks: list[dict[str, Any]] = []
+        self.must_not_time_out: dict[str, str] = {}
+        self.leases_seen: dict[tuple[str, int], LeaseSeen] = {}
+        self.lease_expiries: dict[tuple[str, int], float] = {}  # the latest expires_at seen of each lease
+        self.lease_now: dict[str, tuple[str | None, int, float]] = {}  # table -> (node, epoch, expires_at)
+        self.db_now = 0.0  # the database clock at the last lease poll
+        self.clock_offsets: list[float] = []  # database clock - this host's clock, at each fault
+        self.commit_times = False
+        self.applied_per_table: dict[str, set[str]] = {t: set() for t in self.tids}
+        self.deliveries: dict[str, list[bytes]] = {}
+        self.last_progress = time.monotonic()
+        self.table_progress = {t: self.last_progress for t in self.tids}
+        self.last_event: dict[str, dict[str, Any]] = {}  # table -> its latest round event (event, round_id)
+        self.instances: dict[str, set[str]] = {n: set() for n in node_ids(nodes)}
+        self.online_at: dict[str, float] = {n: 0.0 for n in node_ids(nodes)}
+        self.loop_lag_ms: list[float] = []
+        self.pg_restarts_s: list[float] = []
+        self._busy: set[str] = set()  # nodes the chaos is stopping and starting
+        self._chaos_task: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._bus_tasks: list[asyncio.Task[Any]] = []
+        self.startup_s: float | None = None  # database, broker and every node online
+        self.pg: PgServer | None = None
+        self.url = ""
+
+    # -- set-up ------------------------------------------------------------------------------
+
+    def _configs(self, auto_rounds: bool) -> None:
+        for node in self.nodes.values():
+            write_node_config(node.config, node_id=node.node_id, journal_url=self.url, broker_url=self.broker.url,
+                              tables=[(t, r, self.games[t]) for t, r in self.ids], lease_seconds=self.lease_seconds,
+                              betting_seconds=self.betting_seconds, pause_seconds=self.pause_seconds,
+                              auto_rounds=auto_rounds, decision_seconds=self.decision_seconds,
+                              log_level=self.node_log_level)
+
+    async def _start_database(self) -> None:
+        if self.auto_pg:
+            self.pg = PgServer(self.workdir)
+            await asyncio.to_thread(self.pg.start)
+            # commit times: the one clock the failover times and the fencing check are read on
+            await asyncio.to_thread(self.pg.psql, "postgres", "ALTER SYSTEM SET track_commit_timestamp = on")
+            await asyncio.to_thread(self.pg.stop)
+            await asyncio.to_thread(self.pg.start)
+            self.url = await asyncio.to_thread(self.pg.create_database, DATABASE)
+        else:
+            self.url = self.journal_arg
+        with await asyncio.to_thread(psycopg.connect, self.url, connect_timeout=10, autocommit=True) as con:
+            self.commit_times = con.execute("SELECT current_setting('track_commit_timestamp')").fetchone()[0] == "on"
+
+    async def _start(self) -> None:
+        wd = self.workdir
+        wd.mkdir(parents=True, exist_ok=True)
+        if (wd / "ledger.sqlite").exists():
+            raise FileExistsError(f"{wd} already holds a soak run (ledger.sqlite): use a new workdir")
+        (wd / "broker").mkdir(exist_ok=True)
+        await self._start_database()
+        self.broker = MosquittoProcess(wd / "broker", save_on_every_change=False)
+        await asyncio.to_thread(self.broker.start)
+        self.nodes = {n: NodeProcess(n, wd / f"{n}.toml", wd / f"{n}.log") for n in node_ids(self.n_nodes)}
+        self._configs(auto_rounds=True)
+
+        url = self.broker.url
+        self.settle_bus = MqttBus(url, client_id="soak-settlement", persistent_session=True)
+        self.live_bus = MqttBus(url, client_id="soak-bettors")
+        self.dealer_bus = MqttBus(url, client_id="soak-dealers", persistent_session=True)
+        self.monitor = MqttBus(url, client_id="soak-monitor", accept_retained=True)
+        self.consumer = _SoakConsumer(_SplitBus(durable=self.settle_bus, live=self.live_bus), list(self.tids),
+                                      wd / "ledger.sqlite", rng=random.Random(self.seed + 1),
+                                      players=SEVENLUCK_SEATS, games=dict(self.games))
+        self.consumer.db.execute("PRAGMA synchronous=NORMAL")
+        self.player_buses: list[MqttBus] = []
+        self.players: list[VirtualPlayer] = []
+        prng = random.Random(self.seed + 2)
+        for tid in self.tids:
+            if self.games[tid] != "sevenluck":
+                continue
+            pbus = MqttBus(url, client_id=f"soak-players-{tid}", persistent_session=True)
+            self.player_buses.append(pbus)
+            for n in range(1, SEVENLUCK_SEATS + 1):
+                self.players.append(_SoakPlayer(tid, f"player{n}", pbus, prng.choice(["q64", "random"]),
+                                                rng=random.Random(prng.random()),
+                                                think=round(prng.uniform(0.02, 0.3), 3), retries=20))
+        for tid in self.tids:
+            self.settle_bus.subscribe(topics.results(tid), self._on_result)
+        p = self.card_fault_rate / (len(LINE_FAULTS) + len(DEALER_FAULTS))
+        self.dealers: list[VirtualDealer] = []
+        self.screens: list[StationScreen] = []
+        for i, (tid, reader) in enumerate(self.ids):
+            dealer = make_dealer(
+                self.games[tid], tid, VirtualShoe(reader), MqttShoeLink(self.dealer_bus, tid),
+                rng=random.Random(self.seed * 7919 + i),
+                faults=FaultPlan(garbage=p, noread=p, torn=p, drop=p, repeat=p),
+                dealer_faults=DealerFaults(foreign=p, duplicate=p),
+                deal_interval=self.deal_interval, heartbeat_interval=0.5, patience=0.5)
+            screen = StationScreen(dealer)
+            self.dealer_bus.subscribe(topics.prompts(tid), screen.on_prompt)
+            self.screens.append(screen)
+            self.dealers.append(dealer)
+        self.monitor.subscribe(topics.table_topic("+", "events"), self._on_event)
+        for n in self.nodes:
+            self.monitor.subscribe(topics.backend_status(n), self._status_handler(n))
+
+        buses = (self.settle_bus, self.live_bus, self.dealer_bus, self.monitor, *self.player_buses)
+        for bus in buses:
+            self._bus_tasks.append(asyncio.create_task(bus.run()))
+        for bus in buses:
+            async with asyncio.timeout(15):
+                await bus.wait_connected()
+        self._tasks.append(asyncio.create_task(self._watch_leases()))
+        # every node at once: they race to lay the schema down on the empty database (one does)
+        await asyncio.gather(*(self._start_node(n) for n in self.nodes.values()))
+        self._tasks += [asyncio.create_task(d.run()) for d in self.dealers]
+
+    def _status_handler(self, node_id: str) -> Callable[[str, bytes], None]:
+        """A node's retained status: a start counts when a new instance (the first part of its
+        ``session``) says online, never a killed instance's retained "online"."""
+        def on_status(topic: str, payload: bytes) -> None:
+            with contextlib.suppress(ValueError, AttributeError, TypeError):
+                status = json.loads(payload)
+                if status.get("online") is True:
+                    instance = str(status.get("session") or "").split(".")[0]
+                    if instance not in self.instances[node_id]:
+                        self.instances[node_id].add(instance)
+                        self.online_at[node_id] = time.monotonic()
+        return on_status
+
+    async def _start_node(self, node: NodeProcess, timeout: float = 60.0) -> None:
+        t = time.monotonic()
+        node.start()
+        try:
+            async with asyncio.timeout(timeout):
+                while self.online_at[node.node_id] < t:
+                    if not node.alive:
+                        code = node.proc.returncode if node.proc else None
+                        raise RuntimeError(f"{node.node_id} exited with {code} at start (see {node.log_path})")
+                    await asyncio.sleep(0.02)
+        except TimeoutError:
+            raise RuntimeError(f"{node.node_id} did not come online within {timeout} s (see {node.log_path})") from None
+
+    # -- what the soak hears and reads -----------------------------------------------------------
+
+    def _on_result(self, topic: str, payload: bytes) -> None:
+        try:
+            msg = json.loads(payload)
+            key = msg["idempotency_key"]
+            if msg.get("schema_id") == "studio.v1.round_result_part":
+                key = f"{key}#{msg['part']}/{msg['parts']}"
+        except (ValueError, KeyError, TypeError):
+            self.problems.append(f"undecodable result on {topic}: {payload[:200]!r}")
+            return
+        self.deliveries.setdefault(key, []).append(payload)
+        tid = key.split(":", 1)[0]
+        if "#" not in key and tid in self.applied_per_table and key not in self.applied_per_table[tid]:
+            self.applied_per_table[tid].add(key)
+            self.last_progress = self.table_progress[tid] = time.monotonic()
+
+    def _on_event(self, topic: str, payload: bytes) -> None:
+        tid = topics.table_of(topic) or "?"
+        with contextlib.suppress(ValueError, AttributeError):
+            ev = json.loads(payload)
+            self.last_event[tid] = {"event": ev.get("event"), "round_id": ev.get("round_id")}
+
+    async def _watch_leases(self) -> None:
+        """Read ``leases`` every LEASE_POLL_SECONDS, recording every (table, epoch) seen: its
+        node, ``acquired_at`` and the commit time of the row version seen first."""
+        cts = ", extract(epoch FROM pg_xact_commit_timestamp(xmin))::float8" if self.commit_times else ", NULL"
+        sql = ("SELECT table_id, node, epoch, extract(epoch FROM acquired_at)::float8, "
+               "extract(epoch FROM expires_at)::float8" + cts + ", extract(epoch FROM clock_timestamp())::float8 "
+               "FROM leases")
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(self.url, autocommit=True, connect_timeout=2) as con:
+                    while True:
+                        for tid, node, epoch, acquired, expires, committed, now in await (await con.execute(sql)).fetchall():
+                            self.db_now = now
+                            self.lease_now[tid] = (node, int(epoch), expires)
+                            key = (tid, int(epoch))
+                            if node is not None:
+                                if key not in self.leases_seen:
+                                    self.leases_seen[key] = LeaseSeen(tid, int(epoch), node, acquired, committed)
+                                self.lease_expiries[key] = max(expires, self.lease_expiries.get(key, expires))
+                        await asyncio.sleep(LEASE_POLL_SECONDS)
+            except (psycopg.Error, OSError):
+                await asyncio.sleep(0.2)
+
+    async def _db(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        def run() -> list[tuple[Any, ...]]:
+            with psycopg.connect(self.url, connect_timeout=5, autocommit=True) as con:
+                return con.execute(sql, args).fetchall()  # type: ignore[arg-type]
+        return await asyncio.to_thread(run)
+
+    async def _fault_instant(self, kind: str, node: str) -> NodeFault:
+        """The database clock now and the victim's live leases (read just before the signal)."""
+        before = time.time()
+        rows = await self._db(
+            "SELECT extract(epoch FROM clock_timestamp())::float8, "
+            "(SELECT coalesce(json_object_agg(table_id, epoch), '{}') FROM leases "
+            " WHERE node = %s AND expires_at > clock_timestamp())", (node,))
+        after = time.time()
+        now, held = rows[0]
+        self.clock_offsets.append(now - (before + after) / 2)
+        held = held if isinstance(held, dict) else json.loads(held)
+        fault = NodeFault(kind, node, float(now), {t: int(e) for t, e in held.items()})
+        for tid in fault.held:  # a Sevenluck round deciding now: its players must not be timed out
+            last = self.last_event.get(tid) or {}
+            if self.games.get(tid) == "sevenluck" and last.get("event") == "decisions_open" and last.get("round_id"):
+                self.must_not_time_out[f"{tid}:{last['round_id']}"] = f"{kind} of {node} while its players decided"
+        return fault
+
+    # -- chaos ----------------------------------------------------------------------------------
+
+    def mean_applied(self) -> float:
+        return sum(len(s) for s in self.applied_per_table.values()) / len(self.tids)
+
+    async def _chaos(self) -> None:
+        if not self.chaos_on:
+            return
+        n = max(2 * (len(self.kinds) - 2), math.floor(self.rounds * 0.85 / self.fault_every))
+        plan = plan_chaos(self.rng, n, self.kinds)
+        spacing = min(self.fault_every, self.rounds * 0.85 / len(plan))
+        for i, kind in enumerate(plan):
+            threshold = spacing * (i + self.rng.uniform(0.5, 1.0))
+            while self.mean_applied() < threshold:
+                await asyncio.sleep(0.05)
+            await self._inject(kind)
+
+    async def _victim(self, kind: str) -> tuple[NodeProcess, NodeFault]:
+        """A live node holding tables (the one holding most, on a tie a random one) and the
+        fault's instant. Right after a PostgreSQL restart every lease may have run out: wait
+        (up to 30 s) until one is held again, or the fault would time nothing."""
+        deadline = time.monotonic() + 30
+        while True:
+            held = Counter(node for node, _, expires in self.lease_now.values() if node and expires > self.db_now)
+            alive = [n for n in self.nodes.values() if n.alive and not n.paused]
+            self.rng.shuffle(alive)
+            node = max(alive, key=lambda n: held.get(n.node_id, 0))
+            fault = await self._fault_instant(kind, node.node_id)
+            if fault.held or time.monotonic() > deadline:
+                return node, fault
+            await asyncio.sleep(0.2)
+
+    async def _await_takeover(self, fault: NodeFault, timeout: float) -> bool:
+        """Wait until every table the victim held has a later lease (the next fault waits)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if all(self.lease_now.get(t, (None, 0, 0.0))[1] > e for t, e in fault.held.items()):
+                return True
+            await asyncio.sleep(0.05)
+        return False
+
+    async def _inject(self, kind: str) -> None:
+        rng = self.rng
+        entry: dict[str, Any] = {"kind": kind, "t": round(time.monotonic() - self.t0, 3)}
+        if kind in NODE_FAULTS:
+            node, fault = await self._victim(kind)
+            self._busy.add(node.node_id)
+            try:
+                entry.update(node=node.node_id, tables=len(fault.held), held_by_node=dict(sorted(Counter(
+                    n for n, _, expires in self.lease_now.values() if n and expires > self.db_now).items())))
+                if kind == "node_kill":
+                    node.kill()
+                    down = rng.uniform(1.0, 4.0)
+                    await asyncio.sleep(down)
+                    await self._start_node(node)
+                    entry["down_s"] = round(down, 2)
+                elif kind == "node_term":
+                    clean = await asyncio.to_thread(node.term)
+                    if not clean:
+                        self.problems.append(f"node_term: {node.node_id} did not exit within 20 s of SIGTERM")
+                    down = rng.uniform(0.5, 2.0)
+                    await asyncio.sleep(down)
+                    await self._start_node(node)
+                    entry["down_s"] = round(down, 2)
+                else:
+                    await self._pause(node, fault, entry)
+                self.node_faults.append(fault)
+                if not await self._await_takeover(fault, timeout=3 * self.lease_seconds + 30):
+                    self.problems.append(f"{kind} of {node.node_id}: tables {sorted(fault.held)} not all taken "
+                                         f"over within {3 * self.lease_seconds + 30:.0f} s")
+            finally:
+                self._busy.discard(node.node_id)
+        elif kind == "postgres_restart":
+            assert self.pg is not None
+            t = time.monotonic()
+            await asyncio.to_thread(self.pg.kill)
+            down = rng.uniform(0.2, 1.5)
+            await asyncio.sleep(down)
+            await asyncio.to_thread(self.pg.start)
+            self.pg_restarts_s.append(time.monotonic() - t)
+            entry["down_s"] = round(down, 2)
+        elif kind == "broker_restart":
+            self.broker.kill()
+            down = rng.uniform(0.05, 0.6)
+            await asyncio.sleep(down)
+            await asyncio.to_thread(self.broker.start)
+            entry["down_s"] = round(down, 2)
+        else:
+            raise ValueError(kind)
+        self.chaos_counts[kind] += 1
+        self.chaos_log.append(entry)
+
+    async def _pause(self, node: NodeProcess, fault: NodeFault, entry: dict[str, Any]) -> None:
+        """SIGSTOP past the lease, SIGCONT: which of its tables moved while it slept, and (after
+        the run, from the journal) whether it wrote anything more under its old leases."""
+        node.pause()
+        paused = self.lease_seconds + self.rng.uniform(1.5, 3.0)
+        await asyncio.sleep(paused)
+        rows = await self._db("SELECT extract(epoch FROM clock_timestamp())::float8")
+        fault.resumed_at = float(rows[0][0])
+        node.resume()
+        entry["paused_s"] = round(paused, 2)
+        self.pause_checks.append({"node": node.node_id, "paused_s": round(paused, 2), "tables": len(fault.held),
+                                  "resumed_at": fault.resumed_at, "held": dict(fault.held)})
+        await asyncio.sleep(1.0)
+        if not node.alive:
+            code = node.proc.returncode if node.proc else None
+            self.problems.append(f"node_pause: {node.node_id} exited ({code}) after SIGCONT instead of stepping down")
+            await self._start_node(node)
+
+    # -- the run ----------------------------------------------------------------------------
+
+    def _diagnose(self) -> str:
+        parts = []
+        for tid, dealer in zip(self.tids, self.dealers):
+            lease = self.lease_now.get(tid)
+            parts.append(f"{tid}: applied={len(self.applied_per_table[tid])} lease={lease} "
+                         f"last_event={self.last_event.get(tid)} dealer(in_hand={dealer.in_hand}, dealt={len(dealer.dealt)})")
+        return "; ".join(parts)
+
+    async def _loop_lag(self) -> None:
+        while True:
+            t = time.monotonic()
+            await asyncio.sleep(0.01)
+            self.loop_lag_ms.append((time.monotonic() - t - 0.01) * 1000)
+
+    async def _play(self) -> None:
+        self._tasks.append(asyncio.create_task(self._loop_lag()))
+        chaos = self._chaos_task = asyncio.create_task(self._chaos())
+        next_report = time.monotonic() + 10
+        while True:
+            await asyncio.sleep(0.2)
+            now = time.monotonic()
+            if now >= next_report:
+                next_report += 10
+                log.info("soak progress", seconds=round(now - self.t0), results=sum(map(len, self.applied_per_table.values())),
+                         min_table=min(len(s) for s in self.applied_per_table.values()),
+                         chaos=sum(self.chaos_counts.values()))
+            if chaos.done() and chaos.exception() is not None:
+                raise chaos.exception()  # type: ignore[misc]
+            if chaos.done() and all(len(s) >= self.rounds for s in self.applied_per_table.values()):
+                return
+            if now - self.t0 > self.max_seconds:
+                self.problems.append(f"timed out after {self.max_seconds} s before the target: {self._diagnose()}")
+                return
+            stuck = [t for t, at in self.table_progress.items()
+                     if now - at > self.stall_seconds and len(self.applied_per_table[t]) < self.rounds]
+            if stuck:
+                self.problems.append(f"table(s) {stuck} stalled: no new result for {self.stall_seconds} s: "
+                                     f"{self._diagnose()}")
+                return
+            for node in self.nodes.values():
+                if not node.alive and node.node_id not in self._busy:
+                    code = node.proc.returncode if node.proc else None
+                    self.problems.append(f"{node.node_id} exited by itself (code {code}); restarted")
+                    await self._start_node(node)
+
+    async def _drain(self) -> None:
+        """Stop opening rounds (every node restarted with ``auto_rounds = false``), then wait
+        until every opened round's result is delivered, applied and acknowledged."""
+        if self._chaos_task is not None and not self._chaos_task.done():
+            self._chaos_task.cancel()
+            await asyncio.gather(self._chaos_task, return_exceptions=True)
+            await asyncio.sleep(1.0)
+        if self.pg is not None and self.pg.proc is None:
+            await asyncio.to_thread(self.pg.start)
+        if self.broker.proc is None:
+            await asyncio.to_thread(self.broker.start)
+        self._configs(auto_rounds=False)
+        await asyncio.gather(*(asyncio.to_thread(n.term) for n in self.nodes.values()))
+        self._busy.update(self.nodes)
+        try:
+            await asyncio.gather(*(self._start_node(n) for n in self.nodes.values()))
+        finally:
+            self._busy.clear()
+        deadline = time.monotonic() + self.drain_seconds
+        while True:
+            opened, waiting = await self._journal_state()
+            unapplied = [k for k in opened if k not in self.applied_per_table.get(k.split(":", 1)[0], ())]
+            if not waiting and not unapplied:
+                return
+            if time.monotonic() > deadline:
+                self.problems.append(f"drain timed out after {self.drain_seconds} s: undelivered {waiting[:10]}, "
+                                     f"unapplied {unapplied[:10]}: {self._diagnose()}")
+                return
+            await asyncio.sleep(0.5)
+
+    async def _journal_state(self) -> tuple[list[str], list[str]]:
+        """(every opened round's key, the keys still waiting: no acknowledgement journaled or
+        still in the outbox)."""
+        try:
+            rows = await self._db(
+                "SELECT e.table_id, e.round_id, EXISTS (SELECT 1 FROM events d WHERE d.table_id = e.table_id "
+                "AND d.type = 'result_delivered' AND d.round_id = e.round_id) FROM events e WHERE e.type = 'open_round'")
+            outbox = [k for (k,) in await self._db("SELECT key FROM outbox ORDER BY id")]
+        except psycopg.Error as exc:
+            return [], [f"(journal unreadable: {exc})"]
+        opened = [f"{t}:{r}" for t, r, _ in rows]
+        return opened, [f"{t}:{r}" for t, r, d in rows if not d] + outbox
+
+    async def _stop(self) -> None:
+        if self._chaos_task is not None:
+            self._chaos_task.cancel()
+            await asyncio.gather(self._chaos_task, return_exceptions=True)
+        for node in getattr(self, "nodes", {}).values():
+            node.resume()
+        await asyncio.gather(*(asyncio.to_thread(n.term) for n in getattr(self, "nodes", {}).values()))
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.sleep(0.3)  # let the last PUBACKed deliveries reach the consumer
+        for t in self._bus_tasks:
+            t.cancel()
+        await asyncio.gather(*self._bus_tasks, return_exceptions=True)
+        if hasattr(self, "broker"):
+            await asyncio.to_thread(self.broker.stop)
+
+    # -- reconciliation -----------------------------------------------------------------------
+
+    def _read_journal(self) -> tuple[list[EventRow], list[str], str | None]:
+        """Every events row, the outbox left, and the chain verification's complaint (None: ok)."""
+        offset = sorted(self.clock_offsets)[len(self.clock_offsets) // 2] if self.clock_offsets else 0.0
+        cts = "extract(epoch FROM pg_xact_commit_timestamp(xmin))::float8" if self.commit_times else "NULL::float8"
+        with psycopg.connect(self.url, connect_timeout=10, autocommit=True) as con:
+            rows = [EventRow(i, t, int(s), n, int(e), ty, r, ph, h,
+                             at if at is not None else (rec / 1000 + offset if not self.commit_times else None))
+                    for i, t, s, n, e, ty, r, ph, h, rec, at in con.execute(
+                        "SELECT id, table_id, seq, node, epoch, type, round_id, prev_hash, hash, recorded_at, "
+                        f"{cts} FROM events ORDER BY table_id, seq")]
+            outbox = [k for (k,) in con.execute("SELECT key FROM outbox ORDER BY id")]
+        return rows, outbox, self._verify_chain()
+
+    def _verify_chain(self) -> str | None:
+        """``PgJournal.verify_chain``: every row's hash over its content and the previous hash."""
+        from dealer.edge.journal_pg import PgJournal  # the PostgreSQL journal (dealer/edge/journal_pg.py)
+
+        journal = PgJournal.open_read_only(self.url)
+        try:
+            report = journal.verify_chain()
+        finally:
+            journal.close()
+        return None if report.ok else report.reason or f"chain broken at row {report.first_broken}"
+
+    def _collect(self) -> tuple[SoakData, list[EventRow]]:
+        rows: list[EventRow] = []
+        outbox: list[str] = []
+        try:
+            rows, outbox, chain = self._read_journal()
+            if chain is not None:
+                self.problems.append(f"the journal's hash chain does not verify: {chain}")
+        except (psycopg.Error, OSError, RuntimeError, ValueError) as exc:  # JournalError is a ValueError
+            self.problems.append(f"cannot read the journal at {self.url}: {exc}")
+        opened: dict[str, list[str]] = {t: [] for t in self.tids}
+        closed: set[str] = set()
+        acked: list[str] = []
+        for r in rows:  # in chain order per table
+            if r.type == "open_round":
+                opened.setdefault(r.table_id, []).append(str(r.round_id))
+            elif r.type == "close_betting":
+                closed.add(str(r.round_id))
+            elif r.type == "result_delivered":
+                acked.append(f"{r.table_id}:{r.round_id}")
+        c = self.consumer.db
+        data = SoakData(
+            tables=list(self.tids), opened=opened, closed=closed, outbox_left=outbox, deliveries=self.deliveries,
+            applied=[(k, body) for k, body in c.execute("SELECT key, result FROM applied ORDER BY rowid")],
+            bets=[tuple(r) for r in c.execute("SELECT bet_id, round_id, player_id, bet_type, stake FROM bets")],  # type: ignore[misc]
+            ledger=[tuple(r) for r in c.execute(  # type: ignore[misc]
+                "SELECT bet_id, key, player_id, bet_type, stake, outcome, returned FROM ledger")],
+            consumer_mismatches=list(self.consumer.mismatches), must_not_time_out=dict(self.must_not_time_out),
+            acked=acked)
+        return data, rows
+
+    def _faults(self) -> dict[str, int]:
+        out = {k: self.chaos_counts.get(k, 0) for k in CHAOS_KINDS}
+        dealt: Counter[str] = Counter()
+        for dealer in getattr(self, "dealers", []):
+            dealt.update(dealer.faults_injected)
+        for k in LINE_FAULTS + DEALER_FAULTS:
+            out[k] = dealt.get(k, 0)
+        return out
+
+    async def run(self) -> dict[str, Any]:
+        self.t0 = time.monotonic()
+        try:
+            await self._start()
+            self.startup_s = round(time.monotonic() - self.t0, 1)
+            self.last_progress = time.monotonic()
+            self.table_progress = {t: self.last_progress for t in self.tids}
+            await self._play()
+            await self._drain()
+        except Exception as exc:  # reported as a discrepancy, never hidden
+            log.exception("soak failed")
+            self.problems.append(f"soak aborted: {type(exc).__name__}: {exc}")
+        finally:
+            await self._stop()
+        seconds = time.monotonic() - self.t0
+        rec, rows = Reconciliation([], {}), []
+        if hasattr(self, "consumer"):
+            data, rows = self._collect()
+            rec = reconcile(data)
+        if self.pg is not None:
+            await asyncio.to_thread(self.pg.stop)  # kept in the workdir for inspection
+        leases = list(self.leases_seen.values())
+        ownership, own_stats = check_ownership(rows, leases)
+        chains = check_chains(rows)
+        failovers, never = failover_times(self.node_faults, rows, leases, self.lease_expiries)
+        pauses, paused_wrote = self._judge_pauses(rows)
+        node_logs: dict[str, dict[str, int]] = {}
+        for n in node_ids(self.n_nodes):
+            path = self.workdir / f"{n}.log"
+            node_logs[n] = scan_backend_log(path.read_text(errors="replace") if path.exists() else "")
+            node_logs[n]["fatal_errors"] = _fatal_errors(path)
+            if node_logs[n]["tracebacks"] or node_logs[n]["fatal_errors"]:
+                self.problems.append(f"{n} logged {node_logs[n]['tracebacks']} traceback(s) and "
+                                     f"{node_logs[n]['fatal_errors']} fatal error(s): see {path}")
+        discrepancies = self.problems + ownership + chains + never + paused_wrote + rec.discrepancies
+        per_table = [len(s) for s in self.applied_per_table.values()]
+        if hasattr(self, "consumer"):
+            duplicates, stale = self.consumer.duplicates, self.consumer.stale_openings
+            acks_sent = self.consumer.acks_sent
+            self.consumer.close()
+        else:
+            duplicates = stale = acks_sent = 0
+        summary: dict[str, Any] = {
+            "ok": not discrepancies,
+            "nodes": self.n_nodes,
+            "tables": self.n_tables,
+            "rounds": {"target": self.rounds, "min": min(per_table), "total": sum(per_table)},
+            "seconds": round(seconds, 1),
+            "startup_s": self.startup_s,
+            "seed": self.seed,
+            "lease_seconds": self.lease_seconds,
+            "fault_every_rounds": self.fault_every,
+            "card_fault_rate": self.card_fault_rate,
+            "journal": {"postgres": "private (--journal auto)" if self.auto_pg else "given (--journal URL)",
+                        "commit_timestamps": self.commit_times, "rows": len(rows),
+                        "clock": "database" if self.commit_times else "database (row times: recorded_at + offset)"},
+            "faults": self._faults(),
+            "faults_skipped": self.skipped,
+            "failover_s": failover_summary(failovers),
+            "ownership": own_stats,
+            "pauses": pauses,
+            "postgres_restart_s": quantiles(self.pg_restarts_s),
+            "results": rec.stats.get("results", 0),
+            "completed": rec.stats.get("completed", 0),
+            "cancelled": rec.stats.get("cancelled", 0),
+            "voided": rec.stats.get("voided", 0),
+            "cancelled_by": rec.stats.get("cancelled_by", {}),
+            "deliveries": rec.stats.get("deliveries", 0),
+            "duplicates_ignored": duplicates,
+            "stale_round_opened_ignored": stale,
+            "games": dict(sorted(Counter(self.games.values()).items())),
+            "decisions": rec.stats.get("decisions", {}),
+            "decisions_judged_after_node_faults": len(self.must_not_time_out),
+            "acks_journaled": rec.stats.get("acks"),
+            "settlement": {"acks_sent": acks_sent},
+            "bets": rec.stats.get("bets", {}),
+            "chips": rec.stats.get("chips", {}),
+            "node_logs": node_logs,
+            "node_starts": {n.node_id: n.starts for n in getattr(self, "nodes", {}).values()},
+            "simulator_loop_lag_ms": {k: round(v, 1) for k, v in quantiles(self.loop_lag_ms).items() if k != "count"},
+            "discrepancy_count": len(discrepancies),
+            "discrepancies": discrepancies[:MAX_LISTED] + ([f"... and {len(discrepancies) - MAX_LISTED} more"]
+                                                           if len(discrepancies) > MAX_LISTED else []),
+            "workdir": str(self.workdir),
+        }
+        (self.workdir / "chaos.json").write_text(json.dumps(self.chaos_log, indent=1))
+        (self.workdir / "failovers.json").write_text(json.dumps([_failover_dict(f) for f in failovers], indent=1))
+        return summary
+
+    def _judge_pauses(self, rows: Sequence[EventRow]) -> tuple[list[dict[str, Any]], list[str]]:
+        """Per pause: the rows the paused node committed under the leases it held when it was
+        stopped, after it was resumed (none may be, where its table had been taken over)."""
+        out: list[dict[str, Any]] = []
+        problems: list[str] = []
+        for check in self.pause_checks:
+            node, resumed, held = check["node"], check["resumed_at"], check["held"]
+            late = [r for r in rows if r.node == node and held.get(r.table_id) == r.epoch
+                    and r.at is not None and r.at > resumed]
+            taken = {t for t, e in held.items() if any(lease.table_id == t and lease.epoch > e
+                                                       and lease.acquired_at < resumed
+                                                       for lease in self.leases_seen.values())}
+            bad = [r for r in late if r.table_id in taken]
+            out.append({"node": node, "paused_s": check["paused_s"], "tables": check["tables"],
+                        "taken_over_while_paused": len(taken), "old_lease_rows_after_resume": len(bad)})
+            problems += [f"{node} (paused {check['paused_s']} s) wrote seq {r.seq} of {r.table_id} under its old "
+                         f"epoch {r.epoch} after it was resumed and the table had been taken over" for r in bad[:20]]
+        return out, problems
+
+
+def _fatal_errors(path: Path) -> int:
+    """Crashes below Python (faulthandler's "Fatal Python error" lines) in a node's log."""
+    try:
+        return sum(1 for line in path.read_text(errors="replace").splitlines() if line.startswith("Fatal Python error"))
+    except OSError:
+        return 0
+
+
+def _failover_dict(f: Failover) -> dict[str, Any]:
+    return {"kind": f.kind, "node": f.node, "table": f.table_id, "seconds": f.seconds, "epoch": f.epoch,
+            "by": f.by, "measured_to": f.measured_to, "lease_seconds": f.lease_seconds, "takeover": f.takeover}
+
+
+async def run_node_soak(nodes: int, tables: int, rounds: int, seed: int, workdir: Path, *, journal: str = "auto",
+                        lease_seconds: float = 3.0, fault_every: float = 4.0, card_fault_rate: float = 0.06,
+                        betting_seconds: float = 0.15, pause_seconds: float = 0.05, deal_interval: float = 0.005,
+                        decision_seconds: float = 6.0, max_seconds: float = 3600.0, stall_seconds: float = 90.0,
+                        drain_seconds: float = 120.0, games: str = "mixed", chaos: bool = True,
+                        node_log_level: str = "warning") -> dict[str, Any]:
+    """Run the multi-node soak and return its summary (see the module docstring)."""
+    soak = _NodeSoak(nodes, tables, rounds, seed, Path(workdir), journal=journal, lease_seconds=lease_seconds,
+                     fault_every=fault_every, card_fault_rate=card_fault_rate, betting_seconds=betting_seconds,
+                     pause_seconds=pause_seconds, deal_interval=deal_interval, decision_seconds=decision_seconds,
+                     max_seconds=max_seconds, stall_seconds=stall_seconds, drain_seconds=drain_seconds, games=games,
+                     chaos=chaos, node_log_level=node_log_level)
+    return await soak.run()
+
+
+def check_journal_url(url: str) -> str | None:
+    """Why ``--journal URL`` cannot be soaked (None: it can): not PostgreSQL, unreachable, or
+    a database that already holds a journal (the soak reconciles everything in it)."""
+    if not url.startswith(("postgresql://", "postgres://")):
+        return f"--journal {url!r}: give a postgresql:// URL or 'auto'"
+    try:
+        with psycopg.connect(url, connect_timeout=5, autocommit=True) as con:
+            row = con.execute("SELECT to_regclass('events') IS NOT NULL").fetchone()
+            if row and row[0] and con.execute("SELECT EXISTS (SELECT 1 FROM events)").fetchone()[0]:
+                return f"--journal {url}: the database already holds a journal; the soak needs an empty one"
+    except psycopg.Error as exc:
+        return f"--journal {url}: cannot connect: {' '.join(str(exc).split())}"
+    return None
+
+
+__all__ = ["CHAOS_KINDS", "check_journal_url", "node_ids", "plan_chaos", "run_node_soak", "write_node_config"]

@@ -164,12 +164,35 @@ class PgServer:
             raise RuntimeError(out.stderr.strip())
         return out.stdout
 
+    def _children(self) -> list[int]:
+        """The postmaster's children (backends, checkpointer, walwriter ...): each calls
+        setsid() at birth, so they are not in the postmaster's process group."""
+        assert self.proc is not None
+        found = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            if ppid == self.proc.pid:
+                found.append(int(entry))
+        return found
+
     def _signal(self, sig: int) -> None:
+        """Signal the postmaster (first: it forks no child meanwhile) and every child."""
         if self.proc is not None and self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, sig)
             except ProcessLookupError:
                 pass
+            for pid in self._children():
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
 
     def kill(self) -> None:
         """SIGKILL the postmaster and every backend (a crash: committed rows survive, nothing else)."""

@@ -15,13 +15,16 @@ CREATE TABLE IF NOT EXISTS nodes (         -- the backend nodes, live while hear
     session text NOT NULL,                 -- the running process (changes at every start)
     started_at timestamptz NOT NULL,
     heartbeat_at timestamptz NOT NULL,     -- the database clock, never the node's
-    leaving boolean NOT NULL DEFAULT false -- SIGTERM: hands its tables over, takes no new one
+    leaving boolean NOT NULL DEFAULT false, -- SIGTERM: hands its tables over, takes no new one
+    tables jsonb NOT NULL DEFAULT '{}'     -- the tables its configuration serves -> preferred nodes:
+                                           -- every node places tables from the same rows (placement.py)
 );
 
 CREATE TABLE IF NOT EXISTS leases (        -- one row per table; its owner while expires_at is ahead
     table_id text PRIMARY KEY,
     node text,                             -- NULL: released (handed over)
     epoch bigint NOT NULL,                 -- +1 at every acquisition, never back: the fencing token
+                                           -- (0, node NULL: a table no node has held yet)
     expires_at timestamptz NOT NULL,       -- the database clock decides
     acquired_at timestamptz NOT NULL
 );

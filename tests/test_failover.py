@@ -151,7 +151,9 @@ class Studio:
         return node, time.monotonic() - t0
 
     def expects(self, position: str, since: int = 0) -> bool:
-        p = [m for t, m in self.rec.messages[since:] if t == topics.prompts(T)]
+        """The station's last prompt asks for ``position`` (an alert between, e.g. for a forged
+        supervisor command, does not change what the deal waits for)."""
+        p = [m for t, m in self.rec.messages[since:] if t == topics.prompts(T) and m["kind"] != "ALERT"]
         return bool(p and p[-1]["kind"] in ("NEXT", "RESCAN") and p[-1]["position"] == position)
 
     def private(self, player: str, kind: str, since: int = 0) -> list[dict[str, Any]]:

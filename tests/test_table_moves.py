@@ -354,3 +354,34 @@ async def test_postgresql_fences_a_table_taken_over_by_another_node_and_only_it_
     with psycopg.connect(pg, autocommit=True) as c:
         rows = c.execute("SELECT table_id, node, epoch FROM events WHERE type = 'place_bet' ORDER BY id").fetchall()
     assert rows == [("T2", "node-a", 1)]
+
+
+async def test_a_table_adopted_again_hears_its_scanner_gateway_again(tmp_path: Path) -> None:
+    """The reader's session and link start over with the table: its next frame reports the link
+    up (else the table, adopted again, would wait for a link it never hears of) and reads reach it."""
+    from simulators.shoe import VirtualShoe
+    from simulators.station import MqttShoeLink
+
+    settings = _two_tables(tmp_path)
+    bus = LocalBus()
+    service = Service(settings, bus=bus, broker_link=False)
+    task = asyncio.create_task(service.run())
+    shoe, gateway = VirtualShoe("GWT1"), MqttShoeLink(bus, "T1")
+    link = "scanner:GWT1"
+    try:
+        await asyncio.wait_for(service.ready.wait(), 10)
+        await gateway.send([shoe.boot(), shoe.heartbeat()])
+        await wait_until(lambda: service.links["T1"].up.get(link) is True, what="the reader heard")
+        await service.drop("T1", "handover")
+        await gateway.send([shoe.heartbeat()])  # nobody here takes it
+        await service.adopt("T1", 0)
+        assert service.links["T1"].up[link] is None
+        await gateway.send([shoe.heartbeat()])
+        await wait_until(lambda: service.links["T1"].up.get(link) is True, what="the reader heard again")
+        assert (await service.open_round("T1")).accepted
+        assert (await service.submit("T1", CloseBetting(by="dealer"))).accepted
+        await gateway.send([shoe.scan("AS")])
+        await wait_until(lambda: service.tables["T1"].current.cards, what="the card registered")
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

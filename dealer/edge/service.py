@@ -448,11 +448,10 @@ class Service:
             rows = await loop.run_in_executor(self.writer, self.journal.pending, [tid])
             reader = await loop.run_in_executor(self.writer, self._reader_state, cfg.scanner.reader_id)
         except ReplayError:
-            if reason == "start":
-                raise  # `dealer run` refuses to start (exit 2)
-            log.error("table not adopted: its journal cannot be replayed", table_id=tid, epoch=epoch,
-                      exc_info=True)
-            return
+            # At start `dealer run` refuses to start (exit 2); later the lease manager releases the
+            # lease and tries again after a backoff (the table is never dealt half-built).
+            log.error("table not adopted: its journal cannot be replayed", table_id=tid, epoch=epoch)
+            raise
         finally:
             wanted = self._adopting.pop(tid, False)
         if not wanted or self._stopping or self.ownership.epoch(tid) is None:

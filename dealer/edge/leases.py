@@ -550,7 +550,16 @@ class LeaseManager:
                 await self._lose(t, "database unreachable", "unreachable")
 
     async def _lose(self, table_id: str, reason: str, label: str) -> None:
-        """Forget the lease now (``valid`` turns false), then tell the runtime."""
+        """Forget the lease (``valid`` turns false) and tell the runtime. A handover tells the
+        runtime first, while the lease is still ours and valid: the node commits the batch in
+        hand and marks the table's retained state stale before the next owner may write
+        (the lease is released only after this returns). Any other loss forgets first: the
+        lease may already be someone else's, so nothing more may go out under it."""
+        if table_id not in self._held:
+            return
+        voluntary = label == "handover"
+        if voluntary:
+            await self._tell_drop(table_id, reason)
         epoch = self._held.pop(table_id, None)
         if epoch is None:
             return
@@ -561,6 +570,10 @@ class LeaseManager:
         self.metrics.losses.labels(table_id, label).inc()
         level = log.info if label in ("handover", "shutdown") else log.warning
         level("table lease given up", node=self.node_id, table_id=table_id, epoch=epoch, reason=reason)
+        if not voluntary:
+            await self._tell_drop(table_id, reason)
+
+    async def _tell_drop(self, table_id: str, reason: str) -> None:
         if self._drop is not None:
             try:
                 await self._drop(table_id, reason)

@@ -276,8 +276,11 @@ def test_dealer_run_with_a_missing_config_exits_2(tmp_path: Path) -> None:
 
 def exported_metric_names() -> set[str]:
     """Every sample name a backend's registry exports (labelled metrics get one child)."""
+    from dealer.edge.leases import lease_metrics
+
     m = Metrics()
-    for metric in vars(m).values():
+    leases = lease_metrics(m.registry)  # a cluster node's lease metrics, on the same registry
+    for metric in [*vars(m).values(), *vars(leases).values()]:
         if isinstance(metric, MetricWrapperBase) and metric._labelnames:
             metric.labels(*["x"] * len(metric._labelnames))
     return {s.name for family in m.registry.collect() for s in family.samples}

@@ -208,6 +208,14 @@ class CoreLoop:
                 if item.table_id not in svc.tables or item.table_id in svc.leaving:
                     self._moved(item)  # the table left between the item's queueing and now
                     continue
+                if item.table_id not in batch.epochs:
+                    # The epoch the rows are made under, fixed now: if the table is dropped and
+                    # taken again while this batch waits (a failing or fenced commit), its rows
+                    # belong to the old lease and the old in-memory table, and are never written
+                    # under the new one (_gone).
+                    epoch = svc.ownership.epoch(item.table_id)
+                    if epoch is not None:
+                        batch.epochs[item.table_id] = epoch
                 step = self.apply(item, batch)
                 steps.append((item, step))
             self._in_batch({item.table_id for item, _ in steps})
@@ -335,12 +343,17 @@ class CoreLoop:
         """Tables of the batch this node may not write now: left (or leaving), or no longer held."""
         svc = self.svc
         tables = self._tables_of(batch) | {item.table_id for item, _ in steps}
-        return {t for t in tables if t not in svc.tables or t in svc.leaving or svc.ownership.epoch(t) is None}
+        own = svc.ownership
+        return {t for t in tables if t not in svc.tables or t in svc.leaving or (e := own.epoch(t)) is None
+                or (t in batch.epochs and batch.epochs[t] != e)}
 
     def _stamp_epochs(self, batch: Batch) -> None:
-        """Every table with rows in the batch, with the epoch this node holds it at."""
+        """Every table with rows in the batch, with the epoch its rows were made under (fixed when
+        its first item was applied; the current one for rows without an item, such as acks)."""
         own = self.svc.ownership
-        batch.epochs = {t: e for t in sorted(self._tables_of(batch)) if (e := own.epoch(t)) is not None}
+        made = batch.epochs
+        batch.epochs = {t: made[t] if t in made else e for t in sorted(self._tables_of(batch))
+                        if (e := own.epoch(t)) is not None}
 
     def _tables_of(self, batch: Batch) -> set[str]:
         tables = {t for t, _r, _e in batch.events} | {o[3] for o in batch.outbox}

@@ -377,3 +377,43 @@ async def test_run_ends_when_cancelled_even_as_it_is_woken(pg: str, nodes: list[
     a.m.poke()
     await a.kill()
     assert a.task is not None and a.task.cancelled()
+
+
+_STALLED_LOOP = """
+import asyncio, contextlib, sys, time
+import psycopg, uvloop
+from dealer.edge import leases
+
+async def main() -> None:
+    loop = asyncio.get_running_loop()
+    cut = 0
+    for i in range(8):
+        conn = await psycopg.AsyncConnection.connect(sys.argv[1], autocommit=True)
+        # The loop stalls past the deadline (a SIGSTOP as the process sees it): psycopg's
+        # 0.1 s re-registration and the deadline then run in the same turn.
+        loop.call_later(0.05 + 0.01 * i, time.sleep, 0.5)
+        try:
+            await leases._bounded(conn.execute("SELECT pg_sleep(3)"), 0.3, conn, "stalled")
+        except leases._Unreachable:
+            cut += 1
+        await asyncio.sleep(0.05)
+        assert conn.closed, "a cut connection is closed once its statement has ended"
+    print("cut", cut)
+
+uvloop.run(main())
+"""
+
+
+def test_a_deadline_after_a_stalled_loop_cuts_the_statement_without_aborting_uvloop(pg: str) -> None:
+    """A node resumed after SIGSTOP used to die with SIGABRT inside libuv: the deadline closed
+    the socket in the same loop turn as psycopg re-registered it. Eight stalls in a real
+    uvloop process on a real server: each statement is cut, the process lives."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    r = subprocess.run([sys.executable, "-c", _STALLED_LOOP, pg], capture_output=True, text=True,
+                       timeout=120, cwd=root)
+    assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
+    assert r.stdout.split() == ["cut", "8"]
+    assert "Traceback" not in r.stderr and "never retrieved" not in r.stderr, r.stderr[-2000:]

@@ -19,7 +19,7 @@ from dealer.core.round import Phase
 from dealer.edge import topics
 from dealer.edge.config import load_settings
 from dealer.edge.core_loop import TABLE_MOVED
-from dealer.edge.journal import Batch, Fenced, Journal, OutboxRow
+from dealer.edge.journal import Batch, Fenced, Journal, JournalWriteFailed, OutboxRow
 from dealer.edge.ownership import Adopt, Drop, Idle, StaticOwnership
 from dealer.edge.service import Service
 from drivers.bus import LocalBus
@@ -385,3 +385,115 @@ async def test_a_table_adopted_again_hears_its_scanner_gateway_again(tmp_path: P
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+class StallingJournal(Journal):
+    """The real SQLite journal, whose commits fail (as a journal server's do while it restarts)
+    for as long as ``failing`` is set: the core loop holds its batch and retries it."""
+
+    failing = False
+
+    def commit(self, batch: Batch) -> list[OutboxRow]:
+        if self.failing:
+            raise JournalWriteFailed("the database is restarting", "database_unreachable")
+        return super().commit(batch)
+
+
+async def test_input_queued_under_one_lease_is_never_applied_under_the_next(tmp_path: Path) -> None:
+    """A node's commit hangs on a restarting database; meanwhile an input for T1 comes in under
+    lease epoch 7, T1's lease lapses and the same node takes the table again at epoch 8 (drop,
+    then adopt: a replay). When the commit goes through, the core loop reaches the input: it
+    was meant for the table as it was under epoch 7, so it is refused (table moved), never
+    applied under epoch 8. An input sent after the retake is applied."""
+    settings = _two_tables(tmp_path)
+    journal = StallingJournal(settings.service.journal_path)
+    own = ManualOwnership(["T1", "T2"], epoch=7)
+    service = Service(settings, bus=LocalBus(), broker_link=False, journal=journal, ownership=own)
+    service.core.commit_retry = (0.05, 0.05)
+    task = asyncio.create_task(service.run())
+    try:
+        await asyncio.wait_for(service.ready.wait(), 10)
+        journal.failing = True
+        held = service.open_round("T2")  # its batch is held: the commit fails and is retried
+        await wait_until(lambda: not service.core.journal_writable, what="the held batch")
+        early = service.open_round("T1")  # came in under epoch 7, queued behind the held batch
+        await service.drop("T1", "lease_lost")
+        own.epochs["T1"] = 8
+        await service.adopt("T1", 8)
+        assert "T1" in service.tables and not early.done()
+        journal.failing = False
+        assert (await held).accepted
+        step = await early
+        assert not step.accepted and step.rejection.reason == TABLE_MOVED
+        assert service.tables["T1"].current is None, "a round opened from input of the earlier lease"
+        assert service.metrics.stale_inputs.labels(table="T1")._value.get() == 1
+        assert (await service.open_round("T1")).accepted  # sent again, under epoch 8: applied
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    j = Journal(tmp_path / "j.sqlite")
+    try:
+        opened = [r.table_id for r in j.rows() if r.type == "open_round"]
+        assert sorted(opened) == ["T1", "T2"], opened
+    finally:
+        j.close()
+
+
+class HangingJournal(Journal):
+    """The real SQLite journal behind an async commit (as a journal server's) that hangs until
+    ``gate`` opens and then fails once: a commit caught by a database restart."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.gate = asyncio.Event()
+        self.hang = False
+        self.epochs_seen: list[dict[str, int]] = []
+
+    async def commit_async(self, batch: Batch) -> list[OutboxRow]:
+        if self.hang:
+            await self.gate.wait()
+            self.hang = False
+            raise JournalWriteFailed("the database restarted under the commit", "database_unreachable")
+        self.epochs_seen.append(dict(batch.epochs))
+        return self.commit(batch)
+
+
+async def test_a_batch_held_while_its_table_is_taken_again_is_never_written_under_the_new_epoch(
+        tmp_path: Path) -> None:
+    """T1's open_round is applied under lease epoch 7 and its commit hangs (the database
+    restarts). The lease lapses, T1 is dropped and taken again by the same node at epoch 8
+    (replayed: no round). When the commit fails and is retried, the held rows belong to the
+    epoch-7 table that no longer exists: they are refused, never written under epoch 8 (which
+    would open a round in the journal that the replayed table in memory does not have)."""
+    settings = _two_tables(tmp_path)
+    journal = HangingJournal(settings.service.journal_path)
+    own = ManualOwnership(["T1", "T2"], epoch=7)
+    service = Service(settings, bus=LocalBus(), broker_link=False, journal=journal, ownership=own)
+    service.core.commit_retry = (0.05, 0.05)
+    task = asyncio.create_task(service.run())
+    try:
+        await asyncio.wait_for(service.ready.wait(), 10)
+        journal.hang = True
+        opening = service.open_round("T1")
+        await wait_until(lambda: "T1" in service.core.batch_tables, what="T1's batch in the commit")
+        own.invalid.add("T1")  # its lease lapsed: the drop does not wait for the hanging commit
+        await service.drop("T1", "lease_lost")
+        own.invalid.discard("T1")
+        own.epochs["T1"] = 8
+        await service.adopt("T1", 8)
+        assert service.tables["T1"].current is None
+        journal.gate.set()
+        step = await opening
+        assert not step.accepted and step.rejection.reason == TABLE_MOVED
+        assert service.tables["T1"].current is None
+        assert (await service.open_round("T1")).accepted  # the table under epoch 8 deals on
+        assert journal.epochs_seen[-1] == {"T1": 8}
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    j = Journal(tmp_path / "j.sqlite")
+    try:
+        opened = [r.table_id for r in j.rows() if r.type == "open_round"]
+        assert opened == ["T1"], f"rows of the epoch-7 table written: {opened}"
+    finally:
+        j.close()

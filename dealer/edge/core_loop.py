@@ -53,7 +53,7 @@ from dealer.core.operations import OPERATIONS, Mode
 from dealer.core.round import Rejection, Step
 from dealer.core.table import Table
 from dealer.edge import ingress, topics
-from dealer.edge.core_queue import WAKE, Item
+from dealer.edge.core_queue import NOT_HELD, WAKE, Item
 from dealer.edge.inputs import JOURNAL_UNAVAILABLE
 from dealer.edge.journal import Batch, Fenced, JournalWriteFailed, OutboxRow, ReplayError
 from dealer.edge.journal_health import failure_reason
@@ -208,6 +208,9 @@ class CoreLoop:
                 if item.table_id not in svc.tables or item.table_id in svc.leaving:
                     self._moved(item)  # the table left between the item's queueing and now
                     continue
+                if item.epoch is not None and item.epoch != svc.ownership.epoch(item.table_id):
+                    self._stale(item)  # it came in under another lease (or none): never applied under this one
+                    continue
                 if item.table_id not in batch.epochs:
                     # The epoch the rows are made under, fixed now: if the table is dropped and
                     # taken again while this batch waits (a failing or fenced commit), its rows
@@ -276,6 +279,17 @@ class CoreLoop:
             await asyncio.wait({task}, timeout=timeout)
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+    def _stale(self, item: Item) -> None:
+        """Refuse an item that came in while the table was held at another epoch (or not held):
+        the table was dropped and taken again since, so the item was meant for a table that no
+        longer is (see dealer/edge/core_queue.py)."""
+        svc = self.svc
+        svc.metrics.stale_inputs.labels(table=item.table_id).inc()
+        log.warning("input from under an earlier lease refused: the table was taken again since",
+                    table_id=item.table_id, type=item.event.type, epoch=svc.ownership.epoch(item.table_id),
+                    queued_under=None if item.epoch == NOT_HELD else item.epoch)
+        self._moved(item)
 
     def _moved(self, item: Item) -> None:
         """Answer an item of a table this node no longer owns: refused, nothing applied, nothing published."""

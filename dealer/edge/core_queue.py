@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import structlog
@@ -34,6 +35,13 @@ class Item:
     #: ``time.monotonic()`` when the item was made, next to its event's wall-clock ``at``: the
     #: deadlines this event sets are measured from here (dealer/edge/timers.py)
     mono: float = field(default_factory=time.monotonic)
+    #: the lease epoch the node held the table at when the item was queued (:data:`NOT_HELD`
+    #: when it held none); None for the core loop's own items, made as they are applied
+    epoch: int | None = None
+
+
+#: The stamp of an item queued while the node held no lease on its table.
+NOT_HELD = -1
 
 
 #: Queued only to wake the core loop (a reader state that came without a read, a prepared journal
@@ -42,16 +50,32 @@ WAKE = Item("", LinkUp(link="reader-state"))
 
 
 class CoreQueue:
-    """The queue of items for the core loop, bounded for droppable items only."""
+    """The queue of items for the core loop, bounded for droppable items only.
 
-    def __init__(self, metrics: Metrics, max_queue: int = MAX_QUEUE) -> None:
+    Every item is stamped with the lease epoch its table was held at when it came in
+    (``epoch_of``, the ownership's), and the core loop applies it only under that same epoch:
+    input that reached a node under one lease is never applied under the next one, even by the
+    same node. Between the two another node may have dealt the table (a card read, a bet or a
+    timeout meant for the table as it was), or none did but the table was replayed and resumed
+    with new windows; either way the sender is answered ``table moved`` and sends again, to
+    whichever node holds the table now."""
+
+    def __init__(self, metrics: Metrics, max_queue: int = MAX_QUEUE,
+                 epoch_of: Callable[[str], int | None] | None = None) -> None:
         self.items: asyncio.Queue[Item] = asyncio.Queue()
         self.max_queue = max_queue
         self._metrics = metrics
+        self._epoch_of = epoch_of
         self._full = False  # logged once per overflow
+
+    def _stamp(self, item: Item) -> None:
+        if self._epoch_of is not None and item.table_id and item.epoch is None:
+            epoch = self._epoch_of(item.table_id)
+            item.epoch = NOT_HELD if epoch is None else epoch
 
     def put(self, item: Item) -> None:
         """Queue an item that is never dropped."""
+        self._stamp(item)
         self.items.put_nowait(item)
 
     def put_droppable(self, item: Item, kind: str) -> None:
@@ -73,4 +97,5 @@ class CoreQueue:
             self._metrics.queue_dropped.labels(kind=kind).inc()
             return
         self._full = False
+        self._stamp(item)
         self.items.put_nowait(item)

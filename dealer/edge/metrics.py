@@ -147,6 +147,9 @@ class Metrics:
                                          "withheld because this node's lease of it was not valid at that moment "
                                          "(paused past its lease, or the table just moved), by kind",
                                          ["kind"], registry=r)
+        self.stale_inputs = Counter("dealer_stale_inputs", "Inputs refused because they came in while this "
+                                    "node held the table under an earlier lease (or none) and the table was "
+                                    "taken again since: answered table moved, never applied", ["table"], registry=r)
 
     def serve(self, port: int, addr: str = "127.0.0.1") -> int:
         """Serve ``/metrics`` over HTTP; returns the bound port (``port=0`` picks a free one)."""

@@ -134,7 +134,7 @@ class Service:
         self.links: dict[str, Links] = {t: Links() for t in self.configs}  # drivers may report for any table
         #: A signed reader's table (a fenced table's reader state leaves the batch with it).
         self.reader_table: dict[str, str] = {t.scanner.reader_id: t.id for t in settings.tables}
-        self.queue = CoreQueue(self.metrics)
+        self.queue = CoreQueue(self.metrics, epoch_of=lambda tid: self.ownership.epoch(tid))
         self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal")
         #: A journal server's lookups (a command id, an old acknowledgement) run here, never on the
         #: event loop: a database that stops answering must not stop the node (it steps down).

@@ -59,6 +59,10 @@ log = structlog.get_logger("dealer.edge.leases")
 
 CHANNEL = "dealer_leases"
 
+#: How long after another node's lease should have run out (by the database's clock, read a
+#: moment earlier) this node looks again to take it: the round trip and a little more.
+EXPIRY_MARGIN_S = 0.05
+
 Adopt = Callable[[str, int], Awaitable[None]]
 Drop = Callable[[str, str], Awaitable[None]]
 Idle = Callable[[str], bool]
@@ -647,6 +651,14 @@ class LeaseManager:
         for t, until in list(self._hold_off.items()):
             if now >= until:
                 del self._hold_off[t]
+        # Look again the moment another node's lease or heartbeat runs out, not up to a renewal
+        # period later: a dead node's tables are taken at its leases' expiry (a live node renews
+        # before then, and the look in between sees it and moves this one on).
+        running = [-r.expired_s for r in leases if r.node not in (None, self.node_id) and r.expired_s < 0]
+        running += [self._lease - n.silent_s for n in nodes
+                    if n.node != self.node_id and not n.leaving and n.silent_s < self._lease]
+        if running:
+            self._next_look = min(self._next_look, now + min(running) + EXPIRY_MARGIN_S)
         p = plan(self.node_id, self._tables, set(self._held), nodes, leases, self._lease,
                  also_live=self._remembered, orphans=not in_grace, hold_off=set(self._hold_off), pins=pins)
         self._last_live = p.live

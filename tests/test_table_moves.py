@@ -497,3 +497,31 @@ async def test_a_batch_held_while_its_table_is_taken_again_is_never_written_unde
         assert opened == ["T1"], f"rows of the epoch-7 table written: {opened}"
     finally:
         j.close()
+
+
+async def test_a_table_waiting_to_be_handed_over_opens_no_new_round_until_the_hold_lapses(tmp_path: Path) -> None:
+    """The lease manager asks ``idle`` while a handover waits; from then on the table opens no
+    automatic round (the round in play ends and the table moves at once, instead of waiting for
+    a pause between rounds to be seen). A handover called off lets the hold lapse: rounds again."""
+    settings = load_settings(
+        service={"journal_path": tmp_path / "j.sqlite", "metrics_enabled": False},
+        tables=[{"id": "T1", "game": "teen-patti", "auto_rounds": True, "pause_seconds": 0.1,
+                 "scanner": {"kind": "mqtt", "reader_id": "GW1"}}])
+    service = Service(settings, bus=LocalBus(), broker_link=False, ownership=ManualOwnership(["T1"]))
+    task = asyncio.create_task(service.run())
+    try:
+        await asyncio.wait_for(service.ready.wait(), 10)
+        links = service.links["T1"]
+        for link in links.up:
+            links.up[link] = True
+        assert service.tables["T1"].current is None and service.idle("T1")  # asked: held from now
+        service.timers._auto_open("T1")
+        await asyncio.sleep(0)
+        assert service.tables["T1"].current is None, "a round opened on a table about to move"
+        assert service.timers.armed["T1"][0][0] == "open"  # looked at again when the hold lapses
+        service._round_hold["T1"] = 0.0  # the handover was called off: nobody asks any more
+        service.timers._auto_open("T1")
+        await wait_until(lambda: service.tables["T1"].current is not None, what="the next round")
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

@@ -27,7 +27,9 @@ Adopt = Callable[[str, int], Awaitable[None]]
 #: ``drop(table_id, reason)``: the node no longer owns the table (``reason``: handover,
 #: lease_lost, fenced, sigterm, ...).
 Drop = Callable[[str, str], Awaitable[None]]
-#: ``idle(table_id)``: the table is between rounds (a rebalance moves it only then).
+#: ``idle(table_id)``: the table is between rounds (a rebalance moves it only then). Asked only
+#: while a handover of the table waits, so the service also holds the table's next round for a
+#: few seconds from each ask: the round in play ends, no other begins, and the table moves.
 Idle = Callable[[str], bool]
 
 #: How the drop reasons of a clean handover begin ("handover to node-b", "shutdown"): while the

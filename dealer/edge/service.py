@@ -74,6 +74,9 @@ log = structlog.get_logger("dealer.edge.service")  # one logger for every part o
 T = TypeVar("T")
 #: Seconds a journal server has to answer a lookup made for the event loop.
 LOOKUP_TIMEOUT = 2.0
+#: Seconds a table waiting to be handed over opens no new automatic round, from the last time
+#: the lease manager asked whether it is idle (it asks several times a renewal period).
+ROUND_HOLD_S = 3.0
 
 
 def scanner_authenticator(scanner: ScannerConfig) -> FrameAuthenticator | None:
@@ -127,6 +130,9 @@ class Service:
         self.tables: dict[str, Table] = {}
         #: Tables being dropped: no input is taken for them any more.
         self.leaving: set[str] = set()
+        #: Tables whose handover to another node waits for the round in play: no new round is
+        #: opened before this monotonic instant (renewed while the handover waits: :meth:`idle`).
+        self._round_hold: dict[str, float] = {}
         self._adopting: dict[str, bool] = {}  # tables being adopted -> still wanted (a drop meanwhile: False)
         self._dropping: dict[str, asyncio.Event] = {}  # tables being dropped -> set when the drop is done
         #: Tables whose output was held back while their lease was not valid (:meth:`may_publish`).
@@ -379,9 +385,27 @@ class Service:
     # -- the tables this node owns (dealer/edge/ownership.py) ---------------------------------
 
     def idle(self, tid: str) -> bool:
-        """Whether a table is between rounds (a rebalance moves a table only then, or after its wait)."""
+        """Whether a table is between rounds (a rebalance moves a table only then, or after its
+        wait). Asked while a handover of the table waits, so it also holds the table's next
+        automatic round for :data:`ROUND_HOLD_S` (renewed at every ask): the table moves at the
+        end of the round in play instead of whenever a pause between rounds happens to be seen,
+        and deals on as before if the handover is called off."""
         table = self.tables.get(tid)
-        return table is None or not table.in_play
+        if table is None:
+            return True
+        self._round_hold[tid] = time.monotonic() + ROUND_HOLD_S
+        return not table.in_play
+
+    def round_hold(self, tid: str) -> float:
+        """Seconds the table's next automatic round is still held for a handover (0: none)."""
+        until = self._round_hold.get(tid)
+        if until is None:
+            return 0.0
+        left = until - time.monotonic()
+        if left <= 0:
+            del self._round_hold[tid]
+            return 0.0
+        return left
 
     def may_publish(self, tid: str | None, kind: str = "publish") -> bool:
         """Whether anything of table ``tid`` may go out now: the node owns it and its lease is
@@ -536,6 +560,7 @@ class Service:
         self.catchup.drop(tid)
         self.publisher.catchup_due.discard(tid)
         self.suppressed.discard(tid)
+        self._round_hold.pop(tid, None)
         del self.tables[tid]
         self.leaving.discard(tid)
         self.core.operating_gauge(tid)

@@ -192,5 +192,11 @@ class Timers:
     def _auto_open(self, tid: str) -> None:
         svc = self.svc
         table = svc.tables.get(tid)
+        hold = svc.round_hold(tid)
+        if hold > 0 and table is not None:  # the table is about to move: its next owner opens the round
+            cur = table.current
+            handle = asyncio.get_running_loop().call_later(hold, self._fired, tid, lambda: self._auto_open(tid))
+            self.armed[tid] = (("open", cur.round_id if cur is not None else None), handle)
+            return
         if table is not None and svc.core.journal_writable and table.can_open() is None and svc.links[tid].ready:
             svc.open_round(tid)

@@ -148,3 +148,15 @@ async def test_small_multi_node_soak_with_every_fault_kind_reconciles(tmp_path: 
     assert summary["bets"]["placed"] == summary["bets"]["ledger_lines"] > 0
     assert summary["decisions"]["made"] > 0 and summary["decisions"]["by_timeout"] == 0
     assert summary["acks_journaled"] == summary["results"]
+
+
+def test_ownership_reports_a_row_made_before_its_lease_was_taken():
+    """Input that came in under epoch 1 and was applied after the node took the table again at
+    epoch 2: its commit is in order, its event time is not."""
+    rows = _chain("T1", [("node-1", 1, 1.0), ("node-2", 2, 11.0)])
+    rows.append(EventRow(3, "T1", 3, "node-2", 2, "scan", None, rows[-1].hash, "c" * 64, 11.5, made=9.0))
+    rows.append(EventRow(4, "T1", 4, "node-2", 2, "scan", None, "c" * 64, "d" * 64, 12.0, made=10.02))
+    found, stats = check_ownership(rows, LEASES)
+    assert found == ["T1: seq 3 (scan) of epoch 2 (node-2) was made 1.000 s before that lease was taken: input "
+                     "of an earlier lease applied under this one"], found
+    assert stats["rows_checked_against_their_lease"] == 2

@@ -513,8 +513,11 @@ class _NodeSoak:
                     entry["down_s"] = round(down, 2)
                 elif kind == "node_term":
                     clean = await asyncio.to_thread(node.term)
+                    code = node.proc.returncode if node.proc else None
                     if not clean:
                         self.problems.append(f"node_term: {node.node_id} did not exit within 20 s of SIGTERM")
+                    elif code != 0:  # a clean stop hands over and exits 0; anything else is a crash on the way out
+                        self.problems.append(f"node_term: {node.node_id} exited {code} on SIGTERM (see {node.log_path})")
                     down = rng.uniform(0.5, 2.0)
                     await asyncio.sleep(down)
                     await self._start_node(node)
@@ -680,10 +683,11 @@ class _NodeSoak:
         cts = "extract(epoch FROM pg_xact_commit_timestamp(xmin))::float8" if self.commit_times else "NULL::float8"
         with psycopg.connect(self.url, connect_timeout=10, autocommit=True) as con:
             rows = [EventRow(i, t, int(s), n, int(e), ty, r, ph, h,
-                             at if at is not None else (rec / 1000 + offset if not self.commit_times else None))
-                    for i, t, s, n, e, ty, r, ph, h, rec, at in con.execute(
+                             at if at is not None else (rec / 1000 + offset if not self.commit_times else None),
+                             None if made is None else int(made) / 1000 + offset)
+                    for i, t, s, n, e, ty, r, ph, h, rec, at, made in con.execute(
                         "SELECT id, table_id, seq, node, epoch, type, round_id, prev_hash, hash, recorded_at, "
-                        f"{cts} FROM events ORDER BY table_id, seq")]
+                        f"{cts}, body::json->>'at' FROM events ORDER BY table_id, seq")]
             outbox = [k for (k,) in con.execute("SELECT key FROM outbox ORDER BY id")]
         return rows, outbox, self._verify_chain()
 

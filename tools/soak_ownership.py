@@ -5,9 +5,11 @@ several nodes sharing one PostgreSQL journal add is judged here:
 
 * **one writer per table at a time** (:func:`check_ownership`): along each table's chain
   (``seq``) the lease epoch never goes down, each epoch is written by one node only (the
-  node the lease named, when the soak saw that lease), and, where the database kept commit
+  node the lease named, when the soak saw that lease), where the database kept commit
   times, no row of an epoch committed after a later epoch's lease was taken (the fencing
-  trigger's promise, seen from outside);
+  trigger's promise, seen from outside), and no row of an epoch was *made* before that
+  epoch's lease was taken (input that came in under an earlier lease is never applied under
+  a later one, even by the same node: dealer/edge/core_queue.py);
 * **the chain's shape** (:func:`check_chains`): ``seq`` consecutive from 1 per table, each
   row's ``prev_hash`` the previous row's ``hash`` (the first one ``GENESIS``);
 * **failover times** (:func:`failover_times`): per node fault and per table the victim held.
@@ -45,6 +47,9 @@ class EventRow:
     #: when it committed (the database's clock, ``track_commit_timestamp``), or None when the
     #: database keeps no commit times; the multi-node soak then uses the writer's ``recorded_at``
     at: float | None = None
+    #: when its event was made (the event's ``at``: the node's clock as the input came in or
+    #: the timer fired, moved onto the database's clock), or None when the event has no time
+    made: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +116,7 @@ def check_ownership(rows: Iterable[EventRow], leases: Iterable[LeaseSeen]) -> tu
     seen: dict[tuple[str, int], LeaseSeen] = {}
     for lease in leases:
         seen.setdefault((lease.table_id, lease.epoch), lease)
-    epochs_total = handovers = late_checked = 0
+    epochs_total = handovers = late_checked = made_checked = 0
     writers_missing = 0
     worst_margin: float | None = None  # closest an old epoch's row came to a later lease's commit (s)
     for tid, rs in sorted(by_table.items()):
@@ -152,10 +157,25 @@ def check_ownership(rows: Iterable[EventRow], leases: Iterable[LeaseSeen]) -> tu
             if margin < 0:
                 d.append(f"{tid}: seq {r.seq} of epoch {r.epoch} ({r.node}) committed {-margin:.3f} s after a later "
                          f"epoch's lease had committed: a fenced node wrote")
+        # an input belongs to the lease it came in under: no row of epoch e was made before e's lease
+        for r in rs:
+            lease = seen.get((tid, r.epoch))
+            if r.made is None or lease is None:
+                continue
+            made_checked += 1
+            if r.made < lease.acquired_at - MADE_TOLERANCE_S:
+                d.append(f"{tid}: seq {r.seq} ({r.type}) of epoch {r.epoch} ({r.node}) was made "
+                         f"{lease.acquired_at - r.made:.3f} s before that lease was taken: input of an earlier "
+                         f"lease applied under this one")
     return d, {"tables": len(by_table), "epochs": epochs_total, "handovers_in_chains": handovers,
+               "rows_checked_against_their_lease": made_checked,
                "epochs_whose_lease_was_not_seen": writers_missing, "rows_checked_against_later_leases": late_checked,
                "closest_old_epoch_commit_before_takeover_s": None if worst_margin is None else round(worst_margin, 3)}
 
+
+#: How far a row's event time may precede its lease's acquisition before it counts as made
+#: under an earlier lease: the error of moving the node's clock onto the database's.
+MADE_TOLERANCE_S = 0.05
 
 #: A lease taken this much before the victim's would have expired was handed over, not expired.
 RELEASE_MARGIN_S = 0.05

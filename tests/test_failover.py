@@ -23,7 +23,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ import pytest
 from dealer.edge import topics
 from simulators.broker import MosquittoProcess
 from simulators.pgserver import PgServer
+from simulators.procs import die_with_parent
 from simulators.shoe import VirtualShoe
 from simulators.station import MqttShoeLink
 from tests.conftest import wait_until
@@ -63,7 +65,7 @@ class Node:
         with self.log.open("ab") as err:
             self.proc = subprocess.Popen([sys.executable, "-m", "dealer", "run", "--config", str(self.config)],
                                          cwd=ROOT, env=dealer_env(DEALER_SERVICE__NODE_ID=self.node_id),
-                                         stdout=subprocess.DEVNULL, stderr=err)
+                                         stdout=subprocess.DEVNULL, stderr=err, preexec_fn=die_with_parent)
         return self
 
     def signal(self, sig: int) -> None:
@@ -79,15 +81,7 @@ class Node:
         return self.proc is not None and self.proc.poll() is None
 
     def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGCONT)
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_all([self])
 
     def lines(self) -> list[dict[str, Any]]:
         out = []
@@ -104,6 +98,23 @@ class Node:
 
     def tail(self, n: int = 30) -> str:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
+
+
+def stop_all(nodes: Iterable[Node], timeout: float = 20.0) -> None:
+    """SIGCONT and SIGTERM every running node at once, then SIGKILL whatever has not exited
+    within ``timeout`` seconds in all: a teardown that cannot hang or leave a node behind."""
+    running = [n.proc for n in nodes if n.proc is not None and n.proc.poll() is None]
+    for p in running:
+        with suppress(ProcessLookupError):
+            p.send_signal(signal.SIGCONT)
+            p.terminate()
+    deadline = time.monotonic() + timeout
+    for p in running:
+        try:
+            p.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
 
 
 class Studio:
@@ -241,13 +252,18 @@ async def studio(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterato
     try:
         yield s
     finally:
-        beat.cancel()
-        await asyncio.gather(beat, return_exceptions=True)
-        for n in nodes.values():
-            n.stop()
-        await rec.stop()
-        broker.kill()
-        pg.cleanup()
+        try:
+            beat.cancel()
+            await asyncio.gather(beat, return_exceptions=True)
+            stop_all(nodes.values())
+            with suppress(Exception):
+                await asyncio.wait_for(rec.stop(), 10)
+        finally:  # whatever happened above (a test timeout lands anywhere): no process outlives the test
+            for n in nodes.values():
+                if n.proc is not None and n.proc.poll() is None:
+                    n.proc.kill()
+            broker.kill()
+            pg.cleanup()
 
 
 async def _first_node(s: Studio, name: str) -> None:

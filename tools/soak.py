@@ -84,6 +84,7 @@ from drivers.mqtt import MqttBus, cancel_and_wait
 from simulators.broker import MosquittoProcess
 from simulators.pty_port import PtyPort
 from simulators.players import VirtualPlayer
+from simulators.procs import die_with_parent
 from simulators.rig import make_dealer
 from simulators.settlement import SettlementConsumer
 from simulators.shoe import FaultPlan, VirtualShoe
@@ -714,7 +715,7 @@ class BackendProcess:
         assert self.proc is None or self.proc.poll() is not None
         with self.log_path.open("ab") as err:
             self.proc = subprocess.Popen([self.python, "-m", "dealer", "run", "--config", str(self.config)],
-                                         stdout=subprocess.DEVNULL, stderr=err,
+                                         stdout=subprocess.DEVNULL, stderr=err, preexec_fn=die_with_parent,
                                          env=None if self.env is None else os.environ | self.env)
         self.starts += 1
 

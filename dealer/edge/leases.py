@@ -555,10 +555,12 @@ class LeaseManager:
                     raise LeaseError(f"node {self.node_id} was started again elsewhere (session "
                                      f"{self._superseded}): this process gave up its tables")
                 await self._step_down()
+                due = woken or self._mono() >= self._next_look
+                if due:  # even with the database away: the next look is a period on, never "now" again
+                    self._next_look = self._mono() + self._renew
                 if self._reachable:
                     try:
-                        if woken or self._mono() >= self._next_look:
-                            self._next_look = self._mono() + self._renew
+                        if due:
                             await self._place()
                         elif self._pending:  # between looks: only whether a waiting table's round ended
                             await self._hand_over(self._pending)

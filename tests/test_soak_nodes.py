@@ -142,6 +142,9 @@ async def test_small_multi_node_soak_with_every_fault_kind_reconciles(tmp_path: 
     assert all(failover["per_kind"][k]["count"] >= 1 for k in ("node_kill", "node_pause", "node_term"))
     assert summary["ownership"]["handovers_in_chains"] >= 1
     assert summary["ownership"]["rows_checked_against_later_leases"] > 0
+    assert summary["ownership"]["rows_checked_against_their_lease"] > 0
+    rebalance = summary["rebalance_s"]  # every comeback counted: timed, cut short, or still open
+    assert rebalance["count"] + rebalance["cut_short_by_next_fault"] + rebalance["unfinished_at_end"] >= 3
     assert any(p["taken_over_while_paused"] >= 1 for p in summary["pauses"]), summary["pauses"]
     assert all(p["old_lease_rows_after_resume"] == 0 for p in summary["pauses"])
     assert summary["chips"]["escrow"] == "0.00" and summary["chips"]["before"] == summary["chips"]["after"]

@@ -252,6 +252,11 @@ class _NodeSoak:
         self.lease_expiries: dict[tuple[str, int], float] = {}  # the latest expires_at seen of each lease
         self.lease_now: dict[str, tuple[str | None, int, float]] = {}  # table -> (node, epoch, expires_at)
         self.db_now = 0.0  # the database clock at the last lease poll
+        #: a node back from a fault (restarted, or resumed and stepped down) -> the database time it
+        #: came back; removed when it holds its even share of the tables again (rebalancing)
+        self.rejoining: dict[str, float] = {}
+        self.rejoin_s: list[float] = []  # back -> its share held again, per comeback
+        self.rejoin_cut_short = 0  # comebacks ended by the node's next fault (or the run's end) first
         self.clock_offsets: list[float] = []  # database clock - this host's clock, at each fault
         self.commit_times = False
         self.applied_per_table: dict[str, set[str]] = {t: set() for t in self.tids}
@@ -427,9 +432,22 @@ class _NodeSoak:
                                 if key not in self.leases_seen:
                                     self.leases_seen[key] = LeaseSeen(tid, int(epoch), node, acquired, committed)
                                 self.lease_expiries[key] = max(expires, self.lease_expiries.get(key, expires))
+                        self._note_rejoins()
                         await asyncio.sleep(LEASE_POLL_SECONDS)
             except (psycopg.Error, OSError):
                 await asyncio.sleep(0.2)
+
+    def _rejoined(self, node: str) -> None:
+        """``node`` is back from a fault (restarted, or resumed): time its share's return."""
+        self.rejoining[node] = self.db_now
+
+    def _note_rejoins(self) -> None:
+        share = len(self.tids) // len(self.nodes)
+        for node, since in list(self.rejoining.items()):
+            held = sum(1 for n, _, expires in self.lease_now.values() if n == node and expires > self.db_now)
+            if held >= share and self.db_now > since:
+                self.rejoin_s.append(self.db_now - since)
+                del self.rejoining[node]
 
     async def _db(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         def run() -> list[tuple[Any, ...]]:
@@ -446,6 +464,8 @@ class _NodeSoak:
             " WHERE node = %s AND expires_at > clock_timestamp())", (node,))
         after = time.time()
         now, held = rows[0]
+        if self.rejoining.pop(node, None) is not None:
+            self.rejoin_cut_short += 1
         self.clock_offsets.append(now - (before + after) / 2)
         held = held if isinstance(held, dict) else json.loads(held)
         fault = NodeFault(kind, node, float(now), {t: int(e) for t, e in held.items()})
@@ -510,6 +530,7 @@ class _NodeSoak:
                     down = rng.uniform(1.0, 4.0)
                     await asyncio.sleep(down)
                     await self._start_node(node)
+                    self._rejoined(node.node_id)
                     entry["down_s"] = round(down, 2)
                 elif kind == "node_term":
                     clean = await asyncio.to_thread(node.term)
@@ -521,6 +542,7 @@ class _NodeSoak:
                     down = rng.uniform(0.5, 2.0)
                     await asyncio.sleep(down)
                     await self._start_node(node)
+                    self._rejoined(node.node_id)
                     entry["down_s"] = round(down, 2)
                 else:
                     await self._pause(node, fault, entry)
@@ -559,6 +581,7 @@ class _NodeSoak:
         rows = await self._db("SELECT extract(epoch FROM clock_timestamp())::float8")
         fault.resumed_at = float(rows[0][0])
         node.resume()
+        self._rejoined(node.node_id)
         entry["paused_s"] = round(paused, 2)
         self.pause_checks.append({"node": node.node_id, "paused_s": round(paused, 2), "tables": len(fault.held),
                                   "resumed_at": fault.resumed_at, "held": dict(fault.held)})
@@ -800,6 +823,9 @@ class _NodeSoak:
             "faults": self._faults(),
             "faults_skipped": self.skipped,
             "failover_s": failover_summary(failovers),
+            # a node back from a fault: until it holds its even share (tables // nodes) again
+            "rebalance_s": quantiles(self.rejoin_s) | {"cut_short_by_next_fault": self.rejoin_cut_short,
+                                                       "unfinished_at_end": len(self.rejoining)},
             "ownership": own_stats,
             "pauses": pauses,
             "postgres_restart_s": quantiles(self.pg_restarts_s),

@@ -215,3 +215,18 @@ async def test_dealer_run_logs_only_json_through_a_broker_restart(broker: Broker
         f"studio/v1/tables/{TABLE}/") and "payload" not in r for r in dropped), dropped
     assert any(r.get("round_id") == round_id(tmp_path / "journal.sqlite", 2) for r in dropped), dropped
     assert not [r for r in recs if r["level"] in ("error", "critical")], [r for r in recs if r["level"] in ("error", "critical")]
+
+
+def test_a_library_warning_repeated_at_every_retry_is_said_once_a_minute() -> None:
+    """psycopg_pool warns at every reconnection attempt while the database is down: the first
+    goes out, the repeats of the same message within the minute do not; another message does."""
+    from dealer.edge.logs import Throttle
+
+    def emit(lg: logging.Logger) -> None:
+        lg.addFilter(Throttle(60.0))
+        for n in range(5):
+            lg.warning("reconnection attempt in pool %r failed after %s sec", "dealer-journal-writer", n)
+        lg.warning("error connecting in %r: %s", "dealer-journal-writer", "connection refused")
+    lines = [json.loads(line)["event"] for line in _format("psycopg.pool.test", emit)]
+    assert lines == ["reconnection attempt in pool 'dealer-journal-writer' failed after 0 sec",
+                     "error connecting in 'dealer-journal-writer': connection refused"]

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import sys
 import threading
+import time
 from typing import Any, TextIO
 
 import structlog
@@ -93,6 +94,30 @@ def _renderer(json: bool) -> Any:
     return structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=False)
 
 
+#: Libraries that log the same warning at every retry: psycopg_pool says "reconnection attempt
+#: failed" every few seconds for as long as the database is down.
+REPEATING_LOGGERS = ("psycopg.pool",)
+
+
+class Throttle(logging.Filter):
+    """Let one record of each message template through per ``seconds`` (the first at once): an
+    outage is said when it starts and then once a minute, not at every retry."""
+
+    def __init__(self, seconds: float = 60.0) -> None:
+        super().__init__()
+        self.seconds = seconds
+        self._last: dict[tuple[str, str], float] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        key = (record.name, str(record.msg))
+        now = time.monotonic()
+        last = self._last.get(key)
+        if last is not None and now - last < self.seconds:
+            return False
+        self._last[key] = now
+        return True
+
+
 def configure_logging(level: str = "info", *, json: bool = True, stream: TextIO | None = None,
                       uncaught: bool = True) -> None:
     """Route every logger of the process (structlog's and the standard library's) through
@@ -109,6 +134,10 @@ def configure_logging(level: str = "info", *, json: bool = True, stream: TextIO 
             root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(lvl)
+    for name in REPEATING_LOGGERS:
+        lg = logging.getLogger(name)
+        if not any(isinstance(f, Throttle) for f in lg.filters):
+            lg.addFilter(Throttle())
     logging.captureWarnings(True)  # warnings.warn -> the "py.warnings" logger, not a bare line
     structlog.configure(
         processors=[*_SHARED, _renderer(json)],

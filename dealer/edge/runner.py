@@ -127,6 +127,10 @@ async def run_service(settings: Settings, rtp_reports: Sequence[TableRtp] | None
             raise RetryableStartError(f"cannot serve metrics on {s.metrics_addr}:{s.metrics_port}: "
                                       f"{exc.strerror or exc}") from None
         log.info("metrics serving", addr=s.metrics_addr, port=port, path="/metrics")
+    if not s.fsync:  # allowed (benchmarks), never quietly: a crash then loses published commits
+        log.warning("fsync is off: a crash of this host (SQLite) or of the database server (PostgreSQL: "
+                    "synchronous_commit = off) can lose journal commits whose effects were already published; "
+                    "keep fsync = true outside benchmarks", journal=service.journal_name)
     task = asyncio.create_task(service.run())
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -7,6 +7,13 @@ no sooner than one second after that table's previous card, and it measures the 
 latency from its publish to the matching ``card_registered`` event arriving back. Tables
 start staggered over the first second, like a real studio's unsynchronised tables.
 Prints one JSON object with its samples summary on stdout when done.
+
+It also reports on itself, so a benchmark can tell a slow generator from a slow backend:
+its event loop's lag (a 10 ms ticker's lateness), how late each card went out against the
+moment it was due (the prompt's arrival, or one second after the table's previous card,
+whichever is later: a late prompt is the backend's delay, a late publish after it is ours),
+and its CPU time. Every wait has a deadline: a teardown that does not finish within
+:data:`TEARDOWN_S` is reported (what was still running), never waited for.
 """
 
 from __future__ import annotations
@@ -14,7 +21,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
+import resource
+import sys
 import time
 from dataclasses import dataclass, field
 
@@ -33,6 +43,18 @@ class _Table:
     round_id: str | None = None
     step_sent: int = 0
     sent: dict[str, int] = field(default_factory=dict)  # card -> publish time (ns)
+
+
+#: Seconds the generator's teardown may take before it is reported and abandoned.
+TEARDOWN_S = 5.0
+#: The lag ticker's period, seconds.
+TICK_S = 0.01
+
+
+def cpu_seconds() -> float:
+    """This process's CPU time (user + system, every thread), seconds."""
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
 
 
 def table_ids(n: int) -> list[tuple[str, str]]:
@@ -56,8 +78,10 @@ async def run_loadgen(url: str, n_tables: int, seconds: float, *, card_interval:
     bus = MqttBus(url, client_id=f"loadgen-{seed}")
     tables = {tid: _Table(tid, reader) for tid, reader in table_ids(n_tables)}
     latencies: list[int] = []
+    lags: list[int] = []  # the ticker's lateness (ns)
+    delays: list[int] = []  # how late each card went out after it was due (ns)
     cards_sent = 0
-    queue: asyncio.Queue[tuple[str, dict]] = asyncio.Queue()
+    queue: asyncio.Queue[tuple[str, dict, int]] = asyncio.Queue()
 
     def on_msg(topic: str, payload: bytes) -> None:
         now = time.monotonic_ns()
@@ -68,12 +92,16 @@ async def run_loadgen(url: str, n_tables: int, seconds: float, *, card_interval:
             if sent is not None:
                 latencies.append(now - sent)
         elif topic.endswith("/prompts"):
-            queue.put_nowait((msg["table_id"], msg))
+            queue.put_nowait((msg["table_id"], msg, now))
 
     bus.subscribe("studio/v1/tables/+/prompts", on_msg)
     bus.subscribe("studio/v1/tables/+/events", on_msg)
-    bus_task = asyncio.create_task(bus.run())
-    await asyncio.wait_for(bus.wait_connected(), 10)
+    bus_task = asyncio.create_task(bus.run(), name="bus")
+    try:
+        await asyncio.wait_for(bus.wait_connected(), 10)
+    except TimeoutError:
+        bus_task.cancel()
+        return {"error": f"the load generator could not connect to {url} within 10 s"}
 
     async def publish(t: _Table, status: str, payload: str = "", advance: bool = True) -> None:
         if advance:
@@ -81,13 +109,15 @@ async def run_loadgen(url: str, n_tables: int, seconds: float, *, card_interval:
         msg = ScannerMessage(reader=t.reader, seq=t.seq, status=status, payload=payload)  # type: ignore[arg-type]
         await bus.publish(f"studio/v1/tables/{t.table_id}/scanner", msg.model_dump_json().encode(), qos=1)
 
-    async def deal(t: _Table, step: int) -> None:
+    async def deal(t: _Table, step: int, prompted_ns: int) -> None:
         nonlocal cards_sent
-        wait = t.last_card_ns + int(card_interval * 1e9) - time.monotonic_ns()
+        due = max(prompted_ns, t.last_card_ns + int(card_interval * 1e9))
+        wait = due - time.monotonic_ns()
         if wait > 0:
             await asyncio.sleep(wait / 1e9)
         card = t.deck.pop()
         t.last_card_ns = time.monotonic_ns()
+        delays.append(max(0, t.last_card_ns - due))
         t.sent[card] = t.last_card_ns
         cards_sent += 1
         await publish(t, "OK", card)
@@ -99,16 +129,27 @@ async def run_loadgen(url: str, n_tables: int, seconds: float, *, card_interval:
             await publish(t, "HB", advance=False)
             await asyncio.sleep(heartbeat)
 
+    async def ticker() -> None:
+        expected = time.monotonic_ns() + int(TICK_S * 1e9)
+        while True:
+            await asyncio.sleep(TICK_S)
+            now = time.monotonic_ns()
+            lags.append(max(0, now - expected))
+            expected = now + int(TICK_S * 1e9)
+
     for t in tables.values():
         t.seq = 0
-    hb_tasks = [asyncio.create_task(heartbeats(t, rng.uniform(0, 1.0))) for t in tables.values()]
-    deadline = time.monotonic() + seconds
+    background = [asyncio.create_task(heartbeats(t, rng.uniform(0, 1.0)), name=f"heartbeats-{t.table_id}")
+                  for t in tables.values()]
+    background.append(asyncio.create_task(ticker(), name="ticker"))
+    cpu0, wall0 = cpu_seconds(), time.monotonic()
+    deadline = wall0 + seconds
     pending: set[asyncio.Task[None]] = set()
     try:
         while time.monotonic() < deadline:
             try:
                 async with asyncio.timeout(max(0.01, deadline - time.monotonic())):
-                    tid, p = await queue.get()
+                    tid, p, arrived = await queue.get()
             except TimeoutError:
                 break
             t = tables[tid]
@@ -118,16 +159,26 @@ async def run_loadgen(url: str, n_tables: int, seconds: float, *, card_interval:
                 rng.shuffle(t.deck)
             if p["kind"] in ("NEXT", "RESCAN") and p["step"] is not None and p["step"] > t.step_sent:
                 t.step_sent = p["step"]
-                task = asyncio.create_task(deal(t, p["step"]))
+                task = asyncio.create_task(deal(t, p["step"], arrived), name=f"deal-{tid}")
                 pending.add(task)
                 task.add_done_callback(pending.discard)
     finally:
-        for task in hb_tasks + list(pending):
+        cpu_s, wall_s = cpu_seconds() - cpu0, time.monotonic() - wall0
+        tasks = [*background, *pending, bus_task]
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*hb_tasks, *pending, return_exceptions=True)
-        bus_task.cancel()
-        await asyncio.gather(bus_task, return_exceptions=True)
-    return {"cards_sent": cards_sent, "end_to_end_ms": summarize(latencies)}
+        _, stuck = await asyncio.wait(tasks, timeout=TEARDOWN_S)
+    return {
+        "cards_sent": cards_sent,
+        "end_to_end_ms": summarize(latencies),
+        "loop_lag_ms": summarize(lags),
+        "deal_delay_ms": summarize(delays),
+        "cpu_s": round(cpu_s, 3),
+        "wall_s": round(wall_s, 3),
+        "cpu_share": round(cpu_s / wall_s, 3) if wall_s > 0 else None,
+        "teardown": "clean" if not stuck else
+                    f"still running after {TEARDOWN_S:g} s: {sorted(t.get_name() for t in stuck)[:10]}",
+    }
 
 
 def main() -> None:
@@ -141,8 +192,17 @@ def main() -> None:
     from dealer.edge.runner import run_loop
 
     configure_logging("warning")
-    result = run_loop(run_loadgen(args.broker, args.tables, args.seconds), args.loop)
-    print(json.dumps(result, sort_keys=True), flush=True)
+
+    async def run_and_print() -> None:
+        # printed from inside the loop: a task that ignores its cancellation would otherwise hold
+        # the loop's own shutdown (which waits for every task) and the figures with it
+        result = await run_loadgen(args.broker, args.tables, args.seconds)
+        print(json.dumps(result, sort_keys=True), flush=True)
+        if result.get("teardown", "clean") != "clean":
+            sys.stderr.flush()
+            os._exit(0)  # the figures are out; what would not stop is reported in them, not waited for
+
+    run_loop(run_and_print(), args.loop)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,15 @@ async def test_both_journals_run_side_by_side_and_deal_every_card(pg_server: PgS
     for name, run in result["journals"].items():
         assert run["cards"] > 0 and run["cards"] == run["scan_to_publish_ms"]["count"], (name, run)
         assert run["journal_commit_ms"]["commits"] > 0, (name, run)
+        # it reports on itself: the backend's CPU per card, its floor, the generator's own lag
+        cpu = run["backend_cpu"]
+        assert cpu["seconds"] > 0 and cpu["us_per_card"] == round(cpu["seconds"] / run["cards"] * 1e6, 1)
+        assert run["floor_ratio"]["p50"] == round(run["scan_to_publish_ms"]["p50"] / run["floor_ms"]["p50"], 2)
+        gen = run["load_generator"]
+        assert gen["teardown"] == "clean" and "error" not in gen, gen
+        assert gen["deal_delay_ms"]["count"] == run["cards_sent"] and gen["loop_lag_ms"]["count"] > 0
+        assert run["broker_cpu"]["seconds"] is not None  # the private broker's, from /proc
+        assert run["bottleneck"]["verdict"] in ("backend", "load_generator", "broker", "machine")
     assert result["baseline"]["postgresql_commit_paced_ms"]["count"] == 30
     assert result["scan_to_publish_ms"] == result["journals"]["sqlite"]["scan_to_publish_ms"]
     # the PostgreSQL run journaled its rows under a lease (every row carries node and epoch)

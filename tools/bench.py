@@ -12,7 +12,15 @@ N dealers following their station prompts. Reported, as one stable JSON object:
 * ``baseline``: the peers measured in the same run on the same machine: a bare aiomqtt
   QoS 1 publish-to-PUBACK through the same Mosquitto, and a bare SQLite WAL commit with
   fsync, back to back and paced at 5/s — the floor under our figures;
-* ``peak_rss_mb`` of the backend process.
+* ``peak_rss_mb`` of the backend process;
+* ``backend_cpu``: the backend's CPU time over the run, its share of a core and ``us_per_card``
+  (every thread: the event loop and the journal's writer);
+* ``floor_ms`` and ``floor_ratio``: the floor under one card (the paced QoS 1 publish plus the
+  paced durable commit, in series) and scan→publish over it, at p50 and p99;
+* ``load_generator``: its own event-loop lag, how late it sent cards after they were due, its
+  CPU; ``broker_cpu`` (a private broker's); and ``bottleneck``: which part set the figures
+  (:mod:`tools.bench_verdict`), so a saturated generator, broker or machine is never read as a
+  slow backend. Every wait has a deadline; a missed one is said, never waited out.
 
 With ``--journal postgresql://...`` (a scratch database) or ``--journal private`` (a PostgreSQL
 server of the benchmark's own, fsync on), the same load runs a second time against the
@@ -41,6 +49,7 @@ from dealer.edge.service import Service
 from drivers.mqtt import MqttBus
 from simulators.broker import MosquittoProcess
 from simulators.loadgen import summarize, table_ids
+from tools.bench_verdict import floor_of, floor_ratio, judge
 
 
 async def _mqtt_baseline(url: str, n: int = 2000) -> dict[str, Any]:
@@ -164,7 +173,61 @@ async def _pg_baseline(url: str, n: int = 30, gap: float = 0.2) -> dict[str, Any
     return summarize(samples[3:])
 
 
-async def _measure(settings: Any, broker: str, tables: int, seconds: float, loop: str) -> dict[str, Any]:
+def _proc_cpu_s(pid: int | None) -> float | None:
+    """CPU time (user + system) of process ``pid`` so far, from /proc (None: not known)."""
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _cpu_s() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+#: Seconds the load generator may take beyond its run to print its figures, and to exit after.
+LOADGEN_GRACE_S = 60.0
+LOADGEN_EXIT_S = 10.0
+#: Seconds the backend may take to stop after a run.
+BACKEND_STOP_S = 30.0
+
+
+async def _run_loadgen(broker: str, tables: int, seconds: float, loop: str) -> dict[str, Any]:
+    """The load generator's figures, within deadlines: it must print them within ``seconds`` +
+    :data:`LOADGEN_GRACE_S` and exit within :data:`LOADGEN_EXIT_S` after; a deadline missed is
+    said in the figures (what it was waiting for), and the process killed."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "simulators.loadgen", "--broker", broker, "--tables", str(tables),
+        "--seconds", str(seconds), "--loop", loop, stdout=asyncio.subprocess.PIPE)
+    assert proc.stdout is not None
+    try:
+        line = await asyncio.wait_for(proc.stdout.readline(), seconds + LOADGEN_GRACE_S)
+    except TimeoutError:
+        line = b""
+        out: dict[str, Any] = {"error": f"the load generator printed no figures within {seconds + LOADGEN_GRACE_S:g} s "
+                                        "(waiting for its run to end): killed"}
+    else:
+        try:
+            out = json.loads(line) if line.strip() else {"error": "the load generator exited without figures"}
+        except ValueError:
+            out = {"error": f"the load generator printed something else than its figures: {line[:200]!r}"}
+    try:
+        await asyncio.wait_for(proc.wait(), LOADGEN_EXIT_S)
+    except TimeoutError:
+        out.setdefault("error", f"the load generator did not exit within {LOADGEN_EXIT_S:g} s of its figures: killed")
+        proc.kill()
+        await proc.wait()
+    if proc.returncode not in (0, None) and "error" not in out:
+        out["error"] = f"the load generator exited {proc.returncode}"
+    return out
+
+
+async def _measure(settings: Any, broker: str, tables: int, seconds: float, loop: str,
+                   broker_pid: int | None = None) -> dict[str, Any]:
     """One backend (the journal ``settings`` name) under the load generator; its figures."""
     from dealer.edge.journals import open_journal
     from dealer.edge.metrics import Metrics
@@ -184,29 +247,42 @@ async def _measure(settings: Any, broker: str, tables: int, seconds: float, loop
             if time.monotonic() > deadline or run.done():
                 raise RuntimeError(f"the backend owns {len(service.tables)} of {tables} tables after 60 s")
             await asyncio.sleep(0.05)
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "simulators.loadgen", "--broker", broker, "--tables", str(tables),
-            "--seconds", str(seconds), "--loop", loop, stdout=asyncio.subprocess.PIPE)
-        try:
-            out, _ = await asyncio.wait_for(proc.communicate(), seconds + 120)
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
-            out = b""
-        loadgen = json.loads(out) if out else {"error": f"load generator exited {proc.returncode} or hung"}
+        service.latency_samples.clear()  # the run's cards only
+        cpu0, broker0, wall0 = _cpu_s(), _proc_cpu_s(broker_pid), time.monotonic()
+        loadgen = await _run_loadgen(broker, tables, seconds, loop)
+        wall = time.monotonic() - wall0
+        backend_cpu = _cpu_s() - cpu0
+        broker1 = _proc_cpu_s(broker_pid)
+        broker_cpu = None if broker0 is None or broker1 is None else broker1 - broker0
+        cards = len(service.latency_samples)
         rounds = sum(1 for t in service.tables.values() for _ in range(t.last_seq))
+        s2p = summarize(service.latency_samples)
+        backend_share = round(backend_cpu / wall, 3) if wall > 0 else None
+        broker_share = round(broker_cpu / wall, 3) if broker_cpu is not None and wall > 0 else None
         return {
-            "cards": len(service.latency_samples),
+            "cards": cards,
             "rounds_opened": rounds,
-            "scan_to_publish_ms": summarize(service.latency_samples),
+            "scan_to_publish_ms": s2p,
             "end_to_end_ms": loadgen.get("end_to_end_ms"),
             "cards_sent": loadgen.get("cards_sent"),
             "journal_commit_ms": _histogram_ms(metrics),
             "rss_mb_after": _rss_mb(),
+            # CPU over the load generator's whole run (heartbeats, prompts and events included),
+            # per card registered: what one card costs the backend
+            "backend_cpu": {"seconds": round(backend_cpu, 3), "share_of_a_core": backend_share,
+                            "us_per_card": round(backend_cpu / cards * 1e6, 1) if cards else None},
+            "broker_cpu": {"seconds": None if broker_cpu is None else round(broker_cpu, 3),
+                           "share_of_a_core": broker_share},
+            "load_generator": {k: loadgen.get(k) for k in ("loop_lag_ms", "deal_delay_ms", "cpu_s", "cpu_share",
+                                                           "teardown", "error") if k in loadgen},
+            "bottleneck": judge(backend_cpu_share=backend_share, loadgen=loadgen, broker_cpu_share=broker_share,
+                                scan_to_publish=s2p, cpus=os.cpu_count() or 1),
         }
     finally:
         run.cancel()
-        await asyncio.gather(run, return_exceptions=True)
+        _, stuck = await asyncio.wait({run}, timeout=BACKEND_STOP_S)
+        if stuck:
+            raise RuntimeError(f"the backend did not stop within {BACKEND_STOP_S:g} s of the run's end")
 
 
 def _histogram_ms(metrics: Any) -> dict[str, float]:
@@ -236,7 +312,11 @@ async def run_latency_bench(tables: int = 1, seconds: float = 20.0, broker: str 
             baseline = {"mqtt_qos1_publish_ms": await _mqtt_baseline(broker),
                         "sqlite_wal_fsync_commit_ms": _sqlite_baseline(tmp / "baseline.sqlite"),
                         **await _paced_baselines(broker, tmp / "baseline-paced.sqlite")}
-            runs = {"sqlite": await _measure(_settings(tmp, broker, tables, fsync), broker, tables, seconds, loop)}
+            broker_pid = mq.proc.pid if mq is not None and mq.proc is not None else None
+            runs = {"sqlite": await _measure(_settings(tmp, broker, tables, fsync), broker, tables, seconds, loop,
+                                             broker_pid)}
+            floors = {"sqlite": floor_of(baseline["mqtt_qos1_publish_paced_ms"],
+                                         baseline["sqlite_wal_fsync_commit_paced_ms"])}
             if journal is not None:
                 url = journal
                 if journal == "private":
@@ -247,7 +327,12 @@ async def run_latency_bench(tables: int = 1, seconds: float = 20.0, broker: str 
                     url = pg.create_database("bench")
                 baseline["postgresql_commit_paced_ms"] = await _pg_baseline(url)
                 runs["postgresql"] = await _measure(_settings(tmp, broker, tables, fsync, journal_url=url), broker,
-                                                    tables, seconds, loop)
+                                                    tables, seconds, loop, broker_pid)
+                floors["postgresql"] = floor_of(baseline["mqtt_qos1_publish_paced_ms"],
+                                                baseline["postgresql_commit_paced_ms"])
+            for name, r in runs.items():  # the floor under one card, and how far above it the backend is
+                r["floor_ms"] = floors[name]
+                r["floor_ratio"] = floor_ratio(r["scan_to_publish_ms"], floors[name])
             return {
                 "bench": "latency",
                 "tables": tables,

@@ -110,6 +110,7 @@ class CoreLoop:
         self._looked_up: dict[tuple[str, str, str], commands.StoredCommand | None | JournalWriteFailed] = {}
         #: the table of each delivered outbox id in the batch (a fenced table's are taken out)
         self._delivered_of: dict[int, str] = {}
+        self._gauged: dict[str, Mode | None] = {}  # the mode last exported per table (operating_gauge)
         svc.metrics.journal_writable.set(1)
 
     # -- start-up ---------------------------------------------------------------------
@@ -610,6 +611,9 @@ class CoreLoop:
         the table is not on this node)."""
         table = self.svc.tables.get(tid)
         mode = table.mode if table is not None else None
+        if tid in self._gauged and self._gauged[tid] is mode:
+            return  # unchanged: called for every table of every batch, so only a change is exported
+        self._gauged[tid] = mode
         for m in Mode:
             self.svc.metrics.table_operating.labels(table=tid, state=m.value).set(1 if m is mode else 0)
 

@@ -111,8 +111,14 @@ async def test_a_dot_in_a_topic_differs_per_broker_and_the_bus_never_sends_one(a
             await bus.publish(f"{root}/bob.state", b"x")
         with pytest.raises(BusError, match="QoS 2"):
             await bus.publish(f"{root}/ok", b"x", qos=2)
+        # the backend's own path (a future, no Task): the same checks, the same errors
+        with pytest.raises(BusError, match="'.'"):
+            await bus.publish_nowait(f"{root}/bob.state", b"x")
+        with pytest.raises(BusError, match="QoS 2"):
+            await bus.publish_nowait(f"{root}/ok", b"x", qos=2)
         await bus.publish(f"{root}/ok", b"y")  # the connection is intact
-        await wait_until(lambda: seen == [f"{root}/ok"], what="the good topic delivered")
+        await bus.publish_nowait(f"{root}/ok", b"z")  # resolved by the PUBACK
+        await wait_until(lambda: seen == [f"{root}/ok", f"{root}/ok"], what="the good topic delivered")
         assert bus.reconnects == 0
     finally:
         await cancel_and_wait(task)

@@ -14,6 +14,7 @@ broker's size limit is published. Results are not published here: the outbox rel
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -56,9 +57,9 @@ class Publisher:
         #: When set to a list (benchmarks), every scan-to-publish latency is appended in ns.
         self.latency_samples: list[int] | None = None
         #: Publishes of each table on their way to the broker (a dropped table's are waited for).
-        self._inflight: dict[str, set[asyncio.Task[None]]] = {}
+        self._inflight: dict[str, set[asyncio.Future[None]]] = {}
 
-    def _track(self, topic: str, task: asyncio.Task[None]) -> None:
+    def _track(self, topic: str, task: asyncio.Future[None]) -> None:
         tid = topics.table_of(topic)
         if tid is None:
             return
@@ -121,9 +122,34 @@ class Publisher:
                       round_id=getattr(msg, "round_id", None))
             return False
         self.notify(kind, msg)
-        self._track(topic, svc.spawn(self._publish_task(topic, payload, kind, latency_from,
-                                                         getattr(msg, "round_id", None), _name_of(msg))))
+        round_id, name = getattr(msg, "round_id", None), _name_of(msg)
+        nowait = getattr(svc.bus, "publish_nowait", None)
+        if nowait is None:  # a bus without it (the in-process one): a task per publish
+            self._track(topic, svc.spawn(self._publish_task(topic, payload, kind, latency_from, round_id, name)))
+            return True
+        fut = nowait(topic, payload, qos=1)
+        fut.add_done_callback(functools.partial(self._live_done, topic, len(payload), kind, latency_from,
+                                                round_id, name))
+        self._track(topic, fut)
         return True
+
+    def _live_done(self, topic: str, size: int, kind: str, latency_from: int, round_id: str | None,
+                   name: str | None, fut: asyncio.Future[None]) -> None:
+        """A live message's PUBACK (or its failure): what :meth:`_publish_task` does after its await."""
+        if fut.cancelled():
+            return
+        exc = fut.exception()
+        svc = self.svc
+        if exc is not None:
+            svc.metrics.publish_failures.labels(kind=kind).inc()
+            log.warning("publish dropped", kind=kind, name=name, topic=topic, round_id=round_id, size=size,
+                        reason=str(exc)[:200])
+            return
+        if latency_from:
+            elapsed = time.monotonic_ns() - latency_from
+            svc.metrics.scan_to_publish.observe(elapsed / 1e9)
+            if self.latency_samples is not None:
+                self.latency_samples.append(elapsed)
 
     def withheld(self, topic: str, payload: str, kind: str, round_id: str | None) -> bool:
         """Whether ``payload`` would show the audience of ``topic`` a card of its round that it
@@ -196,7 +222,17 @@ class Publisher:
                 log.error("message over the limit: not sent", kind=kind, topic=topic, size=len(payload),
                           limit=svc.settings.service.max_message_bytes)
                 return
-        self._track(topic, svc.spawn(self._send_retained(topic, payload, kind)))
+        nowait = getattr(svc.bus, "publish_nowait", None)
+        if nowait is None:
+            self._track(topic, svc.spawn(self._send_retained(topic, payload, kind)))
+            return
+        fut = nowait(topic, payload, qos=1, retain=True)
+        fut.add_done_callback(functools.partial(self._retained_done, kind))
+        self._track(topic, fut)
+
+    def _retained_done(self, kind: str, fut: asyncio.Future[None]) -> None:
+        if not fut.cancelled() and fut.exception() is not None:
+            self.svc.metrics.publish_failures.labels(kind=kind).inc()
 
     async def _send_retained(self, topic: str, payload: bytes, kind: str) -> None:
         try:

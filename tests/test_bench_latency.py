@@ -35,3 +35,12 @@ async def test_both_journals_run_side_by_side_and_deal_every_card(pg_server: PgS
     # the PostgreSQL run journaled its rows under a lease (every row carries node and epoch)
     rows = pg_server.psql(pg.rsplit("/", 1)[1], "SELECT DISTINCT node, epoch > 0 FROM events")
     assert rows.split() == ["bench|t"]
+
+
+async def test_the_publish_benchmark_measures_each_path_beside_the_librarys() -> None:
+    """``dealer bench publish`` (a smoke run: the figures are the benchmark's, never asserted)."""
+    from tools.bench_publish import run_publish_bench
+
+    result = await run_publish_bench(n=300, window=10, rounds=1)
+    assert set(result["cpu_us_per_publish"]) == {"aiomqtt", "publish", "publish_nowait"}
+    assert all(v > 0 for v in result["cpu_us_per_publish"].values()), result

@@ -329,6 +329,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     fuzz.register(bsub)
     __import__("tools.bench_house").bench_house.register(bsub)  # dealer bench house
+    __import__("tools.bench_publish").bench_publish.register(bsub)  # dealer bench publish
     from tools import audit, deploy as deploy_tools
 
     audit.register(sub)

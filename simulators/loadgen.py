@@ -25,12 +25,15 @@ import os
 import random
 import resource
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from dealer.core.cards import STANDARD_52
 from drivers.mqtt import MqttBus
 from drivers.scanner_json import ScannerMessage
+from simulators.settlement import SettlementConsumer
 
 
 @dataclass
@@ -73,10 +76,15 @@ def summarize(samples_ns: list[int]) -> dict[str, float | int]:
 
 
 async def run_loadgen(url: str, n_tables: int, seconds: float, *, card_interval: float = 1.0,
-                      heartbeat: float = 3.0, seed: int = 1) -> dict[str, object]:
+                      heartbeat: float = 3.0, seed: int = 1, settle: bool = True) -> dict[str, object]:
     rng = random.Random(seed)
     bus = MqttBus(url, client_id=f"loadgen-{seed}")
     tables = {tid: _Table(tid, reader) for tid, reader in table_ids(n_tables)}
+    ledger_dir = tempfile.TemporaryDirectory(prefix="dealer-loadgen-ledger-")
+    # settlement acknowledges every result, as a studio's does: without it every result stays in
+    # the backend's outbox, is sent again and again, and its round is never settled
+    consumer = (SettlementConsumer(bus, list(tables), Path(ledger_dir.name) / "ledger.sqlite", place_bets=False)
+                if settle else None)
     latencies: list[int] = []
     lags: list[int] = []  # the ticker's lateness (ns)
     delays: list[int] = []  # how late each card went out after it was due (ns)
@@ -168,7 +176,11 @@ async def run_loadgen(url: str, n_tables: int, seconds: float, *, card_interval:
         for task in tasks:
             task.cancel()
         _, stuck = await asyncio.wait(tasks, timeout=TEARDOWN_S)
+        if consumer is not None:
+            consumer.db.close()
+        ledger_dir.cleanup()
     return {
+        "results_acknowledged": consumer.acks_sent if consumer is not None else None,
         "cards_sent": cards_sent,
         "end_to_end_ms": summarize(latencies),
         "loop_lag_ms": summarize(lags),

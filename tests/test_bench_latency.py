@@ -27,6 +27,7 @@ async def test_both_journals_run_side_by_side_and_deal_every_card(pg_server: PgS
         assert run["floor_ratio"]["p50"] == round(run["scan_to_publish_ms"]["p50"] / run["floor_ms"]["p50"], 2)
         gen = run["load_generator"]
         assert gen["teardown"] == "clean" and "error" not in gen, gen
+        assert isinstance(gen["results_acknowledged"], int)  # settlement acknowledges, as a studio's does
         assert gen["deal_delay_ms"]["count"] == run["cards_sent"] and gen["loop_lag_ms"]["count"] > 0
         assert run["broker_cpu"]["seconds"] is not None  # the private broker's, from /proc
         assert run["bottleneck"]["verdict"] in ("backend", "load_generator", "broker", "machine")

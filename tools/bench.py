@@ -18,7 +18,8 @@ N dealers following their station prompts. Reported, as one stable JSON object:
 * ``floor_ms`` and ``floor_ratio``: the floor under one card (the paced QoS 1 publish plus the
   paced durable commit, in series) and scan→publish over it, at p50 and p99;
 * ``load_generator``: its own event-loop lag, how late it sent cards after they were due, its
-  CPU; ``broker_cpu`` (a private broker's); and ``bottleneck``: which part set the figures
+  CPU, and how many results its settlement consumer acknowledged (it settles every result, as
+  a studio's settlement does); ``broker_cpu`` (a private broker's); and ``bottleneck``: which part set the figures
   (:mod:`tools.bench_verdict`), so a saturated generator, broker or machine is never read as a
   slow backend. Every wait has a deadline; a missed one is said, never waited out.
 
@@ -273,7 +274,7 @@ async def _measure(settings: Any, broker: str, tables: int, seconds: float, loop
                             "us_per_card": round(backend_cpu / cards * 1e6, 1) if cards else None},
             "broker_cpu": {"seconds": None if broker_cpu is None else round(broker_cpu, 3),
                            "share_of_a_core": broker_share},
-            "load_generator": {k: loadgen.get(k) for k in ("loop_lag_ms", "deal_delay_ms", "cpu_s", "cpu_share",
+            "load_generator": {k: loadgen.get(k) for k in ("loop_lag_ms", "deal_delay_ms", "cpu_s", "cpu_share", "results_acknowledged",
                                                            "teardown", "error") if k in loadgen},
             "bottleneck": judge(backend_cpu_share=backend_share, loadgen=loadgen, broker_cpu_share=broker_share,
                                 scan_to_publish=s2p, cpus=os.cpu_count() or 1),

@@ -140,22 +140,13 @@ class _Client(aiomqtt.Client):
 
     async def publish(self, /, topic: str, payload: Any = None, qos: int = 0, retain: bool = False,  # type: ignore[override]
                       properties: Any = None, *args: Any, timeout: float | None = None, **kwargs: Any) -> None:
-        info = self._client.publish(topic, payload, qos, retain, properties, *args, **kwargs)
-        if info.rc != mqtt.MQTT_ERR_SUCCESS:
-            if self._disconnected.done() and self._disconnected.exception():
-                raise aiomqtt.MqttCodeError(info.rc, "Could not publish message") from self._disconnected.exception()
-            raise aiomqtt.MqttCodeError(info.rc, "Could not publish message")
-        if info.is_published():
+        if properties is not None or args or kwargs:  # what the backend never passes: the library's own way
+            await super().publish(topic, payload, qos, retain, properties, *args, timeout=timeout, **kwargs)
             return
-        ack = _Ack(self._loop.create_future())
-        limit = self.timeout if timeout is None else timeout
-        with self._pending_call(info.mid, ack, self._pending_publishes):
-            timer = None if limit == math.inf else self._loop.call_later(limit, ack.expire)
-            try:
-                await ack.future
-            finally:
-                if timer is not None:
-                    timer.cancel()
+        ack = self.publish_ack(topic, payload, qos, retain, self.timeout if timeout is None else timeout,
+                               lambda: aiomqtt.MqttError("Operation timed out"))
+        if ack is not None:
+            await ack
 
     def publish_ack(self, topic: str, payload: bytes, qos: int, retain: bool, timeout: float,
                     timed_out: Callable[[], BaseException]) -> asyncio.Future[None] | None:
@@ -164,6 +155,8 @@ class _Client(aiomqtt.Client):
         hot path of a backend with a thousand tables."""
         info = self._client.publish(topic, payload, qos, retain)
         if info.rc != mqtt.MQTT_ERR_SUCCESS:
+            if self._disconnected.done() and self._disconnected.exception():
+                raise aiomqtt.MqttCodeError(info.rc, "Could not publish message") from self._disconnected.exception()
             raise aiomqtt.MqttCodeError(info.rc, "Could not publish message")
         if info.is_published():
             return None
@@ -172,10 +165,11 @@ class _Client(aiomqtt.Client):
             raise RuntimeError(f'There already exists a pending call for message ID "{mid}"')
         ack = _Ack(self._loop.create_future(), timed_out)
         self._pending_publishes[mid] = ack
-        timer = self._loop.call_later(timeout, ack.expire)
+        timer = None if timeout == math.inf else self._loop.call_later(timeout, ack.expire)
 
         def done(_: asyncio.Future[None]) -> None:
-            timer.cancel()
+            if timer is not None:
+                timer.cancel()
             if self._pending_publishes.get(mid) is ack:
                 del self._pending_publishes[mid]
         ack.future.add_done_callback(done)
@@ -449,18 +443,7 @@ class MqttBus:
         same on every broker (:func:`unportable_topic`) or QoS 2 (NATS 2.9 closes the connection,
         RabbitMQ 3.10 downgrades it) is refused with :class:`BusError` before anything is sent:
         one bad topic must never cost the connection every table shares."""
-        why = unportable_topic(topic)
-        if why is not None:
-            raise BusError(f"not published: {why}")
-        if qos not in (0, 1):
-            raise BusError(f"not published to {topic}: QoS {qos} (the backend uses QoS 0 and 1 only: docs/brokers.md)")
-        client = self._client
-        if client is None:
-            raise BusError(f"not connected to {self.url}")
-        try:
-            await client.publish(topic, payload, qos=qos, retain=retain, timeout=self._publish_timeout)
-        except aiomqtt.MqttError as exc:
-            raise BusError(f"publish to {topic} failed: {exc}") from exc
+        await self.publish_nowait(topic, payload, qos=qos, retain=retain)
 
     def publish_nowait(self, topic: str, payload: bytes, *, qos: int = 1, retain: bool = False) -> asyncio.Future[None]:
         """:meth:`publish` without a coroutine or a Task: a future that resolves at the broker's

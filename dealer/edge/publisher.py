@@ -25,7 +25,6 @@ from pydantic import BaseModel
 from dealer.core import visibility
 from dealer.core.messages import StationPrompt
 from dealer.edge import topics
-from drivers.bus import BusError
 
 if TYPE_CHECKING:
     from dealer.edge.service import Service
@@ -122,20 +121,26 @@ class Publisher:
                       round_id=getattr(msg, "round_id", None))
             return False
         self.notify(kind, msg)
-        round_id, name = getattr(msg, "round_id", None), _name_of(msg)
-        nowait = getattr(svc.bus, "publish_nowait", None)
-        if nowait is None:  # a bus without it (the in-process one): a task per publish
-            self._track(topic, svc.spawn(self._publish_task(topic, payload, kind, latency_from, round_id, name)))
-            return True
-        fut = nowait(topic, payload, qos=1)
+        fut = self._send(topic, payload)
         fut.add_done_callback(functools.partial(self._live_done, topic, len(payload), kind, latency_from,
-                                                round_id, name))
+                                                getattr(msg, "round_id", None), _name_of(msg)))
         self._track(topic, fut)
         return True
 
+    def _send(self, topic: str, payload: bytes, *, retain: bool = False) -> asyncio.Future[None]:
+        """Hand a message to the bus (QoS 1); the future of the broker's acknowledgement. The MQTT
+        bus makes it without a coroutine or a Task (``publish_nowait``); a bus without that (the
+        in-process one) publishes in a task, which is a future too."""
+        bus = self.svc.bus
+        nowait = getattr(bus, "publish_nowait", None)
+        if nowait is not None:
+            return nowait(topic, payload, qos=1, retain=retain)  # type: ignore[no-any-return]
+        return self.svc.spawn(bus.publish(topic, payload, qos=1, retain=retain))
+
     def _live_done(self, topic: str, size: int, kind: str, latency_from: int, round_id: str | None,
                    name: str | None, fut: asyncio.Future[None]) -> None:
-        """A live message's PUBACK (or its failure): what :meth:`_publish_task` does after its await."""
+        """A live message's PUBACK, or its failure: live messages are not kept, so one line per
+        message dropped (never its payload); the scan-to-publish latency when it carries one."""
         if fut.cancelled():
             return
         exc = fut.exception()
@@ -172,22 +177,6 @@ class Publisher:
                   round_id=round_id, hidden=len(leaked), positions=visibility.positions_of(rnd, leaked))
         return True
 
-    async def _publish_task(self, topic: str, payload: bytes, kind: str, latency_from: int,
-                            round_id: str | None = None, name: str | None = None) -> None:
-        svc = self.svc
-        try:
-            await svc.bus.publish(topic, payload, qos=1)
-        except BusError as exc:  # live messages are not kept: one line per message dropped, never its payload
-            svc.metrics.publish_failures.labels(kind=kind).inc()
-            log.warning("publish dropped", kind=kind, name=name, topic=topic, round_id=round_id,
-                        size=len(payload), reason=str(exc)[:200])
-            return
-        if latency_from:
-            elapsed = time.monotonic_ns() - latency_from
-            svc.metrics.scan_to_publish.observe(elapsed / 1e9)
-            if self.latency_samples is not None:
-                self.latency_samples.append(elapsed)
-
     # -- retained catch-up messages (dealer/edge/catchup.py) ----------------------------------------
 
     def flush_catchup(self) -> None:
@@ -222,22 +211,12 @@ class Publisher:
                 log.error("message over the limit: not sent", kind=kind, topic=topic, size=len(payload),
                           limit=svc.settings.service.max_message_bytes)
                 return
-        nowait = getattr(svc.bus, "publish_nowait", None)
-        if nowait is None:
-            self._track(topic, svc.spawn(self._send_retained(topic, payload, kind)))
-            return
-        fut = nowait(topic, payload, qos=1, retain=True)
+        fut = self._send(topic, payload, retain=True)
         fut.add_done_callback(functools.partial(self._retained_done, kind))
         self._track(topic, fut)
 
     def _retained_done(self, kind: str, fut: asyncio.Future[None]) -> None:
         if not fut.cancelled() and fut.exception() is not None:
-            self.svc.metrics.publish_failures.labels(kind=kind).inc()
-
-    async def _send_retained(self, topic: str, payload: bytes, kind: str) -> None:
-        try:
-            await self.svc.bus.publish(topic, payload, qos=1, retain=True)
-        except BusError:
             self.svc.metrics.publish_failures.labels(kind=kind).inc()
 
     async def retained_stale(self, tables: list[str] | None = None, timeout: float = 2.0) -> None:

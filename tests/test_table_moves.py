@@ -8,8 +8,9 @@ the lease manager (the seam only: the leases themselves are tested with PostgreS
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,18 @@ from tests.harness import HandShoe, Recorder, round_id, start_service, stop_serv
 S = "S1"  # sevenluck on a serial shoe: decisions
 T = "T2"  # teen-patti, the table that stays
 INPUT_LEAVES = ("actions", "station", "supervisor", "scanner", "results/ack")
+
+
+@contextlib.asynccontextmanager
+async def running(service: Service) -> AsyncIterator[None]:
+    """The service running (ready) for the block, stopped after it whatever happens."""
+    task = asyncio.create_task(service.run())
+    try:
+        await asyncio.wait_for(service.ready.wait(), 10)
+        yield
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
 
 
 class ManualOwnership:
@@ -208,9 +221,7 @@ async def test_a_fenced_commit_refuses_and_drops_only_the_lost_table_and_commits
     service = Service(settings, bus=LocalBus(), broker_link=False, journal=journal, ownership=own)
     published: list[Any] = []
     service.add_observer(lambda kind, msg: published.append(msg))
-    task = asyncio.create_task(service.run())
-    try:
-        await asyncio.wait_for(service.ready.wait(), 10)
+    async with running(service):
         o1, o2 = service.open_round("T1"), service.open_round("T2")  # one batch: every table with its epoch
         assert (await o1).accepted and (await o2).accepted
         assert journal.epochs_seen[-1] == {"T1": 7, "T2": 7}
@@ -231,9 +242,6 @@ async def test_a_fenced_commit_refuses_and_drops_only_the_lost_table_and_commits
         assert any(isinstance(m, RoundEvent) and m.event == "bet_accepted" and m.table_id == "T2" for m in published)
         refused = await service.submit("T1", CloseBetting())
         assert refused.rejection.reason == TABLE_MOVED
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
     j = Journal(tmp_path / "j.sqlite")
     try:
         bets = [r.table_id for r in j.rows() if r.type == "place_bet"]
@@ -248,9 +256,7 @@ async def test_a_lease_that_is_not_valid_holds_back_every_output_of_its_table_un
     service = Service(settings, bus=LocalBus(), broker_link=False, ownership=own)
     published: list[Any] = []
     service.add_observer(lambda kind, msg: published.append(msg))
-    task = asyncio.create_task(service.run())
-    try:
-        await asyncio.wait_for(service.ready.wait(), 10)
+    async with running(service):
         own.invalid.add("T1")  # a node resumed after a pause past its lease: it has not asked the database yet
         published.clear()
         step = await service.open_round("T1")  # SQLite cannot fence: applied, and kept quiet
@@ -262,25 +268,17 @@ async def test_a_lease_that_is_not_valid_holds_back_every_output_of_its_table_un
         own.invalid.clear()  # the lease was this node's after all (renewed late): the table speaks again
         await wait_until(lambda: any(isinstance(m, StationPrompt) and m.table_id == "T1" for m in published),
                          what="T1's prompt after its lease is valid again")
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
 
 
 async def test_the_default_ownership_is_every_configured_table_at_epoch_0(tmp_path: Path) -> None:
     settings = _two_tables(tmp_path)
     service = Service(settings, bus=LocalBus(), broker_link=False)
     assert isinstance(service.ownership, StaticOwnership) and service.tables == {}
-    task = asyncio.create_task(service.run())
-    try:
-        await asyncio.wait_for(service.ready.wait(), 10)
+    async with running(service):
         assert sorted(service.tables) == ["T1", "T2"] and service.ownership.held() == {"T1": 0, "T2": 0}
         assert (await service.open_round("T1")).accepted
         assert service.idle("T2") and not service.idle("T1")
         assert (await service.submit("T9", CloseBetting())).rejection.reason.startswith("unknown table 'T9'")
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
 
 
 async def test_the_mqtt_bus_subscribes_and_unsubscribes_while_connected(broker: Broker) -> None:
@@ -331,9 +329,7 @@ async def test_postgresql_fences_a_table_taken_over_by_another_node_and_only_it_
     service = Service(settings, bus=LocalBus(), broker_link=False, journal=journal, ownership=own)  # type: ignore[arg-type]
     published: list[Any] = []
     service.add_observer(lambda kind, msg: published.append(msg))
-    task = asyncio.create_task(service.run())
-    try:
-        await asyncio.wait_for(service.ready.wait(), 10)
+    async with running(service):
         o1, o2 = service.open_round("T1"), service.open_round("T2")
         assert (await o1).accepted and (await o2).accepted
         with psycopg.connect(pg, autocommit=True) as c:  # node-b takes T1 over
@@ -348,9 +344,6 @@ async def test_postgresql_fences_a_table_taken_over_by_another_node_and_only_it_
         assert "T1" not in service.tables and own.checks == 1
         assert service.metrics.journal_fenced.labels(table="T1")._value.get() == 1
         assert not [m for m in published if getattr(m, "table_id", None) == "T1"]
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
     with psycopg.connect(pg, autocommit=True) as c:
         rows = c.execute("SELECT table_id, node, epoch FROM events WHERE type = 'place_bet' ORDER BY id").fetchall()
     assert rows == [("T2", "node-a", 1)]
@@ -410,9 +403,7 @@ async def test_input_queued_under_one_lease_is_never_applied_under_the_next(tmp_
     own = ManualOwnership(["T1", "T2"], epoch=7)
     service = Service(settings, bus=LocalBus(), broker_link=False, journal=journal, ownership=own)
     service.core.commit_retry = (0.05, 0.05)
-    task = asyncio.create_task(service.run())
-    try:
-        await asyncio.wait_for(service.ready.wait(), 10)
+    async with running(service):
         journal.failing = True
         held = service.open_round("T2")  # its batch is held: the commit fails and is retried
         await wait_until(lambda: not service.core.journal_writable, what="the held batch")
@@ -428,9 +419,6 @@ async def test_input_queued_under_one_lease_is_never_applied_under_the_next(tmp_
         assert service.tables["T1"].current is None, "a round opened from input of the earlier lease"
         assert service.metrics.stale_inputs.labels(table="T1")._value.get() == 1
         assert (await service.open_round("T1")).accepted  # sent again, under epoch 8: applied
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
     j = Journal(tmp_path / "j.sqlite")
     try:
         opened = [r.table_id for r in j.rows() if r.type == "open_round"]
@@ -470,9 +458,7 @@ async def test_a_batch_held_while_its_table_is_taken_again_is_never_written_unde
     own = ManualOwnership(["T1", "T2"], epoch=7)
     service = Service(settings, bus=LocalBus(), broker_link=False, journal=journal, ownership=own)
     service.core.commit_retry = (0.05, 0.05)
-    task = asyncio.create_task(service.run())
-    try:
-        await asyncio.wait_for(service.ready.wait(), 10)
+    async with running(service):
         journal.hang = True
         opening = service.open_round("T1")
         await wait_until(lambda: "T1" in service.core.batch_tables, what="T1's batch in the commit")
@@ -488,9 +474,6 @@ async def test_a_batch_held_while_its_table_is_taken_again_is_never_written_unde
         assert service.tables["T1"].current is None
         assert (await service.open_round("T1")).accepted  # the table under epoch 8 deals on
         assert journal.epochs_seen[-1] == {"T1": 8}
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
     j = Journal(tmp_path / "j.sqlite")
     try:
         opened = [r.table_id for r in j.rows() if r.type == "open_round"]
@@ -508,9 +491,7 @@ async def test_a_table_waiting_to_be_handed_over_opens_no_new_round_until_the_ho
         tables=[{"id": "T1", "game": "teen-patti", "auto_rounds": True, "pause_seconds": 0.1,
                  "scanner": {"kind": "mqtt", "reader_id": "GW1"}}])
     service = Service(settings, bus=LocalBus(), broker_link=False, ownership=ManualOwnership(["T1"]))
-    task = asyncio.create_task(service.run())
-    try:
-        await asyncio.wait_for(service.ready.wait(), 10)
+    async with running(service):
         links = service.links["T1"]
         for link in links.up:
             links.up[link] = True
@@ -522,6 +503,3 @@ async def test_a_table_waiting_to_be_handed_over_opens_no_new_round_until_the_ho
         service._round_hold["T1"] = 0.0  # the handover was called off: nobody asks any more
         service.timers._auto_open("T1")
         await wait_until(lambda: service.tables["T1"].current is not None, what="the next round")
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)

@@ -20,8 +20,8 @@ import structlog
 from dealer.edge.logs import configure_logging, formatter
 from drivers.mqtt import _ClientLog
 from tests.conftest import Broker, wait_until
-from tests.harness import (DEAL, READER, ROOT, TABLE, DealerProcess, HandShoe, Recorder, dealer_config, round_id,
-                           serial_table, strings)
+from tests.harness import (DEAL, READER, ROOT, TABLE, DealerProcess, HandShoe, Recorder, dealer_config, mqtt_table,
+                           round_id, serial_table, strings)
 
 LEVELS = {"debug", "info", "warning", "error", "critical"}
 BYTES_REPR = re.compile(r"(^|[^A-Za-z0-9_])b['\"]")  # b'...' or b"...": raw bytes in a line
@@ -215,6 +215,40 @@ async def test_dealer_run_logs_only_json_through_a_broker_restart(broker: Broker
         f"studio/v1/tables/{TABLE}/") and "payload" not in r for r in dropped), dropped
     assert any(r.get("round_id") == round_id(tmp_path / "journal.sqlite", 2) for r in dropped), dropped
     assert not [r for r in recs if r["level"] in ("error", "critical")], [r for r in recs if r["level"] in ("error", "critical")]
+
+
+async def test_a_backend_started_before_its_broker_says_so_in_one_line_not_one_per_table(
+        broker: Broker, tmp_path: Path, pty_dir: Path) -> None:
+    """Before the first broker connection, every table's first prompt (and rules event) has
+    nowhere to go: at a thousand tables that used to be two thousand "publish dropped" lines at
+    every start. Now they are counted, said in one line at the first connect, and every table's
+    prompt goes out then."""
+    broker.kill()  # the backend starts first
+    shoe = HandShoe(pty_dir)
+    out, err = tmp_path / "stdout.log", tmp_path / "stderr.log"
+    tables = [serial_table(shoe.path)] + [mqtt_table(reader=f"R{n}") | {"id": f"T{n}"} for n in range(2, 5)]
+    cfg = dealer_config(tmp_path, broker_url=broker.url, node_id="early", client_id="backend-early", tables=tables)
+    backend = DealerProcess(cfg, err, stdout=out).start()
+    rec = None
+    try:
+        await wait_until(lambda: "mqtt disconnected" in err.read_text(), what="the backend failing to reach the broker")
+        broker.start()
+        rec = await Recorder(broker.url).start()
+        await wait_until(lambda: "live messages not sent before the first broker connection" in err.read_text(),
+                         what="the one line at the first connect")
+        await wait_until(lambda: {m["table_id"] for m in rec.prompts()} >= {TABLE, "T2", "T3", "T4"},
+                         what="every table's prompt after the connect")
+        assert backend.terminate() == 0
+    finally:
+        if backend.running():
+            backend.kill()
+        if rec is not None:
+            await rec.stop()
+        shoe.close()
+    recs = _records(err)
+    assert not [r for r in recs if r["event"] == "publish dropped"], [r for r in recs if r["event"] == "publish dropped"]
+    said = [r for r in recs if r["event"].startswith("live messages not sent before the first broker connection")]
+    assert len(said) == 1 and said[0]["count"] >= 4, said
 
 
 def test_a_library_warning_repeated_at_every_retry_is_said_once_a_minute() -> None:

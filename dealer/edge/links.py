@@ -123,6 +123,7 @@ class LinkTracker:
             for tid in list(svc.tables):
                 self.set_link(tid, "broker", up, reason)
         if up:  # every pending result goes again now: the broker may have lost what it had
+            svc.publisher.first_connect()
             svc.relay.reconnected()
             svc.maintenance.reconnected()
             svc.catchup.forget()  # every retained message again, under this connection's session

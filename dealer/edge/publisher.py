@@ -57,6 +57,11 @@ class Publisher:
         self.latency_samples: list[int] | None = None
         #: Publishes of each table on their way to the broker (a dropped table's are waited for).
         self._inflight: dict[str, set[asyncio.Future[None]]] = {}
+        #: The bus has connected at least once. Before that, live messages are not sent nor
+        #: logged one by one (a line per table at every start): they are counted, said in one
+        #: line at the first connect (:meth:`first_connect`), and every table's prompt goes then.
+        self.connected_once = False
+        self.unsent_before_connect = 0
 
     def _track(self, topic: str, task: asyncio.Future[None]) -> None:
         tid = topics.table_of(topic)
@@ -110,6 +115,10 @@ class Publisher:
         svc = self.svc
         if not svc.may_publish(topics.table_of(topic), kind):  # not this node's table (now): say nothing
             return False
+        if not self.connected_once and not svc.bus.connected:  # starting: said at the first connect
+            self.unsent_before_connect += 1
+            svc.metrics.publish_failures.labels(kind=kind).inc()
+            return False
         text = msg.model_dump_json()
         if self.withheld(topic, text, kind, getattr(msg, "round_id", None)):
             return False
@@ -126,6 +135,13 @@ class Publisher:
                                                 getattr(msg, "round_id", None), _name_of(msg)))
         self._track(topic, fut)
         return True
+
+    def first_connect(self) -> None:
+        """The bus is connected (again): the first time, say what was not sent before it."""
+        if not self.connected_once and self.unsent_before_connect:
+            log.info("live messages not sent before the first broker connection (prompts go again now)",
+                     count=self.unsent_before_connect)
+        self.connected_once = True
 
     def _send(self, topic: str, payload: bytes, *, retain: bool = False) -> asyncio.Future[None]:
         """Hand a message to the bus (QoS 1); the future of the broker's acknowledgement. The MQTT

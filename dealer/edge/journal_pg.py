@@ -220,7 +220,7 @@ WITH ev AS (
                 %(e_body)s::text[], %(e_at)s::bigint[], %(e_node)s::text[], %(e_epoch)s::bigint[],
                 %(e_prev)s::text[], %(e_hash)s::text[])
          WITH ORDINALITY AS u(table_id, seq, round_id, type, body, recorded_at, node, epoch, prev_hash, hash, o)
-    ORDER BY o
+    ORDER BY table_id, o  -- the fence locks lease rows in table order, as the lease statements do
     RETURNING id, table_id, seq
 ), ob AS (
     INSERT INTO outbox (key, topic, payload, table_id, round_id, created_at)

@@ -45,3 +45,24 @@ async def test_the_publish_benchmark_measures_each_path_beside_the_librarys() ->
     result = await run_publish_bench(n=300, window=10, rounds=1)
     assert set(result["cpu_us_per_publish"]) == {"aiomqtt", "publish", "publish_nowait"}
     assert all(v > 0 for v in result["cpu_us_per_publish"].values()), result
+
+
+@pytest.mark.timeout(300)
+async def test_several_backend_processes_share_the_tables_by_lease_and_deal_every_card(
+        broker, pg: str, pg_server: PgServer, tmp_path) -> None:
+    """``--processes 2``: two backend processes on one PostgreSQL journal each hold a share of
+    the tables (both some, together all) for the whole run, every card dealt is published by
+    the node holding its table, and each node's rows are written under its own leases."""
+    from tools.bench import _measure_nodes
+
+    run = await _measure_nodes(2, pg, broker.url, 6, 4.0, "uvloop", True, tmp_path)
+    nodes = run["nodes"]
+    assert [n["tables_at_start"] > 0 for n in nodes] == [True, True], nodes
+    assert sum(n["tables_at_start"] for n in nodes) == 6 and [n["tables_at_end"] for n in nodes] == [
+        n["tables_at_start"] for n in nodes], nodes
+    assert run["cards"] == sum(n["cards"] for n in nodes) > 0 and all(n["cards"] > 0 for n in nodes), nodes
+    assert run["cards"] == run["scan_to_publish_ms"]["count"]
+    assert run["load_generator"]["teardown"] == "clean" and "error" not in run["load_generator"]
+    assert len(run["bottleneck"]["findings"]) >= 1
+    writers = pg_server.psql(pg.rsplit("/", 1)[1], "SELECT DISTINCT node FROM events WHERE epoch > 0 ORDER BY node")
+    assert writers.split() == ["bench-node-1", "bench-node-2"]

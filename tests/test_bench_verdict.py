@@ -36,6 +36,18 @@ def test_a_saturated_broker_backend_or_machine_is_said() -> None:
         "machine saturated: backend, load generator and broker use 1.90 of 2 cores"]
 
 
+def test_several_backend_processes_saturate_one_by_one_not_together() -> None:
+    """Two processes at 60 % each use 1.2 cores together but neither is saturated (each event
+    loop is its own core); one at 90 % is, whatever the other does."""
+    v = judge(backend_cpu_share=1.2, loadgen=QUIET_GEN, broker_cpu_share=0.1, scan_to_publish=S2P, cpus=4,
+              backend_process_shares=[0.6, 0.6])
+    assert v["verdict"] == "backend" and v["findings"] == [
+        "nothing but the backend was near a limit: the figures are the backend's"]
+    v = judge(backend_cpu_share=1.2, loadgen=QUIET_GEN, broker_cpu_share=0.1, scan_to_publish=S2P, cpus=4,
+              backend_process_shares=[0.9, 0.3])
+    assert v["findings"] == ["backend saturated: its busiest of 2 processes at 90% of a core (each event loop is one core)"]
+
+
 def test_a_failed_load_generator_is_never_read_as_the_backend() -> None:
     v = judge(backend_cpu_share=0.1, loadgen={"error": "printed no figures within 80 s"}, broker_cpu_share=None,
               scan_to_publish=None, cpus=2)

@@ -132,14 +132,14 @@ def broker_unreachable(broker: str | None) -> str | None:
     return None
 
 
-def _settings(tmp: Path, url: str, n: int, fsync: bool, journal_url: str | None = None):
+def _settings(tmp: Path, url: str, n: int, fsync: bool, journal_url: str | None = None, node_id: str = "bench"):
     service: dict[str, Any] = {"journal_path": tmp / "journal.sqlite", "metrics_enabled": False, "fsync": fsync,
-                               "node_id": "bench"}
+                               "node_id": node_id}
     if journal_url is not None:
         service["journal_url"] = journal_url
     return load_settings(
         service=service,
-        mqtt={"url": url, "client_id": "bench-backend"},
+        mqtt={"url": url, "client_id": f"{node_id}-backend"},
         tables=[{"id": tid, "game": "teen-patti", "betting_seconds": 1.0, "pause_seconds": 0.5,
                  "scanner": {"kind": "mqtt", "reader_id": reader, "heartbeat_timeout": 15}}
                 for tid, reader in table_ids(n)],
@@ -286,6 +286,165 @@ async def _measure(settings: Any, broker: str, tables: int, seconds: float, loop
             raise RuntimeError(f"the backend did not stop within {BACKEND_STOP_S:g} s of the run's end")
 
 
+#: Seconds the nodes of a ``--processes`` run may take to share the tables out between them.
+NODES_SETTLE_S = 120.0
+#: The share must hold this long (no table moving) before the run starts.
+NODES_STABLE_S = 3.0
+#: Seconds a node may take to print its figures after ``stop``, and to exit after them.
+NODE_FIGURES_S = 30.0
+#: The longest line read from a node: its figures carry every latency sample (a 1,000-table
+#: node's are about 100 KB; asyncio's default limit of 64 KiB lost them).
+NODE_LINE_MAX = 64 * 1024 * 1024
+
+
+class _Node:
+    """One ``tools.bench_node`` process: its latest count of tables held, its figures at the
+    end, or what went wrong (with the tail of its log)."""
+
+    def __init__(self, name: str, proc: asyncio.subprocess.Process, log: Path) -> None:
+        self.name, self.proc, self.log = name, proc, log
+        self.owned = 0
+        self.changed = time.monotonic()
+        self.figures: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self.reader = asyncio.create_task(self._read(), name=f"read-{name}")
+
+    async def _read(self) -> None:
+        assert self.proc.stdout is not None
+        while True:
+            try:
+                line = await self.proc.stdout.readline()
+            except ValueError as exc:  # over NODE_LINE_MAX: said, not lost in a dead task
+                if not self.figures.done():
+                    self.figures.set_result({"error": f"{self.name} printed a line too long to read: {exc}"})
+                return
+            if not line:
+                if not self.figures.done():
+                    self.figures.set_result({"error": f"{self.name} exited ({self.proc.returncode}) without figures: "
+                                                      f"{self.tail()}"})
+                return
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                continue
+            if "owned" in msg and "samples_ns" not in msg:
+                if msg["owned"] != self.owned:
+                    self.owned, self.changed = msg["owned"], time.monotonic()
+            elif not self.figures.done():
+                self.figures.set_result(msg if "error" not in msg else msg | {"error": f"{self.name}: {msg['error']}"})
+
+    def tail(self, n: int = 3) -> str:
+        try:
+            lines = self.log.read_text(errors="replace").splitlines()[-n:]
+        except OSError:
+            return "(no log)"
+        return " | ".join(line[:300] for line in lines) or "(empty log)"
+
+    async def send(self, command: str) -> None:
+        if self.proc.stdin is not None and not self.proc.stdin.is_closing():
+            self.proc.stdin.write(command.encode() + b"\n")
+            try:
+                await self.proc.stdin.drain()
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+    async def end(self) -> None:
+        """Exit within :data:`NODE_FIGURES_S`, else killed."""
+        try:
+            await asyncio.wait_for(self.proc.wait(), NODE_FIGURES_S)
+        except TimeoutError:
+            self.proc.kill()
+            await self.proc.wait()
+        self.reader.cancel()
+        await asyncio.gather(self.reader, return_exceptions=True)
+
+
+async def _measure_nodes(processes: int, journal_url: str, broker: str, tables: int, seconds: float, loop: str,
+                         fsync: bool, tmp: Path, broker_pid: int | None = None) -> dict[str, Any]:
+    """``processes`` backend processes (``tools.bench_node``) sharing the tables by lease on
+    one PostgreSQL journal, under one load generator; their figures together and each one's."""
+    nodes: list[_Node] = []
+    try:
+        for i in range(1, processes + 1):
+            name = f"bench-node-{i}"
+            work = tmp / name
+            work.mkdir()
+            log = work / "node.log"
+            with log.open("wb") as err:
+                proc = await asyncio.create_subprocess_exec(
+                    sys.executable, "-m", "tools.bench_node", "--broker", broker, "--tables", str(tables),
+                    "--journal-url", journal_url, "--node-id", name, "--workdir", str(work), "--loop", loop,
+                    *([] if fsync else ["--no-fsync"]), stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE, stderr=err, limit=NODE_LINE_MAX)
+            nodes.append(_Node(name, proc, log))
+        deadline = time.monotonic() + NODES_SETTLE_S
+        while True:  # every table held, by every node some, and nothing moving for a while
+            now = time.monotonic()
+            held = sum(n.owned for n in nodes)
+            if held == tables and all(n.owned for n in nodes) and now - max(n.changed for n in nodes) >= NODES_STABLE_S:
+                break
+            gone = [n for n in nodes if n.figures.done()]
+            if gone or now > deadline:
+                why = "; ".join(n.figures.result().get("error", "?") for n in gone) or (
+                    f"after {NODES_SETTLE_S:g} s the nodes hold {[n.owned for n in nodes]} of {tables} tables")
+                raise RuntimeError(f"the backend nodes did not share the tables out: {why}")
+            await asyncio.sleep(0.1)
+        shares = [n.owned for n in nodes]
+        broker0, wall0 = _proc_cpu_s(broker_pid), time.monotonic()
+        for n in nodes:
+            await n.send("start")
+        loadgen = await _run_loadgen(broker, tables, seconds, loop)
+        wall = time.monotonic() - wall0
+        broker1 = _proc_cpu_s(broker_pid)
+        for n in nodes:
+            await n.send("stop")
+        figures = []
+        for n in nodes:
+            try:
+                figures.append(await asyncio.wait_for(asyncio.shield(n.figures), NODE_FIGURES_S))
+            except TimeoutError:
+                figures.append({"error": f"{n.name} printed no figures within {NODE_FIGURES_S:g} s of the stop: "
+                                         f"{n.tail()}"})
+    finally:
+        for n in nodes:
+            if n.proc.returncode is None:
+                await n.send("stop")
+        await asyncio.gather(*(n.end() for n in nodes), return_exceptions=True)
+    errors = [f["error"] for f in figures if "error" in f]
+    if errors:
+        raise RuntimeError("; ".join(errors))
+    samples = [x for f in figures for x in f["samples_ns"]]
+    cpu = [f["cpu_s"] for f in figures]
+    backend_cpu = sum(cpu)
+    shares_cpu = [round(c / wall, 3) for c in cpu] if wall > 0 else []
+    broker_cpu = None if broker0 is None or broker1 is None else broker1 - broker0
+    broker_share = round(broker_cpu / wall, 3) if broker_cpu is not None and wall > 0 else None
+    s2p = summarize(samples)
+    commits = sum(f["journal_commit_ms"]["commits"] for f in figures)
+    return {
+        "processes": processes,
+        "cards": len(samples),
+        "rounds_opened": sum(f["rounds_opened"] for f in figures),
+        "scan_to_publish_ms": s2p,
+        "end_to_end_ms": loadgen.get("end_to_end_ms"),
+        "cards_sent": loadgen.get("cards_sent"),
+        "journal_commit_ms": {"commits": commits, "mean": round(sum(
+            f["journal_commit_ms"]["mean"] * f["journal_commit_ms"]["commits"] for f in figures) / commits, 3)
+            if commits else 0.0},
+        "nodes": [{"tables_at_start": s, "tables_at_end": f["owned"], "cards": len(f["samples_ns"]),
+                   "cpu_share": c, "rss_mb": f["rss_mb"]} for s, f, c in zip(shares, figures, shares_cpu)],
+        "rss_mb_after": round(sum(f["rss_mb"] for f in figures), 1),
+        "backend_cpu": {"seconds": round(backend_cpu, 3), "share_of_a_core": round(backend_cpu / wall, 3) if wall else None,
+                        "us_per_card": round(backend_cpu / len(samples) * 1e6, 1) if samples else None},
+        "broker_cpu": {"seconds": None if broker_cpu is None else round(broker_cpu, 3),
+                       "share_of_a_core": broker_share},
+        "load_generator": {k: loadgen.get(k) for k in ("loop_lag_ms", "deal_delay_ms", "cpu_s", "cpu_share",
+                                                       "results_acknowledged", "teardown", "error") if k in loadgen},
+        "bottleneck": judge(backend_cpu_share=round(backend_cpu / wall, 3) if wall else None, loadgen=loadgen,
+                            broker_cpu_share=broker_share, scan_to_publish=s2p, cpus=os.cpu_count() or 1,
+                            backend_process_shares=shares_cpu),
+    }
+
+
 def _histogram_ms(metrics: Any) -> dict[str, float]:
     """Mean group-commit time from ``dealer_journal_commit_seconds`` (count and sum)."""
     count = total = 0.0
@@ -300,10 +459,13 @@ def _histogram_ms(metrics: Any) -> dict[str, float]:
 
 
 async def run_latency_bench(tables: int = 1, seconds: float = 20.0, broker: str | None = None,
-                            fsync: bool = True, loop: str = "asyncio", journal: str | None = None) -> dict[str, Any]:
+                            fsync: bool = True, loop: str = "asyncio", journal: str | None = None,
+                            processes: int = 1) -> dict[str, Any]:
     """SQLite always; with ``journal`` (a postgresql:// URL of a scratch database, or
     ``private`` for a PostgreSQL server of the benchmark's own) also the PostgreSQL journal,
-    one after the other under the same load, same broker, same machine, in the same run."""
+    one after the other under the same load, same broker, same machine, in the same run; with
+    ``processes`` > 1 (and ``private``) then the PostgreSQL journal again, the tables shared by
+    lease between that many backend processes (``journals.postgresql_processes``)."""
     with tempfile.TemporaryDirectory(prefix="dealer-bench-") as tmpdir:
         tmp = Path(tmpdir)
         mq = None if broker is not None else private_broker(tmp)
@@ -331,6 +493,12 @@ async def run_latency_bench(tables: int = 1, seconds: float = 20.0, broker: str 
                                                     tables, seconds, loop, broker_pid)
                 floors["postgresql"] = floor_of(baseline["mqtt_qos1_publish_paced_ms"],
                                                 baseline["postgresql_commit_paced_ms"])
+                if processes > 1:  # a database of their own: the one-node run's leases are not theirs
+                    assert pg is not None, "several processes need the benchmark's own PostgreSQL server"
+                    runs["postgresql_processes"] = await _measure_nodes(
+                        processes, pg.create_database("bench_nodes"), broker, tables, seconds, loop, fsync, tmp,
+                        broker_pid)
+                    floors["postgresql_processes"] = floors["postgresql"]
             for name, r in runs.items():  # the floor under one card, and how far above it the backend is
                 r["floor_ms"] = floors[name]
                 r["floor_ratio"] = floor_ratio(r["scan_to_publish_ms"], floors[name])
@@ -340,6 +508,7 @@ async def run_latency_bench(tables: int = 1, seconds: float = 20.0, broker: str 
                 "seconds": seconds,
                 "fsync": fsync,
                 "loop": loop,
+                "processes": processes,
                 **runs["sqlite"],  # the SQLite figures stay where they always were
                 "journals": runs,
                 "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),

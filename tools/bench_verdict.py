@@ -37,9 +37,12 @@ def floor_of(*peers: dict[str, Any] | None) -> dict[str, float] | None:
 
 
 def judge(*, backend_cpu_share: float | None, loadgen: dict[str, Any], broker_cpu_share: float | None,
-          scan_to_publish: dict[str, Any] | None, cpus: int) -> dict[str, Any]:
+          scan_to_publish: dict[str, Any] | None, cpus: int,
+          backend_process_shares: list[float] | None = None) -> dict[str, Any]:
     """Findings, most telling first, and one verdict: ``backend`` unless another part is shown
-    to have set the figures."""
+    to have set the figures. ``backend_cpu_share`` is all the backend's processes together;
+    ``backend_process_shares`` each one's, when there are several (each event loop is one core:
+    the busiest one saturates first)."""
     findings: list[str] = []
     verdicts: list[str] = []
     lag = loadgen.get("loop_lag_ms") or {}
@@ -59,8 +62,12 @@ def judge(*, backend_cpu_share: float | None, loadgen: dict[str, Any], broker_cp
     if broker_cpu_share is not None and broker_cpu_share >= SATURATED:
         findings.append(f"broker saturated: {broker_cpu_share:.0%} of a core")
         verdicts.append("broker")
-    if backend_cpu_share is not None and backend_cpu_share >= SATURATED:
-        findings.append(f"backend saturated: {backend_cpu_share:.0%} of a core (its event loop is one core)")
+    busiest = max(backend_process_shares) if backend_process_shares else backend_cpu_share
+    if busiest is not None and busiest >= SATURATED:
+        findings.append(f"backend saturated: {busiest:.0%} of a core (its event loop is one core)" if not
+                        backend_process_shares or len(backend_process_shares) == 1 else
+                        f"backend saturated: its busiest of {len(backend_process_shares)} processes at {busiest:.0%} "
+                        "of a core (each event loop is one core)")
         verdicts.append("backend")
     total = sum(x for x in (backend_cpu_share, gen_share, broker_cpu_share) if x is not None)
     if cpus and total >= MACHINE_SATURATED * cpus:

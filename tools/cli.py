@@ -227,9 +227,13 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         problems = check_journal_url(args.journal)
         if problems:
             return fail("dealer bench latency", problems[0])
+    if args.processes > 1 and args.journal != "private":
+        return fail("dealer bench latency", "--processes needs --journal private (the nodes share their tables by "
+                                            "lease in a PostgreSQL server of the benchmark's own)")
     try:
         result = run_loop(run_latency_bench(tables=args.tables, seconds=args.seconds, broker=args.broker,
-                                            fsync=not args.no_fsync, loop=args.loop, journal=args.journal), args.loop)
+                                            fsync=not args.no_fsync, loop=args.loop, journal=args.journal,
+                                            processes=args.processes), args.loop)
     except (ValueError, RuntimeError) as exc:  # JournalError, LeaseError (unreachable), tables never owned
         return fail("dealer bench latency", str(exc))
     print(json.dumps(result, sort_keys=True))
@@ -322,6 +326,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     lat.add_argument("--journal", metavar="URL",
                      help="also run the PostgreSQL journal after SQLite, same load and broker: a postgresql:// URL of "
                           "a scratch database, or 'private' for a PostgreSQL server of the benchmark's own")
+    lat.add_argument("--processes", type=int_range(1, 16), default=1, metavar="N",
+                     help="with --journal private, then also N backend processes sharing the tables by lease "
+                          "(default 1: not run)")
     lat.set_defaults(func=_cmd_bench)
     rb = bsub.add_parser("rtp", help="wall time of each game's full exact RTP report")
     rb.set_defaults(func=_cmd_bench_rtp)

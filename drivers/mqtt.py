@@ -432,6 +432,8 @@ class MqttBus:
             if remove:
                 await client.unsubscribe(remove, timeout=self._publish_timeout)
         except (aiomqtt.MqttError, TimeoutError) as exc:
+            if self._client is not client:  # that connection is gone: the next one subscribes the router's
+                return
             log.warning("mqtt subscription change failed; the next connect subscribes again", broker=self.url,
                         subscribe=add, unsubscribe=remove, reason=str(exc)[:200])
 

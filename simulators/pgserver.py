@@ -181,6 +181,22 @@ class PgServer:
                 found.append(int(entry))
         return found
 
+    def cpu_seconds(self) -> float | None:
+        """CPU time (user + system) the server has used so far: the postmaster's own, its
+        reaped children's (a connection that ended) and its live children's (benchmarks count
+        the database beside the backend on the same machine). None: not running."""
+        if self.proc is None or self.proc.poll() is not None:
+            return None
+        tick = os.sysconf("SC_CLK_TCK")
+        total = 0
+        for pid, fields in ((self.proc.pid, slice(11, 15)), *((c, slice(11, 13)) for c in self._children())):
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    total += sum(int(x) for x in f.read().rsplit(")", 1)[1].split()[fields])
+            except (OSError, ValueError):
+                continue
+        return total / tick
+
     def _signal(self, sig: int) -> None:
         """Signal the postmaster (first: it forks no child meanwhile) and every child."""
         if self.proc is not None and self.proc.poll() is None:

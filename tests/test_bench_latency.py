@@ -55,7 +55,7 @@ async def test_several_backend_processes_share_the_tables_by_lease_and_deal_ever
     the node holding its table, and each node's rows are written under its own leases."""
     from tools.bench import _measure_nodes
 
-    run = await _measure_nodes(2, pg, broker.url, 6, 4.0, "uvloop", True, tmp_path)
+    run = await _measure_nodes(2, pg, broker.url, 6, 4.0, "uvloop", True, tmp_path, db=pg_server)
     nodes = run["nodes"]
     assert [n["tables_at_start"] > 0 for n in nodes] == [True, True], nodes
     assert sum(n["tables_at_start"] for n in nodes) == 6 and [n["tables_at_end"] for n in nodes] == [
@@ -64,5 +64,6 @@ async def test_several_backend_processes_share_the_tables_by_lease_and_deal_ever
     assert run["cards"] == run["scan_to_publish_ms"]["count"]
     assert run["load_generator"]["teardown"] == "clean" and "error" not in run["load_generator"]
     assert len(run["bottleneck"]["findings"]) >= 1
+    assert run["database_cpu"]["share_of_a_core"] > 0  # the server beside them, measured from /proc
     writers = pg_server.psql(pg.rsplit("/", 1)[1], "SELECT DISTINCT node FROM events WHERE epoch > 0 ORDER BY node")
     assert writers.split() == ["bench-node-1", "bench-node-2"]

@@ -60,3 +60,11 @@ def test_the_floor_is_the_peers_in_series_and_the_ratio_is_over_it() -> None:
     assert floor_ratio({"count": 10, "p50": 1.56, "p99": 3.15}, floor) == {"p50": 1.2, "p99": 1.5}
     assert floor_of({"count": 0}, {"count": 30, "p50": 0.6, "p99": 1.2}) is None
     assert floor_ratio({"count": 0}, floor) is None
+
+
+def test_the_database_beside_them_counts_toward_the_machine() -> None:
+    """A PostgreSQL journal's server runs on the same machine: its CPU is part of the total."""
+    v = judge(backend_cpu_share=0.9, loadgen=QUIET_GEN | {"cpu_share": 0.4}, broker_cpu_share=0.1,
+              scan_to_publish=S2P, cpus=2, backend_process_shares=[0.45, 0.45], database_cpu_share=0.5)
+    assert v["verdict"] == "machine" and v["findings"] == [
+        "machine saturated: backend, load generator, broker and database use 1.90 of 2 cores"]

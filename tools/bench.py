@@ -185,6 +185,15 @@ def _proc_cpu_s(pid: int | None) -> float | None:
         return None
 
 
+def _db_cpu(db: Any) -> float | None:
+    """A private PostgreSQL server's CPU seconds so far (None: no server of ours to measure)."""
+    return db.cpu_seconds() if db is not None else None
+
+
+def _share(before: float | None, after: float | None, wall: float) -> float | None:
+    return round((after - before) / wall, 3) if before is not None and after is not None and wall > 0 else None
+
+
 def _cpu_s() -> float:
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return ru.ru_utime + ru.ru_stime
@@ -228,7 +237,7 @@ async def _run_loadgen(broker: str, tables: int, seconds: float, loop: str) -> d
 
 
 async def _measure(settings: Any, broker: str, tables: int, seconds: float, loop: str,
-                   broker_pid: int | None = None) -> dict[str, Any]:
+                   broker_pid: int | None = None, db: Any = None) -> dict[str, Any]:
     """One backend (the journal ``settings`` name) under the load generator; its figures."""
     from dealer.edge.journals import open_journal
     from dealer.edge.metrics import Metrics
@@ -249,11 +258,11 @@ async def _measure(settings: Any, broker: str, tables: int, seconds: float, loop
                 raise RuntimeError(f"the backend owns {len(service.tables)} of {tables} tables after 60 s")
             await asyncio.sleep(0.05)
         service.latency_samples.clear()  # the run's cards only
-        cpu0, broker0, wall0 = _cpu_s(), _proc_cpu_s(broker_pid), time.monotonic()
+        cpu0, broker0, wall0, db0 = _cpu_s(), _proc_cpu_s(broker_pid), time.monotonic(), _db_cpu(db)
         loadgen = await _run_loadgen(broker, tables, seconds, loop)
         wall = time.monotonic() - wall0
         backend_cpu = _cpu_s() - cpu0
-        broker1 = _proc_cpu_s(broker_pid)
+        broker1, db_share = _proc_cpu_s(broker_pid), _share(db0, _db_cpu(db), wall)
         broker_cpu = None if broker0 is None or broker1 is None else broker1 - broker0
         cards = len(service.latency_samples)
         rounds = sum(1 for t in service.tables.values() for _ in range(t.last_seq))
@@ -276,8 +285,9 @@ async def _measure(settings: Any, broker: str, tables: int, seconds: float, loop
                            "share_of_a_core": broker_share},
             "load_generator": {k: loadgen.get(k) for k in ("loop_lag_ms", "deal_delay_ms", "cpu_s", "cpu_share", "results_acknowledged",
                                                            "teardown", "error") if k in loadgen},
+            **({"database_cpu": {"share_of_a_core": db_share}} if db is not None else {}),
             "bottleneck": judge(backend_cpu_share=backend_share, loadgen=loadgen, broker_cpu_share=broker_share,
-                                scan_to_publish=s2p, cpus=os.cpu_count() or 1),
+                                scan_to_publish=s2p, cpus=os.cpu_count() or 1, database_cpu_share=db_share),
         }
     finally:
         run.cancel()
@@ -359,7 +369,7 @@ class _Node:
 
 
 async def _measure_nodes(processes: int, journal_url: str, broker: str, tables: int, seconds: float, loop: str,
-                         fsync: bool, tmp: Path, broker_pid: int | None = None) -> dict[str, Any]:
+                         fsync: bool, tmp: Path, broker_pid: int | None = None, db: Any = None) -> dict[str, Any]:
     """``processes`` backend processes (``tools.bench_node``) sharing the tables by lease on
     one PostgreSQL journal, under one load generator; their figures together and each one's."""
     nodes: list[_Node] = []
@@ -389,12 +399,12 @@ async def _measure_nodes(processes: int, journal_url: str, broker: str, tables: 
                 raise RuntimeError(f"the backend nodes did not share the tables out: {why}")
             await asyncio.sleep(0.1)
         shares = [n.owned for n in nodes]
-        broker0, wall0 = _proc_cpu_s(broker_pid), time.monotonic()
+        broker0, wall0, db0 = _proc_cpu_s(broker_pid), time.monotonic(), _db_cpu(db)
         for n in nodes:
             await n.send("start")
         loadgen = await _run_loadgen(broker, tables, seconds, loop)
         wall = time.monotonic() - wall0
-        broker1 = _proc_cpu_s(broker_pid)
+        broker1, db_share = _proc_cpu_s(broker_pid), _share(db0, _db_cpu(db), wall)
         for n in nodes:
             await n.send("stop")
         figures = []
@@ -439,9 +449,10 @@ async def _measure_nodes(processes: int, journal_url: str, broker: str, tables: 
                        "share_of_a_core": broker_share},
         "load_generator": {k: loadgen.get(k) for k in ("loop_lag_ms", "deal_delay_ms", "cpu_s", "cpu_share",
                                                        "results_acknowledged", "teardown", "error") if k in loadgen},
+        **({"database_cpu": {"share_of_a_core": db_share}} if db is not None else {}),
         "bottleneck": judge(backend_cpu_share=round(backend_cpu / wall, 3) if wall else None, loadgen=loadgen,
                             broker_cpu_share=broker_share, scan_to_publish=s2p, cpus=os.cpu_count() or 1,
-                            backend_process_shares=shares_cpu),
+                            backend_process_shares=shares_cpu, database_cpu_share=db_share),
     }
 
 
@@ -490,14 +501,14 @@ async def run_latency_bench(tables: int = 1, seconds: float = 20.0, broker: str 
                     url = pg.create_database("bench")
                 baseline["postgresql_commit_paced_ms"] = await _pg_baseline(url)
                 runs["postgresql"] = await _measure(_settings(tmp, broker, tables, fsync, journal_url=url), broker,
-                                                    tables, seconds, loop, broker_pid)
+                                                    tables, seconds, loop, broker_pid, db=pg)
                 floors["postgresql"] = floor_of(baseline["mqtt_qos1_publish_paced_ms"],
                                                 baseline["postgresql_commit_paced_ms"])
                 if processes > 1:  # a database of their own: the one-node run's leases are not theirs
                     assert pg is not None, "several processes need the benchmark's own PostgreSQL server"
                     runs["postgresql_processes"] = await _measure_nodes(
                         processes, pg.create_database("bench_nodes"), broker, tables, seconds, loop, fsync, tmp,
-                        broker_pid)
+                        broker_pid, db=pg)
                     floors["postgresql_processes"] = floors["postgresql"]
             for name, r in runs.items():  # the floor under one card, and how far above it the backend is
                 r["floor_ms"] = floors[name]

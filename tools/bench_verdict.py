@@ -38,7 +38,8 @@ def floor_of(*peers: dict[str, Any] | None) -> dict[str, float] | None:
 
 def judge(*, backend_cpu_share: float | None, loadgen: dict[str, Any], broker_cpu_share: float | None,
           scan_to_publish: dict[str, Any] | None, cpus: int,
-          backend_process_shares: list[float] | None = None) -> dict[str, Any]:
+          backend_process_shares: list[float] | None = None,
+          database_cpu_share: float | None = None) -> dict[str, Any]:
     """Findings, most telling first, and one verdict: ``backend`` unless another part is shown
     to have set the figures. ``backend_cpu_share`` is all the backend's processes together;
     ``backend_process_shares`` each one's, when there are several (each event loop is one core:
@@ -69,9 +70,14 @@ def judge(*, backend_cpu_share: float | None, loadgen: dict[str, Any], broker_cp
                         f"backend saturated: its busiest of {len(backend_process_shares)} processes at {busiest:.0%} "
                         "of a core (each event loop is one core)")
         verdicts.append("backend")
-    total = sum(x for x in (backend_cpu_share, gen_share, broker_cpu_share) if x is not None)
+    if database_cpu_share is not None and database_cpu_share >= SATURATED:
+        findings.append(f"database saturated: {database_cpu_share:.0%} of a core")
+        verdicts.append("database")
+    total = sum(x for x in (backend_cpu_share, gen_share, broker_cpu_share, database_cpu_share) if x is not None)
     if cpus and total >= MACHINE_SATURATED * cpus:
-        findings.append(f"machine saturated: backend, load generator and broker use {total:.2f} of {cpus} cores")
+        parts = "backend, load generator, broker and database" if database_cpu_share is not None else \
+            "backend, load generator and broker"
+        findings.append(f"machine saturated: {parts} use {total:.2f} of {cpus} cores")
         verdicts.append("machine")
     if lag.get("count") and lag["p99"] > 10:
         findings.append(f"load generator's event loop lags: p99 {lag['p99']} ms")

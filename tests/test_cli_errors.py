@@ -124,6 +124,8 @@ BAD = {
     "audit verify with nothing to verify": (["audit", "verify"], ["--config", "--journal"]),
     "bench latency: no tables": (["bench", "latency", "--tables", "0"], ["--tables"]),
     "bench latency: a bad broker": (["bench", "latency", "--broker", "localhost:1883"], ["--broker"]),
+    "bench latency: processes without a private journal": (["bench", "latency", "--processes", "2"],
+                                                            ["--processes", "--journal private"]),
     "soak: a fault rate over 1": (["soak", "--fault-rate", "2"], ["--fault-rate", "from 0 to 1"]),
     "soak: no tables": (["soak", "--tables", "0"], ["--tables"]),
     "matgo-arena: no deals": (["matgo-arena", "--deals", "0"], ["--deals"]),

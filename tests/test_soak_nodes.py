@@ -135,7 +135,10 @@ async def test_small_multi_node_soak_with_every_fault_kind_reconciles(tmp_path: 
     assert summary["ok"] is True
     missing = [k for k in CHAOS_KINDS if summary["faults"][k] < 1]
     assert not missing, f"fault kinds never injected: {missing} ({summary['faults']})"
-    assert summary["rounds"]["min"] >= 12
+    # every table played the target (the soak ends only then; a stalled table is a discrepancy).
+    # It used to ask for 12, which only says how long the chaos happened to last: it failed
+    # once with 11 under a loaded machine, with nothing wrong.
+    assert summary["rounds"]["min"] >= summary["rounds"]["target"] == 8
     assert summary["journal"]["commit_timestamps"] is True
     failover = summary["failover_s"]
     assert failover["count"] >= 3 and failover["never_taken_over"] == 0

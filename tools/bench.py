@@ -191,6 +191,7 @@ def _db_cpu(db: Any) -> float | None:
 
 
 def _share(before: float | None, after: float | None, wall: float) -> float | None:
+    """CPU seconds between two readings as a share of one core over ``wall`` (None: unknown)."""
     return round((after - before) / wall, 3) if before is not None and after is not None and wall > 0 else None
 
 
@@ -236,19 +237,53 @@ async def _run_loadgen(broker: str, tables: int, seconds: float, loop: str) -> d
     return out
 
 
-async def _measure(settings: Any, broker: str, tables: int, seconds: float, loop: str,
-                   broker_pid: int | None = None, db: Any = None) -> dict[str, Any]:
-    """One backend (the journal ``settings`` name) under the load generator; its figures."""
+def backend(settings: Any, broker: str, client_id: str) -> tuple[Service, Any]:
+    """A backend as ``dealer run`` builds one (its journal, and its leases when the journal is
+    PostgreSQL), recording every scan-to-publish latency; and its metrics."""
     from dealer.edge.journals import open_journal
     from dealer.edge.metrics import Metrics
     from dealer.edge.runner import build_ownership
 
-    bus = MqttBus(broker, client_id="bench-backend")
+    bus = MqttBus(broker, client_id=client_id)
     metrics = Metrics()
     journal = open_journal(settings) if settings.service.journal_url else None
     ownership = build_ownership(settings, journal, bus, metrics)
     service = Service(settings, bus=bus, metrics=metrics, journal=journal, ownership=ownership)  # type: ignore[arg-type]
     service.latency_samples = []
+    return service, metrics
+
+
+def _figures(*, samples: list[int], backend_cpu: float, wall: float, loadgen: dict[str, Any],
+             broker_cpu: float | None, db_share: float | None, measured_db: bool,
+             process_shares: list[float] | None = None) -> dict[str, Any]:
+    """The figures every run reports the same way: latencies, the backend's CPU per card (over
+    the load generator's whole run: heartbeats, prompts and events included), the generator's
+    own, the broker's and the database's CPU, and the verdict on what set them."""
+    s2p = summarize(samples)
+    backend_share = _share(0.0, backend_cpu, wall)
+    broker_share = _share(0.0, broker_cpu, wall)
+    return {
+        "cards": len(samples),
+        "scan_to_publish_ms": s2p,
+        "end_to_end_ms": loadgen.get("end_to_end_ms"),
+        "cards_sent": loadgen.get("cards_sent"),
+        "backend_cpu": {"seconds": round(backend_cpu, 3), "share_of_a_core": backend_share,
+                        "us_per_card": round(backend_cpu / len(samples) * 1e6, 1) if samples else None},
+        "broker_cpu": {"seconds": None if broker_cpu is None else round(broker_cpu, 3),
+                       "share_of_a_core": broker_share},
+        "load_generator": {k: loadgen.get(k) for k in ("loop_lag_ms", "deal_delay_ms", "cpu_s", "cpu_share",
+                                                       "results_acknowledged", "teardown", "error") if k in loadgen},
+        **({"database_cpu": {"share_of_a_core": db_share}} if measured_db else {}),
+        "bottleneck": judge(backend_cpu_share=backend_share, loadgen=loadgen, broker_cpu_share=broker_share,
+                            scan_to_publish=s2p, cpus=os.cpu_count() or 1, backend_process_shares=process_shares,
+                            database_cpu_share=db_share),
+    }
+
+
+async def _measure(settings: Any, broker: str, tables: int, seconds: float, loop: str,
+                   broker_pid: int | None = None, db: Any = None) -> dict[str, Any]:
+    """One backend (the journal ``settings`` name) under the load generator; its figures."""
+    service, metrics = backend(settings, broker, "bench-backend")
     run = asyncio.create_task(service.run())
     try:
         await asyncio.wait_for(service.ready.wait(), 60)
@@ -263,31 +298,13 @@ async def _measure(settings: Any, broker: str, tables: int, seconds: float, loop
         wall = time.monotonic() - wall0
         backend_cpu = _cpu_s() - cpu0
         broker1, db_share = _proc_cpu_s(broker_pid), _share(db0, _db_cpu(db), wall)
-        broker_cpu = None if broker0 is None or broker1 is None else broker1 - broker0
-        cards = len(service.latency_samples)
-        rounds = sum(1 for t in service.tables.values() for _ in range(t.last_seq))
-        s2p = summarize(service.latency_samples)
-        backend_share = round(backend_cpu / wall, 3) if wall > 0 else None
-        broker_share = round(broker_cpu / wall, 3) if broker_cpu is not None and wall > 0 else None
         return {
-            "cards": cards,
-            "rounds_opened": rounds,
-            "scan_to_publish_ms": s2p,
-            "end_to_end_ms": loadgen.get("end_to_end_ms"),
-            "cards_sent": loadgen.get("cards_sent"),
+            **_figures(samples=service.latency_samples, backend_cpu=backend_cpu, wall=wall, loadgen=loadgen,
+                       broker_cpu=None if broker0 is None or broker1 is None else broker1 - broker0,
+                       db_share=db_share, measured_db=db is not None),
+            "rounds_opened": sum(t.last_seq for t in service.tables.values()),
             "journal_commit_ms": _histogram_ms(metrics),
             "rss_mb_after": _rss_mb(),
-            # CPU over the load generator's whole run (heartbeats, prompts and events included),
-            # per card registered: what one card costs the backend
-            "backend_cpu": {"seconds": round(backend_cpu, 3), "share_of_a_core": backend_share,
-                            "us_per_card": round(backend_cpu / cards * 1e6, 1) if cards else None},
-            "broker_cpu": {"seconds": None if broker_cpu is None else round(broker_cpu, 3),
-                           "share_of_a_core": broker_share},
-            "load_generator": {k: loadgen.get(k) for k in ("loop_lag_ms", "deal_delay_ms", "cpu_s", "cpu_share", "results_acknowledged",
-                                                           "teardown", "error") if k in loadgen},
-            **({"database_cpu": {"share_of_a_core": db_share}} if db is not None else {}),
-            "bottleneck": judge(backend_cpu_share=backend_share, loadgen=loadgen, broker_cpu_share=broker_share,
-                                scan_to_publish=s2p, cpus=os.cpu_count() or 1, database_cpu_share=db_share),
         }
     finally:
         run.cancel()
@@ -422,37 +439,21 @@ async def _measure_nodes(processes: int, journal_url: str, broker: str, tables: 
     errors = [f["error"] for f in figures if "error" in f]
     if errors:
         raise RuntimeError("; ".join(errors))
-    samples = [x for f in figures for x in f["samples_ns"]]
     cpu = [f["cpu_s"] for f in figures]
-    backend_cpu = sum(cpu)
     shares_cpu = [round(c / wall, 3) for c in cpu] if wall > 0 else []
-    broker_cpu = None if broker0 is None or broker1 is None else broker1 - broker0
-    broker_share = round(broker_cpu / wall, 3) if broker_cpu is not None and wall > 0 else None
-    s2p = summarize(samples)
     commits = sum(f["journal_commit_ms"]["commits"] for f in figures)
     return {
         "processes": processes,
-        "cards": len(samples),
+        **_figures(samples=[x for f in figures for x in f["samples_ns"]], backend_cpu=sum(cpu), wall=wall,
+                   loadgen=loadgen, broker_cpu=None if broker0 is None or broker1 is None else broker1 - broker0,
+                   db_share=db_share, measured_db=db is not None, process_shares=shares_cpu),
         "rounds_opened": sum(f["rounds_opened"] for f in figures),
-        "scan_to_publish_ms": s2p,
-        "end_to_end_ms": loadgen.get("end_to_end_ms"),
-        "cards_sent": loadgen.get("cards_sent"),
         "journal_commit_ms": {"commits": commits, "mean": round(sum(
             f["journal_commit_ms"]["mean"] * f["journal_commit_ms"]["commits"] for f in figures) / commits, 3)
             if commits else 0.0},
         "nodes": [{"tables_at_start": s, "tables_at_end": f["owned"], "cards": len(f["samples_ns"]),
                    "cpu_share": c, "rss_mb": f["rss_mb"]} for s, f, c in zip(shares, figures, shares_cpu)],
         "rss_mb_after": round(sum(f["rss_mb"] for f in figures), 1),
-        "backend_cpu": {"seconds": round(backend_cpu, 3), "share_of_a_core": round(backend_cpu / wall, 3) if wall else None,
-                        "us_per_card": round(backend_cpu / len(samples) * 1e6, 1) if samples else None},
-        "broker_cpu": {"seconds": None if broker_cpu is None else round(broker_cpu, 3),
-                       "share_of_a_core": broker_share},
-        "load_generator": {k: loadgen.get(k) for k in ("loop_lag_ms", "deal_delay_ms", "cpu_s", "cpu_share",
-                                                       "results_acknowledged", "teardown", "error") if k in loadgen},
-        **({"database_cpu": {"share_of_a_core": db_share}} if db is not None else {}),
-        "bottleneck": judge(backend_cpu_share=round(backend_cpu / wall, 3) if wall else None, loadgen=loadgen,
-                            broker_cpu_share=broker_share, scan_to_publish=s2p, cpus=os.cpu_count() or 1,
-                            backend_process_shares=shares_cpu, database_cpu_share=db_share),
     }
 
 

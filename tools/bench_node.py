@@ -10,7 +10,8 @@ the benchmark over its standard streams, one JSON object a line:
 * it prints ``{"owned": k}`` whenever the number of tables it holds changes (and at start);
 * on ``start`` it forgets the latencies so far and notes its CPU time;
 * on ``stop`` it prints its figures (``samples_ns``: every scan-to-publish latency since
-  ``start``; ``cpu_s``; ``rss_mb``; ``owned``; ``commits``/``commit_s``) and stops cleanly,
+  ``start``; ``cpu_s``; ``rss_mb``; ``owned``; ``rounds_opened``; ``journal_commit_ms``) and
+  stops cleanly,
   releasing its leases.
 
 Its logs go to its standard error (the benchmark keeps them in a file and quotes their tail
@@ -40,21 +41,11 @@ def _say(obj: dict[str, Any]) -> None:
 
 
 async def _serve(args: argparse.Namespace) -> int:
-    from dealer.edge.journals import open_journal
-    from dealer.edge.metrics import Metrics
-    from dealer.edge.runner import build_ownership
-    from dealer.edge.service import Service
-    from drivers.mqtt import MqttBus
-    from tools.bench import _cpu_s, _histogram_ms, _rss_mb, _settings
+    from tools.bench import _cpu_s, _histogram_ms, _rss_mb, _settings, backend
 
     settings = _settings(Path(args.workdir), args.broker, args.tables, args.fsync, journal_url=args.journal_url,
                          node_id=args.node_id)
-    bus = MqttBus(args.broker, client_id=f"bench-{args.node_id}")
-    metrics = Metrics()
-    journal = open_journal(settings)
-    service = Service(settings, bus=bus, metrics=metrics, journal=journal,  # type: ignore[arg-type]
-                      ownership=build_ownership(settings, journal, bus, metrics))
-    service.latency_samples = []
+    service, metrics = backend(settings, args.broker, f"bench-{args.node_id}")
     run = asyncio.create_task(service.run(), name="service")
     commands: asyncio.Queue[str] = asyncio.Queue()
 

@@ -5,7 +5,11 @@ loop or a core with the backend under test. For each table it follows the dealer
 prompts over MQTT like a dealer: on ``NEXT`` it publishes the next card's scanner message
 no sooner than one second after that table's previous card, and it measures the end-to-end
 latency from its publish to the matching ``card_registered`` event arriving back. Tables
-start staggered over the first second, like a real studio's unsynchronised tables.
+start staggered over the first second, like a real studio's unsynchronised tables, and with
+``phase="spread"`` (the default) each round's first card goes a random part of a second after
+its prompt, as a dealer's hand does: the backend opens every table's rounds on the same
+timers, so without it a thousand tables deal in step, about a thousand cards in the same few
+milliseconds each second. ``phase="step"`` keeps them in step: the worst burst, on purpose.
 Prints one JSON object with its samples summary on stdout when done.
 
 It also reports on itself, so a benchmark can tell a slow generator from a slow backend:
@@ -50,6 +54,10 @@ class _Table:
 
 #: Seconds the generator's teardown may take before it is reported and abandoned.
 TEARDOWN_S = 5.0
+#: How the tables' deals lie against each other in time (see the module's docstring).
+PHASES = ("spread", "step")
+#: The window of the load's burstiness figure (``peak_cards_per_10ms``).
+BURST_WINDOW_NS = 10_000_000
 #: The lag ticker's period, seconds.
 TICK_S = 0.01
 
@@ -64,6 +72,16 @@ def table_ids(n: int) -> list[tuple[str, str]]:
     return [(f"T{i:04d}", f"R{i:04d}") for i in range(1, n + 1)]
 
 
+def peak(times_ns: list[int], window_ns: int) -> int:
+    """The most of ``times_ns`` within any one window of ``window_ns``: how bursty a load is."""
+    s, best, lo = sorted(times_ns), 0, 0
+    for hi, t in enumerate(s):
+        while t - s[lo] >= window_ns:
+            lo += 1
+        best = max(best, hi - lo + 1)
+    return best
+
+
 def summarize(samples_ns: list[int]) -> dict[str, float | int]:
     if not samples_ns:
         return {"count": 0}
@@ -76,7 +94,10 @@ def summarize(samples_ns: list[int]) -> dict[str, float | int]:
 
 
 async def run_loadgen(url: str, n_tables: int, seconds: float, *, card_interval: float = 1.0,
-                      heartbeat: float = 3.0, seed: int = 1, settle: bool = True) -> dict[str, object]:
+                      heartbeat: float = 3.0, seed: int = 1, settle: bool = True,
+                      phase: str = "spread") -> dict[str, object]:
+    if phase not in PHASES:
+        raise ValueError(f"phase must be one of {PHASES}, not {phase!r}")
     rng = random.Random(seed)
     bus = MqttBus(url, client_id=f"loadgen-{seed}")
     tables = {tid: _Table(tid, reader) for tid, reader in table_ids(n_tables)}
@@ -88,6 +109,8 @@ async def run_loadgen(url: str, n_tables: int, seconds: float, *, card_interval:
     latencies: list[int] = []
     lags: list[int] = []  # the ticker's lateness (ns)
     delays: list[int] = []  # how late each card went out after it was due (ns)
+    hands: list[int] = []  # phase "spread": each round's first card's chosen delay after its prompt (ns)
+    sent_at: list[int] = []  # every card's publish time (ns): the load's burstiness
     cards_sent = 0
     queue: asyncio.Queue[tuple[str, dict, int]] = asyncio.Queue()
 
@@ -117,9 +140,13 @@ async def run_loadgen(url: str, n_tables: int, seconds: float, *, card_interval:
         msg = ScannerMessage(reader=t.reader, seq=t.seq, status=status, payload=payload)  # type: ignore[arg-type]
         await bus.publish(f"studio/v1/tables/{t.table_id}/scanner", msg.model_dump_json().encode(), qos=1)
 
-    async def deal(t: _Table, step: int, prompted_ns: int) -> None:
+    async def deal(t: _Table, first: bool, prompted_ns: int) -> None:
         nonlocal cards_sent
         due = max(prompted_ns, t.last_card_ns + int(card_interval * 1e9))
+        hand = 0
+        if first and phase == "spread":  # the dealer's hand, not a delay: due only after it
+            hand = int(rng.uniform(0, card_interval) * 1e9)
+            due = max(due, prompted_ns + hand)
         wait = due - time.monotonic_ns()
         if wait > 0:
             await asyncio.sleep(wait / 1e9)
@@ -127,6 +154,9 @@ async def run_loadgen(url: str, n_tables: int, seconds: float, *, card_interval:
         t.last_card_ns = time.monotonic_ns()
         delays.append(max(0, t.last_card_ns - due))
         t.sent[card] = t.last_card_ns
+        sent_at.append(t.last_card_ns)
+        if first and phase == "spread":
+            hands.append(hand)
         cards_sent += 1
         await publish(t, "OK", card)
 
@@ -166,8 +196,8 @@ async def run_loadgen(url: str, n_tables: int, seconds: float, *, card_interval:
                 t.deck = list(STANDARD_52)
                 rng.shuffle(t.deck)
             if p["kind"] in ("NEXT", "RESCAN") and p["step"] is not None and p["step"] > t.step_sent:
-                t.step_sent = p["step"]
-                task = asyncio.create_task(deal(t, p["step"], arrived), name=f"deal-{tid}")
+                first, t.step_sent = t.step_sent == 0, p["step"]
+                task = asyncio.create_task(deal(t, first, arrived), name=f"deal-{tid}")
                 pending.add(task)
                 task.add_done_callback(pending.discard)
     finally:
@@ -182,6 +212,9 @@ async def run_loadgen(url: str, n_tables: int, seconds: float, *, card_interval:
     return {
         "results_acknowledged": consumer.acks_sent if consumer is not None else None,
         "cards_sent": cards_sent,
+        "phase": phase,
+        "hand_delay_ms": summarize(hands),
+        "peak_cards_per_10ms": peak(sent_at, BURST_WINDOW_NS),
         "end_to_end_ms": summarize(latencies),
         "loop_lag_ms": summarize(lags),
         "deal_delay_ms": summarize(delays),
@@ -199,6 +232,7 @@ def main() -> None:
     ap.add_argument("--tables", type=int, required=True)
     ap.add_argument("--seconds", type=float, required=True)
     ap.add_argument("--loop", choices=["uvloop", "asyncio"], default="asyncio")
+    ap.add_argument("--phase", choices=PHASES, default="spread")
     args = ap.parse_args()
     from dealer.edge.logs import configure_logging
     from dealer.edge.runner import run_loop
@@ -208,7 +242,7 @@ def main() -> None:
     async def run_and_print() -> None:
         # printed from inside the loop: a task that ignores its cancellation would otherwise hold
         # the loop's own shutdown (which waits for every task) and the figures with it
-        result = await run_loadgen(args.broker, args.tables, args.seconds)
+        result = await run_loadgen(args.broker, args.tables, args.seconds, phase=args.phase)
         print(json.dumps(result, sort_keys=True), flush=True)
         if result.get("teardown", "clean") != "clean":
             sys.stderr.flush()

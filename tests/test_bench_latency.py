@@ -29,6 +29,9 @@ async def test_both_journals_run_side_by_side_and_deal_every_card(pg_server: PgS
         assert gen["teardown"] == "clean" and "error" not in gen, gen
         assert isinstance(gen["results_acknowledged"], int)  # settlement acknowledges, as a studio's does
         assert gen["deal_delay_ms"]["count"] == run["cards_sent"] and gen["loop_lag_ms"]["count"] > 0
+        # tables out of step by default: each round's first card waits a dealer's hand, under a second
+        assert gen["phase"] == "spread" and 1 <= gen["hand_delay_ms"]["count"] <= run["cards_sent"], gen
+        assert 0 <= gen["hand_delay_ms"]["max"] < 1000 and 1 <= gen["peak_cards_per_10ms"] <= run["cards_sent"], gen
         assert run["broker_cpu"]["seconds"] is not None  # the private broker's, from /proc
         assert run["bottleneck"]["verdict"] in ("backend", "load_generator", "broker", "machine")
     assert result["baseline"]["postgresql_commit_paced_ms"]["count"] == 30
@@ -55,7 +58,7 @@ async def test_several_backend_processes_share_the_tables_by_lease_and_deal_ever
     the node holding its table, and each node's rows are written under its own leases."""
     from tools.bench import _measure_nodes
 
-    run = await _measure_nodes(2, pg, broker.url, 6, 4.0, "uvloop", True, tmp_path, db=pg_server)
+    run = await _measure_nodes(2, pg, broker.url, 6, 4.0, "uvloop", "step", True, tmp_path, db=pg_server)
     nodes = run["nodes"]
     assert [n["tables_at_start"] > 0 for n in nodes] == [True, True], nodes
     assert sum(n["tables_at_start"] for n in nodes) == 6 and [n["tables_at_end"] for n in nodes] == [
@@ -63,6 +66,7 @@ async def test_several_backend_processes_share_the_tables_by_lease_and_deal_ever
     assert run["cards"] == sum(n["cards"] for n in nodes) > 0 and all(n["cards"] > 0 for n in nodes), nodes
     assert run["cards"] == run["scan_to_publish_ms"]["count"]
     assert run["load_generator"]["teardown"] == "clean" and "error" not in run["load_generator"]
+    assert run["load_generator"]["phase"] == "step" and run["load_generator"]["hand_delay_ms"] == {"count": 0}
     assert len(run["bottleneck"]["findings"]) >= 1
     assert run["database_cpu"]["share_of_a_core"] > 0  # the server beside them, measured from /proc
     writers = pg_server.psql(pg.rsplit("/", 1)[1], "SELECT DISTINCT node FROM events WHERE epoch > 0 ORDER BY node")

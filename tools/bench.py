@@ -207,13 +207,13 @@ LOADGEN_EXIT_S = 10.0
 BACKEND_STOP_S = 30.0
 
 
-async def _run_loadgen(broker: str, tables: int, seconds: float, loop: str) -> dict[str, Any]:
+async def _run_loadgen(broker: str, tables: int, seconds: float, loop: str, phase: str) -> dict[str, Any]:
     """The load generator's figures, within deadlines: it must print them within ``seconds`` +
     :data:`LOADGEN_GRACE_S` and exit within :data:`LOADGEN_EXIT_S` after; a deadline missed is
     said in the figures (what it was waiting for), and the process killed."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "simulators.loadgen", "--broker", broker, "--tables", str(tables),
-        "--seconds", str(seconds), "--loop", loop, stdout=asyncio.subprocess.PIPE)
+        "--seconds", str(seconds), "--loop", loop, "--phase", phase, stdout=asyncio.subprocess.PIPE)
     assert proc.stdout is not None
     try:
         line = await asyncio.wait_for(proc.stdout.readline(), seconds + LOADGEN_GRACE_S)
@@ -271,8 +271,9 @@ def _figures(*, samples: list[int], backend_cpu: float, wall: float, loadgen: di
                         "us_per_card": round(backend_cpu / len(samples) * 1e6, 1) if samples else None},
         "broker_cpu": {"seconds": None if broker_cpu is None else round(broker_cpu, 3),
                        "share_of_a_core": broker_share},
-        "load_generator": {k: loadgen.get(k) for k in ("loop_lag_ms", "deal_delay_ms", "cpu_s", "cpu_share",
-                                                       "results_acknowledged", "teardown", "error") if k in loadgen},
+        "load_generator": {k: loadgen.get(k) for k in ("phase", "hand_delay_ms", "peak_cards_per_10ms", "loop_lag_ms",
+                                                       "deal_delay_ms", "cpu_s", "cpu_share", "results_acknowledged",
+                                                       "teardown", "error") if k in loadgen},
         **({"database_cpu": {"share_of_a_core": db_share}} if measured_db else {}),
         "bottleneck": judge(backend_cpu_share=backend_share, loadgen=loadgen, broker_cpu_share=broker_share,
                             scan_to_publish=s2p, cpus=os.cpu_count() or 1, backend_process_shares=process_shares,
@@ -280,7 +281,7 @@ def _figures(*, samples: list[int], backend_cpu: float, wall: float, loadgen: di
     }
 
 
-async def _measure(settings: Any, broker: str, tables: int, seconds: float, loop: str,
+async def _measure(settings: Any, broker: str, tables: int, seconds: float, loop: str, phase: str,
                    broker_pid: int | None = None, db: Any = None) -> dict[str, Any]:
     """One backend (the journal ``settings`` name) under the load generator; its figures."""
     service, metrics = backend(settings, broker, "bench-backend")
@@ -294,7 +295,7 @@ async def _measure(settings: Any, broker: str, tables: int, seconds: float, loop
             await asyncio.sleep(0.05)
         service.latency_samples.clear()  # the run's cards only
         cpu0, broker0, wall0, db0 = _cpu_s(), _proc_cpu_s(broker_pid), time.monotonic(), _db_cpu(db)
-        loadgen = await _run_loadgen(broker, tables, seconds, loop)
+        loadgen = await _run_loadgen(broker, tables, seconds, loop, phase)
         wall = time.monotonic() - wall0
         backend_cpu = _cpu_s() - cpu0
         broker1, db_share = _proc_cpu_s(broker_pid), _share(db0, _db_cpu(db), wall)
@@ -386,7 +387,8 @@ class _Node:
 
 
 async def _measure_nodes(processes: int, journal_url: str, broker: str, tables: int, seconds: float, loop: str,
-                         fsync: bool, tmp: Path, broker_pid: int | None = None, db: Any = None) -> dict[str, Any]:
+                         phase: str, fsync: bool, tmp: Path, broker_pid: int | None = None,
+                         db: Any = None) -> dict[str, Any]:
     """``processes`` backend processes (``tools.bench_node``) sharing the tables by lease on
     one PostgreSQL journal, under one load generator; their figures together and each one's."""
     nodes: list[_Node] = []
@@ -419,7 +421,7 @@ async def _measure_nodes(processes: int, journal_url: str, broker: str, tables: 
         broker0, wall0, db0 = _proc_cpu_s(broker_pid), time.monotonic(), _db_cpu(db)
         for n in nodes:
             await n.send("start")
-        loadgen = await _run_loadgen(broker, tables, seconds, loop)
+        loadgen = await _run_loadgen(broker, tables, seconds, loop, phase)
         wall = time.monotonic() - wall0
         broker1, db_share = _proc_cpu_s(broker_pid), _share(db0, _db_cpu(db), wall)
         for n in nodes:
@@ -472,12 +474,14 @@ def _histogram_ms(metrics: Any) -> dict[str, float]:
 
 async def run_latency_bench(tables: int = 1, seconds: float = 20.0, broker: str | None = None,
                             fsync: bool = True, loop: str = "asyncio", journal: str | None = None,
-                            processes: int = 1) -> dict[str, Any]:
+                            processes: int = 1, phase: str = "spread") -> dict[str, Any]:
     """SQLite always; with ``journal`` (a postgresql:// URL of a scratch database, or
     ``private`` for a PostgreSQL server of the benchmark's own) also the PostgreSQL journal,
     one after the other under the same load, same broker, same machine, in the same run; with
     ``processes`` > 1 (and ``private``) then the PostgreSQL journal again, the tables shared by
-    lease between that many backend processes (``journals.postgresql_processes``)."""
+    lease between that many backend processes (``journals.postgresql_processes``). ``phase``:
+    the load's shape (:data:`simulators.loadgen.PHASES`): tables out of step, as in a studio, or
+    in step, every table's card in the same instant."""
     with tempfile.TemporaryDirectory(prefix="dealer-bench-") as tmpdir:
         tmp = Path(tmpdir)
         mq = None if broker is not None else private_broker(tmp)
@@ -489,7 +493,7 @@ async def run_latency_bench(tables: int = 1, seconds: float = 20.0, broker: str 
                         **await _paced_baselines(broker, tmp / "baseline-paced.sqlite")}
             broker_pid = mq.proc.pid if mq is not None and mq.proc is not None else None
             runs = {"sqlite": await _measure(_settings(tmp, broker, tables, fsync), broker, tables, seconds, loop,
-                                             broker_pid)}
+                                             phase, broker_pid)}
             floors = {"sqlite": floor_of(baseline["mqtt_qos1_publish_paced_ms"],
                                          baseline["sqlite_wal_fsync_commit_paced_ms"])}
             if journal is not None:
@@ -502,14 +506,14 @@ async def run_latency_bench(tables: int = 1, seconds: float = 20.0, broker: str 
                     url = pg.create_database("bench")
                 baseline["postgresql_commit_paced_ms"] = await _pg_baseline(url)
                 runs["postgresql"] = await _measure(_settings(tmp, broker, tables, fsync, journal_url=url), broker,
-                                                    tables, seconds, loop, broker_pid, db=pg)
+                                                    tables, seconds, loop, phase, broker_pid, db=pg)
                 floors["postgresql"] = floor_of(baseline["mqtt_qos1_publish_paced_ms"],
                                                 baseline["postgresql_commit_paced_ms"])
                 if processes > 1:  # a database of their own: the one-node run's leases are not theirs
                     assert pg is not None, "several processes need the benchmark's own PostgreSQL server"
                     runs["postgresql_processes"] = await _measure_nodes(
-                        processes, pg.create_database("bench_nodes"), broker, tables, seconds, loop, fsync, tmp,
-                        broker_pid, db=pg)
+                        processes, pg.create_database("bench_nodes"), broker, tables, seconds, loop, phase, fsync,
+                        tmp, broker_pid, db=pg)
                     floors["postgresql_processes"] = floors["postgresql"]
             for name, r in runs.items():  # the floor under one card, and how far above it the backend is
                 r["floor_ms"] = floors[name]
@@ -521,6 +525,7 @@ async def run_latency_bench(tables: int = 1, seconds: float = 20.0, broker: str 
                 "fsync": fsync,
                 "loop": loop,
                 "processes": processes,
+                "phase": phase,
                 **runs["sqlite"],  # the SQLite figures stay where they always were
                 "journals": runs,
                 "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),

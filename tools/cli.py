@@ -233,7 +233,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     try:
         result = run_loop(run_latency_bench(tables=args.tables, seconds=args.seconds, broker=args.broker,
                                             fsync=not args.no_fsync, loop=args.loop, journal=args.journal,
-                                            processes=args.processes), args.loop)
+                                            processes=args.processes, phase=args.phase), args.loop)
     except (ValueError, RuntimeError) as exc:  # JournalError, LeaseError (unreachable), tables never owned
         return fail("dealer bench latency", str(exc))
     print(json.dumps(result, sort_keys=True))
@@ -329,6 +329,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     lat.add_argument("--processes", type=int_range(1, 16), default=1, metavar="N",
                      help="with --journal private, then also N backend processes sharing the tables by lease "
                           "(default 1: not run)")
+    lat.add_argument("--phase", choices=["spread", "step"], default="spread",
+                     help="spread (default): each table's rounds start a random part of a second apart, as dealers' "
+                          "hands do; step: every table deals in the same instant, the worst burst")
     lat.set_defaults(func=_cmd_bench)
     rb = bsub.add_parser("rtp", help="wall time of each game's full exact RTP report")
     rb.set_defaults(func=_cmd_bench_rtp)

@@ -132,6 +132,27 @@ class _Client(aiomqtt.Client):
             except RuntimeError:
                 _purge_fd(self._loop, fd)
 
+    # -- incoming messages -----------------------------------------------------------------------
+    # aiomqtt queues each incoming message and its iterator makes a Task and an asyncio.wait per
+    # message: a Task per scanner read at a thousand tables. With ``deliver`` set, paho's read
+    # hands each message to it at once, in the event loop (paho calls it from loop_read); the
+    # queue, never read then, stays empty.
+
+    def __init__(self, *args: Any, deliver: Callable[[mqtt.MQTTMessage], None] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: Called with each incoming paho message instead of queueing it (None: aiomqtt's queue).
+        self.deliver = deliver
+
+    def _on_message(self, client: Any, userdata: Any, message: mqtt.MQTTMessage) -> None:
+        deliver = self.deliver
+        if deliver is None:
+            super()._on_message(client, userdata, message)
+            return
+        try:
+            deliver(message)
+        except Exception:  # never out into paho's read: that would count as a broken connection
+            log.exception("mqtt message delivery failed", topic=repr(getattr(message, "_topic", b""))[:200])
+
     # -- publish -------------------------------------------------------------------------------
     # aiomqtt waits for a PUBACK with asyncio.wait_for on an Event: on Python 3.11 that makes a
     # Task, a coroutine and an Event per publish, a tenth of the backend's CPU at 1,000 tables.
@@ -498,6 +519,7 @@ class MqttBus:
             )
             reason = "connection closed"
             host, port, tls = self._endpoints[self.url_index]
+            early: list[mqtt.MQTTMessage] = []  # what arrives before the connection is set up: handled then
             try:
                 async with _Client(
                     host, port, identifier=self.client_id, keepalive=self._keepalive,
@@ -505,6 +527,7 @@ class MqttBus:
                     max_inflight_messages=self._max_inflight, timeout=self._publish_timeout,
                     socket_options=_SOCKET_OPTIONS, tls_context=self._tls_context if tls else None,
                     logger=self._client_log,  # type: ignore[arg-type]
+                    deliver=early.append,
                 ) as client:
                     patterns = self._router.patterns
                     for i in range(0, len(patterns), 100):  # one SUBSCRIBE packet per 100 topics
@@ -532,12 +555,14 @@ class MqttBus:
                         task = asyncio.current_task()
                         if task is not None and task.cancelling():
                             raise asyncio.CancelledError
-                        async for message in client.messages:
-                            if message.retain and not self._accept_retained:
-                                self.retained_dropped += 1
-                                log.warning("retained message dropped", topic=str(message.topic))
-                                continue
-                            self._dispatch(str(message.topic), bytes(message.payload or b""))  # type: ignore[arg-type]
+                        client.deliver = self._receive  # from now on each message as it is read
+                        for message in early:
+                            self._receive(message)
+                        early.clear()
+                        await asyncio.wait((client._disconnected,))  # not cancelled with this task
+                        lost = client._disconnected
+                        raise aiomqtt.MqttError("Disconnected during message iteration") from (
+                            None if lost.cancelled() else lost.exception())
                     except asyncio.CancelledError:
                         await self._say_offline(client)
                         raise
@@ -572,6 +597,13 @@ class MqttBus:
             with contextlib.suppress(aiomqtt.MqttError, TimeoutError):
                 await client.publish(self.status_topic, status_payload(False, self.session), qos=1, retain=True,
                                      timeout=1.0)
+
+    def _receive(self, message: mqtt.MQTTMessage) -> None:
+        if message.retain and not self._accept_retained:
+            self.retained_dropped += 1
+            log.warning("retained message dropped", topic=message.topic)
+            return
+        self._dispatch(message.topic, message.payload or b"")
 
     def _dispatch(self, topic: str, payload: bytes) -> None:
         for handler in self._router.handlers(topic):

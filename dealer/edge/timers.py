@@ -46,6 +46,12 @@ class Timers:
         #: Tables whose pending decisions and turns wait for this run's first broker connect
         #: (a :class:`~dealer.core.events.Resume`): no decision or turn timer runs before it.
         self.resume_due: set[str] = set()
+        #: Per table, the purpose of the timer that fired and the future of the event it queued,
+        #: until the core loop has applied that event: the table is not armed again for the same
+        #: purpose meanwhile. A busy core loop (a long queue) would otherwise arm the same, past
+        #: deadline again at its next batch of the table and queue the timeout twice: the second
+        #: one refused ("betting is not open"), logged and published as a rejection.
+        self._queued: dict[str, tuple[Purpose, asyncio.Future[object]]] = {}
 
     def stamp(self, tid: str, at: int, mono: float) -> None:
         """The core loop applies an event of ``tid`` stamped ``at`` (wall clock) at ``mono``."""
@@ -61,6 +67,7 @@ class Timers:
         armed = self.armed.pop(tid, None)
         if armed is not None:
             armed[1].cancel()
+        self._queued.pop(tid, None)
         for key in [k for k in self._mono if k[0] == tid]:
             del self._mono[key]
         self._clock_ref.pop(tid, None)
@@ -113,6 +120,11 @@ class Timers:
             want = ("act", f"{cur.round_id}#{cur.turn}@{cur.action_deadline}")
         elif cfg.auto_rounds and writable and table.can_open() is None and svc.links[tid].ready:
             want = ("open", cur.round_id if cur is not None else None)
+        queued = self._queued.get(tid)
+        if queued is not None:
+            if queued[0] == want and not queued[1].done():
+                return  # its event is on its way to the core: once is enough
+            del self._queued[tid]
         armed = self.armed.get(tid)
         if armed is not None and armed[0] == want:
             return
@@ -127,26 +139,26 @@ class Timers:
             rid = cur.round_id
             window = cur.betting_closes_at - cur.opened_at
             handle = loop.call_at(self.mono_deadline(tid, "close", cur.betting_closes_at, window), self._fired, tid,
-                                  lambda: svc.submit(tid, CloseBetting(by="timer", round_id=rid)))
+                                  want, lambda: svc.submit(tid, CloseBetting(by="timer", round_id=rid)))
         elif want[0] == "decide":  # the deadline is journaled data
             assert cur is not None and cur.decision_deadline is not None
             handle = loop.call_at(self.mono_deadline(tid, "decide", cur.decision_deadline, cur.rules.decision_ms),
-                                  self._fired, tid,
+                                  self._fired, tid, want,
                                   lambda: svc.submit(tid, DecisionTimeout()))
         elif want[0] == "act":  # the turn's deadline is journaled data too; the turn number guards a race
             assert cur is not None and cur.action_deadline is not None
             turn = cur.turn
             handle = loop.call_at(self.mono_deadline(tid, "act", cur.action_deadline, cur.rules.action_ms),
-                                  self._fired, tid,
+                                  self._fired, tid, want,
                                   lambda: svc.submit(tid, ActionTimeout(turn=turn)))
         elif want[0] == "window":  # a timed confirmation: the station's window to report an exposed card
             assert cur is not None and cur.confirm_deadline is not None and cur.expected_position is not None
             step = cur.expected_position
             window = cur.plan[cur.next_index].window_ms
             handle = loop.call_at(self.mono_deadline(tid, "window", cur.confirm_deadline, window), self._fired, tid,
-                                  lambda: svc.submit(tid, ConfirmTimeout(step=step)))
+                                  want, lambda: svc.submit(tid, ConfirmTimeout(step=step)))
         else:
-            handle = loop.call_later(cfg.pause_seconds, self._fired, tid, lambda: self._auto_open(tid))
+            handle = loop.call_later(cfg.pause_seconds, self._fired, tid, want, lambda: self._auto_open(tid))
         self.armed[tid] = (want, handle)
 
     @staticmethod
@@ -183,20 +195,25 @@ class Timers:
         self._mono[(tid, kind)] = (deadline_ms, at)
         return at
 
-    def _fired(self, tid: str, action: Callable[[], object]) -> None:
+    def _fired(self, tid: str, purpose: Purpose, action: Callable[[], object]) -> None:
         self.armed.pop(tid, None)
         if not self.svc.may_publish(tid, "timer"):  # a lease not valid now: no timeout, no round opened
             return  # armed again when the lease is valid again (Service.revalidated) or never (dropped)
-        action()
+        queued = action()
+        if isinstance(queued, asyncio.Future) and not queued.done():
+            self._queued[tid] = (purpose, queued)
 
-    def _auto_open(self, tid: str) -> None:
+    def _auto_open(self, tid: str) -> asyncio.Future[object] | None:
         svc = self.svc
         table = svc.tables.get(tid)
         hold = svc.round_hold(tid)
         if hold > 0 and table is not None:  # the table is about to move: its next owner opens the round
             cur = table.current
-            handle = asyncio.get_running_loop().call_later(hold, self._fired, tid, lambda: self._auto_open(tid))
-            self.armed[tid] = (("open", cur.round_id if cur is not None else None), handle)
-            return
+            purpose: Purpose = ("open", cur.round_id if cur is not None else None)
+            handle = asyncio.get_running_loop().call_later(hold, self._fired, tid, purpose,
+                                                           lambda: self._auto_open(tid))
+            self.armed[tid] = (purpose, handle)
+            return None
         if table is not None and svc.core.journal_writable and table.can_open() is None and svc.links[tid].ready:
-            svc.open_round(tid)
+            return svc.open_round(tid)  # type: ignore[return-value]
+        return None

@@ -14,8 +14,9 @@ Measured in the same run, in turns (``--rounds`` times each, so drift hits all a
 * ``process``: the same requests through the process pool (:class:`~dealer.edge.house.HouseRunner`,
   ``service.house_players = "process"``, the default).
 
-Each mode's decisions are awaited to the end before the next mode starts, and samples taken
-while switching are dropped. The requests are mid-game Matgo decisions from seeded deals.
+Each mode's decisions are awaited to the end before the next mode starts, and nothing is
+measured for :data:`SWITCH_S` after it: the backlog a mode leaves (the thread mode's starved
+loop holds cards for hundreds of milliseconds) drains there, not into the next mode's figures. The requests are mid-game Matgo decisions from seeded deals.
 Prints one JSON object (sorted keys): lateness p50/p99/max per mode, the p99 each mode adds to
 the baseline, the AI's moves per mode, the scan-to-publish latency of the tables per mode, the
 backend process's CPU use per mode (a thread's search counts in it, a worker's does not) and
@@ -49,6 +50,8 @@ TICK_S = 0.001
 MODES = ("no_ai", "thread", "process")
 #: The added p99 lateness the process pool must stay within (issue 15).
 TARGET_ADDED_P99_MS = 1.0
+#: Seconds between two modes in which nothing is measured (the previous mode's backlog drains).
+SWITCH_S = 3.0
 
 
 def matgo_requests(n: int, budget_ms: int, seed: int = 1) -> list[MatgoRequest]:
@@ -121,7 +124,7 @@ async def run_house_bench(tables: int = 200, seconds: float = 10.0, rounds: int 
             await asyncio.wait_for(service.ready.wait(), 60)
             await runners["process"].worker_pid()  # the fork server and the worker's imports, before measuring
             await runners["thread"].decide(requests[0])
-            total = settle + rounds * len(MODES) * (seconds + 1) + 60
+            total = settle + rounds * len(MODES) * (seconds + SWITCH_S + 1) + 60
             proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "simulators.loadgen", "--broker", broker, "--tables", str(tables),
                 "--seconds", str(total), "--loop", loop, stdout=asyncio.subprocess.DEVNULL)
@@ -142,6 +145,7 @@ async def run_house_bench(tables: int = 200, seconds: float = 10.0, rounds: int 
                     stop.set()
                     if thinker is not None:
                         moves[mode] += await thinker  # its last decision ends before the next mode starts
+                    await asyncio.sleep(SWITCH_S)  # not measured: what this mode left queued drains
         finally:
             tick.cancel()
             if proc is not None and proc.returncode is None:

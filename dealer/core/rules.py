@@ -22,6 +22,7 @@ identification: every result names its rules hash and software version).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from decimal import Decimal
@@ -127,8 +128,11 @@ class RulesError(ValueError):
     """A canonical rules text that is not valid (not JSON, wrong format, rules that do not validate)."""
 
 
+@functools.cache
 def software_version() -> str:
-    """The installed package's version (package metadata), or ``0+unknown``."""
+    """The installed package's version (package metadata), or ``0+unknown``. Read once: each
+    table's rules ask for it, and reading package metadata parses files (a 1,000-table start
+    spent seconds in it)."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:

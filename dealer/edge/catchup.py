@@ -97,6 +97,10 @@ class Catchup:
         self._players.pop(table_id, None)
         self.prompts.pop(table_id, None)
 
+    def _peek(self, table_id: str) -> int:
+        """The version the table's next changed message gets (:meth:`_next` takes it)."""
+        return self._version.get(table_id, self._first) + 1
+
     def _next(self, table_id: str) -> int:
         v = self._version.get(table_id, self._first) + 1
         self._version[table_id] = v
@@ -116,10 +120,11 @@ class Catchup:
         one already says."""
         self.prompts[prompt.table_id] = prompt
         msg = CurrentPrompt(**prompt.model_dump(exclude={"schema_id"}), node_id=self.node_id, session=session,
-                            version=0, stale=stale)
+                            version=self._peek(prompt.table_id), stale=stale)  # numbered now: no copy to number it
         if not self._changed(topics.current_prompt(prompt.table_id), msg):
             return None
-        return msg.model_copy(update={"version": self._next(prompt.table_id)})
+        self._next(prompt.table_id)
+        return msg
 
     # -- table and player states ------------------------------------------------------------
 
@@ -130,9 +135,10 @@ class Catchup:
         tid = table.table_id
         out: list[tuple[str, BaseModel | None]] = []
         state = table_state(table, node_id=self.node_id, session=session, at=at, paused_reason=paused_reason,
-                            stale=stale)
+                            stale=stale, version=self._peek(tid))
         if self._changed(topics.state(tid), state):
-            out.append((topics.state(tid), state.model_copy(update={"version": self._next(tid)})))
+            self._next(tid)
+            out.append((topics.state(tid), state))
         now = player_states(table, node_id=self.node_id, session=session, at=at, stale=stale)
         kept = self._players.setdefault(tid, {})
         for player in sorted(set(kept) - set(now)):  # their round is settled: clear
@@ -161,10 +167,11 @@ class Catchup:
 
 
 def table_state(table: Table, *, node_id: str, session: str, at: int, paused_reason: str | None = None,
-                stale: bool = False) -> TableState:
-    """The public state of the table's latest round (version 0: :class:`Catchup` numbers it)."""
+                stale: bool = False, version: int = 0) -> TableState:
+    """The public state of the table's latest round (:class:`Catchup` gives its ``version``)."""
     cur = table.current
-    base: dict[str, Any] = dict(table_id=table.table_id, node_id=node_id, session=session, version=0, stale=stale,
+    base: dict[str, Any] = dict(table_id=table.table_id, node_id=node_id, session=session, version=version,
+                                stale=stale,
                                 paused=paused_reason is not None, paused_reason=paused_reason,
                                 links_down=dict(sorted(table.links_down.items())), at=at)
     if cur is None:

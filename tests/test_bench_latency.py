@@ -21,6 +21,7 @@ async def test_both_journals_run_side_by_side_and_deal_every_card(pg_server: PgS
     for name, run in result["journals"].items():
         assert run["cards"] > 0 and run["cards"] == run["scan_to_publish_ms"]["count"], (name, run)
         assert run["journal_commit_ms"]["commits"] > 0, (name, run)
+        assert run["rss_mb_before"] > 0 and run["rss_mb_after"] > 0, (name, run)  # what earlier runs left, and after
         # it reports on itself: the backend's CPU per card, its floor, the generator's own lag
         cpu = run["backend_cpu"]
         assert cpu["seconds"] > 0 and cpu["us_per_card"] * run["cards"] / 1e6 == pytest.approx(cpu["seconds"], abs=1e-3)

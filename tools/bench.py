@@ -283,7 +283,10 @@ def _figures(*, samples: list[int], backend_cpu: float, wall: float, loadgen: di
 
 async def _measure(settings: Any, broker: str, tables: int, seconds: float, loop: str, phase: str,
                    broker_pid: int | None = None, db: Any = None) -> dict[str, Any]:
-    """One backend (the journal ``settings`` name) under the load generator; its figures."""
+    """One backend (the journal ``settings`` name) under the load generator; its figures. Its
+    RSS is the benchmark process's: ``rss_mb_before`` says what the runs before it left there
+    (Python keeps the memory it freed), ``rss_mb_after`` the total after the run."""
+    rss_before = _rss_mb()
     service, metrics = backend(settings, broker, "bench-backend")
     run = asyncio.create_task(service.run())
     try:
@@ -305,6 +308,7 @@ async def _measure(settings: Any, broker: str, tables: int, seconds: float, loop
                        db_share=db_share, measured_db=db is not None),
             "rounds_opened": sum(t.last_seq for t in service.tables.values()),
             "journal_commit_ms": _histogram_ms(metrics),
+            "rss_mb_before": rss_before,
             "rss_mb_after": _rss_mb(),
         }
     finally:

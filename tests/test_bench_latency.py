@@ -21,6 +21,11 @@ async def test_both_journals_run_side_by_side_and_deal_every_card(pg_server: PgS
     for name, run in result["journals"].items():
         assert run["cards"] > 0 and run["cards"] == run["scan_to_publish_ms"]["count"], (name, run)
         assert run["journal_commit_ms"]["commits"] > 0, (name, run)
+        # where each card's time went: every stage of every published card
+        stages = run["stages_ms"]
+        assert list(stages) == ["ingest", "queue", "apply_commit", "release", "broker"], stages
+        assert all(st["count"] == run["cards"] for st in stages.values()), (name, stages)
+        assert stages["apply_commit"]["p50"] > 0 and stages["broker"]["p50"] > 0, (name, stages)
         assert run["rss_mb_before"] > 0 and run["rss_mb_after"] > 0, (name, run)  # what earlier runs left, and after
         # it reports on itself: the backend's CPU per card, its floor, the generator's own lag
         cpu = run["backend_cpu"]
@@ -65,7 +70,7 @@ async def test_several_backend_processes_share_the_tables_by_lease_and_deal_ever
     assert sum(n["tables_at_start"] for n in nodes) == 6 and [n["tables_at_end"] for n in nodes] == [
         n["tables_at_start"] for n in nodes], nodes
     assert run["cards"] == sum(n["cards"] for n in nodes) > 0 and all(n["cards"] > 0 for n in nodes), nodes
-    assert run["cards"] == run["scan_to_publish_ms"]["count"]
+    assert run["cards"] == run["scan_to_publish_ms"]["count"] == run["stages_ms"]["broker"]["count"]
     assert run["load_generator"]["teardown"] == "clean" and "error" not in run["load_generator"]
     assert run["load_generator"]["phase"] == "step" and run["load_generator"]["hand_delay_ms"] == {"count": 0}
     assert len(run["bottleneck"]["findings"]) >= 1

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from dealer.edge.config import load_settings
+from dealer.edge.publisher import STAGES
 from dealer.edge.service import Service
 from drivers.mqtt import MqttBus
 from simulators.broker import MosquittoProcess
@@ -250,21 +251,24 @@ def backend(settings: Any, broker: str, client_id: str) -> tuple[Service, Any]:
     ownership = build_ownership(settings, journal, bus, metrics)
     service = Service(settings, bus=bus, metrics=metrics, journal=journal, ownership=ownership)  # type: ignore[arg-type]
     service.latency_samples = []
+    service.publisher.stages = {k: [] for k in STAGES}
     return service, metrics
 
 
 def _figures(*, samples: list[int], backend_cpu: float, wall: float, loadgen: dict[str, Any],
              broker_cpu: float | None, db_share: float | None, measured_db: bool,
-             process_shares: list[float] | None = None) -> dict[str, Any]:
-    """The figures every run reports the same way: latencies, the backend's CPU per card (over
-    the load generator's whole run: heartbeats, prompts and events included), the generator's
-    own, the broker's and the database's CPU, and the verdict on what set them."""
+             process_shares: list[float] | None = None, stages: dict[str, list[int]] | None = None) -> dict[str, Any]:
+    """The figures every run reports the same way: latencies, where each card's time went
+    (``stages_ms``: :data:`dealer.edge.publisher.STAGES`), the backend's CPU per card (over the
+    load generator's whole run: heartbeats, prompts and events included), the generator's own,
+    the broker's and the database's CPU, and the verdict on what set them."""
     s2p = summarize(samples)
     backend_share = _share(0.0, backend_cpu, wall)
     broker_share = _share(0.0, broker_cpu, wall)
     return {
         "cards": len(samples),
         "scan_to_publish_ms": s2p,
+        "stages_ms": {k: summarize((stages or {}).get(k, [])) for k in STAGES},
         "end_to_end_ms": loadgen.get("end_to_end_ms"),
         "cards_sent": loadgen.get("cards_sent"),
         "backend_cpu": {"seconds": round(backend_cpu, 3), "share_of_a_core": backend_share,
@@ -297,6 +301,8 @@ async def _measure(settings: Any, broker: str, tables: int, seconds: float, loop
                 raise RuntimeError(f"the backend owns {len(service.tables)} of {tables} tables after 60 s")
             await asyncio.sleep(0.05)
         service.latency_samples.clear()  # the run's cards only
+        for v in service.publisher.stages.values():
+            v.clear()
         cpu0, broker0, wall0, db0 = _cpu_s(), _proc_cpu_s(broker_pid), time.monotonic(), _db_cpu(db)
         loadgen = await _run_loadgen(broker, tables, seconds, loop, phase)
         wall = time.monotonic() - wall0
@@ -305,7 +311,7 @@ async def _measure(settings: Any, broker: str, tables: int, seconds: float, loop
         return {
             **_figures(samples=service.latency_samples, backend_cpu=backend_cpu, wall=wall, loadgen=loadgen,
                        broker_cpu=None if broker0 is None or broker1 is None else broker1 - broker0,
-                       db_share=db_share, measured_db=db is not None),
+                       db_share=db_share, measured_db=db is not None, stages=service.publisher.stages),
             "rounds_opened": sum(t.last_seq for t in service.tables.values()),
             "journal_commit_ms": _histogram_ms(metrics),
             "rss_mb_before": rss_before,
@@ -452,7 +458,8 @@ async def _measure_nodes(processes: int, journal_url: str, broker: str, tables: 
         "processes": processes,
         **_figures(samples=[x for f in figures for x in f["samples_ns"]], backend_cpu=sum(cpu), wall=wall,
                    loadgen=loadgen, broker_cpu=None if broker0 is None or broker1 is None else broker1 - broker0,
-                   db_share=db_share, measured_db=db is not None, process_shares=shares_cpu),
+                   db_share=db_share, measured_db=db is not None, process_shares=shares_cpu,
+                   stages={k: [x for f in figures for x in f["stages_ns"][k]] for k in STAGES}),
         "rounds_opened": sum(f["rounds_opened"] for f in figures),
         "journal_commit_ms": {"commits": commits, "mean": round(sum(
             f["journal_commit_ms"]["mean"] * f["journal_commit_ms"]["commits"] for f in figures) / commits, 3)

@@ -77,10 +77,13 @@ async def _serve(args: argparse.Namespace) -> int:
                 continue
             if cmd == "start":
                 service.latency_samples.clear()
+                for v in service.publisher.stages.values():
+                    v.clear()
                 cpu0 = _cpu_s()
             elif cmd == "stop":
                 break
-        _say({"samples_ns": list(service.latency_samples), "cpu_s": round(_cpu_s() - cpu0, 3),
+        _say({"samples_ns": list(service.latency_samples), "stages_ns": service.publisher.stages,
+              "cpu_s": round(_cpu_s() - cpu0, 3),
               "rss_mb": _rss_mb(), "owned": len(service.tables),
               "rounds_opened": sum(t.last_seq for t in service.tables.values()),
               "journal_commit_ms": _histogram_ms(metrics)})

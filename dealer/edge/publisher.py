@@ -34,6 +34,11 @@ log = structlog.get_logger("dealer.edge.service")  # one logger for every part o
 
 Observer = Callable[[str, Any], None]  # (kind, message): kind in event/prompt/result/rejection
 
+#: A card's path in stages (benchmarks): read -> queued for the core (ingest: validation, the
+#: reader session, the event built) -> taken by the core loop (queue) -> committed (apply and
+#: group commit) -> its card_registered handed to the bus (release) -> PUBACK (broker).
+STAGES = ("ingest", "queue", "apply_commit", "release", "broker")
+
 
 def _name_of(msg: BaseModel) -> str | None:
     """What a live message is, for a log line that must not carry the message itself: a round
@@ -55,6 +60,10 @@ class Publisher:
         self.stopping = False  # the service's stop() has begun: the stale marks are the last retained word
         #: When set to a list (benchmarks), every scan-to-publish latency is appended in ns.
         self.latency_samples: list[int] | None = None
+        #: When set (benchmarks: :data:`STAGES` -> []), each card's time in every stage of its
+        #: path, in ns: where a card's time goes, at any load. :meth:`trace` feeds it.
+        self.stages: dict[str, list[int]] | None = None
+        self._traced: dict[int, list[int]] = {}  # a card's received_ns -> its stage instants so far
         #: Publishes of each table on their way to the broker (a dropped table's are waited for).
         self._inflight: dict[str, set[asyncio.Future[None]]] = {}
         #: The bus has connected at least once. Before that, live messages are not sent nor
@@ -130,11 +139,22 @@ class Publisher:
                       round_id=getattr(msg, "round_id", None))
             return False
         self.notify(kind, msg)
+        if latency_from and latency_from in self._traced:
+            self._traced[latency_from].append(time.monotonic_ns())  # handed to the bus
         fut = self._send(topic, payload)
         fut.add_done_callback(functools.partial(self._live_done, topic, len(payload), kind, latency_from,
                                                 getattr(msg, "round_id", None), _name_of(msg)))
         self._track(topic, fut)
         return True
+
+    def trace(self, received_ns: int, made_ns: int, taken_ns: int, committed_ns: int) -> None:
+        """A card's instants up to its commit (benchmarks only): read, queued for the core, taken
+        by the core loop, committed; its publish and PUBACK follow (:meth:`_live_done`)."""
+        if self.stages is None:
+            return
+        if len(self._traced) > 100_000:  # cards whose event never went (withheld, refused): bounded
+            self._traced.clear()
+        self._traced[received_ns] = [received_ns, made_ns, taken_ns, committed_ns]
 
     def first_connect(self) -> None:
         """The bus is connected (again): the first time, say what was not sent before it."""
@@ -162,6 +182,7 @@ class Publisher:
         exc = fut.exception()
         svc = self.svc
         if exc is not None:
+            self._traced.pop(latency_from, None)
             svc.metrics.publish_failures.labels(kind=kind).inc()
             log.warning("publish dropped", kind=kind, name=name, topic=topic, round_id=round_id, size=size,
                         reason=str(exc)[:200])
@@ -171,6 +192,11 @@ class Publisher:
             svc.metrics.scan_to_publish.observe(elapsed / 1e9)
             if self.latency_samples is not None:
                 self.latency_samples.append(elapsed)
+            instants = self._traced.pop(latency_from, None)
+            if instants is not None and self.stages is not None and len(instants) == 5:
+                instants.append(latency_from + elapsed)
+                for name, a, b in zip(STAGES, instants, instants[1:]):
+                    self.stages[name].append(max(0, b - a))
 
     def withheld(self, topic: str, payload: str, kind: str, round_id: str | None) -> bool:
         """Whether ``payload`` would show the audience of ``topic`` a card of its round that it

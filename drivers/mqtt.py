@@ -113,6 +113,8 @@ class _Client(aiomqtt.Client):
             callbacks = getattr(self, "_socket_callbacks", None)
             if callbacks is None or callbacks[0] is not sock or sock.fileno() != fd or fd < 0:
                 return  # the socket closed (or was replaced) before this ran
+            if not client.want_write():
+                return  # written meanwhile (a publish writes at once: _write_now): nothing to wait for
             _, readable, writable = callbacks
             try:
                 self._loop.add_writer(fd, writable)
@@ -188,7 +190,21 @@ class _Client(aiomqtt.Client):
         self._pending_publishes[mid] = ack
         if timeout != math.inf:
             ack.timer = self._loop.call_later(timeout, ack.expire)
+        self._write_now()
         return ack.future
+
+    def _write_now(self) -> None:
+        """Put what paho has queued on the wire now, instead of after the event loop's next turns
+        (the writer registered by a deferred callback, then polled): a batch's effects leave as
+        they are released, not after the next batch is applied. Not from inside paho's own
+        callbacks (paho does not write there either); a socket that cannot take it all keeps the
+        rest for the registered writer, as before."""
+        paho = self._client
+        callbacks = getattr(self, "_socket_callbacks", None)
+        if callbacks is None or not paho.want_write() or not paho._in_callback_mutex.acquire(False):
+            return
+        paho._in_callback_mutex.release()
+        callbacks[2]()  # writable(): loop_write, and a broken connection reported as ever
 
     @contextlib.contextmanager
     def _pending_call(self, mid: int, value: Any, pending_dict: dict[int, Any]) -> Iterator[None]:

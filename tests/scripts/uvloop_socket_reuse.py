@@ -37,6 +37,9 @@ class FakePaho:
     def loop_write(self) -> None:
         pass
 
+    def want_write(self) -> bool:
+        return True  # always something to write: the writer is registered
+
 
 async def reuse(cls: type) -> bool:
     c = cls(hostname="127.0.0.1", port=1)

@@ -168,6 +168,23 @@ def test_resume_after_a_restart_renews_the_window_and_counts_as_the_broker_comin
     assert idle.handle(Resume(at=1)).accepted and not idle.handle(Resume(at=1)).journal
 
 
+def test_a_timer_armed_for_a_window_a_resume_renewed_changes_nothing():
+    """The edge arms the decision timer for the journaled deadline; a resume (restart, broker
+    back) renews it. A timeout that fired for the old deadline and lost the race to the core
+    (queued behind the resume) must not fold the players who were given a new window."""
+    t = table()
+    seated(t)
+    deal(t)
+    old = t.current.decision_deadline
+    assert t.handle(Resume(at=90_000)).journal and t.current.decision_deadline == 100_000
+    stale = t.handle(DecisionTimeout(deadline=old, at=90_001))
+    assert not stale.accepted and not stale.journal and "stale" in stale.rejection.reason
+    assert t.current.phase == Phase.DECISION and t.current.decisions == {}
+    due = t.handle(DecisionTimeout(deadline=100_000, at=100_000))
+    assert due.accepted and due.journal and t.current.phase == Phase.RESULT
+    assert {p: d.by for p, d in t.current.decisions.items()} == {"alice": "timeout", "bob": "timeout"}
+
+
 def test_shared_hand_mode_has_no_seats_and_public_player_cards():
     t = table(hand_mode="SHARED")
     step = t.handle(PlaceBet(bet_id="a1", player_id="alice", bet_type="ante", stake="10", seat=2))
@@ -191,8 +208,9 @@ _actions = st.one_of(
     st.builds(ScanRead, reader=st.just("R"), code=st.sampled_from(["AS", "KS", "QS", "JS", "TS", "9S", "8S", "7S",
                                                                   "6S", "5S", "4S", "3S", "2S", "AS"])),
     st.builds(PlayerDecision, player_id=st.sampled_from(["p1", "p2", "p3"]), action=st.sampled_from(["PLAY", "FOLD", "X"])),
-    st.builds(DecisionTimeout),
+    st.builds(DecisionTimeout, deadline=st.sampled_from([None, 9_999, 10_000, 10_007])),
     st.builds(LinkDown, link=st.just("broker")),
+    st.builds(Resume, at=st.sampled_from([0, 7])),
 )
 
 

@@ -1226,6 +1226,10 @@ def test_prompt_a_choice_is_a_turn_fair_recovery_pauses_and_renews_it_and_a_repl
     back = p.tick()
     step = p.feed(LinkUp(link="broker", at=back))
     assert step.accepted and step.journal and p.r.action_deadline == back + 10_000
+    # the same turn with a renewed deadline: a timer armed for the old one (queued behind the
+    # resume) changes nothing; the one for the new deadline is the turn's timer
+    assert "stale" in rejected(p.feed(ActionTimeout(turn=turn, deadline=back - 1, at=p.tick())))
+    assert p.r.turn == turn and p.r.action_deadline == back + 10_000
     again = p.told("A", "your_turn")[-1]
     assert again.data["resumed"] is True and again.data["choice"] == "REMATCH_94" and again.data["turn"] == turn
     # a restart: the journal alone rebuilds the pending choice, and the player sees it again

@@ -208,6 +208,14 @@ def test_reconciliation_reports_a_player_timed_out_by_an_outage():
     data.must_not_time_out = {"T1:T1-000001": "backend killed while deciding, down 3.0 s (window 1.5 s)"}
     found = reconcile(data).discrepancies
     assert any(d.startswith("T1:T1-000001: p1 timed out") and "backend killed while deciding" in d for d in found), found
+    # not a planned outage: the faults the round lived through are named, the others are not
+    data.must_not_time_out = {}
+    r = timed_out
+    data.faults = [("broker_restart", r.opened_at + 1, r.opened_at + 301),
+                   ("disk_full", r.finished_at + 10, r.finished_at + 3000)]
+    found = reconcile(data).discrepancies
+    assert any(d.startswith("T1:T1-000001: p1 timed out") and "broker_restart at +1 ms for 300 ms" in d
+               and "disk_full" not in d for d in found), found
 
 
 def test_reconciliation_reports_results_never_acknowledged_or_acknowledged_twice():

@@ -193,8 +193,10 @@ def test_the_window_waits_while_the_broker_is_down_and_starts_again_when_it_is_b
     resumed = s.events("confirm_window")[-1]
     assert resumed.data == {"step": "LAST_CARD", "closes_at": back + 5_000, "resumed": True}
     assert s.prompts()[-1].position == "LAST_CARD"
+    # a timer armed for the window's old deadline (queued behind the resume) does not close it
+    assert "stale" in rejected(s.feed(ConfirmTimeout(step="LAST_CARD", deadline=back - 1, at=s.tick())))
     assert s.feed(CardExposed(position="P2.7", at=s.tick())).accepted
-    assert s.feed(ConfirmTimeout(step="LAST_CARD", at=back + 5_000)).accepted
+    assert s.feed(ConfirmTimeout(step="LAST_CARD", deadline=back + 5_000, at=back + 5_000)).accepted
     assert s.r.hand.to_act == "p2"
 
 

@@ -166,6 +166,9 @@ class SoakData:
     must_complete: dict[str, str] = field(default_factory=dict)
     #: round key -> the outage its deciders lived through (they must still decide themselves)
     must_not_time_out: dict[str, str] = field(default_factory=dict)
+    #: every fault injected: (kind, start, end) on the backend's wall clock (epoch ms), so a
+    #: round that went wrong names the faults it lived through
+    faults: list[tuple[str, int, int]] = field(default_factory=list)
     #: round keys the backend journaled as acknowledged by settlement, one entry per ack journaled
     acked: list[str] | None = None
     player_bankroll: Decimal = PLAYER_BANKROLL
@@ -275,7 +278,12 @@ def reconcile(data: SoakData) -> Reconciliation:
         late = sorted(p for p, dec in r.decisions.items() if dec.by == "timeout")
         timed_out += len(late)
         if late:
-            why = data.must_not_time_out.get(key, "an outage (its players always answer in time)")
+            why = data.must_not_time_out.get(key)
+            if why is None:
+                lived = [f"{kind} at {start - r.opened_at:+d} ms for {end - start} ms" for kind, start, end in data.faults
+                         if start <= r.finished_at and end >= r.opened_at]
+                why = ("an outage (its players always answer in time); faults from its opening: "
+                       + (", ".join(lived) or "none"))
             d.append(f"{key}: {', '.join(late)} timed out by the decision timer after {why}")
     for key in sorted(data.must_not_time_out):
         r = results.get(key)
@@ -1047,7 +1055,8 @@ class _Soak:
 
     async def _inject(self, kind: str) -> None:
         rng = self.rng
-        entry: dict[str, Any] = {"kind": kind, "t": round(time.monotonic() - self.t0, 3)}
+        entry: dict[str, Any] = {"kind": kind, "t": round(time.monotonic() - self.t0, 3),
+                                 "at_ms": int(self.backend_now_ms())}
         if kind == "broker_restart":
             await self._broker_down(rng.uniform(0.05, 0.6))
         elif kind == "reader_unplug":
@@ -1138,6 +1147,7 @@ class _Soak:
         else:
             raise ValueError(kind)
         self.chaos_counts[kind] += 1
+        entry["end_ms"] = entry["at_ms"] if kind == "clock_step" else int(self.backend_now_ms())
         self.chaos_log.append(entry)
 
     async def _settlement_down(self, entry: dict[str, Any]) -> None:
@@ -1381,6 +1391,7 @@ class _Soak:
             consumer_mismatches=list(self.consumer.mismatches),
             must_cancel=dict(self.must_cancel), must_complete=dict(self.must_complete),
             must_not_time_out=dict(self.must_not_time_out), acked=acked,
+            faults=[(e["kind"], e["at_ms"], e["end_ms"]) for e in self.chaos_log],
         )
 
     def _keep_journal(self) -> None:

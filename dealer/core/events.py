@@ -254,9 +254,12 @@ class PlayerDecision(_Event):
 
 
 class DecisionTimeout(_Event):
-    """The decision timer ran out: every player still undecided gets the default action."""
+    """The decision timer ran out: every player still undecided gets the default action.
+    ``deadline`` is the deadline the timer was armed for: a timer that lost a race with a resume
+    (which renewed the window) changes nothing. None in journals written before it was carried."""
 
     type: Literal["decision_timeout"] = "decision_timeout"
+    deadline: int | None = None
 
 
 class PlayerAction(_Event):
@@ -290,10 +293,13 @@ class PlayerAction(_Event):
 
 class ActionTimeout(_Event):
     """The turn timer ran out: the player to act gets the default action. ``turn`` names the
-    turn the timer was armed for, so a timer that lost a race with the player changes nothing."""
+    turn the timer was armed for, so a timer that lost a race with the player changes nothing;
+    ``deadline`` the turn's deadline, so one that lost a race with a resume (the same turn, a
+    renewed deadline) changes nothing either (None in journals written before it was carried)."""
 
     type: Literal["action_timeout"] = "action_timeout"
     turn: int = Field(ge=1)
+    deadline: int | None = None
 
 
 class DealerConfirm(_Event):
@@ -309,10 +315,13 @@ class ConfirmTimeout(_Event):
     """The window of a timed confirmation ran out (stud's ``LAST_CARD``, the moment after the
     7th cards in which the station may report an exposed one, seven-card-stud.md §3.5): the
     step is taken as confirmed. From the service's timer only, never from the wire; journaled
-    so a replay takes the same step at the same point."""
+    so a replay takes the same step at the same point. ``deadline``: the window's deadline the
+    timer was armed for (a window renewed by a resume meanwhile is not closed by the old timer;
+    None in journals written before it was carried)."""
 
     type: Literal["confirm_timeout"] = "confirm_timeout"
     step: Word
+    deadline: int | None = None
 
 
 class CardExposed(_Event):

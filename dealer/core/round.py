@@ -516,6 +516,9 @@ class Round:
         if self.confirm_deadline is None or ev.step != pos:
             want = f"the next step is {pos}" if pos else "no step is expected"
             return Transition.refused(ev.type, f"no window of {ev.step} is open: {want}")
+        if ev.deadline is not None and ev.deadline != self.confirm_deadline:
+            return Transition.refused(ev.type, f"timer for the window closing at {ev.deadline} is stale (renewed "
+                                      f"to {self.confirm_deadline})")
         return self._step_confirmed(ev.step, ev.at, {"by": "timer"})
 
     def _step_confirmed(self, step: str, at: int, extra: dict[str, object]) -> Transition:
@@ -582,6 +585,9 @@ class Round:
         return Transition(effects, Phase.RESULT if len(self.decisions) == len(self.deciders) else None)
 
     def _decision_timeout(self, ev: DecisionTimeout) -> Transition:
+        if ev.deadline is not None and ev.deadline != self.decision_deadline:
+            return Transition.refused(ev.type, f"timer for the decisions closing at {ev.deadline} is stale "
+                                      f"(renewed to {self.decision_deadline})")
         default = self._decider_game.default_decision()
         assert default is not None, "a game with decisions must have a default"
         effects: list[Effect] = []
@@ -708,6 +714,9 @@ class Round:
         assert self.hand is not None and self.hand.to_act is not None
         if ev.turn != self.turn:
             return Transition.refused(ev.type, f"timer for turn {ev.turn} is stale (turn {self.turn} is running)")
+        if ev.deadline is not None and ev.deadline != self.action_deadline:
+            return Transition.refused(ev.type, f"timer for turn {ev.turn} closing at {ev.deadline} is stale "
+                                      f"(renewed to {self.action_deadline})")
         action, amount, card = self.hand.default_action()
         return self._acted(ev, self.hand.to_act, action, amount, "timeout", card)
 

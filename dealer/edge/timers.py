@@ -142,21 +142,22 @@ class Timers:
                                   want, lambda: svc.submit(tid, CloseBetting(by="timer", round_id=rid)))
         elif want[0] == "decide":  # the deadline is journaled data
             assert cur is not None and cur.decision_deadline is not None
-            handle = loop.call_at(self.mono_deadline(tid, "decide", cur.decision_deadline, cur.rules.decision_ms),
+            deadline = cur.decision_deadline  # names the window: a timer that lost a race with a resume is refused
+            handle = loop.call_at(self.mono_deadline(tid, "decide", deadline, cur.rules.decision_ms),
                                   self._fired, tid, want,
-                                  lambda: svc.submit(tid, DecisionTimeout()))
+                                  lambda: svc.submit(tid, DecisionTimeout(deadline=deadline)))
         elif want[0] == "act":  # the turn's deadline is journaled data too; the turn number guards a race
             assert cur is not None and cur.action_deadline is not None
-            turn = cur.turn
-            handle = loop.call_at(self.mono_deadline(tid, "act", cur.action_deadline, cur.rules.action_ms),
+            turn, deadline = cur.turn, cur.action_deadline
+            handle = loop.call_at(self.mono_deadline(tid, "act", deadline, cur.rules.action_ms),
                                   self._fired, tid, want,
-                                  lambda: svc.submit(tid, ActionTimeout(turn=turn)))
+                                  lambda: svc.submit(tid, ActionTimeout(turn=turn, deadline=deadline)))
         elif want[0] == "window":  # a timed confirmation: the station's window to report an exposed card
             assert cur is not None and cur.confirm_deadline is not None and cur.expected_position is not None
-            step = cur.expected_position
+            step, deadline = cur.expected_position, cur.confirm_deadline
             window = cur.plan[cur.next_index].window_ms
-            handle = loop.call_at(self.mono_deadline(tid, "window", cur.confirm_deadline, window), self._fired, tid,
-                                  want, lambda: svc.submit(tid, ConfirmTimeout(step=step)))
+            handle = loop.call_at(self.mono_deadline(tid, "window", deadline, window), self._fired, tid,
+                                  want, lambda: svc.submit(tid, ConfirmTimeout(step=step, deadline=deadline)))
         else:
             handle = loop.call_later(cfg.pause_seconds, self._fired, tid, want, lambda: self._auto_open(tid))
         self.armed[tid] = (want, handle)

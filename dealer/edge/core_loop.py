@@ -94,9 +94,10 @@ class CoreLoop:
         self._down_at = 0.0  # loop time of the first failed attempt of the outage
         self._back = False  # the outage just ended: resume and resync after the batch's effects
         self.resync_due = False  # the bus reconnected during the outage: private messages go again
-        #: Tables whose Resume is queued but not applied yet (after a journal outage, or the
-        #: table just adopted): their decision and turn timers stay paused until it is (the old
-        #: deadlines passed while nobody could act).
+        #: Tables whose Resume is queued but not applied yet (after a journal outage, or any
+        #: Resume the service submits: the table adopted, the first broker connect): their
+        #: decision and turn timers stay paused until it is (the old deadlines passed while
+        #: nobody could act).
         self.resume_queued: set[str] = set()
         #: accepted command ids of this run (the journal holds every earlier one)
         self._commands: dict[tuple[str, str, str], commands.StoredCommand] = {}

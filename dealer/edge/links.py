@@ -83,7 +83,6 @@ class LinkTracker:
         if not self.broker_link or svc.bus.connected:
             if self.broker_link:
                 links.up["broker"] = True
-            svc.core.resume_queued.add(tid)  # no decision or turn timer runs on the old deadlines meanwhile
             svc.submit(tid, Resume(link="broker" if self.broker_link else None, reason=resume_reason))
         else:
             links.up["broker"] = None
@@ -108,7 +107,6 @@ class LinkTracker:
         ev: Event = LinkUp(link=link) if up else LinkDown(link=link, reason=reason)
         if up and link == BROKER and tid in svc.timers.resume_due:  # this run's first connect: resume the table
             svc.timers.resume_due.discard(tid)
-            svc.core.resume_queued.add(tid)  # until it is applied, no timer is armed on the old deadlines
             ev = Resume()
             log.info("resuming pending decisions and turns after a restart", table_id=tid)
         svc.submit(tid, ev)

@@ -183,6 +183,8 @@ class Service:
         fut: asyncio.Future[Step] = asyncio.get_running_loop().create_future()
         if event.at == 0:
             event = event.model_copy(update={"at": self.now_ms()})
+        if isinstance(event, Resume):  # until it is applied, no timer is armed on the old deadlines
+            self.core.resume_queued.add(table_id)
         self.queue.put(Item(table_id, event, received_ns, fut))
         return fut
 

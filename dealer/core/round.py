@@ -516,9 +516,8 @@ class Round:
         if self.confirm_deadline is None or ev.step != pos:
             want = f"the next step is {pos}" if pos else "no step is expected"
             return Transition.refused(ev.type, f"no window of {ev.step} is open: {want}")
-        if ev.deadline is not None and ev.deadline != self.confirm_deadline:
-            return Transition.refused(ev.type, f"timer for the window closing at {ev.deadline} is stale (renewed "
-                                      f"to {self.confirm_deadline})")
+        if (stale := _stale_timer(ev, self.confirm_deadline, f"the window of {ev.step}")) is not None:
+            return stale
         return self._step_confirmed(ev.step, ev.at, {"by": "timer"})
 
     def _step_confirmed(self, step: str, at: int, extra: dict[str, object]) -> Transition:
@@ -585,9 +584,8 @@ class Round:
         return Transition(effects, Phase.RESULT if len(self.decisions) == len(self.deciders) else None)
 
     def _decision_timeout(self, ev: DecisionTimeout) -> Transition:
-        if ev.deadline is not None and ev.deadline != self.decision_deadline:
-            return Transition.refused(ev.type, f"timer for the decisions closing at {ev.deadline} is stale "
-                                      f"(renewed to {self.decision_deadline})")
+        if (stale := _stale_timer(ev, self.decision_deadline, "the decisions")) is not None:
+            return stale
         default = self._decider_game.default_decision()
         assert default is not None, "a game with decisions must have a default"
         effects: list[Effect] = []
@@ -714,9 +712,8 @@ class Round:
         assert self.hand is not None and self.hand.to_act is not None
         if ev.turn != self.turn:
             return Transition.refused(ev.type, f"timer for turn {ev.turn} is stale (turn {self.turn} is running)")
-        if ev.deadline is not None and ev.deadline != self.action_deadline:
-            return Transition.refused(ev.type, f"timer for turn {ev.turn} closing at {ev.deadline} is stale "
-                                      f"(renewed to {self.action_deadline})")
+        if (stale := _stale_timer(ev, self.action_deadline, f"turn {ev.turn}")) is not None:
+            return stale
         action, amount, card = self.hand.default_action()
         return self._acted(ev, self.hand.to_act, action, amount, "timeout", card)
 
@@ -816,6 +813,16 @@ _Handler = Callable[[Round, "Event"], Transition]
 
 #: The rulebook: (phase, event type) -> the handler that runs it. Anything else is refused,
 #: for the reason :data:`REFUSALS` gives.
+def _stale_timer(ev: DecisionTimeout | ActionTimeout | ConfirmTimeout, deadline: int | None,
+                 what: str) -> Transition | None:
+    """A refusal for a timeout armed for another deadline than the one running now (a resume
+    renewed it while the timeout was on its way), or None. A timeout journaled before timeouts
+    named their deadline (``deadline`` None) is never stale."""
+    if ev.deadline is None or ev.deadline == deadline:
+        return None
+    return Transition.refused(ev.type, f"timer for {what} closing at {ev.deadline} is stale (renewed to {deadline})")
+
+
 TRANSITIONS: dict[tuple[Phase, str], _Handler] = {
     (Phase.BETTING_OPEN, "place_bet"): Round._place_bet,
     (Phase.BETTING_OPEN, "close_betting"): Round._close_betting,

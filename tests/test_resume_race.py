@@ -62,7 +62,8 @@ async def test_a_timer_of_the_journaled_deadline_does_not_fold_a_player_the_rest
             assert (await first.submit("S1", ScanRead(reader="GW1", code=code))).accepted
         assert first.tables["S1"].current.phase == Phase.DECISION
         old_deadline = first.tables["S1"].current.decision_deadline
-    await asyncio.sleep(0.7)  # the journaled decision deadline passes while the backend is down
+    # the journaled decision deadline passes while the backend is down
+    await wait_until(lambda: first.now_ms() > old_deadline, what="the journaled decision deadline passed")
 
     bus = StartingBus()  # the broker is not there yet: the table waits for its first connect to resume
     journal = GatedJournal(s.service.journal_path)

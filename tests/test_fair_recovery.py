@@ -113,7 +113,7 @@ async def test_a_step_between_an_events_stamp_and_its_timer_does_not_move_the_de
     try:
         before = loop.time()
         opened = service.open_round(T)  # stamped now, with betting closing 1 s from now ...
-        clock.offset += HOUR  # ... and the clock steps an hour forward before the core loop arms it
+        clock.offset += HOUR  # ... and the clock steps an hour forward before the commit loop arms it
         assert (await opened).accepted
         rnd = service.tables[T].current
         when = service._timers[T][1].when()

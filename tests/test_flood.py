@@ -141,7 +141,7 @@ async def test_an_mqtt_scanner_flood_is_counted_and_journaled_once_per_window(br
         await rec.stop()
 
 
-async def test_the_core_queue_drops_only_scanner_failures_beyond_its_cap(tmp_path: Path) -> None:
+async def test_the_input_queue_drops_only_scanner_failures_beyond_its_cap(tmp_path: Path) -> None:
     from drivers.bus import LocalBus
     from drivers.scan import ScanInput, ScanKind
     from tests.test_mqtt_paths import READER as GW, mqtt_settings
@@ -155,7 +155,7 @@ async def test_the_core_queue_drops_only_scanner_failures_beyond_its_cap(tmp_pat
         service.links[TABLE].up[Service.scanner_link(service.configs[TABLE])] = True
         await service.open_round(TABLE)
         await wait_until(lambda: service.tables[TABLE].current.expected_position == "A1", what="dealing")
-        # no await between these: the core loop cannot drain the queue meanwhile
+        # no await between these: the commit loop cannot drain the queue meanwhile
         for _ in range(50):
             service._on_scan_input(TABLE, ScanInput(GW, ScanKind.CORRUPT, detail="noise"))
         service._on_scan_input(TABLE, ScanInput(GW, ScanKind.OK, code=DEAL[0], seq=1))  # beyond the cap: kept

@@ -146,7 +146,7 @@ def refused(watch: Client, n: int) -> list[str]:
 
 async def flushed(sender: Client, watch: Client, topic: str) -> None:
     """Wait until everything sent before now has been answered, instead of sleeping: a control
-    command for a round that does not exist goes through the core queue behind every earlier
+    command for a round that does not exist goes through the input queue behind every earlier
     command (refusals at the edge are answered at once, before it), so once its refusal is
     seen, nothing sent earlier can still arrive. A message the broker dropped never will."""
     cid = f"flush-{uuid.uuid4().hex[:10]}"

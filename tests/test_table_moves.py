@@ -19,7 +19,7 @@ from dealer.core.messages import RoundEvent, StationPrompt
 from dealer.core.round import Phase
 from dealer.edge import topics
 from dealer.edge.config import load_settings
-from dealer.edge.core_loop import TABLE_MOVED
+from dealer.edge.commit_loop import TABLE_MOVED
 from dealer.edge.journal import Batch, Fenced, Journal, JournalWriteFailed, OutboxRow
 from dealer.edge.ownership import Adopt, Drop, Idle, StaticOwnership
 from dealer.edge.service import Service
@@ -382,7 +382,7 @@ async def test_a_table_adopted_again_hears_its_scanner_gateway_again(tmp_path: P
 
 class StallingJournal(Journal):
     """The real SQLite journal, whose commits fail (as a journal server's do while it restarts)
-    for as long as ``failing`` is set: the core loop holds its batch and retries it."""
+    for as long as ``failing`` is set: the commit loop holds its batch and retries it."""
 
     failing = False
 
@@ -395,7 +395,7 @@ class StallingJournal(Journal):
 async def test_input_queued_under_one_lease_is_never_applied_under_the_next(tmp_path: Path) -> None:
     """A node's commit hangs on a restarting database; meanwhile an input for T1 comes in under
     lease epoch 7, T1's lease lapses and the same node takes the table again at epoch 8 (drop,
-    then adopt: a replay). When the commit goes through, the core loop reaches the input: it
+    then adopt: a replay). When the commit goes through, the commit loop reaches the input: it
     was meant for the table as it was under epoch 7, so it is refused (table moved), never
     applied under epoch 8. An input sent after the retake is applied."""
     settings = _two_tables(tmp_path)

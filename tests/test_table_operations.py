@@ -396,7 +396,7 @@ def test_a_signed_table_command_becomes_its_event_and_only_a_supervisor_may_send
 def test_a_bad_table_command_is_refused_with_its_kind(change, kind, text) -> None:
     msg = signed("supervisor_pause", **change)
     got = parse(Role.SUPERVISOR, msg)
-    if kind == "stale":  # genuine but late: passed on for the core loop to answer a repeat, else refuse
+    if kind == "stale":  # genuine but late: passed on for the commit loop to answer a repeat, else refuse
         assert isinstance(got, ingress.Accepted) and got.late is not None and got.late.kind == "stale"
         return
     assert isinstance(got, ingress.Refused) and got.kind == kind and text in got.reason, got

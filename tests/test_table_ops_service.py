@@ -89,7 +89,7 @@ def operating(service: Service, state: str) -> float:
 
 
 async def no_round_opens_by_itself(service: Service, sender: Client, watch: Client) -> None:
-    """Everything sent is answered (the barrier: the core loop has handled all of it and armed
+    """Everything sent is answered (the barrier: the commit loop has handled all of it and armed
     the table's timer as it stands), and no round is open, nor is a timer armed to open one:
     with nothing armed and nothing in flight, nothing can open one later. An auto table would
     have its pause timer armed here, or a round already open."""

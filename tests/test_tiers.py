@@ -79,6 +79,6 @@ def test_the_two_tiers_together_are_the_whole_suite_and_no_test_is_in_both() -> 
     # a test lands in its tier by what it uses, without a list: a broker fixture, a module's
     # pytestmark, a slow pure run
     assert "tests/test_flood.py::test_a_flood_window_ends_on_its_own_with_one_summary" in integration  # broker
-    assert "tests/test_flood.py::test_the_core_queue_drops_only_scanner_failures_beyond_its_cap" in fast
+    assert "tests/test_flood.py::test_the_input_queue_drops_only_scanner_failures_beyond_its_cap" in fast
     assert f"tests/test_tiers.py::{test_an_integration_test_may_start_a_process.__name__}" in integration
     assert f"tests/test_tiers.py::{test_a_fast_tier_test_cannot_open_a_pty.__name__}" in fast

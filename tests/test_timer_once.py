@@ -1,6 +1,6 @@
-"""A timer's event is queued once, however far behind the core loop is.
+"""A timer's event is queued once, however far behind the commit loop is.
 
-A betting timer fires and queues its ``close_betting``; while the core loop is still busy with
+A betting timer fires and queues its ``close_betting``; while the commit loop is still busy with
 an earlier batch of the table, that batch's end re-arms the table's timer. Before the fix, the
 table, still in its betting period in memory, was armed again for the same (past) deadline and
 queued a second ``close_betting``: refused ("betting is not open"), logged as a warning and
@@ -25,7 +25,7 @@ from tests.test_table_moves import ManualOwnership, running
 
 class GatedJournal(Journal):
     """The real SQLite journal, whose commits wait while ``gate`` is closed (a slow disk, a
-    long queue: the core loop is behind)."""
+    long queue: the commit loop is behind)."""
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)
@@ -37,7 +37,7 @@ class GatedJournal(Journal):
         return await asyncio.to_thread(self.commit, batch)  # in a thread, as the service's own commits
 
 
-async def test_a_timer_queues_its_event_once_while_the_core_loop_is_behind(tmp_path: Path) -> None:
+async def test_a_timer_queues_its_event_once_while_the_commit_loop_is_behind(tmp_path: Path) -> None:
     settings = load_settings(
         service={"journal_path": tmp_path / "j.sqlite", "metrics_enabled": False},
         tables=[{"id": "T1", "game": "teen-patti", "auto_rounds": False, "betting_seconds": 0.2,
@@ -50,7 +50,7 @@ async def test_a_timer_queues_its_event_once_while_the_core_loop_is_behind(tmp_p
     async with running(service):
         assert (await service.open_round("T1")).accepted
         rid = service.round_id("T1")
-        journal.gate.clear()  # the core loop is held in the next batch's commit
+        journal.gate.clear()  # the commit loop is held in the next batch's commit
         bet = service.submit("T1", PlaceBet(bet_id="b1", player_id="p1", bet_type="player_a", stake="5",
                                             round_id=rid))
         await wait_until(lambda: "T1" in service.core.batch_tables, what="the bet's batch in its commit")

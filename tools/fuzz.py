@@ -1437,7 +1437,7 @@ class ServiceActionsTarget(_JsonTarget):
         return ev
 
     def _apply(self, item: Any) -> Any:
-        """The core loop's handling of one queued item; an exception of the core is re-raised
+        """The commit loop's handling of one queued item; an exception of the core is re-raised
         (the service would log it and answer "internal error")."""
         self.core_error = None
         step = self.svc._apply(item, self.Batch())
@@ -1502,7 +1502,7 @@ class ServiceActionsTarget(_JsonTarget):
             _need((rej is not None and bool(rej.reason.strip()))
                   or (len(self.refusals) == 1 and bool(self.refusals[0].reason.strip())), "a refused command without a reason")
         svc._release(item, step)
-        while not svc._queue.empty():  # a refusal in the core loop (a reused id) may queue its security event
+        while not svc._queue.empty():  # a refusal in the commit loop (a reused id) may queue its security event
             extra = svc._queue.get_nowait()
             svc._release(extra, self._apply(extra))
         await asyncio.sleep(0)  # let the publishes of this step run
@@ -1534,7 +1534,7 @@ class ServiceActionsTarget(_JsonTarget):
                 self._drive(table, self.ev["scan"](reader="R", code=code, seq=i + 1, at=4 + i))
 
     def _guard(self, table: Any) -> None:
-        """Remember an exception of ``table.handle``: the service's core loop turns one into an
+        """Remember an exception of ``table.handle``: the service's commit loop turns one into an
         "internal error" refusal, which would hide it from the fuzzer."""
         inner = table.handle
 

@@ -9,7 +9,7 @@ several nodes sharing one PostgreSQL journal add is judged here:
   times, no row of an epoch committed after a later epoch's lease was taken (the fencing
   trigger's promise, seen from outside), and no row of an epoch was *made* before that
   epoch's lease was taken (input that came in under an earlier lease is never applied under
-  a later one, even by the same node: dealer/edge/core_queue.py);
+  a later one, even by the same node: dealer/edge/input_queue.py);
 * **the chain's shape** (:func:`check_chains`): ``seq`` consecutive from 1 per table, each
   row's ``prev_hash`` the previous row's ``hash`` (the first one ``GENESIS``);
 * **failover times** (:func:`failover_times`): per node fault and per table the victim held.

@@ -5,7 +5,7 @@ A command is judged by the topic it came on (``dealer.edge.roles``): the player 
 accept only their role's command types. On the wire every command must carry a
 ``command_id`` and the ``round_id`` it means, a turn action also its ``turn``; a supervisor's
 command must be signed by that supervisor (``dealer.edge.signing``). What passes becomes one core
-event plus the facts the core loop needs to answer a repeat (:class:`Accepted`); anything
+event plus the facts the commit loop needs to answer a repeat (:class:`Accepted`); anything
 else is a :class:`Refused` with a low-cardinality ``kind`` for the metric and a clear
 ``reason`` for the sender, and changes nothing.
 
@@ -163,7 +163,7 @@ def _missing(event: Any) -> str | None:
 def _supervisor(payload: bytes, tid: str, now_ms: int, supervisors: SupervisorVerifier,
                 ctype: str = "supervisor_void") -> Accepted | Refused:
     """A signed supervisor command (``dealer.edge.signing``): genuine and fresh, or refused. A genuine
-    one that is too old (or from the future) is passed on marked ``late``: the core loop
+    one that is too old (or from the future) is passed on marked ``late``: the commit loop
     answers it if it repeats a command already accepted (a QoS 1 redelivery), else refuses it."""
     outcome = supervisors.verify_payload(payload, tid, now_ms)
     late: Refused | None = None

@@ -1,8 +1,8 @@
 """Inputs: everything that comes in from outside (player platform, dealer station, supervisor,
-scanners) is parsed, authorised and bounded here before it reaches the core queue.
+scanners) is parsed, authorised and bounded here before it reaches the input queue.
 
 Commands are judged by the pure ingress (dealer/edge/ingress.py: role, ids, signature, size);
-what passes is queued for the core loop, what does not is counted, logged and answered here
+what passes is queued for the commit loop, what does not is counted, logged and answered here
 (:meth:`Inputs.refused`), a security refusal also journaled (rate-limited per table and role).
 Scanner inputs become ``scan_read`` / ``read_failed`` events; failed reads pass each reader's
 flood limiter first, and a forged frame alerts the supervisor at once. Signed readers' boot and
@@ -23,7 +23,7 @@ from dealer.core.events import ReadFailed, ScanRead, SecurityEvent
 from dealer.core.messages import PlayerMessage, RoundEvent
 from dealer.edge import ingress, topics
 from dealer.edge.config import TableConfig
-from dealer.edge.core_queue import WAKE, Item
+from dealer.edge.input_queue import WAKE, Item
 from dealer.edge.ratelimit import FloodSummary, FloodWindows, TokenBuckets
 from dealer.edge.roles import COMMAND_TOPIC
 from dealer.edge.signing import SupervisorVerifier
@@ -51,8 +51,8 @@ _FAIL_REASON = {
 
 class Inputs:
     """The service's way in: commands, scanner inputs, reader states and link drivers' bad
-    messages. Uses the tables and their configuration, the core queue, the metrics, the
-    publisher (answers and alerts) and the journal's availability (the core loop)."""
+    messages. Uses the tables and their configuration, the input queue, the metrics, the
+    publisher (answers and alerts) and the journal's availability (the commit loop)."""
 
     def __init__(self, svc: Service, *, scanner_auth: dict[str, FrameAuthenticator | None],
                  supervisors: SupervisorVerifier) -> None:
@@ -108,7 +108,7 @@ class Inputs:
 
     def on_command(self, topic: str, payload: bytes) -> None:
         """A command from the player platform, a dealer station or a supervisor: judged by the
-        ingress (role, ids, signature, size); what passes goes to the core loop, where a repeat of
+        ingress (role, ids, signature, size); what passes goes to the commit loop, where a repeat of
         an accepted command id is answered again instead of applied twice."""
         svc = self.svc
         now = svc.now_ms()
@@ -130,7 +130,7 @@ class Inputs:
 
     def refused(self, r: ingress.Refused, at: int) -> None:
         """Count, log and answer a refused command; a security refusal is also journaled and
-        alerted (through the core loop, rate-limited per table and role)."""
+        alerted (through the commit loop, rate-limited per table and role)."""
         svc = self.svc
         tid = r.table_id
         role = r.role.value if r.role is not None else "unknown"
@@ -169,7 +169,7 @@ class Inputs:
     # -- scanners -----------------------------------------------------------------------
 
     def on_scan_input(self, table_id: str, inp: ScanInput) -> None:
-        """A scanner input becomes a ScanRead or a ReadFailed event on the core queue. A valid
+        """A scanner input becomes a ScanRead or a ReadFailed event on the input queue. A valid
         read always goes at once. Failed reads pass the reader's flood limiter
         (:class:`~dealer.edge.ratelimit.FloodWindows`): the first ``flood_burst`` go through as
         ever (a single bad read gets its RESCAN at once); in a flood the rest of each window are
@@ -259,7 +259,7 @@ class Inputs:
 
     def on_reader_state(self, state: ReaderState) -> None:
         """A signed reader's frame was accepted and moved its boot or seq. The link reports it
-        before the frame's read is queued, and the core loop takes the pending states after it
+        before the frame's read is queued, and the commit loop takes the pending states after it
         has taken its items, so the state is committed with that read (or earlier), never after."""
         if not self._reader_states:
             self.svc.queue.put(WAKE)  # a BOOT frame brings no read that would wake the loop

@@ -181,7 +181,7 @@ class JournalLocked(JournalError):
 
 class JournalWriteFailed(RuntimeError):
     """A group commit to a journal server failed and may succeed later (the database is down,
-    unreachable, restarting or read-only): the core loop holds the batch and retries it, as it
+    unreachable, restarting or read-only): the commit loop holds the batch and retries it, as it
     does for SQLite's disk-full and I/O errors. ``reason`` is the metric label."""
 
     def __init__(self, message: str, reason: str = "database_unreachable") -> None:

@@ -16,7 +16,7 @@ import structlog
 from dealer.core.events import Event, LinkDown, LinkUp, Resume
 from dealer.core.table import BROKER
 from dealer.edge.config import TableConfig
-from dealer.edge.core_queue import WAKE
+from dealer.edge.input_queue import WAKE
 from drivers.scan import LinkStatus
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ class Links:
 
 class LinkTracker:
     """Takes the drivers' link reports (scanners, the bus) into each table's :class:`Links`, the
-    ``dealer_link_up`` gauge and the core queue; on a broker connect, has the other parts send
+    ``dealer_link_up`` gauge and the input queue; on a broker connect, has the other parts send
     again what the broker may have lost."""
 
     def __init__(self, svc: Service, *, broker_link: bool) -> None:
@@ -127,7 +127,7 @@ class LinkTracker:
             svc.maintenance.reconnected()
             svc.catchup.forget()  # every retained message again, under this connection's session
             svc.publisher.catchup_due |= set(svc.tables)
-            svc.queue.put(WAKE)  # the core loop sends the states (after the batch it may hold)
+            svc.queue.put(WAKE)  # the commit loop sends the states (after the batch it may hold)
             now = svc.now_ms()
             for tid, table in list(svc.tables.items()):  # resync every dealer station and player after a (re)connect
                 if not svc.core.journal_writable:  # the table may be a held batch ahead: resync when it commits

@@ -2,7 +2,7 @@
 
 Checkpoints run in their own thread, off the commit path. Retention (dealer/edge/segments.py): a
 segment file is written beside the writer and recorded between group commits in the writer
-thread (:meth:`Maintenance.retention`, called by the core loop). The journal's head is published
+thread (:meth:`Maintenance.retention`, called by the commit loop). The journal's head is published
 retained on ``studio/v1/backends/{node}/journal`` (:meth:`Maintenance.publish_anchor`).
 """
 
@@ -17,7 +17,7 @@ import structlog
 
 from dealer.core.events import RulesChanged
 from dealer.edge import topics
-from dealer.edge.core_queue import WAKE
+from dealer.edge.input_queue import WAKE
 from dealer.edge.journal_health import disk_usage
 from dealer.edge.segments import NoRoll, Prepared, prepare_roll
 from drivers.bus import BusError
@@ -30,11 +30,11 @@ log = structlog.get_logger("dealer.edge.service")  # one logger for every part o
 
 class Maintenance:
     """Keeps the journal short and its head published: checkpoints, segment rolls and anchors.
-    Uses the service's journal, its writer thread, settings, metrics, bus and core queue."""
+    Uses the service's journal, its writer thread, settings, metrics, bus and input queue."""
 
     def __init__(self, svc: Service) -> None:
         self.svc = svc
-        # A segment prepared beside the writer, waiting for the core loop to record it between
+        # A segment prepared beside the writer, waiting for the commit loop to record it between
         # group commits; the row id to try again at.
         self._roll_task: asyncio.Task[None] | None = None
         self._roll_ready: Prepared | None = None
@@ -117,7 +117,7 @@ class Maintenance:
 
     async def _prepare_roll(self, head: int) -> None:
         """Copy the next segment's rows into its file beside the writer (its own connection:
-        the rows are below every replay floor, nothing changes them), then wake the core loop."""
+        the rows are below every replay floor, nothing changes them), then wake the commit loop."""
         svc = self.svc
         cfg = svc.settings.service
         retry_at = head + max(1, cfg.journal_segment_rows // 10)

@@ -96,10 +96,10 @@ class Metrics:
             "and kind (noread, misread, corrupt_frame, frame_lost, device_fault, forged_frame): each flood window is "
             "journaled as one read_failed that carries the count", ["reader", "kind"], registry=r)
         self.queue_dropped = Counter(
-            "dealer_queue_dropped", "Items dropped because the core queue was at its cap, by kind: scanner_failure, "
+            "dealer_queue_dropped", "Items dropped because the input queue was at its cap, by kind: scanner_failure, "
             "security_event (card reads, accepted commands and internal events are never dropped)", ["kind"],
             registry=r)
-        self.queue_depth = Gauge("dealer_queue_depth", "Items waiting in the core queue after the last batch was "
+        self.queue_depth = Gauge("dealer_queue_depth", "Items waiting in the input queue after the last batch was "
                                  "taken", registry=r)
         self.journal_writable = Gauge("dealer_journal_writable", "1 while group commits succeed; 0 from a failed "
                                       "commit (disk full, I/O error) until the retried batch commits: meanwhile "

@@ -35,7 +35,7 @@ log = structlog.get_logger("dealer.edge.service")  # one logger for every part o
 Observer = Callable[[str, Any], None]  # (kind, message): kind in event/prompt/result/rejection
 
 #: A card's path in stages (benchmarks): read -> queued for the core (ingest: validation, the
-#: reader session, the event built) -> taken by the core loop (queue) -> committed (apply and
+#: reader session, the event built) -> taken by the commit loop (queue) -> committed (apply and
 #: group commit) -> its card_registered handed to the bus (release) -> PUBACK (broker).
 STAGES = ("ingest", "queue", "apply_commit", "release", "broker")
 
@@ -55,7 +55,7 @@ class Publisher:
     def __init__(self, svc: Service) -> None:
         self.svc = svc
         self.observers: list[Observer] = []
-        #: Tables whose retained state waits for the core loop to send it (after a commit).
+        #: Tables whose retained state waits for the commit loop to send it (after a commit).
         self.catchup_due: set[str] = set()
         self.stopping = False  # the service's stop() has begun: the stale marks are the last retained word
         #: When set to a list (benchmarks), every scan-to-publish latency is appended in ns.
@@ -149,7 +149,7 @@ class Publisher:
 
     def trace(self, received_ns: int, made_ns: int, taken_ns: int, committed_ns: int) -> None:
         """A card's instants up to its commit (benchmarks only): read, queued for the core, taken
-        by the core loop, committed; its publish and PUBACK follow (:meth:`_live_done`)."""
+        by the commit loop, committed; its publish and PUBACK follow (:meth:`_live_done`)."""
         if self.stages is None:
             return
         if len(self._traced) > 100_000:  # cards whose event never went (withheld, refused): bounded
@@ -222,7 +222,7 @@ class Publisher:
     # -- retained catch-up messages (dealer/edge/catchup.py) ----------------------------------------
 
     def flush_catchup(self) -> None:
-        """Send the retained state of the tables due, where it changed. Called by the core loop
+        """Send the retained state of the tables due, where it changed. Called by the commit loop
         after a batch's commit and effects, so a state never shows what is not journaled."""
         svc = self.svc
         if not self.catchup_due or not svc.bus.connected or self.stopping:

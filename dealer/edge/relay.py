@@ -2,7 +2,7 @@
 
 The relay publishes each outbox row at QoS 1 and publishes it again with backoff (and after
 every broker reconnect) until settlement acknowledges the result's idempotency key on
-``results/ack``; the acknowledgement becomes a ``result_delivered`` event through the core loop,
+``results/ack``; the acknowledgement becomes a ``result_delivered`` event through the commit loop,
 whose commit deletes every outbox row of the result (:meth:`OutboxRelay.committed`).
 """
 
@@ -27,7 +27,7 @@ log = structlog.get_logger("dealer.edge.service")  # one logger for every part o
 
 class OutboxRelay:
     """Holds the outbox rows not yet acknowledged, publishes each when it is due, and turns
-    settlement's acknowledgement into a ``result_delivered`` for the core loop. Uses the
+    settlement's acknowledgement into a ``result_delivered`` for the commit loop. Uses the
     service's bus, journal (an old acknowledgement), metrics and settings."""
 
     def __init__(self, svc: Service) -> None:
@@ -187,7 +187,7 @@ class OutboxRelay:
 
     def on_ack(self, topic: str, payload: bytes) -> None:
         """Settlement acknowledged a result on ``results/ack``: its ``result_delivered`` goes
-        through the core loop, whose commit deletes every outbox row of the result. A repeat
+        through the commit loop, whose commit deletes every outbox row of the result. A repeat
         (already acknowledged) is counted and ignored quietly; an unknown key is counted,
         logged and ignored; a malformed payload is a bad message."""
         svc = self.svc

@@ -7,7 +7,7 @@ and one ``segment`` row: its number, first and last row id, the chain link in (t
 its last hash and an **anchor**, the live journal's head (last row id and hash) when it was
 rolled. It is fsynced, renamed into place and made read-only (0444).
 
-Rolling is two steps, so the core loop is never held up by copying rows:
+Rolling is two steps, so the commit loop is never held up by copying rows:
 
 1. :func:`prepare_roll` (any thread, its own read connection): finds the rows that can go,
    copies them into the segment file and returns a :class:`Prepared`. Rolled rows are

@@ -5,9 +5,9 @@ one job, wires them to the bus at :meth:`Service.start` and runs their tasks unt
 :meth:`Service.stop`. The parts:
 
 - inputs (dealer/edge/inputs.py): commands and scanner inputs are parsed, authorised and
-  bounded (the pure rules in dealer/edge/ingress.py) before they reach the core queue
-  (dealer/edge/core_queue.py);
-- the core loop (dealer/edge/core_loop.py): the one task that owns every
+  bounded (the pure rules in dealer/edge/ingress.py) before they reach the input queue
+  (dealer/edge/input_queue.py);
+- the commit loop (dealer/edge/commit_loop.py): the one task that owns every
   :class:`~dealer.core.table.Table`, applies events in batches, commits each batch in one
   transaction (group commit, held through a journal outage, a fenced table taken out) and
   only then releases its effects;
@@ -53,8 +53,8 @@ from dealer.edge import ingress, topics
 from dealer.edge.catchup import Catchup
 from dealer.edge.config import ScannerConfig, Settings, TableConfig
 from dealer.edge.house import HouseRunner
-from dealer.edge.core_loop import TABLE_MOVED, CoreLoop
-from dealer.edge.core_queue import WAKE, CoreQueue, Item
+from dealer.edge.commit_loop import TABLE_MOVED, CommitLoop
+from dealer.edge.input_queue import WAKE, InputQueue, Item
 from dealer.edge.inputs import Inputs
 from dealer.edge.journal import Batch, Journal, JournalWriteFailed, ReplayError
 from dealer.edge.keys import read_hex_keys, supervisor_verifier
@@ -140,7 +140,7 @@ class Service:
         self.links: dict[str, Links] = {t: Links() for t in self.configs}  # drivers may report for any table
         #: A signed reader's table (a fenced table's reader state leaves the batch with it).
         self.reader_table: dict[str, str] = {t.scanner.reader_id: t.id for t in settings.tables}
-        self.queue = CoreQueue(self.metrics, epoch_of=lambda tid: self.ownership.epoch(tid))
+        self.queue = InputQueue(self.metrics, epoch_of=lambda tid: self.ownership.epoch(tid))
         self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal")
         #: A journal server's lookups (a command id, an old acknowledgement) run here, never on the
         #: event loop: a database that stops answering must not stop the node (it steps down).
@@ -165,7 +165,7 @@ class Service:
         self.relay = OutboxRelay(self)
         self.timers = Timers(self)
         self.inputs = Inputs(self, scanner_auth=scanner_auth, supervisors=supervisors)
-        self.core = CoreLoop(self)
+        self.core = CommitLoop(self)
         self.maintenance = Maintenance(self)
 
     # -- public API -------------------------------------------------------------------
@@ -237,7 +237,7 @@ class Service:
 
     @property
     def journal_writable(self) -> bool:
-        """False from a failed group commit until its batch commits (dealer/edge/core_loop.py)."""
+        """False from a failed group commit until its batch commits (dealer/edge/commit_loop.py)."""
         return self.core.journal_writable
 
     @property
@@ -251,7 +251,7 @@ class Service:
 
     @property
     def max_queue(self) -> int:
-        """The core queue's cap for droppable items (dealer/edge/core_queue.py)."""
+        """The input queue's cap for droppable items (dealer/edge/input_queue.py)."""
         return self.queue.max_queue
 
     @max_queue.setter
@@ -443,7 +443,7 @@ class Service:
         return back
 
     async def _revalidate(self, period: float = 0.25) -> None:
-        """Wake the core loop when a table's held-back output may go again (nothing else may)."""
+        """Wake the commit loop when a table's held-back output may go again (nothing else may)."""
         while True:
             await asyncio.sleep(period)
             if any(t in self.tables and self.ownership.valid(t) for t in self.suppressed):
@@ -483,7 +483,7 @@ class Service:
         if not wanted or self._stopping or self.ownership.epoch(tid) is None:
             log.info("table not adopted: it left this node while it was being rebuilt", table_id=tid)
             return
-        # From here on nothing awaits: the table joins whole, between two batches of the core loop.
+        # From here on nothing awaits: the table joins whole, between two batches of the commit loop.
         now = self.now_ms()
         self.tables[tid] = table
         self.leaving.discard(tid)
@@ -629,7 +629,7 @@ class Service:
 
     def _refused(self, r: ingress.Refused, at: int) -> None:
         """Count, log and answer a refused command (dealer/edge/inputs.py). Every refusal, at the
-        ingress or in the core loop (a reused command id), goes through here."""
+        ingress or in the commit loop (a reused command id), goes through here."""
         self.inputs.refused(r, at)
 
     def _publish_soft(self, topic: str, msg: BaseModel, kind: str, latency_from: int = 0) -> bool:

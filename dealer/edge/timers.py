@@ -29,7 +29,7 @@ Purpose = tuple[str, str | None]
 
 class Timers:
     """Arms, re-arms and cancels each table's timer from the table's state. Reads the tables,
-    their configuration and links, and the journal's availability (the core loop); submits the
+    their configuration and links, and the journal's availability (the commit loop); submits the
     timer's event (or opens the next round) through the service."""
 
     def __init__(self, svc: Service) -> None:
@@ -47,14 +47,14 @@ class Timers:
         #: (a :class:`~dealer.core.events.Resume`): no decision or turn timer runs before it.
         self.resume_due: set[str] = set()
         #: Per table, the purpose of the timer that fired and the future of the event it queued,
-        #: until the core loop has applied that event: the table is not armed again for the same
-        #: purpose meanwhile. A busy core loop (a long queue) would otherwise arm the same, past
+        #: until the commit loop has applied that event: the table is not armed again for the same
+        #: purpose meanwhile. A busy commit loop (a long queue) would otherwise arm the same, past
         #: deadline again at its next batch of the table and queue the timeout twice: the second
         #: one refused ("betting is not open"), logged and published as a rejection.
         self._queued: dict[str, tuple[Purpose, asyncio.Future[object]]] = {}
 
     def stamp(self, tid: str, at: int, mono: float) -> None:
-        """The core loop applies an event of ``tid`` stamped ``at`` (wall clock) at ``mono``."""
+        """The commit loop applies an event of ``tid`` stamped ``at`` (wall clock) at ``mono``."""
         self._clock_ref[tid] = (at, mono)
 
     def cancel_all(self) -> None:

@@ -1,6 +1,6 @@
-"""The core loop: the one task that applies events to the tables and commits them in groups.
+"""The commit loop: the one task that applies events to the tables and commits them in groups.
 
-It takes items off the core queue in batches, applies them to the tables, writes the journal
+It takes items off the input queue in batches, applies them to the tables, writes the journal
 rows (and outbox rows for results) of the whole batch in one SQLite transaction with one fsync
 (group commit) in a writer thread, and only then releases the effects: prompts and round
 events are published, results are handed to the outbox relay.
@@ -14,7 +14,7 @@ no round opens, decision and turn timers pause; the first successful commit queu
 ``Resume(link="journal")`` that gives every pending decision and turn a full new window.
 
 Each table is rebuilt from the journal when the node adopts it, at start or later
-(:meth:`CoreLoop.rebuild`, run off the event loop), and tables come and go between batches
+(:meth:`CommitLoop.rebuild`, run off the event loop), and tables come and go between batches
 (dealer/edge/ownership.py): an item of a table the node no longer owns is answered with a
 refusal, never applied. Every batch carries each table's lease epoch; when the journal
 refuses a table's rows (:class:`~dealer.edge.journal.Fenced`: another node took it over), the
@@ -53,7 +53,7 @@ from dealer.core.operations import OPERATIONS, Mode
 from dealer.core.round import Rejection, Step
 from dealer.core.table import Table
 from dealer.edge import ingress, topics
-from dealer.edge.core_queue import NOT_HELD, WAKE, Item
+from dealer.edge.input_queue import NOT_HELD, WAKE, Item
 from dealer.edge.inputs import JOURNAL_UNAVAILABLE
 from dealer.edge.journal import Batch, Fenced, JournalWriteFailed, OutboxRow, ReplayError
 from dealer.edge.journal_health import failure_reason
@@ -80,10 +80,10 @@ TABLE_MOVED = "table moved: this node no longer owns it"
 FENCED_RETRIES = 3
 
 
-class CoreLoop:
+class CommitLoop:
     """Applies queued events to the tables, commits each batch (group commit, held through a
     journal outage) and then releases its effects. Owns the journal's availability and the
-    accepted command ids; uses the service's tables, journal, writer thread, core queue and the
+    accepted command ids; uses the service's tables, journal, writer thread, input queue and the
     other parts (publisher, relay, timers, maintenance) for what follows a commit."""
 
     def __init__(self, svc: Service) -> None:
@@ -176,7 +176,7 @@ class CoreLoop:
 
     def _journal_rules(self, tid: str, table: Table, now: int) -> None:
         """Queue a ``table_rules`` event when today's rules or software version differ from the
-        last journaled for the table. It is the first item of the core queue, so it is journaled
+        last journaled for the table. It is the first item of the input queue, so it is journaled
         (group commit) and in force before any new round can open; a round in play keeps its rules.
         A journal without any rules event (older than them) replays under today's rules."""
         rules = self.svc.configs[tid].rules()
@@ -265,7 +265,7 @@ class CoreLoop:
     async def settled(self, tid: str) -> None:
         """Wait until the batch in hand no longer holds ``tid``: committed and released, or
         failing (its commit retried: the rows of a table that is leaving are taken out before the
-        next attempt). At once when called from the core loop itself (a drop during a fenced
+        next attempt). At once when called from the commit loop itself (a drop during a fenced
         commit: the loop takes the table out of the batch when the drop returns), and as soon as
         the table's lease is no longer valid (a commit hanging on a database that stopped
         answering is not waited for: whatever it writes, the next owner replays)."""
@@ -291,7 +291,7 @@ class CoreLoop:
     def _stale(self, item: Item) -> None:
         """Refuse an item that came in while the table was held at another epoch (or not held):
         the table was dropped and taken again since, so the item was meant for a table that no
-        longer is (see dealer/edge/core_queue.py)."""
+        longer is (see dealer/edge/input_queue.py)."""
         svc = self.svc
         svc.metrics.stale_inputs.labels(table=item.table_id).inc()
         log.warning("input from under an earlier lease refused: the table was taken again since",

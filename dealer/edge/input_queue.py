@@ -1,8 +1,8 @@
-"""The core queue: every event on its way to the core loop, and its one bound.
+"""The input queue: every event on its way to the commit loop, and its one bound.
 
 The drivers, the ingress, the timers, link tracking and the outbox relay put :class:`Item`
-values here; the core loop (dealer/edge/core_loop.py) takes them off in batches. Only the
-items a flood could produce without end are bounded (:meth:`CoreQueue.put_droppable`).
+values here; the commit loop (dealer/edge/commit_loop.py) takes them off in batches. Only the
+items a flood could produce without end are bounded (:meth:`InputQueue.put_droppable`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dealer.edge.metrics import Metrics
 
 log = structlog.get_logger("dealer.edge.service")  # one logger for every part of the service
 
-#: Hard cap of the core queue (see :meth:`CoreQueue.put_droppable`).
+#: Hard cap of the input queue (see :meth:`InputQueue.put_droppable`).
 MAX_QUEUE = 100_000
 
 
@@ -36,7 +36,7 @@ class Item:
     #: deadlines this event sets are measured from here (dealer/edge/timers.py)
     mono: float = field(default_factory=time.monotonic)
     #: the lease epoch the node held the table at when the item was queued (:data:`NOT_HELD`
-    #: when it held none); None for the core loop's own items, made as they are applied
+    #: when it held none); None for the commit loop's own items, made as they are applied
     epoch: int | None = None
 
 
@@ -44,16 +44,16 @@ class Item:
 NOT_HELD = -1
 
 
-#: Queued only to wake the core loop (a reader state that came without a read, a prepared journal
+#: Queued only to wake the commit loop (a reader state that came without a read, a prepared journal
 #: segment, a broker connect's catch-up): never applied.
 WAKE = Item("", LinkUp(link="reader-state"))
 
 
-class CoreQueue:
-    """The queue of items for the core loop, bounded for droppable items only.
+class InputQueue:
+    """The queue of items for the commit loop, bounded for droppable items only.
 
     Every item is stamped with the lease epoch its table was held at when it came in
-    (``epoch_of``, the ownership's), and the core loop applies it only under that same epoch:
+    (``epoch_of``, the ownership's), and the commit loop applies it only under that same epoch:
     input that reached a node under one lease is never applied under the next one, even by the
     same node. Between the two another node may have dealt the table (a card read, a bet or a
     timeout meant for the table as it was), or none did but the table was replayed and resumed
@@ -82,7 +82,7 @@ class CoreQueue:
         """Queue an item that a flood could produce without end: a scanner's failed read (after
         its flood limiter) or a refused command's security event (after its token bucket).
 
-        The core queue is bounded by ``max_queue`` (:data:`MAX_QUEUE`) for these only: beyond the
+        The input queue is bounded by ``max_queue`` (:data:`MAX_QUEUE`) for these only: beyond the
         cap they are dropped and counted (``dealer_queue_dropped{kind}``), and the log says so once
         per overflow. Everything else goes through :meth:`put` unconditionally and is never
         dropped: card reads, accepted commands and internal events (timers, link changes,
@@ -92,7 +92,7 @@ class CoreQueue:
         if self.items.qsize() >= self.max_queue:
             if not self._full:
                 self._full = True
-                log.error("core queue full: dropping scanner failures and refused commands (counted)",
+                log.error("input queue full: dropping scanner failures and refused commands (counted)",
                           kind=kind, depth=self.items.qsize(), cap=self.max_queue)
             self._metrics.queue_dropped.labels(kind=kind).inc()
             return

@@ -96,6 +96,18 @@ def test_station_and_platform_cannot_speak_for_the_timer_or_the_house() -> None:
     assert isinstance(r, ingress.Refused) and r.kind == "house_player" and r.security
 
 
+@pytest.mark.parametrize("role", [Role.PLAYER_PLATFORM, Role.STATION, Role.SUPERVISOR])
+@pytest.mark.parametrize("body", [
+    {"type": "decision_timeout", "deadline": NOW}, {"type": "action_timeout", "turn": 1, "deadline": NOW},
+    {"type": "confirm_timeout", "step": "LAST_CARD", "deadline": NOW}, {"type": "resume"}])
+def test_nobody_speaks_for_the_timers_or_a_resume(role: Role, body: dict[str, Any]) -> None:
+    """A timeout (with the deadline it names) and a Resume come from the service only: from the
+    wire they are refused with a reason, whoever sends them."""
+    verdict = parse(role, {**body, "command_id": "c-t", "round_id": "T1-000001"})
+    assert isinstance(verdict, ingress.Refused), verdict
+    assert verdict.kind in ("wrong_role", "malformed") and verdict.reason, verdict
+
+
 @pytest.mark.parametrize("payload, kind", [
     (b"{not json", "malformed"), (b"[]", "malformed"), (b"x" * (ingress.MAX_COMMAND_BYTES + 1), "too_large"),
     (json.dumps({"type": "place_bet"}).encode(), "malformed"),

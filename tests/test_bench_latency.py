@@ -77,3 +77,36 @@ async def test_several_backend_processes_share_the_tables_by_lease_and_deal_ever
     assert run["database_cpu"]["share_of_a_core"] > 0  # the server beside them, measured from /proc
     writers = pg_server.psql(pg.rsplit("/", 1)[1], "SELECT DISTINCT node FROM events WHERE epoch > 0 ORDER BY node")
     assert writers.split() == ["bench-node-1", "bench-node-2"]
+
+
+@pytest.mark.timeout(400)
+def test_bench_against_runs_a_revision_in_a_worktree_in_turns_with_this_checkout_and_removes_it() -> None:
+    """``dealer bench against``: the mechanics (a worktree of the revision, the shared load, turns
+    that alternate, medians, the worktree gone after); HEAD on both sides, so a shallow clone has it."""
+    import subprocess
+    import sys
+
+    from tools.bench_against import ROOT, run_against
+
+    def worktrees() -> list[str]:
+        out = subprocess.run(["git", "-C", str(ROOT), "worktree", "list", "--porcelain"], capture_output=True,
+                             text=True, check=True).stdout
+        return [line for line in out.splitlines() if line.startswith("worktree ")]
+
+    before = worktrees()
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    result = run_against("HEAD", tables=1, seconds=2.0, turns=1, loop="uvloop")
+    assert worktrees() == before  # the revision's worktree is removed
+    assert result["rev"]["commit"] == head == result["head"]["commit"]
+    for side in ("rev", "head"):
+        (turn,) = result[side]["turns"]
+        assert turn["cards"] > 0 and turn["us_per_card"] > 0 and turn["bottleneck"], turn
+        assert result[side]["median"]["us_per_card"] == turn["us_per_card"]
+    assert set(result["change"]) == {"us_per_card", "scan_to_publish_p50_ms", "scan_to_publish_p99_ms"}
+    # an unknown revision: one line, exit 2, no worktree made
+    bad = subprocess.run([sys.executable, "-m", "dealer", "bench", "against", "no-such-revision"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.strip() == (
+        "dealer bench against: 'no-such-revision' is not a commit of this checkout"), bad.stderr
+    assert worktrees() == before

@@ -340,6 +340,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     fuzz.register(bsub)
     __import__("tools.bench_house").bench_house.register(bsub)  # dealer bench house
     __import__("tools.bench_publish").bench_publish.register(bsub)  # dealer bench publish
+    __import__("tools.bench_against").bench_against.register(bsub)  # dealer bench against REV
     from tools import audit, deploy as deploy_tools
 
     audit.register(sub)

@@ -6,6 +6,9 @@ the table's lease, with its own floor measured beside it."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from simulators.pgserver import PgServer
@@ -83,9 +86,6 @@ async def test_several_backend_processes_share_the_tables_by_lease_and_deal_ever
 def test_bench_against_runs_a_revision_in_a_worktree_in_turns_with_this_checkout_and_removes_it() -> None:
     """``dealer bench against``: the mechanics (a worktree of the revision, the shared load, turns
     that alternate, medians, the worktree gone after); HEAD on both sides, so a shallow clone has it."""
-    import subprocess
-    import sys
-
     from tools.bench_against import ROOT, run_against
 
     def worktrees() -> list[str]:

@@ -28,6 +28,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from simulators.procs import die_with_parent
+
 ROOT = Path(__file__).resolve().parent.parent
 #: Seconds a turn may take beyond its measured seconds (baselines, start, a 1,000-table adoption).
 TURN_GRACE_S = 300.0
@@ -57,7 +59,8 @@ def _turn(tree: Path, tables: int, seconds: float, loop: str) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "dealer", "bench", "latency", "--tables", str(tables), "--seconds", f"{seconds:g}",
            "--loop", loop]
     try:
-        done = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, timeout=seconds + TURN_GRACE_S)
+        done = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, timeout=seconds + TURN_GRACE_S,
+                              preexec_fn=die_with_parent)  # a killed comparison leaves no benchmark behind
     except subprocess.TimeoutExpired:
         raise AgainstError(f"a turn in {tree.name} did not finish within {seconds + TURN_GRACE_S:g} s") from None
     lines = done.stdout.strip().splitlines()
@@ -103,7 +106,7 @@ def run_against(rev: str, *, tables: int, seconds: float, turns: int, loop: str)
     head_commit = _git("rev-parse", "HEAD")
     with tempfile.TemporaryDirectory(prefix="dealer-bench-against-") as tmp:
         tree = Path(tmp) / f"rev-{old_commit[:12]}"
-        _git("worktree", "add", "--detach", "--force", str(tree), old_commit)
+        _git("worktree", "add", "--detach", str(tree), old_commit)
         try:
             for rel in SHARED_LOAD:
                 shutil.copyfile(ROOT / rel, tree / rel)

@@ -34,7 +34,7 @@ from dealer.core import visibility
 from dealer.edge.catchup import STOPPED_REASON, Catchup, is_current
 from dealer.edge.config import load_settings
 from dealer.core.events import CloseBetting, Event, OpenRound, PlaceBet, PlayerDecision, ResultDelivered, ScanRead
-from dealer.core.messages import CurrentPrompt, PlayerState, StationPrompt, TableState
+from dealer.core.messages import CurrentPrompt, PlayerState, StationPrompt, TableHistory, TableState
 from dealer.core.round import Step
 from dealer.core.table import Table
 from dealer.edge.runner import build_bus
@@ -79,9 +79,12 @@ def test_sevenluck_round_state_player_states_versions_and_the_clear_at_settlemen
     c = Catchup(NODE, first_version=5_000)
     first = _sent(c.updates(s.t, session="i.1", at=1))
     state = first.pop(topics.state("T1"))
-    assert first == {} and isinstance(state, TableState)
+    hist = first.pop(topics.history("T1"))
+    assert first == {} and isinstance(state, TableState) and isinstance(hist, TableHistory)
     assert (state.phase, state.round_id, state.node_id, state.session, state.version) == \
         ("BETTING_OPEN", "T1-000001", NODE, "i.1", 5_001)
+    assert (hist.rounds, hist.dealers, hist.version) == ([], [], 5_002)  # no round has ended yet
+    assert state.phase_since == 1 and state.dealt == [] and state.mode == "open" and state.unsettled == 0
     assert state.betting_closes_at == s.r.betting_closes_at and state.cards == {} and not state.stale
     assert c.updates(s.t, session="i.1", at=2) == []  # nothing changed: nothing sent
     s.bet("ann", "ante", "10", seat=1)
@@ -96,6 +99,7 @@ def test_sevenluck_round_state_player_states_versions_and_the_clear_at_settlemen
     got = _sent(c.updates(s.t, session="i.1", at=4))
     state = got[topics.state("T1")]
     assert (state.phase, state.position, state.cards) == ("DEALING", "P2.2", {})  # hole and dealer cards: not public
+    assert state.dealt == ["P1.1", "P2.1", "D.1", "P1.2"] and state.phase_since == 4  # shown as backs
     assert got[topics.player_state("T1", "ann")].cards == {"P1.1": "2C", "P1.2": "3C"}
     assert got[topics.player_state("T1", "bob")].cards == {"P2.1": "7D"}
     versions = [m.version for _, m in c.updates(s.t, session="i.1", at=5)]
@@ -106,7 +110,7 @@ def test_sevenluck_round_state_player_states_versions_and_the_clear_at_settlemen
     ann = got[topics.player_state("T1", "ann")]
     assert ann.decision == {"actions": ["PLAY", "FOLD"], "closes_at": s.r.decision_deadline, "seat": 1}
     assert ann.cards == {"P1.1": "2C", "P1.2": "3C", "P1.3": "4C"} and ann.decided is None
-    assert sorted(m.version for m in got.values()) == list(range(5_007, 5_010))  # one counter per table
+    assert sorted(m.version for m in got.values()) == list(range(5_008, 5_011))  # one counter per table
     s.step(PlayerDecision(player_id="bob", action="FOLD"))
     s.step(PlayerDecision(player_id="ann", action="PLAY"))
     got = _sent(c.updates(s.t, session="i.1", at=7))
@@ -115,6 +119,10 @@ def test_sevenluck_round_state_player_states_versions_and_the_clear_at_settlemen
     assert set(state.cards) == {"P1.1", "P1.2", "P1.3", "D.1", "D.2", "D.3"}  # shown: ann's and the dealer's
     assert got[topics.player_state("T1", "bob")].decided.action == "FOLD"  # type: ignore[union-attr]
     assert got[topics.player_state("T1", "bob")].cards == {"P2.1": "7D", "P2.2": "8D", "P2.3": "9D"}  # its own
+    assert state.unsettled == 1  # settlement has not acknowledged the result yet
+    line = got[topics.history("T1")].rounds[0]  # the round ended: on the history, public cards only
+    assert (line.round_id, line.outcome, line.dealt, line.rescans, set(line.cards)) == \
+        ("T1-000001", "COMPLETED", 9, 0, set(state.cards))
     # settlement acknowledges: the players' retained states are cleared (bounded retained topics)
     assert s.step(ResultDelivered(round_id="T1-000001", idempotency_key="T1:T1-000001")).accepted
     got = _sent(c.updates(s.t, session="i.1", at=8))
@@ -123,7 +131,7 @@ def test_sevenluck_round_state_player_states_versions_and_the_clear_at_settlemen
     assert c.updates(s.t, session="i.1", at=9) == []  # cleared once
     # a new session sends everything again; a stop marks it stale
     c.forget()
-    assert [t for t, _ in c.updates(s.t, session="i.2", at=10)] == [topics.state("T1")]
+    assert [t for t, _ in c.updates(s.t, session="i.2", at=10)] == [topics.state("T1"), topics.history("T1")]
     stopped = _sent(c.stopped(s.t, session="i.2", at=11))
     prompt = stopped[topics.current_prompt("T1")]
     assert isinstance(prompt, CurrentPrompt) and prompt.stale and prompt.kind == "WAIT"
@@ -147,7 +155,8 @@ def test_the_current_prompt_is_the_latest_released_and_sent_only_when_it_changes
 def test_a_player_state_names_the_newest_unsettled_round_and_teen_patti_bettors_have_none():
     s = Script("teen-patti")
     s.bet("ann", "player_a", "10")
-    assert [t for t, _ in Catchup(NODE, 0).updates(s.t, session="i.1", at=1)] == [topics.state("T1")]
+    assert [t for t, _ in Catchup(NODE, 0).updates(s.t, session="i.1", at=1)] == [topics.state("T1"),
+                                                                                  topics.history("T1")]
 
 
 def test_the_examples_in_the_protocol_document_are_what_the_code_publishes():

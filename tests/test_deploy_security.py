@@ -194,18 +194,20 @@ def test_rendered_acl_is_least_privilege_per_table(tmp_path: Path) -> None:
                                     "topic read studio/v1/tables/+/state", "topic read studio/v1/backends/+/status"]
     assert b["station-T1"] == ["topic read studio/v1/tables/T1/prompts", "topic read studio/v1/tables/T1/events",
                                "topic write studio/v1/tables/T1/station", "topic read studio/v1/tables/T1/prompts/current",
-                               "topic read studio/v1/tables/T1/state", "topic read studio/v1/backends/+/status"]
+                               "topic read studio/v1/tables/T1/state", "topic read studio/v1/tables/T1/history",
+                               "topic read studio/v1/backends/+/status"]
     assert set(b["dealer-backend"]) == {
         "topic read studio/v1/tables/+/scanner", "topic read studio/v1/tables/+/actions",
         "topic read studio/v1/tables/+/station", "topic read studio/v1/tables/+/supervisor",
         "topic read studio/v1/tables/+/results/ack", "topic write studio/v1/tables/+/events", "topic write studio/v1/tables/+/prompts",
         "topic write studio/v1/tables/+/results", "topic write studio/v1/tables/+/players/+",
         "topic write studio/v1/tables/+/prompts/current", "topic write studio/v1/tables/+/state",
-        "topic write studio/v1/tables/+/players/+/state",
+        "topic write studio/v1/tables/+/history", "topic write studio/v1/tables/+/players/+/state",
         "topic write studio/v1/backends/+/status", "topic write studio/v1/backends/+/journal"}
     assert b["ops"] == ["topic read studio/v1/tables/+/events", "topic read studio/v1/tables/+/prompts",
                         "topic read studio/v1/tables/+/results", "topic read studio/v1/tables/+/prompts/current",
-                        "topic read studio/v1/tables/+/state", "topic read studio/v1/backends/+/status",
+                        "topic read studio/v1/tables/+/state", "topic read studio/v1/tables/+/history",
+                        "topic read studio/v1/backends/+/status",
                         "topic read studio/v1/backends/+/journal", "topic read $SYS/#"]
     assert b["(pattern)"] == ["pattern read studio/v1/tables/+/players/%u",
                               "pattern read studio/v1/tables/+/players/%u/state"]
@@ -214,7 +216,8 @@ def test_rendered_acl_is_least_privilege_per_table(tmp_path: Path) -> None:
     for user, lines in b.items():
         writes = [ln.split()[-1] for ln in lines if ln.startswith("topic write")]
         if user != "dealer-backend":
-            assert not any(w.endswith(("/events", "/prompts", "/results", "/status", "/journal", "/current", "/state"))
+            assert not any(w.endswith(("/events", "/prompts", "/results", "/status", "/journal", "/current", "/state",
+                                        "/history"))
                            or "/players/" in w for w in writes), user
         if not user.startswith("scanner-"):
             assert not any(w.endswith("/scanner") for w in writes), user

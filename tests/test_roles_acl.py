@@ -46,11 +46,12 @@ PROBED = {
     # the retained catch-up messages (dealer/edge/catchup.py)
     "T1/prompts/current": topics.current_prompt("T1"), "T1/state": topics.state("T1"),
     "T2/prompts/current": topics.current_prompt("T2"), "T2/state": topics.state("T2"),
+    "T1/history": topics.history("T1"), "T2/history": topics.history("T2"),
     "T1/players/player-7/state": topics.player_state("T1", "player-7"),
     "T1/players/player-8/state": topics.player_state("T1", "player-8"),
 }
-CATCHUP = {"T1/prompts/current", "T1/state", "T2/prompts/current", "T2/state", "T1/players/player-7/state",
-           "T1/players/player-8/state"}
+CATCHUP = {"T1/prompts/current", "T1/state", "T2/prompts/current", "T2/state", "T1/history", "T2/history",
+           "T1/players/player-7/state", "T1/players/player-8/state"}
 OUT = {"T1/events", "T1/prompts", "T1/results", "T1/players/player-7", "T1/players/player-8", "status",
        "journal"} | CATCHUP
 INBOUND = {"T1/scanner", "T2/scanner", "T1/actions", "T1/station", "T2/station", "T1/supervisor", "T2/supervisor",
@@ -75,11 +76,11 @@ MAY_READ: dict[str, set[str]] = {
     "player-platform": {"T1/events", "status", "T1/state", "T2/state"},
     # never a player's topic (nor its state) nor a command topic
     "ops": {"T1/events", "T1/prompts", "T1/results", "status", "journal", "T1/prompts/current", "T1/state",
-            "T2/prompts/current", "T2/state"},
+            "T2/prompts/current", "T2/state", "T1/history", "T2/history"},
     "scanner-T1": set(),
-    "station-T1": {"T1/prompts", "T1/events", "T1/prompts/current", "T1/state", "status"},
-    "station-T2": {"T2/prompts/current", "T2/state", "status"},  # nothing of T1
-    "supervisor-sup-ana": {"T1/prompts", "T1/events", "status", "T1/prompts/current", "T1/state"},
+    "station-T1": {"T1/prompts", "T1/events", "T1/prompts/current", "T1/state", "T1/history", "status"},
+    "station-T2": {"T2/prompts/current", "T2/state", "T2/history", "status"},  # nothing of T1
+    "supervisor-sup-ana": {"T1/prompts", "T1/events", "status", "T1/prompts/current", "T1/state", "T1/history"},
     "player-7": {"T1/players/player-7", "T1/players/player-7/state"},  # its own, never player-8's
 }
 
@@ -140,16 +141,19 @@ def test_the_rendered_acl_is_the_role_table(tmp_path: Path) -> None:
             blocks[user].append(line)
     assert blocks["ops"] == ["topic read studio/v1/tables/+/events", "topic read studio/v1/tables/+/prompts",
                              "topic read studio/v1/tables/+/results", "topic read studio/v1/tables/+/prompts/current",
-                             "topic read studio/v1/tables/+/state", "topic read studio/v1/backends/+/status",
+                             "topic read studio/v1/tables/+/state", "topic read studio/v1/tables/+/history",
+                             "topic read studio/v1/backends/+/status",
                              "topic read studio/v1/backends/+/journal", "topic read $SYS/#"]
     assert blocks["station-T1"] == ["topic read studio/v1/tables/T1/prompts", "topic read studio/v1/tables/T1/events",
                                     "topic write studio/v1/tables/T1/station",
                                     "topic read studio/v1/tables/T1/prompts/current",
-                                    "topic read studio/v1/tables/T1/state", "topic read studio/v1/backends/+/status"]
+                                    "topic read studio/v1/tables/T1/state", "topic read studio/v1/tables/T1/history",
+                                    "topic read studio/v1/backends/+/status"]
     assert blocks["supervisor-sup-ana"] == [
         "topic write studio/v1/tables/T1/supervisor", "topic read studio/v1/tables/T1/prompts",
         "topic read studio/v1/tables/T1/events", "topic read studio/v1/tables/T1/prompts/current",
-        "topic read studio/v1/tables/T1/state", "topic read studio/v1/backends/+/status"]
+        "topic read studio/v1/tables/T1/state", "topic read studio/v1/tables/T1/history",
+        "topic read studio/v1/backends/+/status"]
     assert blocks["player-platform"] == ["topic write studio/v1/tables/+/actions",
                                          "topic read studio/v1/tables/+/events", "topic read studio/v1/tables/+/state",
                                          "topic read studio/v1/backends/+/status"]

@@ -46,7 +46,7 @@ def _effect(e: Any) -> dict[str, Any]:
         return {"private_to": e.player_id, "kind": e.kind, **e.data}
     if isinstance(e, RoundResult):
         return {"result": e.outcome, "idempotency_key": e.idempotency_key, "winner": e.winner,
-                "reason": e.reason}
+                "reason": e.reason, "dealers": list(e.dealers)}
     if isinstance(e, Rejection):
         return {"rejected": e.reason}
     return {"effect": type(e).__name__}
@@ -87,7 +87,9 @@ def recall(settings: Settings, table_id: str, rounds: int = 10) -> list[dict[str
             if rid not in out:
                 played = table.current.rules if table.current is not None and table.current.round_id == rid \
                     else table.rules
+                cur = table.current if table.current is not None and table.current.round_id == rid else None
                 out[rid] = {"round_id": rid, "table_id": table_id, "game": played.game.name, "events": [],
+                            "dealers": list(cur.dealers) if cur is not None else [],
                             "journal": {"id": journal.journal_id, "path": journal.path},
                             "rules": {"hash": played.rules_hash, "software_version": played.software_version,
                                       "source": rules_source, "canonical": json.loads(played.canonical)}}
@@ -112,7 +114,8 @@ def render_recall(rounds: list[dict[str, Any]]) -> str:
     for rnd in rounds:
         res = rnd.get("result") or {}
         lines.append(f"=== {rnd['round_id']} ({rnd['game']})  outcome: {res.get('outcome', 'in play')}"
-                     + (f"  reason: {res['reason']}" if res.get("reason") else ""))
+                     + (f"  reason: {res['reason']}" if res.get("reason") else "")
+                     + f"  dealt by: {', '.join(res.get('dealers') or rnd.get('dealers') or []) or '(nobody logged on)'}")
         rules = rnd.get("rules")
         if rules:
             lines.append(f"  rules {rules['hash']}  software {rules['software_version'] or '(unknown)'}  "
@@ -135,6 +138,7 @@ def _short(e: dict[str, Any]) -> str:
         if e["event"] == "card_registered":
             return f"card {e['position']}={e.get('card') or '(face down)'}"
         if e["event"] in ("round_result", "round_cancelled", "round_voided", "decision_made", "cards_revealed",
+                          "dealer_logged_on",
                           "bet_accepted", "bet_rejected", "betting_closed", "rules_changed", "table_paused",
                           "table_resumed", "table_closing", "table_closed", "table_reopened", "betting_resumed",
                           "card_burned"):

@@ -79,7 +79,7 @@ def render_acl(settings: Settings, *, source: str | None = None) -> str:
           [("read", t(_ALL, "scanner")), ("read", t(_ALL, "actions")), ("read", t(_ALL, "station")),
            ("read", t(_ALL, "supervisor")), ("read", t(_ALL, ACK_TOPIC[Role.SETTLEMENT])),
            ("write", t(_ALL, "events")), ("write", t(_ALL, "prompts")), ("write", t(_ALL, "results")),
-           ("write", t(_ALL, "players/+")), ("write", topics.current_prompt(_ALL)), ("write", topics.state(_ALL)),
+           ("write", t(_ALL, "players/+")), ("write", topics.current_prompt(_ALL)), ("write", topics.state(_ALL)), ("write", topics.history(_ALL)),
            ("write", topics.player_state(_ALL, _ALL)), ("write", topics.backend_status(_ALL)),
            ("write", topics.backend_journal(_ALL))])
 
@@ -112,11 +112,12 @@ def render_acl(settings: Settings, *, source: str | None = None) -> str:
                "# A station shows its table's prompts (the retained current one and state when it connects),\n"
                "# follows its events and the backends' liveness (a retained prompt is current only while its\n"
                "# backend is online) and sends the dealer's commands (close betting, WASH/SHUFFLE\n"
-               "# confirmations, exposed cards) for ITS OWN table only.\n")
+               "# confirmations, exposed cards, a dealer's log-on) for ITS OWN table only; its table's history\n"
+               "# (last rounds, per-dealer figures) too.\n")
     for tc in settings.tables:
         block(f"# {tc.id}", station_user(tc.id),
               [("read", topics.prompts(tc.id)), ("read", topics.events(tc.id)), ("write", topics.station(tc.id)),
-               ("read", topics.current_prompt(tc.id)), ("read", topics.state(tc.id)),
+               ("read", topics.current_prompt(tc.id)), ("read", topics.state(tc.id)), ("read", topics.history(tc.id)),
                ("read", topics.backend_status(_ALL))])
     if not settings.tables:
         out.append("# (no tables)\n")
@@ -131,7 +132,8 @@ def render_acl(settings: Settings, *, source: str | None = None) -> str:
         grants: list[tuple[str, str]] = []
         for tid in tables:
             grants += [("write", topics.supervisor(tid)), ("read", topics.prompts(tid)), ("read", topics.events(tid)),
-                       ("read", topics.current_prompt(tid)), ("read", topics.state(tid))]
+                       ("read", topics.current_prompt(tid)), ("read", topics.state(tid)),
+                       ("read", topics.history(tid))]
         grants.append(("read", topics.backend_status(_ALL)))
         block(f"# {sup.id}: tables {', '.join(tables) or '(none)'}", supervisor_user(sup.id), grants)
     if not sups:
@@ -144,7 +146,7 @@ def render_acl(settings: Settings, *, source: str | None = None) -> str:
           "# statistics. NOT the players' private topics (hole cards) and not the command topics.",
           OPS_USER,
           [("read", t(_ALL, "events")), ("read", t(_ALL, "prompts")), ("read", t(_ALL, "results")),
-           ("read", topics.current_prompt(_ALL)), ("read", topics.state(_ALL)),
+           ("read", topics.current_prompt(_ALL)), ("read", topics.state(_ALL)), ("read", topics.history(_ALL)),
            ("read", topics.backend_status(_ALL)), ("read", topics.backend_journal(_ALL)), ("read", "$SYS/#")])
 
     out.append("# --- Players (games with decisions, e.g. Sevenluck) ------------------------------------------\n"

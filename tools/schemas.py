@@ -15,7 +15,7 @@ from pydantic import TypeAdapter
 from dealer.core.acks import ResultAck
 from dealer.core.events import ACTION_ADAPTER
 from dealer.core.messages import (CurrentPrompt, PlayerMessage, PlayerState, RoundEvent, RoundResult, RoundResultPart,
-                             StationPrompt, TableState)
+                             StationPrompt, TableHistory, TableState)
 from dealer.edge.signing import SUPERVISOR_COMMAND_ADAPTER
 from drivers.scanner_json import ScannerMessage
 
@@ -27,6 +27,7 @@ SCHEMAS: dict[str, TypeAdapter[Any]] = {
     "player-message.json": TypeAdapter(PlayerMessage),
     "current-prompt.json": TypeAdapter(CurrentPrompt),
     "table-state.json": TypeAdapter(TableState),
+    "table-history.json": TypeAdapter(TableHistory),
     "player-state.json": TypeAdapter(PlayerState),
     "action.json": ACTION_ADAPTER,
     "scanner-message.json": TypeAdapter(ScannerMessage),

@@ -63,6 +63,9 @@ class OpenRound(_Event):
     issued_at: int | None = Field(default=None, ge=0)
     signature: Sha256 | None = None
     reason: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    dealer: Id | None = Field(default=None, description="the dealer logged on at the table's station when the "
+                              "round opened (dealer_logon), so a replay starting at this round knows who deals it; "
+                              "written only when set")
 
     @model_serializer(mode="wrap")
     def _omit_unsigned(self, handler):  # type: ignore[no-untyped-def]
@@ -75,7 +78,7 @@ class OpenRound(_Event):
 
 
 #: What a signed supervisor command leaves in the journal besides its own fields.
-_SIGNED_FIELDS = ("supervisor", "command_id", "issued_at", "signature", "reason")
+_SIGNED_FIELDS = ("supervisor", "command_id", "issued_at", "signature", "reason", "dealer")
 
 
 class PlaceBet(_Event):
@@ -333,6 +336,17 @@ class CardExposed(_Event):
     command_id: Id | None = _command_id()
 
 
+class DealerLogon(_Event):
+    """A dealer logs on at the table's station (a dealer change): the rounds from now on are dealt
+    by ``dealer_id``. Who dealt which round is part of every result (``dealers``), of ``dealer
+    recall`` and of the per-dealer figures on ``history`` (UKGC RTS 17A: by staff member). It is
+    about the table, not a round: no ``round_id``."""
+
+    type: Literal["dealer_logon"] = "dealer_logon"
+    dealer_id: Id
+    command_id: Id | None = _command_id()
+
+
 class ResultDelivered(_Event):
     """Settlement acknowledged the round's result (its idempotency key, on ``results/ack``):
     every outbox row of that result is deleted in the same commit. Journals written before
@@ -367,18 +381,18 @@ Event = Annotated[
     Union[OpenRound, PlaceBet, CloseBetting, ScanRead, ReadFailed, LinkDown, LinkUp, Resume, SupervisorVoid,
           PlayerDecision, DecisionTimeout, PlayerAction, ActionTimeout, DealerConfirm, ConfirmTimeout, CardExposed,
           ResultDelivered, SecurityEvent, RulesChanged, SupervisorPause, SupervisorResume, SupervisorClose,
-          SupervisorReopen],
+          SupervisorReopen, DealerLogon],
     Field(discriminator="type"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 
 #: Every command a client may send (``dealer.edge.roles`` says which role sends which, on which topic).
 Action = Annotated[Union[PlaceBet, PlayerDecision, PlayerAction, DealerConfirm, CardExposed, CloseBetting,
-                         SupervisorVoid], Field(discriminator="type")]
+                         DealerLogon, SupervisorVoid], Field(discriminator="type")]
 ACTION_ADAPTER: TypeAdapter[Action] = TypeAdapter(Action)
 #: What the player platform sends on ``.../actions``.
 PlayerCommand = Annotated[Union[PlaceBet, PlayerDecision, PlayerAction], Field(discriminator="type")]
 PLAYER_COMMAND_ADAPTER: TypeAdapter[PlayerCommand] = TypeAdapter(PlayerCommand)
 #: What a dealer station sends on ``.../station``.
-StationCommand = Annotated[Union[CloseBetting, DealerConfirm, CardExposed], Field(discriminator="type")]
+StationCommand = Annotated[Union[CloseBetting, DealerConfirm, CardExposed, DealerLogon], Field(discriminator="type")]
 STATION_COMMAND_ADAPTER: TypeAdapter[StationCommand] = TypeAdapter(StationCommand)

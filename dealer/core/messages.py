@@ -115,6 +115,17 @@ class RoundResult(_Msg):
                             "round was played under, as journaled in its table_rules event (program identification)")
     software_version: str = Field(default="", description="version of the backend software journaled with those "
                                   "rules, i.e. the software the round opened under")
+    dealers: list[str] = Field(default_factory=list, description="who dealt the round: the dealer logged on at the "
+                               "station when it opened, then any who logged on while it was in play (dealer_logon); "
+                               "left out when nobody was logged on")
+
+    @model_serializer(mode="wrap")
+    def _omit_no_dealer(self, handler):  # type: ignore[no-untyped-def]
+        """A round dealt with nobody logged on is written as before dealers existed."""
+        out = handler(self)
+        if not self.dealers and isinstance(out, dict):
+            out.pop("dealers", None)
+        return out
 
 
 class RoundResultPart(_Msg):
@@ -243,7 +254,65 @@ class TableState(_Msg):
                          "runs and no round opens")
     paused_reason: str | None = None
     links_down: dict[str, str] = Field(default_factory=dict, description="link -> reason, for every link down")
+    dealt: list[str] = Field(default_factory=list, description="every position registered in the round, in deal "
+                             "order, face-down and burn cards included: a position not in cards is shown as a "
+                             "card's back, never its code")
+    confirm_closes_at: int | None = Field(default=None, description="while a timed confirmation is open (stud's "
+                                          "LAST_CARD exposure window): when it closes (epoch ms)")
+    mode: Literal["open", "paused", "closing", "closing_paused", "closed"] = Field(
+        default="open", description="the table's operating state (supervisor's table operations)")
+    dealer: str | None = Field(default=None, description="the dealer logged on at the station (dealer_logon)")
+    phase_since: int | None = Field(default=None, description="since when the round is in this phase, as far as "
+                                    "this backend knows (epoch ms; a restart or takeover starts it again)")
+    unsettled: int = Field(default=0, description="rounds whose result settlement has not acknowledged yet")
     at: int = Field(description="when the backend built this state (epoch ms)")
+
+
+class RoundLine(_Msg):
+    """One ended round on the table's ``history``: as the public may see it."""
+
+    round_id: str
+    outcome: Literal["COMPLETED", "CANCELLED", "VOIDED"]
+    winner: str | None = None
+    reason: str | None = None
+    dealers: list[str] = Field(default_factory=list)
+    opened_at: int
+    finished_at: int
+    cards: dict[str, str] = Field(default_factory=dict, description="the cards shown publicly")
+    dealt: int = Field(description="cards registered")
+    rescans: int = Field(description="reads refused (rescans), every reason")
+    mistakes: int = Field(description="dealing mistakes refused: a duplicate or foreign card")
+
+
+class DealerLine(_Msg):
+    """One dealer's figures at the table since ``since``."""
+
+    dealer: str | None = Field(description="null: cards dealt while nobody was logged on")
+    on_shift: bool
+    since: int
+    rounds: int = Field(description="rounds with at least one card dealt by this dealer")
+    cards: int
+    rescans: int
+    mistakes: int
+
+
+class TableHistory(_Msg):
+    """The table's last rounds and per-dealer figures, retained on ``.../history``: what a dealer's
+    strip of results and a pit boss's per-dealer statistics need at once (``dealer recall`` is the
+    full record). Counts start at ``since``: the first round this backend replayed or played."""
+
+    schema_id: Literal["studio.v1.table_history"] = "studio.v1.table_history"
+    table_id: str
+    game: str
+    node_id: NodeId
+    session: Session
+    version: Version
+    stale: Stale = False
+    dealer: str | None = None
+    since: int | None = None
+    rounds: list[RoundLine] = Field(default_factory=list, description="newest first")
+    dealers: list[DealerLine] = Field(default_factory=list)
+    at: int
 
 
 class PlayerBet(_Msg):

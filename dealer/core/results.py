@@ -92,5 +92,5 @@ def _header(rnd: Round, at: int) -> dict[str, object]:
         idempotency_key=f"{rnd.table_id}:{rnd.round_id}", table_id=rnd.table_id, round_id=rnd.round_id,
         game=r.game.name, accepted_bets=bets_summary(rnd), money=r.money,
         opened_at=rnd.opened_at, closed_at=rnd.closed_at, finished_at=at,
-        rules_hash=r.rules_hash, software_version=r.software_version,
+        rules_hash=r.rules_hash, software_version=r.software_version, dealers=list(rnd.dealers),
     )

@@ -33,6 +33,7 @@ from enum import StrEnum
 from typing import Union
 
 from dealer.core import results, visibility
+from dealer.core.shift import MISTAKES, DealTally
 from dealer.core.events import (
     ActionTimeout,
     CardExposed,
@@ -216,6 +217,12 @@ class Round:
         self.confirm_deadline: int | None = None
         #: Bumped before and after every event, so a cached visibility view is never stale.
         self.revision = 0
+        #: Who dealt the round: the dealer logged on when it opened, then any who logged on while it
+        #: was in play (``dealer_logon``), in order. Goes into the result.
+        self.dealers: list[str] = [opened.dealer] if opened.dealer else []
+        #: Per dealer ("" when nobody is logged on): cards registered, rescans, dealing mistakes
+        #: refused (a duplicate or foreign card), counted as they happen (``dealer.core.shift``).
+        self.tally: dict[str, DealTally] = {}
 
     # -- public -----------------------------------------------------------------------
 
@@ -417,6 +424,7 @@ class Round:
             return self._set_aside(ev, pos)
         self.cards[pos.name] = ev.code
         self.next_index += 1
+        self._tally().cards += 1
         self._reject_key, self.reject_count = None, 0
         if self.hand is not None:
             self.hand.register(pos, ev.code)
@@ -427,6 +435,14 @@ class Round:
         effects += [self.tell(owner, "hole_card", ev.at, position=p.name, card=self.cards[p.name])
                     for p, owner in visibility.deliveries(self, pos)]  # to their owners only
         return self._dealt(ev.at, effects, Phase.DEALING)
+
+    def _tally(self) -> DealTally:
+        """The figures of the dealer dealing now."""
+        who = self.dealers[-1] if self.dealers else ""
+        tally = self.tally.get(who)
+        if tally is None:
+            tally = self.tally[who] = DealTally()
+        return tally
 
     def _card_problem(self, ev: ScanRead, pos: Position) -> str | None:
         """Why a scanned card cannot go to ``pos`` (a foreign or duplicate card), or None."""
@@ -480,6 +496,10 @@ class Round:
         """Neither the public event nor the station's prompt names a hidden card (a duplicate of
         a face-down card, a misread that spells one): stations and ops never see one."""
         key = (reason, detail)
+        tally = self._tally()
+        tally.rescans += 1
+        if reason in MISTAKES:
+            tally.mistakes += 1
         self.reject_count = self.reject_count + 1 if key == self._reject_key else 1
         self._reject_key = key
         pos = self.expected_position

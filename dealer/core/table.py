@@ -10,13 +10,15 @@ only by a supervisor's journaled table operations.
 from __future__ import annotations
 
 from dealer.core import round_ids
-from dealer.core.events import (TABLE_OPERATIONS, ActionTimeout, ConfirmTimeout, DecisionTimeout, Event, LinkDown, LinkUp,
-                           OpenRound, ResultDelivered, Resume, RulesChanged, SecurityEvent, SupervisorResume,
+from dealer.core import visibility
+from dealer.core.events import (TABLE_OPERATIONS, ActionTimeout, ConfirmTimeout, DealerLogon, DecisionTimeout, Event,
+                           LinkDown, LinkUp, OpenRound, ResultDelivered, Resume, RulesChanged, SecurityEvent, SupervisorResume,
                            TableOperation)
 from dealer.core.messages import PlayerMessage, RoundEvent, StationPrompt
 from dealer.core.operations import EVENT_NAMES, FROZEN, OPERATIONS, Mode, OperatingState
 from dealer.core.round import ACTIVE, Effect, Rejection, Round, Step, TableRules
 from dealer.core.rules import RulesError, rules_from_canonical
+from dealer.core.shift import Shift
 from dealer.games.base import Remembers, offers
 
 BROKER = "broker"  # the link players' actions come through
@@ -42,6 +44,8 @@ class Table:
         self.memory: dict[str, object] = rules.game.initial_memory()
         #: Open, paused or closed (dealer.core.operations): changed only by journaled table operations.
         self.ops = OperatingState()
+        #: The dealer on shift, the last rounds and every dealer's figures (dealer.core.shift).
+        self.shift = Shift()
 
     @property
     def table_id(self) -> str:
@@ -55,6 +59,11 @@ class Table:
         series, or without one from a journal older than journal ids); None if it is not one."""
         rid = round_ids.parse(round_id, self.table_id)
         return rid.seq if rid is not None and rid.series in (None, self.series) else None
+
+    @property
+    def dealer(self) -> str | None:
+        """The dealer logged on at the table's station (None: nobody yet)."""
+        return self.shift.dealer
 
     @property
     def in_play(self) -> bool:
@@ -129,6 +138,8 @@ class Table:
             return self._rules_changed(event)
         if isinstance(event, TABLE_OPERATIONS):
             return self._operate(event)  # type: ignore[arg-type]
+        if isinstance(event, DealerLogon):
+            return self._logon(event)
         if self.ops.paused and self.in_play and event.type in FROZEN:
             return _reject(event.type, self._frozen(event.type))
         if isinstance(event, ActionTimeout) and BROKER in self.links_down:
@@ -172,6 +183,18 @@ class Table:
             "message": f"SUPERVISOR: a {ev.role} command{who} was refused ({ev.kind}: {ev.detail}); "
                        "nothing changed at the table"})
         return Step(True, True, [alert])
+
+    def _logon(self, ev: DealerLogon) -> Step:
+        """A dealer takes over the table, also mid-round (a dealer change): that round then names
+        both. Taken while paused too: a change of dealer is what a pause is often for."""
+        if ev.dealer_id == self.shift.dealer:
+            return _reject(ev.type, f"dealer {ev.dealer_id} is already logged on at table {self.table_id}")
+        previous = self.shift.logon(ev.dealer_id, ev.at)
+        if self.in_play and self.current is not None and ev.dealer_id not in self.current.dealers:
+            self.current.dealers.append(ev.dealer_id)
+        note = RoundEvent(table_id=self.table_id, round_id=self._round_in_play(), event="dealer_logged_on",
+                          at=ev.at, data={"dealer_id": ev.dealer_id, "previous": previous})
+        return Step(True, True, [note])
 
     # -- operating state (dealer.core.operations) -----------------------------------------------
 
@@ -260,6 +283,8 @@ class Table:
         assert seq is not None
         self.last_seq = seq
         self.memory = dict(ev.context)
+        if ev.dealer is not None:  # a replay that starts here learns who deals
+            self.shift.restore(ev.dealer, ev.at)
         self.current = Round(self.rules, ev)
         by = {"opened_by": ev.supervisor} if ev.supervisor is not None else {}
         opened = self._event("round_opened", ev.at, game=self.rules.game.name,
@@ -270,6 +295,8 @@ class Table:
     def _track_result(self) -> None:
         cur = self.current
         if cur is not None and cur.result is not None and not cur.delivered:
+            if cur.round_id not in self.undelivered:  # the round has just ended
+                self.shift.round_ended(cur, public_cards=visibility.public_cards(cur))
             if cur.round_id not in self.undelivered and cur.hand is not None:
                 hand = cur.hand if offers(cur.hand, Remembers) else None  # a hand the table forgets
                 if cur.result.outcome == "COMPLETED":

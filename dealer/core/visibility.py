@@ -77,8 +77,8 @@ def player(player_id: str) -> str:
 
 
 #: Table topic leaves (after ``studio/v1/tables/{table}/``) and their audiences.
-_LEAF_AUDIENCE = {"events": PUBLIC, "state": PUBLIC, "prompts": STATION, "prompts/current": STATION,
-                  "results": SETTLEMENT}
+_LEAF_AUDIENCE = {"events": PUBLIC, "state": PUBLIC, "history": STATION, "prompts": STATION,
+                  "prompts/current": STATION, "results": SETTLEMENT}
 
 
 def audience_of(topic: str) -> str | None:

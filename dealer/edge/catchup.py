@@ -33,7 +33,8 @@ from pydantic import BaseModel
 from dealer.edge import topics
 
 from dealer.core import visibility
-from dealer.core.messages import CurrentPrompt, PlayerBet, PlayerState, StationPrompt, TableState, TurnState
+from dealer.core.messages import (CurrentPrompt, DealerLine, PlayerBet, PlayerState, RoundLine, StationPrompt,
+                                  TableHistory, TableState, TurnState)
 from dealer.core.round import ACTIVE, Phase, Round
 from dealer.core.table import Table
 
@@ -73,6 +74,10 @@ class Catchup:
         self._players: dict[str, dict[str, str]] = {}
         #: per table: the latest prompt released (the live stream's last)
         self.prompts: dict[str, StationPrompt] = {}
+        #: per table: (round id, phase) and since when (epoch ms), for ``phase_since``
+        self._phase: dict[str, tuple[tuple[str | None, str | None], int]] = {}
+        #: per table: the shift revision last built into ``history`` (built only when it moved)
+        self._history_rev: dict[str, int] = {}
 
     def forget(self) -> None:
         """A new broker session: everything is sent again (under the new session)."""
@@ -96,6 +101,8 @@ class Catchup:
         self.forget_table(table_id)
         self._players.pop(table_id, None)
         self.prompts.pop(table_id, None)
+        self._phase.pop(table_id, None)
+        self._history_rev.pop(table_id, None)
 
     def _peek(self, table_id: str) -> int:
         """The version the table's next changed message gets (:meth:`_next` takes it)."""
@@ -134,11 +141,25 @@ class Catchup:
         were last sent; message None: clear that player's retained state (empty payload)."""
         tid = table.table_id
         out: list[tuple[str, BaseModel | None]] = []
+        cur = table.current
+        key = (cur.round_id, cur.phase.value) if cur is not None else (None, None)
+        seen = self._phase.get(tid)
+        if seen is None or seen[0] != key:
+            seen = self._phase[tid] = (key, at)
         state = table_state(table, node_id=self.node_id, session=session, at=at, paused_reason=paused_reason,
-                            stale=stale, version=self._peek(tid))
+                            stale=stale, version=self._peek(tid), phase_since=seen[1])
         if self._changed(topics.state(tid), state):
             self._next(tid)
             out.append((topics.state(tid), state))
+        hist_topic = topics.history(tid)
+        if hist_topic not in self._sent or self._history_rev.get(tid) != table.shift.revision:
+            # built only when the shift moved (a round ended, a dealer logged on) or it is to be sent again
+            self._history_rev[tid] = table.shift.revision
+            hist = table_history(table, node_id=self.node_id, session=session, at=at, stale=stale,
+                                 version=self._peek(tid))
+            if self._changed(hist_topic, hist):
+                self._next(tid)
+                out.append((hist_topic, hist))
         now = player_states(table, node_id=self.node_id, session=session, at=at, stale=stale)
         kept = self._players.setdefault(tid, {})
         for player in sorted(set(kept) - set(now)):  # their round is settled: clear
@@ -167,13 +188,15 @@ class Catchup:
 
 
 def table_state(table: Table, *, node_id: str, session: str, at: int, paused_reason: str | None = None,
-                stale: bool = False, version: int = 0) -> TableState:
+                stale: bool = False, version: int = 0, phase_since: int | None = None) -> TableState:
     """The public state of the table's latest round (:class:`Catchup` gives its ``version``)."""
     cur = table.current
     base: dict[str, Any] = dict(table_id=table.table_id, node_id=node_id, session=session, version=version,
                                 stale=stale,
                                 paused=paused_reason is not None, paused_reason=paused_reason,
-                                links_down=dict(sorted(table.links_down.items())), at=at)
+                                links_down=dict(sorted(table.links_down.items())), mode=table.mode.value,
+                                dealer=table.dealer, phase_since=phase_since, unsettled=len(table.undelivered),
+                                at=at)
     if cur is None:
         return TableState(game=table.rules.game.name, **base)
     dealing = cur.phase in (Phase.BETTING_CLOSED, Phase.DEALING)
@@ -186,7 +209,24 @@ def table_state(table: Table, *, node_id: str, session: str, at: int, paused_rea
         betting_closes_at=cur.betting_closes_at if cur.phase == Phase.BETTING_OPEN else None,
         decision_closes_at=cur.decision_deadline if cur.phase == Phase.DECISION else None, turn=turn,
         outcome=cur.result.outcome if cur.result is not None else None,
-        winner=cur.result.winner if cur.result is not None else None, **base)
+        winner=cur.result.winner if cur.result is not None else None,
+        dealt=[p.name for p in cur.plan if not p.confirm and p.name in cur.cards],
+        confirm_closes_at=cur.confirm_deadline if cur.phase in ACTIVE else None, **base)
+
+
+def table_history(table: Table, *, node_id: str, session: str, at: int, stale: bool = False,
+                  version: int = 0) -> TableHistory:
+    """The table's last rounds and per-dealer figures (:mod:`dealer.core.shift`), public cards only."""
+    shift = table.shift
+    rounds = [RoundLine(round_id=r.round_id, outcome=r.outcome, winner=r.winner, reason=r.reason,  # type: ignore[arg-type]
+                        dealers=list(r.dealers), opened_at=r.opened_at, finished_at=r.finished_at, cards=r.cards,
+                        dealt=r.dealt, rescans=r.rescans, mistakes=r.mistakes) for r in shift.rounds]
+    dealers = [DealerLine(dealer=f.dealer, on_shift=f.dealer is not None and f.dealer == shift.dealer, since=f.since,
+                          rounds=f.rounds, cards=f.tally.cards, rescans=f.tally.rescans, mistakes=f.tally.mistakes)
+               for f in sorted(shift.figures.values(), key=lambda f: (f.dealer is None, f.since))]
+    return TableHistory(table_id=table.table_id, game=table.rules.game.name, node_id=node_id, session=session,
+                        version=version, stale=stale, dealer=shift.dealer, since=shift.since, rounds=rounds,
+                        dealers=dealers, at=at)
 
 
 def player_states(table: Table, *, node_id: str, session: str, at: int, stale: bool = False) -> dict[str, PlayerState]:
@@ -232,4 +272,4 @@ def _round_players(rnd: Round, *, node_id: str, session: str, at: int, stale: bo
             for p in sorted(players)}
 
 
-__all__ = ["Catchup", "STOPPED_REASON", "is_current", "player_states", "table_state"]
+__all__ = ["Catchup", "STOPPED_REASON", "is_current", "player_states", "table_history", "table_state"]

@@ -57,6 +57,7 @@ from dealer.edge.input_queue import NOT_HELD, WAKE, Item
 from dealer.edge.inputs import JOURNAL_UNAVAILABLE
 from dealer.edge.journal import Batch, Fenced, JournalWriteFailed, OutboxRow, ReplayError
 from dealer.edge.journal_health import failure_reason
+from dealer.edge.roles import Role
 
 if TYPE_CHECKING:
     from dealer.edge.service import Service
@@ -69,6 +70,9 @@ COMMIT_RETRY = (0.2, 5.0)
 JOURNAL = "journal"
 
 _ROUND_OUTCOME = {"round_result": "completed", "round_cancelled": "cancelled", "round_voided": "voided"}
+#: Roles whose accepted commands are answered on the table's events (``command_accepted``); a
+#: player's command is answered on the player's own topic instead.
+_ANSWERED_ROLES = frozenset({Role.STATION, Role.SUPERVISOR})
 
 #: Timeouts a journal outage supersedes: the Resume after it gives a new window instead.
 _TIMEOUTS = (DecisionTimeout, ActionTimeout, ConfirmTimeout)
@@ -655,6 +659,12 @@ class CommitLoop:
             cur.round_id if cur else None))
         try:
             self._count_scan(tid, item.event, step)
+            if item.cmd is not None and step.accepted and item.cmd.role in _ANSWERED_ROLES:
+                # the station's and the supervisor's screens match their command's answer by its id
+                publisher.publish_soft(topics.events(tid), RoundEvent(
+                    table_id=tid, round_id=getattr(item.event, "round_id", None) or (cur.round_id if cur else None),
+                    event="command_accepted", at=item.event.at,
+                    data={"type": item.event.type, "command_id": item.cmd.command_id}), "event")
             for eff in step.effects:
                 if isinstance(eff, StationPrompt):
                     publisher.release_prompt(eff)

@@ -27,7 +27,7 @@ from dealer.core import commands
 from dealer.edge import signing
 from dealer.core.events import (PLAYER_COMMAND_ADAPTER, STATION_COMMAND_ADAPTER, Event, SupervisorClose,
                            SupervisorOpenRound, SupervisorPause, SupervisorReopen, SupervisorResume, SupervisorVoid)
-from dealer.edge.roles import SENDER, TURN_COMMANDS, Role, is_role_user, role_of_topic, wrong_role
+from dealer.edge.roles import SENDER, TABLE_COMMANDS, TURN_COMMANDS, Role, is_role_user, role_of_topic, wrong_role
 from dealer.edge.signing import SupervisorVerifier
 from dealer.games.base import HOUSE_PLAYERS  # seats the backend plays itself
 
@@ -153,7 +153,7 @@ def parse(topic: str, payload: bytes, *, tables: AbstractSet[str], now_ms: int,
 def _missing(event: Any) -> str | None:
     if not getattr(event, "command_id", None):
         return "command_id"
-    if not getattr(event, "round_id", None):
+    if not getattr(event, "round_id", None) and event.type not in TABLE_COMMANDS:
         return "round_id"
     if event.type in TURN_COMMANDS and event.turn is None and not event.reserve:
         return "turn"

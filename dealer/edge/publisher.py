@@ -234,7 +234,7 @@ class Publisher:
                 continue
             for topic, msg in svc.catchup.updates(svc.tables[tid], session=self.session, at=now,
                                                   paused_reason=svc.timers.paused_reason(tid)):
-                self.publish_retained(topic, msg, "player_state" if "/players/" in topic else "table_state")
+                self.publish_retained(topic, msg, _retained_kind(topic))
 
     def publish_retained(self, topic: str, msg: BaseModel | None, kind: str) -> None:
         """Publish a catch-up message retained (QoS 1); None clears the topic (an empty retained
@@ -288,3 +288,10 @@ class Publisher:
         failed = sum(1 for r in results if isinstance(r, BaseException))
         if failed:
             log.warning("retained table state not all marked stale before the stop", failed=failed)
+
+
+def _retained_kind(topic: str) -> str:
+    """The metric label of a retained catch-up message, by its topic."""
+    if "/players/" in topic:
+        return "player_state"
+    return "table_history" if topic.endswith("/history") else "table_state"

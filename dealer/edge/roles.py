@@ -41,7 +41,7 @@ ACK_TOPIC: dict[Role, str] = {Role.SETTLEMENT: "results/ack"}
 #: The command types each role may send (scanner frames are not commands: drivers read them).
 COMMANDS: dict[Role, frozenset[str]] = {
     Role.PLAYER_PLATFORM: frozenset({"place_bet", "player_decision", "player_action"}),
-    Role.STATION: frozenset({"close_betting", "dealer_confirm", "card_exposed"}),
+    Role.STATION: frozenset({"close_betting", "dealer_confirm", "card_exposed", "dealer_logon"}),
     # a supervisor's void, and the table operations (dealer.core.operations): never a station's,
     # whose credentials are at the table (least privilege: the dealer asks the pit boss)
     Role.SUPERVISOR: frozenset({"supervisor_void", "supervisor_open_round", "supervisor_pause", "supervisor_resume",
@@ -52,6 +52,10 @@ COMMANDS: dict[Role, frozenset[str]] = {
 
 #: Which role sends each command type.
 SENDER: dict[str, Role] = {cmd: role for role, cmds in COMMANDS.items() for cmd in cmds}
+
+#: Commands about the table, not a round: they carry no ``round_id`` (a dealer's log-on; the
+#: supervisor's table operations are signed commands with their own envelope, dealer.edge.signing).
+TABLE_COMMANDS = frozenset({"dealer_logon"})
 
 #: Commands that name a turn besides their round (an action for a turn that is over is refused).
 TURN_COMMANDS = frozenset({"player_action"})
@@ -101,5 +105,5 @@ def wrong_role(command: str, role: Role, table_id: str) -> str | None:
             f"{ROLE_TEXT[owner]} sends it on {command_topic(owner, table_id)}")
 
 
-__all__ = ["ACK_TOPIC", "COMMANDS", "COMMAND_TOPIC", "ROLE_TEXT", "Role", "SENDER", "TURN_COMMANDS", "command_topic",
+__all__ = ["ACK_TOPIC", "COMMANDS", "COMMAND_TOPIC", "ROLE_TEXT", "Role", "SENDER", "TABLE_COMMANDS", "TURN_COMMANDS", "command_topic",
            "role_of_topic", "wrong_role"]

@@ -216,7 +216,7 @@ class Service:
         table, cfg = self.tables[table_id], self.configs[table_id]
         return OpenRound(round_id=table.next_round_id(), at=at, context=table.memory,
                          betting_closes_at=at + int(cfg.betting_seconds * 1000),
-                         draw=secrets.token_hex(DRAW_BYTES), **signed)
+                         draw=secrets.token_hex(DRAW_BYTES), dealer=table.dealer, **signed)
 
     def edge_data(self, tid: str, ev: Any) -> Event:
         """A supervisor's open request becomes the round's OpenRound; a resume carries the new

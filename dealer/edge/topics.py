@@ -60,6 +60,12 @@ def player(table_id: str, player_id: str) -> str:
     return table_topic(table_id, f"players/{player_id}")
 
 
+def history(table_id: str) -> str:
+    """The table's last rounds and per-dealer figures (public cards only), retained: replaced when a
+    round ends or a dealer logs on, so a screen opened mid-shift has them at once."""
+    return table_topic(table_id, "history")
+
+
 def player_state(table_id: str, player_id: str) -> str:
     """One player's private round state, retained (only that player may read it); cleared with an
     empty retained payload once the player's round is settled."""

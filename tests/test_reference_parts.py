@@ -447,6 +447,13 @@ def test_station_view_shows_prompts_cards_and_answers_to_its_own_commands():
     cmd, _ = v.command(["confirm"])
     assert cmd is not None and cmd["step"] == "WASH" and cmd["type"] == "dealer_confirm"
     assert v.command(["expose", "p4.7!"])[1].startswith("        | expose: position")
+    cmd, _ = v.command(["logon", "D-0042"])  # a table command: no round id
+    assert cmd is not None and cmd["type"] == "dealer_logon" and cmd["dealer_id"] == "D-0042" and "round_id" not in cmd
+    assert v.on_event(ev("command_accepted", type="dealer_logon", command_id=cmd["command_id"])) == [
+        "        | dealer_logon accepted"]
+    assert v.on_event(ev("dealer_logged_on", dealer_id="D-0042", previous="D-7")) == [
+        "DEALER  | D-0042 logged on (after D-7)"]
+    assert v.command(["logon", "D 1"])[1].startswith("        | logon: dealer_id")
     assert v.command(["dance"])[1] == "        | unknown command 'dance': type help"
     assert v.on_prompt(b"not json") == [] and v.on_event(b"[1]") == [] and v.on_prompt(b'{"kind": 5}') == []
     assert v.on_event(ev("rejected", None, reason="x", command_id=["a list"])) == []

@@ -9,6 +9,7 @@ commands. The dealer types commands, one per line:
 ``close``                 close betting of the round now (``close_betting``)
 ``confirm [STEP]``        confirm the step the station asks for (``WASH``, ``SHUFFLE``: ``dealer_confirm``)
 ``expose POSITION``       report an exposed card (stud: a 7th card dealt face up, ``card_exposed``)
+``logon DEALER``          a dealer logs on at the station (``dealer_logon``: who deals is in every result)
 ``cards``                 the cards registered so far in this round
 ``prompt``                the current prompt again
 ``wait WHAT [SECONDS]``   for scripts: wait until the prompt is WHAT (``NEXT``, ``CONFIRM``, ``DONE`` ...,
@@ -50,6 +51,7 @@ HELP = """commands:
   close                  close betting of the round now
   confirm [STEP]         confirm the step asked for (WASH, SHUFFLE)
   expose POSITION        report an exposed card (stud 7th card, e.g. P4.7)
+  logon DEALER           a dealer logs on at this station (e.g. logon D-0042)
   cards                  the cards registered so far
   prompt                 the current prompt again
   wait WHAT [SECONDS]    wait for a prompt (NEXT, CONFIRM SHUFFLE, DONE ...), 'betting' or 'bets N'
@@ -167,6 +169,10 @@ class StationView:
             return [f"REFUSED | {mine}: {d.get('reason')}"] if mine else []
         if name == "command_repeated":
             return [f"        | {mine} already done (answered again)"] if mine else []
+        if name == "command_accepted":
+            return [f"        | {mine} accepted"] if mine else []
+        if name == "dealer_logged_on":
+            return [f"DEALER  | {d.get('dealer_id')} logged on" + (f" (after {d['previous']})" if d.get("previous") else "")]
         if rid and rid != self.round_id:
             self._new_round(str(rid))
         if name == "round_opened":
@@ -240,7 +246,7 @@ class StationView:
             return None, "        | no round yet: wait until the station shows one"
         from pydantic import ValidationError
 
-        from dealer.core.events import CardExposed, CloseBetting, DealerConfirm
+        from dealer.core.events import CardExposed, CloseBetting, DealerConfirm, DealerLogon
 
         try:  # built as the backend will read it: a malformed command is a line here, not a refusal there
             if verb == "close":
@@ -259,6 +265,10 @@ class StationView:
                 if len(words) != 2:
                     return None, "        | usage: expose POSITION (e.g. expose P4.7)"
                 model = CardExposed(position=words[1].upper(), round_id=self.round_id, command_id=cid)
+            elif verb == "logon":
+                if len(words) != 2:
+                    return None, "        | usage: logon DEALER (e.g. logon D-0042)"
+                model = DealerLogon(dealer_id=words[1], command_id=cid)
             else:
                 return None, f"        | unknown command {words[0]!r}: type help"
         except ValidationError as exc:

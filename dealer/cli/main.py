@@ -65,11 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--config", required=True, metavar="FILE", help=CONFIG_HELP)
     r.set_defaults(func=_cmd_run)
 
-    from dealer.cli import cluster as cluster_cli, outbox as outbox_cli, supervisor as supervisor_cli
+    from dealer.cli import cluster as cluster_cli, outbox as outbox_cli, supervisor as supervisor_cli, web as web_cli
 
     cluster_cli.register(sub)
     outbox_cli.register(sub)
     supervisor_cli.register(sub)
+    web_cli.register(sub)
     _register_tools(sub)
     return p
 

@@ -397,6 +397,54 @@ class SecuritySection(_Strict):
         return self
 
 
+class WebConfig(_Strict):
+    """``dealer web``: the dealer-station and pit-boss screens, and the WebSocket path by which they
+    reach the broker (``dealer/web/server.py``). The pages log in to the broker with their own
+    role's user, so the broker's ACL is the only gate; this process forwards bytes."""
+
+    listen: str = Field(default="127.0.0.1:8080", description="HOST:PORT the pages are served on (port 0: any free "
+                        "port). Browsers give WebCrypto (the supervisor's signing) only to https or to localhost: "
+                        "anything else needs tls_cert_file and tls_key_file")
+    broker_url: str | None = Field(default=None, description="the broker's MQTT listener the WebSocket path forwards "
+                                   "to (mqtt:// or mqtts://); unset = [mqtt] url")
+    ca_file: ConfigPath | None = Field(default=None, description="CA that signed the broker's certificate (mqtts); "
+                                       "unset = [mqtt] ca_file")
+    tls_cert_file: ConfigPath | None = Field(default=None, description="serve https/wss with this certificate")
+    tls_key_file: ConfigPath | None = Field(default=None, description="... and this private key")
+    max_connections: int = Field(default=256, ge=1, le=10_000, description="WebSocket connections at once; more are "
+                                 "refused (503)")
+    max_frame_bytes: int = Field(default=262_144, ge=1024, le=16_777_216, description="largest WebSocket message "
+                                 "accepted from a browser; a larger one closes that connection")
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, v: str) -> str:
+        host, sep, port = v.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+            raise ValueError(f"{v!r} must be HOST:PORT (e.g. 127.0.0.1:8080)")
+        return v
+
+    @field_validator("broker_url")
+    @classmethod
+    def _broker(cls, v: str | None) -> str | None:
+        if v is not None:
+            from drivers.mqtt import parse_broker_url
+
+            parse_broker_url(v)
+        return v
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> "WebConfig":
+        if (self.tls_cert_file is None) != (self.tls_key_file is None):
+            raise ValueError("tls_cert_file and tls_key_file go together: give both (https) or neither")
+        return self
+
+    @property
+    def host_port(self) -> tuple[str, int]:
+        host, _, port = self.listen.rpartition(":")
+        return host.strip("[]"), int(port)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="DEALER_", env_nested_delimiter="__", extra="forbid")
 
@@ -405,6 +453,7 @@ class Settings(BaseSettings):
     tables: list[TableConfig] = Field(default_factory=list)
     security: SecuritySection = Field(default_factory=SecuritySection)
     cluster: ClusterSection = Field(default_factory=ClusterSection)
+    web: WebConfig = Field(default_factory=WebConfig)
 
     @model_validator(mode="after")
     def _unique(self) -> "Settings":

@@ -1,0 +1,1 @@
+"""The screens: ``dealer web`` serves the dealer-station and pit-boss pages (``docs/screens.md``)."""

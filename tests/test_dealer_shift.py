@@ -66,6 +66,7 @@ def test_a_dealer_logs_on_and_every_result_names_who_dealt_it() -> None:
     assert r.step(DealerLogon(dealer_id="D-ann", command_id="c1"))
     assert [e.data for e in r.events("dealer_logged_on")] == [{"dealer_id": "D-ann", "previous": None}]
     assert not r.step(DealerLogon(dealer_id="D-ann", command_id="c2"))  # already on shift: refused, not journaled
+    assert not r.step(DealerLogon(dealer_id="QH", command_id="c3"))  # reads as a card: the screens could not show it
     assert len(r.journal) == 1
     rid = r.play(TP_DEAL)
     res = r.t.current.result  # type: ignore[union-attr]

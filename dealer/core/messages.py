@@ -269,7 +269,8 @@ class TableState(_Msg):
 
 
 class RoundLine(_Msg):
-    """One ended round on the table's ``history``: as the public may see it."""
+    """One ended round on the table's ``history``. No card codes (a code shown in one round may be a
+    hidden card of the next): the result and ``dealer recall`` have them."""
 
     round_id: str
     outcome: Literal["COMPLETED", "CANCELLED", "VOIDED"]
@@ -278,7 +279,6 @@ class RoundLine(_Msg):
     dealers: list[str] = Field(default_factory=list)
     opened_at: int
     finished_at: int
-    cards: dict[str, str] = Field(default_factory=dict, description="the cards shown publicly")
     dealt: int = Field(description="cards registered")
     rescans: int = Field(description="reads refused (rescans), every reason")
     mistakes: int = Field(description="dealing mistakes refused: a duplicate or foreign card")

@@ -38,7 +38,9 @@ class DealTally:
 
 @dataclass(frozen=True, slots=True)
 class RoundSummary:
-    """An ended round as the public may see it, for the screens' strip of last rounds."""
+    """An ended round for the screens' strip of last rounds. No card codes: a code shown in one
+    round may be a hidden card of the next (the shoe is reshuffled), so the retained history
+    could never pass the visibility check; the result and ``dealer recall`` have the cards."""
 
     round_id: str
     outcome: str
@@ -47,7 +49,6 @@ class RoundSummary:
     dealers: tuple[str, ...]
     opened_at: int
     finished_at: int
-    cards: dict[str, str]
     dealt: int
     rescans: int
     mistakes: int
@@ -88,7 +89,7 @@ class Shift:
             self._figures(dealer, at)
             self._touch(at)
 
-    def round_ended(self, rnd: Round, *, public_cards: dict[str, str]) -> None:
+    def round_ended(self, rnd: Round) -> None:
         """A round has its result: remember it, and add each dealer's part to their figures. A
         round cancelled before any card counts for nobody's rounds."""
         res = rnd.result
@@ -104,8 +105,7 @@ class Shift:
                 self._figures(who, rnd.opened_at).rounds += 1
         self.rounds.appendleft(RoundSummary(
             round_id=rnd.round_id, outcome=res.outcome, winner=res.winner, reason=res.reason,
-            dealers=tuple(rnd.dealers), opened_at=rnd.opened_at, finished_at=res.finished_at,
-            cards=dict(public_cards), dealt=dealt, rescans=sum(t.rescans for t in rnd.tally.values()),
+            dealers=tuple(rnd.dealers), opened_at=rnd.opened_at, finished_at=res.finished_at, dealt=dealt, rescans=sum(t.rescans for t in rnd.tally.values()),
             mistakes=sum(t.mistakes for t in rnd.tally.values())))
         self._touch(rnd.opened_at)
 

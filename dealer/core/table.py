@@ -10,7 +10,6 @@ only by a supervisor's journaled table operations.
 from __future__ import annotations
 
 from dealer.core import round_ids
-from dealer.core import visibility
 from dealer.core.events import (TABLE_OPERATIONS, ActionTimeout, ConfirmTimeout, DealerLogon, DecisionTimeout, Event,
                            LinkDown, LinkUp, OpenRound, ResultDelivered, Resume, RulesChanged, SecurityEvent, SupervisorResume,
                            TableOperation)
@@ -189,6 +188,8 @@ class Table:
         both. Taken while paused too: a change of dealer is what a pause is often for."""
         if ev.dealer_id == self.shift.dealer:
             return _reject(ev.type, f"dealer {ev.dealer_id} is already logged on at table {self.table_id}")
+        if ev.dealer_id in self.rules.game.deck:  # it would read as a card: every message naming it would be withheld
+            return _reject(ev.type, f"dealer id {ev.dealer_id!r} is a card code of this game: choose another")
         previous = self.shift.logon(ev.dealer_id, ev.at)
         if self.in_play and self.current is not None and ev.dealer_id not in self.current.dealers:
             self.current.dealers.append(ev.dealer_id)
@@ -296,7 +297,7 @@ class Table:
         cur = self.current
         if cur is not None and cur.result is not None and not cur.delivered:
             if cur.round_id not in self.undelivered:  # the round has just ended
-                self.shift.round_ended(cur, public_cards=visibility.public_cards(cur))
+                self.shift.round_ended(cur)
             if cur.round_id not in self.undelivered and cur.hand is not None:
                 hand = cur.hand if offers(cur.hand, Remembers) else None  # a hand the table forgets
                 if cur.result.outcome == "COMPLETED":

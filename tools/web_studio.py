@@ -1,0 +1,281 @@
+"""A whole simulated studio with its screens: the web demo and the browser tests bring it up here.
+
+In a folder of its own it writes a config with one table of each game (Teen Patti 20-20,
+Sevenluck, Seven-Card Stud, Seotda, Matgo), a supervisor with a key file made by ``dealer
+supervisor keygen``, and starts, each as its own process with its own role's broker login:
+
+* Mosquitto with the deployed configuration (``deploy/mosquitto/mosquitto.conf``: TLS, passwords,
+  no anonymous clients) and the ACL ``dealer deploy acl`` renders, plus one rig user for the
+  simulated shoes, dealers and players (docs/rig.md);
+* ``dealer run`` (the backend), ``dealer settle`` (settlement), ``dealer simulate`` (shoes on
+  pseudo-terminals, dealers and players, with faults: no-reads, duplicate and foreign cards) and
+  ``dealer web`` (the screens, forwarding to the broker's TLS listener).
+
+Every child dies with the process that started it. ``kill_backend``/``start_backend`` and
+``stop_broker``/``start_broker`` are what the browser tests' chaos needs."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from simulators.procs import die_with_parent
+
+ROOT = Path(__file__).resolve().parent.parent
+#: One table of each game: (table id, game, extra TOML for the table).
+TABLES: tuple[tuple[str, str, str], ...] = (
+    ("TP1", "teen-patti", ""),
+    ("SL1", "sevenluck", "[tables.options]\nseats = 3\n"),
+    ("ST1", "stud", ""),
+    ("SE1", "seotda", ""),
+    ("MG1", "matgo", ""),
+)
+SUPERVISOR = "sup-pit"
+RIG_USER = "rig"
+
+
+class StudioError(RuntimeError):
+    """The studio could not be brought up: one line saying why."""
+
+
+class WebStudio:
+    """The studio (see the module doc). Use as a context manager, or call ``start``/``close``."""
+
+    def __init__(self, folder: Path | None = None, *, web_port: int = 0, faults: float = 0.05, seed: int = 7,
+                 deal_interval: float = 0.6, betting_seconds: float = 6.0, rounds: int | None = None) -> None:
+        self._own = folder is None
+        self.dir = Path(tempfile.mkdtemp(prefix="dealer-studio-")) if folder is None else folder
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.web_port, self.faults, self.seed = web_port, faults, seed
+        self.deal_interval, self.betting_seconds, self.rounds = deal_interval, betting_seconds, rounds
+        self.tables = {tid: game for tid, game, _ in TABLES}
+        users = ["dealer-backend", "settlement", "ops", "player-platform", f"supervisor-{SUPERVISOR}", RIG_USER]
+        users += [f"station-{tid}" for tid in self.tables]
+        self.credentials = {u: secrets.token_urlsafe(12) for u in users}
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.broker: Any = None
+        self.url = ""
+        self.config_path = self.dir / "studio.toml"
+        self.supervisor_key_file = self.dir / f"{SUPERVISOR}.key"
+        self.journal_path = self.dir / "journal.sqlite"
+
+    # -- bring-up -----------------------------------------------------------------------------------
+
+    def __enter__(self) -> "WebStudio":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> None:
+        from dealer.edge.config import load_settings
+        from simulators.secure_broker import SecureMosquitto, make_test_ca
+        from tools.deploy import render_acl
+
+        for tool in ("mosquitto", "mosquitto_passwd", "openssl"):
+            if not (shutil.which(tool) or Path("/usr/sbin", tool).exists()):
+                raise StudioError(f"{tool} is not installed (Debian packages mosquitto and openssl; scripts/demo-web "
+                                  "and scripts/test install them)")
+        for user, password in self.credentials.items():
+            self._secret(f"{user}.pw", password + "\n")
+        self._cli("supervisor", "keygen", "--out", str(self.supervisor_key_file))
+        certs = make_test_ca(self.dir / "tls")
+        self._write_config("mqtts://127.0.0.1:1")  # a draft: the ACL needs the tables, the config the ports
+        acl = render_acl(load_settings(self.config_path), source="the web studio") + (
+            "\n# The simulated rig (shoes, dealers, players: dealer simulate); not a production role.\n"
+            f"user {RIG_USER}\ntopic readwrite studio/v1/tables/#\n")
+        work = self.dir / "broker"
+        work.mkdir(exist_ok=True)
+        self.broker = SecureMosquitto(work, certs, self.credentials, acl)
+        self.broker.start()
+        self._write_config(self.broker.tls_url)
+        ledger = self.dir / "ledger.sqlite"
+        self.start_backend()
+        self._spawn("settle", "settle", "--config", self.config_path, "--ledger", ledger,
+                    *self._login("settlement"))
+        more = ["--rounds", str(self.rounds)] if self.rounds else []
+        self._spawn("simulate", "simulate", "--config", self.config_path, "--ledger", ledger, "--seed", str(self.seed),
+                    "--faults", str(self.faults), "--deal-interval", str(self.deal_interval), *more, *self._login(RIG_USER))
+        self._spawn("web", "web", "--config", self.config_path, "--listen", f"127.0.0.1:{self.web_port}")
+        line = self._first_line("web", timeout=30)
+        self.url = json.loads(line)["url"]
+
+    def _write_config(self, broker_url: str) -> None:
+        tables = "".join(f"""
+[[tables]]
+id = "{tid}"
+game = "{game}"
+betting_seconds = {self.betting_seconds}
+pause_seconds = 1.5
+decision_seconds = 8
+action_seconds = 8
+{extra}
+[tables.scanner]
+kind = "serial"
+port = "{self.dir / 'dev' / f'shoe-{tid}'}"
+reader_id = "SC{i}"
+heartbeat_timeout = 3
+""" for i, (tid, game, extra) in enumerate(TABLES, start=1))
+        (self.dir / "dev").mkdir(exist_ok=True)
+        self.config_path.write_text(f"""# The web studio (tools/web_studio.py): one table of each game, simulated.
+[service]
+node_id = "studio-1"
+journal_path = "{self.journal_path}"
+metrics_enabled = false
+log_level = "warning"
+result_resend_seconds = 2
+
+[mqtt]
+url = "{broker_url}"
+username = "dealer-backend"
+password_file = "{self.dir / 'dealer-backend.pw'}"
+ca_file = "{self.dir / 'tls' / 'ca.crt'}"
+
+[web]
+listen = "127.0.0.1:{self.web_port}"
+
+[[security.supervisors]]
+id = "{SUPERVISOR}"
+key_files = ["{self.supervisor_key_file}"]
+{tables}""")
+
+    def _login(self, user: str) -> list[str]:
+        return ["--username", user, "--password-file", str(self.dir / f"{user}.pw"),
+                "--ca-file", str(self.dir / "tls" / "ca.crt")]
+
+    def _secret(self, name: str, text: str) -> Path:
+        p = self.dir / name
+        p.write_text(text)
+        p.chmod(0o600)
+        return p
+
+    # -- processes ------------------------------------------------------------------------------------
+
+    def _spawn(self, name: str, *args: str | Path) -> subprocess.Popen[bytes]:
+        env = os.environ | {"PYTHONPATH": str(ROOT)}
+        out = (self.dir / f"{name}.out").open("ab")
+        err = (self.dir / f"{name}.err").open("ab")
+        proc = subprocess.Popen([sys.executable, "-m", "dealer", *map(str, args)], cwd=ROOT, env=env, stdout=out,
+                                stderr=err, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
+        out.close()
+        err.close()
+        self.procs[name] = proc
+        return proc
+
+    def _first_line(self, name: str, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        path = self.dir / f"{name}.out"
+        while time.monotonic() < deadline:
+            text = path.read_text() if path.exists() else ""
+            if text.strip():
+                return text.splitlines()[0]
+            if self.procs[name].poll() is not None:
+                raise StudioError(f"dealer {name} exited ({self.procs[name].returncode}): {self.stderr(name)[-500:]}")
+            time.sleep(0.1)
+        raise StudioError(f"dealer {name} did not start within {timeout:g} s: {self.stderr(name)[-500:]}")
+
+    def _cli(self, *args: str) -> None:
+        out = subprocess.run([sys.executable, "-m", "dealer", *args], cwd=ROOT, capture_output=True, text=True,
+                             env=os.environ | {"PYTHONPATH": str(ROOT)}, timeout=60)
+        if out.returncode != 0:
+            raise StudioError(f"dealer {' '.join(args[:2])}: {out.stderr.strip()[-300:]}")
+
+    def stderr(self, name: str) -> str:
+        p = self.dir / f"{name}.err"
+        return p.read_text(errors="replace") if p.exists() else ""
+
+    def lines(self, name: str) -> list[dict[str, Any]]:
+        p = self.dir / f"{name}.out"
+        out = []
+        for line in (p.read_text().splitlines() if p.exists() else []):
+            if line.startswith("{"):
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    pass
+        return out
+
+    def start_backend(self) -> None:
+        self._spawn("backend", "run", "--config", self.config_path)
+
+    def kill_backend(self) -> None:
+        """SIGKILL ``dealer run``: the broker fires its last will, every retained message goes stale."""
+        proc = self.procs.pop("backend")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+
+    def stop_broker(self) -> None:
+        self.broker.stop()
+
+    def start_broker(self) -> None:
+        self.broker.start()
+
+    def publish_raw(self, topic: str, payload: bytes, *, user: str = "dealer-backend", retain: bool = False) -> None:
+        """One QoS 1 publish as ``user`` (over TLS), e.g. a malformed message on a topic a page reads."""
+        import paho.mqtt.client as paho
+
+        from drivers.mqtt import make_tls_context
+
+        c = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=f"raw-{secrets.token_hex(4)}")
+        c.username_pw_set(user, self.credentials[user])
+        c.tls_set_context(make_tls_context(self.dir / "tls" / "ca.crt"))
+        c.connect("127.0.0.1", self.broker.tls_port, keepalive=10)
+        c.loop_start()
+        try:
+            info = c.publish(topic, payload, qos=1, retain=retain)
+            info.wait_for_publish(timeout=10)
+            if not info.is_published():
+                raise StudioError(f"publish to {topic} not acknowledged")
+        finally:
+            c.disconnect()
+            c.loop_stop()
+
+    # -- addresses for people ----------------------------------------------------------------------------
+
+    def station_url(self, table: str) -> str:
+        return f"{self.url}/station?table={table}"
+
+    @property
+    def floor_url(self) -> str:
+        return f"{self.url}/floor"
+
+    def login_fragment(self, user: str) -> str:
+        return f"#user={quote(user)}&password={quote(self.credentials[user])}"
+
+    def station_login_url(self, table: str) -> str:
+        return self.station_url(table) + self.login_fragment(f"station-{table}")
+
+    def floor_login_url(self, user: str = "ops") -> str:
+        return self.floor_url + self.login_fragment(user)
+
+    # -- stop ------------------------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        for name in ("simulate", "web", "settle", "backend"):
+            proc = self.procs.pop(name, None)
+            if proc is None or proc.poll() is not None:
+                continue
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if self.broker is not None and self.broker.proc is not None:
+            self.broker.stop()
+        if self._own:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+__all__ = ["RIG_USER", "SUPERVISOR", "TABLES", "StudioError", "WebStudio"]

@@ -5,7 +5,7 @@
 "use strict";
 
 const PREFIX = "studio/v1";
-const MAX_PAYLOAD = 256 * 1024; // no backend message comes near this: a bigger one is an error, not data
+const MAX_PAYLOAD = 128 * 1024; // the backend publishes nothing larger ([service] max_message_bytes): a bigger one is an error, not data
 const ID_RE = /^[A-Za-z0-9_.:-]{1,64}$/;
 
 const topicOf = {
@@ -221,7 +221,8 @@ function credentialsFromFragment() {
  * screen back to the present. Banner states: CONNECTING, CONNECTED, BROKER DOWN, LOGIN REFUSED.
  */
 class Link {
-  constructor({ banner, state, errors, onMessage, subscriptions, role }) {
+  constructor({ banner, state, errors, onMessage, subscriptions, role, onChange }) {
+    this.onChange = onChange || (() => {});
     this.banner = banner;
     this.state = state;
     this.errors = errors;
@@ -295,6 +296,7 @@ class Link {
     this.state.banner = kind;
     this.banner.dataset.state = kind.replace(" ", "_");
     this.banner.textContent = text;
+    this.onChange(); // the screen redraws what the connection decides (a blocker over the prompt)
   }
 }
 

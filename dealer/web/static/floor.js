@@ -41,6 +41,7 @@ const link = new Link({
     return [...subs, topicOf.status("+")];
   },
   onMessage,
+  onChange: () => scheduleRender(),
 });
 
 function onMessage(topic, payload) {

@@ -35,6 +35,7 @@ const link = new Link({
   subscriptions: () => [topicOf.current(TABLE), topicOf.prompts(TABLE), topicOf.state(TABLE), topicOf.events(TABLE),
     topicOf.history(TABLE), topicOf.status("+")],
   onMessage,
+  onChange: () => render(),
 });
 
 function onMessage(topic, payload) {

@@ -1,0 +1,86 @@
+"""The browser tests' parts: Debian's Chromium driven by Playwright, a simulated studio with its
+screens (``tools/web_studio.py``), what a page received on its WebSocket, screenshots.
+
+Playwright's own browser download cannot work here (no internet): it drives ``/usr/bin/chromium``
+(Debian's ``chromium``, which ``scripts/test`` installs). Tests use its sync API from plain
+``def`` tests."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def screenshot_dir(default: Path) -> Path:
+    """Where screenshots go: ``$DEALER_SCREENSHOTS`` (to refresh docs/screens/), else ``default``."""
+    out = Path(os.environ.get("DEALER_SCREENSHOTS") or default)
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Any]:
+    """A headless Chromium (one per test module)."""
+    from playwright.sync_api import sync_playwright
+
+    if not CHROMIUM.exists():
+        pytest.fail("chromium is not installed: run scripts/test (it installs Debian's chromium and chromium-driver)")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+class Wire:
+    """Every WebSocket frame a page received, in order (its MQTT stream from the broker)."""
+
+    def __init__(self, page: Any) -> None:
+        self.frames: list[bytes] = []
+        page.on("websocket", self._socket)
+
+    def _socket(self, ws: Any) -> None:
+        ws.on("framereceived", lambda payload: self.frames.append(payload if isinstance(payload, bytes)
+                                                                  else payload.encode()))
+
+
+def open_page(browser: Any, url: str, *, size: tuple[int, int] = (1280, 800), wire: bool = False) -> tuple[Any, Wire | None]:
+    """A page in a fresh context (its own cookies and storage), with the page's errors collected
+    in ``page.problems``; ``wire``: record its WebSocket frames."""
+    context = browser.new_context(viewport={"width": size[0], "height": size[1]})
+    page = context.new_page()
+    problems: list[str] = []
+    page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+    page.problems = problems  # type: ignore[attr-defined]
+    rec = Wire(page) if wire else None
+    page.goto(url)
+    return page, rec
+
+
+def state(page: Any) -> dict[str, Any]:
+    """The page's ``window.screenState`` as JSON."""
+    return page.evaluate("() => JSON.parse(JSON.stringify(window.screenState))")
+
+
+def until(pred: Callable[[], Any], timeout: float, what: str, step: float = 0.25) -> Any:
+    """Poll ``pred`` until it is truthy (its value is returned); fail naming ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = pred()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(step)
+
+
+__all__ = ["CHROMIUM", "Wire", "chromium", "open_page", "screenshot_dir", "state", "until"]

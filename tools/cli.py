@@ -265,6 +265,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--log-level", default="error", choices=["debug", "info", "warning", "error"],
                    help="level of the backend's JSON log lines on stderr (default error)")
     d.set_defaults(func=_cmd_demo)
+    from tools import web_studio
+
+    web_studio.register(sub)
 
     hands = [k for k in KITS.values() if k.hand is not None]
     h = sub.add_parser("hand", help="evaluate hands for a dispute: " + ", ".join(k.hand_usage for k in hands

@@ -278,4 +278,79 @@ key_files = ["{self.supervisor_key_file}"]
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
-__all__ = ["RIG_USER", "SUPERVISOR", "TABLES", "StudioError", "WebStudio"]
+# -- `dealer demo-web` ------------------------------------------------------------------------------------
+
+WHAT_YOU_SEE = """\
+What you will see: five tables dealing by themselves (Teen Patti 20-20, Sevenluck, Seven-Card
+Stud, Seotda, Matgo), with faults: a station shows the position to deal in big letters, a
+RESCAN with its reason after a no-read or a duplicate card, face-down cards as backs, the
+countdowns, each result and the last rounds. The floor shows every table; tap one for its
+timeline, last rounds and per-dealer figures. Log a dealer on at a station (LOG ON). To act as
+the pit boss, open the supervisor's floor address and load the key file printed above: VOID,
+PAUSE, RESUME, CLOSE, REOPEN are signed in the browser and the answer is shown. Ctrl-C stops it."""
+
+
+def _cmd_demo_web(args: Any) -> int:
+    if not 0 <= args.faults <= 1 or not 0 < args.deal_interval <= 60:
+        print("dealer demo-web: --faults is a probability from 0 to 1, --deal-interval from 0 to 60 seconds",
+              file=sys.stderr)
+        return 2
+    try:
+        studio = WebStudio(Path(args.folder) if args.folder else None, web_port=args.port, faults=args.faults,
+                           seed=args.seed, deal_interval=args.deal_interval, rounds=args.rounds)
+        studio.start()
+    except (StudioError, OSError, RuntimeError) as exc:
+        print(f"dealer demo-web: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    stop = {"now": False}
+
+    def _stop(*_: Any) -> None:
+        stop["now"] = True
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    try:
+        print(f"Screens of a simulated studio (files in {studio.dir}):\n")
+        for tid, game in studio.tables.items():
+            print(f"  station {tid} ({game}): {studio.station_login_url(tid)}")
+        print(f"\n  floor (ops, read only):  {studio.floor_login_url('ops')}")
+        print(f"  floor (supervisor):      {studio.floor_login_url(f'supervisor-{SUPERVISOR}')}")
+        print(f"  supervisor's key file:   {studio.supervisor_key_file}\n")
+        print(WHAT_YOU_SEE, flush=True)
+        while not stop["now"]:
+            for name in ("backend", "web"):
+                proc = studio.procs.get(name)
+                if proc is not None and proc.poll() is not None:
+                    print(f"dealer demo-web: dealer {name} exited ({proc.returncode}): "
+                          f"{' '.join(studio.stderr(name).split())[-300:]}", file=sys.stderr)
+                    return 1
+            sim = studio.procs.get("simulate")
+            if args.rounds and sim is not None and sim.poll() is not None:
+                print(f"{args.rounds} rounds played at every table.")
+                break
+            time.sleep(0.5)
+    finally:
+        studio.close()
+    return 0
+
+
+def register(sub: Any) -> None:
+    from dealer.cli.args import int_range
+
+    p = sub.add_parser("demo-web", help="a simulated studio of five tables with the dealer-station and pit-boss "
+                       "screens: prints their addresses (needs mosquitto; scripts/demo-web installs it)")
+    p.add_argument("--port", type=int_range(0, 65535), default=8080, help="the screens' port on 127.0.0.1 (default 8080; "
+                   "0: any free port)")
+    p.add_argument("--faults", type=float, default=0.05, metavar="P", help="the simulated shoes' and dealers' fault "
+                   "probability (default 0.05)")
+    p.add_argument("--deal-interval", type=float, default=0.8, metavar="SECONDS",
+                   help="the simulated dealers' pace, seconds per card (default 0.8: a person can watch)")
+    p.add_argument("--seed", type=int, default=7, help="seed of the shuffles, bets and faults (default 7)")
+    p.add_argument("--rounds", type=int_range(1, 1_000_000), help="stop once every table played N rounds "
+                   "(default: until Ctrl-C)")
+    p.add_argument("--folder", metavar="DIR", help="keep the studio's files (config, journal, logs, keys) here "
+                   "(default: a temporary folder, removed at the end)")
+    p.set_defaults(func=_cmd_demo_web)
+
+
+__all__ = ["RIG_USER", "SUPERVISOR", "TABLES", "StudioError", "WebStudio", "register"]

@@ -65,6 +65,14 @@ def test_the_runtime_imports_tools_only_through_the_cli_registry(path: Path) -> 
     assert not bad, f"{path.relative_to(ROOT)} imports {bad}: tool commands load by name (dealer/cli/main.py)"
 
 
+@pytest.mark.parametrize("path", modules("dealer/web"), ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_screens_server_knows_nothing_of_the_backend(path: Path) -> None:
+    """``dealer web`` serves files and forwards bytes: it imports no part of the backend, so the
+    screens can never reach into a table, the journal or the hot path (docs/screens.md)."""
+    bad = sorted(n for n in imports_of(path) if _under(n, ("dealer", "drivers")))
+    assert not bad, f"{path.relative_to(ROOT)} imports {bad}: the screens are MQTT clients, nothing more"
+
+
 def test_the_checker_sees_a_lazy_import(tmp_path: Path) -> None:
     """The check itself can fail: an import inside a function is found."""
     f = tmp_path / "m.py"

@@ -82,6 +82,10 @@ def test_each_games_station_shows_the_next_card_rescans_backs_and_the_result(
             if now["back"] and now["online"] and t not in shot:  # mid-deal, a back on the table
                 page.screenshot(path=str(shots / f"station-{t}.png"))
                 shot.add(t)
+            if "rescan" not in shot and now["online"] and \
+                    page.evaluate("() => (window.screenState.lastPrompt || {}).kind") == "RESCAN":
+                page.screenshot(path=str(shots / "station-rescan.png"))
+                shot.add("rescan")
             if t == "TP1" and now["next"] and now["online"] and t not in shot:
                 page.screenshot(path=str(shots / f"station-{t}.png"))
                 shot.add(t)

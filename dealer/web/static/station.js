@@ -315,6 +315,15 @@ function eventText(ev) {
   const d = ev.data || {};
   switch (ev.event) {
     case "card_registered": return `${d.position} ${d.card || "face down"}`;
+    case "round_opened": return "betting open";
+    case "bet_accepted": return `bet ${d.player_id || ""} ${d.bet_type || ""} ${d.stake || ""}${d.seat ? ` seat ${d.seat}` : ""}`;
+    case "betting_closed": return `betting closed by ${d.by}: ${d.bets} bet(s)`;
+    case "dealer_confirmed": return `${d.step} confirmed${d.by === "timer" ? " (window closed)" : ""}`;
+    case "player_acted": return `${d.player_id || ""} ${d.action || ""}${d.total ? ` to ${d.total}` : ""}`;
+    case "turn": return `turn ${d.turn}: ${d.player_id || ""}${d.street ? ` (${d.street})` : ""}`;
+    case "decision_made": return `${d.player_id || ""} ${d.action || ""}`;
+    case "cards_revealed": return "revealed " + Object.entries(d.cards || {}).map(([p, c]) => `${p} ${c}`).join(" ");
+    case "round_settled": return "settled";
     case "scan_rejected": return `RESCAN ${d.position}: ${RESCAN_TEXT[d.reason] || d.reason}${d.detail ? ` (${d.detail})` : ""}`;
     case "rejected": return `REFUSED ${d.type}: ${d.reason}`;
     case "round_result": return `RESULT: winner ${d.winner}`;

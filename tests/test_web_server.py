@@ -246,6 +246,7 @@ async def test_dealer_web_serves_the_pages_with_the_csp_and_stops_cleanly(tmp_pa
     (("--listen", "nowhere"), "HOST:PORT"),
     (("--broker", "http://x"), "mqtt://host:port"),
     (("--listen", "127.0.0.1:PORT_IN_USE"), "cannot listen on"),
+    (("--listen", "0.0.0.0:0"), "in clear"),
 ])
 def test_bad_input_to_dealer_web_is_one_line_and_exit_2(tmp_path: Path, extra: tuple[str, ...], needle: str) -> None:
     import socket

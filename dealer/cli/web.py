@@ -91,10 +91,25 @@ def _plan(settings: Any) -> tuple[Any, ...]:
             server_tls.load_cert_chain(str(web.tls_cert_file), str(web.tls_key_file))
         except (OSError, ssl.SSLError) as exc:
             raise _Bad(f"[web] tls_cert_file / tls_key_file cannot be loaded: {exc}") from None
+    host = web.host_port[0]
+    if server_tls is None and not web.allow_insecure and not _loopback(host):
+        raise _Bad(f"[web] listen = {web.listen} without TLS would carry the pages' broker logins in clear over the "
+                   "network: set tls_cert_file and tls_key_file (or allow_insecure = true on a closed network)")
     site = Site(tables=tuple((t.id, t.game) for t in settings.tables),
                 supervisors=tuple(s.id for s in settings.security.supervisors),
                 node_ids=(settings.service.node_id,))
     return site, Upstream(host, port, upstream_tls), web, server_tls, url
+
+
+def _loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 async def _serve(site: Any, upstream: Any, web_cfg: Any, server_tls: ssl.SSLContext | None, broker: str) -> int:

@@ -415,6 +415,8 @@ class WebConfig(_Strict):
                                  "refused (503)")
     max_frame_bytes: int = Field(default=262_144, ge=1024, le=16_777_216, description="largest WebSocket message "
                                  "accepted from a browser; a larger one closes that connection")
+    allow_insecure: bool = Field(default=False, description="serve plain http on an address that is not loopback "
+                                 "(the pages' broker logins would cross the network in clear)")
 
     @field_validator("listen")
     @classmethod

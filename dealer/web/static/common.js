@@ -101,7 +101,7 @@ function cardTile(position, code) {
     const [sym, colour, name] = SUITS[std[2]];
     return el("div", { class: `card up ${colour}`, "data-position": position, "data-code": code,
       title: `${position}: ${code} (${name})` },
-    el("span", { class: "pos" }, position), el("span", { class: "face" }, (RANKS[std[1]] || std[1]) + sym),
+    el("span", { class: "pos" }, position), el("span", { class: std[1] === "T" ? "face wide" : "face" }, (RANKS[std[1]] || std[1]) + sym),
     el("span", { class: "code" }, code));
   }
   return el("div", { class: "card up hwatu", "data-position": position, "data-code": code, title: `${position}: ${code}` },

@@ -15,6 +15,9 @@ import subprocess
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
+
+from simulators.procs import die_with_parent
 
 MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
 
@@ -26,13 +29,16 @@ def free_port() -> int:
 
 
 def start_mosquitto(conf: Path, ports: Iterable[int],
-                    log: Callable[[], str] | None = None) -> subprocess.Popen[bytes]:
+                    log: Callable[[], str] | None = None, *, tied: bool = False) -> subprocess.Popen[bytes]:
     """Run Mosquitto on ``conf`` and return once every one of ``ports`` accepts connections
     (10 s at most). If it exits, or does not listen in time, it is stopped and RuntimeError
-    says why, with its stderr and ``log()`` (its log file) when given."""
+    says why, with its stderr and ``log()`` (its log file) when given. ``tied``: it dies with
+    this process and has its own process group (a Ctrl-C reaches only the launcher, which stops
+    it in its turn), as a long-running demo needs."""
     if not Path(MOSQUITTO).exists():
         raise RuntimeError("mosquitto is not installed (Debian package 'mosquitto'); scripts/test installs it")
-    proc = subprocess.Popen([MOSQUITTO, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    extra: dict[str, Any] = {"preexec_fn": die_with_parent, "process_group": 0} if tied else {}
+    proc = subprocess.Popen([MOSQUITTO, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **extra)
     more = (lambda: "\n" + log()) if log is not None else (lambda: "")
     deadline = time.monotonic() + 10
     pending = set(ports)

@@ -91,7 +91,8 @@ class SecureMosquitto:
     """Mosquitto with the deployed configuration: TLS on ``tls_port``, the plain loopback
     listener on ``plain_port``, passwords for ``users`` and the ACL text ``acl``."""
 
-    def __init__(self, workdir: Path, certs: Path, users: Mapping[str, str], acl: str) -> None:
+    def __init__(self, workdir: Path, certs: Path, users: Mapping[str, str], acl: str, *, tied: bool = False) -> None:
+        self.tied = tied  # the broker dies with this process, in its own process group (start_mosquitto)
         self.dir = workdir
         self.certs = certs
         self.tls_port = free_port()
@@ -115,7 +116,7 @@ class SecureMosquitto:
 
     def start(self) -> None:
         assert self.proc is None
-        self.proc = start_mosquitto(self.conf, [self.tls_port, self.plain_port], self.log)
+        self.proc = start_mosquitto(self.conf, [self.tls_port, self.plain_port], self.log, tied=self.tied)
 
     def stop(self) -> None:
         if self.proc is not None:

@@ -2,8 +2,12 @@
 screens (``tools/web_studio.py``), what a page received on its WebSocket, screenshots.
 
 Playwright's own browser download cannot work here (no internet): it drives ``/usr/bin/chromium``
-(Debian's ``chromium``, which ``scripts/test`` installs). Tests use its sync API from plain
-``def`` tests."""
+(Debian's ``chromium``, which ``scripts/test`` installs), headless with ``--no-sandbox`` (the
+tests run as root). Tests use its sync API from plain ``def`` tests (the sync API cannot run
+inside pytest-asyncio's loop).
+
+A module imports ``chromium`` and makes its studio with ``studio = studio_fixture(...)`` (its pace,
+faults, seed), and marks itself ``pytestmark = pytest.mark.integration``: a studio starts processes."""
 
 from __future__ import annotations
 
@@ -15,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from tools.web_studio import WebStudio
+
 CHROMIUM = Path("/usr/bin/chromium")
 
 
@@ -23,6 +29,25 @@ def screenshot_dir(default: Path) -> Path:
     out = Path(os.environ.get("DEALER_SCREENSHOTS") or default)
     out.mkdir(parents=True, exist_ok=True)
     return out
+
+
+def screenshot(page: Any, name: str, default: Path) -> Path:
+    """Save ``page`` as ``NAME.png`` in ``screenshot_dir(default)``; returns the file."""
+    path = screenshot_dir(default) / (name if name.endswith(".png") else f"{name}.png")
+    page.screenshot(path=str(path))
+    return path
+
+
+def studio_fixture(**options: Any) -> Any:
+    """A module-scoped pytest fixture that runs a ``WebStudio(**options)`` in the module's own
+    temporary folder (kept with pytest's temporary folders: logs, journal, config) and closes it."""
+
+    @pytest.fixture(scope="module")
+    def studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebStudio]:
+        with WebStudio(tmp_path_factory.mktemp("studio"), **options) as s:
+            yield s
+
+    return studio
 
 
 @pytest.fixture(scope="module")
@@ -41,15 +66,20 @@ def chromium() -> Iterator[Any]:
 
 
 class Wire:
-    """Every WebSocket frame a page received, in order (its MQTT stream from the broker)."""
+    """Every WebSocket frame a page received, in order, per WebSocket: each one is an MQTT stream
+    from the broker (a reconnect starts a new one, which must be read on its own). Playwright's
+    sync API delivers the frames only while it runs a call: make one (``page.evaluate("1")``)
+    before reading them."""
 
     def __init__(self, page: Any) -> None:
-        self.frames: list[bytes] = []
+        self.sockets: list[list[bytes]] = []
         page.on("websocket", self._socket)
 
     def _socket(self, ws: Any) -> None:
-        ws.on("framereceived", lambda payload: self.frames.append(payload if isinstance(payload, bytes)
-                                                                  else payload.encode()))
+        frames: list[bytes] = []
+        self.sockets.append(frames)
+        ws.on("framereceived", lambda payload: frames.append(payload if isinstance(payload, bytes)
+                                                             else payload.encode()))
 
 
 def open_page(browser: Any, url: str, *, size: tuple[int, int] = (1280, 800), wire: bool = False) -> tuple[Any, Wire | None]:
@@ -83,4 +113,5 @@ def until(pred: Callable[[], Any], timeout: float, what: str, step: float = 0.25
         time.sleep(step)
 
 
-__all__ = ["CHROMIUM", "Wire", "chromium", "open_page", "screenshot_dir", "state", "until"]
+__all__ = ["CHROMIUM", "Wire", "chromium", "open_page", "screenshot", "screenshot_dir", "state", "studio_fixture",
+           "until"]

@@ -242,6 +242,28 @@ async def test_dealer_web_serves_the_pages_with_the_csp_and_stops_cleanly(tmp_pa
     assert "Traceback" not in err
 
 
+async def test_the_process_forwards_to_the_broker_url_not_to_its_own_listen_host(mosquitto: SecureMosquitto,
+                                                                                   tmp_path: Path) -> None:
+    """Listen on 127.0.0.2, the broker on 127.0.0.1: the page's MQTT reaches the broker's host (and the start
+    line names the broker without the URL's credentials)."""
+    proc, started = _start_web(tmp_path, "--listen", "127.0.0.2:0",
+                               "--broker", f"mqtt://someone:secret@127.0.0.1:{mosquitto.plain_port}")
+    try:
+        assert started.get("event") == "web_started", started
+        assert started["broker"] == f"mqtt://127.0.0.1:{mosquitto.plain_port}"
+        ops, _, connack = await asyncio.to_thread(_ws_client, started["url"], "ops", USERS["ops"], [])
+        try:
+            await _wait(connack.is_set, "ops connected through the process")
+            assert not ops._rc.is_failure  # type: ignore[attr-defined]
+        finally:
+            ops.disconnect()
+            await asyncio.to_thread(ops.loop_stop)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+
+
 @pytest.mark.parametrize("extra, needle", [
     (("--listen", "nowhere"), "HOST:PORT"),
     (("--broker", "http://x"), "mqtt://host:port"),

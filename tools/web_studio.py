@@ -11,8 +11,10 @@ supervisor keygen``, and starts, each as its own process with its own role's bro
   pseudo-terminals, dealers and players, with faults: no-reads, duplicate and foreign cards) and
   ``dealer web`` (the screens, forwarding to the broker's TLS listener).
 
-Every child dies with the process that started it. ``kill_backend``/``start_backend`` and
-``stop_broker``/``start_broker`` are what the browser tests' chaos needs."""
+Every child (Mosquitto too) runs in its own process group, so a Ctrl-C reaches only the launcher,
+which stops them in order, and dies with the process that started it (``die_with_parent``).
+``kill_backend``/``start_backend``, ``stop_broker``/``start_broker`` and ``publish_raw`` are what
+the browser tests' chaos needs."""
 
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import quote
 
 from simulators.procs import die_with_parent
@@ -48,6 +50,16 @@ class StudioError(RuntimeError):
     """The studio could not be brought up: one line saying why."""
 
 
+class BrokerAddress(NamedTuple):
+    """Where the studio's Mosquitto listens (every part of the studio uses the TLS listener)."""
+
+    host: str
+    port: int  #: the TLS listener (``url``), CA ``ca_file``
+    plain_port: int  #: the plain loopback listener (same passwords and ACL, no TLS)
+    url: str
+    ca_file: Path
+
+
 class WebStudio:
     """The studio (see the module doc). Use as a context manager, or call ``start``/``close``."""
 
@@ -63,7 +75,7 @@ class WebStudio:
         users += [f"station-{tid}" for tid in self.tables]
         self.credentials = {u: secrets.token_urlsafe(12) for u in users}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        self.broker: Any = None
+        self.mosquitto: Any = None  #: the broker process (``simulators.secure_broker.SecureMosquitto``)
         self.url = ""
         self.config_path = self.dir / "studio.toml"
         self.supervisor_key_file = self.dir / f"{SUPERVISOR}.key"
@@ -79,6 +91,16 @@ class WebStudio:
         self.close()
 
     def start(self) -> None:
+        """Bring the studio up (about 5 s); on any failure everything started so far is stopped."""
+        if self.url:
+            raise StudioError("the studio is already started")
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self) -> None:
         from dealer.edge.config import load_settings
         from simulators.secure_broker import SecureMosquitto, make_test_ca
         from tools.deploy import render_acl
@@ -97,9 +119,12 @@ class WebStudio:
             f"user {RIG_USER}\ntopic readwrite studio/v1/tables/#\n")
         work = self.dir / "broker"
         work.mkdir(exist_ok=True)
-        self.broker = SecureMosquitto(work, certs, self.credentials, acl)
-        self.broker.start()
-        self._write_config(self.broker.tls_url)
+        self.mosquitto = SecureMosquitto(work, certs, self.credentials, acl, tied=True)
+        try:
+            self.mosquitto.start()
+        except RuntimeError as exc:
+            raise StudioError(" ".join(str(exc).split())[:500]) from None
+        self._write_config(self.mosquitto.tls_url)
         ledger = self.dir / "ledger.sqlite"
         self.start_backend()
         self._spawn("settle", "settle", "--config", self.config_path, "--ledger", ledger,
@@ -167,7 +192,7 @@ key_files = ["{self.supervisor_key_file}"]
         out = (self.dir / f"{name}.out").open("ab")
         err = (self.dir / f"{name}.err").open("ab")
         proc = subprocess.Popen([sys.executable, "-m", "dealer", *map(str, args)], cwd=ROOT, env=env, stdout=out,
-                                stderr=err, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
+                                stderr=err, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent, process_group=0)
         out.close()
         err.close()
         self.procs[name] = proc
@@ -206,7 +231,40 @@ key_files = ["{self.supervisor_key_file}"]
                     pass
         return out
 
+    def rounds_finished(self) -> dict[str, int]:
+        """Rounds finished so far per table (``dealer simulate``'s ``round_finished`` lines)."""
+        done = dict.fromkeys(self.tables, 0)
+        for x in self.lines("simulate"):
+            if x.get("event") == "round_finished" and x.get("table_id") in done:
+                done[x["table_id"]] += 1
+        return done
+
+    def wait_rounds(self, n: int = 1, timeout: float = 120) -> dict[str, int]:
+        """Wait until every table finished ``n`` rounds; StudioError names the laggards after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            done = self.rounds_finished()
+            if all(v >= n for v in done.values()):
+                return done
+            for name, proc in self.procs.items():
+                if proc.poll() is not None and not (name == "simulate" and self.rounds):
+                    raise StudioError(f"dealer {name} exited ({proc.returncode}): {self.stderr(name)[-500:]}")
+            if time.monotonic() > deadline:
+                raise StudioError(f"not every table finished {n} round(s) within {timeout:g} s: {done}")
+            time.sleep(0.25)
+
+    @property
+    def broker(self) -> BrokerAddress:
+        m = self.mosquitto
+        if m is None:
+            raise StudioError("the studio is not started")
+        return BrokerAddress("127.0.0.1", m.tls_port, m.plain_port, m.tls_url, m.ca_file)
+
     def start_backend(self) -> None:
+        """Start ``dealer run`` (again, after ``kill_backend``: same config, same journal)."""
+        proc = self.procs.get("backend")
+        if proc is not None and proc.poll() is None:
+            raise StudioError("dealer run is already running")
         self._spawn("backend", "run", "--config", self.config_path)
 
     def kill_backend(self) -> None:
@@ -216,23 +274,34 @@ key_files = ["{self.supervisor_key_file}"]
         proc.wait(timeout=10)
 
     def stop_broker(self) -> None:
-        self.broker.stop()
+        """Stop Mosquitto (SIGTERM); ``start_broker`` brings it back on the same ports and files."""
+        self.mosquitto.stop()
 
     def start_broker(self) -> None:
-        self.broker.start()
+        self.mosquitto.start()
 
-    def publish_raw(self, topic: str, payload: bytes, *, user: str = "dealer-backend", retain: bool = False) -> None:
-        """One QoS 1 publish as ``user`` (over TLS), e.g. a malformed message on a topic a page reads."""
+    def publish_raw(self, topic: str, payload: bytes, retain: bool = False, *, user: str = "dealer-backend",
+                    password: str | None = None) -> None:
+        """One QoS 1 publish as ``user`` (its studio password unless ``password``), over TLS, e.g. a
+        malformed or oversized message on a topic a page reads. The broker's ACL applies: a publish
+        it refuses is acknowledged and dropped (MQTT 3.1.1)."""
         import paho.mqtt.client as paho
 
         from drivers.mqtt import make_tls_context
 
+        import threading
+
+        connected: list[Any] = []
+        ready = threading.Event()
         c = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=f"raw-{secrets.token_hex(4)}")
-        c.username_pw_set(user, self.credentials[user])
-        c.tls_set_context(make_tls_context(self.dir / "tls" / "ca.crt"))
-        c.connect("127.0.0.1", self.broker.tls_port, keepalive=10)
+        c.username_pw_set(user, self.credentials[user] if password is None else password)
+        c.tls_set_context(make_tls_context(self.broker.ca_file))
+        c.on_connect = lambda _c, _u, _f, reason, _p: (connected.append(reason), ready.set())
+        c.connect("127.0.0.1", self.broker.port, keepalive=10)
         c.loop_start()
         try:
+            if not ready.wait(10) or connected[0].is_failure:
+                raise StudioError(f"the broker did not take {user}'s login: {connected[0] if connected else 'no answer'}")
             info = c.publish(topic, payload, qos=1, retain=retain)
             info.wait_for_publish(timeout=10)
             if not info.is_published():
@@ -272,8 +341,8 @@ key_files = ["{self.supervisor_key_file}"]
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-        if self.broker is not None and self.broker.proc is not None:
-            self.broker.stop()
+        if self.mosquitto is not None and self.mosquitto.proc is not None:
+            self.mosquitto.stop()
         if self._own:
             shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -298,10 +367,12 @@ def _cmd_demo_web(args: Any) -> int:
     try:
         studio = WebStudio(Path(args.folder) if args.folder else None, web_port=args.port, faults=args.faults,
                            seed=args.seed, deal_interval=args.deal_interval, rounds=args.rounds)
-        studio.start()
+        studio.start()  # stops whatever it started when it fails
     except (StudioError, OSError, RuntimeError) as exc:
         print(f"dealer demo-web: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C while starting: everything is stopped already
+        return 0
     stop = {"now": False}
 
     def _stop(*_: Any) -> None:
@@ -318,15 +389,15 @@ def _cmd_demo_web(args: Any) -> int:
         print(f"  supervisor's key file:   {studio.supervisor_key_file}\n")
         print(WHAT_YOU_SEE, flush=True)
         while not stop["now"]:
-            for name in ("backend", "web"):
+            for name in ("backend", "settle", "web"):
                 proc = studio.procs.get(name)
-                if proc is not None and proc.poll() is not None:
+                if proc is not None and proc.poll() is not None and not stop["now"]:
                     print(f"dealer demo-web: dealer {name} exited ({proc.returncode}): "
                           f"{' '.join(studio.stderr(name).split())[-300:]}", file=sys.stderr)
                     return 1
             sim = studio.procs.get("simulate")
             if args.rounds and sim is not None and sim.poll() is not None:
-                print(f"{args.rounds} rounds played at every table.")
+                print(f"{args.rounds} round{'' if args.rounds == 1 else 's'} played at every table.")
                 break
             time.sleep(0.5)
     finally:
@@ -353,4 +424,4 @@ def register(sub: Any) -> None:
     p.set_defaults(func=_cmd_demo_web)
 
 
-__all__ = ["RIG_USER", "SUPERVISOR", "TABLES", "StudioError", "WebStudio", "register"]
+__all__ = ["RIG_USER", "SUPERVISOR", "TABLES", "BrokerAddress", "StudioError", "WebStudio", "register"]

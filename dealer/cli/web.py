@@ -76,7 +76,7 @@ def _plan(settings: Any) -> tuple[Any, ...]:
     if url is None:
         raise _Bad("no broker to forward to: set [web] broker_url or [mqtt] url, or give --broker")
     try:
-        host, port, tls = parse_broker_url(url)
+        broker_host, port, tls = parse_broker_url(url)
     except ValueError as exc:
         raise _Bad(str(exc)) from None
     try:
@@ -91,14 +91,14 @@ def _plan(settings: Any) -> tuple[Any, ...]:
             server_tls.load_cert_chain(str(web.tls_cert_file), str(web.tls_key_file))
         except (OSError, ssl.SSLError) as exc:
             raise _Bad(f"[web] tls_cert_file / tls_key_file cannot be loaded: {exc}") from None
-    host = web.host_port[0]
-    if server_tls is None and not web.allow_insecure and not _loopback(host):
+    if server_tls is None and not web.allow_insecure and not _loopback(web.host_port[0]):
         raise _Bad(f"[web] listen = {web.listen} without TLS would carry the pages' broker logins in clear over the "
                    "network: set tls_cert_file and tls_key_file (or allow_insecure = true on a closed network)")
     site = Site(tables=tuple((t.id, t.game) for t in settings.tables),
                 supervisors=tuple(s.id for s in settings.security.supervisors),
                 node_ids=(settings.service.node_id,))
-    return site, Upstream(host, port, upstream_tls), web, server_tls, url
+    shown = f"{'mqtts' if tls else 'mqtt'}://{f'[{broker_host}]' if ':' in broker_host else broker_host}:{port}"
+    return site, Upstream(broker_host, port, upstream_tls), web, server_tls, shown  # shown: never a URL's password
 
 
 def _loopback(host: str) -> bool:

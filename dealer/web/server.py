@@ -101,9 +101,9 @@ def build_app(site: Site, upstream: Upstream, *, max_connections: int = 256,
         ws = web.WebSocketResponse(protocols=SUBPROTOCOLS, max_msg_size=max_frame_bytes, heartbeat=30)
         if not ws.can_prepare(request).ok:
             raise web.HTTPBadRequest(text="a WebSocket upgrade is expected here")
-        await ws.prepare(request)
-        app[CONNECTIONS].add(ws)
+        app[CONNECTIONS].add(ws)  # the slot is taken before the upgrade awaits: concurrent upgrades cannot pass the bound
         try:
+            await ws.prepare(request)
             await _forward(ws, upstream)
         finally:
             app[CONNECTIONS].discard(ws)

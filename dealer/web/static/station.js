@@ -198,11 +198,12 @@ function renderPrompt(backend) {
         break;
       case "RESCAN":
         label = "RESCAN"; main = p.position || "—";
-        detail = `${RESCAN_TEXT[p.reason] || p.reason || ""} — ${p.message}` + (p.count > 1 ? ` (attempt ${p.count})` : "");
+        // the backend's own words say why (and name the card when it may be named)
+        detail = p.message.replace(/^RESCAN \S+: /, "") + (p.count > 1 ? ` — attempt ${p.count}` : "");
         break;
       case "ALERT":
         label = "CALL SUPERVISOR"; main = p.position ? `STOPPED AT ${p.position}` : "STOP DEALING";
-        detail = `${RESCAN_TEXT[p.reason] || p.reason || ""}: ${p.message}`;
+        detail = p.message.replace(/^SUPERVISOR: /, "");
         break;
       case "WAIT":
         if (st && st.phase === "BETTING_OPEN" && st.round_id === p.round_id) {

@@ -54,7 +54,9 @@ function randomId(prefix) {
 /* -- the backend's clock -------------------------------------------------------------------- */
 
 /** Deadlines are the backend's epoch ms. The browser's clock may be off: the offset is the
- * smallest (arrival − at) seen lately, i.e. the skew plus the shortest delivery. */
+ * smallest (arrival − at) over the last live messages, i.e. the skew plus the shortest delivery
+ * (negative when the backend's clock is ahead). Retained copies are left out: their `at` is
+ * their last change, not their sending. */
 const clock = {
   offset: 0,
   samples: [],
@@ -76,6 +78,32 @@ function mmss(ms) {
 function sinceText(at) {
   if (!Number.isInteger(at)) return "";
   return mmss(Math.max(0, clock.now() - at));
+}
+
+/** The length of each window, as first seen (the backend publishes only the deadline): the bar's full width. */
+const windowLength = new Map();
+
+/** A countdown: "m:ss" and a bar, kept up to date 4 times a second by tickCountdowns(). */
+function countdownEl(name, deadline, who) {
+  return el("div", { class: "timer", "data-timer": name, "data-deadline": deadline },
+    el("span", { class: "timer-name" }, name.toUpperCase() + (who ? ` — ${who}` : "")),
+    el("span", { class: "timer-left mono" }, ""), el("progress", { max: 1, value: 0 }));
+}
+
+function tickCountdowns(root) {
+  for (const node of (root || document).querySelectorAll("[data-deadline]")) {
+    const deadline = Number(node.dataset.deadline);
+    const left = clock.left(deadline);
+    if (!windowLength.has(deadline)) windowLength.set(deadline, Math.max(left, 1000));
+    const full = windowLength.get(deadline);
+    const text = node.querySelector(".timer-left") || node;
+    text.textContent = mmss(left);
+    const bar = node.querySelector("progress");
+    if (bar) { bar.max = full; bar.value = Math.min(left, full); }
+    node.classList.toggle("urgent", left < 5000);
+    node.toggleAttribute("data-expired", left === 0);
+  }
+  if (windowLength.size > 200) windowLength.delete(windowLength.keys().next().value);
 }
 
 function timeOfDay(at) {
@@ -108,15 +136,23 @@ function cardTile(position, code) {
     el("span", { class: "pos" }, position), el("span", { class: "face" }, code));
 }
 
-/** Positions grouped by their hand: "A1" → A, "P3.2" → seat 3, "D.1"/"D1" → dealer. */
+/** The hand a position belongs to, by the games' position names: Teen Patti A1/B1 (hands A, B);
+ * Sevenluck P3.2 and D.1 (seat 3, dealer); stud P3.7, BURN1, COMM; Seotda S2.1; Matgo F.3/O.3
+ * (hands), L4 (layout), S5 (stock turned over); R1. before a rematch's or a redeal's positions. */
 function handOf(position) {
-  let m = /^[PS](\d+)\./.exec(position); // a seat's cards (P3.2 in poker games, S3.1 in Seotda)
+  const r = /^R(\d+)\.(.+)$/.exec(position);
+  if (r) return `Re-deal ${r[1]} · ${handOf(r[2])}`;
+  let m = /^[PS](\d+)\./.exec(position);
   if (m) return `Seat ${m[1]}`;
   if (/^D\.?\d/.test(position)) return "Dealer";
   if (/^BURN/i.test(position)) return "Burn";
-  m = /^([A-Z]+)\d*$/.exec(position);
-  if (m) return m[1].length === 1 ? `Hand ${m[1]}` : m[1];
-  m = /^([A-Z]+)/.exec(position);
+  if (position === "COMM") return "Community";
+  if (/^[FO]\.\d+$/.test(position)) return `Hand ${position[0]}`;
+  if (/^L\d+$/.test(position)) return "Layout";
+  if (/^S\d+$/.test(position)) return "Stock";
+  m = /^([A-Z])\d+$/.exec(position);
+  if (m) return `Hand ${m[1]}`;
+  m = /^([A-Za-z]+)/.exec(position);
   return m ? m[1] : "Cards";
 }
 
@@ -153,27 +189,180 @@ const SCHEMAS = {
   events: "studio.v1.event", history: "studio.v1.table_history",
 };
 
+/* Small type checks: a field a page reads is of its type, or absent/null where the protocol allows it
+ * (fields added to the protocol later are read as absent when missing). */
+const isObj = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
+const isStr = (v) => typeof v === "string";
+const optStr = (v) => v === undefined || v === null || isStr(v);
+const optInt = (v) => v === undefined || v === null || Number.isInteger(v);
+const strMap = (v) => isObj(v) && Object.entries(v).every(([, x]) => isStr(x));
+const strList = (v) => Array.isArray(v) && v.every(isStr);
+
+function must(ok, what) {
+  if (!ok) throw new Error(what);
+}
+
 /** Checks the fields a screen relies on; throws with what is wrong. */
 function checkMessage(kind, msg) {
   if (kind === "status") {
-    if (typeof msg.online !== "boolean") throw new Error("status without a boolean 'online'");
+    must(typeof msg.online === "boolean", "status without a boolean 'online'");
+    must(optStr(msg.session), "status with a 'session' that is not a string");
     return;
   }
   const want = SCHEMAS[kind];
-  if (want && msg.schema_id !== undefined && msg.schema_id !== want) throw new Error(`schema_id ${String(msg.schema_id).slice(0, 40)}, expected ${want}`);
-  if (want && typeof msg.table_id !== "string") throw new Error("no table_id");
-  if ((kind === "prompts" || kind === "prompts/current") && (typeof msg.kind !== "string" || typeof msg.message !== "string"))
-    throw new Error("a prompt needs 'kind' and 'message'");
-  if (kind === "events" && (typeof msg.event !== "string" || typeof msg.data !== "object" || msg.data === null))
-    throw new Error("an event needs 'event' and 'data'");
-  if (kind === "state" && (typeof msg.cards !== "object" || msg.cards === null)) throw new Error("a state needs 'cards'");
-  if (kind === "history" && (!Array.isArray(msg.rounds) || !Array.isArray(msg.dealers))) throw new Error("a history needs 'rounds' and 'dealers'");
+  if (!want) throw new Error("a topic this page does not read");
+  must(msg.schema_id === want, `schema_id ${JSON.stringify(msg.schema_id).slice(0, 40)}, expected ${want}`);
+  must(isStr(msg.table_id), "no table_id");
+  must(optInt(msg.at), "'at' is not an integer");
+  if (kind !== "events") {
+    must(optStr(msg.node_id) && optStr(msg.session) && optInt(msg.version), "node_id, session or version of the wrong type");
+    must(msg.stale === undefined || typeof msg.stale === "boolean", "'stale' is not a boolean");
+  }
+  if (kind === "prompts" || kind === "prompts/current") {
+    must(isStr(msg.kind) && isStr(msg.message), "a prompt needs 'kind' and 'message'");
+    must(optStr(msg.position) && optStr(msg.reason) && optStr(msg.announce) && optStr(msg.round_id), "a prompt field of the wrong type");
+    must(optInt(msg.step) && optInt(msg.of) && optInt(msg.count), "a prompt's step, of or count is not an integer");
+  } else if (kind === "events") {
+    must(isStr(msg.event) && isObj(msg.data), "an event needs 'event' and 'data'");
+    must(optStr(msg.round_id), "an event's round_id is not a string");
+  } else if (kind === "state") {
+    must(strMap(msg.cards), "a state needs 'cards' (position → code)");
+    must(msg.dealt === undefined || msg.dealt === null || strList(msg.dealt), "a state's 'dealt' is not a list of positions");
+    must(msg.links_down === undefined || msg.links_down === null || isObj(msg.links_down), "a state's 'links_down' is not an object");
+    must(msg.turn === undefined || msg.turn === null || (isObj(msg.turn) && optInt(msg.turn.closes_at)), "a state's 'turn' is malformed");
+    must(["round_id", "game", "phase", "mode", "dealer", "winner", "outcome", "paused_reason"].every((k) => optStr(msg[k])),
+      "a state field of the wrong type");
+    must(["betting_closes_at", "decision_closes_at", "confirm_closes_at", "phase_since", "unsettled"].every((k) => optInt(msg[k])),
+      "a state deadline or count is not an integer");
+  } else if (kind === "history") {
+    must(Array.isArray(msg.rounds) && Array.isArray(msg.dealers), "a history needs 'rounds' and 'dealers'");
+    must(msg.rounds.every((r) => isObj(r) && isStr(r.round_id) && optStr(r.outcome) && optStr(r.winner) &&
+      (r.dealers === undefined || Array.isArray(r.dealers))), "a history round is malformed");
+    must(msg.dealers.every((d) => isObj(d) && optStr(d.dealer) && ["rounds", "cards", "rescans", "mistakes"].every((k) => optInt(d[k]))),
+      "a history dealer entry is malformed");
+  }
+}
+
+/** A message as a screen takes it: {where, msg}, or null (not ours, a retained message cleared, or
+ * bad: then the error is listed on the page, never thrown). */
+function readMessage(topic, payload, errors) {
+  const where = splitTopic(topic);
+  if (!where) return null;
+  try {
+    const msg = parsePayload(topic, payload);
+    if (msg === null) return null;
+    checkMessage(where.kind, msg);
+    return { where, msg };
+  } catch (e) {
+    errors.add(`bad message on ${topic}: ${e.message}`);
+    return null;
+  }
 }
 
 /** §4.8: act on a retained message only while it is not stale and its node is online with the same session. */
 function isCurrent(msg, status) {
   return !!msg && !!status && msg.stale === false && status.online === true &&
     typeof msg.session === "string" && msg.session === status.session;
+}
+
+/** Is retained message `a` newer than `b` (same topic)? `version` orders messages, also across a
+ * backend's sessions (§4.8); a current one beats one that is not (a wall clock that went back). */
+function newerRetained(a, b, statuses) {
+  if (!b) return true;
+  const cur = (m) => isCurrent(m, statuses[m.node_id]);
+  if (cur(a) !== cur(b)) return cur(a);
+  if (Number.isFinite(a.version) && Number.isFinite(b.version)) return a.version >= b.version;
+  return (a.at || 0) >= (b.at || 0);
+}
+
+/* -- events as one line each ------------------------------------------------------------------ */
+
+const REASON_TEXT = {
+  noread: "the scanner could not read the card", misread: "the scanner misread the card",
+  corrupt_frame: "the reader's message arrived damaged", frame_lost: "a reader message was lost (sequence gap)",
+  device_fault: "the reader reports a fault", foreign_card: "card not from this deck",
+  duplicate_card: "card already dealt this round", forged_frame: "the reader's message failed authentication",
+  security: "a command was refused for security", journal_unavailable: "the backend cannot record: stop dealing",
+  not_expected: "no card is expected now",
+};
+
+const WARN_EVENTS = ["scan_rejected", "rejected", "round_voided", "round_cancelled", "link_down", "table_paused",
+  "table_closing", "table_closed", "card_burned"];
+
+function eventText(ev) {
+  const d = ev.data || {};
+  const who = d.supervisor ? ` by ${d.supervisor}${d.reason ? `: ${d.reason}` : ""}` : "";
+  switch (ev.event) {
+    case "card_registered": return `${d.position} ${d.card || "face down"}`;
+    case "round_opened": return "betting open" + (d.opened_by ? ` (opened by ${d.opened_by})` : "");
+    case "bet_accepted": return `bet ${d.player_id || ""} ${d.bet_type || ""} ${d.stake || ""}${d.seat ? ` seat ${d.seat}` : ""}`;
+    case "bet_rejected": return `bet ${d.bet_id || ""} refused: ${d.reason || ""}`;
+    case "betting_closed": return `betting closed by ${d.by}: ${d.bets} bet(s)`;
+    case "dealer_confirmed": return `${d.step} confirmed${d.by === "timer" ? " (window closed)" : ""}`;
+    case "confirm_window": return `exposure window until ${timeOfDay(d.closes_at)}${d.resumed ? " (again)" : ""}`;
+    case "card_exposed": return `${d.position} exposed: ${d.card || ""}`;
+    case "player_acted": return `${d.player_id || ""} ${d.action || ""}${d.total ? ` to ${d.total}` : ""}`;
+    case "turn": return `turn ${d.turn}: ${d.player_id || ""}${d.street ? ` (${d.street})` : ""}`;
+    case "decision_made": return `${d.player_id || ""} ${d.action || ""}`;
+    case "decisions_open": return `players decide until ${timeOfDay(d.closes_at)}`;
+    case "cards_revealed": return "revealed " + Object.entries(d.cards || {}).map(([p, c]) => `${p} ${c}`).join(" ");
+    case "round_settled": return "settled";
+    case "scan_rejected": return `RESCAN ${d.position}: ${REASON_TEXT[d.reason] || d.reason}${d.detail ? ` (${d.detail})` : ""}`;
+    case "rejected": return `REFUSED ${d.type}: ${d.reason}`;
+    case "round_result": return `RESULT: winner ${d.winner}`;
+    case "round_voided": case "round_cancelled": return `${ev.event.slice(6).toUpperCase()}: ${d.reason}`;
+    case "dealer_logged_on": return `dealer ${d.dealer_id} logged on${d.previous ? ` (after ${d.previous})` : ""}`;
+    case "command_accepted": return `${d.type} accepted`;
+    case "command_repeated": return `${d.type} repeated: answered ${d.answer || "accepted"}`;
+    case "link_down": return `LINK DOWN ${d.link}${d.reason ? `: ${d.reason}` : ""}`;
+    case "link_up": return `link up ${d.link}`;
+    case "table_paused": return `PAUSED${who}`;
+    case "table_resumed": return `resumed${who}`;
+    case "table_closing": return `CLOSING after this round${who}`;
+    case "table_closed": return `CLOSED${who}`;
+    case "table_reopened": return `reopened${who}`;
+    default: {
+      const s = JSON.stringify(d);
+      return s === "{}" ? "" : s.slice(0, 160);
+    }
+  }
+}
+
+/** One line of an event log (newest first in the page's list). */
+function eventLine(ev) {
+  const d = ev.data || {};
+  const warn = WARN_EVENTS.includes(ev.event);
+  return el("li", { class: `ev${warn ? " warn" : ""}`, "data-event": ev.event, "data-reason": typeof d.reason === "string" ? d.reason.slice(0, 100) : null,
+    "data-round-id": ev.round_id || null },
+  el("span", { class: "ev-time mono" }, timeOfDay(ev.at)), el("span", { class: "ev-name" }, ev.event), el("span", { class: "ev-text" }, eventText(ev)));
+}
+
+/* -- answers to the page's own commands ------------------------------------------------------- */
+
+const ANSWER_MARK = { ACCEPTED: "✓", REJECTED: "✗", SENT: "…", "NO ANSWER YET": "?", "NOT SENT": "✗" };
+
+/** SENT, NO ANSWER YET (5 s without one: the command may be sent again, same id), ACCEPTED, REJECTED, NOT SENT. */
+function answerStatus(a) {
+  return a.status === "SENT" && Date.now() - a.sentAt > 5000 ? "NO ANSWER YET" : a.status;
+}
+
+/** The answers to show, newest first: every refusal until it is dismissed, and the last `n` others. */
+function answersToShow(list, n) {
+  const bad = (a) => (a.status === "REJECTED" || a.status === "NOT SENT") && !a.dismissed;
+  const shown = list.filter((a, i) => bad(a) || (i >= list.length - n && !a.dismissed));
+  return shown.reverse();
+}
+
+function answerRow(a, { onResend, onDismiss }) {
+  const status = answerStatus(a);
+  const row = el("div", { class: "answer", "data-status": status.replace(/ /g, "_"), "data-command-id": a.command_id, "data-type": a.type },
+    el("span", { class: "answer-mark" }, `${ANSWER_MARK[status] || ""} ${status}`), el("span", { class: "answer-what" }, a.label),
+    a.reason ? el("span", { class: "answer-reason" }, a.reason) : null);
+  if (status === "NO ANSWER YET" && onResend) row.append(el("button", { class: "small", type: "button", onclick: () => onResend(a) }, "SEND AGAIN"));
+  if ((status === "REJECTED" || status === "NOT SENT") && onDismiss) {
+    row.append(el("button", { class: "small", type: "button", onclick: () => { a.dismissed = true; onDismiss(a); } }, "DISMISS"));
+  }
+  return row;
 }
 
 /* -- errors ------------------------------------------------------------------------------------- */
@@ -192,14 +381,24 @@ class ErrorList {
     this.state.errors = [...this.items.keys()];
     this.render();
   }
+  dismiss(text) {
+    if (text === undefined) this.items.clear();
+    else this.items.delete(text);
+    this.state.errors = [...this.items.keys()];
+    this.render();
+  }
+  /** Newest first, in a bounded, scrolling box under a count that stays in view: the errors are
+   * never hidden, and they never push the dealer's prompt off the screen either. */
   render() {
-    this.container.replaceChildren();
-    this.container.hidden = this.items.size === 0;
-    for (const [text, n] of this.items) {
-      this.container.append(el("div", { class: "error-item", role: "alert" },
-        el("span", { class: "error-mark" }, "⚠ ERROR"), el("span", { class: "error-text" }, text + (n > 1 ? `  (×${n})` : "")),
-        el("button", { class: "small", onclick: () => { this.items.delete(text); this.state.errors = [...this.items.keys()]; this.render(); } }, "DISMISS")));
-    }
+    const n = this.items.size;
+    this.container.hidden = n === 0;
+    this.container.dataset.count = n;
+    const head = el("div", { class: "errors-head" }, el("span", { class: "error-mark" }, `⚠ ${n} PROBLEM${n === 1 ? "" : "S"}`),
+      n > 1 ? el("button", { class: "small", type: "button", onclick: () => this.dismiss() }, "DISMISS ALL") : null);
+    const rows = [...this.items].reverse().map(([text, count]) => el("div", { class: "error-item", role: "alert" },
+      el("span", { class: "error-mark" }, "⚠ ERROR"), el("span", { class: "error-text" }, text + (count > 1 ? `  (×${count})` : "")),
+      el("button", { class: "small", type: "button", onclick: () => this.dismiss(text) }, "DISMISS")));
+    this.container.replaceChildren(head, el("div", { class: "errors-list" }, ...rows));
   }
 }
 
@@ -221,8 +420,9 @@ function credentialsFromFragment() {
  * screen back to the present. Banner states: CONNECTING, CONNECTED, BROKER DOWN, LOGIN REFUSED.
  */
 class Link {
-  constructor({ banner, state, errors, onMessage, subscriptions, role, onChange }) {
+  constructor({ banner, state, errors, onMessage, subscriptions, role, onChange, onConnect }) {
     this.onChange = onChange || (() => {});
+    this.onConnect = onConnect || (() => {});
     this.banner = banner;
     this.state = state;
     this.errors = errors;
@@ -245,6 +445,8 @@ class Link {
     });
     this.client = client;
     client.on("connect", () => {
+      if (this.client !== client) return;
+      this.onConnect(); // before the retained messages come again
       this.state.connected = true;
       this.show("CONNECTED", `connected as ${user}`);
       const subs = this.subscriptions();
@@ -264,17 +466,19 @@ class Link {
       }
     });
     client.on("error", (err) => {
-      const refused = err && (err.code === 4 || err.code === 5 || /Not authorized|Bad username/i.test(err.message || ""));
+      // a CONNACK refusal (MQTT 3.1.1 return codes 1, 2, 4, 5) is final: retrying would only repeat it
+      const refused = err && ([1, 2, 4, 5].includes(err.code) || /Not authorized|Bad username|Identifier rejected/i.test(err.message || ""));
       if (refused) {
         this.state.connected = false;
-        this.show("LOGIN REFUSED", `the broker refused the login of ${user}: ${err.message || err}`);
+        this.show("LOGIN REFUSED", `LOGIN REFUSED for ${user}: ${err.message || err} — do not deal`);
         client.end(true);
+        if (this.onRefused) this.onRefused();
       } else {
         this.errors.add(`connection error: ${err && err.message ? err.message : err}`);
       }
     });
     const down = () => {
-      if (this.state.banner === "LOGIN REFUSED") return;
+      if (this.client !== client || this.state.banner === "LOGIN REFUSED") return; // an old login's connection, or a final refusal
       this.state.connected = false;
       this.show("BROKER DOWN", "BROKER DOWN — do not deal: reconnecting …");
     };
@@ -313,6 +517,7 @@ function setupLogin(form, link, defaultUser) {
     pass.value = "";
     form.hidden = true;
   });
+  link.onRefused = () => { form.hidden = false; pass.focus(); }; // type it again
   if (creds.user && creds.password) {
     form.hidden = true;
     link.connect(creds.user, creds.password);
@@ -331,10 +536,18 @@ function canonical(obj) {
 /** A supervisor's key file (hex text, 16 bytes at least) as a CryptoKey that can sign and never be read back. */
 async function importKeyHex(text) {
   const hex = String(text).trim();
-  if (!/^([0-9a-fA-F]{2}){16,}$/.test(hex)) throw new Error("the key file must hold the key as hex text (32 bytes or more; dealer supervisor keygen makes one)");
+  if (hex.length > 1024) throw new Error("this is not a key file: it is far too long (a key is 64 hex digits)");
+  if (!/^[0-9a-fA-F]*$/.test(hex)) throw new Error("this is not a key file: a key file holds only hex digits 0-9 a-f (dealer supervisor keygen makes one)");
+  if (hex.length % 2) throw new Error(`this is not a key file: an odd number of hex digits (${hex.length})`);
+  if (hex.length < 32) throw new Error(`this key is too short: ${hex.length / 2} bytes, at least 16 are needed (a key file holds 32)`);
+  if (!window.crypto || !crypto.subtle) throw new Error("this page cannot sign: open it over https (or on localhost), WebCrypto needs a secure page");
   const bytes = new Uint8Array(hex.length / 2);
   for (let i = 0; i < bytes.length; i++) bytes[i] = parseInt(hex.substr(i * 2, 2), 16);
-  return crypto.subtle.importKey("raw", bytes, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+  try {
+    return await crypto.subtle.importKey("raw", bytes, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+  } finally {
+    bytes.fill(0); // only the non-extractable CryptoKey stays
+  }
 }
 
 /** The command with its signature: lowercase hex HMAC-SHA256 of the canonical UTF-8 bytes. */

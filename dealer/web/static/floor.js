@@ -6,7 +6,7 @@
 
 const $ = (id) => document.getElementById(id);
 const ui = { connected: false, banner: "DISCONNECTED", errors: [], user: null, supervisor: null, keyLoaded: false,
-  tables: {}, statuses: {}, answers: [], selected: null };
+  tables: {}, statuses: {}, online: {}, answers: [], selected: null };
 window.screenState = ui;
 
 const errors = new ErrorList($("errors"), ui);
@@ -26,7 +26,8 @@ const ACTS = {
 function table(id) {
   if (!ui.tables[id]) {
     const game = (site.tables.find((t) => t.id === id) || {}).game || "?";
-    ui.tables[id] = { id, game, state: null, prompt: null, history: null, events: [], rescans: {}, security: 0, lastAlert: null };
+    ui.tables[id] = { id, game, state: null, prompt: null, history: null, events: [], rescans: {}, security: 0, lastAlert: null,
+      alertsSeen: [] };
   }
   return ui.tables[id];
 }
@@ -34,43 +35,37 @@ function table(id) {
 const link = new Link({
   banner: $("banner"), state: ui, errors, role: "floor",
   subscriptions: () => {
-    const kinds = ["state", "prompts/current", "events", "history"];
+    // the live prompts too: a security ALERT may be replaced on prompts/current at once
+    const kinds = ["state", "prompts/current", "prompts", "events", "history"];
     if (ui.user === "ops") return [...kinds.map((k) => `${PREFIX}/tables/+/${k}`), topicOf.status("+")];
     const subs = [];
-    for (const t of site.tables) subs.push(topicOf.state(t.id), topicOf.current(t.id), topicOf.events(t.id), topicOf.history(t.id));
+    for (const t of site.tables) subs.push(...kinds.map((k) => `${PREFIX}/tables/${t.id}/${k}`));
     return [...subs, topicOf.status("+")];
   },
   onMessage,
   onChange: () => scheduleRender(),
+  onConnect: () => { ui.statuses = {}; }, // the retained statuses come again with the subscription
 });
 
-function onMessage(topic, payload) {
-  const where = splitTopic(topic);
-  if (!where) return;
-  let msg;
-  try {
-    msg = parsePayload(topic, payload);
-    if (msg === null) return;
-    checkMessage(where.kind, msg);
-  } catch (e) {
-    errors.add(`bad message on ${topic}: ${e.message}`);
-    return;
-  }
+function onMessage(topic, payload, packet) {
+  const read = readMessage(topic, payload, errors);
+  if (!read) return;
+  const { where, msg } = read;
   if (where.kind === "status") {
     ui.statuses[where.node] = msg;
     scheduleRender();
     return;
   }
   if (!/^[A-Za-z0-9_]{1,32}$/.test(where.table)) return;
-  clock.seen(msg.at);
+  if (!(packet && packet.retain)) clock.seen(msg.at); // a retained copy is as old as its last change: no clock sample
   const t = table(where.table);
   if (where.kind === "state") {
-    if (!t.state || t.state.session !== msg.session || (msg.version || 0) >= (t.state.version || 0)) t.state = msg;
-  } else if (where.kind === "prompts/current") {
-    if (!t.prompt || t.prompt.session !== msg.session || (msg.version || 0) >= (t.prompt.version || 0)) t.prompt = msg;
-    if (msg.kind === "ALERT") t.lastAlert = msg;
+    if (newerRetained(msg, t.state, ui.statuses)) t.state = msg;
+  } else if (where.kind === "prompts/current" || where.kind === "prompts") {
+    if (where.kind === "prompts/current" && newerRetained(msg, t.prompt, ui.statuses)) t.prompt = msg;
+    if (msg.kind === "ALERT") takeAlert(t, msg);
   } else if (where.kind === "history") {
-    t.history = msg;
+    if (newerRetained(msg, t.history, ui.statuses)) t.history = msg;
   } else if (where.kind === "events") {
     takeEvent(t, msg);
   }
@@ -82,7 +77,6 @@ function takeEvent(t, ev) {
   if (t.events.length > 100) t.events.pop();
   const d = ev.data || {};
   if (ev.event === "scan_rejected" && ev.round_id) t.rescans[ev.round_id] = (t.rescans[ev.round_id] || 0) + 1;
-  if (ev.event === "rejected" && /signature|supervisor|security/i.test(String(d.reason || ""))) t.security += 1;
   const mine = typeof d.command_id === "string" && pending.get(d.command_id);
   if (mine) {
     if (ev.event === "command_accepted" || ev.event === "command_repeated") Object.assign(mine, { status: "ACCEPTED", reason: null });
@@ -90,11 +84,21 @@ function takeEvent(t, ev) {
   }
 }
 
+/** An ALERT, counted once (it may come both live and retained); a security one is counted apart. */
+function takeAlert(t, p) {
+  const key = `${p.round_id}|${p.at}|${p.reason}`;
+  if (t.alertsSeen.includes(key)) return;
+  t.alertsSeen.push(key);
+  if (t.alertsSeen.length > 50) t.alertsSeen.shift();
+  t.lastAlert = p;
+  if (p.reason === "security") t.security += 1;
+}
+
 /* -- what needs a person ---------------------------------------------------------------------------- */
 
 function online(t) {
   const m = t.state || t.prompt;
-  return !!m && isCurrent(m, ui.statuses[m.node_id]);
+  return ui.connected && !!m && isCurrent(m, ui.statuses[m.node_id]);
 }
 
 function flags(t) {
@@ -113,26 +117,28 @@ function flags(t) {
   return out;
 }
 
+/** How urgently a table needs a person: 0 first (offline, alert, link down), then paused or
+ * closed, unsettled results, rescans; 9 for a table that needs nobody. */
+const RANK = { OFFLINE: 0, ALERT: 0, LINK: 0, SECURITY: 1, PAUSED: 1, CLOSED: 1, CLOSING: 1, UNSETTLED: 2, RESCANS: 3 };
+function rankOf(fl) { return Math.min(9, ...fl.map((f) => RANK[f[0]] ?? 9)); }
 function need(fl) {
-  const names = fl.map((f) => f[0]);
-  if (names.some((n) => ["OFFLINE", "ALERT", "LINK"].includes(n))) return "attention";
-  if (names.some((n) => ["PAUSED", "CLOSED", "CLOSING", "CLOSING_PAUSED", "SECURITY", "UNSETTLED", "RESCANS"].includes(n))) return "watch";
-  return "ok";
+  const r = rankOf(fl);
+  return r === 0 ? "attention" : r < 9 ? "watch" : "ok";
 }
 
 /* -- rendering ----------------------------------------------------------------------------------------- */
 
 let renderQueued = false;
-let pressing = false; // a finger or button held down: no redraw may take the target away
-document.addEventListener("pointerdown", () => { pressing = true; }, true);
-document.addEventListener("pointerup", () => { pressing = false; setTimeout(scheduleRender, 50); }, true);
-document.addEventListener("pointercancel", () => { pressing = false; }, true);
+let pressedAt = 0; // a finger or button held down: no redraw may take the target away (for 2 s at most)
+document.addEventListener("pointerdown", () => { pressedAt = Date.now(); }, true);
+document.addEventListener("pointerup", () => { pressedAt = 0; setTimeout(scheduleRender, 50); }, true);
+document.addEventListener("pointercancel", () => { pressedAt = 0; }, true);
 function scheduleRender() {
   if (renderQueued) return;
   renderQueued = true;
   requestAnimationFrame(() => {
     renderQueued = false;
-    if (pressing) {
+    if (pressedAt && Date.now() - pressedAt < 2000) {
       setTimeout(scheduleRender, 200);
       return;
     }
@@ -140,12 +146,21 @@ function scheduleRender() {
   });
 }
 
+/** Never throws: a part that cannot be drawn is reported on the page, the rest goes on. */
 function render() {
+  try {
+    draw();
+  } catch (e) {
+    errors.add(`the floor could not be drawn fully: ${e.message || e}`);
+  }
+}
+
+function draw() {
   const ids = site.tables.map((t) => t.id);
   for (const id of Object.keys(ui.tables)) if (!ids.includes(id)) ids.push(id);
-  const rows = ids.map((id) => { const t = table(id); const fl = flags(t); return { t, fl, need: need(fl) }; });
-  const rank = { attention: 0, watch: 1, ok: 2 };
-  rows.sort((a, b) => rank[a.need] - rank[b.need] || a.t.id.localeCompare(b.t.id));
+  const rows = ids.map((id) => { const t = table(id); const fl = flags(t); return { t, fl, rank: rankOf(fl), need: need(fl) }; });
+  rows.sort((a, b) => a.rank - b.rank || a.t.id.localeCompare(b.t.id));
+  for (const r of rows) ui.online[r.t.id] = online(r.t);
   renderSummary(rows);
   $("grid").replaceChildren(...rows.map(tile));
   renderDetail();
@@ -155,8 +170,9 @@ function renderSummary(rows) {
   const count = (pred) => rows.filter(pred).length;
   const off = count((r) => r.fl.some((f) => f[0] === "OFFLINE"));
   const items = [["tables", "TABLES", rows.length], ["online", "ONLINE", rows.length - off], ["offline", "OFFLINE", off],
-    ["alerts", "NEED A PERSON", count((r) => r.need === "attention")],
+    ["alerts", "⚠ NEED A PERSON", count((r) => r.need === "attention")],
     ["paused", "PAUSED / CLOSED", count((r) => r.fl.some((f) => ["PAUSED", "CLOSED", "CLOSING"].includes(f[0])))],
+    ["security", "SECURITY ALERTS", rows.reduce((n, r) => n + r.t.security, 0)],
     ["unsettled", "RESULTS UNSETTLED", rows.reduce((n, r) => n + ((r.t.state && r.t.state.unsettled) || 0), 0)]];
   $("summary").replaceChildren(...items.map(([k, label, n]) => el("span", { class: "sum", "data-kind": k, "data-n": n }, `${label} ${n}`)));
 }
@@ -166,11 +182,11 @@ function tile({ t, fl, need: n }) {
   const phase = st.phase ? `${st.phase.replace("_", " ")} ${sinceText(st.phase_since)}` : "no round yet";
   return el("button", { class: "tile", type: "button", "data-table": t.id, "data-need": n, "data-online": online(t) ? "yes" : "no",
     "aria-pressed": ui.selected === t.id ? "true" : "false", onclick: () => { ui.selected = ui.selected === t.id ? null : t.id; render(); } },
-  el("div", { class: "tile-head" }, el("span", {}, t.id), el("span", {}, online(t) ? "● ONLINE" : "✗ OFFLINE")),
-  el("div", { class: "tile-line" }, `${t.game} · ${st.node_id || "?"}`),
-  el("div", { class: "tile-line" }, phase),
-  el("div", { class: "tile-line" }, `dealer: ${st.dealer || "—"}`),
-  el("div", { class: "tile-flags" }, ...fl.map(([f, why]) => el("span", { class: "flag", "data-flag": f, title: why }, why && f !== "OFFLINE" ? `${f} ${why}`.slice(0, 28) : f))));
+  el("div", { class: "tile-head" }, el("span", {}, t.id), el("span", { class: "tile-node" }, online(t) ? "● ONLINE" : "✗ OFFLINE")),
+  el("div", { class: "tile-line", title: `node ${st.node_id || "?"}` }, `${t.game} · ${st.node_id || "?"}`),
+  el("div", { class: "tile-line tile-phase" }, phase, el("span", { class: "tile-dealer" }, st.dealer || "no dealer")),
+  el("div", { class: "tile-flags", title: fl.map(([f, why]) => `${f} ${why}`).join("\n") },
+    ...fl.map(([f, why]) => el("span", { class: "flag", "data-flag": f }, ["RESCANS", "UNSETTLED", "SECURITY"].includes(f) ? `${f} ${why}` : f))));
 }
 
 function renderDetail() {
@@ -185,27 +201,40 @@ function renderDetail() {
   const parts = [];
   parts.push(el("h1", {}, `${t.id} — ${t.game}`, " ", el("span", { class: "pill", "data-state": online(t) ? "online" : "offline" }, online(t) ? "ONLINE" : "OFFLINE")));
   parts.push(el("section", { class: "prompt", "data-kind": p ? p.kind : "NONE" },
-    el("div", { class: "prompt-kind" }, p ? p.kind : "NO PROMPT"), el("div", { class: "prompt-main" }, (p && p.position) || (st.phase || "—")),
-    el("div", { class: "prompt-detail" }, p ? p.message : "")));
-  const facts = [`round ${st.round_id || "—"}`, `phase ${st.phase || "—"} for ${sinceText(st.phase_since) || "?"}`, `dealer ${st.dealer || "—"}`,
-    `results unsettled ${st.unsettled || 0}`];
-  if (st.betting_closes_at && st.phase === "BETTING_OPEN") facts.push(`betting closes in ${mmss(clock.left(st.betting_closes_at))}`);
-  if (st.decision_closes_at) facts.push(`decision closes in ${mmss(clock.left(st.decision_closes_at))}`);
-  if (st.turn) facts.push(`turn ${st.turn.turn}: ${st.turn.player_id || "?"} (${mmss(clock.left(st.turn.closes_at || 0))})`);
+    el("div", { class: "prompt-kind" }, p ? p.kind : "NO PROMPT"), el("div", { class: "prompt-main" }, (p && p.position) || ""),
+    el("div", { class: "prompt-detail" }, p ? p.message.replace(/^(RESCAN|SUPERVISOR)( \S+)?: /, "") : "")));
+  const facts = [`round ${st.round_id || "—"}`, `phase ${st.phase || "—"} for ${sinceText(st.phase_since) || "?"}`, `table ${st.mode || "?"}`,
+    `dealer ${st.dealer || "—"}`, `results unsettled ${st.unsettled || 0}`];
   if (st.paused) facts.push(`PAUSED: ${st.paused_reason || ""}`);
-  parts.push(el("div", { class: "panel" }, facts.join(" · ")));
+  const links = Object.entries(st.links_down || {});
+  if (links.length) facts.push("LINK DOWN " + links.map(([k, v]) => `${k}${v ? ` (${v})` : ""}`).join(", "));
+  parts.push(el("div", { class: "panel facts" }, facts.join(" · ")));
+  if (t.security) {
+    parts.push(el("div", { class: "panel security" }, el("span", { class: "error-mark" }, `⚠ ${t.security} SECURITY ALERT(S) since this page opened` +
+      (t.lastAlert && t.lastAlert.reason === "security" ? `: ${t.lastAlert.message}` : "")),
+    el("button", { class: "small", type: "button", onclick: () => { t.security = 0; render(); } }, "ACKNOWLEDGE")));
+  }
+  const timers = [];
+  if (!st.paused && online(t)) {
+    if (st.phase === "BETTING_OPEN" && Number.isInteger(st.betting_closes_at)) timers.push(countdownEl("betting", st.betting_closes_at));
+    if (st.phase === "DECISION" && Number.isInteger(st.decision_closes_at)) timers.push(countdownEl("decision", st.decision_closes_at));
+    if (st.turn && Number.isInteger(st.turn.closes_at)) timers.push(countdownEl("turn", st.turn.closes_at, [st.turn.player_id, st.turn.street].filter(Boolean).join(", ")));
+    if (Number.isInteger(st.confirm_closes_at)) timers.push(countdownEl("exposure window", st.confirm_closes_at));
+  }
+  if (timers.length) parts.push(el("div", { class: "timers" }, ...timers));
   parts.push(acts(t));
-  parts.push(answersPanel());
+  if (ui.user && ui.user.startsWith("supervisor-")) parts.push(answersPanel());
   const dealt = Array.isArray(st.dealt) ? st.dealt : [];
   parts.push(el("section", { class: "panel" }, el("h2", {}, "CARDS (AS THE PUBLIC SEES THEM)"),
     dealt.length ? el("div", { class: "cards" }, ...cardRows(dealt, st.cards || {})) : el("div", { class: "empty" }, "none")));
   parts.push(figuresPanel(t));
   parts.push(roundsPanel(t));
-  parts.push(el("section", { class: "panel" }, el("h2", {}, "TIMELINE"),
-    el("ol", { class: "log" }, ...t.events.map((ev) => el("li", { class: "ev", "data-event": ev.event },
-      el("span", { class: "ev-time mono" }, timeOfDay(ev.at)), el("span", { class: "ev-name" }, ev.event),
-      el("span", { class: "ev-text" }, JSON.stringify(ev.data || {}).slice(0, 160)))))));
+  parts.push(el("section", { class: "panel" }, el("h2", {}, "TIMELINE (SINCE THIS PAGE OPENED)"),
+    t.events.length ? el("ol", { class: "log" }, ...t.events.map(eventLine)) : el("div", { class: "empty" }, "no event yet")));
+  const scroll = box.querySelector(".log") ? box.querySelector(".log").scrollTop : 0;
   box.replaceChildren(...parts);
+  if (box.querySelector(".log")) box.querySelector(".log").scrollTop = scroll;
+  tickCountdowns(box);
 }
 
 function figuresPanel(t) {
@@ -213,11 +242,16 @@ function figuresPanel(t) {
   if (!h || !h.dealers.length) return el("section", { class: "panel" }, el("h2", {}, "DEALERS"), el("div", { class: "empty" }, "no figures yet"));
   const rows = h.dealers.map((d) => el("tr", { "data-dealer": d.dealer || "" },
     el("td", {}, (d.dealer || "(nobody logged on)") + (d.on_shift ? " ● on shift" : "")), el("td", {}, d.rounds), el("td", {}, d.cards),
-    el("td", {}, d.rescans), el("td", {}, d.cards ? (d.rescans * 100 / d.cards).toFixed(1) : "—"), el("td", {}, d.mistakes),
+    el("td", {}, d.rescans), el("td", { "data-per100": "" }, per100(d.rescans, d.cards)), el("td", {}, d.mistakes),
     el("td", {}, timeOfDay(d.since))));
-  return el("section", { class: "panel" }, el("h2", {}, `DEALERS AT ${t.id} SINCE ${timeOfDay(h.since)}`),
+  return el("section", { class: "panel" }, el("h2", {}, `DEALERS AT ${t.id} (${t.game}) SINCE ${timeOfDay(h.since)}`),
     el("table", { class: "figures" }, el("thead", {}, el("tr", {}, ...["dealer", "rounds", "cards", "rescans", "per 100 cards", "mistakes refused", "since"].map((x) => el("th", {}, x)))),
       el("tbody", {}, ...rows)));
+}
+
+/** Rescans per hundred cards, to one decimal (docs/mqtt-topics.md §4.8.1). */
+function per100(rescans, cards) {
+  return cards ? (Math.round(rescans * 1000 / cards) / 10).toFixed(1) : "—";
 }
 
 function roundsPanel(t) {
@@ -226,7 +260,7 @@ function roundsPanel(t) {
   return el("section", { class: "panel" }, el("h2", {}, "LAST ROUNDS"),
     el("table", { class: "figures" }, el("thead", {}, el("tr", {}, ...["round", "outcome", "winner", "dealers", "cards", "rescans", "mistakes", "finished"].map((x) => el("th", {}, x)))),
       el("tbody", {}, ...h.rounds.map((r) => el("tr", { "data-round-id": r.round_id, "data-outcome": r.outcome },
-        el("td", { class: "mono" }, r.round_id), el("td", {}, r.outcome + (r.reason ? `: ${r.reason}` : "")), el("td", {}, r.winner || "—"),
+        el("td", { class: "mono nowrap", title: r.round_id }, r.round_id), el("td", {}, r.outcome + (r.reason ? `: ${r.reason}` : "")), el("td", {}, r.winner || "—"),
         el("td", {}, (r.dealers || []).join(", ") || "—"), el("td", {}, r.dealt), el("td", {}, r.rescans), el("td", {}, r.mistakes),
         el("td", {}, timeOfDay(r.finished_at)))))));
 }
@@ -235,30 +269,30 @@ function roundsPanel(t) {
 
 function acts(t) {
   const box = el("section", { class: "panel acts", "data-acts": t.id });
-  if (!ui.supervisor) {
+  if (!ui.user || !ui.user.startsWith("supervisor-")) {
     box.append(el("div", { class: "acts-note" }, "Read only: log in as supervisor-<id> to act on a table."));
     return box;
   }
-  if (!signingKey) box.append(el("div", { class: "acts-note" }, "Load your key file (top bar) to sign acts."));
+  // every disabled act says why
+  const why = [!signingKey && "Load your key file (top bar) to sign acts.", !ui.supervisor && "Type your supervisor id (top bar).",
+    !ui.connected && "Not connected to the broker."].filter(Boolean);
+  for (const w of why) box.append(el("div", { class: "acts-note", "data-why": "" }, "⚠ " + w));
   const st = t.state || {};
   for (const [name, a] of Object.entries(ACTS)) {
-    const b = el("button", { class: `${a.cls}`, type: "button", "data-act": name, onclick: () => confirmAct(t.id, name) }, a.label);
-    b.disabled = !signingKey || !ui.connected || (a.round && !st.round_id);
+    const noRound = a.round && (!st.round_id || ["RESULT", "SETTLED", "CANCELLED", "VOID"].includes(st.phase));
+    const b = el("button", { class: `${a.cls}`, type: "button", "data-act": name, onclick: () => confirmAct(t.id, name),
+      title: noRound ? "no round in play to void" : a.label }, a.label);
+    b.disabled = why.length > 0 || noRound;
     box.append(b);
   }
   return box;
 }
 
 function answersPanel() {
-  const items = ui.answers.slice(-6).reverse();
-  return el("section", { class: "panel" }, el("h2", {}, "YOUR ACTS"),
-    items.length ? el("div", { class: "answers" }, ...items.map((a) => {
-      const status = a.status === "SENT" && clock.now() - a.sentAt > 5000 ? "NO ANSWER YET" : a.status;
-      const mark = { ACCEPTED: "✓", REJECTED: "✗", SENT: "…", "NO ANSWER YET": "?", "NOT SENT": "✗" }[status] || "";
-      return el("div", { class: "answer", "data-status": status.replace(/ /g, "_"), "data-command-id": a.command_id, "data-type": a.type },
-        el("span", { class: "answer-mark" }, `${mark} ${status}`), el("span", { class: "answer-what" }, a.label),
-        a.reason ? el("span", { class: "answer-reason" }, a.reason) : null);
-    })) : el("div", { class: "empty" }, "none yet"));
+  const items = answersToShow(ui.answers, 6);
+  return el("section", { class: "panel answers-panel" }, el("h2", {}, "YOUR ACTS"),
+    items.length ? el("div", { class: "answers" }, ...items.map((a) => answerRow(a, { onResend: resendAct, onDismiss: render })))
+      : el("div", { class: "empty" }, "none yet"));
 }
 
 /** The unsigned command of an act (docs/mqtt-topics.md §10.1). */
@@ -276,39 +310,71 @@ function confirmAct(tableId, name) {
   const a = ACTS[name];
   const st = table(tableId).state || {};
   const reason = el("input", { class: "keypad-input", maxlength: 200, "aria-label": "reason", placeholder: a.reason ? "reason (required)" : "reason (optional)" });
-  const note = el("div", { class: "modal-note" }, a.round ? `Round ${st.round_id}: every accepted bet is refunded.` : "");
-  $("modal-title").textContent = `${a.label} — TABLE ${tableId}`;
-  $("modal-body").replaceChildren(el("div", { class: "modal-note" }, `Signed by ${ui.supervisor} with your key.`), reason, note);
+  const note = el("div", { class: "modal-note" }, a.round ? "Every accepted bet of this round is refunded." : "");
+  const facts = el("dl", { class: "modal-facts" },
+    el("dt", {}, "TABLE"), el("dd", { "data-fact": "table" }, `${tableId} (${table(tableId).game})`),
+    el("dt", {}, "ROUND"), el("dd", { "data-fact": "round" }, a.round ? st.round_id || "—" : `${st.round_id || "none"} (not named: a table act)`),
+    el("dt", {}, "ACT"), el("dd", { "data-fact": "act" }, `${a.label} (${a.type})`),
+    el("dt", {}, "SIGNED BY"), el("dd", { "data-fact": "supervisor" }, ui.supervisor),
+    el("dt", {}, "REASON"), el("dd", {}, reason));
+  $("modal-title").textContent = `${a.label} — TABLE ${tableId}?`;
+  $("modal-body").replaceChildren(facts, note);
   $("modal-actions").replaceChildren(
-    el("button", { class: "big", type: "button", onclick: closeModal }, "CANCEL"),
+    el("button", { class: "big", type: "button", onclick: closeModal }, "✗ CANCEL"),
     el("button", { class: `big ${a.cls}`, type: "button", "data-confirm": name, onclick: async () => {
       const why = reason.value.trim();
       if (a.reason && !why) {
-        note.textContent = "A reason is required: it is journaled and shown in the result.";
+        note.textContent = "✗ A reason is required: it is journaled and shown in the result.";
+        note.classList.add("bad");
+        return;
+      }
+      if ([...why].length > 200 || /[\u0000-\u001f\u007f]/.test(why)) {
+        note.textContent = "✗ A reason is at most 200 characters, without control characters.";
+        note.classList.add("bad");
+        return;
+      }
+      if (!ID_RE.test(ui.supervisor || "")) {
+        note.textContent = "✗ No valid supervisor id (top bar).";
         note.classList.add("bad");
         return;
       }
       closeModal();
       await sendAct(tableId, buildAct(tableId, name, why || null), a.label);
-    } }, `${a.label} NOW`));
+    } }, `✓ ${a.label} NOW`));
   $("modal").hidden = false;
   reason.focus();
 }
 
 function closeModal() { $("modal").hidden = true; }
 
-async function sendAct(tableId, cmd, label, { sign = true } = {}) {
-  const rec = { command_id: cmd.command_id, type: cmd.type, label: `${label} ${tableId}`, status: "SENT", reason: null, sentAt: clock.now() };
+document.addEventListener("keydown", (e) => { if (e.key === "Escape") closeModal(); });
+
+async function sendAct(tableId, cmd, label) {
+  const rec = { command_id: cmd.command_id, type: cmd.type, label: `${label} ${tableId}`, status: "SENT", reason: null, sentAt: Date.now(),
+    table: tableId, signed: null };
   pending.set(cmd.command_id, rec);
   ui.answers.push(rec);
+  if (ui.answers.length > 50) pending.delete(ui.answers.shift().command_id);
   try {
-    const signed = sign ? await signCommand(cmd, signingKey) : cmd;
-    await link.publish(topicOf.supervisor(tableId), signed);
+    rec.signed = await signCommand(cmd, signingKey);
+    await link.publish(topicOf.supervisor(tableId), rec.signed);
   } catch (e) {
     Object.assign(rec, { status: "NOT SENT", reason: String(e.message || e) });
   }
   render();
   return rec;
+}
+
+/** The very same signed message again (same id, issued_at, signature): the backend applies it once. */
+async function resendAct(rec) {
+  if (!rec.signed) return;
+  Object.assign(rec, { status: "SENT", reason: null, sentAt: Date.now() });
+  try {
+    await link.publish(topicOf.supervisor(rec.table), rec.signed);
+  } catch (e) {
+    Object.assign(rec, { status: "NOT SENT", reason: String(e.message || e) });
+  }
+  render();
 }
 
 /** For the browser tests: what the page does, in steps (build, sign, publish), so a test can
@@ -322,6 +388,7 @@ window.floorActs = {
 
 async function loadKey(file) {
   try {
+    if (file.size > 4096) throw new Error(`${file.name} is ${file.size} bytes: not a key file (a key file holds 64 hex digits)`);
     signingKey = await importKeyHex(await file.text());
     ui.keyLoaded = true;
     $("key-state").dataset.state = "online";
@@ -332,6 +399,7 @@ async function loadKey(file) {
     $("key-state").dataset.state = "offline";
     $("key-state").textContent = "NOT LOADED";
     errors.add(`key file refused: ${e.message || e}`);
+    $("key-state").textContent = `NOT LOADED: ${String(e.message || e).slice(0, 80)}`;
   }
   $("key-file").value = ""; // the file is read once; only the non-extractable key stays
   render();
@@ -353,15 +421,24 @@ async function start() {
   if (creds.get("user")) whoIs(creds.get("user"));
   setupLogin(form, link, "ops");
   $("key-file").addEventListener("change", (e) => { if (e.target.files[0]) loadKey(e.target.files[0]); });
+  $("supervisor-id").addEventListener("input", (e) => {
+    const id = e.target.value.trim();
+    ui.supervisor = ID_RE.test(id) ? id : null;
+    e.target.toggleAttribute("data-bad", !ui.supervisor);
+    scheduleRender();
+  });
   setInterval(scheduleRender, 1000);
+  setInterval(() => { try { tickCountdowns($("detail")); } catch (e) { errors.add(`the clocks could not be drawn: ${e.message || e}`); } }, 250);
   render();
 }
 
+/** ops reads only; supervisor-<id> may act, as <id> (the id can be typed when it differs). */
 function whoIs(user) {
   ui.user = user;
   ui.supervisor = user.startsWith("supervisor-") ? user.slice("supervisor-".length) : null;
   $("who").textContent = user + (ui.supervisor ? " (supervisor)" : " (read only)");
   $("keyline").hidden = !ui.supervisor;
+  $("supervisor-id").value = ui.supervisor || "";
 }
 
 start();

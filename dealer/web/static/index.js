@@ -4,10 +4,15 @@ fetch("/site.json", { cache: "no-store" }).then((r) => r.json()).then((site) => 
   const list = document.getElementById("stations");
   for (const t of site.tables || []) {
     const a = document.createElement("a");
+    a.className = "link-tile";
     a.href = `/station?table=${encodeURIComponent(t.id)}`;
-    a.textContent = `${t.id} (${t.game})`;
-    const li = document.createElement("li");
-    li.append(a);
-    list.append(li);
+    const id = document.createElement("strong");
+    id.textContent = t.id;
+    a.append(id, ` ${t.game}`);
+    list.append(a);
   }
-}).catch((e) => { document.getElementById("stations").textContent = `cannot read /site.json: ${e}`; });
+}).catch((e) => {
+  const list = document.getElementById("stations");
+  list.className = "error-item";
+  list.textContent = `⚠ ERROR cannot read /site.json: ${e}`;
+});

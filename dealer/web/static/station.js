@@ -20,15 +20,7 @@ let livePrompt = null; // the latest live prompt
 const roundCards = { round: null, dealt: [], cards: {} }; // from events, until the state has them
 const pending = new Map(); // command_id -> answer record
 let lastActionsKey = "";
-
-const RESCAN_TEXT = {
-  noread: "the scanner could not read the card", misread: "the scanner misread the card",
-  corrupt_frame: "the reader's message arrived damaged", frame_lost: "a message from the reader was lost (sequence gap)",
-  device_fault: "the reader reports a fault", foreign_card: "this card is not from this game's deck",
-  duplicate_card: "this card was already dealt in this round", forged_frame: "the reader's message failed authentication",
-  security: "a command was refused for security", journal_unavailable: "the backend cannot record: stop dealing",
-  not_expected: "no card is expected now",
-};
+let lastTimersKey = "";
 
 const link = new Link({
   banner: $("banner"), state: ui, errors, role: `station-${TABLE}`,
@@ -36,44 +28,31 @@ const link = new Link({
     topicOf.history(TABLE), topicOf.status("+")],
   onMessage,
   onChange: () => render(),
+  onConnect: () => { ui.statuses = {}; }, // what the broker said before may be gone with it: its retained status comes again
 });
 
-function onMessage(topic, payload) {
-  const where = splitTopic(topic);
-  if (!where) return;
-  let msg;
-  try {
-    msg = parsePayload(topic, payload);
-    if (msg === null) return; // a retained message cleared
-    checkMessage(where.kind, msg);
-  } catch (e) {
-    errors.add(`bad message on ${topic}: ${e.message}`);
-    return;
-  }
+function onMessage(topic, payload, packet) {
+  const read = readMessage(topic, payload, errors);
+  if (!read) return;
+  const { where, msg } = read;
   if (where.kind === "status") {
     ui.statuses[where.node] = msg;
   } else if (where.table !== TABLE) {
     return;
   } else {
-    clock.seen(msg.at);
+    if (!(packet && packet.retain)) clock.seen(msg.at); // a retained copy is as old as its last change: no clock sample
     if (where.kind === "prompts/current") takePrompt(msg, true);
     else if (where.kind === "prompts") takePrompt(msg, false);
     else if (where.kind === "state") takeState(msg);
-    else if (where.kind === "history") ui.history = msg;
+    else if (where.kind === "history") { if (newerRetained(msg, ui.history, ui.statuses)) ui.history = msg; }
     else if (where.kind === "events") takeEvent(msg);
   }
   render();
 }
 
-function newer(a, b) { // is retained message a newer than b (same table)?
-  if (!b) return true;
-  if (a.session !== b.session) return (a.at || 0) >= (b.at || 0);
-  return (a.version || 0) >= (b.version || 0);
-}
-
 function takePrompt(msg, isRetained) {
   if (isRetained) {
-    if (!newer(msg, retained.prompt)) return;
+    if (!newerRetained(msg, retained.prompt, ui.statuses)) return;
     retained.prompt = msg;
   } else {
     livePrompt = msg;
@@ -97,7 +76,7 @@ function currentPrompt() {
 }
 
 function takeState(msg) {
-  if (ui.state && !newer(msg, ui.state)) return;
+  if (!newerRetained(msg, ui.state, ui.statuses)) return;
   ui.state = msg;
 }
 
@@ -121,27 +100,35 @@ function takeEvent(ev) {
     if (ev.event === "command_accepted" || ev.event === "command_repeated") Object.assign(mine, { status: "ACCEPTED", reason: null });
     else if (ev.event === "rejected") Object.assign(mine, { status: "REJECTED", reason: String(d.reason || "refused") });
   }
-  appendLog(ev);
+  const log = $("log");
+  log.prepend(eventLine(ev));
+  while (log.children.length > 50) log.lastChild.remove();
 }
 
 /* -- what the backend says now ------------------------------------------------------------------ */
 
+/** §4.8: the retained state and prompt may be acted on only while both are current. */
 function backendNow() {
-  const st = ui.state || retained.prompt;
-  if (!st) return { online: false, why: "no word from the backend yet" };
-  const status = ui.statuses[st.node_id];
-  if (isCurrent(st, status)) return { online: true, node: st.node_id };
-  if (st.stale) return { online: false, node: st.node_id, why: `backend ${st.node_id} stopped` };
-  if (!status) return { online: false, node: st.node_id, why: `no status from backend ${st.node_id}` };
-  if (!status.online) return { online: false, node: st.node_id, why: `backend ${st.node_id} is offline` };
-  return { online: false, node: st.node_id, why: `backend ${st.node_id} reconnected: catching up` };
+  const msgs = [ui.state, retained.prompt].filter(Boolean);
+  if (!ui.connected) return { online: false, node: (msgs[0] && msgs[0].node_id) || "?", why: "no broker: its status is unknown" };
+  if (!msgs.length) return { online: false, node: "?", why: "no word from the backend yet" };
+  for (const m of msgs) {
+    const status = ui.statuses[m.node_id];
+    if (isCurrent(m, status)) continue;
+    const node = m.node_id || "?";
+    if (m.stale) return { online: false, node, why: `backend ${node} stopped` };
+    if (!status) return { online: false, node, why: `no status from backend ${node}` };
+    if (!status.online) return { online: false, node, why: `backend ${node} is offline` };
+    return { online: false, node, why: `backend ${node} reconnected: catching up` };
+  }
+  return { online: true, node: msgs[0].node_id };
 }
 
 /** What stops dealing, in the order a dealer must hear it; null when nothing does. */
 function blockerNow(backend) {
   if (!ui.connected) return ui.banner === "LOGIN REFUSED" ? "LOGIN REFUSED — call the supervisor"
     : "BROKER DOWN — do not deal";
-  if (!backend.online) return `BACKEND OFFLINE — do not deal (${backend.why})`;
+  if (!backend.online) return `BACKEND OFFLINE (${backend.node}) — do not deal: ${backend.why}`;
   const down = Object.entries((ui.state && ui.state.links_down) || {});
   const scanner = down.filter(([k]) => k.startsWith("scanner:"));
   if (scanner.length) return "SCANNER LINK DOWN: " + scanner.map(([k, v]) => `${k.slice(8)}${v ? ` (${v})` : ""}`).join(", ") + " — do not deal";
@@ -151,23 +138,33 @@ function blockerNow(backend) {
 
 /* -- rendering ----------------------------------------------------------------------------------- */
 
+/** Never throws: a part that cannot be drawn is reported on the page, the rest goes on. */
 function render() {
+  try {
+    draw();
+  } catch (e) {
+    errors.add(`the screen could not be drawn fully: ${e.message || e}`);
+  }
+}
+
+function draw() {
   const st = ui.state;
   const backend = backendNow();
   ui.online = backend.online;
   $("table-id").textContent = TABLE;
   $("game").textContent = st ? st.game : "";
   $("round-id").textContent = st && st.round_id ? st.round_id : "—";
-  $("phase").textContent = st && st.phase ? st.phase.replace("_", " ") : "";
+  $("phase").textContent = st && st.phase ? st.phase.replace("_", " ") + (st.mode && st.mode !== "open" ? ` · TABLE ${st.mode.replace("_", " ").toUpperCase()}` : "") : "";
   $("dealer-id").textContent = st && st.dealer ? st.dealer : "nobody logged on";
   const b = $("backend");
   b.dataset.state = backend.online ? "online" : "offline";
-  b.textContent = backend.online ? `BACKEND ${backend.node} ONLINE` : "BACKEND OFFLINE";
+  b.textContent = backend.online ? `BACKEND ${backend.node} ONLINE` : `BACKEND ${backend.node} OFFLINE`;
   renderPrompt(backend);
   renderCards();
   renderAnswers();
-  renderStrip();
-  tick();
+  renderStrip(backend);
+  renderTimers();
+  tickCountdowns();
 }
 
 function faceOf(message) {
@@ -192,22 +189,33 @@ function renderPrompt(backend) {
         detail = [faceOf(p.message), step].filter(Boolean).join(" · ") || p.message;
         break;
       case "CONFIRM":
-        label = "CONFIRM"; main = p.position || "—"; detail = p.message;
-        if (p.position) actions.push(button(`CONFIRM ${p.position}`, "big go", () => send("dealer_confirm", { round_id: p.round_id, step: p.position })));
-        if (p.position === "LAST_CARD") exposeButtons(actions, p.round_id);
+        label = "CONFIRM"; main = (p.position || "—").replace(/_/g, " "); detail = [p.announce, p.message].filter(Boolean).join(" — ");
+        if (p.position) {
+          actions.push(button(`✓ CONFIRM ${main}`, "big go", () => send("dealer_confirm", { round_id: p.round_id, step: p.position }),
+            { "data-confirm-step": p.position }));
+        }
+        if (p.position === "LAST_CARD" && !(st && st.confirm_closes_at)) {
+          const buttons = [];
+          exposeButtons(buttons, p.round_id);
+          if (buttons.length) actions.push(el("span", { class: "timer-actions-label" }, "REPORT EXPOSED CARD:"), ...buttons);
+        }
         break;
       case "RESCAN":
         label = "RESCAN"; main = p.position || "—";
         // the backend's own words say why (and name the card when it may be named)
-        detail = p.message.replace(/^RESCAN \S+: /, "") + (p.count > 1 ? ` — attempt ${p.count}` : "");
+        detail = (p.message.replace(/^RESCAN \S+: /, "") || REASON_TEXT[p.reason] || p.reason || "") +
+          (p.count ? ` — attempt ${p.count}` : "");
         break;
       case "ALERT":
         label = "CALL SUPERVISOR"; main = p.position ? `STOPPED AT ${p.position}` : "STOP DEALING";
-        detail = p.message.replace(/^SUPERVISOR: /, "");
+        detail = p.message.replace(/^SUPERVISOR: /, "") || REASON_TEXT[p.reason] || p.reason || "";
         break;
       case "WAIT":
         if (st && st.phase === "BETTING_OPEN" && st.round_id === p.round_id) {
-          label = "BETTING OPEN"; main = "DO NOT DEAL"; detail = "players are betting";
+          label = "BETTING OPEN"; main = "DO NOT DEAL";
+          detail = Number.isInteger(st.betting_closes_at)
+            ? el("span", {}, "betting closes in ", el("span", { class: "countdown mono", "data-deadline": st.betting_closes_at }, ""))
+            : "players are betting";
           actions.push(button("CLOSE BETTING", "big", () => send("close_betting", { round_id: st.round_id, by: "dealer" })));
         } else {
           label = "WAIT"; main = "DO NOT DEAL"; detail = p.announce ? `${p.message} — say: “${p.announce}”` : p.message;
@@ -237,7 +245,7 @@ function renderPrompt(backend) {
   $("prompt-kind").textContent = label;
   $("prompt-main").textContent = main;
   $("prompt-main").toggleAttribute("data-long", main.length > 7);
-  $("prompt-detail").textContent = detail;
+  $("prompt-detail").replaceChildren(detail);
   // the buttons are replaced only when they change: a finger on one must not lose it to a redraw
   const actionsKey = actions.map((a) => a.textContent).join("|") + `|${p && p.round_id}`;
   if (actionsKey !== lastActionsKey) {
@@ -251,9 +259,13 @@ function renderPrompt(backend) {
   box.dataset.blocked = block ? "yes" : "no";
 }
 
+/** Stud's exposure window: one REPORT button per 7th-street card dealt (P<seat>.7). */
 function exposeButtons(actions, roundId) {
   const dealt = dealtNow().dealt.filter((pos) => /^P\d+\.7$/.test(pos));
-  for (const pos of dealt) actions.push(button(`${pos} WAS EXPOSED`, "big warn", () => send("card_exposed", { round_id: roundId, position: pos })));
+  for (const pos of dealt) {
+    actions.push(button(`⚑ ${pos}`, "big warn", () => send("card_exposed", { round_id: roundId, position: pos }),
+      { "data-expose": pos, "aria-label": `report ${pos} exposed` }));
+  }
 }
 
 function dealtNow() {
@@ -272,117 +284,91 @@ function renderCards() {
     box.replaceChildren(el("div", { class: "empty" }, "no card registered yet"));
     return;
   }
+  box.toggleAttribute("data-many", dealt.length > 24); // a full stud table: smaller tiles, still every position
   box.replaceChildren(...cardRows(dealt, cards));
 }
 
 let lastAnswersKey = "";
 function renderAnswers() {
   const box = $("answers");
-  const items = ui.answers.slice(-6).reverse();
-  const key = items.map((a) => `${a.command_id}:${a.status}:${a.status === "SENT" && clock.now() - a.sentAt > 5000}`).join("|");
+  const items = answersToShow(ui.answers, 6);
+  const key = items.map((a) => `${a.command_id}:${answerStatus(a)}`).join("|");
   if (key === lastAnswersKey && box.childElementCount) return; // unchanged: keep the buttons under the finger
   lastAnswersKey = key;
   if (!items.length) {
     box.replaceChildren(el("div", { class: "empty" }, "no command sent yet"));
     return;
   }
-  box.replaceChildren(...items.map((a) => {
-    const late = a.status === "SENT" && clock.now() - a.sentAt > 5000;
-    const status = late ? "NO ANSWER YET" : a.status;
-    const mark = { ACCEPTED: "✓", REJECTED: "✗", SENT: "…", "NO ANSWER YET": "?", "NOT SENT": "✗" }[status] || "";
-    const row = el("div", { class: "answer", "data-status": status.replace(/ /g, "_"), "data-command-id": a.command_id, "data-type": a.type },
-      el("span", { class: "answer-mark" }, `${mark} ${status}`), el("span", { class: "answer-what" }, a.label),
-      a.reason ? el("span", { class: "answer-reason" }, a.reason) : null);
-    if (late) row.append(button("SEND AGAIN", "small", () => resend(a)));
-    return row;
-  }));
+  box.replaceChildren(...items.map((a) => answerRow(a, { onResend: resend, onDismiss: renderAnswers })));
 }
 
-function renderStrip() {
+function renderStrip(backend) {
   const h = ui.history;
   const box = $("strip");
   if (!h || !h.rounds.length) {
     box.replaceChildren(el("div", { class: "empty" }, "no round finished yet"));
     return;
   }
-  box.replaceChildren(...h.rounds.slice(0, 8).map((r) => el("div", { class: "strip-round", "data-outcome": r.outcome, "data-round-id": r.round_id },
+  const current = backend.online && isCurrent(h, ui.statuses[h.node_id]);
+  box.dataset.current = current ? "yes" : "no";
+  box.replaceChildren(current ? "" : el("div", { class: "empty" }, "⚠ from a backend that is not online: may be old"), ...h.rounds.slice(0, 8).map((r) => el("div", { class: "strip-round", "data-outcome": r.outcome, "data-round-id": r.round_id },
     el("span", { class: "strip-id mono" }, r.round_id.split("-").pop()),
     el("span", { class: "strip-outcome" }, r.outcome === "COMPLETED" ? `WIN ${r.winner || "—"}` : r.outcome),
     el("span", { class: "strip-dealer" }, (r.dealers || []).join(", ") || "no dealer"),
     r.rescans ? el("span", { class: "strip-rescans" }, `${r.rescans} rescan${r.rescans > 1 ? "s" : ""}`) : null)));
 }
 
-function eventText(ev) {
-  const d = ev.data || {};
-  switch (ev.event) {
-    case "card_registered": return `${d.position} ${d.card || "face down"}`;
-    case "round_opened": return "betting open";
-    case "bet_accepted": return `bet ${d.player_id || ""} ${d.bet_type || ""} ${d.stake || ""}${d.seat ? ` seat ${d.seat}` : ""}`;
-    case "betting_closed": return `betting closed by ${d.by}: ${d.bets} bet(s)`;
-    case "dealer_confirmed": return `${d.step} confirmed${d.by === "timer" ? " (window closed)" : ""}`;
-    case "player_acted": return `${d.player_id || ""} ${d.action || ""}${d.total ? ` to ${d.total}` : ""}`;
-    case "turn": return `turn ${d.turn}: ${d.player_id || ""}${d.street ? ` (${d.street})` : ""}`;
-    case "decision_made": return `${d.player_id || ""} ${d.action || ""}`;
-    case "cards_revealed": return "revealed " + Object.entries(d.cards || {}).map(([p, c]) => `${p} ${c}`).join(" ");
-    case "round_settled": return "settled";
-    case "scan_rejected": return `RESCAN ${d.position}: ${RESCAN_TEXT[d.reason] || d.reason}${d.detail ? ` (${d.detail})` : ""}`;
-    case "rejected": return `REFUSED ${d.type}: ${d.reason}`;
-    case "round_result": return `RESULT: winner ${d.winner}`;
-    case "round_voided": case "round_cancelled": return `${ev.event.slice(6).toUpperCase()}: ${d.reason}`;
-    case "dealer_logged_on": return `dealer ${d.dealer_id} logged on`;
-    case "command_accepted": return `${d.type} accepted`;
-    case "link_down": return `LINK DOWN ${d.link}${d.reason ? `: ${d.reason}` : ""}`;
-    case "link_up": return `link up ${d.link}`;
-    default: {
-      const s = JSON.stringify(d);
-      return s === "{}" ? "" : s.slice(0, 120);
-    }
-  }
-}
-
-function appendLog(ev) {
-  const d = ev.data || {};
-  const warn = ["scan_rejected", "rejected", "round_voided", "round_cancelled", "link_down", "table_paused"].includes(ev.event);
-  const item = el("li", { class: `ev${warn ? " warn" : ""}`, "data-event": ev.event, "data-reason": d.reason || null, "data-round-id": ev.round_id || null },
-    el("span", { class: "ev-time mono" }, timeOfDay(ev.at)), el("span", { class: "ev-name" }, ev.event), el("span", { class: "ev-text" }, eventText(ev)));
-  const log = $("log");
-  log.prepend(item);
-  while (log.children.length > 50) log.lastChild.remove();
-}
-
-/** The running windows, from the backend's deadlines, 4 times a second. */
-function tick() {
+/** The running windows, from the backend's deadlines. Rebuilt only when a window opens or
+ * closes (a finger on REPORT EXPOSED must not lose its button); tick() moves the clocks. */
+function renderTimers() {
   const st = ui.state;
-  const rows = [];
-  if (st && ui.online) {
-    const add = (name, deadline, who) => {
-      if (!Number.isInteger(deadline)) return;
-      const left = clock.left(deadline);
-      rows.push(el("div", { class: `timer${left < 5000 ? " urgent" : ""}`, "data-timer": name },
-        el("span", { class: "timer-name" }, name.toUpperCase() + (who ? ` — ${who}` : "")),
-        el("span", { class: "timer-left mono" }, mmss(left)),
-        el("progress", { max: 30000, value: Math.min(left, 30000) })));
-    };
-    if (st.phase === "BETTING_OPEN") add("betting", st.betting_closes_at);
-    if (st.phase === "DECISION") add("decision", st.decision_closes_at, "players decide");
-    if (st.turn) add("turn", st.turn.closes_at, [st.turn.player_id, st.turn.street].filter(Boolean).join(", "));
-    if (st.confirm_closes_at) add("exposure window", st.confirm_closes_at, "report an exposed 7th card");
-    if (st.paused) rows.push(el("div", { class: "timer paused", "data-timer": "paused" }, el("span", { class: "timer-name" }, `CLOCKS STOPPED — ${st.paused_reason || "paused"}`)));
+  const want = [];
+  if (st && ui.online && !st.paused) {
+    if (st.phase === "BETTING_OPEN") want.push(["betting", st.betting_closes_at, ""]);
+    if (st.phase === "DECISION") want.push(["decision", st.decision_closes_at, "players decide"]);
+    if (st.turn) want.push(["turn", st.turn.closes_at, [st.turn.player_id, st.turn.street].filter(Boolean).join(", ")]);
+    if (st.confirm_closes_at) want.push(["exposure window", st.confirm_closes_at, "report an exposed 7th card, then confirm"]);
   }
+  const timers = want.filter(([, deadline]) => Number.isInteger(deadline));
+  const exposed = st && st.confirm_closes_at ? dealtNow().dealt.filter((pos) => /^P\d+\.7$/.test(pos)) : [];
+  const paused = st && st.paused ? st.paused_reason || "paused" : null;
+  const key = JSON.stringify([timers, exposed, paused, st && st.round_id]);
+  if (key === lastTimersKey) return;
+  lastTimersKey = key;
+  const rows = timers.map(([name, deadline, who]) => {
+    const row = countdownEl(name, deadline, who);
+    if (name === "exposure window" && exposed.length) {
+      const buttons = [];
+      exposeButtons(buttons, st.round_id);
+      row.append(el("div", { class: "timer-actions" }, el("span", { class: "timer-actions-label" }, "REPORT EXPOSED CARD:"), ...buttons));
+    }
+    return row;
+  });
+  if (paused) rows.push(el("div", { class: "timer paused", "data-timer": "paused" }, el("span", { class: "timer-name" }, `⏸ CLOCKS STOPPED — ${paused}`)));
   $("timers").replaceChildren(...rows);
-  if (ui.answers.some((a) => a.status === "SENT")) renderAnswers();
+  tickCountdowns();
+}
+
+/** 4 times a second: the countdowns, and a command's answer that is late. */
+function tick() {
+  try {
+    tickCountdowns();
+    if (ui.answers.some((a) => a.status === "SENT")) renderAnswers();
+  } catch (e) {
+    errors.add(`the clocks could not be drawn: ${e.message || e}`);
+  }
 }
 
 /* -- commands -------------------------------------------------------------------------------------- */
 
-function button(text, cls, onclick) {
-  return el("button", { class: cls, type: "button", onclick }, text);
+function button(text, cls, onclick, attrs) {
+  return el("button", { class: cls, type: "button", onclick, ...attrs }, text);
 }
 
 async function send(type, fields) {
   const command = { type, command_id: randomId(`st-${TABLE}-`), ...fields };
   const label = type === "dealer_logon" ? `log on ${fields.dealer_id}` : type.replace("_", " ") + (fields.step ? ` ${fields.step}` : "") + (fields.position ? ` ${fields.position}` : "");
-  const rec = { command_id: command.command_id, type, label, status: "SENT", reason: null, sentAt: clock.now(), command };
+  const rec = { command_id: command.command_id, type, label, status: "SENT", reason: null, sentAt: Date.now(), command };
   pending.set(command.command_id, rec);
   ui.answers.push(rec);
   if (ui.answers.length > 50) pending.delete(ui.answers.shift().command_id);
@@ -399,39 +385,44 @@ async function publish(rec) {
 }
 
 function resend(rec) { // the same command, the same id: the backend applies it once
-  Object.assign(rec, { status: "SENT", reason: null, sentAt: clock.now() });
+  Object.assign(rec, { status: "SENT", reason: null, sentAt: Date.now() });
   publish(rec);
 }
 
 /* -- the dealer's log-on: an on-ui keypad, no keyboard or mouse needed ----------------------------- */
 
+const KEYS = ["1234567890", "QWERTYUIOP", "ASDFGHJKL-", "ZXCVBNM_.:"];
+
 function openLogon() {
-  const input = el("input", { class: "keypad-input", maxlength: 64, autocomplete: "off", "aria-label": "dealer id" });
+  const input = el("input", { class: "keypad-input mono", maxlength: 64, autocomplete: "off", spellcheck: "false", "aria-label": "dealer id" });
   const keys = el("div", { class: "keypad" });
-  for (const k of ["1", "2", "3", "4", "5", "6", "7", "8", "9", "D", "0", "-"]) {
-    keys.append(button(k, "key", () => { input.value += k; }));
-  }
-  keys.append(button("⌫", "key", () => { input.value = input.value.slice(0, -1); }));
-  const note = el("div", { class: "modal-note" }, "Type your dealer id (letters, digits, - _ . :).");
-  $("modal-title").textContent = "DEALER LOG ON";
+  for (const row of KEYS) for (const k of row) keys.append(button(k, "key", () => { input.value += k; }, { "data-key": k }));
+  const note = el("div", { class: "modal-note" }, "Type your dealer id (letters, digits, - _ . :), then LOG ON.");
+  const logOn = () => {
+    const id = input.value.trim();
+    if (!ID_RE.test(id)) {
+      note.textContent = "✗ A dealer id is 1 to 64 letters, digits, - _ . or :";
+      note.classList.add("bad");
+      return;
+    }
+    closeModal();
+    send("dealer_logon", { dealer_id: id });
+  };
+  input.addEventListener("keydown", (e) => { if (e.key === "Enter") logOn(); });
+  $("modal-title").textContent = `DEALER LOG ON — TABLE ${TABLE}`;
   $("modal-body").replaceChildren(input, keys, note);
   $("modal-actions").replaceChildren(
-    button("CANCEL", "big", closeModal),
-    button("LOG ON", "big go", () => {
-      const id = input.value.trim();
-      if (!ID_RE.test(id)) {
-        note.textContent = "A dealer id is 1 to 64 letters, digits, - _ . or :";
-        note.classList.add("bad");
-        return;
-      }
-      closeModal();
-      send("dealer_logon", { dealer_id: id });
-    }));
+    button("⌫ DELETE", "big", () => { input.value = input.value.slice(0, -1); }),
+    button("CLEAR", "big", () => { input.value = ""; }),
+    button("✗ CANCEL", "big", closeModal),
+    button("✓ LOG ON", "big go", logOn, { "data-confirm": "logon" }));
   $("modal").hidden = false;
   input.focus();
 }
 
 function closeModal() { $("modal").hidden = true; }
+
+document.addEventListener("keydown", (e) => { if (e.key === "Escape") closeModal(); });
 
 /* -- start -------------------------------------------------------------------------------------------- */
 

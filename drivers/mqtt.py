@@ -327,6 +327,33 @@ def status_payload(online: bool, session: str) -> bytes:
     return json.dumps({"online": online, "session": session}).encode()
 
 
+#: What a TLS failure means to the person who configured it (the ssl module's words are not theirs).
+_TLS_WORDS = (
+    ("CERTIFICATE_VERIFY_FAILED", "unable to get local issuer",
+     "the broker's TLS certificate is not signed by a CA this side trusts: give the CA file that signed it "
+     "(ca_file, --ca-file)"),
+    ("CERTIFICATE_VERIFY_FAILED", "self-signed",
+     "the broker's TLS certificate is self-signed or signed by an unknown CA: give that CA file (ca_file, --ca-file)"),
+    ("CERTIFICATE_VERIFY_FAILED", "Hostname mismatch",
+     "the broker's TLS certificate is not for this host name: connect by a name the certificate lists"),
+    ("CERTIFICATE_VERIFY_FAILED", "expired", "the broker's TLS certificate has expired"),
+    ("CERTIFICATE_VERIFY_FAILED", "", "the broker's TLS certificate is not trusted: check ca_file (--ca-file)"),
+    ("WRONG_VERSION_NUMBER", "", "the broker did not answer in TLS: is this its plain (mqtt://) port?"),
+    ("TLSV1_ALERT_UNKNOWN_CA", "", "the broker does not trust this side's client certificate (its CA is unknown "
+     "to the broker)"),
+)
+
+
+def explain(exc: BaseException | str) -> str:
+    """One line for a broker connection error: a TLS failure in words that say what to fix
+    (with the ssl module's reason kept in brackets), anything else as it is."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    for code, detail, words in _TLS_WORDS:
+        if code in text and detail in text:
+            return f"{words} [{code}]"
+    return text
+
+
 def parse_broker_url(url: str) -> tuple[str, int, bool]:
     """``mqtt://host:port`` (default port 1883) or ``mqtts://host:port`` (TLS, default port
     8883) -> (host, port, tls); anything else is an error."""
@@ -587,7 +614,7 @@ class MqttBus:
                         await self._say_offline(client)
                         raise
             except aiomqtt.MqttError as exc:
-                reason = str(exc) or type(exc).__name__
+                reason = explain(exc)
             finally:
                 was_up = self._client is not None
                 self._client = None
@@ -639,4 +666,4 @@ async def cancel_and_wait(task: asyncio.Task[object]) -> None:
         await task
 
 
-__all__ = ["MqttBus", "parse_broker_url", "make_tls_context", "cancel_and_wait", "status_payload", "unportable_topic"]
+__all__ = ["MqttBus", "explain", "parse_broker_url", "make_tls_context", "cancel_and_wait", "status_payload", "unportable_topic"]

@@ -23,7 +23,7 @@ async def reach_broker(url: str, timeout: float = BROKER_WAIT_SECONDS, *, client
     Raises ValueError for a URL that is not a broker URL, :class:`BrokerUnreachable` otherwise."""
     import aiomqtt
 
-    from drivers.mqtt import make_tls_context, parse_broker_url
+    from drivers.mqtt import explain, make_tls_context, parse_broker_url
 
     host, port, tls = parse_broker_url(url)
     why = f"no answer within {timeout:g} s"
@@ -36,9 +36,9 @@ async def reach_broker(url: str, timeout: float = BROKER_WAIT_SECONDS, *, client
     except TimeoutError:
         pass
     except aiomqtt.MqttError as exc:  # refused, reset, bad credentials, TLS
-        why = str(exc) or type(exc).__name__
+        why = explain(exc)
     except OSError as exc:  # name resolution, TLS files
-        why = exc.strerror or str(exc)
+        why = explain(exc.strerror or exc)
     raise BrokerUnreachable(f"cannot reach the broker at {url}: {why}")
 
 

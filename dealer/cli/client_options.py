@@ -181,6 +181,13 @@ def stop_on_signals() -> asyncio.Event:
     return stop
 
 
+def broker_error(exc: BaseException) -> str:
+    """A broker connection error on one line, a TLS failure in words (drivers.mqtt.explain)."""
+    from drivers.mqtt import explain
+
+    return explain(getattr(exc, "strerror", None) or exc) if not isinstance(exc, ssl.SSLError) else explain(exc)
+
+
 def one_line(text: object) -> str:
     """Any message on one line (a config error lists its keys on several)."""
     out = ""
@@ -191,4 +198,4 @@ def one_line(text: object) -> str:
 
 
 __all__ = ["TABLE_ID", "BadInput", "BrokerOptions", "add_broker_options", "broker_options", "choose_tables", "config_tables",
-           "one_line", "start_bus", "stop_on_signals", "table_list"]
+           "broker_error", "one_line", "start_bus", "stop_on_signals", "table_list"]

@@ -9,15 +9,23 @@ same options, §10.7) do the same for ``supervisor_open_round`` ... ``supervisor
 ``dealer supervisor keygen --out FILE`` writes a fresh key (mode 0600) for
 ``[[security.supervisors]] key_files``.
 
-Bad input (a key file, a broker URL, an id, an unreachable broker) is one line on stderr
-and exit status 2; nothing is published. Exit 0 means the broker acknowledged the
-message, not that the backend accepted it: its answer is on the table's ``events``.
+Every act is answered. Before publishing, the tool subscribes to the table's ``events`` (a
+supervisor may read them) and the backends' retained status; after the PUBACK it waits for
+the backend's answer to its command id: ``command_accepted`` (or ``command_repeated``) is
+exit 0, a ``rejected`` is exit 3 with the backend's reason. Exit 4: nobody answered because
+the act cannot reach the backend (the broker's ACL refuses this login the publish or the
+events, or no backend is online); exit 5: a backend is online but did not answer within
+``--timeout`` (the act may still be applied: look at the table's events or ``dealer
+recall``). Bad input (a key file, a broker URL, an id, an unreachable broker) is exit 2 and
+nothing is published. Each failure is one line on stderr; the JSON the broker took is printed
+on stdout whatever the answer (an act refused by the ACL was not taken: nothing is printed).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import secrets
@@ -26,11 +34,12 @@ import stat
 import sys
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dealer.edge import topics
-from dealer.cli.client_options import BadInput, add_broker_options, credentials
+from dealer.cli.client_options import BadInput, add_broker_options, broker_error, credentials
 
 _CLI_NAMES = {"table_id": "TABLE", "round_id": "ROUND", "supervisor": "--supervisor",
               "command_id": "--command-id", "reason": "--reason"}
@@ -100,18 +109,135 @@ def build_command(key: bytes, command_type: str, *, table_id: str, supervisor: s
     return signed
 
 
-async def publish_once(host: str, port: int, topic: str, payload: bytes, *, username: str | None,
-                       password: str | None, tls_context: ssl.SSLContext | None, client_id: str,
-                       timeout: float) -> None:
-    """Connect, publish at QoS 1, return after the PUBACK; TimeoutError after ``timeout``."""
+#: Exit statuses of a signed act (2 is bad input, as for every ``dealer`` command).
+APPLIED, REFUSED, NOT_ANSWERED, NO_ANSWER_IN_TIME = 0, 3, 4, 5
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What became of one act: ``status`` is the exit status, ``line`` says why in words."""
+
+    status: int
+    line: str
+    event: dict[str, Any] | None = None
+    published: bool = True  #: the broker took the act (False: refused by its ACL, or not sent)
+
+
+def _failed(code: Any) -> bool:
+    """A SUBACK or PUBACK reason code that refuses (0x80 and above; MQTT 3.1.1's 0x80 too)."""
+    value = getattr(code, "value", code)
+    return isinstance(value, int) and value >= 0x80
+
+
+def _code_name(code: Any) -> str:
+    return str(getattr(code, "getName", lambda: code)())
+
+
+def answer_of(event: dict[str, Any], command_id: str) -> Answer | None:
+    """The backend's answer to ``command_id`` in one ``events`` message, or None (not ours)."""
+    data = event.get("data") if isinstance(event, dict) else None
+    if not isinstance(data, dict) or data.get("command_id") != command_id:
+        return None
+    kind = event.get("event")
+    if kind == "command_accepted":
+        return Answer(APPLIED, "applied", event)
+    if kind == "command_repeated":
+        if data.get("answer", "accepted") == "accepted":
+            return Answer(APPLIED, "applied (already, under this command id)", event)
+        return Answer(REFUSED, f"refused: {data.get('reason') or data.get('answer')}", event)
+    if kind == "rejected":
+        return Answer(REFUSED, f"refused by the backend: {data.get('reason') or '(no reason given)'}", event)
+    return None
+
+
+async def publish_and_wait(host: str, port: int, *, table_id: str, payload: bytes, command_id: str,
+                           username: str | None, password: str | None, tls_context: ssl.SSLContext | None,
+                           client_id: str, timeout: float) -> Answer:
+    """Subscribe to the table's events and the backends' status, publish the act at QoS 1 and
+    wait for the answer to ``command_id``. MQTT 5 first (its PUBACK and SUBACK say when the
+    broker's ACL refuses), MQTT 3.1.1 for a broker without it. TimeoutError: no connection or
+    no PUBACK within ``timeout``; aiomqtt.MqttError: the broker refused the connection."""
     import aiomqtt
 
-    inner = timeout + 5  # aiomqtt's own timeouts never fire first: one deadline, one message
-    async with asyncio.timeout(timeout):
-        async with aiomqtt.Client(host, port, username=username, password=password, identifier=client_id,
-                                  tls_context=tls_context, timeout=inner, keepalive=max(5, int(inner)),
-                                  clean_session=True) as client:
-            await client.publish(topic, payload, qos=1, retain=False, timeout=inner)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    try:
+        return await _exchange(aiomqtt.ProtocolVersion.V5, host, port, table_id, payload, command_id, username,
+                               password, tls_context, client_id, deadline)
+    except aiomqtt.MqttCodeError as exc:
+        if getattr(exc, "rc", None) not in (1, 132):  # not "unsupported protocol version": a real refusal
+            raise
+    return await _exchange(aiomqtt.ProtocolVersion.V311, host, port, table_id, payload, command_id, username,
+                           password, tls_context, client_id, deadline)
+
+
+async def _exchange(protocol: Any, host: str, port: int, table_id: str, payload: bytes, command_id: str,
+                    username: str | None, password: str | None, tls_context: ssl.SSLContext | None,
+                    client_id: str, deadline: float) -> Answer:
+    import aiomqtt
+
+    loop = asyncio.get_running_loop()
+    inner = max(1.0, deadline - loop.time()) + 5  # aiomqtt's own timeouts never fire first
+    events_topic = topics.events(table_id)
+    online: dict[str, bool] = {}
+    async with contextlib.AsyncExitStack() as stack:
+        client = aiomqtt.Client(host, port, username=username, password=password, identifier=client_id,
+                                tls_context=tls_context, timeout=inner, keepalive=max(5, int(inner)),
+                                protocol=protocol,
+                                clean_session=None if protocol == aiomqtt.ProtocolVersion.V5 else True)
+        async with asyncio.timeout_at(deadline):  # the connection and the PUBACK; leaving it is not bounded by it
+            await stack.enter_async_context(client)
+            granted = await client.subscribe([(events_topic, 1), (topics.backend_status("+"), 1)], timeout=inner)
+        if _failed(list(granted)[0]):
+            return Answer(NOT_ANSWERED, f"not sent: this login may not read {events_topic}, where the answer "
+                          "comes (broker ACL: see `dealer deploy acl`)", published=False)
+        pubacks: list[Any] = []
+        paho = client._client  # aiomqtt drops the PUBACK's reason code: keep it (MQTT 5 says ACL refusals)
+        forward = paho.on_publish
+
+        def on_publish(c: Any, userdata: Any, mid: int, reason: Any, props: Any) -> None:
+            pubacks.append(reason)
+            forward(c, userdata, mid, reason, props)
+
+        paho.on_publish = on_publish
+        answer: asyncio.Future[Answer] = loop.create_future()
+
+        async def listen() -> None:
+            async for message in client.messages:
+                topic = str(message.topic)
+                try:
+                    body = json.loads(bytes(message.payload))  # type: ignore[arg-type]
+                except (ValueError, TypeError):
+                    continue
+                if topic == events_topic:
+                    got = answer_of(body, command_id)
+                    if got is not None and not answer.done():
+                        answer.set_result(got)
+                elif isinstance(body, dict):
+                    online[topic.split("/")[-2]] = body.get("online") is True
+
+        listener = asyncio.create_task(listen())
+        try:
+            async with asyncio.timeout_at(deadline):
+                await client.publish(supervisor_topic(table_id), payload, qos=1, retain=False, timeout=inner)
+            if pubacks and _failed(pubacks[0]):
+                return Answer(NOT_ANSWERED, f"not applied: the broker refused the publish on "
+                              f"{supervisor_topic(table_id)} ({_code_name(pubacks[0])}: this login's ACL)",
+                              published=False)
+            try:
+                async with asyncio.timeout_at(deadline):
+                    return await answer
+            except TimeoutError:
+                pass
+        finally:
+            listener.cancel()
+            await asyncio.gather(listener, return_exceptions=True)
+    live = sorted(node for node, up in online.items() if up)
+    if not live:
+        return Answer(NOT_ANSWERED, "not answered: no backend is online (studio/v1/backends/+/status): "
+                      "the act was not applied; send it again when the table's backend is up")
+    return Answer(NO_ANSWER_IN_TIME, f"no answer within the timeout from the backends online ({', '.join(live)}): "
+                  "the act may still be applied; look at the table's events or `dealer recall`")
 
 
 def _cmd_void(args: argparse.Namespace) -> int:
@@ -129,7 +255,8 @@ def _cmd_table(args: argparse.Namespace) -> int:
 
 def _sign_and_publish(args: argparse.Namespace, name: str, build: Any) -> int:
     """Check the options, build and sign the command with the key file, publish it at QoS 1 and
-    wait for the PUBACK: exit 0 and the JSON printed, or one line on stderr and exit 2."""
+    wait for the backend's answer: exit 0 and the JSON printed once applied, otherwise one
+    line on stderr and the status of :class:`Answer` (2 for bad input, nothing published)."""
     import aiomqtt
 
     from drivers.mqtt import parse_broker_url
@@ -149,21 +276,25 @@ def _sign_and_publish(args: argparse.Namespace, name: str, build: Any) -> int:
             raise _Bad(str(exc)) from None
         payload = json.dumps(command, ensure_ascii=False, separators=(",", ":"))
         try:
-            asyncio.run(publish_once(host, port, supervisor_topic(args.table), payload.encode("utf-8"),
-                                     username=args.username, password=password, tls_context=tls_context,
-                                     client_id=f"supervisor-{uuid.uuid4().hex[:12]}", timeout=args.timeout))
+            answer = asyncio.run(publish_and_wait(
+                host, port, table_id=args.table, payload=payload.encode("utf-8"), command_id=command["command_id"],
+                username=args.username, password=password, tls_context=tls_context,
+                client_id=f"supervisor-{uuid.uuid4().hex[:12]}", timeout=args.timeout))
         except TimeoutError:
-            raise _Bad(f"broker {args.broker} did not acknowledge within {args.timeout:g} s (is it reachable?): "
-                       "the command is not confirmed") from None
+            raise _Bad(f"broker {args.broker} did not acknowledge within {args.timeout:g} s (is it "
+                       "reachable?): the command is not confirmed") from None
         except aiomqtt.MqttError as exc:
-            raise _Bad(f"cannot publish to {args.broker}: {exc or type(exc).__name__}") from None
+            raise _Bad(f"cannot publish to {args.broker}: {broker_error(exc)}") from None
         except (OSError, ssl.SSLError) as exc:
-            raise _Bad(f"cannot publish to {args.broker}: {getattr(exc, 'strerror', None) or exc}") from None
+            raise _Bad(f"cannot publish to {args.broker}: {broker_error(exc)}") from None
     except (_Bad, ValueError) as exc:  # ValueError: the key file (dealer.edge.keys names it)
         print(f"dealer supervisor {name}: {exc}", file=sys.stderr)
         return 2
-    print(payload)
-    return 0
+    if answer.published:  # what was signed and sent, for the record (and to look it up later)
+        print(payload)
+    if answer.status != APPLIED:
+        print(f"dealer supervisor {name}: {answer.line} (command {command['command_id']})", file=sys.stderr)
+    return answer.status
 
 
 def _cmd_keygen(args: argparse.Namespace) -> int:
@@ -194,7 +325,8 @@ def _common_options(v: argparse.ArgumentParser, prefix: str) -> None:
                    help=f"the command id (default: a fresh {prefix}-<uuid4>); it must be new: the backend refuses an "
                         "id reused with other content, and every run of this tool issues new content")
     v.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
-                   help="give up when the broker has not acknowledged within SECONDS (default 10)")
+                   help="give up when the backend has not answered within SECONDS (default 10): exit 5 when a "
+                        "backend is online, 4 when none is")
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
@@ -221,4 +353,5 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     return s
 
 
-__all__ = ["TABLE_OPERATIONS", "build_command", "build_void", "publish_once", "register", "supervisor_topic"]
+__all__ = ["APPLIED", "NOT_ANSWERED", "NO_ANSWER_IN_TIME", "REFUSED", "TABLE_OPERATIONS", "Answer", "answer_of",
+           "build_command", "build_void", "publish_and_wait", "register", "supervisor_topic"]

@@ -58,7 +58,8 @@ def test_dealer_run_without_a_broker_url_refuses_in_one_line(tmp_path: Path, mqt
 def test_deploy_check_reports_the_missing_broker(tmp_path: Path) -> None:
     cfg = _config(tmp_path, "")
     proc = _dealer("deploy", "check", "--config", str(cfg))
-    assert proc.returncode == 2 and proc.stdout.strip() == NO_BROKER, proc.stdout + proc.stderr
+    assert proc.returncode == 2 and proc.stderr.strip() == f"dealer: refusing to start: {NO_BROKER}", \
+        proc.stdout + proc.stderr
     assert check_deployment(load_settings(cfg), cfg) == [NO_BROKER]
     assert check_deployment(load_settings(_config(tmp_path, "[mqtt]\nin_process = true\n")), cfg) == []
     assert check_deployment(load_settings(_config(tmp_path, '[mqtt]\nurl = "mqtt://127.0.0.1:1883"\n')), cfg) == []

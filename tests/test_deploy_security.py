@@ -247,17 +247,25 @@ def _deploy_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[in
     return rc, out, err
 
 
-def test_deploy_acl_and_check_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_deploy_acl_and_check_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
     rc, out, _ = _deploy_cli(["deploy", "acl", "--config", str(EXAMPLE)], capsys)
     assert rc == 0 and out == render_acl(load_settings(EXAMPLE))
-    rc, out, _ = _deploy_cli(["deploy", "check", "--config", str(EXAMPLE)], capsys)
-    assert rc == 0 and out.strip().endswith(": ok")
+    # the example's journal directory (/var/lib/dealer) is the host's: where it is missing, check
+    # refuses as run would (issue 28); on a host that has it, the example is ok
+    monkeypatch.setenv("DEALER_SERVICE__JOURNAL_PATH", str(tmp_path / "absent" / "journal.sqlite"))
+    rc, out, err = _deploy_cli(["deploy", "check", "--config", str(EXAMPLE)], capsys)
+    assert (rc, out) == (2, "") and err.strip() == (f"dealer: refusing to start: journal directory {tmp_path / 'absent'} "
+                                                   f"does not exist (journal {tmp_path / 'absent' / 'journal.sqlite'})")
+    monkeypatch.setenv("DEALER_SERVICE__JOURNAL_PATH", str(tmp_path / "journal.sqlite"))
+    rc, out, err = _deploy_cli(["deploy", "check", "--config", str(EXAMPLE)], capsys)
+    assert rc == 0 and out.strip().endswith(": ok"), err
     rc, _, err = _deploy_cli(["deploy", "acl", "--config", str(tmp_path / "missing.toml")], capsys)
     assert rc == 2 and "does not exist" in err
     bad = tmp_path / "bad.toml"
     bad.write_text('[mqtt]\nurl = "mqtt://10.1.2.3:1883"\n')
-    rc, out, _ = _deploy_cli(["deploy", "check", "--config", str(bad)], capsys)
-    assert rc == 2 and "10.1.2.3" in out
+    rc, _, err = _deploy_cli(["deploy", "check", "--config", str(bad)], capsys)
+    assert rc == 2 and "10.1.2.3" in err
 
 
 def _openssl(*args: str) -> str:
@@ -678,8 +686,8 @@ def test_scanner_keys_imply_require_mac_and_require_mac_false_is_refused(
     text = GOOD.format(tmp=tmp_path)
     one(problems(good, text + "require_mac = false\n"), "table T1 scanner SC1", "require_mac = false",
         "hmac_key_files", "unsigned frames", "Remove require_mac")
-    rc, out, _ = _deploy_cli(["deploy", "check", "--config", str(good)], capsys)
-    assert rc == 2 and "require_mac = false" in out
+    rc, _, err = _deploy_cli(["deploy", "check", "--config", str(good)], capsys)
+    assert rc == 2 and "require_mac = false" in err
     proc = _run_cli("run", "--config", str(good))
     assert proc.returncode == 2 and "require_mac = false" in proc.stderr and "Traceback" not in proc.stderr
     # built anyway (the check bypassed), the authenticator still refuses unsigned frames

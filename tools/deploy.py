@@ -182,15 +182,17 @@ def _cmd_acl(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from dealer.edge.security import check_deployment
+    """The lines ``dealer run`` would print refusing to start (dealer/edge/preflight.py), exit 2;
+    or ``FILE: ok``."""
+    from dealer.edge.preflight import start_refusals
+    from dealer.edge.security import refusal_message
 
     settings = _load(args.config)
     if settings is None:
         return 2
-    problems = check_deployment(settings, args.config)
-    for p in problems:
-        print(p)
+    problems = start_refusals(settings, args.config)
     if problems:
+        print(refusal_message(problems), file=sys.stderr)
         return 2
     print(f"{args.config}: ok")
     return 0

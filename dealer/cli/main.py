@@ -19,20 +19,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"dealer: {exc}", file=sys.stderr)
         return 2
-    from dealer.edge.security import check_deployment, refusal_message
+    from dealer.edge.preflight import start_refusals
+    from dealer.edge.rtp_policy import table_reports
+    from dealer.edge.security import refusal_message
 
-    problems = check_deployment(settings, args.config)
-    if problems:  # refuse an unsafe deployment before touching the network
+    rtp_reports = table_reports(settings)  # exact, before any table opens (dealer/edge/rtp_policy.py)
+    problems = start_refusals(settings, args.config, rtp_reports)  # what `dealer deploy check` prints
+    if problems:  # refuse before touching the network
         print(refusal_message(problems), file=sys.stderr)
         return 2
     configure_logging(settings.service.log_level)
-    from dealer.edge.rtp_policy import refusals, table_reports
-
-    rtp_reports = table_reports(settings)  # exact, before any table opens (dealer/edge/rtp_policy.py)
-    closed = refusals(rtp_reports)
-    if closed:  # rtp_policy = "strict" and a bet outside its declared bounds
-        print(f"dealer: refusing to start: {'; '.join(closed)}", file=sys.stderr)
-        return 2
     from dealer.edge.journal import JournalDiskFull, JournalError
     from dealer.edge.runner import RetryableStartError
 
@@ -61,7 +57,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = DealerArgumentParser(prog="dealer", description="Live-dealer table backend")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    r = sub.add_parser("run", help="run the backend for the tables in a TOML config (env DEALER_* overrides)")
+    r = sub.add_parser("run", help="run the backend for the tables in a TOML config (env DEALER_* overrides)",
+                       description="Run the table backend for the tables of a TOML config: read the scanners, apply "
+                       "each game's rules, journal every input before its effects, publish prompts, events and "
+                       "results over MQTT and keep each result in the outbox until settlement acknowledges it. "
+                       "Refuses to start (exit 2, one line per reason; `dealer deploy check` prints the same) on an "
+                       "unsafe or unusable configuration; exit 1 is a failure that may pass by itself (restarted "
+                       "with backoff). SIGHUP reloads keys and table settings that no round in play depends on; "
+                       "SIGTERM stops after the batch in flight. See docs/operations.md.")
     r.add_argument("--config", required=True, metavar="FILE", help=CONFIG_HELP)
     r.set_defaults(func=_cmd_run)
 

@@ -253,8 +253,7 @@ class SerialScannerLink:
         if self.up is up:
             return
         self.up = up
-        (self._log.info if up else self._log.warning)(
-            f"{self.name}: link {'up' if up else 'down'}: {reason}")
+        self._log.debug(f"{self.name}: link {'up' if up else 'down'}: {reason}")  # the service logs it, once
         try:
             self._on_link(LinkStatus(self.name, up, reason))
         except Exception:

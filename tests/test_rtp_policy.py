@@ -91,7 +91,9 @@ def test_a_strict_table_outside_its_declared_bounds_is_refused_naming_table_bet_
     assert [r.bet for r in reports[2].report.flagged] == ["tie"] and reports[2].refusals() == []
 
 
-def test_each_bet_is_logged_once_and_exported_as_a_gauge() -> None:
+def test_each_table_is_logged_in_one_line_its_warnings_per_bet_and_every_bet_exported() -> None:
+    """One line per table for the bets within their bounds (not six lines per Teen Patti table at
+    every start, issue 28), a warning per bet outside them, a gauge per bet type."""
     metrics = Metrics()
     reports = table_reports(settings(tp("TP1"), {"id": "SL1", "game": "sevenluck",
                                                 "scanner": {"kind": "mqtt", "reader_id": "SC2"}}))
@@ -105,17 +107,20 @@ def test_each_bet_is_logged_once_and_exported_as_a_gauge() -> None:
             logs.append({"event": event, "log_level": "warning", **kw})
 
     log_and_export(reports, Log(), metrics)
-    lines = {(e["table"], e["bet_type"]): e for e in logs if "bet_type" in e}
-    assert sorted(lines) == sorted([("TP1", b) for b in ("player_a", "player_b", "tie", "pair_plus_a", "pair_plus_b",
-                                                         "six_card_bonus")]
-                                   + [("SL1", b) for b in ("pair_plus", "ante_play_q64", "ante_play_best")])
-    assert lines[("TP1", "player_a")]["rtp_pct"] == "97.5028" and lines[("TP1", "player_a")]["log_level"] == "info"
-    assert lines[("TP1", "player_a")]["max_rtp_pct"] == "97.50"
-    assert lines[("TP1", "tie")]["log_level"] == "warning" and lines[("TP1", "tie")]["advisories"] == ["LOW"]
-    n, d = map(int, lines[("TP1", "tie")]["rtp_exact"].split("/"))
+    per_table = {e["table"]: e for e in logs if e["event"] == "table rtp"}
+    assert sorted(per_table) == ["SL1", "TP1"] and all(e["log_level"] == "info" for e in per_table.values())
+    assert per_table["TP1"]["rtp_pct"]["player_a"] == "97.5028" and "tie" not in per_table["TP1"]["rtp_pct"]
+    assert sorted(per_table["SL1"]["rtp_pct"]) == ["ante_play_best", "ante_play_q64", "pair_plus"]
+    warned = [e for e in logs if e["log_level"] == "warning"]
+    assert [(e["table"], e["bet_type"]) for e in warned] == [("TP1", "tie")] and warned[0]["advisories"] == ["LOW"]
+    assert len(logs) == 3
+    n, d = map(int, warned[0]["rtp_exact"].split("/"))
     gauge = metrics.registry.get_sample_value("dealer_table_rtp_ratio",
                                               {"table": "TP1", "game": "teen-patti", "bet_type": "tie"})
     assert gauge == pytest.approx(n / d, rel=1e-12)
+    for bet in ("player_a", "player_b", "pair_plus_a", "pair_plus_b", "six_card_bonus"):
+        assert metrics.registry.get_sample_value("dealer_table_rtp_ratio",
+                                                 {"table": "TP1", "game": "teen-patti", "bet_type": bet}) is not None
 
 
 # --- dealer run ----------------------------------------------------------------------------
@@ -169,8 +174,8 @@ def test_dealer_run_refuses_a_strict_table_outside_its_bounds_before_anything_op
 
 @pytest.mark.timeout(120)
 async def test_dealer_run_logs_and_exports_each_tables_rtp_at_start(broker: Broker, tmp_path: Path) -> None:
-    """The rulebook's table under the default policy: every bet logged with its exact RTP, the
-    low Tie reported (a warning), the table opens, the gauges are served."""
+    """The rulebook's table under the default policy: the bets within bounds in one line with their
+    RTP, the low Tie reported (a warning, exact), the table opens, the gauges are served."""
     port = free_port()
     cfg = _config(tmp_path, broker.url, port, STRICT_TIE.replace('rtp_policy = "strict"', 'rtp_policy = "report"'))
     log = tmp_path / "run.log"
@@ -190,9 +195,11 @@ async def test_dealer_run_logs_and_exports_each_tables_rtp_at_start(broker: Brok
         await wait_until(lambda: any(e.get("event") == "backend started" for e in lines()), timeout=60,
                          what="the backend to start")
         rtp = {e["bet_type"]: e for e in lines() if "bet_type" in e and e.get("table") == "TP1"}
-        assert sorted(rtp) == sorted(["player_a", "player_b", "tie", "pair_plus_a", "pair_plus_b", "six_card_bonus"])
+        assert sorted(rtp) == ["tie"]  # a warning per bet outside its bounds
         assert rtp["tie"]["level"] == "warning" and rtp["tie"]["flags"] == ["LOW"] and rtp["tie"]["refused"] is False
-        assert rtp["player_a"]["level"] == "info" and rtp["player_a"]["rtp_pct"] == "97.5028"
+        [table] = [e for e in lines() if e.get("event") == "table rtp" and e.get("table") == "TP1"]  # one line
+        assert table["level"] == "info" and table["rtp_pct"]["player_a"] == "97.5028"
+        assert sorted(table["rtp_pct"]) == ["pair_plus_a", "pair_plus_b", "player_a", "player_b", "six_card_bonus"]
         body = await wait_until(lambda: (b := scrape()) and "dealer_table_rtp_ratio" in b and b,
                                 what="the gauges on /metrics")
         assert 'dealer_table_rtp_ratio{bet_type="player_a",game="teen-patti",table="TP1"} 0.975' in body

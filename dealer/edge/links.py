@@ -102,13 +102,19 @@ class LinkTracker:
         svc.metrics.link_up.labels(link=link).set(1 if up else 0)
         if was == up:
             return
-        # a link coming back is good news (info); losing one is a warning
-        (log.info if up else log.warning)("link " + ("up" if up else "down"), table_id=tid, link=link, reason=reason)
+        # One line per change: a scanner's here (its driver says nothing), the broker's once by the
+        # bus ("mqtt connected"/"mqtt disconnected"), not once more per table. Coming back is info,
+        # losing it a warning.
+        if link != BROKER:
+            (log.info if up else log.warning)("link " + ("up" if up else "down"), table_id=tid, link=link,
+                                              reason=reason)
         ev: Event = LinkUp(link=link) if up else LinkDown(link=link, reason=reason)
         if up and link == BROKER and tid in svc.timers.resume_due:  # this run's first connect: resume the table
             svc.timers.resume_due.discard(tid)
             ev = Resume()
-            log.info("resuming pending decisions and turns after a restart", table_id=tid)
+            if svc.tables[tid].current is not None:  # a brand-new journal has nothing to resume: say nothing
+                log.info("resuming the round in play after a restart", table_id=tid,
+                         round_id=svc.tables[tid].current.round_id)
         svc.submit(tid, ev)
 
     def on_bus(self, up: bool, reason: str) -> None:

@@ -72,14 +72,21 @@ def refusals(reports: Sequence[TableRtp]) -> list[str]:
 
 
 def log_and_export(reports: Sequence[TableRtp], log: Any, metrics: Any | None = None) -> None:
-    """One JSON log line per table and bet type (warning when outside a declared bound or below
-    the advisory minimum), and the ``dealer_table_rtp_ratio`` gauge per bet type."""
+    """One JSON log line per table for its bets within their bounds (each bet's RTP %), one
+    warning per bet outside a declared bound or below the advisory minimum, and the
+    ``dealer_table_rtp_ratio`` gauge per bet type."""
     for tr in reports:
         if tr.report is None:
             log.info("table rtp not computed", table=tr.table_id, game=tr.game, rtp_policy=tr.policy,
                      reason=f"no exact RTP report for {tr.game} (dealer rtp knows {', '.join(RTP_GAMES)})")
             continue
+        within: dict[str, str] = {}
         for row in tr.report.rows:
+            if metrics is not None:
+                metrics.table_rtp.labels(table=tr.table_id, game=tr.game, bet_type=row.bet).set(float(row.rtp))
+            if not (row.flags or row.advisories):
+                within[row.bet] = pct(row.rtp)
+                continue
             fields = {"table": tr.table_id, "game": tr.game, "bet_type": row.bet, "rtp_pct": pct(row.rtp),
                       "rtp_exact": fraction_str(row.rtp), "house_edge_pct": pct(row.house_edge),
                       "min_rtp_pct": percent_text(row.bounds.min), "max_rtp_pct": percent_text(row.bounds.max),
@@ -87,13 +94,11 @@ def log_and_export(reports: Sequence[TableRtp], log: Any, metrics: Any | None = 
             if row.flags:
                 log.warning("table rtp outside its declared bounds", **fields,
                             refused=tr.policy == "strict", problem=" and ".join(row.problems()))
-            elif row.advisories:
+            else:
                 log.warning("table rtp below the advisory minimum", **fields,
                             advisory_min_rtp_pct=percent_text(DEFAULT_MIN_RTP))
-            else:
-                log.info("table rtp", **fields)
-            if metrics is not None:
-                metrics.table_rtp.labels(table=tr.table_id, game=tr.game, bet_type=row.bet).set(float(row.rtp))
+        if within:  # one line per table for the bets within their bounds (`dealer rtp` has the detail)
+            log.info("table rtp", table=tr.table_id, game=tr.game, rtp_policy=tr.policy, rtp_pct=within)
 
 
 __all__ = ["TableRtp", "log_and_export", "refusals", "table_report", "table_reports"]

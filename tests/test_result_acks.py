@@ -323,3 +323,16 @@ async def test_outbox_list_and_resend_never_delete(broker: Broker, tmp_path: Pat
 def test_outbox_cli_refuses_without_a_journal(argv: list[str]) -> None:
     proc = run_cli(*argv)
     assert proc.returncode == 2 and proc.stderr.startswith("dealer outbox")
+
+
+@pytest.mark.integration
+def test_resend_all_of_an_empty_outbox_is_not_a_failure(tmp_path: Path) -> None:
+    """Nothing waits for settlement: ``resend --all`` says so on stdout and exits 0 (issue 28), it
+    connects to nothing; a key that is not there stays exit 1."""
+    Journal(tmp_path / "journal.sqlite").close()
+    cfg = tmp_path / "dealer.toml"
+    cfg.write_text(f'[service]\njournal_path = "{tmp_path / "journal.sqlite"}"\n[mqtt]\nurl = "mqtt://127.0.0.1:1"\n')
+    empty = run_cli("outbox", "resend", "--config", str(cfg), "--all")
+    assert (empty.returncode, json.loads(empty.stdout), empty.stderr) == (0, {"resent": 0, "keys": []}, "")
+    missing = run_cli("outbox", "resend", "--config", str(cfg), "--key", "T1:nope")
+    assert missing.returncode == 1 and "not in the outbox" in missing.stderr

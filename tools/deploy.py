@@ -1,7 +1,9 @@
-"""Deployment helpers behind ``dealer deploy``: the broker ACL rendered from a config.
+"""Deployment helpers behind ``dealer deploy``: the broker's users and ACL rendered from a config.
 
 ``dealer deploy acl --config FILE`` prints the Mosquitto ACL for the tables of FILE
 (``deploy/mosquitto/acl`` is this output for ``deploy/tables/example.toml``).
+``dealer deploy users --config FILE --out DIR`` provisions the broker in one step: a password
+for every user the ACL names (tools/broker_users.py), Mosquitto's password file and the ACL.
 ``dealer deploy check --config FILE`` prints the reasons ``dealer run`` would refuse to
 start with FILE (``dealer.edge.security.check_deployment``), one per line.
 
@@ -19,7 +21,7 @@ from typing import Any
 from dealer.edge import topics
 from dealer.edge.config import Settings
 
-from dealer.edge.roles import (ACK_TOPIC, BACKEND_USER, OPS_USER, PLAYER_PLATFORM_USER, SCANNER_PREFIX, SETTLEMENT_USER,
+from dealer.edge.roles import (ACK_TOPIC, AUDITOR_USER, BACKEND_USER, OPS_USER, RIG_USER, PLAYER_PLATFORM_USER, SCANNER_PREFIX, SETTLEMENT_USER,
                           STATION_PREFIX, SUPERVISOR_PREFIX, Role)
 
 
@@ -55,11 +57,23 @@ _HEADER = """\
 """
 
 
-def render_acl(settings: Settings, *, source: str | None = None) -> str:
+def users_of(settings: Settings, *, rig: bool = False) -> list[str]:
+    """Every broker user the ACL of ``settings`` names, in its order (players log in by their
+    own id through the player platform's provisioning, not here)."""
+    out = [BACKEND_USER, SETTLEMENT_USER, PLAYER_PLATFORM_USER]
+    out += [scanner_user(tc.id) for tc in settings.tables if tc.scanner.kind == "mqtt"]
+    out += [station_user(tc.id) for tc in settings.tables]
+    out += [supervisor_user(sup.id) for sup in settings.security.supervisors]
+    out += [OPS_USER, AUDITOR_USER] + ([RIG_USER] if rig else [])
+    return out
+
+
+def render_acl(settings: Settings, *, source: str | None = None, rig: bool = False) -> str:
     """The Mosquitto ACL for ``settings``: fixed users (backend, settlement, player
-    platform, ops), one ``station-<table>`` block per table, one ``scanner-<table>`` block
-    per table whose scanner reports over MQTT (``kind = "mqtt"``) and one
-    ``supervisor-<id>`` block per configured supervisor. It follows ``dealer.edge.roles``."""
+    platform, ops, auditor), one ``station-<table>`` block per table, one ``scanner-<table>`` block
+    per table whose scanner reports over MQTT (``kind = "mqtt"``), one ``supervisor-<id>``
+    block per configured supervisor and, with ``rig``, the simulation rig's user. It follows
+    ``dealer.edge.roles``."""
     t = topics.table_topic
     out: list[str] = [_HEADER.format(source=f"\n# Rendered from: {source}" if source else "")]
 
@@ -149,6 +163,24 @@ def render_acl(settings: Settings, *, source: str | None = None) -> str:
            ("read", topics.current_prompt(_ALL)), ("read", topics.state(_ALL)), ("read", topics.history(_ALL)),
            ("read", topics.backend_status(_ALL)), ("read", topics.backend_journal(_ALL)), ("read", "$SYS/#")])
 
+    block("# --- Auditor (dealer audit verify --anchor-from-broker) ----------------------------------------\n"
+          "# Read-only: the backends' retained journal anchors and status, and the tables' public record\n"
+          "# (events, results, history). Never the players' private topics or any command topic.",
+          AUDITOR_USER,
+          [("read", topics.backend_journal(_ALL)), ("read", topics.backend_status(_ALL)), ("read", t(_ALL, "events")),
+           ("read", t(_ALL, "results")), ("read", topics.history(_ALL))])
+
+    if rig:
+        block("# --- The simulation rig (dealer simulate, docs/rig.md): NOT a production role -----------------\n"
+              "# A test bench plays every table's scanner gateway, dealer station and players at once: it\n"
+              "# publishes reads, station commands and players' actions and reads what each of them reads.\n"
+              "# Render it only for a rig's broker (dealer deploy acl --rig).",
+              RIG_USER,
+              [("write", t(_ALL, "scanner")), ("write", t(_ALL, "station")), ("write", t(_ALL, "actions")),
+               ("read", t(_ALL, "prompts")), ("read", topics.current_prompt(_ALL)), ("read", t(_ALL, "events")),
+               ("read", topics.state(_ALL)), ("read", t(_ALL, "players/+")), ("read", topics.player_state(_ALL, _ALL)),
+               ("read", topics.backend_status(_ALL))])
+
     out.append("# --- Players (games with decisions, e.g. Sevenluck) ------------------------------------------\n"
                "# A player's client logs in with its player id as user name and may read only its own\n"
                "# topic and its own retained state, which carry its hole cards (decks.md section 3: nobody\n"
@@ -177,7 +209,22 @@ def _cmd_acl(args: argparse.Namespace) -> int:
     settings = _load(args.config)
     if settings is None:
         return 2
-    sys.stdout.write(render_acl(settings, source=args.source))
+    sys.stdout.write(render_acl(settings, source=args.source, rig=args.rig))
+    return 0
+
+
+def _cmd_users(args: argparse.Namespace) -> int:
+    from tools.broker_users import ProvisionError, provision
+
+    settings = _load(args.config)
+    if settings is None:
+        return 2
+    try:
+        report = provision(settings, args.out, rig=args.rig, rotate=args.rotate, source=args.config)
+    except ProvisionError as exc:
+        print(f"dealer deploy users: {exc}", file=sys.stderr)
+        return 2
+    print(report)
     return 0
 
 
@@ -202,12 +249,25 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``dealer deploy acl|check`` to the ``dealer`` command's subparsers."""
     from dealer.cli.args import CONFIG_HELP
 
-    d = subparsers.add_parser("deploy", help="deployment helpers: the broker ACL for a config, pre-flight checks")
+    d = subparsers.add_parser("deploy", help="deployment helpers: the broker's users, passwords and ACL for a config, "
+                              "pre-flight checks")
     dsub = d.add_subparsers(dest="deploy", required=True)
     acl = dsub.add_parser("acl", help="print the Mosquitto ACL for the tables of a config")
     acl.add_argument("--config", required=True, metavar="FILE", help=CONFIG_HELP)
     acl.add_argument("--source", metavar="NAME", help="name the config in the ACL's header comment (default: none)")
+    acl.add_argument("--rig", action="store_true", help="also the simulation rig's user (dealer simulate, docs/rig.md): "
+                     "for a test bench's broker, never a studio's")
     acl.set_defaults(func=_cmd_acl)
+    us = dsub.add_parser("users", help="provision the broker in one step: a password for every role's user (kept "
+                         "when it exists), Mosquitto's password file and the ACL, in one directory")
+    us.add_argument("--config", required=True, metavar="FILE", help=CONFIG_HELP)
+    us.add_argument("--out", required=True, metavar="DIR",
+                    help="the directory to write: passwd and acl for the broker (password_file, acl_file), and "
+                         "secrets/USER.pw (mode 0600) for each role's client (--password-file, mqtt.password_file)")
+    us.add_argument("--rig", action="store_true", help="also the simulation rig's user (a test bench's broker only)")
+    us.add_argument("--rotate", action="store_true", help="give every user a new password (default: keep the ones "
+                    "in DIR/secrets, make the missing ones)")
+    us.set_defaults(func=_cmd_users)
     chk = dsub.add_parser("check", help="print why `dealer run` would refuse to start with a config (exit 2), "
                                         "or 'ok'")
     chk.add_argument("--config", required=True, metavar="FILE", help=CONFIG_HELP)
@@ -215,4 +275,5 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     return d
 
 
-__all__ = ["render_acl", "register", "scanner_user", "station_user", "supervisor_user"]
+__all__ = ["AUDITOR_USER", "RIG_USER", "render_acl", "register", "scanner_user", "station_user", "supervisor_user",
+           "users_of"]

@@ -54,7 +54,11 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
 
 def build_parser() -> argparse.ArgumentParser:
+    from dealer.core.rules import software_version
+
     p = DealerArgumentParser(prog="dealer", description="Live-dealer table backend")
+    p.add_argument("--version", action="version",  # the version each round's rules record (software_version)
+                   version=f"dealer {software_version()} (Python {sys.version.split()[0]})")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     r = sub.add_parser("run", help="run the backend for the tables in a TOML config (env DEALER_* overrides)",

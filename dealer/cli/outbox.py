@@ -141,10 +141,13 @@ def _cmd_resend(args: argparse.Namespace) -> int:
     except (sqlite3.DatabaseError, JournalWriteFailed) as exc:
         print(f"dealer outbox resend: the journal cannot be read: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
-    if not rows:
-        print(f"dealer outbox resend: {args.key} is not in the outbox (acknowledged already, or never produced)"
-              if args.key else "dealer outbox resend: the outbox is empty", file=sys.stderr)
+    if not rows and args.key:
+        print(f"dealer outbox resend: {args.key} is not in the outbox (acknowledged already, or never produced)",
+              file=sys.stderr)
         return 1
+    if not rows:  # --all of an empty outbox: nothing waits, which is the good news, not a failure
+        print(json.dumps({"resent": 0, "keys": []}, sort_keys=True))
+        return 0
     from dealer.edge.logs import configure_logging
 
     configure_logging("warning")  # JSON lines on stderr; stdout carries the answer

@@ -72,12 +72,15 @@ ROLE_TEXT = {
 #: Broker user names (``dealer deploy acl``): fixed ones, and per-table / per-supervisor prefixes.
 BACKEND_USER, SETTLEMENT_USER, PLAYER_PLATFORM_USER, OPS_USER = "dealer-backend", "settlement", "player-platform", "ops"
 SCANNER_PREFIX, STATION_PREFIX, SUPERVISOR_PREFIX = "scanner-", "station-", "supervisor-"
+#: The auditor (reads anchors and the public record) and the simulation rig (docs/rig.md): not
+#: command roles, but broker users all the same, so no player may be named like them.
+AUDITOR_USER, RIG_USER = "auditor", "rig"
 
 
 def is_role_user(name: str) -> bool:
     """A broker user name a role logs in with: no player may be called like one (a player's
     client logs in with its player id, and the ACL lets it read its own player topic)."""
-    return (name in (BACKEND_USER, SETTLEMENT_USER, PLAYER_PLATFORM_USER, OPS_USER)
+    return (name in (BACKEND_USER, SETTLEMENT_USER, PLAYER_PLATFORM_USER, OPS_USER, AUDITOR_USER, RIG_USER)
             or name.startswith((SCANNER_PREFIX, STATION_PREFIX, SUPERVISOR_PREFIX)))
 
 

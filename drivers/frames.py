@@ -315,6 +315,15 @@ class FrameAuthenticator:
         self.verified = [0] * len(self.keys)
         self.last_key: int | None = None
 
+    def rekey(self, keys: Sequence[bytes]) -> None:
+        """Hold ``keys`` from now on (a reload: a rotation adds the new key, later drops the old);
+        a kept key keeps its count. The reader's replay protection is the decoder's, untouched."""
+        fresh = FrameAuthenticator(keys, self.require)  # the same checks as at start-up
+        counts = dict(zip(self.fingerprints, self.verified))
+        self.keys, self.fingerprints = fresh.keys, fresh.fingerprints
+        self.verified = [counts.get(fp, 0) for fp in self.fingerprints]
+        self.last_key = None
+
     def verify(self, frame: Frame) -> AuthFailure | None:
         """None when ``frame`` may be used (genuine, or unsigned and signing not required)."""
         if frame.mac is None or frame.boot is None:

@@ -35,7 +35,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     # Exit status: 2 = refused, a person must act (systemd's RestartPreventExitStatus=2);
     # 1 = may pass by itself, restarted with backoff. One line on stderr, no traceback.
     try:
-        run_loop(run_service(settings, rtp_reports))
+        run_loop(run_service(settings, rtp_reports, args.config))
     except KeyboardInterrupt:
         pass
     except JournalError as exc:  # locked by another process, missing directory, corrupt, too old

@@ -377,11 +377,29 @@ class RulesChanged(_Event):
         return self
 
 
+Fingerprint = Annotated[str, Field(pattern=r"^[0-9a-f]{16}$")]
+
+
+class KeysChanged(_Event):
+    """The keys that authenticate the table's inputs from now on, by fingerprint (never the keys):
+    journaled by the service when a reload (SIGHUP) changes the table's scanner keys or the keys
+    of a supervisor who may command it, so an auditor sees which keys were in force when.
+    Journal only, never from the wire; it changes nothing at the table."""
+
+    type: Literal["keys_changed"] = "keys_changed"
+    scanner: Annotated[list[Fingerprint], Field(max_length=16)] | None = Field(
+        default=None, description="the scanner's key fingerprints now (None: unchanged)")
+    supervisors: Annotated[dict[Annotated[str, Field(max_length=64)], Annotated[list[Fingerprint], Field(max_length=16)]],
+                           Field(max_length=256)] | None = Field(
+        default=None, description="each supervisor who may command the table whose keys changed: its fingerprints "
+                                  "now (an empty list: no longer a supervisor of the table)")
+
+
 Event = Annotated[
     Union[OpenRound, PlaceBet, CloseBetting, ScanRead, ReadFailed, LinkDown, LinkUp, Resume, SupervisorVoid,
           PlayerDecision, DecisionTimeout, PlayerAction, ActionTimeout, DealerConfirm, ConfirmTimeout, CardExposed,
           ResultDelivered, SecurityEvent, RulesChanged, SupervisorPause, SupervisorResume, SupervisorClose,
-          SupervisorReopen, DealerLogon],
+          SupervisorReopen, DealerLogon, KeysChanged],
     Field(discriminator="type"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)

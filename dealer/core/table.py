@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dealer.core import round_ids
 from dealer.core.events import (TABLE_OPERATIONS, ActionTimeout, ConfirmTimeout, DealerLogon, DecisionTimeout, Event,
-                           LinkDown, LinkUp, OpenRound, ResultDelivered, Resume, RulesChanged, SecurityEvent, SupervisorResume,
+                           KeysChanged, LinkDown, LinkUp, OpenRound, ResultDelivered, Resume, RulesChanged, SecurityEvent, SupervisorResume,
                            TableOperation)
 from dealer.core.messages import PlayerMessage, RoundEvent, StationPrompt
 from dealer.core.operations import EVENT_NAMES, FROZEN, OPERATIONS, Mode, OperatingState
@@ -135,6 +135,11 @@ class Table:
             return self._security(event)
         if isinstance(event, RulesChanged):
             return self._rules_changed(event)
+        if isinstance(event, KeysChanged):  # journaled for the audit; the public note names no key
+            return Step(True, True, [RoundEvent(
+                table_id=self.table_id, round_id=None, event="keys_changed", at=event.at,
+                data={"scanner_keys": len(event.scanner) if event.scanner is not None else None,
+                      "supervisors": sorted(event.supervisors or {})})])
         if isinstance(event, TABLE_OPERATIONS):
             return self._operate(event)  # type: ignore[arg-type]
         if isinstance(event, DealerLogon):

@@ -58,7 +58,8 @@ class Inputs:
                  supervisors: SupervisorVerifier) -> None:
         self.svc = svc
         self._scanner_auth = scanner_auth
-        self._supervisors = supervisors
+        #: The supervisors' keys in force (a reload replaces it: dealer/edge/reload.py).
+        self.supervisors = supervisors
         # Signed readers' boot and seq as journaled before this start, and the newer ones that
         # wait for the next group commit (docs/scanner-protocol.md §6.5).
         self._saved_readers = svc.journal.reader_states()
@@ -76,6 +77,10 @@ class Inputs:
         self._floods = {tid: FloodWindows(cfg.scanner.flood_burst, cfg.scanner.flood_window)
                         for tid, cfg in configs.items()}
         self._flood_timers: dict[str, asyncio.TimerHandle] = {}
+
+    def scanner_auth(self, table_id: str) -> FrameAuthenticator | None:
+        """The table's scanner authenticator (shared with its link; a reload rekeys it in place)."""
+        return self._scanner_auth.get(table_id)
 
     def cancel_timers(self) -> None:
         for handle in self._flood_timers.values():
@@ -112,7 +117,7 @@ class Inputs:
         an accepted command id is answered again instead of applied twice."""
         svc = self.svc
         now = svc.now_ms()
-        verdict = ingress.parse(topic, payload, tables=svc.tables.keys(), now_ms=now, supervisors=self._supervisors)
+        verdict = ingress.parse(topic, payload, tables=svc.tables.keys(), now_ms=now, supervisors=self.supervisors)
         if isinstance(verdict, ingress.Accepted) and not svc.core.journal_writable:
             verdict = ingress.Refused(
                 verdict.table_id, verdict.role, JOURNAL_UNAVAILABLE,
@@ -122,8 +127,10 @@ class Inputs:
                 getattr(verdict.event, "supervisor", None))
         if isinstance(verdict, ingress.Accepted):
             if verdict.key_index is not None:  # key rotation: when the old key's count stops rising, retire it
-                svc.metrics.supervisor_key_uses.labels(supervisor=str(getattr(verdict.event, "supervisor")),
-                                                       key=str(verdict.key_index + 1)).inc()
+                supervisor = str(getattr(verdict.event, "supervisor"))
+                fingerprints = self.supervisors.fingerprints(supervisor)
+                key = fingerprints[verdict.key_index] if verdict.key_index < len(fingerprints) else "unknown"
+                svc.metrics.supervisor_key_uses.labels(supervisor=supervisor, key=key).inc()
             svc.queue.put(Item(verdict.table_id, verdict.event, time.monotonic_ns(), cmd=verdict))
             return
         svc._refused(verdict, now)  # through the service: tools/fuzz.py wraps Service._refused to see every refusal

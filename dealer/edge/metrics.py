@@ -75,8 +75,13 @@ class Metrics:
             "dealer_security_events_unjournaled", "Security events over the journaling rate limit (a flood): "
             "counted and logged only", ["table"], registry=r)
         self.supervisor_key_uses = Counter("dealer_supervisor_key_uses", "Signed supervisor commands accepted, by "
-                                           "supervisor and key (1 = the first key file): during a rotation the old "
-                                           "key can go once its count stops rising", ["supervisor", "key"], registry=r)
+                                           "supervisor and key (its fingerprint: 16 hex digits of a SHA-256, never the "
+                                           "key; the backend logs each key file's at start and reload): during a "
+                                           "rotation the old key can go once its count stops rising", ["supervisor", "key"], registry=r)
+        self.reloads = Counter("dealer_config_reloads", "Configuration reloads (SIGHUP), by outcome: applied, or "
+                               "refused (nothing changed: the log line says why)", ["outcome"], registry=r)
+        for outcome in ("applied", "refused"):
+            self.reloads.labels(outcome=outcome)
         self.table_operations = Counter(
             "dealer_table_operations", "Supervisors' signed table operations that reached the table, by operation "
             "(open_round, pause, resume, close, reopen) and outcome: applied, refused (not applicable now: a round "

@@ -27,12 +27,18 @@ if TYPE_CHECKING:
 def start_refusals(settings: Settings, config_path: str | Path | None,
                    rtp_reports: Sequence[TableRtp] | None = None) -> list[str]:
     """Every reason to refuse to start with ``settings`` (``[]``: it may start)."""
+    return config_refusals(settings, config_path, rtp_reports) + _journal_refusals(settings)
+
+
+def config_refusals(settings: Settings, config_path: str | Path | None,
+                    rtp_reports: Sequence[TableRtp] | None = None) -> list[str]:
+    """The refusals of the configuration itself, not of the journal it names: what a reload
+    (SIGHUP, dealer/edge/reload.py) checks too."""
     from dealer.edge.rtp_policy import refusals, table_reports
 
     problems = check_deployment(settings, config_path)
     problems += refusals(rtp_reports if rtp_reports is not None else table_reports(settings))
     problems += _key_refusals(settings)
-    problems += _journal_refusals(settings)
     return problems
 
 
@@ -87,4 +93,4 @@ def _journal_refusals(settings: Settings) -> list[str]:
     return []
 
 
-__all__ = ["start_refusals"]
+__all__ = ["config_refusals", "start_refusals"]

@@ -94,7 +94,8 @@ def build_ownership(settings: Settings, journal: Any, bus: Bus, metrics: Metrics
                         cluster=settings.cluster, metrics=metrics)
 
 
-async def run_service(settings: Settings, rtp_reports: Sequence[TableRtp] | None = None) -> None:
+async def run_service(settings: Settings, rtp_reports: Sequence[TableRtp] | None = None,
+                      config_path: str | None = None) -> None:
     s = settings.service
     if not s.journal_url:
         # One process per journal, decided before anything else: a second instance must not
@@ -135,6 +136,17 @@ async def run_service(settings: Settings, rtp_reports: Sequence[TableRtp] | None
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, task.cancel)
+    if config_path is not None:  # SIGHUP (systemctl reload): keys and table settings, no restart
+        from dealer.edge.config import load_settings
+        from dealer.edge.reload import reload_service
+
+        def on_hup() -> None:
+            if not service.ready.is_set():
+                log.warning("reload ignored: the backend is still starting; send SIGHUP again once it has")
+                return
+            reload_service(service, lambda: load_settings(config_path), config_path)
+
+        loop.add_signal_handler(signal.SIGHUP, on_hup)
     log.info("backend started", node=settings.service.node_id, tables=sorted(service.configs),
              journal=service.journal_name, journal_id=service.journal.journal_id,
              mode="cluster" if s.journal_url else "single")

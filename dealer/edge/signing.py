@@ -91,6 +91,12 @@ def canonical_bytes(command: Mapping[str, Any]) -> bytes:
         raise ValueError("command: a string holds a lone surrogate (not valid Unicode)") from None
 
 
+def key_fingerprint(key: bytes) -> str:
+    """A supervisor key's public name (16 hex digits of a domain-separated SHA-256): what metrics
+    and the journal say, never the key."""
+    return hashlib.sha256(b"studio.v1.supervisor-key\x00" + key).hexdigest()[:16]
+
+
 def _check_key(key: bytes) -> None:
     if len(key) < MIN_KEY_LEN:
         raise ValueError(f"a {len(key)}-byte key is too short: at least {MIN_KEY_LEN} bytes are needed "
@@ -376,6 +382,14 @@ class SupervisorVerifier:
     @property
     def supervisors(self) -> list[str]:
         return list(self._keys)
+
+    def fingerprints(self, supervisor: str) -> list[str]:
+        """The public names of a supervisor's keys, in order (``[]``: not a supervisor here)."""
+        return [key_fingerprint(k) for k in self._keys.get(supervisor, ())]
+
+    def may_command(self, supervisor: str, table_id: str) -> bool:
+        tables = self._tables.get(supervisor, frozenset())
+        return supervisor in self._keys and (tables is None or table_id in tables)
 
     def verify_payload(self, payload: bytes, topic_table: str, now_ms: int) -> Verified | Refused:
         """:meth:`verify` for the raw MQTT payload: UTF-8 JSON of at most ``MAX_PAYLOAD``

@@ -40,3 +40,16 @@ def test_every_help_is_plain_words() -> None:
         assert "``" not in text and not re.search(r":(?:class|func|mod|meth):`", text), (path, text)
     helps = dict(parsers)
     assert helps["dealer run"].description and "deploy check" in helps["dealer run"].description
+
+
+def test_a_tls_failure_is_said_in_words_with_the_ssl_reason_kept() -> None:
+    from drivers.mqtt import explain
+
+    raw = ("[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: unable to get local issuer certificate "
+           "(_ssl.c:1006)")
+    assert explain(raw) == ("the broker's TLS certificate is not signed by a CA this side trusts: give the CA file "
+                            "that signed it (ca_file, --ca-file) [CERTIFICATE_VERIFY_FAILED]")
+    assert "not for this host name" in explain("[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: "
+                                               "Hostname mismatch, certificate is not valid for 'x'. (_ssl.c:1006)")
+    assert "is this its plain (mqtt://) port?" in explain("[SSL: WRONG_VERSION_NUMBER] wrong version number")
+    assert explain("[Errno 111] Connection refused") == "[Errno 111] Connection refused"

@@ -59,6 +59,8 @@ async def test_a_rotated_key_and_new_rules_apply_at_once_and_the_round_in_play_k
         uses = service.metrics.registry.get_sample_value(
             "dealer_supervisor_key_uses_total", {"supervisor": "sup-ana", "key": key_fingerprint(OTHER_KEY)})
         assert uses == 1  # labelled by fingerprint, not by position
+        assert service.metrics.registry.get_sample_value(  # rescans per reader: a join on this
+            "dealer_table_reader_info", {"table": "T1", "reader": "SC1", "game": "teen-patti"}) == 1
         applied = service.metrics.registry.get_sample_value("dealer_config_reloads_total", {"outcome": "applied"})
         assert applied == 1
 

@@ -78,6 +78,11 @@ class Metrics:
                                            "supervisor and key (its fingerprint: 16 hex digits of a SHA-256, never the "
                                            "key; the backend logs each key file's at start and reload): during a "
                                            "rotation the old key can go once its count stops rising", ["supervisor", "key"], registry=r)
+        self.table_reader = Gauge("dealer_table_reader_info", "1 for each table this node runs, naming its "
+                                  "scanner's reader and its game: join per-table series to readers, e.g. rescans "
+                                  "per reader: sum by (reader) (rate(dealer_rescans_total[5m]) * on (table) "
+                                  "group_left (reader) dealer_table_reader_info)", ["table", "reader", "game"],
+                                  registry=r)
         self.reloads = Counter("dealer_config_reloads", "Configuration reloads (SIGHUP), by outcome: applied, or "
                                "refused (nothing changed: the log line says why)", ["outcome"], registry=r)
         for outcome in ("applied", "refused"):

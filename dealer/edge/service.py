@@ -556,6 +556,10 @@ class Service:
         self.timers.forget(tid)
         self.inputs.forget(tid)
         self.relay.forget_table(tid)
+        try:  # the table's reader is another node's now: a join must not find it here
+            self.metrics.table_reader.remove(tid, cfg.scanner.reader_id, cfg.game)
+        except KeyError:
+            pass
         self._journal_forget(tid)
         self.house.forget(tid)
         self.core.forget(tid)
@@ -598,6 +602,7 @@ class Service:
 
     def _table_series(self, t: TableConfig) -> None:
         """A table's metric series exist from its adoption, so "no rounds for 10 min" can be seen."""
+        self.metrics.table_reader.labels(table=t.id, reader=t.scanner.reader_id, game=t.game).set(1)
         for outcome in ("completed", "cancelled", "voided"):
             self.metrics.rounds.labels(table=t.id, game=t.game, outcome=outcome)
         self.metrics.result_acks_unknown.labels(table=t.id)  # increase() sees the first unknown ack

@@ -464,6 +464,10 @@ async def test_mqtt_messages_recorded_before_a_restart_are_refused_after_it(brok
         assert rec.results(f"{TABLE}:{ROUND2}")[0]["cards"] == dict(zip(POSITIONS, DEAL2))
         assert service.links[TABLE].up[f"scanner:{reader}"] is True
         assert _saved(journal) == (43, 6)
+        from drivers.frames import key_fingerprint  # the key's public name, never the key
+        uses = service.metrics.registry.get_sample_value("dealer_scanner_key_uses_total",
+                                                         {"reader": reader, "key": key_fingerprint(K1)})
+        assert uses is not None and uses >= 3  # this run's frames, at least the last three cards
     finally:
         await stop_service(task)
         await rec.stop()

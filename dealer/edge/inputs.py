@@ -24,6 +24,7 @@ from dealer.core.messages import PlayerMessage, RoundEvent
 from dealer.edge import ingress, topics
 from dealer.edge.config import TableConfig
 from dealer.edge.input_queue import WAKE, Item
+from dealer.edge.metrics import ScannerKeyUses
 from dealer.edge.ratelimit import FloodSummary, FloodWindows, TokenBuckets
 from dealer.edge.roles import COMMAND_TOPIC
 from dealer.edge.signing import SupervisorVerifier
@@ -72,6 +73,9 @@ class Inputs:
             on_state=lambda tid, state: self.on_reader_state(state),
         )
         self.serial_links: list[Any] = []
+        svc.metrics.registry.register(ScannerKeyUses(lambda: [
+            (svc.configs[tid].scanner.reader_id, auth) for tid, auth in self._scanner_auth.items()
+            if auth is not None and tid in svc.tables]))
         self._security_budget = TokenBuckets(burst=20, per_second=0.5)
         #: per table, its reader's failed reads beyond a burst: summarised once per flood window
         self._floods = {tid: FloodWindows(cfg.scanner.flood_burst, cfg.scanner.flood_window)

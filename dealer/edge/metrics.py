@@ -7,6 +7,8 @@ reason, link; never a round id or a card.
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 # Fine buckets at the low end: the budget for scan-to-publish is a few milliseconds.
@@ -165,3 +167,24 @@ class Metrics:
         """Serve ``/metrics`` over HTTP; returns the bound port (``port=0`` picks a free one)."""
         server, _thread = start_http_server(port, addr=addr, registry=self.registry)
         return int(server.server_address[1])
+
+
+class ScannerKeyUses:
+    """``dealer_scanner_key_uses_total{reader,key}``: frames each reader's key verified, the key
+    named by its fingerprint (drivers.frames.key_fingerprint), read from the readers'
+    authenticators at scrape time (they count; a reload keeps a kept key's count). During a
+    rotation the old key can go once its count stops rising."""
+
+    def __init__(self, readers: Any) -> None:
+        self._readers = readers  # () -> [(reader id, FrameAuthenticator)]
+
+    def collect(self) -> Any:
+        from prometheus_client.core import CounterMetricFamily
+
+        family = CounterMetricFamily("dealer_scanner_key_uses", "Scanner frames verified, by reader and key "
+                                     "fingerprint: retire a rotated key once its count stops rising",
+                                     labels=["reader", "key"])
+        for reader, auth in self._readers():
+            for fingerprint, count in zip(auth.fingerprints, auth.verified):
+                family.add_metric([reader, fingerprint], count)
+        yield family

@@ -31,7 +31,9 @@ def unit_environment(host: str, instance: str) -> dict[str, str]:
 
 
 def test_each_instance_of_the_node_unit_is_a_node_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert "EnvironmentFile" not in UNIT.read_text()  # node.env would set one node id for every instance
+    # never the host's node.env (one node id for every instance): each instance's own journal login
+    files = re.findall(r"^EnvironmentFile=(.*)$", UNIT.read_text(), flags=re.M)
+    assert files == ["/etc/dealer/node-%i.env"], files
     seen = []
     for instance in ("1", "2", "3"):
         env = unit_environment("hostb", instance)

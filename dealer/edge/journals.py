@@ -82,10 +82,27 @@ def audit_verify(journal: Any, anchors: Iterable[tuple[int, str]] = ()) -> "Audi
     return verify_audit(journal, anchors)
 
 
+def init_schema(url: str) -> dict[str, str]:
+    """Create the PostgreSQL journal's schema at ``url`` (or find it): as the URL's role, which
+    then owns it (``dealer cluster init`` connects as the admin with ``options=-c role=OWNER``).
+    Returns ``journal`` (the URL without password), ``journal_id`` and ``source`` (``created`` or
+    ``existing``). Raises :class:`JournalError` in one line when the database cannot be used."""
+    if not is_url(url):
+        raise JournalError(f"{url.split('://')[0][:40]!r}... is not a postgresql:// URL")
+    from dealer.edge.journal_pg import PgJournal
+
+    journal = PgJournal(url, node_id="init")
+    try:
+        return {"journal": journal.path, "journal_id": journal.journal_id, "source": journal.journal_id_source}
+    finally:
+        journal.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m dealer.edge.journals init URL``: create the PostgreSQL journal's schema as the
     database's owner (nodes then run as a role without CREATE: deploy/postgresql/roles.sql) and
-    print its journal id. Exit 2 with one line when the database cannot be used."""
+    print its journal id. Exit 2 with one line when the database cannot be used. ``dealer cluster
+    init`` does this and everything around it (the database, the roles, the grants)."""
     import argparse
     import json
     import sys
@@ -98,19 +115,17 @@ def main(argv: list[str] | None = None) -> int:
     if not is_url(args.url):
         print(f"init: {args.url!r} is not a postgresql:// URL", file=sys.stderr)
         return 2
-    from dealer.edge.journal_pg import PgJournal
-
     try:
-        journal = PgJournal(args.url, node_id="init")
+        made = init_schema(args.url)
     except JournalError as exc:
         print(f"init: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
-    print(json.dumps({"journal": journal.path, "journal_id": journal.journal_id, "source": journal.journal_id_source}))
-    journal.close()
+    print(json.dumps({"journal": made["journal"], "journal_id": made["journal_id"], "source": made["source"]}))
     return 0
 
 
-__all__ = ["URL_SCHEMES", "audit_verify", "is_url", "main", "open_journal", "open_read_only", "target_of"]
+__all__ = ["URL_SCHEMES", "audit_verify", "init_schema", "is_url", "main", "open_journal", "open_read_only",
+           "target_of"]
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -42,12 +42,15 @@ class BetPlan:
     """What the simulated players of one table bet in every round.
 
     ``players`` players (``player1`` ...); in a seated game player N sits in seat N.
-    ``stakes`` are drawn at random, one per bet."""
+    ``stakes`` are drawn at random, one per bet. ``deciders``: players who always place the
+    bet that asks them for a decision (Sevenluck: an Ante, with or without a Pair Plus), so a
+    player who never answers is still asked every round and the decision timer acts for it."""
 
     game: str
     players: int = 3
     bet_types: tuple[str, ...] = TEEN_PATTI_BETS
     stakes: tuple[str, ...] = DEFAULT_STAKES
+    deciders: tuple[str, ...] = ()
 
 
 def random_bets(plan: BetPlan, rng: random.Random) -> list[tuple[str, str, int | None, str]]:
@@ -56,6 +59,8 @@ def random_bets(plan: BetPlan, rng: random.Random) -> list[tuple[str, str, int |
     for p in range(1, plan.players + 1):
         if plan.game == "sevenluck":
             kinds = rng.choice([["ante"], ["ante", "pair_plus"], ["ante", "pair_plus"], ["pair_plus"]])
+            if "ante" not in kinds and f"player{p}" in plan.deciders:
+                kinds = ["ante", *kinds]  # the same draws as without it: the others' bets do not change
             out += [(f"player{p}", k, p) for k in kinds]
         elif plan.game in ("stud", "seotda"):
             out.append((f"player{p}", "chips", p))

@@ -351,10 +351,13 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> argparse.ArgumentParser:
     """Add ``dealer simulate`` to the ``dealer`` command's subparsers."""
-    p = sub.add_parser("simulate", help="virtual shoes, dealers and players driving the tables of a `dealer run` "
+    p = sub.add_parser("simulate", help="virtual shoes, dealers and players driving the tables of a dealer run "
                        "config over the real broker; leave parts out to swap in real ones",
-                       description=__doc__.split("\n\n", 1)[0] if __doc__ else None)
-    p.add_argument("--config", required=True, metavar="FILE", help="the TOML config `dealer run` runs")
+                       description="Virtual shoes, dealers and players driving the tables of a dealer run config "
+                                   "over the real broker: leave parts out (--no-players, --no-dealer, --no-station) "
+                                   "to swap in real ones. stdout carries JSON lines: started, one round_finished "
+                                   "per round, stopped with the totals.")
+    p.add_argument("--config", required=True, metavar="FILE", help="the TOML config that dealer run runs")
     p.add_argument("--tables", metavar="T1,T2", help="simulate these tables only (default: every table of --config)")
     p.add_argument("--rounds", type=int, metavar="N",
                    help="stop once every simulated table has finished N rounds (default: run until stopped)")
@@ -364,10 +367,10 @@ def register(sub: Any) -> argparse.ArgumentParser:
                    help="no virtual shoe or dealer at TABLE (a real shoe and dealer are there); repeatable or T1,T2")
     p.add_argument("--no-station", action="append", default=[], metavar="TABLE",
                    help="the virtual dealer at TABLE deals but leaves the WASH/SHUFFLE confirmations to a real "
-                        "`dealer station`; repeatable or T1,T2")
+                        "dealer station; repeatable or T1,T2")
     p.add_argument("--ledger", metavar="FILE",
-                   help="record every bet in this ledger's bet book before sending it: the file `dealer settle "
-                        "--ledger` settles from")
+                   help="record every bet in this ledger's bet book before sending it: the file that dealer "
+                        "settle --ledger settles from")
     p.add_argument("--seed", type=int, metavar="N", help="seed of the shuffles, bets and faults (default: random, printed)")
     p.add_argument("--faults", type=float, default=0.0, metavar="P",
                    help="chance per card pass of a reader line fault (garbage, no-read, torn, dropped, repeated "

@@ -132,13 +132,34 @@ class VirtualDealer:
         self.waiting = False  # the station says WAIT: the card in hand registered, do not pass it again
         self.faults_injected: dict[str, int] = {}
         self._round: str | None = None
+        #: round -> the highest step of any prompt received (:meth:`on_prompt`): a RESCAN for an
+        #: earlier step is old news (see :meth:`_superseded`)
+        self._newest: dict[str, int] = {}
 
     @property
     def steps_done(self) -> int:
         return len(self.dealt) + len(self.confirmed)
 
     def on_prompt(self, topic: str, payload: bytes) -> None:
-        self._prompts.put_nowait(StationPrompt.model_validate_json(payload))
+        prompt = StationPrompt.model_validate_json(payload)
+        if prompt.round_id is not None and prompt.step is not None:
+            self._newest[prompt.round_id] = max(prompt.step, self._newest.get(prompt.round_id, 0))
+            while len(self._newest) > 4:  # the rounds before are long over
+                del self._newest[next(iter(self._newest))]
+        self._prompts.put_nowait(prompt)
+
+    def _superseded(self, p: StationPrompt) -> bool:
+        """A RESCAN the station no longer shows: a prompt of a later step of the same round has
+        arrived since (it waits in the queue). One scanner frame can give two prompts at once: a
+        torn frame's sequence number reported missing (RESCAN) by the very frame that then
+        registers the card (NEXT). A dealer reading the screen sees only the newer one; passing
+        the card again for the old one would put it in front of the next position, refused
+        there as already registered, and each refusal would ask for one more stale pass: a
+        face-down deal could go on like that to its last card (the refusal of a face-down
+        card does not name it, so the dealer could not tell the stale pass from its own
+        mistake)."""
+        return (p.kind == "RESCAN" and p.round_id is not None and p.step is not None
+                and self._newest.get(p.round_id, 0) > p.step)
 
     def subscribe(self, bus: Bus) -> None:
         bus.subscribe(topics.prompts(self.table_id), self.on_prompt)
@@ -182,6 +203,8 @@ class VirtualDealer:
             self._round = p.round_id
             self._new_shoe()
         if p.kind in ("NEXT", "RESCAN", "ALERT", "CONFIRM") and p.step is not None:
+            if self._superseded(p):
+                return  # the newer prompt behind it says where the deal is
             self.waiting = False
             # Like a dealer reading the station screen: the step says how many steps (cards
             # and confirmations) are done, so a lost prompt (prompts are live, not durable)
@@ -224,6 +247,8 @@ class VirtualDealer:
         if self.in_hand is not None:
             if p.kind != "NEXT":
                 await asyncio.sleep(self.deal_interval / 2)
+                if self._superseded(p):
+                    return  # the card registered meanwhile: the newer prompt is next
             await self._pass(self.in_hand)  # still expected: pass it (again)
         else:
             await asyncio.sleep(self.deal_interval)

@@ -12,8 +12,10 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import re
 import sys
 import tempfile
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, TextIO
@@ -25,13 +27,13 @@ from dealer.core.round import Rejection
 from dealer.edge.service import Service
 from drivers.bus import Bus, LocalBus
 from drivers.mqtt import MqttBus
-from simulators.bettors import table_plan
+from simulators.bettors import BetPlan, table_plan
 from simulators.pty_port import PtyPort
 from simulators.rig import make_dealer, make_players
 from simulators.settlement import Payout, SettlementConsumer
 from simulators.shoe import FaultPlan, VirtualShoe
 from simulators.station import DealerFaults, PtyShoeLink
-from tools.demo_games import SEOTDA_REMATCH_DECK, card_text as _card
+from tools.demo_games import SEOTDA_REMATCH_DECK, card_text as _card, category_text
 from tools.games import DemoSetup, GameLog, kit
 
 TABLE = "T1"
@@ -42,6 +44,22 @@ class DemoError(Exception):
     """The demo cannot start (a broker that does not answer): one line, exit status 2."""
 
 
+@dataclass
+class _RoundNotes:
+    """What the log has seen of one round: who sits where, how far it got, who folded."""
+
+    seats: dict[str, int] = field(default_factory=dict)  # player -> seat (seated games)
+    betting_closed: bool = False
+    cards: int = 0  # cards registered
+    folds: dict[str, str] = field(default_factory=dict)  # player -> "player" or "timeout"
+
+
+#: The links a cancelled round names (dealer/core/round.py: "link {link} down before the round
+#: started[: why]"), in words.
+_LINK_WORDS = {"broker": "the backend's broker link (its way to settlement) went down"}
+_CANCEL_REASON = re.compile(r"^link (?P<link>\S+) down before the round started(?:: (?P<why>.*))?$")
+
+
 class RoundLog:
     """Prints what a pit boss would want to see, one line per thing that happened."""
 
@@ -50,8 +68,40 @@ class RoundLog:
         self.game = game
         own = kit(game).demo.log  # a game with its own log lines (Stud, Seotda, Matgo)
         self.game_log: GameLog | None = own(stake if stake is not None else Decimal(10)) if own else None
+        self.rounds: dict[str, _RoundNotes] = {}
+
+    def notes(self, round_id: str | None) -> _RoundNotes:
+        """What was seen of ``round_id`` (nothing yet: empty notes)."""
+        if round_id is None:
+            return _RoundNotes()
+        notes = self.rounds.get(str(round_id))
+        if notes is None:
+            notes = self.rounds[str(round_id)] = _RoundNotes()
+            while len(self.rounds) > 16:  # the rounds before are settled
+                del self.rounds[next(iter(self.rounds))]
+        return notes
+
+    def folds(self, round_id: str) -> dict[str, str]:
+        """The players who folded in ``round_id``: player -> ``player`` or ``timeout`` (the timer)."""
+        return dict(self.notes(round_id).folds)
+
+    def _note(self, msg: Any) -> None:
+        if not isinstance(msg, RoundEvent):
+            return
+        d, e, notes = msg.data, msg.event, self.notes(msg.round_id)
+        if e == "bet_accepted" and d.get("seat") is not None:
+            notes.seats[str(d["player_id"])] = int(d["seat"])
+        elif e == "betting_closed":
+            notes.betting_closed = True
+        elif e == "card_registered":
+            notes.cards += 1
+        elif e in ("decision_made", "player_acted") and d.get("action") == "FOLD":
+            notes.folds[str(d["player_id"])] = str(d.get("by") or "player")
+        elif e == "player_acted" and d.get("action") == "REJOIN":  # Seotda: back in for the rematch
+            notes.folds.pop(str(d["player_id"]), None)
 
     def __call__(self, kind: str, msg: Any) -> None:
+        self._note(msg)
         if self.game_log is not None:
             lines, handled = self.game_log(msg)
             for line in lines:
@@ -71,24 +121,171 @@ class RoundLog:
             elif e == "card_registered":
                 line = f"  card  {d['position']:<4} {_card(d['card'])}"
             elif e == "decisions_open":
-                line = f"  players decide: {', '.join(d['players'])}"
+                seats = self.notes(msg.round_id).seats
+                who = ", ".join(f"{p} (P{seats[p]})" if p in seats else p for p in d["players"])
+                line = f"  players decide, PLAY or FOLD: {who}"
             elif e == "decision_made":
-                line = f"  {d['player_id']:<8} {d['action']}" + ("  (timer: no answer)" if d["by"] == "timeout" else "")
+                seat = self.notes(msg.round_id).seats.get(str(d["player_id"]))
+                at = f"P{seat} " if seat is not None else ""
+                verb = {"FOLD": "FOLDS", "PLAY": "PLAYS"}.get(d["action"], d["action"])
+                line = f"  {d['player_id']:<8} {at}{verb}" + ("  (timer: no answer)" if d["by"] == "timeout" else "")
             elif e == "cards_revealed":
                 line = "  reveal " + " ".join(f"{k}={_card(v)}" for k, v in d["cards"].items())
-            elif e == "round_result":
-                hands = ", ".join(f"{k}: {v}" for k, v in d["hands"].items())
-                line = f"  RESULT winner {d['winner']} ({hands})" if d["winner"] else f"  RESULT {hands}"
             elif e in ("round_cancelled", "round_voided"):
-                line = f"  {e.removeprefix('round_').upper()}: {d['reason']}"
+                line = self._refunded(msg)
             elif e in ("link_down", "link_up"):
                 line = f"  link  {d['link']} {e.removeprefix('link_')}" + (f" ({d.get('reason')})" if d.get("reason") else "")
+        elif isinstance(msg, RoundResult) and not msg.refund_all and self.game_log is None:
+            line = self._result(msg)
         elif isinstance(msg, StationPrompt) and msg.kind in ("RESCAN", "ALERT"):
             line = f"  >>    {msg.message}"
         elif isinstance(msg, Rejection) and msg.event_type not in ("scan_read", "read_failed"):
             line = f"  rejected {msg.event_type}: {msg.reason}"
         if line:
             print(line, file=self.out, flush=True)
+
+    def _refunded(self, msg: RoundEvent) -> str:
+        """A cancelled or voided round: what happened, and when (the core's reason says "before
+        the round started", which is the rulebook's boundary, decks.md §5.3: betting may well
+        have been open)."""
+        reason = str(msg.data.get("reason") or "")
+        if msg.event == "round_voided":
+            return f"  VOIDED: {reason}; every bet is refunded"
+        notes = self.notes(msg.round_id)
+        if not notes.betting_closed:
+            when = "while betting was open"
+        elif notes.cards == 0:
+            when = "after betting closed, before the first card"
+        else:
+            when = "before the round started"
+        m = _CANCEL_REASON.match(reason)
+        if m is None:
+            return f"  CANCELLED {when}: {reason}; every bet is refunded"
+        link = m["link"]
+        what = _LINK_WORDS.get(link) or (f"the scanner {link.split(':', 1)[1]}'s link went down"
+                                         if link.startswith("scanner:") else f"link {link} went down")
+        why = f": {m['why']}" if m["why"] else ""
+        return f"  CANCELLED {when}: {what}{why}; every bet is refunded (decks.md §5.3)"
+
+    def _result(self, result: RoundResult) -> str:
+        """The RESULT line, from the result as published (only the hands it shows)."""
+        d = result.details
+        if "dealer_qualifies" in d:
+            return self._against_dealer(result)
+        hands = ", ".join(f"{k}: {category_text(h.category)}" for k, h in result.hands.items())
+        if result.winner:
+            return f"  RESULT winner {result.winner}" + (f" ({hands})" if hands else "")
+        return f"  RESULT {hands}"
+
+    def _against_dealer(self, result: RoundResult) -> str:
+        """Players against the dealer (Sevenluck): whether the dealer qualifies, then every
+        player: folded (the hand goes to the muck unseen), or played and how it compares, or a
+        Pair Plus alone (no decision)."""
+        d = result.details
+        dealer = result.hands.get("D")
+        shown = f"{category_text(dealer.category)} ({' '.join(_card(c) for c in dealer.cards)})" if dealer else "?"
+        played = any(dec.action == "PLAY" for dec in result.decisions.values())
+        if d["dealer_qualifies"]:
+            out = [f"  RESULT dealer {shown}: qualifies"]
+        else:
+            out = [f"  RESULT dealer {shown}: does not qualify" + (" (a played Ante is paid even money, the Play "
+                                                                   "returned)" if played else "")]
+        seats = dict(self.notes(result.round_id).seats)
+        for player, dec in result.decisions.items():
+            if dec.seat is not None:
+                seats.setdefault(player, dec.seat)
+        shared = "P" in result.hands
+        versus = {"PLAYER": "beats the dealer", "DEALER": "loses to the dealer", "TIE": "ties the dealer"}
+        for player, seat in sorted(seats.items(), key=lambda ps: ps[1]):
+            label = "P" if shared else f"P{seat}"
+            dec = result.decisions.get(player)
+            hand = result.hands.get(label)
+            if dec is not None and dec.action == "FOLD":
+                what = "folded" + (" (by the timer: no answer)" if dec.by == "timeout" else "") + \
+                       ": the hand goes to the muck unseen"
+            elif hand is None:
+                what = "(hand not shown)"
+            elif dec is None:
+                what = f"{category_text(hand.category)} (Pair Plus only: no decision)"
+            else:
+                cmp = d.get("comparison", {}).get(label)
+                vs = f", {versus[cmp]}" if cmp in versus and d["dealer_qualifies"] else ""
+                what = f"played {category_text(hand.category)}{vs}"
+            out.append(f"    {label:<3} {player:<8} {what}")
+        return "\n".join(out)
+
+
+def readable_json(value: Any, indent: str = "", width: int = 110) -> str:
+    """``value`` as JSON a person can read: null fields left out, an object or array on one
+    line when it fits in ``width``, else one member per line (arrays of plain values packed)."""
+    value = _without_nulls(value)
+    return _layout(value, indent, width)
+
+
+def _without_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
+
+
+def _layout(value: Any, indent: str, width: int, lead: str = "") -> str:
+    flat = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    if not isinstance(value, (dict, list)) or not value or len(indent) + len(lead) + len(flat) <= width:
+        return flat
+    inner = indent + "  "
+    if isinstance(value, dict):
+        members = [f"{inner}{json.dumps(k)}: " + _layout(v, inner, width, f"{json.dumps(k)}: ")
+                   for k, v in sorted(value.items())]
+        return "{\n" + ",\n".join(members) + f"\n{indent}}}"
+    if all(not isinstance(v, (dict, list)) for v in value):  # plain values: as many to a line as fit
+        lines, line = [], ""
+        for item in (json.dumps(v, ensure_ascii=False) for v in value):
+            if line and len(inner) + len(line) + len(item) + 2 > width:
+                lines.append(line + ",")
+                line = ""
+            line = f"{line}, {item}" if line else item
+        lines.append(line)
+        return "[\n" + "\n".join(inner + x for x in lines) + f"\n{indent}]"
+    return "[\n" + ",\n".join(inner + _layout(v, inner, width) for v in value) + f"\n{indent}]"
+
+
+def _quantized(amount: Any, result: RoundResult) -> Decimal:
+    """An amount of a result's details in the table's money unit (``"0"`` -> ``0.00``)."""
+    unit = result.money.minor_unit
+    return Decimal(str(amount)).quantize(unit) if unit < 1 else Decimal(str(amount))
+
+
+def _money(x: Decimal) -> str:
+    return f"+{x}" if x > 0 else str(x) if x < 0 else str(abs(x))
+
+
+def payout_lines(result: RoundResult, payouts: list[Payout], folds: dict[str, str] | None = None) -> list[str]:
+    """One line per settled bet: what the player put in, what came back, the net.
+
+    A bet against the house (Teen Patti, Sevenluck) shows its stake and outcome. In a game
+    where players play each other (Stud, Seotda) or bring a cover (Matgo) the "bet" is the
+    chips brought to the table: the backend computes what goes back (``returned``), and the
+    line says what was brought, what went into the pot (when the result says), what came back,
+    the net, and whether the player won, lost or folded (and whether the timer folded them)."""
+    folds = folds or {}
+    put_in = result.details.get("contributions", {}) if isinstance(result.details, dict) else {}
+    out = []
+    for p in payouts:
+        net = p.returned - p.stake
+        res = result.player_bets.get(p.player_id, {}).get(p.bet_type) or result.bets.get(p.bet_type)
+        fold = folds.get(p.player_id)
+        folded = ("folded by the timer" if fold == "timeout" else "folded") if fold else ""
+        head = f"    {p.player_id:<8} {p.bet_type:<15}"
+        if res is not None and res.returned is not None:  # chips brought to a players' game
+            pot = f"  in the pot {_quantized(put_in[p.player_id], result):>8}" if p.player_id in put_in else ""
+            status = folded or ("won" if net > 0 else "lost" if net < 0 else "even")
+            out.append(f"{head} brought {p.stake:>9}{pot}  back {p.returned:>9}  net {_money(net):>9}  {status}")
+        else:
+            status = p.outcome + (f" ({folded})" if folded and p.outcome != "REFUND" else "")
+            out.append(f"{head} stake {p.stake:>11}  back {p.returned:>9}  net {_money(net):>9}  {status}")
+    return out
 
 
 def demo_settings(workdir: Path, port: str, *, broker: str | None, betting_seconds: float,
@@ -132,7 +329,8 @@ async def run_demo(rounds: int = 4, seed: int = 7, broker: str | None = None, fa
         else:
             backend_bus = sim_bus = LocalBus()
         service = Service(settings, bus=backend_bus, broker_link=True)
-        service.add_observer(RoundLog(out, game, stake=Decimal(10)))
+        log = RoundLog(out, game, stake=Decimal(10))
+        service.add_observer(log)
         done = asyncio.Event()
         settled: list[str] = []
 
@@ -140,15 +338,15 @@ async def run_demo(rounds: int = 4, seed: int = 7, broker: str | None = None, fa
             print(f"  settlement {result.idempotency_key} ({result.outcome}):", file=out)
             if demo.payout is not None:
                 demo.payout(result, out)
-            else:
-                print("  " + json.dumps(json.loads(result.model_dump_json()), indent=None, sort_keys=True), file=out)
-            for p in payouts:
-                print(f"    {p.player_id:<8} {p.bet_type:<15} stake {p.stake:>7}  {p.outcome:<6} returned {p.returned:>9}", file=out)
+            else:  # the result as published, readable, its null fields left out
+                print("  result " + readable_json(json.loads(result.model_dump_json()), indent="  "), file=out)
+            for line in payout_lines(result, payouts, log.folds(result.round_id)):
+                print(line, file=out)
             settled.append(result.round_id)
             if len(settled) >= rounds:
                 done.set()
 
-        bets = table_plan(settings.tables[0])  # player N sits in seat N in the seated games
+        bets = demo_plan(settings, demo.strategies)  # player N sits in seat N in the seated games
         consumer = SettlementConsumer(sim_bus, [TABLE], work / "ledger.sqlite", rng=random.Random(seed + 1),
                                       on_payout=on_payout, game=game, plan=bets)
         # the players who act once the cards are out (the game's kit names them: in stud player4
@@ -197,6 +395,16 @@ async def run_demo(rounds: int = 4, seed: int = 7, broker: str | None = None, fa
         return summary
 
 
+def demo_plan(settings: Settings, strategies: tuple[str, ...] = ()) -> BetPlan:
+    """What the demo's players bet: the table's plan, where a player who never answers (the
+    ``disconnect`` strategy) always places the bet that asks for a decision (Sevenluck: an
+    Ante), so every round shows the decision timer acting for it."""
+    plan = table_plan(settings.tables[0])
+    silent = tuple(f"player{n}" for n in range(1, plan.players + 1)
+                   if strategies and strategies[(n - 1) % len(strategies)] == "disconnect")
+    return replace(plan, deciders=silent)
+
+
 async def _drop_link_during_betting(service: Service, bus: LocalBus, nth: int, out: TextIO) -> None:
     """Simulate the settlement link dropping while round ``nth`` is taking bets."""
     seen = asyncio.Event()
@@ -215,4 +423,5 @@ async def _drop_link_during_betting(service: Service, bus: LocalBus, nth: int, o
     bus.set_connected(True)
 
 
-__all__ = ["SEOTDA_REMATCH_DECK", "DemoError", "RoundLog", "demo_settings", "run_demo"]
+__all__ = ["SEOTDA_REMATCH_DECK", "DemoError", "RoundLog", "category_text", "demo_plan", "demo_settings",
+           "payout_lines", "readable_json", "run_demo"]

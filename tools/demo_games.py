@@ -57,25 +57,33 @@ def _stud_line(msg: Any) -> str | None:
     if e == "cards_revealed":
         return "  showdown: " + " ".join(f"{k}={_card(v)}" for k, v in d["cards"].items())
     if e == "round_result":
-        hands = ", ".join(f"{k}: {v}" for k, v in d["hands"].items())
+        hands = ", ".join(f"{k}: {category_text(v)}" for k, v in d["hands"].items())
         return f"  RESULT winner {d['winner']}" + (f" ({hands})" if hands else " (everyone else folded)")
     return None
+
+
+def category_text(category: str | None) -> str:
+    """A hand category as words (``one_pair`` -> ``one pair``)."""
+    return (category or "?").replace("_", " ")
 
 
 def stud_log(msg: Any) -> tuple[list[str], bool]:
     """Seven-Card Stud: the dealer's steps, the streets, every action, the showdown."""
     line = _stud_line(msg)
-    return ([], False) if line is None else ([line], True)
+    return ([], False) if line is None else ([line] if line else [], True)
 
 
 def stud_payout(result: RoundResult, out: TextIO) -> None:
-    """The pots of a stud hand, the rake, and what goes back to each player."""
+    """The rake, the pots of a stud hand (after the rake), and what goes back to each player."""
     d = result.details
+    if result.refund_all:
+        return
+    why = "" if d.get("raked") else " (the hand ended before the 7th card: no rake)"
+    print(f"  in the pot {d.get('total_pot')}, rake {d['rake']}{why}", file=out)
     for pot in d.get("pots", []):
         shares = ", ".join(f"{p} {a}" for p, a in pot["shares"].items())
-        print(f"  pot {pot['pot']}: {pot['amount']} among {', '.join(pot['eligible'])} -> {shares}", file=out)
-    if not result.refund_all:
-        print(f"  rake {d['rake']}" + ("" if d.get("raked") else " (the hand ended before the 7th card)"), file=out)
+        name = "main pot" if pot["pot"] == 0 else f"side pot {pot['pot']}"
+        print(f"  {name} {pot['amount']} among {', '.join(pot['eligible'])} -> {shares}", file=out)
 
 
 class SeotdaLog:
@@ -191,8 +199,10 @@ def seotda_payout(result: RoundResult, out: TextIO) -> None:
     d = result.details
     if result.refund_all:
         return
+    won = {p for a in d.get("awards", []) if a["result"] in ("WIN", "SPLIT") for p in a.get("shares", {})}
     for k, seat in d.get("seats", {}).items():
-        name = d.get("names", {}).get(k) or "(not shown: folded, or out of the last rematch)"
+        name = d.get("names", {}).get(k) or ("(not shown: won without a showdown)" if seat["player"] in won
+                                             else "(not shown: folded, or out of the last rematch)")
         print(f"  {k} seat {seat['seat']} {seat['player']:<8} {name}", file=out)
     for a in d.get("awards", []):
         game = f"rematch {a['game']}" if a["game"] else "game"
@@ -227,7 +237,11 @@ class MatgoLog:
         if isinstance(msg, PlayerMessage):
             return self._private(msg), True
         if isinstance(msg, StationPrompt) and msg.kind == "DONE" and msg.announce:
-            return [f"  dealer: \"{msg.announce}\""], True
+            # The station's announcement names the payment points as if they were the score
+            # ("The house wins 38 points" for a Stop at 18): the RESULT line says both instead.
+            return [], True
+        if isinstance(msg, RoundResult):
+            return ([] if msg.refund_all else [matgo_result_line(msg)]), True
         if not isinstance(msg, RoundEvent):
             return [], False
         d, e = msg.data, msg.event
@@ -274,7 +288,7 @@ class MatgoLog:
                            " (the cards it kept stay in the journal)")
             return out, True
         if e == "round_result":
-            return self._dealt() + [f"  RESULT winner {d['winner']}" if d["winner"] else "  RESULT: a draw"], True
+            return self._dealt(), True  # the RESULT line comes with the result (score and payment)
         return [], False
 
     def _private(self, msg: PlayerMessage) -> list[str]:
@@ -380,26 +394,85 @@ class MatgoLog:
 AI_NAME = "house-ai"
 
 
+_MATGO_END = {"STOP": "stopped", "CHONGTONG": "chongtong (four cards of one month dealt)",
+              "THREE_PPUK": "three Ppuks", "NAGARI": "Nagari (a draw)"}
+_AT_ONCE = {"CHONGTONG": "chongtong, four cards of one month dealt (matgo.md §2.3)",
+            "THREE_PPUK": "a third Ppuk (matgo.md §4.3)"}
+
+
+def _matgo_names(result: RoundResult) -> tuple[dict[str, str], str | None]:
+    """Seat letter -> who sits there, and the winner's seat letter (None: nobody won)."""
+    seats = {str(k): str(v) for k, v in result.details.get("seats", {}).items()}
+    if result.winner is None:
+        return seats, None
+    house = result.winner == "AI"
+    return seats, next((k for k, v in seats.items() if (v == AI_NAME) == house), None)
+
+
+def matgo_payment(result: RoundResult) -> str:
+    """How the payment follows from the score (matgo.md §7): the stopper's score, the Go
+    adjustment, each multiplier, then the point value."""
+    d = result.details
+    r = d.get("result", {})
+    pp = d.get("payment_points") or 0
+    if not pp:
+        return "none"
+    if d.get("kind") == "STOP":
+        points, adjusted = r.get("points"), r.get("go_adjusted")
+        seats, win = _matgo_names(result)
+        go = r.get("go_count", {}).get(win, 0) if win else 0
+        how = f"{points} points"
+        if go in (1, 2):
+            how += f" + {go} for {go} Go = {adjusted}"
+        elif go >= 3:
+            how += f" x {2 ** (go - 2)} for {go} Go = {adjusted}"
+    else:  # an immediate win: 5 points, no Go adjustment (§7.4)
+        how = f"{r.get('points', 5)} points"
+    mult = r.get("multipliers") or []
+    if mult:
+        how += "".join(f" x 2 ({m})" for m in mult) + f" = {pp} points"
+    money = f"{pp} points x {d.get('point_value')} = {d.get('money')}"
+    return money if how == f"{pp} points" else f"{how}; {money}"
+
+
+def matgo_result_line(result: RoundResult) -> str:
+    """RESULT: who won, with what score (the points of the combinations, §5) and what that
+    pays (the payment points, §7: score, Go adjustment, multipliers, times the point value)."""
+    d = result.details
+    r = d.get("result", {})
+    seats, win = _matgo_names(result)
+    kind = str(d.get("kind"))
+    if win is None:
+        return "  RESULT Nagari: nobody stopped before the stock ran out; a draw, nothing is paid"
+    who = seats.get(win, win)
+    pays = f"payment {d.get('payment_points')} points = {d.get('money')}"
+    if kind == "STOP":
+        go = r.get("go_count", {}).get(win, 0)
+        after = f" after {go} Go" if go else ""
+        auto = " (automatic on the last turn)" if r.get("auto") else ""
+        return f"  RESULT {who} wins: stops at a score of {r.get('points')} points{after}{auto}; {pays}"
+    return f"  RESULT {who} wins at once: {_AT_ONCE.get(kind, kind.lower())}; {pays}"
+
+
 def matgo_payout(result: RoundResult, out: TextIO) -> None:
     """How a Matgo game ended and what the player's cover brings back."""
     d = result.details
     if result.refund_all:
         return
-    seats = d.get("seats", {})
+    seats, win = _matgo_names(result)
     r = d.get("result", {})
-    how = {"STOP": "stopped", "CHONGTONG": "chongtong (four of a month dealt)", "THREE_PPUK": "three Ppuks",
-           "NAGARI": "Nagari (a draw)"}.get(str(d.get("kind")), str(d.get("kind")))
-    print(f"  {how}; deals {d.get('deals')}; F = {seats.get('F')}, O = {seats.get('O')}", file=out)
-    if r.get("scores"):
+    deals = int(d.get("deals") or 1)
+    redeals = f" ({deals - 1} redeal{'s' if deals > 2 else ''})" if deals > 1 else ""
+    how = _MATGO_END.get(str(d.get("kind")), str(d.get("kind")))
+    who = f"{seats.get(win, win)} " if win and d.get("kind") == "STOP" else ""
+    print(f"  {who}{how}; {deals} deal{'s' if deals > 1 else ''}{redeals}; F = {seats.get('F')}, O = {seats.get('O')}",
+          file=out)
+    if r.get("scores") and d.get("kind") in ("STOP", "NAGARI"):
         go = ", ".join(f"{seats.get(k, k)} {v}" for k, v in r.get("go_count", {}).items())
         scores = ", ".join(f"{seats.get(k, k)} {v}" for k, v in r["scores"].items())
-        print(f"  scores {scores}; Go calls {go}" + (f"; multipliers {', '.join(r['multipliers'])}"
-                                                     if r.get("multipliers") else ""), file=out)
-    if d.get("payment_points"):
-        capped = " (the loss is limited to the cover)" if d.get("loss_capped") else ""
-        print(f"  payment: {d['payment_points']} points x {d['point_value']} = {d['money']}{capped}", file=out)
-    else:
-        print("  payment: none", file=out)
+        print(f"  scores {scores}; Go calls {go}", file=out)
+    capped = " (the loss is limited to the cover)" if d.get("loss_capped") else ""
+    print(f"  payment: {matgo_payment(result)}{capped}", file=out)
 
 
 #: Matgo's first game: the first deal puts all four January cards on the layout (L1..L4), so it

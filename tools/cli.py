@@ -34,14 +34,23 @@ def _cmd_hand(args: argparse.Namespace) -> int:
     """Evaluate hands for a dispute, with the report the game's kit names (:mod:`tools.games`):
     Teen Patti (A vs B), Sevenluck (player vs dealer), Seven-Card Stud (5-7 cards each, one or
     more --vs hands), Seotda (2 cards each, S1 then one --vs per further seat, one pot), Matgo
-    (the stopper's captured pile --vs the loser's) and any game registered since."""
+    (the stopper's captured pile --vs the loser's) and any game registered since. With
+    ``--round``, the hands of a recorded round, replayed from the journal under the rules it was
+    played with, beside its result: exit 1 when they do not agree."""
     from pydantic import ValidationError
 
     from dealer.core.cards import CardError
     from dealer.edge.config import validation_message
     from tools.games import KITS, HandArgs
 
+    if args.round is not None:
+        return _hand_of_round(args)
+    if args.journal is not None or args.config is not None:
+        return fail("dealer hand", "--journal and --config go with --round ROUND_ID")
     known = {name: k.hand for name, k in KITS.items() if k.hand is not None}
+    if args.game is None or not args.cards or not args.vs:
+        return fail("dealer hand", "give GAME CARDS --vs CARDS, or --round ROUND_ID with --journal PATH_OR_URL or "
+                    "--config FILE")
     if args.game not in known:
         return fail("dealer hand", f"no hand report for game {args.game!r} (known: {', '.join(known)})")
     command = known[args.game]
@@ -56,6 +65,26 @@ def _cmd_hand(args: argparse.Namespace) -> int:
         return fail("dealer hand", str(exc))
     print(json.dumps(report, indent=2, ensure_ascii=False))  # hand names are Unicode (9·4, ♠)
     return 0
+
+
+def _hand_of_round(args: argparse.Namespace) -> int:
+    """``dealer hand --round ROUND_ID (--journal PATH_OR_URL | --config FILE)``."""
+    from dealer.edge.config import ConfigError
+    from tools.audit import hand_for_round
+
+    given = [name for name, v in (("GAME", args.game), ("CARDS", args.cards or None), ("--vs", args.vs),
+                                  ("--option", args.option or None), ("--go", args.go)) if v is not None]
+    if given:
+        return fail("dealer hand", f"--round re-evaluates the round's own cards under its own rules: leave out "
+                    f"{', '.join(given)}")
+    if args.journal is None and args.config is None:
+        return fail("dealer hand", "--round needs the journal: --journal PATH_OR_URL or --config FILE")
+    try:
+        out = hand_for_round(args.round, journal=args.journal, config=args.config)
+    except (ConfigError, ValueError) as exc:  # an unknown round, a missing journal, rules never journaled
+        return fail("dealer hand", str(exc))
+    print(json.dumps(out, indent=2, ensure_ascii=False))
+    return 1 if out["agrees"] is False else 0
 
 
 def _option_overrides(pairs: list[str]) -> list[tuple[list[str], object]]:
@@ -271,11 +300,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     hands = [k for k in KITS.values() if k.hand is not None]
     h = sub.add_parser("hand", help="evaluate hands for a dispute: " + ", ".join(k.hand_usage for k in hands
-                                                                                 if k.hand_usage))
-    h.add_argument("game", help=_either([k.name for k in hands], "or"))
-    h.add_argument("cards", nargs="+", help="3 cards (teen-patti, sevenluck), 5-7 cards (stud), 2 cards (seotda), or "
+                                                                                 if k.hand_usage)
+                       + "; or hand --round ROUND_ID (--journal PATH_OR_URL | --config FILE): a recorded round's "
+                         "hands under the rules it was played with, against its result")
+    h.add_argument("game", nargs="?", help=_either([k.name for k in hands], "or"))
+    h.add_argument("cards", nargs="*", help="3 cards (teen-patti, sevenluck), 5-7 cards (stud), 2 cards (seotda), or "
                    "the stopper's captured pile (matgo: Hwatu codes, spaces or commas between them)")
-    h.add_argument("--vs", nargs="+", action="append", required=True, metavar="CARD",
+    h.add_argument("--vs", nargs="+", action="append", metavar="CARD",
                    help="the other hand; repeatable for stud and seotda (one opponent hand each); matgo: the "
                         "loser's captured pile (none for an empty one)")
     h.add_argument("--go", type=int_range(0, 10), metavar="N",
@@ -283,6 +314,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     h.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="house option key=value (repeatable), e.g. six_card_wheel=NOT_ALLOWED, "
                         "rematch_94_mode=ALWAYS or matgo's point_value=0.50")
+    h.add_argument("--round", metavar="ROUND_ID",
+                   help="re-evaluate this recorded round instead: its dealt hands, replayed from the journal under "
+                        "the rules (game and house options) it was played with, against its result (exit 1 if they "
+                        "differ)")
+    h.add_argument("--journal", metavar="PATH_OR_URL",
+                   help="with --round: the journal, a SQLite file or a postgresql:// URL (read-only)")
+    h.add_argument("--config", metavar="FILE",
+                   help="with --round: read the journal of this configuration (its tables' rules for rounds "
+                        "journaled before rules events)")
     h.set_defaults(func=_cmd_hand)
 
     q = sub.add_parser("rtp", help="exact RTP and house edge of every bet type of a pay table, e.g. rtp teen-patti")

@@ -37,13 +37,36 @@ class HandArgs:
 
 
 @dataclass(frozen=True)
+class PlayedRound:
+    """A recorded round as the journal's replay rebuilt it, for ``dealer hand --round``: its
+    completed ``result``, every card registered (position -> code, hole cards included),
+    the game's house ``options`` it was played with (validated, from its journaled rules),
+    ``seats`` (seat -> player) and the peer game's ``hand`` (stud, Seotda, Matgo; else None)."""
+
+    result: Any  # dealer.core.messages.RoundResult
+    cards: Mapping[str, str]
+    options: Any
+    seats: Mapping[int, str] = field(default_factory=dict)
+    hand: Any = None
+
+
+#: What a game's ``recorded`` check returns: ``report`` (the game's hand report of the hands
+#: that decided the round, or a list of them), ``agrees`` (True, False, or None when no hand
+#: decided it, e.g. a pot won by folds), ``compared`` (what was checked) and ``differences``.
+RoundCheck = dict[str, Any]
+
+
+@dataclass(frozen=True)
 class HandCommand:
     """``dealer hand GAME``: ``report`` turns the arguments into the JSON-able report, raising
     ValueError, CardError or pydantic's ValidationError (an ``--option``) on bad input.
-    ``takes_go``: the game reads ``--go`` (every other game refuses it)."""
+    ``takes_go``: the game reads ``--go`` (every other game refuses it). ``recorded``: the same
+    report for the hands of a recorded round (:class:`PlayedRound`), compared with its result
+    (``dealer hand --round``); None: the game cannot re-evaluate a recorded round."""
 
     report: Callable[[HandArgs], dict[str, Any]]
     takes_go: bool = False
+    recorded: Callable[[PlayedRound], RoundCheck] | None = None
 
 
 def option_pairs(pairs: Sequence[str]) -> dict[str, str]:
@@ -54,7 +77,8 @@ def option_pairs(pairs: Sequence[str]) -> dict[str, str]:
     return dict(kv.split("=", 1) for kv in pairs)
 
 
-def two_hands(options_model: Any, report: Callable[..., dict[str, Any]], game: str) -> HandCommand:
+def two_hands(options_model: Any, report: Callable[..., dict[str, Any]], game: str,
+              recorded: Callable[[PlayedRound], RoundCheck] | None = None) -> HandCommand:
     """A game that compares two hands (one ``--vs``) under its validated house options."""
 
     def run(args: HandArgs) -> dict[str, Any]:
@@ -62,10 +86,11 @@ def two_hands(options_model: Any, report: Callable[..., dict[str, Any]], game: s
             raise ValueError(f"{game} compares two hands: give exactly one --vs, got {len(args.vs)}")
         return report(args.cards, args.vs[0], options_model.model_validate(option_pairs(args.options)))
 
-    return HandCommand(run)
+    return HandCommand(run, recorded=recorded)
 
 
-def many_hands(report: Callable[[list[str], list[list[str]]], dict[str, Any]], game: str) -> HandCommand:
+def many_hands(report: Callable[[list[str], list[list[str]]], dict[str, Any]], game: str,
+               recorded: Callable[[PlayedRound], RoundCheck] | None = None) -> HandCommand:
     """A game without house options that compares one hand with every ``--vs``."""
 
     def run(args: HandArgs) -> dict[str, Any]:
@@ -73,7 +98,7 @@ def many_hands(report: Callable[[list[str], list[list[str]]], dict[str, Any]], g
             raise ValueError(f"{game} takes no --option")
         return report(args.cards, args.vs)
 
-    return HandCommand(run)
+    return HandCommand(run, recorded=recorded)
 
 
 def _seotda_hand(args: HandArgs) -> dict[str, Any]:
@@ -101,6 +126,206 @@ def _matgo_hand(args: HandArgs) -> dict[str, Any]:
     options = matgo.MatgoOptions.model_validate(option_pairs(args.options))
     return matgo.hand_report(matgo_pile(args.cards), matgo_pile(args.vs[0]), args.go if args.go is not None else 0,
                              options)
+
+
+# --- dealer hand --round: the hands of a recorded round -------------------------------------------
+
+
+class _Check:
+    """Collects what a recorded round's check compared and where the report and the result differ."""
+
+    def __init__(self) -> None:
+        self.compared: list[str] = []
+        self.differences: list[str] = []
+
+    def same(self, what: str, report: Any, recorded: Any) -> None:
+        self.compared.append(what)
+        if report != recorded:
+            self.differences.append(f"{what}: the hand report says {report!r}, the result says {recorded!r}")
+
+    def done(self, report: Any, note: str | None = None) -> RoundCheck:
+        out: RoundCheck = {"report": report, "agrees": not self.differences, "compared": self.compared,
+                           "differences": self.differences}
+        if note:
+            out["note"] = note
+        return out
+
+
+def _undecided(report: Any, note: str) -> RoundCheck:
+    """No hand decided the round (a pot won by folds, an immediate win): nothing to compare."""
+    return {"report": report, "agrees": None, "compared": [], "differences": [], "note": note}
+
+
+def _hand_cards(cards: Mapping[str, str], positions: Sequence[str]) -> list[str] | None:
+    got = [cards.get(p) for p in positions]
+    return None if any(c is None for c in got) else [str(c) for c in got]
+
+
+def _bets_compared(check: _Check, report_bets: Mapping[str, Mapping[str, Any]], recorded: Mapping[str, Any],
+                   who: str = "") -> None:
+    """Each bet type's resolution in the report against the result's (the fields both carry)."""
+    for bet, mine in report_bets.items():
+        theirs = recorded.get(bet)
+        if theirs is None:
+            continue
+        theirs_json = theirs.model_dump(mode="json")
+        for key in ("outcome", "ratio", "bonus_ratio", "category"):
+            if key in mine and key in theirs_json:
+                a, b = mine[key], theirs_json[key]
+                if key in ("ratio", "bonus_ratio"):
+                    a, b = Decimal(str(a)), Decimal(str(b))
+                check.same(f"{who}bet {bet} {key}", a, b)
+
+
+def _teen_patti_round(played: PlayedRound) -> RoundCheck:
+    from dealer.games import teen_patti
+
+    res = played.result
+    a = _hand_cards(played.cards, teen_patti.HAND_POSITIONS["A"])
+    b = _hand_cards(played.cards, teen_patti.HAND_POSITIONS["B"])
+    if a is None or b is None:
+        return _undecided(None, "not every card of hands A and B was dealt")
+    report = teen_patti.hand_report(a, b, played.options)
+    check = _Check()
+    check.same("winner", report["winner"], res.winner)
+    for name, hand in report["hands"].items():
+        if name in res.hands:
+            check.same(f"hand {name} category", hand["category"], res.hands[name].category)
+    _bets_compared(check, report["bets"], res.bets)
+    return check.done(report)
+
+
+def _sevenluck_round(played: PlayedRound) -> RoundCheck:
+    from dealer.games import sevenluck
+
+    res = played.result
+    dealer = _hand_cards(played.cards, sevenluck.DEALER_POSITIONS)
+    players = [name for name in res.hands if name != "D"]
+    if dealer is None or not players:
+        return _undecided(None, "no player's hand was compared with the dealer's (every player folded)")
+    check = _Check()
+    reports: dict[str, Any] = {}
+    for name in players:  # the hands the result ranked: those of players who played
+        positions = sevenluck.SHARED_POSITIONS if name == "P" else sevenluck.seat_positions(int(name[1:]))
+        cards = _hand_cards(played.cards, positions)
+        if cards is None:
+            continue
+        report = reports[name] = sevenluck.hand_report(cards, dealer, played.options)
+        check.same(f"hand {name} category", report["hands"]["player"]["category"], res.hands[name].category)
+        check.same(f"{name} against the dealer", report["comparison"], res.details.get("comparison", {}).get(name))
+    first = next(iter(reports.values()))
+    check.same("dealer hand category", first["hands"]["dealer"]["category"],
+               res.hands["D"].category if "D" in res.hands else None)
+    check.same("dealer qualifies", first["dealer_qualifies"], res.details.get("dealer_qualifies"))
+    return check.done(reports, "each report settles a player who plays, per unit stake; the result's payouts "
+                               "follow each player's own decision")
+
+
+def _stud_round(played: PlayedRound) -> RoundCheck:
+    from dealer.core.cards import CardError
+    from dealer.games import stud_eval
+
+    res = played.result
+    details = res.details
+    if not details.get("showdown"):
+        return _undecided(None, f"no showdown: {res.winner} won the pot uncontested (every other player folded)")
+    seat_of = {p: s for s, p in played.seats.items()}
+    labels = [name for name in details.get("showdown_order") or res.hands]
+    community = [c for pos, c in played.cards.items() if pos == "COMM"]
+    hands: list[list[str]] = []
+    for label in labels:
+        own = [c for i in range(1, 8) if (c := played.cards.get(f"{label}.{i}")) is not None]
+        hands.append(own + community)
+    check = _Check()
+    try:
+        report = stud_eval.hand_report(hands[0], hands[1:]) | {"hands_of": labels}
+        rank = {label: tuple(h["rank_key"]) for label, h in zip(labels, report["hands"])}
+        for label, h in zip(labels, report["hands"]):  # the evaluator's enum name, the result's lower case
+            if label in res.hands:
+                check.same(f"hand {label} category", str(h["category"]).lower(), res.hands[label].category.lower())
+            if label in (details.get("names") or {}):
+                check.same(f"hand {label} name", h["name"], details["names"][label])
+    except CardError:  # the community card (deck exhausted, §3.6) is in every hand: rank each alone
+        ranked = {label: stud_eval.evaluate(cards) for label, cards in zip(labels, hands)}
+        report = {"game": "stud", "hands_of": labels, "community": community,
+                  "hands": [{"cards": list(h.cards), "best_five": list(h.best_five), "category": h.category,
+                             "name": h.name, "rank_key": list(h.rank_key)} for h in ranked.values()]}
+        rank = {label: tuple(h.rank_key) for label, h in ranked.items()}
+    for pot in details.get("pots") or []:  # each pot to the best hand among its eligible players (§6)
+        eligible = [f"P{seat_of[p]}" for p in pot.get("eligible", ()) if p in seat_of]
+        contenders = [label for label in eligible if label in rank]
+        if len(contenders) < 2:
+            continue
+        best = max(rank[label] for label in contenders)
+        winners = sorted(played.seats[int(label[1:])] for label in contenders if rank[label] == best)
+        check.same(f"pot {pot.get('pot')} winners", winners, sorted(pot.get("winners") or ()))
+    return check.done(report)
+
+
+def _seotda_round(played: PlayedRound) -> RoundCheck:
+    from dealer.games import seotda_rank
+
+    res = played.result
+    details = res.details
+    labels = list(res.hands)  # the last game's showdown: every player still in
+    if len(labels) < 2:
+        return _undecided(None, f"no showdown: {res.winner} won uncontested (every other player folded)")
+    game = int(details.get("rematches") or 0)
+    prefix = f"R{game}." if game else ""
+    held = {label: _hand_cards(played.cards, [f"{prefix}{label}.1", f"{prefix}{label}.2"]) for label in labels}
+    if any(cards is None for cards in held.values()):
+        return _undecided(None, "the showdown's cards are not all in the journal")
+    rules = played.options.rank_rules
+    limit = played.options.max_rematches
+    report = seotda_rank.hand_report(held[labels[0]], [held[label] for label in labels[1:]], rules,
+                                     allow_rematch=limit is None or game < limit)
+    as_label = {f"S{i}": label for i, label in enumerate(labels, start=1)}  # the report numbers hands in order
+    report["hands_of"] = labels
+    check = _Check()
+    names = details.get("names") or {}
+    for hand in report["hands"]:
+        label = as_label[hand["seat"]]
+        if label in names:
+            check.same(f"hand {label}", hand["name"], names[label])
+    player = {label: seat["player"] for label, seat in (details.get("seats") or {}).items()}
+    awards = [a for a in details.get("awards") or () if a.get("game") == game and a.get("result") in ("WIN", "SPLIT")]
+    won = {w for a in awards for w in a.get("winners", ())}
+    best = [as_label[report["winner"]]] if report["winner"] else [as_label[s] for s in report["split"] or ()]
+    if report["rematch"]:
+        if details.get("choices"):
+            return check.done(report, "the ranking calls a rematch that a player's choice declined (seotda.md "
+                                      "§5.2 PROMPT): the choice, not the hands, decided")
+        check.same("outcome", "REMATCH", "WIN or SPLIT")
+    elif len(awards) == 1:  # one pot: its winners are the best hands
+        check.same("winners", sorted(player.get(label, label) for label in best), sorted(won))
+    else:  # side pots: the best hand wins the pot it is eligible for
+        check.compared.append("the best hand is among the winners")
+        if not {player.get(label, label) for label in best} <= won:
+            check.differences.append(f"the hand report's best hand {best} is not among the winners {sorted(won)}")
+    return check.done(report)
+
+
+def _matgo_round(played: PlayedRound) -> RoundCheck:
+    from dealer.games import matgo
+
+    res = played.result
+    details = res.details
+    if details.get("kind") != "STOP" or played.hand is None or getattr(played.hand, "engine", None) is None:
+        return _undecided(None, f"the game ended by {details.get('kind')}, not a Stop: the piles did not decide it")
+    final = details.get("result") or {}
+    loser = final.get("loser")
+    stopper = "O" if loser == "F" else "F"
+    piles = played.hand.engine.captured  # a property: each seat's captured pile
+    go = int((final.get("go_count") or {}).get(stopper, 0))
+    report = matgo.hand_report(piles[stopper], piles[loser], go, played.options)
+    report["stopper_seat"], report["loser_seat"] = stopper, loser
+    check = _Check()
+    check.same("stopper's points", report["stopper"]["score"]["total"], (final.get("scores") or {}).get(stopper))
+    check.same("points", report["payment"]["points"], final.get("points"))
+    check.same("Go-adjusted points", report["payment"]["go_adjusted"], final.get("go_adjusted"))
+    check.same("multipliers", list(report["payment"]["multipliers"]), list(final.get("multipliers") or ()))
+    check.same("payment points", report["payment"]["payment_points"], details.get("payment_points"))
+    return check.done(report)
 
 
 # --- dealer demo ------------------------------------------------------------------------------
@@ -238,27 +463,29 @@ def _builtin_kits() -> list[GameKit]:
     from tools import demo_games as d
 
     return [
-        GameKit("teen-patti", two_hands(teen_patti.TeenPattiOptions, teen_patti.hand_report, "teen-patti"),
+        GameKit("teen-patti", two_hands(teen_patti.TeenPattiOptions, teen_patti.hand_report, "teen-patti",
+                                         _teen_patti_round),
                 DemoKit(table={"limits": {"tie": {"min": "1", "max": "100"}}}),
                 rtp=RTP_GAMES["teen-patti"], hand_usage="hand teen-patti AS KD QC --vs 2H 3H 4H"),
-        GameKit("sevenluck", two_hands(sevenluck.SevenluckOptions, sevenluck.hand_report, "sevenluck"),
+        GameKit("sevenluck", two_hands(sevenluck.SevenluckOptions, sevenluck.hand_report, "sevenluck",
+                                        _sevenluck_round),
                 # player3 never answers: the decision timer acts for it
                 DemoKit(table={"options": {"seats": 3}, "decision_seconds": 1.0},
                         strategies=("q64", "random", "disconnect")),
                 rtp=RTP_GAMES["sevenluck"], hand_usage="hand sevenluck PLAYER-CARDS --vs DEALER-CARDS"),
-        GameKit("stud", many_hands(stud_eval.hand_report, "stud"),
+        GameKit("stud", many_hands(stud_eval.hand_report, "stud", _stud_round),
                 # four seats; player4 goes silent after two actions: the timer decides its turns
                 DemoKit(table={"options": {"seats": 4}, "action_seconds": 1.0},
                         strategies=("calling", "random", "aggressive", "disconnect"),
                         log=lambda stake: d.stud_log, payout=d.stud_payout),
                 hand_usage="hand stud 7CARDS --vs 7CARDS [--vs ...]"),
-        GameKit("seotda", HandCommand(_seotda_hand),
+        GameKit("seotda", HandCommand(_seotda_hand, recorded=_seotda_round),
                 # room stake 10 (whole chips), four seats, a one-second turn timer
                 DemoKit(table={"options": {"stake": 10, "seats": 4}, "action_seconds": 1.0, "currency": "KRW",
                                "minor_unit": "1"},
                         log=d.SeotdaLog, payout=d.seotda_payout, script=d.seotda_script),
                 fuzz_stakes=("600", "750", "1000"), hand_usage="hand seotda 03G 08G --vs 04A 07A [--vs ...]"),
-        GameKit("matgo", HandCommand(_matgo_hand, takes_go=True),
+        GameKit("matgo", HandCommand(_matgo_hand, takes_go=True, recorded=_matgo_round),
                 # one remote player against the house AI; 1.00 a point, a two-second turn timer
                 DemoKit(table={"options": {"point_value": "1.00", "min_cover_points": 50}, "action_seconds": 2.0},
                         strategies=("random",), log=lambda stake: d.MatgoLog(), payout=d.matgo_payout,
@@ -272,5 +499,5 @@ for _kit in _builtin_kits():
 
 
 __all__ = ["FUZZ_STAKES", "KITS", "DemoKit", "DemoSetup", "GameKit", "GameLog", "HandArgs", "HandCommand",
-           "demo_games", "hand_games", "kit", "many_hands", "matgo_pile", "option_pairs", "register_kit",
-           "two_hands", "unregister_kit"]
+           "PlayedRound", "RoundCheck", "demo_games", "hand_games", "kit", "many_hands", "matgo_pile", "option_pairs",
+           "register_kit", "two_hands", "unregister_kit"]

@@ -44,7 +44,9 @@ class Metrics:
                                       "acknowledged them: by reason, backoff (its resend timer) or reconnect (the "
                                       "broker link came back)", ["table", "reason"], registry=r)
         self.result_acks = Counter("dealer_result_acks", "Settlement acknowledgements on results/ack, by outcome: "
-                                   "applied (the result leaves the outbox), repeat (already acknowledged: ignored)",
+                                   "applied (the result leaves the outbox), repeat (already acknowledged: ignored), "
+                                   "refused (without the result's SHA-256, or another one: a security event, the "
+                                   "result stays)",
                                    ["table", "outcome"], registry=r)
         self.result_acks_unknown = Counter("dealer_result_acks_unknown", "Acknowledgements for an idempotency key "
                                            "this backend never produced for the table (or a malformed one): counted "

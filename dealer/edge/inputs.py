@@ -26,7 +26,7 @@ from dealer.edge.config import TableConfig
 from dealer.edge.input_queue import WAKE, Item
 from dealer.edge.metrics import ScannerKeyUses
 from dealer.edge.ratelimit import FloodSummary, FloodWindows, TokenBuckets
-from dealer.edge.roles import COMMAND_TOPIC
+from dealer.edge.roles import COMMAND_TOPIC, Role
 from dealer.edge.signing import SupervisorVerifier
 from drivers.frames import FrameAuthenticator, ReaderSession, ReaderState
 from drivers.scan import ScanInput, ScanKind
@@ -81,6 +81,14 @@ class Inputs:
         self._floods = {tid: FloodWindows(cfg.scanner.flood_burst, cfg.scanner.flood_window)
                         for tid, cfg in configs.items()}
         self._flood_timers: dict[str, asyncio.TimerHandle] = {}
+        #: The wall clock against the monotonic one at start: how far the wall clock stepped since
+        #: (a stale or future supervisor command is then told which clock to fix).
+        self._clock_ref = (svc.now_ms(), time.monotonic_ns())
+
+    def clock_step_ms(self) -> int:
+        """How far this backend's wall clock has stepped since it started (+: forward)."""
+        wall, mono = self._clock_ref
+        return (self.svc.now_ms() - wall) - (time.monotonic_ns() - mono) // 1_000_000
 
     def scanner_auth(self, table_id: str) -> FrameAuthenticator | None:
         """The table's scanner authenticator (shared with its link; a reload rekeys it in place)."""
@@ -121,7 +129,8 @@ class Inputs:
         an accepted command id is answered again instead of applied twice."""
         svc = self.svc
         now = svc.now_ms()
-        verdict = ingress.parse(topic, payload, tables=svc.tables.keys(), now_ms=now, supervisors=self.supervisors)
+        verdict = ingress.parse(topic, payload, tables=svc.tables.keys(), now_ms=now, supervisors=self.supervisors,
+                                clock_step_ms=self.clock_step_ms())
         if isinstance(verdict, ingress.Accepted) and not svc.core.journal_writable:
             verdict = ingress.Refused(
                 verdict.table_id, verdict.role, JOURNAL_UNAVAILABLE,
@@ -136,6 +145,9 @@ class Inputs:
                 key = fingerprints[verdict.key_index] if verdict.key_index < len(fingerprints) else "unknown"
                 svc.metrics.supervisor_key_uses.labels(supervisor=supervisor, key=key).inc()
             svc.queue.put(Item(verdict.table_id, verdict.event, time.monotonic_ns(), cmd=verdict))
+            issued = getattr(verdict.event, "issued_at", None)
+            if verdict.role is Role.SUPERVISOR and issued is not None:  # genuine (late ones too)
+                svc.metrics.supervisor_clock_offset.labels(table=verdict.table_id).set((issued - now) / 1000)
             return
         svc._refused(verdict, now)  # through the service: tools/fuzz.py wraps Service._refused to see every refusal
 
@@ -152,6 +164,8 @@ class Inputs:
         reason = visibility.redact(rnd, r.reason) if rnd is not None else r.reason  # it may echo a hidden card
         log.warning("command refused", table_id=tid, role=role, kind=r.kind, type=r.command_type,
                     command_id=r.command_id, reason=reason[:300])
+        if r.kind in ("stale", "future") and r.skew_ms is not None and tid is not None:  # genuine, but its time
+            svc.metrics.supervisor_clock_refused.labels(table=tid, cause=r.kind).inc()
         if tid is None:
             return
         data = {"type": r.command_type, "reason": reason, "command_id": r.command_id}

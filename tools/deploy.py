@@ -9,7 +9,8 @@ permissions on ``amq.topic``), with ``--broker nats`` as a NATS ``authorization`
 for every user the ACL names (tools/broker_users.py), Mosquitto's password file and the ACL
 (or, with ``--broker``, RabbitMQ's definitions or NATS's passwords and authorization).
 ``dealer deploy check --config FILE`` prints the reasons ``dealer run`` would refuse to
-start with FILE (``dealer.edge.security.check_deployment``), one per line.
+start with FILE (``dealer.edge.preflight``), one per line, the journal against the anchor retained
+on the broker included (or says it could not reach the broker).
 
 The ACL is least privilege. Mosquitto's ``pattern`` lines substitute the WHOLE user name
 (``%u``) or client id (``%c``), so a user named ``scanner-TP1`` cannot be mapped to the
@@ -90,8 +91,9 @@ def render_acl(settings: Settings, *, source: str | None = None, rig: bool = Fal
     block("# --- The table backend (dealer run) ---------------------------------------------------------\n"
           "# Reads every role's command topic (scanners, the player platform, stations, supervisors),\n"
           "# writes everything a table produces, players' private topics included, its own\n"
-          "# retained status and journal anchor, and the retained catch-up messages (current prompt, table\n"
-          "# state, each player's state). It checks each command's role again (dealer/edge/roles.py).\n"
+          "# retained status and journal anchor (read back at start: a journal behind it is refused), and the\n"
+          "# retained catch-up messages (current prompt, table state, each player's state). It checks each\n"
+          "# command's role again (dealer/edge/roles.py).\n"
           "# It reads settlement's acknowledgements: a result leaves its outbox only when acknowledged.",
           BACKEND_USER,
           [("read", t(_ALL, "scanner")), ("read", t(_ALL, "actions")), ("read", t(_ALL, "station")),
@@ -99,7 +101,7 @@ def render_acl(settings: Settings, *, source: str | None = None, rig: bool = Fal
            ("write", t(_ALL, "events")), ("write", t(_ALL, "prompts")), ("write", t(_ALL, "results")),
            ("write", t(_ALL, "players/+")), ("write", topics.current_prompt(_ALL)), ("write", topics.state(_ALL)), ("write", topics.history(_ALL)),
            ("write", topics.player_state(_ALL, _ALL)), ("write", topics.backend_status(_ALL)),
-           ("write", topics.backend_journal(_ALL))])
+           ("readwrite", topics.backend_journal(_ALL))])
 
     block("# --- Settlement ------------------------------------------------------------------------------\n"
           "# Reads round results (persistent session, dedupe by idempotency_key) and acknowledges\n"
@@ -255,11 +257,16 @@ def _cmd_check(args: argparse.Namespace) -> int:
     settings = _load(args.config)
     if settings is None:
         return 2
-    problems = start_refusals(settings, args.config)
+    problems, not_compared = start_refusals(settings, args.config), None
+    if not problems:  # then, as `dealer run` does, the journal against the anchor on the broker
+        from dealer.edge.preflight import broker_refusals
+
+        problems, not_compared = broker_refusals(settings)
     if problems:
         print(refusal_message(problems), file=sys.stderr)
         return 2
-    print(f"{args.config}: ok")
+    print(f"{args.config}: ok" + (f" (the journal was not compared with the anchor on the broker: {not_compared})"
+                                  if not_compared else ""))
     return 0
 
 

@@ -138,16 +138,22 @@ class Inputs:
                 "was applied: send it again later with the same command_id", verdict.event.type,
                 verdict.command_id, getattr(verdict.event, "player_id", None),
                 getattr(verdict.event, "supervisor", None))
+        player = getattr(verdict.event, "player_id", None) if isinstance(verdict, ingress.Accepted) else None
+        if player is not None and player in svc.tables[verdict.table_id].rules.game.deck:
+            verdict = ingress.Refused(  # as a dealer's id (dealer.core.table): it would read as a card
+                verdict.table_id, verdict.role, "card_player_id",
+                "player id spells a card code of this game: every message naming the player would read as that "
+                "card; use another id", verdict.event.type, verdict.command_id, player)
         if isinstance(verdict, ingress.Accepted):
+            issued = getattr(verdict.event, "issued_at", None)
+            if verdict.role is Role.SUPERVISOR and issued is not None:  # genuine (late ones too)
+                svc.metrics.supervisor_clock_offset.labels(table=verdict.table_id).set((issued - now) / 1000)
             if verdict.key_index is not None:  # key rotation: when the old key's count stops rising, retire it
                 supervisor = str(getattr(verdict.event, "supervisor"))
                 fingerprints = self.supervisors.fingerprints(supervisor)
                 key = fingerprints[verdict.key_index] if verdict.key_index < len(fingerprints) else "unknown"
                 svc.metrics.supervisor_key_uses.labels(supervisor=supervisor, key=key).inc()
             svc.queue.put(Item(verdict.table_id, verdict.event, time.monotonic_ns(), cmd=verdict))
-            issued = getattr(verdict.event, "issued_at", None)
-            if verdict.role is Role.SUPERVISOR and issued is not None:  # genuine (late ones too)
-                svc.metrics.supervisor_clock_offset.labels(table=verdict.table_id).set((issued - now) / 1000)
             return
         svc._refused(verdict, now)  # through the service: tools/fuzz.py wraps Service._refused to see every refusal
 
@@ -158,14 +164,15 @@ class Inputs:
         tid = r.table_id
         role = r.role.value if r.role is not None else "unknown"
         svc.metrics.commands_refused.labels(table=tid or "unknown", role=role, reason=r.kind).inc()
-        if r.kind in ("malformed", "too_large") and r.role is not None:
-            svc.metrics.bad_messages.labels(topic_kind=COMMAND_TOPIC[r.role]).inc()
-        rnd = svc.tables[tid].current if tid in svc.tables else None
-        reason = visibility.redact(rnd, r.reason) if rnd is not None else r.reason  # it may echo a hidden card
-        log.warning("command refused", table_id=tid, role=role, kind=r.kind, type=r.command_type,
-                    command_id=r.command_id, reason=reason[:300])
         if r.kind in ("stale", "future") and r.skew_ms is not None and tid is not None:  # genuine, but its time
             svc.metrics.supervisor_clock_refused.labels(table=tid, cause=r.kind).inc()
+        if r.kind in ("malformed", "too_large") and r.role is not None:
+            svc.metrics.bad_messages.labels(topic_kind=COMMAND_TOPIC[r.role]).inc()
+        # it may echo what the sender wrote (an id that spells a card): every card code is written "the card
+        # named", hidden or not, so that the answer never tells whether a card is hidden
+        reason = visibility.unnamed_all(svc.tables[tid].rules.game.deck, r.reason) if tid in svc.tables else r.reason
+        log.warning("command refused", table_id=tid, role=role, kind=r.kind, type=r.command_type,
+                    command_id=r.command_id, reason=reason[:300])
         if tid is None:
             return
         data = {"type": r.command_type, "reason": reason, "command_id": r.command_id}

@@ -384,7 +384,6 @@ async def test_a_killed_node_is_down_by_the_time_its_tables_have_moved(studio: S
         _, st = await status()
         assert st["node-b"]["state"] == "live" and st["node-b"]["holds"] == 3, st
         assert st["node-a"]["state"] == "down" and not st["node-a"]["live"] and st["node-a"]["holds"] == 0, st
-        assert st["node-a"]["heard_s_ago"] < 8, st  # said at once, not a lease or two later
         text = await asyncio.to_thread(studio.dealer, "dealer cluster status --config /etc/dealer/studio.toml", **ops)
         assert re.search(r"^node-a +DOWN ", text.stdout, flags=re.M) and re.search(r"^node-b +yes ", text.stdout,
                                                                                    flags=re.M), text.stdout

@@ -26,6 +26,11 @@ Anything else is a **finding**: recorded with the exception, where it was raised
 often and a few example inputs (``repr``, truncated), deduplicated by (target, kind,
 exception, location). ``run_fuzz`` returns stable JSON (timings aside) for a seed.
 
+``stud_commands``, ``seotda_commands`` and ``matgo_commands`` (:mod:`tools.fuzz_games`) play
+rounds of the peer games on a live service and fuzz their players' and station's commands
+there, with the games' own invariants (one clear answer, refusals change nothing, no action
+applied twice, chips conserved, the journal and its replay).
+
 ``--engine atheris`` runs the same targets coverage-guided (libFuzzer through atheris),
 one child process per target, when atheris is installed (it is optional).
 
@@ -1440,7 +1445,10 @@ class ServiceActionsTarget(_JsonTarget):
             return None
         if getattr(ev, "player_id", None) == self.ai_player or (ev.type == "close_betting" and ev.by != "dealer"):
             return None
-        if getattr(ev, "player_id", None) in self.svc.tables[tid].rules.game.deck:
+        player = getattr(ev, "player_id", None)
+        if player is not None and ("." in player or self.roles.is_role_user(player)):
+            return None  # unroutable on some brokers, or a broker role's user name (dealer/edge/ingress.py)
+        if player in self.svc.tables[tid].rules.game.deck:
             return None  # a player id that spells a card of the game (dealer/edge/inputs.py)
         return ev
 
@@ -2016,8 +2024,9 @@ def _cmd(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``fuzz`` to the ``dealer bench`` subcommands: ``register(bench_subparsers)``."""
-    p = subparsers.add_parser("fuzz", help="fuzz the frame codec, every MQTT payload parser, the action handler and "
-                                           "the config loader (JSON figures; exit 1 on findings)")
+    p = subparsers.add_parser("fuzz", help="fuzz the frame codec, every MQTT payload parser, the action handler, "
+                                           "the config loader and the stud, Seotda and Matgo commands on a live "
+                                           "service (JSON figures; exit 1 on findings)")
     _add_arguments(p)
     p.set_defaults(func=_cmd)
     return p

@@ -402,9 +402,9 @@ def redact(rnd: Round, text: str) -> str:
 
 def unnamed(deck: frozenset[str], text: str, command: BaseModel) -> str:
     """The refusal ``text`` of a ``command`` with every card code the command itself
-    names (a Matgo card, an id that spells a card) written "the card named", the redacted ones
+    names (a card a move names, an id that spells a card) written "the card named", the redacted ones
     ("a hidden card") included: redacting only the hidden ones would answer, for any card the
-    player names, whether it is hidden (a Matgo player learnt the house AI's hand that way)."""
+    player names, whether it is hidden (a player learnt a house player's hidden hand that way)."""
     if not text:
         return text
     named = frozenset(_pattern(deck).findall(command.model_dump_json(exclude={"type", "at"})))

@@ -41,8 +41,7 @@ FORMAT = 1
 #: written before the option existed means (the behaviour it was played with). Such a text
 #: is still canonical without the key, keeps its bytes and hash, and is read with that value.
 LEGACY_OPTIONS: dict[str, dict[str, Any]] = {
-    # no window before 7th-street betting; the station's report alone exposed a 7th card
-    "stud": {"exposure_window_seconds": 0.0, "exposure_corroboration": "NONE"},
+    "stud": {"exposure_window_seconds": 0.0},  # no window before 7th-street betting
 }
 PACKAGE = "live-dealer-backend"
 

@@ -46,3 +46,13 @@ def test_each_instance_of_the_node_unit_is_a_node_of_its_own(monkeypatch: pytest
     assert seen == [("hostb-1", "dealer-hostb-1", 9101), ("hostb-2", "dealer-hostb-2", 9102),
                     ("hostb-3", "dealer-hostb-3", 9103)]
     assert s.service.journal_url, "several processes share tables only through the PostgreSQL journal"
+
+
+@pytest.mark.parametrize("unit", ["systemd/dealer@.service", "cluster/dealer-node.service",
+                                  "cluster/dealer-node@.service"])
+def test_every_backend_unit_reloads_with_sighup_to_its_main_process(unit: str) -> None:
+    """``systemctl reload`` must reach ``dealer run``'s SIGHUP handler (keys and table settings
+    without a restart, docs/commands.md): without ExecReload systemd refuses the reload."""
+    text = (ROOT / "deploy" / unit).read_text()
+    assert re.findall(r"^ExecReload=(.*)$", text, flags=re.M) == ["/bin/kill -HUP $MAINPID"], unit
+    assert re.search(r"^ExecStart=\S+/dealer run ", text, flags=re.M), unit

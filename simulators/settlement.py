@@ -10,9 +10,13 @@ exactly as any consumer would, and reconciles its bets with the result's ``accep
 summary. ``dealer settle`` runs it as a service.
 
 The ledger is durable (SQLite, WAL): a result is applied in one transaction, and only after
-that commit is its idempotency key acknowledged on ``results/ack``, so the backend keeps
-(and re-sends) a result until it is on this ledger. A redelivery of a result already applied
-is acknowledged again: the first acknowledgement may be the one that was lost. A message that
+that commit is it acknowledged on ``results/ack`` with its idempotency key and the SHA-256 of
+the exact bytes that were applied (``result_sha256``; the manifest's, for a result in parts), so
+the backend keeps (and re-sends) a result until it is on this ledger. A redelivery of a result
+already applied is acknowledged again, with the hash of what was applied: the first
+acknowledgement may be the one that was lost. A redelivery under an applied key with other
+bytes is a reconciliation mismatch (the acknowledgement names the applied bytes, so the backend
+refuses it and keeps the other result for a person to look at). A message that
 is not a valid result is counted and logged, and changes nothing; a ledger that cannot be
 written (a full disk) applies nothing and acknowledges nothing, so the backend sends the
 result again later.
@@ -42,6 +46,7 @@ from typing import Any
 import structlog
 from pydantic import ValidationError
 
+from dealer.core.acks import result_sha256
 from dealer.edge import topics
 from dealer.core.messages import RoundEvent, RoundResult, RoundResultPart
 from dealer.core.result_parts import join_parts
@@ -205,6 +210,7 @@ class SettlementConsumer:
                                 (result.idempotency_key, result.accepted_bets.parts, payload.decode()))
         if before:  # delivered again: applied already, acknowledged again
             self.duplicates += 1
+            self._check_repeat(result.idempotency_key, payload.decode())
             self._acknowledge(result.table_id, result.idempotency_key, result.round_id)
             self._report("result_repeat", idempotency_key=result.idempotency_key, acknowledged=self.acknowledge)
             return
@@ -277,6 +283,7 @@ class SettlementConsumer:
         self._acknowledge(result.table_id, result.idempotency_key, result.round_id)  # only now: it is on the ledger
         if applied is None:
             self.duplicates += 1  # delivered again (at-least-once): already applied, acknowledged again
+            self._check_repeat(result.idempotency_key, text)
             self._report("result_repeat", idempotency_key=result.idempotency_key, acknowledged=self.acknowledge)
             return
         payouts, unknown = applied
@@ -294,10 +301,27 @@ class SettlementConsumer:
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=timeout)
 
+    def _check_repeat(self, key: str, text: str) -> None:
+        """A key applied before came again: with other bytes, it is not the result that was
+        applied (a backend that reused a key): a mismatch for a person, never applied."""
+        row = self.db.execute("SELECT result FROM applied WHERE key = ?", (key,)).fetchone()
+        if row is not None and str(row[0]) != text:
+            msg = f"{key}: delivered again with other content than the result applied under this key"
+            self.mismatches.append(msg)
+            log.warning("reconciliation mismatch", detail=msg)
+            self._report("reconciliation_mismatch", idempotency_key=key, detail=msg)
+
     def _acknowledge(self, table_id: str, key: str, round_id: str) -> None:
+        """Say on ``results/ack`` that the result under ``key`` is on the ledger: its key and the
+        SHA-256 of the bytes applied (what the backend checks against the result it holds)."""
         if not self.acknowledge:
             return
-        ack = json.dumps({"idempotency_key": key, "round_id": round_id}).encode()
+        row = self.db.execute("SELECT result FROM applied WHERE key = ?", (key,)).fetchone()
+        if row is None:  # never: called once the result is applied
+            log.error("not acknowledged: the result is not on the ledger", key=key)
+            return
+        ack = json.dumps({"idempotency_key": key, "result_sha256": result_sha256(str(row[0]).encode()),
+                          "round_id": round_id}).encode()
         task = asyncio.get_running_loop().create_task(self._send(topics.results_ack(table_id), ack))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

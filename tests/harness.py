@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import os
 import signal
@@ -81,13 +82,14 @@ class Recorder:
     """A subscriber with a persistent session that records everything under studio/v1/#.
 
     It also plays settlement's part in the protocol unless ``settles=False``: every result it
-    receives is acknowledged on ``results/ack`` (a result otherwise stays in the outbox and
-    is re-sent)."""
+    receives (the manifest of one in parts) is acknowledged on ``results/ack`` with the SHA-256
+    of its bytes (a result otherwise stays in the outbox and is re-sent)."""
 
     def __init__(self, url: str, *, settles: bool = True) -> None:
         self.bus = MqttBus(url, client_id=f"recorder-{uuid.uuid4().hex[:8]}", persistent_session=True,
                            accept_retained=True)
         self.messages: list[tuple[str, dict[str, Any]]] = []
+        self.result_bytes: dict[str, bytes] = {}  # idempotency key -> the bytes of its result (manifest) as received
         self.settles = settles
         self.bus.subscribe("studio/v1/#", self._on)
         self._task: asyncio.Task[None] | None = None
@@ -97,8 +99,13 @@ class Recorder:
         msg = json.loads(payload) if payload else {}  # empty: a retained catch-up message cleared
         self.messages.append((topic, msg))
         tid = topics.table_of(topic)
-        if self.settles and tid is not None and topic == topics.results(tid) and "idempotency_key" in msg:
-            ack = json.dumps({"idempotency_key": msg["idempotency_key"]}).encode()
+        if (tid is None or topic != topics.results(tid) or "idempotency_key" not in msg
+                or msg.get("schema_id") == "studio.v1.round_result_part"):
+            return  # not a whole result nor the manifest of one in parts
+        self.result_bytes[str(msg["idempotency_key"])] = payload
+        if self.settles:
+            ack = json.dumps({"idempotency_key": msg["idempotency_key"],
+                              "result_sha256": hashlib.sha256(payload).hexdigest()}).encode()
             task = asyncio.get_running_loop().create_task(self._ack(topics.results_ack(tid), ack))
             self._acks.add(task)
             task.add_done_callback(self._acks.discard)

@@ -203,7 +203,7 @@ def test_rendered_acl_is_least_privilege_per_table(tmp_path: Path) -> None:
         "topic write studio/v1/tables/+/results", "topic write studio/v1/tables/+/players/+",
         "topic write studio/v1/tables/+/prompts/current", "topic write studio/v1/tables/+/state",
         "topic write studio/v1/tables/+/history", "topic write studio/v1/tables/+/players/+/state",
-        "topic write studio/v1/backends/+/status", "topic write studio/v1/backends/+/journal"}
+        "topic write studio/v1/backends/+/status", "topic readwrite studio/v1/backends/+/journal"}
     assert b["ops"] == ["topic read studio/v1/tables/+/events", "topic read studio/v1/tables/+/prompts",
                         "topic read studio/v1/tables/+/results", "topic read studio/v1/tables/+/prompts/current",
                         "topic read studio/v1/tables/+/state", "topic read studio/v1/tables/+/history",

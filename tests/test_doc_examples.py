@@ -5,6 +5,7 @@ rewritten by ``dealer schemas``."""
 from __future__ import annotations
 
 import pytest
+import hashlib
 import json
 import shutil
 import subprocess
@@ -19,10 +20,20 @@ DOC = ROOT / "docs" / "mqtt-topics.md"
 
 
 def test_the_docs_examples_are_what_the_code_publishes() -> None:
-    assert doc_examples.marked(DOC.read_text()) == ["event-card-registered", "prompt-rescan", "result-completed",
-                                                    "result-voided"]
+    assert doc_examples.marked(DOC.read_text()) == ["ack-voided", "event-card-registered", "prompt-rescan",
+                                                    "result-completed", "result-voided"]
     stale = doc_examples.check_examples(DOC)
     assert stale == [], f"docs/mqtt-topics.md examples {stale} differ from the code: run `dealer schemas`"
+
+
+def test_the_acknowledgement_example_hashes_the_voided_results_line_in_the_doc() -> None:
+    """A reader checks §3's worked example by hashing §4.6's compact voided result: that line is
+    the published bytes, and the acknowledgement carries their SHA-256 (protocol 1.1)."""
+    blocks = {m.group("name"): m.group("body") for m in doc_examples._BLOCK.finditer(DOC.read_text())}
+    ack = json.loads(blocks["ack-voided"])
+    voided = json.loads(blocks["result-voided"])
+    assert ack == {"idempotency_key": voided["idempotency_key"],
+                   "result_sha256": hashlib.sha256(blocks["result-voided"].encode()).hexdigest()}
 
 
 def test_the_examples_come_from_the_round_the_doc_describes() -> None:

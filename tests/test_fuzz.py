@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import json
 import math
+import random
 from pathlib import Path
 from typing import Any
 
@@ -352,13 +353,48 @@ def test_load_settings_raises_only_config_error(config_path: Path, text: bytes):
 def test_a_short_fuzz_run_has_no_findings():
     # no time limit per call (slow_s=inf): a "slow" finding measures this machine's load, not
     # the code; it is `dealer bench fuzz`'s business, and a test never asserts on time
-    result = fuzz.run_fuzz(inputs=20_000, seed=0, progress=False, slow_s=math.inf)
+    parsers = [t for t in fuzz.TARGETS if t not in fuzz.GAME_TARGETS]  # the live games: the next test
+    result = fuzz.run_fuzz(inputs=20_000, seed=0, targets=parsers, progress=False, slow_s=math.inf)
     assert result["totals"]["inputs"] == 20_000
     for name, r in result["targets"].items():
         assert r["inputs"] == r["accepted"] + r["rejected"]
         assert r["accepted"] > 0 and r["rejected"] > 0, f"{name}: the generator never reaches both outcomes"
     findings = [f for r in result["targets"].values() for f in r["findings"]]
     assert findings == [], json.dumps(findings, indent=1)[:6000]
+
+
+@pytest.mark.slow
+def test_the_peer_games_commands_on_a_live_service_find_nothing():
+    """Stud, Seotda and Matgo commands (valid, out of turn, wrong buttons, stale turns, bad
+    amounts, reservations at the wrong moment, malformed) through a live service: no finding,
+    both outcomes, and rounds that get somewhere (a result, a player's action, a timeout)."""
+    result = fuzz.run_fuzz(inputs=660, seed=3, targets=list(fuzz.GAME_TARGETS), progress=False, slow_s=math.inf)
+    findings = [f for r in result["targets"].values() for f in r["findings"]]
+    assert findings == [], json.dumps(findings, indent=1)[:6000]
+    for name, r in result["targets"].items():
+        assert r["accepted"] > 0 and r["rejected"] > 0, name
+        reached = r["reached"]
+        assert reached.get("result:COMPLETED") and any(k.startswith("action:") for k in reached), (name, reached)
+
+
+def test_the_game_fuzzer_finds_a_refusal_that_changes_the_table(monkeypatch):
+    """The live harness is not blind: a core whose refused stud action leaves a mark on the
+    round (its reject counter) is reported at once."""
+    from dealer.core import round as round_machine
+
+    key = (round_machine.Phase.ACTION, "player_action")
+    refuse = round_machine.TRANSITIONS[key]
+
+    def marking(self, ev):  # type: ignore[no-untyped-def]
+        out = refuse(self, ev)
+        if not out.accepted:
+            self.reject_count += 1
+        return out
+
+    monkeypatch.setitem(round_machine.TRANSITIONS, key, marking)
+    result = fuzz.run_fuzz(inputs=150, seed=3, targets=["stud_commands"], progress=False, slow_s=math.inf)
+    keys = [f["where"] for f in result["targets"]["stud_commands"]["findings"]]
+    assert "a refused player_action changed the table" in keys, keys
 
 
 def test_fuzz_results_are_reproducible_from_the_seed():
@@ -549,3 +585,120 @@ def test_regression_infinite_timers_are_a_config_error(tmp_path: Path, extra: st
         settings = load_settings(path)
         settings.tables[0].rules()  # what the service does first with a table
     assert key in str(info.value)
+
+
+# --- regressions of the peer games' commands (tools/fuzz_games.py) -------------------------------
+
+
+def _matgo_at_the_players_play(tmp_path: Path) -> tuple[Table, list[str], list[str], list[str]]:
+    """A Matgo round at the player's first PLAY: (table, the player's hand, the AI's hand, the layout)."""
+    from dealer.core.events import CloseBetting, PlaceBet, ScanRead
+    from dealer.core.cards import HWATU_48
+
+    settings = load_settings(service={"journal_path": tmp_path / "j.sqlite", "metrics_enabled": False},
+                             tables=[{"id": "MG1", "game": "matgo", "auto_rounds": False,
+                                      "options": {"first_player": "PLAYER"},
+                                      "scanner": {"kind": "mqtt", "reader_id": "SC1"}}])
+    table = Table(settings.tables[0].rules())
+    table.handle(OpenRound(round_id="MG1-000001", at=1))
+    table.handle(PlaceBet(bet_id="b", player_id="alice", bet_type="cover", stake="100.00", seat=1, at=2))
+    table.handle(CloseBetting(at=3))
+    rnd = table.current
+    deck = sorted(HWATU_48)
+    random.Random(5).shuffle(deck)  # a deal without a redeal, the player first
+    while rnd.phase != "ACTION":
+        assert table.handle(ScanRead(reader="SC1", code=deck.pop(), at=5)).accepted
+    engine, letter = rnd.hand.engine, rnd.hand.letter
+    layout = [c for c in rnd.cards.values() if c not in engine.hand(letter["alice"]) + engine.hand(letter["house-ai"])]
+    return table, list(engine.hand(letter["alice"])), list(engine.hand(letter["house-ai"])), layout
+
+
+def test_regression_a_refused_matgo_move_does_not_tell_which_cards_the_house_ai_holds(tmp_path: Path):
+    """Fuzz finding (matgo_commands): a PLAY naming a card not in the player's hand was refused
+    with "a hidden card is not in F's hand" when the card was in the house AI's hand, and with
+    "07R is not in F's hand" when it was not (on the layout, or still in the stock): 38 refused
+    commands told the player the AI's whole hand. The answer to a card the player named is now
+    the same whoever holds it (dealer/core/table.py, ``visibility.unnamed``)."""
+    from dealer.core.events import PlayerAction
+
+    table, mine, ai, layout = _matgo_at_the_players_play(tmp_path)
+    stock = sorted(set(table.rules.game.deck) - set(table.current.cards.values()))
+    reasons = set()
+    for card in (ai[0], ai[-1], layout[0], stock[0]):
+        step = table.handle(PlayerAction(player_id="alice", action="PLAY", card=card, round_id="MG1-000001",
+                                         turn=table.current.turn, at=6))
+        assert not step.accepted
+        reasons.add(step.rejection.reason)
+    assert reasons == {"the card named is not in F's hand"}
+    step = table.handle(PlayerAction(player_id="alice", action="PLAY", card=mine[0], round_id=f"MG1-{ai[0]}",
+                                     turn=table.current.turn, at=7))  # an id naming a card: the same words
+    assert not step.accepted and step.rejection.reason == \
+        "action is for round MG1-the card named, but round MG1-000001 is in play"
+
+
+def test_regression_an_answer_naming_an_id_that_spells_a_hidden_card_is_not_withheld(tmp_path: Path):
+    """Fuzz finding (stud_commands, matgo_commands): a refusal of a command whose command id
+    (``x.JH``), player id or bet id spelled a hidden card was withheld by the publisher ("message
+    withheld: it would show hidden cards", logged as an error): the sender got no answer, and
+    whether it got one told whether that card was hidden. An id field names a sender's id,
+    never a card (dealer/core/visibility.py ``leaks``)."""
+    from dealer.core import visibility
+    from dealer.core.messages import PlayerMessage, RoundEvent
+
+    table, _mine, ai, _layout = _matgo_at_the_players_play(tmp_path)
+    rnd, card = table.current, ai[0]
+    public = RoundEvent(table_id="MG1", event="rejected", at=8,
+                        data={"type": "player_action", "reason": "no", "command_id": f"x.{card}"})
+    assert visibility.leaks(rnd, visibility.PUBLIC, public) == []
+    private = PlayerMessage(table_id="MG1", round_id=rnd.round_id, player_id=card, kind="rejected", at=8,
+                            data={"type": "place_bet", "reason": "no", "bet_id": card, "command_id": "c1"})
+    assert visibility.leaks(rnd, visibility.player(card), private) == []
+    shown = PlayerMessage(table_id="MG1", round_id=rnd.round_id, player_id="bob", kind="rejected", at=8,
+                          data={"type": "player_action", "reason": "no", "card": card})
+    assert visibility.leaks(rnd, visibility.player("bob"), shown) == [card]  # a card field is still a card
+
+
+async def test_regression_a_player_id_that_spells_a_card_is_refused(tmp_path: Path):
+    """Fuzz finding (stud_commands): a player whose id spells a card of the game (``AS``) sat
+    down; every message naming that player in words ("waiting for AS") then read as the card:
+    withheld, or redacted to "waiting for a hidden card" only while that card was hidden. Such
+    an id is refused at the edge, as a dealer's is (dealer/edge/inputs.py)."""
+    service = _service(tmp_path)
+    seen: list[Any] = []
+    service.add_observer(lambda kind, msg: seen.append(msg))
+    try:
+        for player, refused in (("AS", True), ("TH", True), ("ASX", False), ("10H", False)):
+            del seen[:]
+            payload = json.dumps({"type": "place_bet", "bet_id": "b1", "player_id": player, "bet_type": "player_a",
+                                  "stake": "10", "round_id": f"{TABLE}-000001", "command_id": f"c-{player}"})
+            service._on_command(topics.actions(TABLE), payload.encode())
+            await asyncio.sleep(0)
+            rejected = [m for m in seen if isinstance(m, RoundEvent) and m.event == "rejected"]
+            assert service._queue.empty() is refused and len(rejected) == int(refused), (player, rejected)
+            if refused:
+                assert "spells a card" in rejected[0].data["reason"] and player not in rejected[0].data["reason"]
+            while not service._queue.empty():
+                service._queue.get_nowait()
+    finally:
+        service._writer.shutdown(wait=True)
+        service.journal.close()
+
+
+async def test_regression_a_refusal_at_the_edge_writes_every_card_the_sender_named_alike(tmp_path: Path):
+    """Fuzz finding (all three games): a refusal at the edge echoes what the sender wrote (an
+    unknown command type ``02A``, a command id ``x.JH`` used before) and was redacted to "a
+    hidden card" only while that card was hidden (or withheld): sent while a round is dealt, it
+    told which cards are hidden. Every card code in an edge refusal is now "the card named"
+    (dealer/edge/inputs.py ``refused``, ``visibility.unnamed_all``)."""
+    service = _service(tmp_path)
+    seen: list[Any] = []
+    service.add_observer(lambda kind, msg: seen.append(msg))
+    try:
+        service._on_command(topics.station(TABLE), b'{"type":"AS","command_id":"c1","round_id":"T1-000001"}')
+        await asyncio.sleep(0)
+        rejected = [m for m in seen if isinstance(m, RoundEvent) and m.event == "rejected"]
+        assert len(rejected) == 1 and rejected[0].data["reason"] == \
+            "malformed action: unknown command type 'the card named'"
+    finally:
+        service._writer.shutdown(wait=True)
+        service.journal.close()

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from dealer.edge import ingress, topics
 from dealer.core.commands import StoredCommand, digest, repeat_effects
 from dealer.edge.config import load_settings
-from dealer.core.events import CardExposed, CloseBetting, DealerConfirm, OpenRound, PlaceBet, PlayerDecision, SupervisorVoid
+from dealer.core.events import (CardExposed, CloseBetting, DealerConfirm, OpenRound, PlaceBet, PlayerDecision,
+                                SupervisorExpose, SupervisorVoid)
 from dealer.core.messages import PlayerMessage, RoundEvent
 from dealer.edge.roles import COMMANDS, Role, command_topic, role_of_topic
 from dealer.edge.signing import SupervisorVerifier, sign_command
@@ -142,6 +143,22 @@ def test_supervisor_refusals_are_security_events() -> None:
     assert isinstance(fresh, ingress.Accepted) and fresh.late is None and fresh.key_index == 0
     assert isinstance(fresh.event, SupervisorVoid) and fresh.event.signature == good["signature"]
     assert late.digest == fresh.digest  # the same command, whenever it arrives
+
+
+def test_a_supervisor_s_exposure_becomes_its_event_and_a_late_one_carries_the_clock_difference() -> None:
+    msg = sign_command(KEY, {"type": "supervisor_expose", "command_id": "x-1", "supervisor": "sup-ana", "table_id": "T1",
+                             "round_id": "T1-000001", "issued_at": NOW, "seat": 4, "card": "5C"})
+    got = parse(Role.SUPERVISOR, msg)
+    assert isinstance(got, ingress.Accepted) and got.late is None
+    assert isinstance(got.event, SupervisorExpose) and (got.event.seat, got.event.card) == (4, "5C")
+    assert (got.event.supervisor, got.event.round_id, got.event.signature) == ("sup-ana", "T1-000001", msg["signature"])
+    # the station may not send it (least privilege: the dealer asks the pit boss)
+    station = parse(Role.STATION, {k: v for k, v in msg.items() if k != "signature"})
+    assert isinstance(station, ingress.Refused) and station.kind == "wrong_role" and station.security
+    # an hour late: passed on marked late, its refusal saying by how much
+    late = parse(Role.SUPERVISOR, msg, now=NOW + 3_600_000)
+    assert isinstance(late, ingress.Accepted) and late.late is not None and late.late.skew_ms == -3_600_000
+    assert "the clocks differ by 3600 s" in late.late.reason
 
 
 @pytest.mark.slow

@@ -217,8 +217,8 @@ def test_illegal_moves_are_refused_and_change_nothing():
     hand = r.hand.engine.hand(r.hand.letter["alice"])
     ai_hand = r.hand.engine.hand(r.hand.letter[AI_PLAYER])
     not_mine = next(c for c in HWATU_48 if c not in hand)
-    # a refusal never names a hidden card: the AI's card the player named is "a hidden card"
-    named = "a hidden card" if not_mine in ai_hand else not_mine
+    # a refusal never tells whether a card is hidden: a card the player named is "the card named"
+    named = "the card named is not in F's hand"
     before = (r.turn, r.hand.engine.phase, list(hand))
     for action, card, why in [("PLAY", not_mine, named), ("CHOOSE", hand[0], ""), ("GO", None, ""),
                               ("PLAY", None, "needs"), ("RAISE", None, "not a Matgo move")]:

@@ -644,8 +644,10 @@ async def test_d_illegal_moves_are_refused_and_change_nothing(table: Table, ai_g
     rnd, hand = t.rnd, t.rnd.hand
     before = (rnd.turn, rnd.action_deadline, hand.engine.phase, len(hand.log))
     bad = [
-        (t.action("PLAY", ai_card), "a hidden card is not in F's hand"),  # a refusal never names a hidden card
-        (t.action("PLAY", "03G"), "03G is not in F's hand"),  # a layout card
+        # a card the player named is "the card named", whoever holds it: "a hidden card" for the AI's
+        # cards only would tell the player the AI's hand
+        (t.action("PLAY", ai_card), "the card named is not in F's hand"),
+        (t.action("PLAY", "03G"), "the card named is not in F's hand"),  # a layout card
         (t.action("PLAY", "13B"), "'13B' is not a Hwatu card code"),
         (t.action("PLAY"), "PLAY needs the hand card"),
         (t.action("CHOOSE", "03G"), "F must play a hand card (Play), not Choose"),  # not choosing

@@ -6,6 +6,7 @@ players, the settlement service, the terminal station fed by a pipe."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import signal
@@ -363,7 +364,8 @@ async def test_settle_applies_once_acknowledges_every_delivery_and_survives_bad_
         for payload in (b"{not json", b'{"schema_id": "studio.v1.round_result"}', result, result):
             await rec.bus.publish("studio/v1/tables/T1/results", payload)
         await wait_until(lambda: len(acks()) == 2, what="both deliveries acknowledged")
-        assert acks() == [{"idempotency_key": "T1:T1-000001", "round_id": "T1-000001"}] * 2
+        assert acks() == [{"idempotency_key": "T1:T1-000001", "result_sha256": hashlib.sha256(result).hexdigest(),
+                           "round_id": "T1-000001"}] * 2
         events = [x["event"] for x in lines()]
         assert events.count("bad_message") == 2 and events.count("result_applied") == 1
         assert events.count("result_repeat") == 1 and "reconciliation_mismatch" not in events

@@ -1,12 +1,15 @@
 """Settlement acknowledgements through the real service and a real Mosquitto: a result stays
-in the outbox, and goes again, until settlement acknowledges its idempotency key on
-``results/ack``; unknown and malformed acknowledgements are counted and ignored; an
+in the outbox, and goes again, until settlement acknowledges it on ``results/ack`` with its
+idempotency key and the SHA-256 of its bytes; an acknowledgement without that hash, or with
+another one, is refused as a security event and changes nothing (the key alone is public);
+unknown and malformed acknowledgements are counted and ignored; an
 acknowledged result is not sent again after a restart, an unacknowledged one is; and the
 operations CLI (``dealer outbox list|resend``) reads and re-publishes without deleting."""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import sqlite3
@@ -19,11 +22,12 @@ from typing import Any
 import pytest
 
 from dealer.edge import topics
-from dealer.core.acks import Ack, BadAck, of_table, parse_ack, resend_delay
+from dealer.core.acks import Ack, BadAck, binds, of_table, parse_ack, resend_delay, result_sha256
 from dealer.edge.journal import Journal
 from simulators.broker import MosquittoProcess
 from simulators.settlement import SettlementConsumer
 from tools.soak import write_config
+from drivers.bus import LocalBus
 from drivers.mqtt import MqttBus
 from tests.conftest import Broker, wait_until
 from tests.harness import DEAL, READER, TABLE, HandShoe, Recorder, settings_for, start_service, stop_service
@@ -61,16 +65,43 @@ async def ack(bus: Recorder, table: str, payload: bytes) -> None:
     await bus.bus.publish(topics.results_ack(table), payload)
 
 
+def ack_of(rec: Recorder, key: str) -> bytes:
+    """Settlement's acknowledgement of the result ``rec`` received under ``key``: the key and
+    the SHA-256 of the bytes received."""
+    return json.dumps({"idempotency_key": key, "result_sha256": hashlib.sha256(rec.result_bytes[key]).hexdigest()}
+                      ).encode()
+
+
 # -- the pure part ------------------------------------------------------------------------------
 
 
-def test_parse_ack_takes_a_bounded_object_with_a_key() -> None:
-    assert parse_ack(b'{"idempotency_key": "T1:T1-000001", "by": "ledger-2"}') == Ack("T1:T1-000001")
+H = hashlib.sha256(b"the result").hexdigest()
+
+
+def test_parse_ack_takes_a_bounded_object_with_a_key_and_the_results_hash() -> None:
+    assert parse_ack(json.dumps({"idempotency_key": "T1:T1-000001", "result_sha256": H, "by": "ledger-2"}).encode()
+                     ) == Ack("T1:T1-000001", H)
+    assert parse_ack(json.dumps({"idempotency_key": "T1:T1-000001", "result_sha256": H.upper()}).encode()
+                     ) == Ack("T1:T1-000001", H)  # hex in either case
+    # the key alone (protocol 1.0, or a forgery from public data): well-formed, but binds nothing
+    assert parse_ack(b'{"idempotency_key": "T1:T1-000001", "by": "ledger-2"}') == Ack("T1:T1-000001", None)
+    for bad_hash in ("", "abc", H[:-1] + "g", H + "0", 7, None):
+        assert isinstance(parse_ack(json.dumps({"idempotency_key": "T1:T1-000001", "result_sha256": bad_hash}).encode()),
+                          BadAck), bad_hash
+    assert isinstance(parse_ack(json.dumps({"result_sha256": H}).encode()), BadAck)
     assert isinstance(parse_ack(b"not json"), BadAck)
     assert isinstance(parse_ack(b'["T1:T1-000001"]'), BadAck)
     assert isinstance(parse_ack(b'{"idempotency_key": 7}'), BadAck)
     big = json.dumps({"idempotency_key": "T1:T1-000001", "pad": "x" * 5000}).encode()
     assert isinstance(parse_ack(big), BadAck)
+
+
+def test_an_ack_binds_the_exact_bytes_of_the_result() -> None:
+    payload = b'{"idempotency_key":"T1:T1-000001","outcome":"PLAYER_A"}'
+    assert result_sha256(payload) == hashlib.sha256(payload).hexdigest()
+    assert binds(Ack("T1:T1-000001", result_sha256(payload)), payload)
+    assert not binds(Ack("T1:T1-000001", None), payload)
+    assert not binds(Ack("T1:T1-000001", result_sha256(payload + b" ")), payload)  # one byte more is another result
 
 
 def test_an_ack_names_a_result_of_its_own_table_only() -> None:
@@ -157,13 +188,13 @@ async def test_unknown_and_malformed_acks_are_counted_and_ignored(broker: Broker
         await ack(rec, TABLE, b'{"idem": "oops"}')  # malformed
         # the real key in an acknowledgement over the 4096-byte cap: refused unread, not applied
         await ack(rec, TABLE, json.dumps({"idempotency_key": key, "pad": "x" * 5000}).encode())
-        await ack(rec, TABLE, json.dumps({"idempotency_key": key}).encode())  # the real one, last
+        await ack(rec, TABLE, ack_of(rec, key))  # the real one, last
         # one publisher, one subscriber: the real ack is handled after the three before it
         await wait_until(lambda: service.outbox_pending == 0, what="the valid acknowledgement")
         assert counter(service.metrics.result_acks_unknown, table=TABLE) == 2
         assert counter(service.metrics.bad_messages, topic_kind="results_ack") == 2
         assert counter(service.metrics.result_acks, table=TABLE, outcome="applied") == 1
-        await ack(rec, TABLE, json.dumps({"idempotency_key": key}).encode())  # settlement says it again
+        await ack(rec, TABLE, ack_of(rec, key))  # settlement says it again
         await wait_until(lambda: counter(service.metrics.result_acks, table=TABLE, outcome="repeat") == 1,
                          what="the repeated acknowledgement")
         assert counter(service.metrics.result_acks_unknown, table=TABLE) == 2
@@ -172,6 +203,105 @@ async def test_unknown_and_malformed_acks_are_counted_and_ignored(broker: Broker
         await stop_service(task)
         await rec.stop()
         shoe.close()
+
+
+@pytest.mark.any_broker(kinds=["mosquitto"], reason="the check is the backend's; acknowledgements cross every broker "
+                       "in the tests above")
+async def test_an_ack_with_the_key_alone_or_another_hash_is_refused_and_changes_nothing(
+        broker: Broker, tmp_path: Path, pty_dir: Path) -> None:
+    """Re-audit finding (issue 29): with the settlement consumer offline, a client on settlement's
+    topic acknowledged a result with ``{"idempotency_key": ...}``, a key built from public data
+    (the table and the round id every event names), and the backend deleted the result from its
+    outbox. Now an acknowledgement must carry the SHA-256 of the result's bytes: the key alone,
+    or the key with the hash of other bytes, is refused (a security event, journaled) and changes
+    nothing; the result goes again, and the real consumer applies and acknowledges it."""
+    shoe = HandShoe(pty_dir)
+    rec = await Recorder(broker.url, settles=False).start()
+    service, task = await start_service(_settings(tmp_path, broker.url, shoe, service=FAST, auto_rounds=False))
+    consumer_task = None
+    try:
+        service.open_round(TABLE)
+        await deal_round(rec, shoe)
+        await wait_until(lambda: rec.results(), what="the result")
+        key = rec.results()[0]["idempotency_key"]
+        assert key.split(":", 1)[1] in {e.get("round_id") for e in rec.events()}  # public: the events name the round
+        other = hashlib.sha256(rec.result_bytes[key] + b" ").hexdigest()
+        await ack(rec, TABLE, json.dumps({"idempotency_key": key}).encode())
+        await ack(rec, TABLE, json.dumps({"idempotency_key": key, "result_sha256": other}).encode())
+        await wait_until(lambda: counter(service.metrics.result_acks, table=TABLE, outcome="refused") == 2,
+                         what="both forged acknowledgements refused")
+        assert service.outbox_pending == 1 and [r.key for r in service.journal.pending()] == [key]
+        assert counter(service.metrics.result_acks, table=TABLE, outcome="applied") == 0
+        for kind in ("ack_without_hash", "ack_hash_mismatch"):
+            assert counter(service.metrics.security_events, table=TABLE, kind=kind) == 1
+
+        def journaled() -> list[str]:
+            return sorted(json.loads(r.body)["kind"] for r in service.journal.rows(TABLE) if r.type == "security_event")
+
+        await wait_until(lambda: journaled() == ["ack_hash_mismatch", "ack_without_hash"], what="both journaled")
+        assert "result_delivered" not in [r.type for r in service.journal.rows(TABLE)]
+        sent = len(rec.results(key))
+        await wait_until(lambda: len(rec.results(key)) > sent, what="the result sent again")
+
+        bus = MqttBus(broker.url, client_id=f"settlement-{uuid.uuid4().hex[:6]}", persistent_session=True)
+        consumer = SettlementConsumer(bus, [TABLE], tmp_path / "ledger.sqlite", place_bets=False)
+        consumer_task = asyncio.create_task(bus.run())
+        await wait_until(lambda: service.outbox_pending == 0, what="the real consumer's acknowledgement")
+        assert consumer.applied_keys() == [key] and consumer.mismatches == []
+        assert counter(service.metrics.result_acks, table=TABLE, outcome="applied") == 1
+        assert counter(service.metrics.result_acks, table=TABLE, outcome="refused") == 2
+        consumer.close()
+    finally:
+        if consumer_task is not None:
+            consumer_task.cancel()
+            await asyncio.gather(consumer_task, return_exceptions=True)
+        await stop_service(task)
+        await rec.stop()
+        shoe.close()
+
+
+async def test_the_reference_consumer_acknowledges_the_bytes_it_applied(tmp_path: Path) -> None:
+    """``SettlementConsumer`` acknowledges with the SHA-256 of the bytes it applied, also when a
+    result comes again; other bytes under an applied key are a mismatch, never applied, and
+    the acknowledgement still names the applied bytes (so a backend holding the other result
+    refuses it and keeps it for a person)."""
+    first, second = _result_bytes("b1"), _result_bytes("b2")  # one round id, two different results
+    assert first != second
+    bus = LocalBus()
+    consumer = SettlementConsumer(bus, [TABLE], tmp_path / "ledger.sqlite", place_bets=False)
+    for bet_id in ("b1", "b2"):  # the bet book holds both bets
+        consumer.db.execute("INSERT INTO bets VALUES (?, 'T1-000001', 'p1', 'player_a', '10.00', NULL)", (bet_id,))
+    sent: list[dict[str, Any]] = []
+    bus.subscribe(topics.results_ack(TABLE), lambda _t, p: sent.append(json.loads(p)))
+    try:
+        for payload in (first, first, second):
+            await bus.publish(topics.results(TABLE), payload)
+        await consumer.drain()
+        await wait_until(lambda: len(sent) == 3, what="three acknowledgements")
+        assert {a["result_sha256"] for a in sent} == {hashlib.sha256(first).hexdigest()}
+        assert {a["idempotency_key"] for a in sent} == {f"{TABLE}:{TABLE}-000001"}
+        assert consumer.applied_keys() == [f"{TABLE}:{TABLE}-000001"] and consumer.duplicates == 2
+        assert [m for m in consumer.mismatches if "other content" in m] == consumer.mismatches
+        assert len(consumer.mismatches) == 1
+    finally:
+        consumer.close()
+
+
+def _result_bytes(bet_id: str) -> bytes:
+    """The result of round T1-000001 of a Teen Patti table with one accepted bet, as published."""
+    from dealer.core.events import CloseBetting, OpenRound, PlaceBet, ScanRead
+    from dealer.core.messages import RoundResult
+    from dealer.core.round import TableRules
+    from dealer.core.table import Table
+    from dealer.games.teen_patti import TeenPatti
+
+    table = Table(TableRules(table_id=TABLE, game=TeenPatti()))
+    table.handle(OpenRound(round_id=f"{TABLE}-000001"))
+    table.handle(PlaceBet(bet_id=bet_id, player_id="p1", bet_type="player_a", stake="10.00"))
+    table.handle(CloseBetting())
+    for code in DEAL:
+        step = table.handle(ScanRead(reader="R", code=code))
+    return next(e for e in step.effects if isinstance(e, RoundResult)).model_dump_json().encode()
 
 
 async def test_broker_restarted_without_persistence_the_result_goes_again(tmp_path: Path, pty_dir: Path) -> None:
@@ -252,7 +382,7 @@ async def test_an_acknowledged_result_is_not_sent_after_a_restart_an_unacknowled
             await wait_until(lambda: len({r["idempotency_key"] for r in rec.results()}) == n, what=f"result {n}")
             await wait_until(lambda: service.tables[TABLE].can_open() is None, what="round over")
         first, second = list(dict.fromkeys(r["idempotency_key"] for r in rec.results()))
-        await ack(rec, TABLE, json.dumps({"idempotency_key": first}).encode())
+        await ack(rec, TABLE, ack_of(rec, first))
         await wait_until(lambda: service.outbox_pending == 1, what="the first result acknowledged")
     finally:
         await stop_service(task)
@@ -264,7 +394,7 @@ async def test_an_acknowledged_result_is_not_sent_after_a_restart_an_unacknowled
         await wait_until(lambda: late.results(second), what="the unacknowledged result sent again")
         assert late.results(first) == []  # the relay sends in outbox order: the first would have come before
         assert set(service.tables[TABLE].undelivered) == {second.split(":", 1)[1]}
-        await ack(late, TABLE, json.dumps({"idempotency_key": second}).encode())
+        await ack(late, TABLE, ack_of(late, second))
         await wait_until(lambda: service.outbox_pending == 0, what="the second result acknowledged")
     finally:
         await stop_service(task)

@@ -71,7 +71,7 @@ MAY_WRITE: dict[str, set[str]] = {
 }
 #: ... and what each user may read.
 MAY_READ: dict[str, set[str]] = {
-    "dealer-backend": INBOUND,
+    "dealer-backend": INBOUND | {"journal"},  # its own anchor, read back at start (dealer/edge/anchors.py)
     "settlement": {"T1/results"},
     "player-platform": {"T1/events", "status", "T1/state", "T2/state"},
     # never a player's topic (nor its state) nor a command topic

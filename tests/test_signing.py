@@ -326,6 +326,51 @@ def test_age_and_skew_limits_are_inclusive() -> None:
     assert strict.verify(GOOD, "TP1", NOW + 2).kind == "stale"  # type: ignore[union-attr]
 
 
+def test_a_stale_or_future_refusal_says_how_far_apart_the_clocks_are_and_which_one_to_fix() -> None:
+    """A wall-clock step (issue 29): still refused (replay protection), but the reason says by how
+    much the clocks differ and which to fix, from how far the backend's own clock stepped since
+    it started (``clock_step_ms``, the backend's wall clock against its monotonic one)."""
+    v = verifier()
+    hour = 3_600_000
+    # the backend's clock stepped an hour forward: its step explains it, fix the backend
+    got = v.verify(GOOD, "TP1", NOW + hour, clock_step_ms=hour + 40)
+    assert isinstance(got, Refused) and got.kind == "stale" and got.skew_ms == -hour and got.authenticated
+    assert got.reason.endswith("the clocks differ by 3600 s: this backend's clock stepped 3600 s forward since it "
+                               "started: fix this backend host's clock (NTP/chrony), not the console's"), got.reason
+    got = v.verify(GOOD, "TP1", NOW - hour, clock_step_ms=-hour)
+    assert got.kind == "future" and "stepped 3600 s back" in got.reason  # type: ignore[union-attr]
+    # the backend's clock did not step: the console's is off (behind: stale; ahead: future)
+    got = v.verify(GOOD, "TP1", NOW + 125_000, clock_step_ms=3)
+    assert got.kind == "stale" and got.skew_ms == -125_000  # type: ignore[union-attr]
+    assert ("the clocks differ by 125 s: the signing console's clock is behind this backend's, which has not stepped "
+            "since it started: fix the console's clock") in got.reason  # type: ignore[union-attr]
+    got = v.verify(GOOD, "TP1", NOW - 7_500)
+    assert got.kind == "future" and "the signing console's clock is ahead of this backend's: fix the console's" in \
+        got.reason  # type: ignore[union-attr]
+    # a step that does not explain it (the console is off by more): the console's still
+    got = v.verify(GOOD, "TP1", NOW + hour, clock_step_ms=60_000)
+    assert "fix the console's clock" in got.reason  # type: ignore[union-attr]
+    # short enough for the station's ALERT (a security event's detail keeps 300 characters)
+    assert len(v.verify(sign_command(K1, command(issued_at=1_000)), "TP1", NOW, clock_step_ms=0).reason) < 300  # type: ignore[union-attr]
+    # a fresh command is untouched by any step
+    assert isinstance(v.verify(GOOD, "TP1", NOW, clock_step_ms=hour), Verified)
+
+
+def test_an_exposure_is_a_signed_command_naming_its_round_seat_and_card() -> None:
+    v = verifier()
+    body = command(type="supervisor_expose", seat=4, card="5C")
+    del body["reason"]
+    got = v.verify(sign_command(K1, body), "TP1", NOW)
+    assert isinstance(got, Verified) and got.command == {"type": "supervisor_expose", "seat": 4, "card": "5C",
+                                                          "reason": None}
+    for bad, why in (({"seat": "4"}, "seat"), ({"seat": 0}, "seat"), ({"card": "5C!"}, "card"),
+                     ({"card": ""}, "card"), ({"round_id": None}, "round_id"), ({"seat": True}, "seat")):
+        refused = v.verify(sign_command(K1, {**body, **bad}), "TP1", NOW)
+        assert isinstance(refused, Refused) and refused.kind == "malformed" and why in refused.reason, (bad, refused)
+    missing = {k: x for k, x in body.items() if k != "card"}
+    assert "card: Field required" in v.verify(sign_command(K1, missing), "TP1", NOW).reason  # type: ignore[union-attr]
+
+
 def test_authenticity_is_checked_before_table_and_time() -> None:
     forged = {**GOOD, "reason": "x"}
     assert verifier().verify(forged, "TP2", NOW + 10**9).kind == "bad_signature"  # type: ignore[union-attr]
@@ -740,7 +785,7 @@ def test_every_option_has_help_text() -> None:
     sup = register(argparse.ArgumentParser().add_subparsers())
     [subs] = [a for a in sup._actions if isinstance(a, argparse._SubParsersAction)]
     commands = subs.choices
-    assert set(commands) == {"void", "keygen", "open-round", "pause", "resume", "close", "reopen"}
+    assert set(commands) == {"void", "expose", "keygen", "open-round", "pause", "resume", "close", "reopen"}
     for name, sub in commands.items():
         for action in sub._actions:
             assert action.help, f"dealer supervisor {name}: {action.option_strings or action.dest} has no help"

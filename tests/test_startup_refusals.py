@@ -74,7 +74,8 @@ def test_a_corrupt_journal_is_refused_with_exit_2(tmp_path: Path) -> None:
 
 def test_a_journal_damaged_where_only_the_replay_reads_is_refused_with_exit_2(tmp_path: Path) -> None:
     """Opening reads the last row; a damaged page of the index the replay reads is found by
-    the replay, still before any driver starts or the broker is touched."""
+    start-up's integrity check of the file (dealer/edge/preflight.py), before any driver starts
+    or the broker is touched (it used to be found by the replay itself)."""
     journal = tmp_path / "journal.sqlite"
     j = Journal(journal, fsync=False)
     for _ in range(10):
@@ -89,8 +90,8 @@ def test_a_journal_damaged_where_only_the_replay_reads_is_refused_with_exit_2(tm
         f.seek((root - 1) * page)
         f.write(bytes(page))  # a zeroed page: no valid b-tree page type
     last = refused_start(dealer_run(write_config(tmp_path, journal, log_level="warning", tables=[mqtt_table()])))
-    assert last.startswith(f"dealer: refusing to start: journal {journal} cannot be replayed:"), last
-    assert "malformed" in last
+    assert last.startswith(f"dealer: refusing to start: journal {journal} is damaged (SQLite's integrity check:"), last
+    assert f"Page {root}" in last
 
 
 def test_a_journal_that_predates_the_hash_chain_is_refused_with_exit_2(tmp_path: Path) -> None:

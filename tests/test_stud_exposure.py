@@ -6,6 +6,11 @@ The last 7th card used to open 7th-street betting on its scan, so its exposure c
 reported (the hand refuses one once the betting is open). Now a timed confirmation
 ``LAST_CARD`` follows the 7th cards: the station reports an exposure (``card_exposed``) in the
 window, then confirms, or the window runs out (``confirm_timeout``, from the service's timer).
+
+The station's word alone shows no hidden card (issue 29): its report waits, shown to nobody,
+with the window standing still, until a supervisor's act (``supervisor_expose``) names the seat
+and the card registered there; only a 7th card, only before the 7th-street betting, one card
+per act. Anything else is refused and changes nothing.
 """
 
 from __future__ import annotations
@@ -29,12 +34,14 @@ from dealer.core.events import (
     PlaceBet,
     PlayerAction,
     ScanRead,
+    SupervisorExpose,
 )
 from dealer.games.stud import WASH_KEY, Stud
 from dealer.core.messages import RoundEvent, StationPrompt
 from dealer.core.round import Phase, Step, TableRules
 from dealer.core.rules import RulesError, canonical_rules, rules_from_canonical, rules_hash
 from dealer.core.table import Table
+from dealer.core.visibility import PUBLIC, Visibility, leaks, view
 
 # Up cards: seat 2 shows a pair of aces from 4th street, so without an exposure it opens 7th street.
 UPS = {"P1.3": "3C", "P1.4": "7D", "P1.5": "9H", "P1.6": "JS",
@@ -102,6 +109,17 @@ class Stud7:
                 assert self.feed(ScanRead(reader="R", code=code, at=self.tick())).accepted
         assert stop == "end", f"the hand ended before {stop}"
 
+    def expose(self, seat: int, card: str | None = None) -> Step:
+        """The supervisor's signed act (here: its event) naming seat ``seat``'s 7th card."""
+        code = card if card is not None else self.r.cards[f"P{seat}.7"]
+        return self.feed(SupervisorExpose(supervisor="sup-ana", seat=seat, card=code, round_id=self.r.round_id,
+                                          command_id=f"x-{self.tick()}", at=self.at))
+
+    def shown(self, *positions: str) -> list[str]:
+        """The positions among ``positions`` the public may see now."""
+        seen = view(self.r)
+        return [p for p in positions if seen[p].visibility == Visibility.PUBLIC]
+
     def events(self, name: str) -> list[RoundEvent]:
         return [e for e in self.effects if isinstance(e, RoundEvent) and e.event == name]
 
@@ -135,15 +153,31 @@ def test_the_last_7th_card_opens_a_window_not_the_betting():
     assert r.hand.to_act is None  # nobody is on the clock: no turn while the window is open
 
 
-def test_the_last_dealt_7th_card_reported_exposed_in_the_window_plays_up_and_its_player_acts_first():
+def test_the_last_dealt_7th_card_plays_up_once_the_supervisor_confirms_the_station_s_report():
     s = Stud7()
     s.open()
     s.play_to("LAST_CARD")
-    card = s.r.cards["P4.7"]
+    card, window = s.r.cards["P4.7"], s.r.confirm_deadline
     step = s.feed(CardExposed(position="P4.7", round_id=s.r.round_id, at=s.tick()))
     assert step.accepted and step.journal
-    assert s.events("card_exposed")[-1].data == {"position": "P4.7", "card": card}
-    step = s.feed(ConfirmTimeout(step="LAST_CARD", at=s.r.confirm_deadline))
+    # the station's word alone: reported, journaled, shown to nobody; the window stands still
+    assert not s.events("card_exposed") and s.shown("P4.7") == []
+    assert s.events("exposure_reported")[-1].data == {"position": "P4.7", "waiting_for": "supervisor"}
+    assert [leaks(s.r, PUBLIC, e) for e in step.effects] == [[], [], []]
+    alert, prompt = step.effects[1:]
+    assert alert.kind == "ALERT" and alert.reason == "exposure_reported"
+    assert f"dealer supervisor expose T1 {s.r.round_id} --seat 4 --card CODE" in alert.message
+    assert prompt.kind == "CONFIRM" and prompt.position == "LAST_CARD" and "waiting for a supervisor" in prompt.message
+    assert s.r.confirm_deadline is None and s.r.exposure_reports == ["P4.7"]
+    assert "stands still" in rejected(s.feed(ConfirmTimeout(step="LAST_CARD", deadline=window, at=window)))
+    # the supervisor names the seat and the card it sees: now it plays face up
+    step = s.expose(4)
+    assert step.accepted and step.journal
+    assert s.events("card_exposed")[-1].data == {"position": "P4.7", "card": card, "supervisor": "sup-ana"}
+    assert s.shown("P4.7") == ["P4.7"] and s.r.exposure_reports == []
+    # no report waits any more: the window starts again whole, then runs out
+    assert s.events("confirm_window")[-1].data == {"step": "LAST_CARD", "closes_at": s.at + 5_000, "resumed": True}
+    step = s.feed(ConfirmTimeout(step="LAST_CARD", deadline=s.r.confirm_deadline, at=s.r.confirm_deadline))
     assert step.accepted and step.journal
     assert s.events("dealer_confirmed")[-1].data == {"step": "LAST_CARD", "by": "timer"}
     opened = s.events("betting_round_opened")[-1]
@@ -153,6 +187,91 @@ def test_the_last_dealt_7th_card_reported_exposed_in_the_window_plays_up_and_its
     s.play_to("end")  # to the showdown
     res = s.r.result
     assert res.details["exposed"] == ["P4.7"] and res.cards["P4.7"] == card
+
+
+def test_a_station_reporting_every_7th_card_exposed_shows_none_of_them():
+    """The re-audit's finding: a station reported ``card_exposed`` for every seat's 7th card and
+    all were published. Now none is shown until a supervisor confirms it, and a station that
+    goes on without the supervisor leaves them face down, the betting opened as without them."""
+    s = Stud7()
+    s.open()
+    s.play_to("LAST_CARD")
+    sevenths = ["P1.7", "P2.7", "P4.7"]
+    for pos in sevenths:
+        step = s.feed(CardExposed(position=pos, round_id=s.r.round_id, at=s.tick()))
+        assert step.accepted and all(leaks(s.r, PUBLIC, e) == [] for e in step.effects)
+    assert s.shown(*sevenths) == [] and not s.events("card_exposed") and s.r.exposure_reports == sevenths
+    assert "reported already" in rejected(s.feed(CardExposed(position="P1.7", at=s.tick())))
+    assert all(view(s.r)[p].visibility == Visibility.OWNER for p in sevenths)  # each its owner's only
+    assert s.r.confirm_deadline is None  # no timer closes the window while they wait
+    step = s.feed(DealerConfirm(step="LAST_CARD", round_id=s.r.round_id, at=s.tick()))
+    assert step.accepted and s.events("dealer_confirmed")[-1].data == {"step": "LAST_CARD", "unconfirmed": sevenths}
+    assert s.r.exposure_reports == [] and s.shown(*sevenths) == [] and s.r.hand.exposed == []
+    assert s.r.hand.to_act == "p2"  # the high hand showing opens, as if nothing was reported
+    assert "before the 7th-street betting opens" in rejected(s.expose(4))
+
+
+def test_the_supervisor_s_act_is_refused_unless_it_confirms_a_reported_7th_card_as_registered():
+    s = Stud7()
+    s.open()
+    assert "not dealing" in rejected(s.feed(SupervisorExpose(supervisor="sup-ana", seat=4, card="5C", at=s.tick())))
+    s.play_to("P2.7")
+    assert "P2.7 has not been dealt" in rejected(s.expose(2, "2C"))
+    s.play_to("LAST_CARD")
+    card = s.r.cards["P4.7"]
+    wrong = next(c for c in STANDARD_52 if c != card and c not in s.r.cards.values())
+    assert "has not reported P4.7 exposed" in rejected(s.expose(4))  # the supervisor alone: no
+    assert "P3.7 has not been dealt" in rejected(s.expose(3, "2C"))  # seat 3 sits out
+    s.feed(CardExposed(position="P4.7", at=s.tick()))
+    # a card the supervisor names that is not the one registered there: refused, never named
+    other = rejected(s.expose(4, wrong))
+    assert "not the card registered at P4.7" in other and card not in other and wrong not in other
+    assert "has not reported P1.7 exposed" in rejected(s.expose(1))
+    assert s.r.exposure_reports == ["P4.7"] and s.r.hand.exposed == [] and s.shown("P4.7") == []
+    assert s.expose(4).accepted
+    assert "P4.7 is face up already" in rejected(s.expose(4))
+    assert "P4.7 is face up already" in rejected(s.feed(CardExposed(position="P4.7", at=s.tick())))
+    # any card but a 7th: the rulebook's §5.4 irregularity, the station's and the supervisor's alike
+    assert "only a 7th card may be exposed" in rejected(s.feed(CardExposed(position="P1.3", at=s.tick())))
+    assert s.r.hand.exposed == [4] and len(s.events("card_exposed")) == 1
+
+
+def test_a_report_during_the_7th_street_deal_holds_the_window_until_the_supervisor_decides():
+    s = Stud7()
+    s.open()
+    s.play_to("P4.7")
+    assert s.feed(CardExposed(position="P1.7", at=s.tick())).accepted  # dealt earlier in the street
+    assert "waiting for a supervisor" in s.prompts()[-1].message and s.prompts()[-1].position == "P4.7"
+    s.feed(ScanRead(reader="R", code=s.deck.pop(0), at=s.tick()))  # the last 7th card: no timed window
+    assert s.r.expected_position == "LAST_CARD" and s.r.confirm_deadline is None
+    assert not s.events("confirm_window") and "waiting for a supervisor" in s.prompts()[-1].message
+    assert s.expose(1).accepted
+    assert s.r.confirm_deadline == s.at + 5_000 and s.events("confirm_window")[-1].data["resumed"] is True
+    assert s.feed(ConfirmTimeout(step="LAST_CARD", at=s.tick())).accepted
+    assert s.r.hand.to_act == "p1"  # the exposed P1.7 opens
+
+
+def test_rules_journaled_before_exposures_needed_the_supervisor_replay_the_station_s_word():
+    today = json.loads(canonical_rules(RulesConfig(game="stud")))
+    assert today["options"]["exposure_corroboration"] == "SUPERVISOR"
+    del today["options"]["exposure_corroboration"]
+    old = json.dumps(today, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    rules = rules_from_canonical("T1", old, "0.1.0")
+    assert rules.game.options.exposure_corroboration == "NONE" and rules.game.options.exposure_window_seconds == 5
+    s = Stud7()
+    s.t = Table(rules)
+    s.open()
+    s.play_to("LAST_CARD")
+    assert s.feed(CardExposed(position="P4.7", at=s.tick())).accepted
+    assert s.events("card_exposed")[-1].data == {"position": "P4.7", "card": s.r.cards["P4.7"]}
+    # a table's configuration cannot ask for it
+    from pydantic import ValidationError
+
+    from dealer.edge.config import TableConfig
+
+    with pytest.raises(ValidationError, match="a hidden card is never shown on the station's word alone"):
+        TableConfig(id="T1", game="stud", options={"exposure_corroboration": "NONE"},
+                    scanner={"kind": "serial", "port": "/dev/null", "reader_id": "R"})
 
 
 def test_the_station_closes_the_window_early_and_an_exposure_after_it_is_refused():
@@ -174,6 +293,7 @@ def test_a_timeout_for_another_step_and_a_confirmation_before_the_window_are_ref
     assert "no window" in rejected(s.feed(ConfirmTimeout(step="LAST_CARD", at=s.tick())))
     assert "cannot confirm LAST_CARD" in rejected(s.feed(DealerConfirm(step="LAST_CARD", at=s.tick())))
     assert s.feed(CardExposed(position="P1.7", at=s.tick())).accepted  # dealt earlier in the street: as before
+    assert s.expose(1).accepted
     s.play_to("LAST_CARD")
     assert "no window of SHUFFLE" in rejected(s.feed(ConfirmTimeout(step="SHUFFLE", at=s.tick())))
     assert s.feed(ConfirmTimeout(step="LAST_CARD", at=s.tick())).accepted
@@ -196,7 +316,9 @@ def test_the_window_waits_while_the_broker_is_down_and_starts_again_when_it_is_b
     # a timer armed for the window's old deadline (queued behind the resume) does not close it
     assert "stale" in rejected(s.feed(ConfirmTimeout(step="LAST_CARD", deadline=back - 1, at=s.tick())))
     assert s.feed(CardExposed(position="P2.7", at=s.tick())).accepted
-    assert s.feed(ConfirmTimeout(step="LAST_CARD", deadline=back + 5_000, at=back + 5_000)).accepted
+    assert "stands still" in rejected(s.feed(ConfirmTimeout(step="LAST_CARD", deadline=back + 5_000, at=back + 5_000)))
+    assert s.expose(2).accepted
+    assert s.feed(ConfirmTimeout(step="LAST_CARD", deadline=s.at + 5_000, at=s.at + 5_000)).accepted
     assert s.r.hand.to_act == "p2"
 
 
@@ -207,8 +329,13 @@ def test_replaying_the_journal_takes_the_same_steps_at_the_same_deadlines():
     s.feed(LinkDown(link="broker", at=s.tick()))
     s.feed(LinkUp(link="broker", at=s.tick()))
     s.feed(CardExposed(position="P4.7", at=s.tick()))
-    s.feed(ConfirmTimeout(step="LAST_CARD", at=s.r.confirm_deadline))
+    s.feed(CardExposed(position="P2.7", at=s.tick()))
+    assert not s.expose(2, "2C").accepted  # refused: not journaled
+    s.expose(4)
+    s.feed(ConfirmTimeout(step="LAST_CARD", at=s.tick()))  # P2.7 still waits: refused
+    s.feed(DealerConfirm(step="LAST_CARD", at=s.tick()))  # ... and stays down
     s.play_to("end")
+    assert [type(ev).__name__ for ev in s.journal].count("SupervisorExpose") == 1
     fresh = Table(TableRules(table_id="T1", game=Stud.from_options({}), action_ms=10_000))
     for ev in s.journal:
         assert fresh.handle(ev).accepted, ev
@@ -374,5 +501,15 @@ def test_after_a_backend_restart_the_window_starts_again_whole():
     assert [e.data for e in step.effects if isinstance(e, RoundEvent)] == [
         {"step": "LAST_CARD", "closes_at": up + 5_000, "resumed": True}]
     assert fresh.handle(CardExposed(position="P4.7", at=up + 100)).accepted
-    assert fresh.handle(ConfirmTimeout(step="LAST_CARD", at=up + 5_000)).accepted
+    assert r.confirm_deadline is None
+    # a restart while the report waits: it still waits, shown to nobody, the window standing still
+    again = Table(TableRules(table_id="T1", game=Stud.from_options({}), action_ms=10_000))
+    for ev in s.journal + [Resume(link=None, at=up), CardExposed(position="P4.7", at=up + 100)]:
+        assert again.handle(ev).accepted, ev
+    later = up + 60_000
+    step = again.handle(Resume(link=None, at=later))
+    assert step.accepted and not step.journal and again.current.confirm_deadline is None
+    assert again.current.prompt_now(later).message.startswith("P4.7 reported exposed, waiting for a supervisor")
+    assert fresh.handle(SupervisorExpose(supervisor="sup-ana", seat=4, card=r.cards["P4.7"], at=up + 200)).accepted
+    assert fresh.handle(ConfirmTimeout(step="LAST_CARD", at=up + 5_200)).accepted
     assert r.hand.to_act == "p4"

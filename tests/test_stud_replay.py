@@ -26,6 +26,7 @@ from dealer.core.events import (
     PlayerAction,
     ReadFailed,
     ScanRead,
+    SupervisorExpose,
 )
 from dealer.games.stud import Stud
 from dealer.core.messages import RoundResult
@@ -79,11 +80,15 @@ def play(seed: int, players: int) -> tuple[list, list, Table]:
                 feed(PlayerAction(player_id=o.player_id, action=action, amount=amount, at=at))
         elif r.plan[r.next_index].name == "LAST_CARD":  # §3.5: the window to report an exposed 7th card
             sevenths = [p.name for p in r.plan if p.name.endswith(".7") and p.name in r.cards]
-            if rng.random() < 0.3:
-                feed(CardExposed(position=rng.choice(sevenths), at=at))
+            if rng.random() < 0.3:  # reported: it plays once the supervisor names it (the wrong card: refused)
+                flashed = rng.choice(sevenths)
+                feed(CardExposed(position=flashed, at=at))
+                if rng.random() < 0.7:
+                    card = r.cards[flashed] if rng.random() < 0.8 else deck[-1]
+                    feed(SupervisorExpose(supervisor="sup", seat=int(flashed[1:-2]), card=card, at=at))
             if rng.random() < 0.1:
                 feed(CardExposed(position="P1.3", at=at))  # refused: not a 7th card
-            if rng.random() < 0.5:
+            if rng.random() < 0.5 and r.confirm_deadline is not None:
                 feed(ConfirmTimeout(step="LAST_CARD", at=r.confirm_deadline))
             else:
                 feed(DealerConfirm(step="LAST_CARD", at=at))

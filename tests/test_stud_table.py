@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import time
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -26,11 +27,17 @@ from simulators.shoe import FaultPlan, VirtualShoe
 from simulators.station import PtyShoeLink, VirtualDealer
 from simulators.stud_players import StudPlayer, choose
 from tests.conftest import Broker, wait_until
-from tests.harness import PeerTable, Recorder, RecordingReader, play_unattended, served_table, strings
+from dealer.edge.signing import sign_command
+from tests.harness import PeerTable, Recorder, RecordingReader, play_unattended, secret_file, served_table, strings
+from tests.test_table_ops_service import run_cli
 
 T = "ST1"
 READER = "SC9"
 ACT = topics.actions(T)
+
+
+#: The supervisor sup-ana's signing key at every stud table here (``tmp/sup-ana.key``).
+SUP_KEY = bytes(range(100, 132))
 
 
 def stud_settings(tmp: Path, url: str, port: str, **table: Any):
@@ -40,8 +47,10 @@ def stud_settings(tmp: Path, url: str, port: str, **table: Any):
         "scanner": {"kind": "serial", "port": port, "reader_id": READER, "heartbeat_timeout": 30},
     }
     cfg.update(table)
+    key = secret_file(tmp / "sup-ana.key", SUP_KEY.hex())
     return load_settings(service={"journal_path": tmp / "journal.sqlite", "metrics_enabled": False},
-                         mqtt={"url": url, "client_id": "backend-stud"}, tables=[cfg])
+                         mqtt={"url": url, "client_id": "backend-stud"}, tables=[cfg],
+                         security={"supervisors": [{"id": "sup-ana", "key_files": [str(key)]}]})
 
 
 
@@ -517,7 +526,7 @@ async def test_e_fewer_than_two_players_cancels_the_hand_with_a_refund(table: Ta
     await t.confirm("SHUFFLE")
 
 
-# -- (f) the last-dealt 7th card is exposed: the station reports it in the window ------------
+# -- (f) 7th cards reported exposed: only the one a supervisor confirms plays up ----------------
 
 DEAL_F = [
     ("P1.1", "AS"), ("P2.1", "4H"), ("P4.1", "5H"), ("P1.2", "AD"), ("P2.2", "8C"), ("P4.2", "6H"),
@@ -529,12 +538,24 @@ DEAL_F = [
 ]
 
 
+async def supervisor_expose(rec: Recorder, round_id: str, seat: int, card: str) -> str:
+    """sup-ana's signed ``supervisor_expose`` on the table's supervisor topic; its command id."""
+    cid = f"expose-{seat}-{card}"
+    body = {"type": "supervisor_expose", "command_id": cid, "supervisor": "sup-ana", "table_id": T,
+            "round_id": round_id, "issued_at": time.time_ns() // 1_000_000, "seat": seat, "card": card}
+    await rec.bus.publish(topics.supervisor(T), json.dumps(sign_command(SUP_KEY, body)).encode())
+    return cid
+
+
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("table", [{"options": {"seats": 4, "exposure_window_seconds": 1.5}}], indirect=True)
-async def test_f_the_last_dealt_7th_card_exposed_is_reported_before_7th_street_betting(table: Table):
-    """seven-card-stud.md §3.5: the last 7th card (P4.7) lands face up. The station reports it on
-    its own topic in the window after the scan; the card plays face up and carol, whose card it
-    is, opens 7th street (without the report Bob's pair of nines showing would)."""
+@pytest.mark.parametrize("table", [{"options": {"seats": 4, "exposure_window_seconds": 30}}], indirect=True)
+async def test_f_a_station_reporting_every_7th_card_exposed_shows_only_the_one_a_supervisor_confirms(
+        table: Table, broker: Broker, tmp_path: Path):
+    """seven-card-stud.md §3.5, issue 29: the station reports every seat's 7th card exposed in
+    the LAST_CARD window. Its word alone publishes none of them: each waits, shown to nobody,
+    the window standing still. The supervisor's signed act naming seat 4 and the card seen (5C)
+    exposes that one: it plays face up and carol opens 7th street; naming the wrong card is
+    refused. The station goes on without the rest: they stay down until the showdown."""
     t, rec = table, table.rec
     await t.sit({"alice": (1, "20.00"), "bob": (2, "20.00"), "carol": (4, "20.00")})
     await t.confirm("WASH")
@@ -549,32 +570,59 @@ async def test_f_the_last_dealt_7th_card_exposed_is_reported_before_7th_street_b
         await t.act("carol", "CHECK")
         await t.act("alice", "CHECK")
     await t.deal(*DEAL_F[21:])
-    # the window: the station is asked to report an exposure or confirm; nobody is on the clock
     window = await wait_until(lambda: next((e for e in rec.events("confirm_window") if e["round_id"] == table.r1),
                                            None), what="the LAST_CARD window")
     assert window["data"]["step"] == "LAST_CARD"
-    prompt = await wait_until(lambda: (p := rec.last_prompt()) is not None and p["position"] == "LAST_CARD" and p,
-                              what="CONFIRM LAST_CARD")
-    assert prompt["kind"] == "CONFIRM" and "exposed" in prompt["message"]
+    # the station reports all three 7th cards exposed (and a 3rd-street card: not the rule's)
+    sent = [await rec.command(ACT, {"type": "card_exposed", "position": pos}) for pos in ("P1.7", "P2.7", "P4.7")]
+    reports = await wait_until(lambda: len(r := [e for e in rec.events("exposure_reported")
+                                                 if e["round_id"] == table.r1]) == 3 and r, what="three reports")
+    assert [e["data"] for e in reports] == [{"position": p, "waiting_for": "supervisor"} for p in ("P1.7", "P2.7", "P4.7")]
+    late = await rec.command(ACT, {"type": "card_exposed", "position": "P1.3"})
+    refused = await wait_until(lambda: next((e for e in rec.events("rejected")
+                                             if e["data"].get("command_id") == late["command_id"]), None),
+                               what="the 3rd-street card refused")
+    assert "only a 7th card may be exposed" in refused["data"]["reason"]
+    assert not rec.events("card_exposed") and t.rnd.exposure_reports == ["P1.7", "P2.7", "P4.7"]
+    alerts = [p for p in rec.prompts("ALERT") if p.get("reason") == "exposure_reported"]
+    assert len(alerts) == 3 and f"dealer supervisor expose {T} {table.r1} --seat 4" in alerts[-1]["message"]
+    # the window stands still: no deadline, no timer armed (nothing can close it by itself)
+    assert t.rnd.confirm_deadline is None and t.service._timers.get(T) is None
+    assert rec.last_prompt()["kind"] == "CONFIRM" and "waiting for a supervisor" in rec.last_prompt()["message"]
     assert not [m for m in t.mine("bob", "your_turn") if m["data"]["street"] == "7th"]
-    sent = await rec.command(ACT, {"type": "card_exposed", "position": "P4.7"})  # on the station's topic
+    # the supervisor names the wrong card for seat 2: refused, and the card is not named
+    wrong = await supervisor_expose(rec, table.r1, 2, "AC")
+    refused = await wait_until(lambda: next((e for e in rec.events("rejected") if e["data"].get("command_id") == wrong),
+                                            None), what="the wrong card refused")
+    assert "not the card registered at P2.7" in refused["data"]["reason"] and "9S" not in json.dumps(refused)
+    # ... and the card it sees at seat 4, with `dealer supervisor expose` (a real process): it plays face up
+    code, out, err = await run_cli("expose", T, table.r1, "--seat", "4", "--card", "5c", "--supervisor", "sup-ana",
+                                   "--key-file", str(tmp_path / "sup-ana.key"), "--broker", broker.url)
+    assert (code, err) == (0, ""), (code, out, err)
+    right = json.loads(out)
+    assert (right["type"], right["seat"], right["card"]) == ("supervisor_expose", 4, "5C")
     exposed = await wait_until(lambda: next((e for e in rec.events("card_exposed") if e["round_id"] == table.r1),
                                             None), what="card_exposed")
-    assert exposed["data"] == {"position": "P4.7", "card": "5C"}
-    # the station does not confirm: the window runs out and the betting opens, carol first
+    assert exposed["data"] == {"position": "P4.7", "card": "5C", "supervisor": "sup-ana"}
+    assert {"type": "supervisor_expose", "command_id": right["command_id"]} in [
+        e["data"] for e in rec.events("command_accepted")]
+    # the station goes on without the two nobody confirmed: they stay down, carol (exposed) opens
+    await rec.command(ACT, {"type": "dealer_confirm", "step": "LAST_CARD"})
     seventh = await t.turn("carol")
     assert seventh["street"] == "7th"
+    confirmed = [e["data"] for e in rec.events("dealer_confirmed") if e["round_id"] == table.r1]
+    assert confirmed[-1] == {"step": "LAST_CARD", "unconfirmed": ["P1.7", "P2.7"]}
     opened = [e["data"] for e in rec.events("betting_round_opened") if e["round_id"] == table.r1][-1]
     assert opened["first"] == "carol" and "P4 exposed the last card" in opened["announce"]
-    confirmed = [e["data"] for e in rec.events("dealer_confirmed") if e["round_id"] == table.r1]
-    assert confirmed[-1] == {"step": "LAST_CARD", "by": "timer"}
+    assert [e["data"]["position"] for e in rec.events("card_exposed")] == ["P4.7"]
     # reported again once the betting is open: refused, nothing changes
     again = await rec.command(ACT, {"type": "card_exposed", "position": "P2.7"})
     refused = await wait_until(lambda: next((e for e in rec.events("rejected")
                                              if e["data"].get("command_id") == again["command_id"]), None),
                                what="the late report refused")
     assert "before the 7th-street betting opens" in refused["data"]["reason"]
-    assert not [e for e in rec.events("rejected") if e["data"].get("command_id") == sent["command_id"]]
+    assert not [e for e in rec.events("rejected") if e["data"].get("command_id") in {m["command_id"] for m in sent}]
+    before_showdown = len(rec.messages)
     await t.act("carol", "CHECK", turn=seventh)
     await t.act("alice", "CHECK")
     await t.act("bob", "CHECK")
@@ -583,15 +631,19 @@ async def test_f_the_last_dealt_7th_card_exposed_is_reported_before_7th_street_b
     assert res["details"]["exposed"] == ["P4.7"] and res["winner"] == "P4"  # four fives
     assert res["details"]["showdown_order"][0] == "P4"  # nobody bet on 7th street: the first to act shows first
     conserved(res, t.stakes)
-    # journaled: the exposure and the timer's confirmation, so a restart replays the same hand
+    # journaled: the three reports and the supervisor's act, so a restart replays the same hand
     journaled = [ev for ev in t.service.journal.replay(T) if getattr(ev, "round_id", table.r1) == table.r1]
-    assert [ev.type for ev in journaled if ev.type in ("card_exposed", "confirm_timeout")] == [
-        "card_exposed", "confirm_timeout"]
-    # before the report, P4.7 was on no public topic (a hole card until exposed)
+    assert [ev.type for ev in journaled if ev.type in ("card_exposed", "supervisor_expose", "dealer_confirm")][-5:] == [
+        "card_exposed", "card_exposed", "card_exposed", "supervisor_expose", "dealer_confirm"]
+    # before the supervisor's act, P4.7 was on no public topic; P1.7 and P2.7 on none before the showdown
     first = next(i for i, (tp, m) in enumerate(rec.messages) if tp == topics.events(T) and m["event"] == "card_exposed")
-    for tp, m in rec.messages[:first]:
-        if "/players/carol" not in tp:
-            assert "5C" not in set(strings(m)), (tp, m)
+    for i, (tp, m) in enumerate(rec.messages[:before_showdown]):
+        if tp == topics.supervisor(T):
+            continue  # the supervisor's own act names the card it saw: only the backend reads that topic
+        codes = set(strings(m))
+        assert "/players/alice" in tp or "KD" not in codes, (tp, m)
+        assert "/players/bob" in tp or "9S" not in codes, (tp, m)
+        assert i >= first or "/players/carol" in tp or "5C" not in codes, (tp, m)
 
 
 # -- unattended: the virtual dealer and players, hand after hand ------------------------------

@@ -49,6 +49,7 @@ from dealer.core.events import (
     PlayerDecision,
     ReadFailed,
     ScanRead,
+    SupervisorExpose,
     SupervisorVoid,
 )
 from dealer.games.matgo import AI_PLAYER, AI_SEAT
@@ -231,9 +232,11 @@ def test_stud_down_cards_owner_up_cards_public_burns_journal_exposed_seventh_pub
     s.passive()
     s.deal("6D", "9S")  # BURN4, P1.7 face down ...
     expect(s, BURN4="J", P1_7="O:ann")
-    assert s.step(CardExposed(position="P1.7")).accepted  # ... flashed: it plays face up (§3.5)
+    assert s.step(CardExposed(position="P1.7")).accepted  # ... flashed: the station's word alone shows nothing
+    expect(s, P1_7="O:ann")
+    assert s.step(SupervisorExpose(supervisor="sup-1", seat=1, card="9S")).accepted  # corroborated: §3.5, face up
     expect(s, P1_7="P")
-    assert s.events("card_exposed")[-1].data == {"position": "P1.7", "card": "9S"}
+    assert s.events("card_exposed")[-1].data == {"position": "P1.7", "card": "9S", "supervisor": "sup-1"}
     s.deal("9H")
     expect(s, P2_7="O:bob")
     assert s.r.expected_position == "LAST_CARD"  # the last-dealt 7th card may still be reported exposed
@@ -417,9 +420,10 @@ def test_a_refusal_written_by_a_game_is_cut_too():
     lay = ["07R", "09R", "10R", "12R", "01J1", "02J1", "03J1", "04J1"]
     s.deal(*f[:5], *o[:5], *lay[:4], *f[5:], *o[5:], *lay[4:])
     step = s.step(PlayerAction(player_id="ann", action="PLAY", card="11G", round_id=R1, turn=s.r.turn))
-    assert step.rejection is not None and step.rejection.reason == "a hidden card is not in F's hand"
+    assert step.rejection is not None and step.rejection.reason == "the card named is not in F's hand"
     step = s.step(PlayerAction(player_id="ann", action="PLAY", card="07R", round_id=R1, turn=s.r.turn))
-    assert step.rejection is not None and step.rejection.reason == "07R is not in F's hand"  # a layout card
+    # a layout card: the same words, or the answer would tell which cards are hidden
+    assert step.rejection is not None and step.rejection.reason == "the card named is not in F's hand"
 
 
 # --- the leak check ---------------------------------------------------------------------------------------
@@ -692,8 +696,13 @@ class Run:
             assert self.feed(DealerConfirm(step=pos.name)).accepted
             return
         sevenths = [name for name in r.cards if name.endswith(".7")]
-        if self.game == "stud" and sevenths and rng.random() < 0.4:  # a 7th card flashed: it plays face up
-            self.feed(CardExposed(position=rng.choice(sevenths)))
+        if self.game == "stud" and sevenths and rng.random() < 0.4:  # a 7th card flashed: reported ...
+            flashed = rng.choice(sevenths)
+            self.feed(CardExposed(position=flashed))
+            if rng.random() < 0.7:  # ... and the supervisor names it (or another card): it plays face up
+                seat, right = int(flashed[1:-2]), r.cards[flashed]
+                card = right if rng.random() < 0.8 else rng.choice([c for c in DECKS["stud"] if c != right])
+                self.feed(SupervisorExpose(supervisor="sup-1", seat=seat, card=card))
         if self.faults and rng.random() < 0.2:
             fault = rng.randrange(4)
             same = [r.cards[p.name] for p in r.plan if p.deck == pos.deck and p.name in r.cards]

@@ -438,7 +438,8 @@ def _short(e: dict[str, Any]) -> str:
 
 #: Journal rows that are a supervisor's act (signed on the wire) or a refused one (security).
 _SUPERVISOR_ROWS = {"supervisor_void": "void", "supervisor_pause": "pause", "supervisor_resume": "resume",
-                    "supervisor_close": "close", "supervisor_reopen": "reopen", "security_event": "refused command"}
+                    "supervisor_close": "close", "supervisor_reopen": "reopen", "supervisor_expose": "expose",
+                    "security_event": "refused command"}
 #: Journal rows that are a player's decision or action, or the timer's in the player's place.
 _PLAY_ROWS = ("player_decision", "decision_timeout", "player_action", "action_timeout")
 #: The core's notes of a decision or action carried out.
@@ -528,8 +529,9 @@ def dispute_report(rep: Replayed) -> dict[str, Any]:
                 **_times(row, ev), "act": _SUPERVISOR_ROWS[ev.type], "supervisor": getattr(ev, "supervisor", None),
                 "signature": getattr(ev, "signature", None) is not None,
                 "issued_at": _iso(getattr(ev, "issued_at", None)),
-                "reason": (getattr(ev, "reason", None) if ev.type != "security_event"
-                           else f"{ev.kind}: {ev.detail}"),
+                "reason": (f"{ev.kind}: {ev.detail}" if ev.type == "security_event"
+                           else f"seat {ev.seat}: {ev.card}" + (f" ({ev.reason})" if ev.reason else "")
+                           if ev.type == "supervisor_expose" else getattr(ev, "reason", None)),
                 "applied": refused is None and ev.type != "security_event", "refusal": refused})
             if ev.type == "supervisor_void" and refused is None:
                 report["void"] = {**_times(row, ev), "supervisor": ev.supervisor, "reason": ev.reason,

@@ -9,6 +9,12 @@ PBKDF2-SHA512, the ``$7$`` format ``mosquitto_passwd`` writes) and ``DIR/acl``. 
 a table is added keeps every existing password and makes the new user's; ``--rotate`` makes all
 of them new. The broker loads the two files with ``password_file`` and ``acl_file``
 (deploy/mosquitto/mosquitto.conf) and takes changes on SIGHUP.
+
+``--broker rabbitmq`` writes ``DIR/definitions.json`` instead (the users with RabbitMQ's
+salted SHA-256 password hashes, their permissions and topic permissions: ``rabbitmqctl
+import_definitions DIR/definitions.json``); ``--broker nats`` writes ``DIR/nats-passwords.conf``
+(each user's bcrypt hash as a config variable, mode 0600) and ``DIR/nats-authorization.conf``
+(tools/broker_acls.py), which nats.conf includes in that order.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import base64
 import hashlib
 import os
 import secrets
+import warnings
 from pathlib import Path
 
 from dealer.edge.config import Settings
@@ -34,6 +41,29 @@ def mosquitto_hash(password: str, salt: bytes | None = None, iterations: int = I
     salt = salt if salt is not None else secrets.token_bytes(SALT_BYTES)
     digest = hashlib.pbkdf2_hmac("sha512", password.encode("utf-8"), salt, iterations)
     return f"$7${iterations}${base64.b64encode(salt).decode()}${base64.b64encode(digest).decode()}"
+
+
+def rabbitmq_hash(password: str, salt: bytes | None = None) -> str:
+    """RabbitMQ's stored form (rabbit_password_hashing_sha256): base64 of a 4-byte salt and
+    SHA-256(salt + password)."""
+    salt = salt if salt is not None else secrets.token_bytes(4)
+    return base64.b64encode(salt + hashlib.sha256(salt + password.encode("utf-8")).digest()).decode()
+
+
+_BCRYPT64 = "./ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+
+
+def bcrypt_hash(password: str, cost: int = 11) -> str:
+    """A ``$2a$`` bcrypt hash, the form nats-server 2.9 recognises (its prefix check is ``$2a$``),
+    from the C library's crypt(3) (libxcrypt on Debian)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # crypt: in the standard library until 3.13
+        import crypt
+    salt = "".join(secrets.choice(_BCRYPT64) for _ in range(21)) + secrets.choice(".Oeu")  # 128 bits, canonical
+    out = crypt.crypt(password, f"$2a${cost:02d}${salt}")
+    if not out or not out.startswith("$2a$"):
+        raise ProvisionError("this system's crypt(3) cannot make bcrypt hashes (libxcrypt is needed)")
+    return out
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -59,9 +89,14 @@ def _password(secret: Path, rotate: bool) -> tuple[str, bool]:
 
 
 def provision(settings: Settings, out: str | Path, *, rig: bool = False, rotate: bool = False,
-              source: str | None = None) -> str:
-    """Write ``out``/passwd, ``out``/acl and ``out``/secrets/USER.pw; return a summary for people."""
+              source: str | None = None, broker: str = "mosquitto", vhost: str = "/") -> str:
+    """Write ``out``/secrets/USER.pw and the broker's files (Mosquitto: passwd and acl;
+    RabbitMQ: definitions.json; NATS: nats-passwords.conf and nats-authorization.conf); return a
+    summary for people."""
     from tools.deploy import render_acl, users_of
+
+    if broker != "mosquitto":
+        return _provision_other(settings, Path(out), broker, rig=rig, rotate=rotate, source=source, vhost=vhost)
 
     root = Path(out)
     secrets_dir = root / "secrets"
@@ -92,4 +127,57 @@ def provision(settings: Settings, out: str | Path, *, rig: bool = False, rotate:
     ])
 
 
-__all__ = ["ProvisionError", "mosquitto_hash", "provision"]
+def _passwords(settings: Settings, secrets_dir: Path, *, rig: bool, rotate: bool) -> tuple[dict[str, str], list[str]]:
+    from tools.deploy import users_of
+
+    secrets_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(secrets_dir, 0o700)
+    passwords: dict[str, str] = {}
+    made: list[str] = []
+    for user in users_of(settings, rig=rig):
+        passwords[user], new = _password(secrets_dir / f"{user}.pw", rotate)
+        if new:
+            made.append(user)
+    return passwords, made
+
+
+def _provision_other(settings: Settings, root: Path, broker: str, *, rig: bool, rotate: bool, source: str | None,
+                     vhost: str) -> str:
+    """RabbitMQ's definitions, or NATS's passwords and authorization, with the secrets."""
+    from tools.broker_acls import nats_password_variable, render_nats, render_rabbitmq
+
+    secrets_dir = root / "secrets"
+    try:
+        passwords, made = _passwords(settings, secrets_dir, rig=rig, rotate=rotate)
+        if broker == "rabbitmq":
+            text = render_rabbitmq(settings, vhost=vhost, rig=rig,
+                                   password_hashes={u: rabbitmq_hash(p) for u, p in passwords.items()})
+            _write_private(root / "definitions.json", text)
+            files = [f"{root / 'definitions.json'}: {len(passwords)} users with their permissions and topic "
+                     f"permissions on vhost {vhost!r} (mode 0600)",
+                     f"then: rabbitmqctl import_definitions {root / 'definitions.json'}"]
+        elif broker == "nats":
+            lines = [f"# nats-server password hashes (bcrypt) for nats-authorization.conf, rendered by dealer deploy "
+                     f"users{': ' + source if source else ''}; include this file first"]
+            lines += [f'{nats_password_variable(u)}: "{bcrypt_hash(p)}"' for u, p in passwords.items()]
+            _write_private(root / "nats-passwords.conf", "\n".join(lines) + "\n")
+            auth = root / "nats-authorization.conf"
+            auth.write_text(render_nats(settings, rig=rig, source=source), encoding="utf-8")
+            os.chmod(auth, 0o644)
+            files = [f"{root / 'nats-passwords.conf'}: {len(passwords)} bcrypt hashes as config variables (mode 0600)",
+                     f"{auth}: the authorization block that uses them",
+                     "then: include both in nats.conf (passwords first) and run nats-server --signal reload"]
+        else:
+            raise ProvisionError(f"unknown broker {broker!r}")
+    except OSError as exc:
+        raise ProvisionError(f"cannot write {root}: {exc.strerror or exc}") from None
+    kept = len(passwords) - len(made)
+    return "\n".join([
+        *files,
+        f"{secrets_dir}/USER.pw: each role's password for its client's --password-file or mqtt.password_file "
+        f"({len(made)} new{', ' + str(kept) + ' kept' if kept else ''}); hand each to its role only",
+        "users: " + ", ".join(passwords),
+    ])
+
+
+__all__ = ["ProvisionError", "bcrypt_hash", "mosquitto_hash", "provision", "rabbitmq_hash"]

@@ -384,6 +384,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     __import__("tools.bench_house").bench_house.register(bsub)  # dealer bench house
     __import__("tools.bench_publish").bench_publish.register(bsub)  # dealer bench publish
     __import__("tools.bench_against").bench_against.register(bsub)  # dealer bench against REV
+    __import__("tools.bench_verify").bench_verify.register(bsub)  # dealer bench verify
     from tools import audit, deploy as deploy_tools
 
     audit.register(sub)

@@ -1,11 +1,16 @@
 """Deployment helpers behind ``dealer deploy``: the broker's users and ACL rendered from a config.
 
 ``dealer deploy acl --config FILE`` prints the Mosquitto ACL for the tables of FILE
-(``deploy/mosquitto/acl`` is this output for ``deploy/tables/example.toml``).
+(``deploy/mosquitto/acl`` is this output for ``deploy/tables/example.toml``); with
+``--broker rabbitmq`` the same roles as a RabbitMQ definitions JSON (permissions and topic
+permissions on ``amq.topic``), with ``--broker nats`` as a NATS ``authorization`` block
+(tools/broker_acls.py).
 ``dealer deploy users --config FILE --out DIR`` provisions the broker in one step: a password
-for every user the ACL names (tools/broker_users.py), Mosquitto's password file and the ACL.
+for every user the ACL names (tools/broker_users.py), Mosquitto's password file and the ACL
+(or, with ``--broker``, RabbitMQ's definitions or NATS's passwords and authorization).
 ``dealer deploy check --config FILE`` prints the reasons ``dealer run`` would refuse to
-start with FILE (``dealer.edge.security.check_deployment``), one per line.
+start with FILE (``dealer.edge.preflight``), one per line, the journal against the anchor retained
+on the broker included (or says it could not reach the broker).
 
 The ACL is least privilege. Mosquitto's ``pattern`` lines substitute the WHOLE user name
 (``%u``) or client id (``%c``), so a user named ``scanner-TP1`` cannot be mapped to the
@@ -86,8 +91,9 @@ def render_acl(settings: Settings, *, source: str | None = None, rig: bool = Fal
     block("# --- The table backend (dealer run) ---------------------------------------------------------\n"
           "# Reads every role's command topic (scanners, the player platform, stations, supervisors),\n"
           "# writes everything a table produces, players' private topics included, its own\n"
-          "# retained status and journal anchor, and the retained catch-up messages (current prompt, table\n"
-          "# state, each player's state). It checks each command's role again (dealer/edge/roles.py).\n"
+          "# retained status and journal anchor (read back at start: a journal behind it is refused), and the\n"
+          "# retained catch-up messages (current prompt, table state, each player's state). It checks each\n"
+          "# command's role again (dealer/edge/roles.py).\n"
           "# It reads settlement's acknowledgements: a result leaves its outbox only when acknowledged.",
           BACKEND_USER,
           [("read", t(_ALL, "scanner")), ("read", t(_ALL, "actions")), ("read", t(_ALL, "station")),
@@ -95,7 +101,7 @@ def render_acl(settings: Settings, *, source: str | None = None, rig: bool = Fal
            ("write", t(_ALL, "events")), ("write", t(_ALL, "prompts")), ("write", t(_ALL, "results")),
            ("write", t(_ALL, "players/+")), ("write", topics.current_prompt(_ALL)), ("write", topics.state(_ALL)), ("write", topics.history(_ALL)),
            ("write", topics.player_state(_ALL, _ALL)), ("write", topics.backend_status(_ALL)),
-           ("write", topics.backend_journal(_ALL))])
+           ("readwrite", topics.backend_journal(_ALL))])
 
     block("# --- Settlement ------------------------------------------------------------------------------\n"
           "# Reads round results (persistent session, dedupe by idempotency_key) and acknowledges\n"
@@ -206,10 +212,20 @@ def _load(path: str) -> Settings | None:
 
 
 def _cmd_acl(args: argparse.Namespace) -> int:
+    from tools.broker_acls import render_nats, render_rabbitmq
+
     settings = _load(args.config)
     if settings is None:
         return 2
-    sys.stdout.write(render_acl(settings, source=args.source, rig=args.rig))
+    if args.vhost is not None and args.broker != "rabbitmq":
+        print("dealer deploy acl: --vhost is for --broker rabbitmq", file=sys.stderr)
+        return 2
+    if args.broker == "rabbitmq":
+        sys.stdout.write(render_rabbitmq(settings, vhost=args.vhost or "/", rig=args.rig))
+    elif args.broker == "nats":
+        sys.stdout.write(render_nats(settings, rig=args.rig, source=args.source))
+    else:
+        sys.stdout.write(render_acl(settings, source=args.source, rig=args.rig))
     return 0
 
 
@@ -219,8 +235,12 @@ def _cmd_users(args: argparse.Namespace) -> int:
     settings = _load(args.config)
     if settings is None:
         return 2
+    if args.vhost is not None and args.broker != "rabbitmq":
+        print("dealer deploy users: --vhost is for --broker rabbitmq", file=sys.stderr)
+        return 2
     try:
-        report = provision(settings, args.out, rig=args.rig, rotate=args.rotate, source=args.config)
+        report = provision(settings, args.out, rig=args.rig, rotate=args.rotate, source=args.config,
+                           broker=args.broker, vhost=args.vhost or "/")
     except ProvisionError as exc:
         print(f"dealer deploy users: {exc}", file=sys.stderr)
         return 2
@@ -237,12 +257,24 @@ def _cmd_check(args: argparse.Namespace) -> int:
     settings = _load(args.config)
     if settings is None:
         return 2
-    problems = start_refusals(settings, args.config)
+    problems, not_compared = start_refusals(settings, args.config), None
+    if not problems:  # then, as `dealer run` does, the journal against the anchor on the broker
+        from dealer.edge.preflight import broker_refusals
+
+        problems, not_compared = broker_refusals(settings)
     if problems:
         print(refusal_message(problems), file=sys.stderr)
         return 2
-    print(f"{args.config}: ok")
+    print(f"{args.config}: ok" + (f" (the journal was not compared with the anchor on the broker: {not_compared})"
+                                  if not_compared else ""))
     return 0
+
+
+def _broker_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--broker", choices=["mosquitto", "rabbitmq", "nats"], default="mosquitto",
+                   help="the broker to render for (default mosquitto; docs/brokers.md, 'Roles on RabbitMQ and NATS')")
+    p.add_argument("--vhost", metavar="NAME", help="RabbitMQ: the virtual host the MQTT plugin uses (mqtt.vhost; "
+                   "default /)")
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
@@ -252,8 +284,10 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     d = subparsers.add_parser("deploy", help="deployment helpers: the broker's users, passwords and ACL for a config, "
                               "pre-flight checks")
     dsub = d.add_subparsers(dest="deploy", required=True)
-    acl = dsub.add_parser("acl", help="print the Mosquitto ACL for the tables of a config")
+    acl = dsub.add_parser("acl", help="print the broker's permissions for the tables of a config: Mosquitto's ACL, "
+                          "or the same roles for RabbitMQ (definitions JSON) or NATS (authorization block)")
     acl.add_argument("--config", required=True, metavar="FILE", help=CONFIG_HELP)
+    _broker_options(acl)
     acl.add_argument("--source", metavar="NAME", help="name the config in the ACL's header comment (default: none)")
     acl.add_argument("--rig", action="store_true", help="also the simulation rig's user (dealer simulate, docs/rig.md): "
                      "for a test bench's broker, never a studio's")
@@ -262,8 +296,10 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                          "when it exists), Mosquitto's password file and the ACL, in one directory")
     us.add_argument("--config", required=True, metavar="FILE", help=CONFIG_HELP)
     us.add_argument("--out", required=True, metavar="DIR",
-                    help="the directory to write: passwd and acl for the broker (password_file, acl_file), and "
-                         "secrets/USER.pw (mode 0600) for each role's client (--password-file, mqtt.password_file)")
+                    help="the directory to write: passwd and acl for Mosquitto (password_file, acl_file), "
+                         "definitions.json for RabbitMQ, nats-passwords.conf and nats-authorization.conf for NATS; "
+                         "and secrets/USER.pw (mode 0600) for each role's client (--password-file, mqtt.password_file)")
+    _broker_options(us)
     us.add_argument("--rig", action="store_true", help="also the simulation rig's user (a test bench's broker only)")
     us.add_argument("--rotate", action="store_true", help="give every user a new password (default: keep the ones "
                     "in DIR/secrets, make the missing ones)")

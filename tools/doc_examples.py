@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from dealer.core import round_ids
+from dealer.core.acks import result_sha256
 from dealer.edge.config import RulesConfig
 from dealer.core.events import CloseBetting, Event, OpenRound, PlaceBet, ReadFailed, ScanRead, SupervisorVoid
 from dealer.core.messages import RoundEvent, RoundResult, StationPrompt
@@ -105,13 +106,18 @@ def _doc(msg: Any) -> dict[str, Any]:
 def examples() -> dict[str, dict[str, Any]]:
     """The example messages by marker name."""
     effects = play()
+    voided = _one(effects, RoundResult, lambda r: r.outcome == "VOIDED")
     return {
         "event-card-registered": _doc(_one(effects, RoundEvent, lambda e: e.event == "card_registered"
                                            and e.data.get("position") == "A1" and e.round_id == _rid(42))),
         "prompt-rescan": _doc(_one(effects, StationPrompt, lambda p: p.kind == "RESCAN"
                                    and p.reason == "duplicate_card")),
         "result-completed": _doc(_one(effects, RoundResult, lambda r: r.outcome == "COMPLETED")),
-        "result-voided": _doc(_one(effects, RoundResult, lambda r: r.outcome == "VOIDED")),
+        "result-voided": _doc(voided),
+        # settlement's acknowledgement of the voided result: its key and the SHA-256 of its bytes as
+        # published (the compact block of result-voided is those bytes: hash that line to check it)
+        "ack-voided": {"idempotency_key": voided.idempotency_key,
+                       "result_sha256": result_sha256(voided.model_dump_json().encode())},
     }
 
 
@@ -147,6 +153,7 @@ _FORMAT: dict[str, Callable[[Any], str]] = {
     "prompt-rescan": _compact,
     "result-completed": _pretty,
     "result-voided": _compact,
+    "ack-voided": _spaced,
 }
 
 _BLOCK = re.compile(r"(<!-- example: (?P<name>[a-z0-9-]+) -->\n```json\n)(?P<body>.*?)(\n```)", re.S)

@@ -26,6 +26,11 @@ Anything else is a **finding**: recorded with the exception, where it was raised
 often and a few example inputs (``repr``, truncated), deduplicated by (target, kind,
 exception, location). ``run_fuzz`` returns stable JSON (timings aside) for a seed.
 
+``stud_commands``, ``seotda_commands`` and ``matgo_commands`` (:mod:`tools.fuzz_games`) play
+rounds of the peer games on a live service and fuzz their players' and station's commands
+there, with the games' own invariants (one clear answer, refusals change nothing, no action
+applied twice, chips conserved, the journal and its replay).
+
 ``--engine atheris`` runs the same targets coverage-guided (libFuzzer through atheris),
 one child process per target, when atheris is installed (it is optional).
 
@@ -83,7 +88,13 @@ TARGETS: tuple[str, ...] = (
     "round_event",
     "service_actions",
     "config",
+    # the peer games' commands on a live service (tools/fuzz_games.py)
+    "stud_commands",
+    "seotda_commands",
+    "matgo_commands",
 )
+#: The targets that run a live service and play rounds (slower: a group commit per input).
+GAME_TARGETS: tuple[str, ...] = ("stud_commands", "seotda_commands", "matgo_commands")
 
 
 class Violation(Exception):
@@ -1434,6 +1445,11 @@ class ServiceActionsTarget(_JsonTarget):
             return None
         if getattr(ev, "player_id", None) == self.ai_player or (ev.type == "close_betting" and ev.by != "dealer"):
             return None
+        player = getattr(ev, "player_id", None)
+        if player is not None and ("." in player or self.roles.is_role_user(player)):
+            return None  # unroutable on some brokers, or a broker role's user name (dealer/edge/ingress.py)
+        if player in self.svc.tables[tid].rules.game.deck:
+            return None  # a player id that spells a card of the game (dealer/edge/inputs.py)
         return ev
 
     def _apply(self, item: Any) -> Any:
@@ -1612,19 +1628,29 @@ class ConfigTarget(Target):
         return True
 
 
-_TARGET_CLASSES: dict[str, type[Target]] = {cls.name: cls for cls in (
+_BASE_CLASSES: dict[str, type[Target]] = {cls.name: cls for cls in (
     FrameDecodeTarget, FrameStreamTarget, BeeTekStreamTarget, ReaderSessionTarget, ScannerJsonTarget, ScannerIngestTarget, ActionsTarget,
     EventsTarget, RoundResultTarget, PlayerMessageTarget, StationPromptTarget, RoundEventTarget,
     ServiceActionsTarget, ConfigTarget)}
-assert tuple(_TARGET_CLASSES) == TARGETS
+
+
+def _target_classes() -> dict[str, type[Target]]:
+    """Every target by name: this module's, then the peer games' (tools/fuzz_games.py and
+    tools/fuzz_game_players.py, which build on this module and are imported when first needed)."""
+    from tools.fuzz_game_players import GAME_CLASSES
+
+    classes = {**_BASE_CLASSES, **GAME_CLASSES}
+    assert tuple(classes) == TARGETS
+    return classes
 
 
 @contextlib.contextmanager
 def open_target(name: str, seed: int = 0) -> Iterator[Target]:
     """A set-up target (``check`` one input, ``generate`` one) for tests and reproductions."""
-    if name not in _TARGET_CLASSES:
+    classes = _target_classes()
+    if name not in classes:
         raise ValueError(f"unknown fuzz target {name!r} (known: {', '.join(TARGETS)})")
-    target = _TARGET_CLASSES[name]()
+    target = classes[name]()
     target.setup(seed)
     try:
         with _quiet_logs():
@@ -1773,7 +1799,7 @@ def _split(inputs: int, names: list[str]) -> dict[str, int]:
 
 def _check_targets(targets: list[str] | None) -> list[str]:
     names = list(dict.fromkeys(targets)) if targets else list(TARGETS)
-    unknown = [t for t in names if t not in _TARGET_CLASSES]
+    unknown = [t for t in names if t not in TARGETS]
     if unknown:
         raise ValueError(f"unknown fuzz target(s) {unknown} (known: {', '.join(TARGETS)})")
     return names
@@ -1828,7 +1854,10 @@ def run_fuzz(inputs: int, seed: int, targets: list[str] | None = None, *, slow_s
                 stats.seconds = time.perf_counter() - t_start
                 if bar is not None:
                     bar.update(counts[name] % 256)
+                reached = getattr(target, "reached", None)  # a game target: what its rounds went through
             per[name] = stats.result()
+            if reached is not None:
+                per[name]["reached"] = dict(sorted(reached.items()))
     finally:
         if bar is not None:
             bar.close()
@@ -1927,7 +1956,7 @@ def _atheris_child(name: str, runs: int, seed: int, work: Path, slow_s: float) -
     counters = memoryview(mm).cast("q")
     out = os.open(work / "findings.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     seen: dict[tuple[str, str, str], int] = {}
-    target = _TARGET_CLASSES[name]()
+    target = _target_classes()[name]()
     target.setup(seed)
     _quiet_logs().__enter__()  # for the whole child, which libFuzzer ends with exit()
 
@@ -1995,8 +2024,9 @@ def _cmd(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``fuzz`` to the ``dealer bench`` subcommands: ``register(bench_subparsers)``."""
-    p = subparsers.add_parser("fuzz", help="fuzz the frame codec, every MQTT payload parser, the action handler and "
-                                           "the config loader (JSON figures; exit 1 on findings)")
+    p = subparsers.add_parser("fuzz", help="fuzz the frame codec, every MQTT payload parser, the action handler, "
+                                           "the config loader and the stud, Seotda and Matgo commands on a live "
+                                           "service (JSON figures; exit 1 on findings)")
     _add_arguments(p)
     p.set_defaults(func=_cmd)
     return p

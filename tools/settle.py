@@ -3,8 +3,9 @@
 It subscribes to the ``results`` of the tables of a config (or given with ``--tables``) over a
 persistent session (a fixed client id: the broker queues results while it is away),
 applies each result **once** to its durable SQLite ledger, in one transaction, and only then
-acknowledges it on ``results/ack``, so the backend's outbox empties (``docs/mqtt-topics.md``
-§3, §5). A result delivered again is acknowledged again and changes nothing.
+acknowledges it on ``results/ack`` with its idempotency key and the SHA-256 of the bytes it
+applied (protocol 1.1), so the backend's outbox empties (``docs/mqtt-topics.md`` §3, §5). A
+result delivered again is acknowledged again and changes nothing.
 
 It settles the bets of the ledger's bet book (table ``bets``): the player platform writes each
 bet there before sending it. ``dealer simulate --ledger FILE`` does, with the same FILE. A

@@ -124,7 +124,7 @@ def status(url: str, lease_seconds: float | None = None, renew_seconds: float | 
         holds = sum(1 for r in lease_rows if r["node"] == n and r["held"])
         silent = float(a)
         if lv:
-            state, why = "leaving", "handing its tables over (SIGTERM)"
+            state, why = "leaving", "handing its tables over (SIGTERM), or serving none: its journal cannot be written"
         elif silent >= lease_seconds:
             state, why = "down", f"silent for {silent:.1f} s, at least a lease ({lease_seconds:.1f} s)"
         elif holds == 0 and taken and silent > 1.5 * renew:

@@ -6,6 +6,9 @@ builds a ``supervisor_void`` command issued now, signs it with the supervisor's 
 waits for the broker's PUBACK and prints the published JSON. The table operations
 (``open-round``, ``pause``, ``resume``, ``close``, ``reopen TABLE [--reason TEXT]`` with the
 same options, §10.7) do the same for ``supervisor_open_round`` ... ``supervisor_reopen``.
+``dealer supervisor expose TABLE ROUND --seat N --card CODE`` confirms an exposed card the
+dealer station reported (stud §3.5: a 7th card dealt face up): it plays face up only then, and
+only if it is that seat's 7th card as registered (§10.8).
 ``dealer supervisor keygen --out FILE`` writes a fresh key (mode 0600) for
 ``[[security.supervisors]] key_files``.
 
@@ -42,7 +45,7 @@ from dealer.edge import topics
 from dealer.cli.client_options import BadInput, add_broker_options, broker_error, credentials
 
 _CLI_NAMES = {"table_id": "TABLE", "round_id": "ROUND", "supervisor": "--supervisor",
-              "command_id": "--command-id", "reason": "--reason"}
+              "command_id": "--command-id", "reason": "--reason", "seat": "--seat", "card": "--card"}
 
 #: ``dealer supervisor NAME`` -> (command type, command id prefix, help) of each table operation.
 TABLE_OPERATIONS: dict[str, tuple[str, str, str]] = {
@@ -86,9 +89,10 @@ def build_void(key: bytes, *, table_id: str, round_id: str, reason: str, supervi
 
 
 def build_command(key: bytes, command_type: str, *, table_id: str, supervisor: str, command_id: str, issued_at: int,
-                  round_id: str | None = None, reason: str | None = None) -> dict[str, Any]:
+                  round_id: str | None = None, reason: str | None = None, **fields: Any) -> dict[str, Any]:
     """The signed envelope of ``command_type`` (a table operation names no round; its reason is
-    optional and left out when not given); _Bad naming the option for an invalid field."""
+    optional and left out when not given; ``fields``: the command's own, such as an exposure's
+    ``seat`` and ``card``); _Bad naming the option for an invalid field."""
     from pydantic import ValidationError
 
     from dealer.edge.signing import COMMAND_TYPES, sign_command
@@ -100,6 +104,7 @@ def build_command(key: bytes, command_type: str, *, table_id: str, supervisor: s
     command["issued_at"] = issued_at
     if reason is not None:
         command["reason"] = reason
+    command.update(fields)
     signed = sign_command(key, command)
     try:
         COMMAND_TYPES[command_type].model_validate(signed)
@@ -246,6 +251,13 @@ def _cmd_void(args: argparse.Namespace) -> int:
         command_id=args.command_id or f"void-{uuid.uuid4().hex}", issued_at=time.time_ns() // 1_000_000))
 
 
+def _cmd_expose(args: argparse.Namespace) -> int:
+    return _sign_and_publish(args, "expose", lambda key: build_command(
+        key, "supervisor_expose", table_id=args.table, round_id=args.round, reason=args.reason,
+        supervisor=args.supervisor, command_id=args.command_id or f"expose-{uuid.uuid4().hex}",
+        issued_at=time.time_ns() // 1_000_000, seat=args.seat, card=args.card.upper()))
+
+
 def _cmd_table(args: argparse.Namespace) -> int:
     command_type, prefix, _ = TABLE_OPERATIONS[args.supervisor_command]
     return _sign_and_publish(args, args.supervisor_command, lambda key: build_command(
@@ -330,10 +342,10 @@ def _common_options(v: argparse.ArgumentParser, prefix: str) -> None:
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
-    """Add ``dealer supervisor void|open-round|pause|resume|close|reopen|keygen`` to the
+    """Add ``dealer supervisor void|expose|open-round|pause|resume|close|reopen|keygen`` to the
     ``dealer`` command's subparsers."""
-    s = subparsers.add_parser("supervisor", help="a supervisor's signing tool: publish a signed void or table "
-                              "operation (open a round, pause, resume, close, reopen), make a key")
+    s = subparsers.add_parser("supervisor", help="a supervisor's signing tool: publish a signed void, exposure or "
+                              "table operation (open a round, pause, resume, close, reopen), make a key")
     ssub = s.add_subparsers(dest="supervisor_command", required=True)
     v = ssub.add_parser("void", help="sign and publish a supervisor_void for one round (docs/mqtt-topics.md §10)")
     v.add_argument("table", metavar="TABLE", help="the table id, e.g. TP1")
@@ -341,6 +353,16 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     v.add_argument("--reason", required=True, help="why the round is voided (1 to 200 characters), journaled")
     _common_options(v, "void")
     v.set_defaults(func=_cmd_void)
+    e = ssub.add_parser("expose", help="confirm the exposed card the dealer station reported (stud: a 7th card dealt "
+                        "face up): it plays face up only then (signed supervisor_expose, docs/mqtt-topics.md §10.8)")
+    e.add_argument("table", metavar="TABLE", help="the table id, e.g. ST1")
+    e.add_argument("round", metavar="ROUND", help="the round in play, e.g. ST1-000012 (the station's prompt names it)")
+    e.add_argument("--seat", required=True, type=int, metavar="N", help="the seat whose card lies face up")
+    e.add_argument("--card", required=True, metavar="CODE",
+                   help="the card you see face up, e.g. 5C: the backend checks it is the card registered there")
+    e.add_argument("--reason", help="a note (optional, 1 to 200 characters), journaled")
+    _common_options(e, "expose")
+    e.set_defaults(func=_cmd_expose)
     for name, (command_type, prefix, text) in TABLE_OPERATIONS.items():
         t = ssub.add_parser(name, help=f"{text} (signed {command_type}, docs/mqtt-topics.md §10.7)")
         t.add_argument("table", metavar="TABLE", help="the table id, e.g. TP1")

@@ -328,12 +328,38 @@ class ConfirmTimeout(_Event):
 
 
 class CardExposed(_Event):
-    """The dealer reports that a face-down card was exposed while dealing (stud §3.5)."""
+    """The dealer station reports that a face-down card was exposed while dealing (stud §3.5).
+
+    Its word alone shows nothing: the report waits (``exposure_reported``, without the card)
+    until a supervisor corroborates it (:class:`SupervisorExpose`); only then does the card
+    play face up. Rules journaled before exposures needed the supervisor replay the report as
+    the exposure it then was (``dealer.core.rules.LEGACY_OPTIONS``)."""
 
     type: Literal["card_exposed"] = "card_exposed"
     position: Annotated[str, Field(min_length=1, max_length=16, pattern=r"^[A-Z0-9.]+$")]
     round_id: Id | None = _round_id()
     command_id: Id | None = _command_id()
+
+
+class SupervisorExpose(_Event):
+    """A supervisor corroborates an exposure the dealer station reported (stud §3.5): the card
+    ``card`` lies face up as seat ``seat``'s card the rule concerns (stud: its 7th). It plays
+    exposed only when the station reported that very card, the rules still allow it, and
+    ``card`` is the card registered there; anything else is refused and changes nothing. From
+    the wire it is accepted only signed (``dealer.edge.signing``); the journal keeps who signed
+    it, when, and the signature."""
+
+    type: Literal["supervisor_expose"] = "supervisor_expose"
+    supervisor: Id
+    seat: int = Field(ge=1, le=99, description="the seat whose card lies face up")
+    card: Annotated[str, Field(min_length=1, max_length=8, pattern=r"^[A-Za-z0-9]+$",
+                               description="the card the supervisor sees face up, e.g. 5C")]
+    reason: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    round_id: Id | None = _round_id()
+    command_id: Id | None = _command_id()
+    issued_at: int | None = Field(default=None, ge=0, description="epoch ms the supervisor signed it")
+    signature: Sha256 | None = Field(
+        default=None, description="HMAC-SHA256 by the supervisor's key over the signed command")
 
 
 class DealerLogon(_Event):
@@ -399,14 +425,14 @@ Event = Annotated[
     Union[OpenRound, PlaceBet, CloseBetting, ScanRead, ReadFailed, LinkDown, LinkUp, Resume, SupervisorVoid,
           PlayerDecision, DecisionTimeout, PlayerAction, ActionTimeout, DealerConfirm, ConfirmTimeout, CardExposed,
           ResultDelivered, SecurityEvent, RulesChanged, SupervisorPause, SupervisorResume, SupervisorClose,
-          SupervisorReopen, DealerLogon, KeysChanged],
+          SupervisorReopen, DealerLogon, KeysChanged, SupervisorExpose],
     Field(discriminator="type"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 
 #: Every command a client may send (``dealer.edge.roles`` says which role sends which, on which topic).
 Action = Annotated[Union[PlaceBet, PlayerDecision, PlayerAction, DealerConfirm, CardExposed, CloseBetting,
-                         DealerLogon, SupervisorVoid], Field(discriminator="type")]
+                         DealerLogon, SupervisorVoid, SupervisorExpose], Field(discriminator="type")]
 ACTION_ADAPTER: TypeAdapter[Action] = TypeAdapter(Action)
 #: What the player platform sends on ``.../actions``.
 PlayerCommand = Annotated[Union[PlaceBet, PlayerDecision, PlayerAction], Field(discriminator="type")]

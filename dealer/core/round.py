@@ -50,6 +50,7 @@ from dealer.core.events import (
     ReadFailed,
     ResultDelivered,
     ScanRead,
+    SupervisorExpose,
     SupervisorVoid,
 )
 from dealer.core.messages import (
@@ -215,6 +216,9 @@ class Round:
         #: A timed confirmation is expected (a position with ``window_ms``): it is taken as given at this
         #: instant (epoch ms, journaled data like the other deadlines); None otherwise.
         self.confirm_deadline: int | None = None
+        #: Exposed cards the dealer station reported that wait for a supervisor's corroboration
+        #: (positions, in report order): shown to nobody, and the timed window stands still meanwhile.
+        self.exposure_reports: list[str] = []
         #: Bumped before and after every event, so a cached visibility view is never stale.
         self.revision = 0
         #: Who dealt the round: the dealer logged on when it opened, then any who logged on while it
@@ -533,6 +537,8 @@ class Round:
     def _confirm_timeout(self, ev: ConfirmTimeout) -> Transition:
         """The window of a timed confirmation ran out: the step is taken as confirmed."""
         pos = self.expected_position
+        if self.exposure_reports and ev.step == pos:
+            return Transition.refused(ev.type, f"the window of {ev.step} stands still: {self._waiting()}")
         if self.confirm_deadline is None or ev.step != pos:
             want = f"the next step is {pos}" if pos else "no step is expected"
             return Transition.refused(ev.type, f"no window of {ev.step} is open: {want}")
@@ -542,6 +548,9 @@ class Round:
 
     def _step_confirmed(self, step: str, at: int, extra: dict[str, object]) -> Transition:
         pos = self.plan[self.next_index]
+        if pos.window_ms and self.exposure_reports:  # the station goes on without them: the cards stay down
+            extra = {**extra, "unconfirmed": list(self.exposure_reports)}
+            self.exposure_reports = []
         self.next_index += 1
         self.confirm_deadline = None
         if self.hand is not None:
@@ -549,8 +558,11 @@ class Round:
         return self._dealt(at, [self.event("dealer_confirmed", at, step=step, **extra)], self.phase)
 
     def _arm_window(self, at: int) -> None:
+        """The window of a timed confirmation runs from ``at``; it stands still (no deadline)
+        while a reported exposure waits for the supervisor."""
         pos = self.plan[self.next_index] if self.next_index < len(self.plan) else None
-        self.confirm_deadline = at + pos.window_ms if pos is not None and pos.confirm and pos.window_ms else None
+        timed = pos is not None and pos.confirm and pos.window_ms and not self.exposure_reports
+        self.confirm_deadline = at + pos.window_ms if timed and pos is not None else None
 
     def _window_opened(self, at: int) -> list[Effect]:
         """The next step is a timed confirmation: its window starts now (public ``confirm_window``)."""
@@ -560,15 +572,81 @@ class Round:
         return [self.event("confirm_window", at, step=self.plan[self.next_index].name,
                            closes_at=self.confirm_deadline)]
 
-    def _exposed(self, ev: CardExposed) -> Transition:
+    def _exposures(self, ev: CardExposed | SupervisorExpose) -> Exposures | Transition:
+        """The hand's exposure rules, or the refusal of a game that has none."""
         if self.hand is None:
             return Transition.refused(ev.type, f"{self.rules.game.name} has no rule for exposed cards: call the supervisor")
         if not offers(self.hand, Exposures):
-            return Transition.refused(ev.type, f"exposed card at {ev.position}: call the supervisor (decks.md §5.4)")
-        reason = self.hand.expose(ev.position)
+            where = f" at {ev.position}" if isinstance(ev, CardExposed) else ""
+            return Transition.refused(ev.type, f"exposed card{where}: call the supervisor (decks.md §5.4)")
+        return self.hand
+
+    def _exposure_problem(self, rules: Exposures, position: str) -> str | None:
+        """Why the card at ``position`` cannot be exposed now: the game's rule, or it is shown already."""
+        reason = rules.exposable(position)
+        if reason is None and visibility.is_public(self, next(p for p in self.plan if p.name == position)):
+            reason = f"{position} is face up already"
+        return reason
+
+    def _exposure_reported(self, ev: CardExposed) -> Transition:
+        """The station reports an exposed card. Its word alone shows nothing: the report waits
+        for a supervisor (:meth:`_supervisor_exposed`), the window stands still meanwhile, and
+        the supervisor is alerted. (Rules journaled before that replay the report as the exposure.)"""
+        rules = self._exposures(ev)
+        if isinstance(rules, Transition):
+            return rules
+        if not rules.corroborated():
+            reason = rules.expose(ev.position)
+            if reason is not None:
+                return Transition.refused(ev.type, reason)
+            return Transition([self.event("card_exposed", ev.at, position=ev.position, card=self.cards.get(ev.position))])
+        reason = self._exposure_problem(rules, ev.position)
+        if reason is None and ev.position in self.exposure_reports:
+            reason = f"{ev.position} was reported already: {self._waiting()}"
         if reason is not None:
             return Transition.refused(ev.type, reason)
-        return Transition([self.event("card_exposed", ev.at, position=ev.position, card=self.cards.get(ev.position))])
+        self.exposure_reports.append(ev.position)
+        self._arm_window(ev.at)  # a window open now stands still
+        seat = next(p.seat for p in self.plan if p.name == ev.position)
+        return Transition([
+            self.event("exposure_reported", ev.at, position=ev.position, waiting_for="supervisor"),
+            self.prompt("ALERT", ev.at, reason="exposure_reported",
+                        message=f"SUPERVISOR: the dealer reports {ev.position} exposed: it plays face up only once "
+                                f"you confirm it: dealer supervisor expose {self.table_id} {self.round_id} "
+                                f"--seat {seat} --card CODE"),
+            self._next_prompt(ev.at)])
+
+    def _supervisor_exposed(self, ev: SupervisorExpose) -> Transition:
+        """A supervisor corroborates a reported exposure: the seat's card the rule concerns, the
+        station's report of it, and the card named as the one registered there. Then (and only
+        then) it plays face up; once no report waits, a window that stood still starts again whole."""
+        rules = self._exposures(ev)
+        if isinstance(rules, Transition):
+            return rules
+        position = rules.exposure_position(ev.seat)
+        reason = self._exposure_problem(rules, position)
+        if reason is None and position not in self.exposure_reports:
+            reason = (f"the dealer station has not reported {position} exposed: it reports the card first "
+                      "(card_exposed), then a supervisor confirms it")
+        if reason is None and self.cards.get(position) != ev.card:  # never says which card it is
+            reason = (f"the card named is not the card registered at {position}: nothing exposed (check the seat "
+                      "and the card on the table)")
+        if reason is not None:
+            return Transition.refused(ev.type, reason)
+        self.exposure_reports.remove(position)
+        reason = rules.expose(position)
+        assert reason is None, reason  # exposable() said yes a moment ago
+        effects: list[Effect] = [self.event("card_exposed", ev.at, position=position, card=self.cards[position],
+                                            supervisor=ev.supervisor)]
+        pos = self.plan[self.next_index] if self.next_index < len(self.plan) else None
+        if pos is not None and pos.confirm and pos.window_ms and not self.exposure_reports:
+            self._arm_window(ev.at)
+            effects.append(self.event("confirm_window", ev.at, step=pos.name, closes_at=self.confirm_deadline,
+                                      resumed=True))
+        return Transition(effects + [self._next_prompt(ev.at)])
+
+    def _waiting(self) -> str:
+        return f"{', '.join(self.exposure_reports)} reported exposed, waiting for a supervisor to confirm it"
 
     # -- decisions (a game with the Decisions capability) --------------------------------------
 
@@ -816,6 +894,10 @@ class Round:
 
     def _next_prompt(self, at: int) -> StationPrompt:
         pos = self.plan[self.next_index]
+        if pos.confirm and pos.window_ms and self.exposure_reports:
+            return self.prompt("CONFIRM", at, announce=self.announce,
+                               message=f"{self._waiting()} (it stays face down until then); confirm {pos.name} "
+                                       "to go on without it")
         if pos.confirm and pos.window_ms:
             return self.prompt("CONFIRM", at, announce=self.announce,
                                message=f"report an exposed card now (card_exposed), then confirm {pos.name}; "
@@ -826,6 +908,7 @@ class Round:
                                announce=self.announce)
         face = "burn card" if pos.burn else f"face {pos.face.lower()}"
         extra = " from the shuffled burn cards" if pos.from_burns else ""
+        extra += f" ({self._waiting()})" if self.exposure_reports else ""
         return self.prompt("NEXT", at, message=f"deal {pos.name} ({face}){extra}", announce=self.announce)
 
 
@@ -859,10 +942,12 @@ TRANSITIONS: dict[tuple[Phase, str], _Handler] = {
     (Phase.DEALING, "supervisor_void"): Round._void,
     (Phase.DEALING, "dealer_confirm"): Round._confirm,
     (Phase.DEALING, "confirm_timeout"): Round._confirm_timeout,
-    (Phase.DEALING, "card_exposed"): Round._exposed,
+    (Phase.DEALING, "card_exposed"): Round._exposure_reported,
+    (Phase.DEALING, "supervisor_expose"): Round._supervisor_exposed,
     (Phase.ACTION, "player_action"): Round._player_action,
     (Phase.ACTION, "action_timeout"): Round._action_timeout,
-    (Phase.ACTION, "card_exposed"): Round._exposed,
+    (Phase.ACTION, "card_exposed"): Round._exposure_reported,
+    (Phase.ACTION, "supervisor_expose"): Round._supervisor_exposed,
     (Phase.ACTION, "link_down"): Round._link_noted,
     (Phase.ACTION, "supervisor_void"): Round._void,
     (Phase.DECISION, "player_decision"): Round._decide,
@@ -902,6 +987,7 @@ REFUSALS: dict[tuple[Phase | None, str], str] = {
     (None, "dealer_confirm"): "round {round} expects no confirmation while {phase}",
     (None, "confirm_timeout"): "round {round} has no confirmation window open while {phase}",
     (None, "card_exposed"): "round {round} is not dealing ({phase})",
+    (None, "supervisor_expose"): "round {round} is not dealing ({phase}): no card can be exposed",
 }
 _NOT_ALLOWED = "{event} is not allowed in round {round} while {phase}"
 

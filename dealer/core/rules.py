@@ -41,7 +41,8 @@ FORMAT = 1
 #: written before the option existed means (the behaviour it was played with). Such a text
 #: is still canonical without the key, keeps its bytes and hash, and is read with that value.
 LEGACY_OPTIONS: dict[str, dict[str, Any]] = {
-    "stud": {"exposure_window_seconds": 0.0},  # no window before 7th-street betting
+    # no window before 7th-street betting; the station's report alone exposed a 7th card
+    "stud": {"exposure_window_seconds": 0.0, "exposure_corroboration": "NONE"},
 }
 PACKAGE = "live-dealer-backend"
 

@@ -9,7 +9,7 @@ only by a supervisor's journaled table operations.
 
 from __future__ import annotations
 
-from dealer.core import round_ids
+from dealer.core import round_ids, visibility
 from dealer.core.events import (TABLE_OPERATIONS, ActionTimeout, ConfirmTimeout, DealerLogon, DecisionTimeout, Event,
                            KeysChanged, LinkDown, LinkUp, OpenRound, ResultDelivered, Resume, RulesChanged, SecurityEvent, SupervisorResume,
                            TableOperation)
@@ -91,6 +91,11 @@ class Table:
     def handle(self, event: Event) -> Step:
         was_in_play = self.in_play
         step = self._handle(event)
+        if not step.accepted and "command_id" in type(event).model_fields:  # a command: the same words whoever
+            # holds a card it named (an id that spells one, a Matgo card)
+            deck = self.rules.game.deck
+            step.effects = [Rejection(e.event_type, visibility.unnamed(deck, e.reason, event))
+                            if isinstance(e, Rejection) else e for e in step.effects]
         if was_in_play and not self.in_play and (self.ops.paused or self.ops.closed):
             step.effects += self._after_round(event.at)
         return step

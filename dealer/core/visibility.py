@@ -21,7 +21,8 @@ holds it, ``together`` cards), through the :class:`~dealer.games.base.Decisions`
 
 The round machine asks this module which cards go to whom (:func:`deliveries`,
 :func:`owner_cards`), what a refusal may name (:func:`safe_code`, :func:`redact`) and what
-a result may carry (:func:`shown`). The service asks :func:`leaks` for every message it is
+a result may carry (:func:`shown`); the table and the edge ask :func:`unnamed` and
+:func:`unnamed_all` what the refusal of a command may say of the cards its sender named. The service asks :func:`leaks` for every message it is
 about to publish: the registered card codes the message names that its audience may not
 see now. Pure: no IO, no clock.
 
@@ -64,6 +65,11 @@ _PLAYER = "player:"
 
 #: What a refusal or a rescan says instead of a hidden card's code.
 HIDDEN_TEXT = "a hidden card"
+#: What the refusal of a player's command says instead of a card the command itself named.
+NAMED_TEXT = "the card named"
+#: JSON fields that carry a sender's names (a player, a bet, a command, a dealer), never a card,
+#: even when a name spells one: echoed back in answers, they show nothing.
+_ID_VALUES = re.compile(r'"(command_id|player_id|bet_id|dealer_id)":"(?:[^"\\]|\\.)*"')
 
 # Round phases (``dealer.core.round.Phase`` values; a StrEnum compares equal to its value).
 _ACTIVE = frozenset({"BETTING_OPEN", "BETTING_CLOSED", "DEALING", "DECISION", "ACTION"})
@@ -341,6 +347,9 @@ def leaks(rnd: Round | None, audience: str, message: BaseModel | str | bytes) ->
         text = message.decode("utf-8", "replace")
     else:
         text = message
+    # A sender's own ids are echoed in its answers (a command id that spells a card, ``x.JH``):
+    # withholding the answer for it would say, by its absence, that the card is hidden.
+    text = _ID_VALUES.sub(lambda m: f'"{m.group(1)}":""', text)
     found: set[str] = set()
     ids: set[str] | None = None
     for m in _pattern(hidden).finditer(text):
@@ -389,3 +398,24 @@ def redact(rnd: Round, text: str) -> str:
     if not hidden:
         return text
     return _pattern(hidden).sub(HIDDEN_TEXT, text)
+
+
+def unnamed(deck: frozenset[str], text: str, command: BaseModel) -> str:
+    """The refusal ``text`` of a ``command`` with every card code the command itself
+    names (a card a move names, an id that spells a card) written "the card named", the redacted ones
+    ("a hidden card") included: redacting only the hidden ones would answer, for any card the
+    player names, whether it is hidden (a player learnt a house player's hidden hand that way)."""
+    if not text:
+        return text
+    named = frozenset(_pattern(deck).findall(command.model_dump_json(exclude={"type", "at"})))
+    if not named:
+        return text
+    return _pattern(named).sub(NAMED_TEXT, text.replace(HIDDEN_TEXT, NAMED_TEXT))
+
+
+def unnamed_all(deck: frozenset[str], text: str) -> str:
+    """:func:`unnamed` for a refusal at the edge, whose every card code came from the sender (an
+    id, a field's value): all of them, hidden or not, are written "the card named"."""
+    if not text or not _pattern(deck).search(text):
+        return text
+    return _pattern(deck).sub(NAMED_TEXT, text.replace(HIDDEN_TEXT, NAMED_TEXT))

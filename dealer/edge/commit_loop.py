@@ -21,6 +21,15 @@ refuses a table's rows (:class:`~dealer.edge.journal.Fenced`: another node took 
 loop asks the ownership to re-read its leases (which drops the lost tables), takes the lost
 tables' rows out of the batch (their effects are never released: their senders get a refusal)
 and commits the rest.
+
+A batch emptied that way during an outage (every table of it dropped: its lease ran out while
+the database was away, or another node took it) does not end the outage: nothing proves the
+journal writable, so the loop goes on committing the empty batch (a probe: the same write
+transaction with no rows, which still needs the server, the connection and the write rights)
+with the same backoff until one commits; only then is the journal writable again. The lease
+manager (dealer/edge/leases.py) watches :meth:`CommitLoop.unwritable_for`: a node that cannot
+write for a whole lease gives its tables up to the other nodes, and takes tables again once
+this says it can write.
 """
 
 from __future__ import annotations
@@ -96,6 +105,9 @@ class CommitLoop:
         self.journal_writable = True
         self.commit_retry = COMMIT_RETRY
         self._down_at = 0.0  # loop time of the first failed attempt of the outage
+        #: monotonic start of the first attempt of the commit in hand (None: none in hand): a
+        #: commit that fails or hangs keeps it until one attempt goes through
+        self._writing_since: float | None = None
         self._back = False  # the outage just ended: resume and resync after the batch's effects
         self.resync_due = False  # the bus reconnected during the outage: private messages go again
         #: Tables whose Resume is queued but not applied yet (after a journal outage, or any
@@ -117,6 +129,17 @@ class CommitLoop:
         self._delivered_of: dict[int, str] = {}
         self._gauged: dict[str, Mode | None] = {}  # the mode last exported per table (operating_gauge)
         svc.metrics.journal_writable.set(1)
+        watch = getattr(svc.ownership, "watch_journal", None)  # leases: a node that cannot write lets go
+        if watch is not None:
+            watch(self.unwritable_for)
+
+    def unwritable_for(self) -> float:
+        """Seconds this node has been trying to write without success: since the first attempt of
+        a commit that has failed or not answered yet (a few milliseconds for a commit in flight;
+        0.0 with nothing to write). The lease manager gives every table up once it reaches a
+        lease, and takes none while it exceeds a renewal period."""
+        since = self._writing_since
+        return 0.0 if since is None else max(0.0, time.monotonic() - since)
 
     # -- start-up ---------------------------------------------------------------------
 
@@ -322,17 +345,27 @@ class CommitLoop:
         Before every attempt the rows of tables that left the node (or whose lease is gone)
         are taken out of the batch and their items answered with a refusal (``steps`` loses
         them: their effects are never released). A fenced commit has the ownership re-read its
-        leases (it drops the lost tables) and goes again at once with the rest."""
+        leases (it drops the lost tables) and goes again at once with the rest.
+
+        A batch emptied while the journal is unwritable is committed empty (a probe) until that
+        goes through: returning at once would leave the journal unwritable for ever, refusing
+        every input of the tables the node takes again (or keeps)."""
+        self._writing_since = time.monotonic()
+        try:
+            return await self._commit_until_written(batch, steps if steps is not None else [])
+        finally:
+            self._writing_since = None
+
+    async def _commit_until_written(self, batch: Batch, steps: list[tuple[Item, Step]]) -> list[OutboxRow]:
         svc = self.svc
         loop = asyncio.get_running_loop()
         delay, cap = self.commit_retry
         attempts = 0
         fenced: Counter[str] = Counter()
-        steps = steps if steps is not None else []
         commit_async = getattr(svc.journal, "commit_async", None)
         while True:
             self._strip(batch, steps, self._gone(batch, steps))
-            if not batch:
+            if not batch and self.journal_writable:
                 return []
             self._stamp_epochs(batch)
             t0 = time.perf_counter()
@@ -361,7 +394,7 @@ class CommitLoop:
                 continue
             svc.metrics.journal_commit.observe(time.perf_counter() - t0)
             if not self.journal_writable:
-                self._journal_writable_again(attempts)
+                self._journal_writable_again(attempts, probe=not batch)
             self._in_batch(self.batch_tables)
             return rows
 
@@ -449,13 +482,17 @@ class CommitLoop:
             svc.timers.schedule(tid)
             svc.publisher.release_prompt(self.journal_alert(tid, now))
 
-    def _journal_writable_again(self, attempts: int) -> None:
+    def _journal_writable_again(self, attempts: int, probe: bool) -> None:
         self.journal_writable = True
         self._back = True
         self.svc.metrics.journal_writable.set(1)
-        log.warning("journal writable again: the held batch is committed, input accepted",
-                    failed_attempts=attempts,
+        log.warning("journal writable again: " + ("an empty commit went through (the held batch's tables had left "
+                                                  "this node)" if probe else "the held batch is committed")
+                    + ", input accepted", failed_attempts=attempts,
                     seconds=round(asyncio.get_running_loop().time() - self._down_at, 1))
+        poke = getattr(self.svc.ownership, "poke", None)
+        if poke is not None:  # the lease manager may take tables again now
+            poke()
 
     def journal_alert(self, tid: str, at: int, *, card: bool = False) -> StationPrompt:
         """The station's ALERT while the journal is unavailable. It names no position: the

@@ -182,6 +182,13 @@ class TableConfig(RulesConfig):
         return self
 
     @model_validator(mode="after")
+    def _configurable(self) -> "TableConfig":
+        problem = game_class(self.game).from_options(self.options).check_config()
+        if problem is not None:
+            raise ValueError(f"options: {problem}")
+        return self
+
+    @model_validator(mode="after")
     def _shoe_reads_the_deck(self) -> "TableConfig":
         cards = self.scanner.capabilities.cards
         deck = game_class(self.game).from_options(self.options).deck

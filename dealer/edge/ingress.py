@@ -26,7 +26,8 @@ from dealer.core import commands
 
 from dealer.edge import signing
 from dealer.core.events import (PLAYER_COMMAND_ADAPTER, STATION_COMMAND_ADAPTER, Event, SupervisorClose,
-                           SupervisorOpenRound, SupervisorPause, SupervisorReopen, SupervisorResume, SupervisorVoid)
+                           SupervisorExpose, SupervisorOpenRound, SupervisorPause, SupervisorReopen, SupervisorResume,
+                           SupervisorVoid)
 from dealer.edge.roles import SENDER, TABLE_COMMANDS, TURN_COMMANDS, Role, is_role_user, role_of_topic, wrong_role
 from dealer.edge.signing import SupervisorVerifier
 from dealer.games.base import HOUSE_PLAYERS  # seats the backend plays itself
@@ -74,6 +75,9 @@ class Refused:
     command_id: str | None = None
     player_id: str | None = None
     supervisor: str | None = None
+    #: a genuine supervisor command refused as stale or future: its ``issued_at`` minus the receive
+    #: time (the console's clock minus the backend's), for the clock metric
+    skew_ms: int | None = None
 
     def __post_init__(self) -> None:  # a reason may quote a key of the input: keep it publishable
         clean = self.reason.encode("utf-8", "backslashreplace").decode("utf-8")[:500]
@@ -90,8 +94,10 @@ class Refused:
 
 
 def parse(topic: str, payload: bytes, *, tables: AbstractSet[str], now_ms: int,
-          supervisors: SupervisorVerifier) -> Accepted | Refused:
-    """Judge one message from a command topic (see the module doc)."""
+          supervisors: SupervisorVerifier, clock_step_ms: int | None = None) -> Accepted | Refused:
+    """Judge one message from a command topic (see the module doc). ``clock_step_ms``: how far
+    the backend's wall clock stepped since it started (a stale or future refusal says which
+    clock to fix)."""
     where = role_of_topic(topic)
     if where is None:
         return Refused(None, None, "unknown_topic", f"{topic} is not a command topic")
@@ -120,7 +126,7 @@ def parse(topic: str, payload: bytes, *, tables: AbstractSet[str], now_ms: int,
             return Refused(tid, role, kind, why if kind == "wrong_role" else f"malformed action: {why}",
                            ctype_s, cid, player)
     if role is Role.SUPERVISOR:
-        return _supervisor(payload, tid, now_ms, supervisors, ctype_s)
+        return _supervisor(payload, tid, now_ms, supervisors, ctype_s, clock_step_ms)
     adapter = PLAYER_COMMAND_ADAPTER if role is Role.PLAYER_PLATFORM else STATION_COMMAND_ADAPTER
     try:
         event = adapter.validate_python(obj)
@@ -161,16 +167,16 @@ def _missing(event: Any) -> str | None:
 
 
 def _supervisor(payload: bytes, tid: str, now_ms: int, supervisors: SupervisorVerifier,
-                ctype: str = "supervisor_void") -> Accepted | Refused:
+                ctype: str = "supervisor_void", clock_step_ms: int | None = None) -> Accepted | Refused:
     """A signed supervisor command (``dealer.edge.signing``): genuine and fresh, or refused. A genuine
     one that is too old (or from the future) is passed on marked ``late``: the commit loop
     answers it if it repeats a command already accepted (a QoS 1 redelivery), else refuses it."""
-    outcome = supervisors.verify_payload(payload, tid, now_ms)
+    outcome = supervisors.verify_payload(payload, tid, now_ms, clock_step_ms)
     late: Refused | None = None
     if isinstance(outcome, signing.Refused):
         shown = ctype if ctype.startswith("supervisor_") else "supervisor_void"  # only a known type is echoed
         refusal = Refused(tid, Role.SUPERVISOR, outcome.kind, outcome.reason, shown,
-                          outcome.command_id, supervisor=outcome.supervisor)
+                          outcome.command_id, supervisor=outcome.supervisor, skew_ms=outcome.skew_ms)
         if outcome.kind not in ("stale", "future") or not outcome.authenticated:
             return refusal
         late = refusal
@@ -185,6 +191,9 @@ def _supervisor(payload: bytes, tid: str, now_ms: int, supervisors: SupervisorVe
     event: Event | SupervisorOpenRound
     if body["type"] == "supervisor_void":
         event = SupervisorVoid(reason=body["reason"], round_id=rid, **signed)
+    elif body["type"] == "supervisor_expose":
+        event = SupervisorExpose(seat=body["seat"], card=body["card"], reason=body.get("reason"), round_id=rid,
+                                 **signed)
     else:
         event = TABLE_COMMAND_EVENTS[body["type"]](reason=body.get("reason"), **signed)
     return Accepted(tid, Role.SUPERVISOR, event, commands.digest(event), late,

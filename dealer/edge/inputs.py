@@ -26,7 +26,7 @@ from dealer.edge.config import TableConfig
 from dealer.edge.input_queue import WAKE, Item
 from dealer.edge.metrics import ScannerKeyUses
 from dealer.edge.ratelimit import FloodSummary, FloodWindows, TokenBuckets
-from dealer.edge.roles import COMMAND_TOPIC
+from dealer.edge.roles import COMMAND_TOPIC, Role
 from dealer.edge.signing import SupervisorVerifier
 from drivers.frames import FrameAuthenticator, ReaderSession, ReaderState
 from drivers.scan import ScanInput, ScanKind
@@ -81,6 +81,14 @@ class Inputs:
         self._floods = {tid: FloodWindows(cfg.scanner.flood_burst, cfg.scanner.flood_window)
                         for tid, cfg in configs.items()}
         self._flood_timers: dict[str, asyncio.TimerHandle] = {}
+        #: The wall clock against the monotonic one at start: how far the wall clock stepped since
+        #: (a stale or future supervisor command is then told which clock to fix).
+        self._clock_ref = (svc.now_ms(), time.monotonic_ns())
+
+    def clock_step_ms(self) -> int:
+        """How far this backend's wall clock has stepped since it started (+: forward)."""
+        wall, mono = self._clock_ref
+        return (self.svc.now_ms() - wall) - (time.monotonic_ns() - mono) // 1_000_000
 
     def scanner_auth(self, table_id: str) -> FrameAuthenticator | None:
         """The table's scanner authenticator (shared with its link; a reload rekeys it in place)."""
@@ -121,7 +129,8 @@ class Inputs:
         an accepted command id is answered again instead of applied twice."""
         svc = self.svc
         now = svc.now_ms()
-        verdict = ingress.parse(topic, payload, tables=svc.tables.keys(), now_ms=now, supervisors=self.supervisors)
+        verdict = ingress.parse(topic, payload, tables=svc.tables.keys(), now_ms=now, supervisors=self.supervisors,
+                                clock_step_ms=self.clock_step_ms())
         if isinstance(verdict, ingress.Accepted) and not svc.core.journal_writable:
             verdict = ingress.Refused(
                 verdict.table_id, verdict.role, JOURNAL_UNAVAILABLE,
@@ -129,7 +138,16 @@ class Inputs:
                 "was applied: send it again later with the same command_id", verdict.event.type,
                 verdict.command_id, getattr(verdict.event, "player_id", None),
                 getattr(verdict.event, "supervisor", None))
+        player = getattr(verdict.event, "player_id", None) if isinstance(verdict, ingress.Accepted) else None
+        if player is not None and player in svc.tables[verdict.table_id].rules.game.deck:
+            verdict = ingress.Refused(  # as a dealer's id (dealer.core.table): it would read as a card
+                verdict.table_id, verdict.role, "card_player_id",
+                "player id spells a card code of this game: every message naming the player would read as that "
+                "card; use another id", verdict.event.type, verdict.command_id, player)
         if isinstance(verdict, ingress.Accepted):
+            issued = getattr(verdict.event, "issued_at", None)
+            if verdict.role is Role.SUPERVISOR and issued is not None:  # genuine (late ones too)
+                svc.metrics.supervisor_clock_offset.labels(table=verdict.table_id).set((issued - now) / 1000)
             if verdict.key_index is not None:  # key rotation: when the old key's count stops rising, retire it
                 supervisor = str(getattr(verdict.event, "supervisor"))
                 fingerprints = self.supervisors.fingerprints(supervisor)
@@ -146,10 +164,13 @@ class Inputs:
         tid = r.table_id
         role = r.role.value if r.role is not None else "unknown"
         svc.metrics.commands_refused.labels(table=tid or "unknown", role=role, reason=r.kind).inc()
+        if r.kind in ("stale", "future") and r.skew_ms is not None and tid is not None:  # genuine, but its time
+            svc.metrics.supervisor_clock_refused.labels(table=tid, cause=r.kind).inc()
         if r.kind in ("malformed", "too_large") and r.role is not None:
             svc.metrics.bad_messages.labels(topic_kind=COMMAND_TOPIC[r.role]).inc()
-        rnd = svc.tables[tid].current if tid in svc.tables else None
-        reason = visibility.redact(rnd, r.reason) if rnd is not None else r.reason  # it may echo a hidden card
+        # it may echo what the sender wrote (an id that spells a card): every card code is written "the card
+        # named", hidden or not, so that the answer never tells whether a card is hidden
+        reason = visibility.unnamed_all(svc.tables[tid].rules.game.deck, r.reason) if tid in svc.tables else r.reason
         log.warning("command refused", table_id=tid, role=role, kind=r.kind, type=r.command_type,
                     command_id=r.command_id, reason=reason[:300])
         if tid is None:

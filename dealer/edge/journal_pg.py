@@ -767,18 +767,44 @@ class PgJournal:
         chooses them (:func:`dealer.edge.segments.replay_start`): the last ``table_rules`` before
         the start, then everything from the oldest undelivered round (or the last round opened,
         or the first table operation) to the end. Loads the table's head afresh (a node taking
-        the table over continues its chain). ReplayError names a row that is not a valid event."""
+        the table over continues its chain). ReplayError names a row that is not a valid event,
+        or whose chain does not hold: every row replayed is checked against its hash, and the
+        rows from the start on link to each other and to the stored row before them, so an edited
+        or damaged row never rebuilds a table (at start and at every takeover; the whole chain,
+        rows no replay reads included, is ``dealer audit verify``'s)."""
         from dealer.edge.segments import replay_start
 
         self._heads[table_id] = _head_of_row(self._read(_HEADS_SQL, ([table_id],))[0])
         start = replay_start(_ReadAdapter(self), table_id, placeholder="%s")
         rules = self.rules_before(table_id, start)
         if rules is not None:
+            self._chained(rules, rules.prev_hash, rules.seq)
             yield rules.id, self._event(rules.id, rules.body)
         if start is None:
             return
+        prev: str | None = None
+        seq = 0
         for row in self._paged(f"SELECT {_ROW_COLS} FROM events WHERE table_id = %s AND id >= %s", (table_id, start)):
+            if prev is None:  # the link into the stored chain: the hash of the row before
+                seq = row.seq
+                before = self._read("SELECT hash FROM events WHERE table_id = %s AND seq = %s", (table_id, seq - 1))
+                prev = str(before[0][0]) if before else GENESIS
+            self._chained(row, prev, seq)
+            prev, seq = row.hash, seq + 1
             yield row.id, self._event(row.id, row.body)
+
+    def _chained(self, row: "PgJournalRow", prev: str, seq: int) -> None:
+        """Check one replayed row's place in its table's chain: ReplayError naming it."""
+        why = ""
+        if row.seq != seq:
+            why = f"row seq {seq} is missing (the next row is seq {row.seq}, id {row.id})"
+        elif row.prev_hash != prev:
+            why = f"row seq {row.seq} (id {row.id}) does not link to seq {row.seq - 1}"
+        elif pg_row_hash(prev, row.seq, row.table_id, row.round_id, row.type, row.body, row.recorded_at, row.node,
+                         row.epoch) != row.hash:
+            why = f"row seq {row.seq} (id {row.id}) was altered (its hash does not match its content)"
+        if why:
+            raise ReplayError(f"journal {self.path}: table {row.table_id}: {why}")
 
     def _event(self, row_id: int, body: str) -> Event:
         try:
@@ -860,6 +886,11 @@ class PgJournal:
             return ChainReport(n, True)
         first_id, reason = min(broken.values())
         return ChainReport(n, False, first_id, reason)
+
+    def hash_at(self, row_id: int) -> str | None:
+        """The hash of row ``row_id`` (None: no such row), for an anchor kept outside the journal."""
+        found = self._read("SELECT hash FROM events WHERE id = %s", (row_id,))
+        return str(found[0][0]) if found else None
 
     def count(self, table_id: str | None = None) -> int:
         if table_id is None:

@@ -18,6 +18,16 @@ Two loops per node:
   placement.py via lease_plan.py), take the free or expired leases placed here, hand the
   tables placed elsewhere over between rounds.
 
+A lease says who may write a table; a node that cannot write its journal is no use holding one.
+The commit loop reports how long it has been trying to write without success
+(:meth:`LeaseManager.watch_journal`). Past a renewal period this node takes no table; past a
+whole lease it gives every table up: it stops renewing them, drops them (their held rows are
+never written: the fence and the epoch check refuse them), marks its ``nodes`` row ``leaving`` so
+the others no longer place tables here, and releases the leases (NOTIFY: another node takes them
+at once, replays them and resumes their rounds with full new windows). Once the journal commits
+again (an empty commit proves it when nothing else is held) the row is marked serving again and
+tables come back by normal placement (between rounds).
+
 The caller (the node runtime) gives three callbacks to :meth:`LeaseManager.run`:
 ``adopt(table, epoch)`` after a lease is taken (replay and resume the table), ``drop(table,
 reason)`` before a lease is released and after one is lost (stop dealing it), and
@@ -94,7 +104,8 @@ class LeaseMetrics:
         self.losses = Counter("dealer_lease_losses", "Leases given up or lost, by reason: handover, shutdown, "
                               "lost (not renewed: taken over or expired), fenced (the journal was refused), "
                               "unreachable (the database did not answer for a lease), expired_locally (no renewal "
-                              "answered in time, or the process was paused), superseded, adopt_failed",
+                              "answered in time, or the process was paused), journal_unwritable (this node could not "
+                              "write its journal for a lease: given up to the others), superseded, adopt_failed",
                               ["table", "reason"], registry=r)
         self.nodes_live = Gauge("dealer_cluster_nodes_live", "Backend nodes heard within a lease and not leaving, "
                                 "as this node last read them", registry=r)
@@ -337,6 +348,14 @@ WITH u AS (UPDATE nodes SET leaving = true WHERE node = %(node)s AND session = %
 SELECT (SELECT count(*) FROM u), pg_notify(%(channel)s, %(payload)s)
 """
 
+# A node whose journal cannot be written stops serving (leaving: no node places tables on it) and
+# serves again once it can write; the NOTIFY makes the others look now.
+_SERVING = """
+WITH u AS (UPDATE nodes SET leaving = NOT %(serving)s WHERE node = %(node)s AND session = %(session)s
+           RETURNING node)
+SELECT (SELECT count(*) FROM u), pg_notify(%(channel)s, %(payload)s)
+"""
+
 _CHECK = """
 SELECT table_id, node, epoch, expires_at > clock_timestamp() FROM leases WHERE table_id = ANY(%(tables)s)
 """
@@ -393,6 +412,17 @@ class LeaseManager:
         self._adopt: Adopt | None = None
         self._drop: Drop | None = None
         self._idle: Idle | None = None
+        #: seconds the journal has been failing to write (the commit loop's, :meth:`watch_journal`)
+        self._journal_down: Callable[[], float] = lambda: 0.0
+        self._unfit = False  # the journal failed for a lease: every table given up, none taken
+        self._marked_unfit = False  # what this node's nodes row says (leaving) about it
+        self._unreleased: dict[str, int] = {}  # leases given up for the journal, not released yet
+
+    def watch_journal(self, unwritable_for: Callable[[], float]) -> None:
+        """Follow the journal's health: ``unwritable_for()`` is how many seconds this node has been
+        trying to write without success (0.0: writing fine, or nothing to write). The service's
+        commit loop registers it (dealer/edge/commit_loop.py); see the module docstring."""
+        self._journal_down = unwritable_for
 
     # ----------------------------------------------------------------- queries
 
@@ -586,6 +616,7 @@ class LeaseManager:
                         await self._lose(t, f"node superseded by session {self._superseded}", "superseded")
                     raise LeaseError(f"node {self.node_id} was started again elsewhere (session "
                                      f"{self._superseded}): this process gave up its tables")
+                await self._follow_journal()
                 await self._step_down()
                 due = woken or self._mono() >= self._next_look
                 if due:  # even with the database away: the next look is a period on, never "now" again
@@ -611,6 +642,9 @@ class LeaseManager:
             timeout = min(timeout, max(0.0, min(self._deadline.values()) - self._mono()) + 0.001)
         if self._pending:
             timeout = min(timeout, max(0.05, self._renew / 4))  # idle() is polled: a round may have ended
+        down = self._journal_down()
+        if down > 0 and self._held and not self._unfit:  # give the tables up the moment it reaches a lease
+            timeout = min(timeout, max(0.0, self._lease - down) + 0.001)
         woken = False
         # asyncio.timeout, not wait_for: Python 3.11's wait_for swallows a cancellation that
         # arrives as the event is set, and run() would then never end when cancelled
@@ -634,6 +668,39 @@ class LeaseManager:
                                     "or this node was paused)", "expired_locally")
             else:
                 await self._lose(t, "database unreachable", "unreachable")
+
+    async def _follow_journal(self) -> None:
+        """Give every table up once the journal has failed for a lease; serve again once it
+        writes (module docstring). The row's ``leaving`` mark and the releases are retried on
+        every pass until the database takes them; unreleased leases expire anyway (not renewed)."""
+        down = self._journal_down()
+        if not self._unfit and down >= self._lease:
+            self._unfit = True
+            (log.error if self._held else log.warning)(
+                "journal unwritable for a whole lease: this node gives its tables up to the others and takes none "
+                "until it can write again", node=self.node_id, unwritable_s=round(down, 3), tables=sorted(self._held))
+            for t in sorted(self._held):
+                epoch = self._held[t]
+                await self._lose(t, "journal unwritable for longer than the lease", "journal_unwritable")
+                self._unreleased[t] = epoch
+        elif self._unfit and down < self._renew:
+            self._unfit = False
+            self._unreleased.clear()
+            self._next_look = self._mono()  # look for tables at once
+            log.warning("this node serves tables again: its journal writes", node=self.node_id)
+        if not self._reachable:
+            return
+        try:
+            if self._marked_unfit != self._unfit:
+                await self._db("serving", lambda c: c.execute(_SERVING, self._params(
+                    serving=not self._unfit, payload=self._payload("unfit" if self._unfit else "join"))))
+                self._marked_unfit = self._unfit
+            if self._unreleased:
+                await self._release(sorted(self._unreleased.items()), "release")
+                self._unreleased.clear()
+        except (_Unreachable, psycopg.Error) as e:  # tried again next pass; the leases run out meanwhile
+            log.warning("could not tell the cluster this node's journal state", node=self.node_id,
+                        unfit=self._unfit, error=str(e) if isinstance(e, _Unreachable) else _one_line(e))
 
     async def _lose(self, table_id: str, reason: str, label: str) -> None:
         """Forget the lease (``valid`` turns false) and tell the runtime. A handover tells the
@@ -693,8 +760,12 @@ class LeaseManager:
                     if n.node != self.node_id and not n.leaving and n.silent_s < self._lease]
         if running:
             self._next_look = min(self._next_look, now + min(running) + EXPIRY_MARGIN_S)
+        hold_off = set(self._hold_off)
+        if self._journal_down() >= self._renew:  # a table taken now could not be written
+            hold_off |= set(self._tables)
         p = plan(self.node_id, self._tables, set(self._held), nodes, leases, self._lease,
-                 also_live=self._remembered, orphans=not in_grace, hold_off=set(self._hold_off), pins=pins)
+                 also_live=self._remembered, orphans=not in_grace, hold_off=hold_off, pins=pins,
+                 leaving=self._unfit)
         self._last_live = p.live
         self._pending = dict(p.hand_over)
         self.metrics.nodes_live.set(len(p.live))
@@ -805,6 +876,8 @@ class LeaseManager:
             paced = asyncio.get_running_loop().time()
             now = began
             snapshot = {t: e for t, e in self._held.items() if now < self._deadline.get(t, -math.inf)}
+            if self._journal_down() >= self._lease:  # giving them up: not renewed, they run out on the database's clock
+                snapshot = {}
             params = self._params(tables=list(snapshot), epochs=list(snapshot.values()))
 
             async def renew(c: psycopg.AsyncConnection[Any]) -> tuple[Any, float, float]:

@@ -1,22 +1,27 @@
-"""Journal maintenance: WAL checkpoints, retention (segment rolls) and the published anchor.
+"""Journal maintenance: WAL checkpoints, retention (segment rolls), the head record and the published anchor.
 
 Checkpoints run in their own thread, off the commit path. Retention (dealer/edge/segments.py): a
 segment file is written beside the writer and recorded between group commits in the writer
 thread (:meth:`Maintenance.retention`, called by the commit loop). The journal's head is published
-retained on ``studio/v1/backends/{node}/journal`` (:meth:`Maintenance.publish_anchor`).
+retained on ``studio/v1/backends/{node}/journal`` (:meth:`Maintenance.publish_anchor`) and, for
+the SQLite journal, recorded in ``<journal>.head`` (dealer/edge/anchors.py) after each checkpoint
+when it moved, before each anchor goes out and at a clean stop: start-up refuses a journal behind
+either, so a rolled-back journal never deals a round id or an idempotency key again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from dealer.core.events import RulesChanged
 from dealer.edge import topics
+from dealer.edge.anchors import HeadRecord
 from dealer.edge.input_queue import WAKE
 from dealer.edge.journal_health import disk_usage
 from dealer.edge.segments import NoRoll, Prepared, prepare_roll
@@ -45,6 +50,14 @@ class Maintenance:
         self._rolled_upto = recs[-1].last_id if recs else 0
         svc.metrics.journal_segment_files.set(self.segments)
         self._anchor_sent: tuple[int, str] | None = None
+        #: Whether the anchor retained on the broker was compared with the journal: ``dealer run``
+        #: does it at start (dealer/edge/runner.py); when it could not reach the broker it sets this
+        #: False, and no anchor goes out until the first connection has compared it (:meth:`anchors`).
+        self.anchor_checked = True
+        self._anchor_wake = asyncio.Event()
+        #: the SQLite journal's head record (a journal server is its own record)
+        self.record = HeadRecord(svc.journal.path, svc.journal.journal_id) if svc.file_journal else None
+        self._record_failing = False
 
     async def checkpoints(self, period: float = 1.0) -> None:
         """Keep the WAL short without putting checkpoint fsyncs on the commit path, and keep
@@ -67,6 +80,7 @@ class Maintenance:
                     if failing:
                         log.info("WAL checkpoint works again")
                     failing = False
+                await loop.run_in_executor(pool, self.record_head)
                 try:
                     usage = await loop.run_in_executor(pool, disk_usage, svc.journal.path)
                 except OSError as exc:
@@ -156,34 +170,102 @@ class Maintenance:
                                          software_version=r.software_version, at=now))
 
     async def finish(self) -> None:
-        """At stop: a segment file being written is let finish (the next roll records or replaces it)."""
+        """At stop: a segment file being written is let finish (the next roll records or replaces it),
+        and the head record takes the last committed row (a clean stop's rows are covered too)."""
         if self._roll_task is not None:
             await asyncio.gather(self._roll_task, return_exceptions=True)
+        await asyncio.to_thread(self.record_head)
+
+    def record_head(self) -> bool:
+        """Write the journal's head to its head record if it moved (any thread; False: nothing
+        written). A failure (a full disk) is logged when it starts and when it stops; the next
+        call tries again, and until then start-up compares with the older record."""
+        if self.record is None:
+            return False
+        try:
+            wrote = self.record.write(self.svc.journal.head)
+        except OSError as exc:
+            if not self._record_failing:
+                log.warning("journal head record cannot be written: tried again after the next checkpoint",
+                            path=str(self.record.path), error=exc.strerror or str(exc))
+            self._record_failing = True
+            return False
+        if self._record_failing:
+            log.info("journal head record written again", path=str(self.record.path))
+        self._record_failing = False
+        return wrote
 
     async def anchors(self) -> None:
-        """Publish the journal's head periodically (when it moved), retained."""
+        """Publish the journal's head periodically (when it moved), retained; first, if start-up
+        could not, compare the journal with the anchor already retained there (raises
+        :class:`~dealer.edge.journal.JournalError`, which stops the service, when the journal is
+        behind it: that anchor is never overwritten by a shorter head)."""
+        period = self.svc.settings.service.journal_anchor_seconds
         while True:
-            await asyncio.sleep(self.svc.settings.service.journal_anchor_seconds)
+            if not self.anchor_checked:
+                if not self.svc.bus.connected:
+                    await self._anchor_wake.wait()  # the broker link is up
+                self._anchor_wake.clear()
+                await self._check_retained()
+                if not self.anchor_checked:  # the broker went again: at the next connection, or soon
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._anchor_wake.wait(), min(period, 5.0))
+                    continue
+                self.publish_anchor()
+            await asyncio.sleep(period)
             self.publish_anchor()
+
+    async def _check_retained(self) -> None:
+        from dealer.edge.anchors import retained_anchor
+
+        svc = self.svc
+        got = await retained_anchor(svc.settings)
+        anchor = got.anchor
+        if not got.reached:  # compared at the next try
+            log.warning("journal not compared with the anchor on the broker yet; no anchor published until it is",
+                        reason=got.problem)
+            return
+        if got.problem is not None:
+            log.warning("journal not compared with the anchor on the broker", reason=got.problem)
+        if anchor is not None:
+            try:
+                found = await asyncio.to_thread(_behind, svc.settings, anchor)
+            except Exception as exc:  # the journal cannot be read now (its database is down): compared again soon
+                log.warning("journal not compared with the anchor on the broker yet; no anchor published until it is",
+                            reason=" ".join(str(exc).split())[:300])
+                return
+            if found is not None:
+                log.error("journal behind the anchor retained on the broker: stopping, the anchor is not overwritten",
+                          reason=found)
+                from dealer.edge.journal import JournalError
+
+                raise JournalError(f"{found} (found at the first broker connection; the start could not reach "
+                                   "the broker)")
+        log.info("journal compared with the anchor on the broker", anchor_row=anchor.row_id if anchor else None)
+        self.anchor_checked = True
 
     def reconnected(self) -> None:
         """The broker link is up: the anchor is published again on every connect."""
         self._anchor_sent = None
+        self._anchor_wake.set()
         self.publish_anchor()
 
     def publish_anchor(self) -> None:
         """The head (row id, hash) retained on ``studio/v1/backends/{node}/journal``: rows cut
-        off the journal's end after it are found by ``dealer audit verify --anchor ID:HASH``."""
+        off the journal's end after it are found by ``dealer audit verify --anchor ID:HASH``, and
+        a journal behind it is refused at start (dealer/edge/anchors.py)."""
         svc = self.svc
         head = svc.journal.head
-        if head == self._anchor_sent or head[0] == 0 or not svc.bus.connected:
+        if head == self._anchor_sent or head[0] == 0 or not svc.bus.connected or not self.anchor_checked:
             return
         node = svc.settings.service.node_id
         payload = json.dumps({"node_id": node, "row_id": head[0], "hash": head[1], "anchor": f"{head[0]}:{head[1]}",
-                              "journal": str(svc.journal.path), "segments": self.segments,
-                              "at": svc.now_ms()}, sort_keys=True).encode()
+                              "journal": str(svc.journal.path), "journal_id": svc.journal.journal_id,
+                              "segments": self.segments, "at": svc.now_ms()}, sort_keys=True).encode()
 
         async def send() -> None:
+            # recorded beside the journal first: the record is never behind what the broker holds
+            await asyncio.to_thread(self.record_head)
             try:
                 await svc.bus.publish(topics.backend_journal(node), payload, qos=1, retain=True)
             except BusError as exc:  # the next period (or connect) publishes a newer head
@@ -194,3 +276,16 @@ class Maintenance:
             self._anchor_sent = head
 
         svc.spawn(send())
+
+
+def _behind(settings: Any, anchor: Any) -> str | None:
+    """:func:`dealer.edge.anchors.behind` on a read-only connection of its own (the writer thread
+    keeps the service's)."""
+    from dealer.edge.anchors import behind
+    from dealer.edge.journals import open_read_only, target_of
+
+    journal = open_read_only(target_of(settings))
+    try:
+        return behind(journal, anchor)
+    finally:
+        journal.close()

@@ -44,7 +44,9 @@ class Metrics:
                                       "acknowledged them: by reason, backoff (its resend timer) or reconnect (the "
                                       "broker link came back)", ["table", "reason"], registry=r)
         self.result_acks = Counter("dealer_result_acks", "Settlement acknowledgements on results/ack, by outcome: "
-                                   "applied (the result leaves the outbox), repeat (already acknowledged: ignored)",
+                                   "applied (the result leaves the outbox), repeat (already acknowledged: ignored), "
+                                   "refused (without the result's SHA-256, or another one: a security event, the "
+                                   "result stays)",
                                    ["table", "outcome"], registry=r)
         self.result_acks_unknown = Counter("dealer_result_acks_unknown", "Acknowledgements for an idempotency key "
                                            "this backend never produced for the table (or a malformed one): counted "
@@ -80,6 +82,14 @@ class Metrics:
                                            "supervisor and key (its fingerprint: 16 hex digits of a SHA-256, never the "
                                            "key; the backend logs each key file's at start and reload): during a "
                                            "rotation the old key can go once its count stops rising", ["supervisor", "key"], registry=r)
+        self.supervisor_clock_refused = Counter(
+            "dealer_supervisor_clock_refused", "Genuine (correctly signed) supervisor commands refused for their time, "
+            "by cause: stale (issued longer ago than max_age) or future (issued ahead of this backend's clock): a "
+            "clock step on the console or on this backend, or a replayed old command", ["table", "cause"], registry=r)
+        self.supervisor_clock_offset = Gauge(
+            "dealer_supervisor_clock_offset_seconds", "The last genuine supervisor command's issued_at minus the time "
+            "this backend received it (the signing console's clock minus this backend's, transit included)",
+            ["table"], registry=r)
         self.table_reader = Gauge("dealer_table_reader_info", "1 for each table this node runs, naming its "
                                   "scanner's reader and its game: join per-table series to readers, e.g. rescans "
                                   "per reader: sum by (reader) (rate(dealer_rescans_total[5m]) * on (table) "

@@ -1,9 +1,11 @@
 """The outbox relay: every committed result goes to settlement until settlement acknowledges it.
 
 The relay publishes each outbox row at QoS 1 and publishes it again with backoff (and after
-every broker reconnect) until settlement acknowledges the result's idempotency key on
-``results/ack``; the acknowledgement becomes a ``result_delivered`` event through the commit loop,
-whose commit deletes every outbox row of the result (:meth:`OutboxRelay.committed`).
+every broker reconnect) until settlement acknowledges the result on ``results/ack``, naming its
+idempotency key and the SHA-256 of the result's bytes; the acknowledgement becomes a
+``result_delivered`` event through the commit loop, whose commit deletes every outbox row of the
+result (:meth:`OutboxRelay.committed`). An acknowledgement without the hash, or with another
+one, is refused (a security event) and changes nothing: the key alone is public.
 """
 
 from __future__ import annotations
@@ -187,7 +189,8 @@ class OutboxRelay:
 
     def on_ack(self, topic: str, payload: bytes) -> None:
         """Settlement acknowledged a result on ``results/ack``: its ``result_delivered`` goes
-        through the commit loop, whose commit deletes every outbox row of the result. A repeat
+        through the commit loop, whose commit deletes every outbox row of the result. One that
+        does not carry the held result's SHA-256 is refused (:meth:`_unbound`); a repeat
         (already acknowledged) is counted and ignored quietly; an unknown key is counted,
         logged and ignored; a malformed payload is a bad message."""
         svc = self.svc
@@ -203,7 +206,7 @@ class OutboxRelay:
         mine = acks.of_table(tid, key)  # another table's key (or a part's) is unknown here
         ids = self._by_key.get(key) if mine else None
         if mine and key not in self._acking and not ids and not svc.file_journal:
-            svc.spawn(self._ack_looked_up(tid, key))  # a journal server is asked off the event loop
+            svc.spawn(self._ack_looked_up(tid, verdict))  # a journal server is asked off the event loop
             return
         try:
             seen = mine and (key in self._acking or (not ids and svc.journal.delivered(tid, key.split(":", 1)[1])))
@@ -211,10 +214,11 @@ class OutboxRelay:
             log.warning("acknowledgement not checked: the journal cannot answer now; ignored", table_id=tid,
                         idempotency_key=key[:200], error=str(exc)[:200])
             return
-        self._ack(tid, key, bool(seen), ids)
+        self._ack(tid, verdict, bool(seen), ids)
 
-    async def _ack_looked_up(self, tid: str, key: str) -> None:
+    async def _ack_looked_up(self, tid: str, ack: acks.Ack) -> None:
         svc = self.svc
+        key = ack.idempotency_key
         try:
             seen = await svc.journal_lookup(svc.journal.delivered, tid, key.split(":", 1)[1])
         except JournalWriteFailed as exc:
@@ -222,10 +226,32 @@ class OutboxRelay:
                         idempotency_key=key[:200], error=str(exc)[:200])
             return
         if tid in svc.tables and tid not in svc.leaving:
-            self._ack(tid, key, seen or key in self._acking, self._by_key.get(key))
+            self._ack(tid, ack, seen or key in self._acking, self._by_key.get(key))
 
-    def _ack(self, tid: str, key: str, seen: bool, ids: set[int] | None) -> None:
+    def _unbound(self, ack: acks.Ack, ids: set[int]) -> tuple[str, str] | None:
+        """Why ``ack`` does not acknowledge the result held under its key, as (kind, detail),
+        or None when it carries the SHA-256 of the result's own message (the row whose key is
+        the idempotency key: the whole result, or the manifest of one in parts)."""
+        key = ack.idempotency_key
+        main = next((self._pending[i] for i in ids if self._pending[i].key == key), None)
+        if ack.result_sha256 is None:
+            return ("ack_without_hash", f"acknowledgement of {key[:100]} without result_sha256 (protocol 1.1: the key "
+                                        "alone is public); refused, the result stays in the outbox")
+        if main is None or not acks.binds(ack, main.payload):
+            return ("ack_hash_mismatch", f"acknowledgement of {key[:100]} with result_sha256 {ack.result_sha256[:16]}... "
+                                         "that is not the held result's; refused, the result stays in the outbox")
+        return None
+
+    def _ack(self, tid: str, ack: acks.Ack, seen: bool, ids: set[int] | None) -> None:
         svc = self.svc
+        key = ack.idempotency_key
+        if ids:
+            refusal = self._unbound(ack, ids)
+            if refusal is not None:  # it changes nothing: the result goes again and settlement's real ack takes it
+                kind, detail = refusal
+                svc.metrics.result_acks.labels(table=tid, outcome="refused").inc()
+                svc.inputs._security_event(tid, kind, "settlement", detail, None, None, svc.now_ms())
+                return
         if seen:
             svc.metrics.result_acks.labels(table=tid, outcome="repeat").inc()
             log.debug("result acknowledged again; ignored", idempotency_key=key)

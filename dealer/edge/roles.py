@@ -42,10 +42,11 @@ ACK_TOPIC: dict[Role, str] = {Role.SETTLEMENT: "results/ack"}
 COMMANDS: dict[Role, frozenset[str]] = {
     Role.PLAYER_PLATFORM: frozenset({"place_bet", "player_decision", "player_action"}),
     Role.STATION: frozenset({"close_betting", "dealer_confirm", "card_exposed", "dealer_logon"}),
-    # a supervisor's void, and the table operations (dealer.core.operations): never a station's,
-    # whose credentials are at the table (least privilege: the dealer asks the pit boss)
+    # a supervisor's void, the table operations (dealer.core.operations) and the corroboration of an
+    # exposed card the station reported: never a station's, whose credentials are at the table
+    # (least privilege: the dealer asks the pit boss)
     Role.SUPERVISOR: frozenset({"supervisor_void", "supervisor_open_round", "supervisor_pause", "supervisor_resume",
-                                "supervisor_close", "supervisor_reopen"}),
+                                "supervisor_close", "supervisor_reopen", "supervisor_expose"}),
     Role.SCANNER: frozenset(),
     Role.SETTLEMENT: frozenset(),
 }

@@ -13,7 +13,9 @@ Start-up refusals come out as exceptions the CLI turns into one line and an exit
 an unreachable database, a wrong schema version), ``LeaseError`` (a ValueError, exit 2: a
 clock far off, the node id already running) and :class:`RetryableStartError` (exit 1, may pass
 by itself: systemd restarts with backoff). Nothing here touches the broker before the journal
-is locked and opened and the node has joined."""
+is locked and has passed the start-up checks; the first touch only reads the node's retained
+journal anchor, from a client of its own (a journal behind it is refused: dealer/edge/anchors.py),
+and the service connects once the journal is opened and the node has joined."""
 
 from __future__ import annotations
 
@@ -94,6 +96,27 @@ def build_ownership(settings: Settings, journal: Any, bus: Bus, metrics: Metrics
                         cluster=settings.cluster, metrics=metrics)
 
 
+async def check_anchor(settings: Settings) -> bool:
+    """The journal against the anchor this node last published, retained on the broker
+    (dealer/edge/preflight.py :func:`broker_check`): a journal behind it is refused
+    (:class:`JournalError`, exit 2) before the service deals a round or publishes a shorter
+    head over it. A broker that cannot be read is logged and the start goes on (False: the
+    service compares at its first connection, before it publishes an anchor)."""
+    from dealer.edge.preflight import broker_check
+
+    refused, why_not, reached = await broker_check(settings)
+    if refused:
+        raise JournalError(refused[0])
+    if not reached:
+        log.warning("journal not compared with the anchor on the broker yet (at the first connection, before "
+                    "an anchor is published); compared with its head record", reason=why_not)
+        return False
+    if why_not is not None:
+        log.warning("journal not compared with the anchor on the broker; compared with its head record",
+                    reason=why_not)
+    return True
+
+
 async def run_service(settings: Settings, rtp_reports: Sequence[TableRtp] | None = None,
                       config_path: str | None = None) -> None:
     s = settings.service
@@ -116,6 +139,11 @@ async def run_service(settings: Settings, rtp_reports: Sequence[TableRtp] | None
     except BaseException:
         if journal is not None:
             journal.close()
+        raise
+    try:  # the last start-up check (it needs the broker): before the service deals or publishes anything
+        service.maintenance.anchor_checked = await check_anchor(settings)
+    except BaseException:
+        service.journal.close()
         raise
     # each table's exact RTP, once the journal is open (a refused start stays one line) and
     # before any round opens

@@ -22,6 +22,11 @@ literal and fields, registered in ``COMMAND_TYPES``; the envelope fields, the ca
 and the signature scheme stay the same. The table operations (``supervisor_open_round``,
 ``supervisor_pause``, ``supervisor_resume``, ``supervisor_close``, ``supervisor_reopen``:
 :class:`TableCommand`) are about the table, not a round: they carry no ``round_id``.
+``supervisor_expose`` corroborates an exposed card the dealer station reported (stud §3.5).
+
+A genuine command too old or from the future is refused (replay protection) with a reason
+that says how far the console's clock and the backend's are apart and which one to fix
+(:func:`clock_advice`): the backend passes how far its own wall clock stepped since it started.
 """
 
 from __future__ import annotations
@@ -168,6 +173,24 @@ class SupervisorVoidCommand(SignedCommand):
     _text = field_validator("reason")(classmethod(lambda cls, v: _check_text(v)))
 
 
+class SupervisorExposeCommand(SignedCommand):
+    """Confirm the exposure the dealer station reported at ``table_id`` in round ``round_id``:
+    seat ``seat``'s card the rule concerns (stud: its 7th) lies face up and is ``card``."""
+
+    type: Literal["supervisor_expose"]
+    round_id: Id = Field(description="the round in play")
+    seat: int = Field(ge=1, le=99, description="the seat whose card lies face up")
+    card: Annotated[str, Field(pattern=r"^[A-Za-z0-9]{1,8}$", description="the card seen face up, e.g. 5C: the "
+                               "backend checks it is the card registered there")]
+    reason: Annotated[str, Field(min_length=1, max_length=200, description="why (optional, 1 to 200 characters, "
+                                 "no control characters), journaled")] | None = None
+
+    @field_validator("reason")
+    @classmethod
+    def _text(cls, v: str | None) -> str | None:
+        return None if v is None else _check_text(v)
+
+
 class TableCommand(SignedCommand):
     """A table operation (``dealer.core.operations``): about the table, so no ``round_id`` (leave it
     out, or null); an optional ``reason``, journaled and shown on the station."""
@@ -227,9 +250,11 @@ COMMAND_TYPES: dict[str, type[SignedCommand]] = {
     "supervisor_resume": SupervisorResumeCommand,
     "supervisor_close": SupervisorCloseCommand,
     "supervisor_reopen": SupervisorReopenCommand,
+    "supervisor_expose": SupervisorExposeCommand,
 }
 SupervisorCommand = Annotated[Union[SupervisorVoidCommand, SupervisorOpenRoundCommand, SupervisorPauseCommand,
-                                    SupervisorResumeCommand, SupervisorCloseCommand, SupervisorReopenCommand],
+                                    SupervisorResumeCommand, SupervisorCloseCommand, SupervisorReopenCommand,
+                                    SupervisorExposeCommand],
                               Field(discriminator="type")]
 #: The wire schema of the ``supervisor`` topic (docs/schemas/supervisor-command.json).
 SUPERVISOR_COMMAND_ADAPTER: TypeAdapter[SupervisorCommand] = TypeAdapter(SupervisorCommand)
@@ -318,13 +343,38 @@ class Verified:
 class Refused:
     """Not acted on. ``kind`` is one of ``REFUSAL_KINDS``; ``reason`` says what is wrong.
     ``supervisor`` and ``command_id`` are what the object *claims* (None when absent or not
-    a valid id): never authenticated unless the signature verified (``authenticated``)."""
+    a valid id): never authenticated unless the signature verified (``authenticated``).
+    ``skew_ms``: a genuine ``stale`` or ``future`` command's ``issued_at`` minus the receive
+    time (the console's clock minus the backend's, transit included)."""
 
     kind: str
     reason: str
     supervisor: str | None = None
     command_id: str | None = None
     authenticated: bool = False
+    skew_ms: int | None = None
+
+
+def _seconds(ms: int) -> str:
+    s = abs(ms) / 1000
+    return f"{s:.1f} s" if s < 10 else f"{s:.0f} s"
+
+
+def clock_advice(skew_ms: int, step_ms: int | None, *, max_age_ms: int, max_skew_ms: int) -> str:
+    """Which clock to fix, for a genuine command refused as stale or future. ``skew_ms``: its
+    ``issued_at`` minus the receive time; ``step_ms``: how far the backend's wall clock has
+    stepped since it started (measured against its monotonic clock; None: not known). When the
+    backend's step explains the refusal (without it the command would have been fresh), the
+    backend's clock is the one to fix; otherwise the console's."""
+    apart = _seconds(skew_ms)
+    if step_ms is not None and abs(step_ms) >= 1000 and -max_skew_ms <= skew_ms + step_ms <= max_age_ms:
+        direction = "forward" if step_ms > 0 else "back"
+        return (f"the clocks differ by {apart}: this backend's clock stepped {_seconds(step_ms)} {direction} "
+                "since it started: fix this backend host's clock (NTP/chrony), not the console's")
+    side = "behind" if skew_ms < 0 else "ahead of"
+    steady = ", which has not stepped since it started" if step_ms is not None else ""
+    return (f"the clocks differ by {apart}: the signing console's clock is {side} this backend's{steady}: "
+            "fix the console's clock (NTP), then sign the act again")
 
 
 class SupervisorKeys(NamedTuple):
@@ -391,7 +441,8 @@ class SupervisorVerifier:
         tables = self._tables.get(supervisor, frozenset())
         return supervisor in self._keys and (tables is None or table_id in tables)
 
-    def verify_payload(self, payload: bytes, topic_table: str, now_ms: int) -> Verified | Refused:
+    def verify_payload(self, payload: bytes, topic_table: str, now_ms: int,
+                       clock_step_ms: int | None = None) -> Verified | Refused:
         """:meth:`verify` for the raw MQTT payload: UTF-8 JSON of at most ``MAX_PAYLOAD``
         bytes, each key once (``{"reason": "a", "reason": "b"}`` would mean one thing to
         us and maybe another to a log reader), no ``NaN``/``Infinity``."""
@@ -399,11 +450,12 @@ class SupervisorVerifier:
             obj = decode_payload(payload)
         except ValueError as exc:
             return Refused("malformed", f"malformed supervisor command: {exc}")
-        return self.verify(obj, topic_table, now_ms)
+        return self.verify(obj, topic_table, now_ms, clock_step_ms)
 
-    def verify(self, obj: Any, topic_table: str, now_ms: int) -> Verified | Refused:
+    def verify(self, obj: Any, topic_table: str, now_ms: int, clock_step_ms: int | None = None) -> Verified | Refused:
         """Is ``obj`` (the parsed JSON received on ``topic_table``'s supervisor topic at
-        ``now_ms``) a command to act on? Never raises for any input."""
+        ``now_ms``) a command to act on? Never raises for any input. ``clock_step_ms``: how far
+        the backend's wall clock stepped since it started, for a stale or future refusal's advice."""
         if not isinstance(obj, Mapping):
             return Refused("malformed", "a supervisor command is a JSON object")
         sup, cid = _claimed(obj, "supervisor"), _claimed(obj, "command_id")
@@ -441,12 +493,15 @@ class SupervisorVerifier:
             return refused("not_allowed_table", f"supervisor {cmd.supervisor} may not command table "
                                                 f"{cmd.table_id} (allowed: {', '.join(sorted(allowed))})", True)
         age = now_ms - cmd.issued_at
-        if age > self.max_age_ms:
-            return refused("stale", f"stale: issued {age} ms before it was received, more than the "
-                                    f"{self.max_age_ms} ms allowed", True)
-        if -age > self.max_skew_ms:
-            return refused("future", f"issued {-age} ms in the future, more than the {self.max_skew_ms} ms clock "
-                                     "skew allowed (check the console's clock)", True)
+        if age > self.max_age_ms or -age > self.max_skew_ms:
+            advice = clock_advice(-age, clock_step_ms, max_age_ms=self.max_age_ms, max_skew_ms=self.max_skew_ms)
+            if age > self.max_age_ms:
+                kind, what = "stale", (f"stale: issued {age} ms before it was received, more than the "
+                                       f"{self.max_age_ms} ms allowed")
+            else:
+                kind, what = "future", (f"issued {-age} ms in the future, more than the {self.max_skew_ms} ms clock "
+                                        "skew allowed")
+            return Refused(kind, f"{what}: {advice}", sup, cid, True, -age)
         self.verified[cmd.supervisor][index] += 1
         return Verified(supervisor=cmd.supervisor, command_id=cmd.command_id, table_id=cmd.table_id,
                         round_id=cmd.round_id, issued_at=cmd.issued_at, command=cmd.body(), key_index=index,
@@ -454,7 +509,7 @@ class SupervisorVerifier:
 
 
 __all__ = ["COMMAND_TYPES", "MAX_PAYLOAD", "MIN_KEY_LEN", "REFUSAL_KINDS", "SUPERVISOR_COMMAND_ADAPTER", "Refused",
-           "SignedCommand", "SupervisorCommand", "SupervisorKeys", "SupervisorVerifier", "SupervisorVoidCommand",
-           "TableCommand",
+           "SignedCommand", "SupervisorCommand", "SupervisorExposeCommand", "SupervisorKeys", "SupervisorVerifier",
+           "SupervisorVoidCommand", "TableCommand", "clock_advice",
            "Verified", "canonical_bytes", "content_digest", "decode_payload", "parse_command", "sign", "sign_command",
            "validation_reason"]

@@ -191,6 +191,11 @@ class Game(ABC):
         """Why the table's money unit cannot express this game's amounts, or None."""
         return None
 
+    def check_config(self) -> str | None:
+        """Why a table's configuration may not ask for these options, or None: some values are
+        kept only so that rules journaled before an option existed replay as they were played."""
+        return None
+
     def initial_memory(self) -> dict[str, Any]:
         """What a table of this game remembers before its first round (``OpenRound.context``)."""
         return {}
@@ -454,10 +459,22 @@ class Reservations(Protocol):
 
 @runtime_checkable
 class Exposures(Protocol):
-    """A card the dealer exposed by mistake may play (stud's 7th card, §3.5)."""
+    """A card the dealer exposed by mistake may play (stud's 7th card, §3.5). The station's
+    report alone shows nothing: the round machine holds it until a supervisor corroborates it
+    (seat and card), and only cards the rules let play exposed are ever taken."""
+
+    def corroborated(self) -> bool:
+        """Whether an exposure needs the supervisor's corroboration (False only under rules
+        journaled before it did: they replay the station's word as they were played)."""
+
+    def exposure_position(self, seat: int) -> str:
+        """The position of ``seat``'s card the exposure rule concerns (stud: ``P4.7``)."""
+
+    def exposable(self, position: str) -> str | None:
+        """Why the card at ``position`` may not play exposed now (None: the rules allow it)."""
 
     def expose(self, position: str) -> str | None:
-        """The dealer exposed the card at ``position``: None if accepted, else why not."""
+        """The card at ``position`` plays exposed: None if done, else why not (nothing changed)."""
 
 
 @runtime_checkable

@@ -99,6 +99,11 @@ class StudOptions(GameOptions):
       than two players can still bet (all-in), since the exposure then decides nothing. 0: no window (betting
       opens on the last scan, so the last-dealt 7th card can never be reported exposed). Rules
       journaled before the option existed mean 0 (:data:`dealer.core.rules.LEGACY_OPTIONS`).
+    * ``exposure_corroboration``: ``SUPERVISOR``: a 7th card the station reports exposed plays
+      face up only once a supervisor's signed act names its seat and card (the station's word
+      alone shows no hidden card). ``NONE`` is how rules journaled before the option existed
+      replay (the station's report was the exposure); a table's configuration cannot ask for
+      it (:meth:`Stud.check_config`).
     """
 
     seats: Annotated[int, Field(strict=True, ge=2, le=8)] = 8
@@ -113,6 +118,7 @@ class StudOptions(GameOptions):
     street_limits: dict[int, StreetLimit] = Field(default_factory=_default_limits)
     wash_every: Annotated[int, Field(strict=True, ge=1, le=100)] = 3
     exposure_window_seconds: Annotated[float, Field(ge=0, le=60)] = 5.0
+    exposure_corroboration: Literal["SUPERVISOR", "NONE"] = "SUPERVISOR"
 
     @model_validator(mode="after")
     def _all_streets(self) -> "StudOptions":
@@ -141,6 +147,13 @@ class Stud(PeerGame):
         for name, amount in amounts:
             if amount % unit != 0:
                 return f"{name} = {amount} is not a whole number of the money unit {unit}"
+        return None
+
+    def check_config(self) -> str | None:
+        if self.options.exposure_corroboration != "SUPERVISOR":
+            return ("exposure_corroboration = NONE is how rules journaled before the option existed replay "
+                    "(the station's word alone exposed a 7th card); a table may only use SUPERVISOR: a hidden "
+                    "card is never shown on the station's word alone")
         return None
 
     def deal_plan(self, seats: Sequence[int] = ()) -> tuple[Position, ...]:
@@ -315,17 +328,33 @@ class StudHand(BettingTurns):
         if position.index == 7:
             self.seventh_dealt = True
 
-    def expose(self, position: str) -> str | None:
-        """§3.5: an exposed 7th card plays, and its player acts first on 7th street."""
+    def corroborated(self) -> bool:
+        return self.o.exposure_corroboration == "SUPERVISOR"
+
+    def exposure_position(self, seat: int) -> str:
+        """§3.5 concerns one card per seat: its 7th."""
+        return f"P{seat}.7"
+
+    def exposable(self, position: str) -> str | None:
+        """§3.5: only a 7th card dealt to a seat, only before the 7th-street betting opens;
+        any other exposed card is the supervisor's irregularity (§7, decks.md §5.4)."""
         if position not in self._sevenths:
             return (f"exposed card at {position}: only a 7th card may be exposed and play; "
                     "call the supervisor (decks.md §5.4)")
         pos = self.dealt.get(position)
         if pos is None or pos.seat is None:
             return f"{position} has not been dealt"
-        seat = pos.seat
         if self.street != 7 or 7 in self.round_start:
             return f"{position} can only be reported exposed before the 7th-street betting opens"
+        return None
+
+    def expose(self, position: str) -> str | None:
+        """§3.5: an exposed 7th card plays, and its player acts first on 7th street."""
+        reason = self.exposable(position)
+        if reason is not None:
+            return reason
+        seat = self.dealt[position].seat
+        assert seat is not None
         if seat not in self.exposed:  # 7th-street deal order is seat order, whatever the report order
             self.exposed = sorted(self.exposed + [seat])
         return None

@@ -20,7 +20,7 @@ from typing import Any
 from dealer.core.cards import STANDARD_52
 from drivers.bus import Bus
 from simulators.shoe import FaultPlan, VirtualShoe
-from simulators.station import ActionSender, DealerFaults, ShoeLink, VirtualDealer
+from simulators.station import ActionSender, DealerFaults, ShoeLink, Shuffler, VirtualDealer
 
 #: Makes one simulated player: (table id, player id, bus, strategy, rng, think, silent_after).
 PlayerFactory = Callable[[str, str, Bus, str, random.Random, float, int], Any]
@@ -98,11 +98,13 @@ def register_dealer(game: str, factory: DealerFactory) -> None:
 def make_dealer(game: str, table_id: str, shoe: VirtualShoe, link: ShoeLink, *, rng: random.Random,
                 faults: FaultPlan | None = None, dealer_faults: DealerFaults | None = None,
                 deal_interval: float = 0.05, heartbeat_interval: float = 0.5, patience: float = 2.0,
-                scripted_rounds: Sequence[Sequence[str]] = (), actions: ActionSender | None = None) -> VirtualDealer:
-    """The virtual dealer for ``game``, passing cards over ``link`` (a PTY or a scanner gateway)."""
+                scripted_rounds: Sequence[Sequence[str]] = (), actions: ActionSender | None = None,
+                shuffler: Shuffler | None = None) -> VirtualDealer:
+    """The virtual dealer for ``game``, passing cards over ``link`` (a PTY or a scanner gateway);
+    ``shuffler`` orders each round's new deck (default: a random shuffle of the game's deck)."""
     kw: dict[str, Any] = dict(rng=rng, faults=faults, dealer_faults=dealer_faults, deal_interval=deal_interval,
                               heartbeat_interval=heartbeat_interval, patience=patience,
-                              scripted_rounds=scripted_rounds, actions=actions)
+                              scripted_rounds=scripted_rounds, actions=actions, shuffler=shuffler)
     factory = DEALERS.get(game)
     if factory is not None:
         return factory(table_id, shoe, link, **kw)

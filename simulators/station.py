@@ -20,6 +20,7 @@ import asyncio
 import json
 import random
 import uuid
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -92,6 +93,8 @@ class DealerFaults:
 
 
 ActionSender = Callable[[bytes], Awaitable[None]]
+#: Shuffles a new round's deck (the soak stacks some decks: a Seotda 9·4, a Matgo layout quad).
+Shuffler = Callable[[random.Random], Sequence[str]]
 
 
 class VirtualDealer:
@@ -110,9 +113,10 @@ class VirtualDealer:
                  dealer_faults: DealerFaults | None = None, deal_interval: float = 0.05,
                  heartbeat_interval: float = 0.5, patience: float = 2.0,
                  scripted_rounds: Sequence[Sequence[str]] = (),
-                 actions: ActionSender | None = None) -> None:
+                 actions: ActionSender | None = None, shuffler: Shuffler | None = None) -> None:
         self.table_id, self.shoe, self.link = table_id, shoe, link
         self.full_deck = list(deck)
+        self.shuffler = shuffler
         self.rng = rng or random.Random()
         self.faults = faults or FaultPlan()
         self.dealer_faults = dealer_faults or DealerFaults()
@@ -128,6 +132,11 @@ class VirtualDealer:
         self.passes = 0
         self.resyncs = 0  # times it took the station's count (:meth:`_resync`)
         self.set_aside = 0  # cards in hand found already registered, put aside (:meth:`_deal_step`)
+        self.stale_refusals = 0  # duplicate refusals with a newer prompt behind them, not acted on
+        #: the last prompts followed, with the dealer's state then (kind, position, step, reason,
+        #: count, card in hand, steps done, cards left): what a failure report shows
+        self.trace: deque[tuple[object, ...]] = deque(maxlen=200)
+        self._last_pass: str | None = None  # the card code passed last (the right one, or a mistake)
         self.confirms_sent = 0
         self.waiting = False  # the station says WAIT: the card in hand registered, do not pass it again
         self.faults_injected: dict[str, int] = {}
@@ -197,6 +206,8 @@ class VirtualDealer:
             await self.link.send([self.shoe.heartbeat()])
 
     async def _follow(self, p: StationPrompt) -> None:
+        self.trace.append((p.kind, p.position, p.step, p.reason, p.count, self.in_hand, self.steps_done,
+                           len(self.shoe.deck)))
         if p.round_id is not None and p.round_id != self._round:
             if self._round is not None and _seq(p.round_id) < _seq(self._round):
                 return  # a stale prompt (e.g. redelivered after a broker restart): not this round
@@ -238,12 +249,29 @@ class VirtualDealer:
             log.warning("station asks for a card while a confirmation is pending", step=p.step,
                         confirming=self.confirming)
             self.confirming = None
-        if self.in_hand is not None and p.kind == "RESCAN" and p.reason == "duplicate_card" and (p.count or 0) >= 3:
-            # the card in hand is itself one that registered earlier (our count went wrong after
-            # a lost prompt): a dealer puts it aside and takes the next card from the shoe
-            log.info("card in hand already registered: set aside", card=self.in_hand, step=p.step)
-            self.set_aside += 1
-            self.in_hand = None
+        if self.in_hand is not None and p.kind == "RESCAN" and p.reason == "duplicate_card":
+            if not self._prompts.empty():
+                # a newer screen is already there: this refusal answers a pass made before it (a
+                # loaded backend works through a backlog of passes); acting on each of a backlog of
+                # refusals would pass, or set aside, a fresh card once per refusal
+                self.stale_refusals += 1
+                return
+            if self.in_hand in self.dealt[getattr(self, "_since", 0):]:
+                # the card in hand is itself one that registered earlier in this shuffle (a card put
+                # back in the shoe): a dealer puts it aside and takes the next card from the shoe
+                log.info("card in hand already registered: set aside", card=self.in_hand, step=p.step)
+                self.set_aside += 1
+                self.in_hand = None
+            elif self._last_pass == self.in_hand:
+                # the card we last passed is the fresh one in hand, never dealt before: the refusal
+                # is for an earlier, extra pass of the card before it (passed again for a rescan of
+                # a lost frame, or while a loaded backend was slow to answer). Passing ours again
+                # would put one more extra pass on the line, refused at the next position, and so
+                # on (and the old rule, three refusals, put good cards aside until the shoe ran
+                # dry): not passed again; if it was lost, the station says so, or the dealer
+                # passes it once more in a while
+                self.stale_refusals += 1
+                return
         if self.in_hand is not None:
             if p.kind != "NEXT":
                 await asyncio.sleep(self.deal_interval / 2)
@@ -303,7 +331,10 @@ class VirtualDealer:
         return True
 
     def _new_shoe(self) -> None:
-        deck = self.scripted.pop(0) if self.scripted else shuffled(self.full_deck, self.rng)
+        if self.scripted:
+            deck: Sequence[str] = self.scripted.pop(0)
+        else:
+            deck = self.shuffler(self.rng) if self.shuffler is not None else shuffled(self.full_deck, self.rng)
         self.shoe.deck = list(deck)
         self.in_hand, self.dealt = None, []
         self.confirming, self.confirmed, self.waiting = None, [], False
@@ -322,6 +353,7 @@ class VirtualDealer:
 
     async def _pass(self, code: str) -> None:
         self.passes += 1
+        self._last_pass = code
         cp = self.faults.pass_card(self.shoe, code, self.rng)
         if cp.fault:
             self._count(cp.fault)

@@ -119,27 +119,39 @@ def test_register_adds_the_soak_command():
 
 
 @pytest.mark.timeout(300)
-async def test_small_soak_with_every_fault_kind_reconciles(tmp_path: Path):
-    """2 tables x 12 rounds against the real ``dealer run`` process, broker and PTYs, with a
-    fault rate high enough that every kind of fault happens."""
-    summary = await run_soak(tables=2, rounds=12, seed=3, workdir=tmp_path / "soak", fault_rate=0.4)
+async def test_small_soak_of_every_game_with_every_fault_kind_reconciles(tmp_path: Path):
+    """One table of each of the five games (and the big Teen Patti table) x 2 rounds against the
+    real ``dealer run`` process, broker and PTYs, with a fault rate high enough that every kind
+    of fault happens: the house worker killed mid-decision, the backend killed in a stud or
+    Seotda turn, the broker lost in the stud exposure window among them."""
+    summary = await run_soak(tables=5, rounds=2, seed=3, workdir=tmp_path / "soak", fault_rate=0.4,
+                             card_fault_rate=0.1)
     assert summary["discrepancies"] == []
     assert summary["ok"] is True
     missing = [k for k in FAULT_KINDS if summary["faults"][k] < 1]
     assert not missing, f"fault kinds never injected: {missing} ({summary['faults']})"
-    assert summary["rounds"]["min"] >= 12
+    assert summary["rounds"]["min"] >= 2
     assert summary["results"] == summary["completed"] + summary["cancelled"] + summary["voided"]
     assert summary["voided"] == 0
     checks = summary["link_loss_checks"]
     assert checks["before_close_must_cancel"] >= 1 and checks["after_close_must_complete"] >= 1
-    assert summary["cancelled"] >= checks["before_close_must_cancel"]
     assert summary["chips"]["escrow"] == "0.00" and summary["chips"]["before"] == summary["chips"]["after"]
     assert summary["bets"]["placed"] == summary["bets"]["ledger_lines"] > 0
-    # Sevenluck players decided themselves, including through a backend down longer than the
-    # window and a wall-clock step
-    assert summary["games"] == {"sevenluck": 1, "teen-patti": 2}  # with the big table, SBIG
+    # every game played and completed rounds; the first Seotda table asks 9-4 rematches and re-entries
+    games = summary["games"]
+    assert {g: games[g]["tables"] for g in games} == {"matgo": 1, "seotda": 1, "sevenluck": 1, "stud": 1,
+                                                      "teen-patti": 2}  # with the big table, SBIG
+    assert all(games[g]["completed"] >= 1 for g in games), games
+    assert summary["seotda_asking_tables"] == ["S02"]
+    # nobody was played for by the timer but on purpose (Sevenluck players decided themselves,
+    # through a backend down longer than the window and a wall-clock step too)
+    assert set(summary["timer_moves"]) <= {"player_silent"}, summary["timer_moves"]
     assert summary["decisions"]["made"] > 0 and summary["decisions"]["by_timeout"] == 0
-    assert summary["backend_down_long_rounds"] >= 1 and summary["clock_steps_seconds"]
+    assert summary["backend_down_long_rounds"] >= 2 and summary["clock_steps_seconds"]
+    # the journal replays through the core to exactly the results paid, the house AI's moves
+    # included; its worker was killed and replaced mid-game
+    assert summary["replay"]["results"] == summary["results"] and summary["replay"]["house_moves"] > 0
+    assert summary["house_worker_kills"]["workers_killed"] >= 1
     # every result acknowledged once (the reconciliation checks it; here: it ran), one in parts,
     # the journal rolled segments and verifies against the retained anchor, the disk filled up
     assert summary["acks_journaled"] == summary["results"]
@@ -226,3 +238,81 @@ def test_reconciliation_reports_results_never_acknowledged_or_acknowledged_twice
     assert "T1:T1-000002: the backend never journaled settlement's acknowledgement" in found, found
     data.acked = ["T1:T1-000001", "T1:T1-000002"]
     assert reconcile(data).discrepancies == []
+
+
+# -- every game: the journal replayed, the timer's moves by cause, the turn games' pots ---------------
+
+
+def _journal_of(events: list) -> object:
+    """A journal (as :func:`tools.soak_judge.replay` reads one) holding ``events`` of table T1."""
+    from dealer.edge.journal import JournalRow
+
+    rows = [JournalRow(i, "T1", getattr(ev, "round_id", None), ev.type, ev.model_dump_json(), 0, "", "")
+            for i, ev in enumerate(events, start=1)]
+
+    class _Journal:
+        journal_id = ""
+
+        def rows(self, table_id=None, since_id=0):
+            return iter(r for r in rows if table_id in (None, r.table_id))
+
+    return _Journal()
+
+
+def test_the_journal_replays_to_the_results_that_were_paid():
+    from dealer.core.events import RulesChanged
+    from dealer.core.rules import canonical_rules, software_version
+    from tools.soak_judge import compare_results, replay
+
+    cfg = TableConfig(id="T1", game="teen-patti", scanner={"kind": "serial", "port": "/dev/null", "reader_id": "R1"})
+    text = canonical_rules(cfg)
+    import hashlib
+
+    events = [RulesChanged(rules=text, rules_hash=hashlib.sha256(text.encode()).hexdigest(),
+                           software_version=software_version(), at=1),
+              OpenRound(round_id="T1-000001", at=1, betting_closes_at=2),
+              PlaceBet(bet_id="b1", player_id="p1", bet_type="player_a", stake="10.00", at=1),
+              CloseBetting(at=2), *[ScanRead(reader="R1", code=c, at=3) for c in DEAL]]
+    rp = replay(_journal_of(events), ["T1"])
+    assert rp.problems == [] and rp.refused == {} and list(rp.results) == ["T1:T1-000001"]
+    paid = dict(rp.results)
+    assert compare_results(rp.results, paid) == []
+    other = paid["T1:T1-000001"].model_copy(update={"winner": "B"})
+    assert compare_results(rp.results, {"T1:T1-000001": other}) == [
+        "T1:T1-000001: the replayed result differs from the one applied in ['winner']"]
+    assert compare_results(rp.results, {}) == ["T1:T1-000001: the journal replays to a result settlement never applied"]
+
+
+def test_timer_moves_are_counted_by_cause_and_only_a_chosen_silence_is_fine():
+    from tools.soak_judge import TimerMove, judge_timers
+
+    moves = [TimerMove("S1", "r1", "action_timeout", "player2", 4, 10_000, 6000),  # left to the timer on purpose
+             TimerMove("S1", "r1", "action_timeout", "player3", 5, 20_000, 6000),  # the broker died in its window
+             TimerMove("S2", "r2", "action_timeout", "house-ai", 7, 40_000, 6000),  # nothing was down
+             TimerMove("S3", "r3", "confirm_timeout", None, None, 50_000, 2000),  # the station's window, no outage
+             TimerMove("S4", "r4", "decision_timeout", "player1", None, 60_000, 6000)]  # judged from the result
+    found, causes = judge_timers(moves, {("S1", "player2", "r1", 4)}, [("broker_restart", 15_000, 15_400),
+                                                                        ("disk_full", 70_000, 71_000)])
+    assert causes == {"house:no_outage": 1, "player:no_outage": 1, "player:outage:broker": 1, "player_silent": 1,
+                      "station:no_outage": 1}
+    assert len(found) == 2, found
+    assert found[0].startswith("S1:r1: the timer played player3's turn 5") and found[0].endswith("down: broker")
+    assert found[1].startswith("S2:r2: the timer played house-ai's turn 7") and "no outage" in found[1]
+
+
+def test_a_turn_game_hand_must_return_what_was_brought_less_the_rake():
+    from tools.soak_judge import peer_money
+
+    def stud(returned: dict[str, str], rake: str) -> RoundResult:
+        return RoundResult.model_validate({
+            "idempotency_key": "S1:r1", "table_id": "S1", "round_id": "r1", "game": "stud", "outcome": "COMPLETED",
+            "refund_all": False, "accepted_bets": {"count": 2, "stakes": {"chips": "60.00"}, "bet_ids": ["a", "b"]},
+            "money": {"currency": "EUR", "minor_unit": "0.01", "rounding": "DOWN"}, "opened_at": 1, "finished_at": 2,
+            "player_bets": {p: {"chips": {"outcome": "WIN", "ratio": "0", "returned": v}} for p, v in returned.items()},
+            "details": {"rake": rake, "total_pot": "20.00", "pots": [{"amount": "19.00"}]}})
+
+    stakes = {"S1:r1": {"p1": Decimal("20.00"), "p2": Decimal("40.00")}}
+    found, money = peer_money({"S1:r1": stud({"p1": "10.00", "p2": "49.00"}, "1.00")}, stakes)
+    assert found == [] and money["rake"] == "1.00"
+    found, _ = peer_money({"S1:r1": stud({"p1": "10.00", "p2": "49.50"}, "1.00")}, stakes)
+    assert found == ["S1:r1: chips not conserved in the hand: 60.00 brought, 59.50 returned, 1.00 raked"]

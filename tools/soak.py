@@ -1,11 +1,14 @@
 """``dealer soak``: K tables for M rounds under random faults, then a full reconciliation.
 
 Everything is real except the people and the hardware: one private Mosquitto (persistence
-on), the real ``dealer run`` process started from a TOML config with K Teen Patti tables on
-K serial scanners (PTYs), K virtual dealers following the station prompts through a
-faulty line (garbage, no-reads, torn and dropped frames, retransmissions) and making
-mistakes (foreign and duplicate cards), and the reference settlement consumer placing
-random bets for every round and applying every result once into its SQLite ledger.
+on), the real ``dealer run`` process started from a TOML config with K tables of the five
+games in turn (``--games all``: Seven-Card Stud, Seotda, Matgo, Sevenluck, Teen Patti;
+:mod:`tools.soak_games`) on K serial scanners (PTYs), K virtual dealers following the station
+prompts through a faulty line (garbage, no-reads, torn and dropped frames, retransmissions) and
+making mistakes (foreign and duplicate cards), the games' steady players
+(:mod:`tools.soak_players`; the house AI plays Matgo in the backend's worker process), and the
+reference settlement consumer placing the bets of every round (the turn games' players' chips
+and cover) and applying every result once into its SQLite ledger.
 
 A chaos task injects, at random moments spread over the run, in shuffled rotation:
 
@@ -16,7 +19,10 @@ A chaos task injects, at random moments spread over the run, in shuffled rotatio
 * ``link_loss_before_close``: the broker killed right after a ``round_opened`` event (and
   the first accepted bet, if one comes quickly): that round must be CANCELLED and refunded;
 * ``link_loss_after_close``: the broker killed while a table is DEALING: that round must
-  complete, and its result arrives after the broker is back.
+  complete, and its result arrives after the broker is back;
+* and the kinds ``docs/soak.md`` lists: the backend down past a decision or turn window, the
+  house worker killed mid-decision, the broker lost in the stud exposure window, settlement down
+  or slow, a full disk, clock steps, an oversize round.
 
 The simulated people use MQTT as they should: settlement reads results over a persistent
 session (nothing may be missed) but round events and bets as live traffic, bettors bet
@@ -24,8 +30,8 @@ once per round and only while its betting is open, and a dealer station's screen
 the newest prompt, never an older one redelivered by a crashed broker.
 
 When every table has at least M results applied by the consumer (and every planned chaos
-event happened) the soak stops opening rounds (the backend is restarted once more with
-``auto_rounds = false``), waits until every opened round's result has been delivered and
+event happened) the soak stops opening rounds (the backend reloads its config with
+``auto_rounds = false``: SIGHUP), waits until every opened round's result has been delivered and
 applied, stops everything and reconciles (:func:`reconcile`):
 
 * every round the backend opened (its journal) has exactly one applied result, and
@@ -35,7 +41,9 @@ applied, stops everything and reconciles (:func:`reconcile`):
   NOT_ACCEPTED) with the amount :func:`dealer.core.settlement.settle_bet` gives; cancelled and
   voided rounds only refund;
 * chips are conserved: players' bankrolls + house + escrow before == after, with nothing
-  left in escrow;
+  left in escrow; each turn game's hand returns the chips brought less its rake;
+* the journal replays through the core to the results paid, and every timer move has a cause
+  (:mod:`tools.soak_judge`): only a turn a player left on purpose may be played by the timer;
 * every CANCELLED round was cancelled by a link loss before its betting closed (its
   reason, no ``closed_at``, and no ``close_betting`` in the journal), every round hit by a
   link loss after betting closed COMPLETED, and no round was VOIDED (nobody voids here).
@@ -79,16 +87,23 @@ from dealer.core.result_parts import join_parts
 from dealer.core.round_ids import sequence_of
 from dealer.edge.segments import AuditReport, parse_anchor, segment_dir, verify
 from dealer.core.settlement import settle_bet
+from dealer.games.matgo import AI_PLAYER as HOUSE_AI
 from drivers.bus import BusError
 from drivers.mqtt import MqttBus, cancel_and_wait
 from simulators.broker import MosquittoProcess
 from simulators.pty_port import PtyPort
+from simulators.bettors import BetPlan
 from simulators.players import VirtualPlayer
+from simulators.player_parts import deal_number
 from simulators.procs import die_with_parent
 from simulators.rig import make_dealer
 from simulators.settlement import SettlementConsumer
 from simulators.shoe import FaultPlan, VirtualShoe
 from simulators.station import DealerFaults, PtyShoeLink, StationScreen, VirtualDealer
+from tools.soak_games import (GAME_CHOICES, SHUFFLERS, TURN_GAMES, TableSpec, peer_plan, table_games, table_specs,  # noqa: F401
+                              toml_options)
+from tools.soak_judge import Replay, compare_results, judge_timers, peer_money, replay
+from tools.soak_players import make_soak_players, turns_left_to_timer
 
 #: The dealer station's screen (newest prompt only) lives with the virtual dealer now.
 _StationScreen = StationScreen
@@ -97,7 +112,19 @@ log = structlog.get_logger("tools.soak")
 
 #: Faults the chaos task injects (each at least once per cycle of the rotation).
 CHAOS_KINDS = ("broker_restart", "reader_unplug", "backend_kill", "link_loss_before_close", "link_loss_after_close",
-               "backend_down_long", "clock_step", "settlement_down", "settlement_slow", "disk_full", "oversize_round")
+               "backend_down_long", "clock_step", "settlement_down", "settlement_slow", "disk_full", "oversize_round",
+               "house_worker_kill", "backend_kill_in_turn", "exposure_broker_loss")
+#: Kinds that wait for a rare moment of a game (the house AI's turn, a stud exposure window):
+#: armed beside the others, they fire when it comes (ARMED_SECONDS at most).
+ARMED = ("house_worker_kill", "exposure_broker_loss")
+ARMED_SECONDS = 300.0
+#: Kinds that may run while the oversize round places its bets: not a broker kill (a link lost
+#: while betting is open cancels the round) nor a clock step (its betting would close at once).
+BESIDE_OVERSIZE = ("settlement_down", "settlement_slow", "reader_unplug", "house_worker_kill", "backend_kill",
+                   "backend_down_long", "backend_kill_in_turn", "disk_full")
+#: Kinds that need a table of some game: a soak without one plans none of them.
+CHAOS_NEEDS = {"backend_down_long": ("sevenluck",), "house_worker_kill": ("matgo",),
+               "backend_kill_in_turn": ("stud", "seotda"), "exposure_broker_loss": ("stud",)}
 #: Line faults of the reader, per pass of a card (``simulators.shoe.FaultPlan``).
 LINE_FAULTS = ("garbage", "noread", "torn", "drop", "repeat")
 #: Dealer mistakes, per card dealt (``simulators.station.DealerFaults``), as the dealer counts them.
@@ -109,6 +136,7 @@ HOUSE_BANKROLL = Decimal("10000000.00")
 NODE_ID = "soak-host"
 
 _CANCEL_REASON = re.compile(r"^link (broker|scanner:[A-Z0-9-]+) down before the round started")
+_TOO_FEW = re.compile(r"^[a-z-]+ needs at least (\d+) seated players, \d+ sat down$")
 #: A link loss this long before betting closes must cancel the round. The backend hears a
 #: broker disconnect within milliseconds on a quiet machine; the margin absorbs a loaded one
 #: (the target soak measures hops of 60 ms p50 and 800 ms p99 on 2 cores, and a 100 ms
@@ -118,8 +146,11 @@ MAX_LISTED = 200
 SEVENLUCK_SEATS = 3
 #: Journal retention far more aggressive than a studio's, so that segments roll (and are
 #: verified at the end) under every fault.
-SOAK_SERVICE = ("journal_retain_rows = 500\njournal_segment_rows = 500\nmax_message_bytes = 16384\n"
-                "result_resend_seconds = 2\nresult_resend_max_seconds = 10\n")
+SOAK_SERVICE = ("journal_retain_rows = 500\njournal_segment_rows = 500\n"
+                "result_resend_seconds = 2\nresult_resend_max_seconds = 10\nhouse_workers = 1\n")
+#: The soak's ``max_message_bytes``: the least the backend allows (a stud table needs more).
+SOAK_MESSAGE_BYTES = 16_384
+SOAK_MESSAGE_BYTES_STUD = 65_536
 #: With chaos on, one more Teen Patti table with a longer betting period, where the
 #: ``oversize_round`` fault places thousands of bets in one round: its result is bigger than
 #: ``max_message_bytes`` and goes as a manifest plus parts. It plays along, outside the target.
@@ -131,11 +162,21 @@ FAKETIME_CACHE_SECONDS = 1
 STEP_SETTLE_SECONDS = 2.0
 BIG_BETTING_SECONDS = 5.0
 #: Bets of an oversize round, with 60-character bet ids: about 25 KB of ids, over the soak's
-#: 16 KiB ``max_message_bytes``. Paced: a burst on one table of this 2-core machine would
-#: delay every other table's players for seconds (the soak would rightly count their
-#: decisions taken by the timer).
+#: 16 KiB ``max_message_bytes``; with a stud table (64 KiB) 1,150 bets of 64-character ids.
+#: Paced: a burst on one table of this 2-core machine would delay every other table's
+#: players for seconds (the soak would rightly count their decisions taken by the timer).
 OVERSIZE_BETS = 400
 OVERSIZE_BETS_PER_SECOND = 200
+OVERSIZE_BETS_STUD, OVERSIZE_BETS_PER_SECOND_STUD = 1300, 55
+BIG_BETTING_SECONDS_STUD = 28.0
+#: Betting period of a turn game's table: its players sit down with a bet (their chips), and
+#: one who sits too late is not dealt in.
+PEER_BETTING_SECONDS = 1.0
+#: The least turn window of a Matgo table (see :func:`matgo_windows`).
+MATGO_ACTION_SECONDS = 10.0
+#: How long a dealer station waits for the broker's acknowledgement of a confirmation before
+#: it may confirm again (a send into a dying connection waits for the client's 10 s timeout).
+CONFIRM_SEND_SECONDS = 1.0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -173,6 +214,11 @@ class SoakData:
     acked: list[str] | None = None
     player_bankroll: Decimal = PLAYER_BANKROLL
     house_bankroll: Decimal = HOUSE_BANKROLL
+    #: the journal replayed through the core (tools/soak_judge.py); None: not judged
+    replay: Replay | None = None
+    #: (table, player, round, turn) a player left to the timer on purpose
+    silent_turns: set[tuple[str, str, str, int]] = field(default_factory=set)
+    games: dict[str, str] = field(default_factory=dict)  # table -> game
 
 
 @dataclass
@@ -184,6 +230,33 @@ class Reconciliation:
 def _seq(round_id: str) -> int:
     seq = sequence_of(round_id)
     return -1 if seq is None else seq
+
+
+def _per_game(results: dict[str, RoundResult], games: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """Results by game (every game with a table, even one without a result yet)."""
+    out: dict[str, dict[str, Any]] = {g: {"tables": 0, "results": 0, "completed": 0, "cancelled": 0, "voided": 0}
+                                      for g in sorted(set(games.values()))}
+    for g in games.values():
+        out[g]["tables"] += 1
+    for key, r in results.items():
+        g = games.get(key.split(":", 1)[0], r.game)
+        row = out.setdefault(g, {"tables": 0, "results": 0, "completed": 0, "cancelled": 0, "voided": 0})
+        row["results"] += 1
+        row[r.outcome.lower()] += 1
+    return out
+
+
+def _twice(cards: dict[str, str]) -> list[str]:
+    """Cards registered twice within one deal (a Seotda rematch, a Matgo redeal, deal ``R{n}.``
+    positions from all the cards again)."""
+    seen: set[tuple[int, str]] = set()
+    out = []
+    for pos, card in cards.items():
+        k = (deal_number(pos), card)
+        if k in seen:
+            out.append(f"{pos}={card}")
+        seen.add(k)
+    return out
 
 
 def reconcile(data: SoakData) -> Reconciliation:
@@ -251,18 +324,24 @@ def reconcile(data: SoakData) -> Reconciliation:
             d.append(f"{key}: result carries idempotency key {r.idempotency_key!r}")
         if r.outcome == "CANCELLED":
             m = _CANCEL_REASON.match(r.reason or "")
-            if m is None:
-                d.append(f"{key}: CANCELLED but not by a link loss before betting closed: {r.reason!r}")
+            few = _TOO_FEW.match(r.reason or "")
+            peer = r.game in TURN_GAMES
+            if few is not None and r.accepted_bets.count < int(few.group(1)):
+                cancelled_by["too_few_players"] += 1  # its players sat down too late (a loaded machine)
+            elif m is None:
+                d.append(f"{key}: CANCELLED but not by a link loss before its first card or betting closed: "
+                         f"{r.reason!r}")
             else:
                 cancelled_by[m.group(1).split(":")[0]] += 1
-            if r.closed_at is not None or r.round_id in data.closed:
+            # a turn game starts at its first card: a link lost between the close and it cancels (decks.md §5.3)
+            if (r.closed_at is not None or r.round_id in data.closed) and not peer:
                 d.append(f"{key}: CANCELLED after its betting had closed")
             if r.cards:
                 d.append(f"{key}: CANCELLED with cards registered {r.cards}")
         elif r.outcome == "VOIDED":
             d.append(f"{key}: VOIDED, but nobody voids a round in this soak: {r.reason!r}")
-        elif r.outcome == "COMPLETED" and len(set(r.cards.values())) != len(r.cards):
-            d.append(f"{key}: COMPLETED with a card registered twice: {r.cards}")
+        elif r.outcome == "COMPLETED" and _twice(r.cards):
+            d.append(f"{key}: COMPLETED with a card registered twice in one deal: {_twice(r.cards)}")
     for key, why in sorted(data.must_cancel.items()):
         r = results.get(key)
         if r is not None and r.outcome != "CANCELLED":
@@ -287,7 +366,7 @@ def reconcile(data: SoakData) -> Reconciliation:
             d.append(f"{key}: {', '.join(late)} timed out by the decision timer after {why}")
     for key in sorted(data.must_not_time_out):
         r = results.get(key)
-        if r is not None and r.outcome == "COMPLETED" and not r.decisions:
+        if r is not None and r.outcome == "COMPLETED" and not r.decisions and r.game == "sevenluck":
             d.append(f"{key}: completed without the decisions it was waiting for")
 
     # -- every result acknowledged by settlement, once -----------------------------------------
@@ -397,6 +476,36 @@ def reconcile(data: SoakData) -> Reconciliation:
     house_net = house - data.house_bankroll
     if escrow != 0:
         d.append(f"chips not conserved: {escrow} still in escrow (stakes placed minus stakes settled or refunded)")
+    # -- the turn games' hands: chips brought = chips returned + rake, pots hold what was put in -------
+    brought: dict[str, dict[str, Decimal]] = {}
+    for key, r in results.items():
+        if r.game in TURN_GAMES:
+            for bet_id in r.accepted_bets.bet_ids:
+                row = placed.get(bet_id)
+                if row is not None:
+                    mine = brought.setdefault(key, {})
+                    mine[row[2]] = mine.get(row[2], Decimal(0)) + Decimal(row[4])
+    money_d, money = peer_money(results, brought)
+    d.extend(money_d)
+    # -- every game, from the journal replayed through the core ---------------------------------
+    per_game = _per_game(results, data.games)
+    if data.replay is not None:
+        rp = data.replay
+        d.extend(rp.problems)
+        d.extend(compare_results(rp.results, results))
+        d.extend(rp.dealt_twice)
+        d.extend(f"a house AI move the core refuses on replay: {x}" for x in rp.house_refused)
+        timer_d, causes = judge_timers(rp.timer_moves, data.silent_turns, data.faults)
+        d.extend(timer_d)
+        stats["timer_moves"] = causes
+        stats["replay"] = {"rows": rp.rows, "results": len(rp.results), "house_moves": rp.house_moves,
+                           "refused_rows": dict(sorted(rp.refused.items())), "refused_examples": rp.refused_examples[:5]}
+        for game in per_game:
+            moves = [m for m in rp.timer_moves if data.games.get(m.table_id) == game]
+            per_game[game]["timer_moves"] = judge_timers(moves, data.silent_turns, data.faults)[1]
+            per_game[game]["played"] = dict(sorted(rp.coverage.get(game, Counter()).items()))
+    stats["games"] = per_game
+    stats["peer_money"] = money
     if players_net + house_net != 0 or after + escrow != before:
         d.append(f"chips not conserved: players net {players_net} + house net {house_net} != 0 "
                  f"(before {before}, after {after})")
@@ -430,8 +539,11 @@ def table_ids(n: int) -> list[tuple[str, str]]:
 def write_config(path: Path, *, broker_url: str, journal: Path, tables: Sequence[tuple[str, str, str, str]],
                  betting_seconds: float, pause_seconds: float, auto_rounds: bool = True,
                  heartbeat_timeout: float = 3.0, decision_seconds: float = 6.0, log_level: str = "warning",
-                 service_extra: str = "", betting_overrides: dict[str, float] | None = None) -> Path:
-    """The backend's TOML: one table per (id, reader, serial port, game)."""
+                 service_extra: str = "", betting_overrides: dict[str, float] | None = None,
+                 options: dict[str, dict[str, Any]] | None = None, action_seconds: float = 6.0,
+                 action_overrides: dict[str, float] | None = None) -> Path:
+    """The backend's TOML: one table per (id, reader, serial port, game), each with its
+    ``options`` (default: Sevenluck's seats)."""
     parts = [f"""[service]
 node_id = "{NODE_ID}"
 journal_path = "{journal}"
@@ -443,6 +555,7 @@ url = "{broker_url}"
 client_id = "soak-backend"
 """]
     for tid, reader, port, game in tables:
+        opts = (options or {}).get(tid, {"seats": SEVENLUCK_SEATS} if game == "sevenluck" else {})
         parts.append(f"""
 [[tables]]
 id = "{tid}"
@@ -450,11 +563,9 @@ game = "{game}"
 betting_seconds = {(betting_overrides or {}).get(tid, betting_seconds)}
 pause_seconds = {pause_seconds}
 auto_rounds = {'true' if auto_rounds else 'false'}
-""" + (f"""decision_seconds = {decision_seconds}
-
-[tables.options]
-seats = {SEVENLUCK_SEATS}
-""" if game == "sevenluck" else "") + f"""
+decision_seconds = {decision_seconds}
+action_seconds = {(action_overrides or {}).get(tid, action_seconds)}
+""" + toml_options(opts) + f"""
 [tables.scanner]
 kind = "serial"
 port = "{port}"
@@ -465,16 +576,6 @@ heartbeat_timeout = {heartbeat_timeout}
     tmp.write_text("".join(parts))
     tmp.replace(path)
     return path
-
-
-def table_games(n: int, games: str) -> list[str]:
-    """``teen-patti``, ``sevenluck`` or ``mixed`` (every second table Sevenluck, whose players
-    decide: the soak's proof that no outage times a player out)."""
-    if games == "mixed":
-        return ["sevenluck" if i % 2 == 0 else "teen-patti" for i in range(1, n + 1)]
-    if games in ("teen-patti", "sevenluck"):
-        return [games] * n
-    raise ValueError(f"games must be teen-patti, sevenluck or mixed, not {games!r}")
 
 
 #: Size of the journal's own filesystem (a tmpfs: it takes memory only as it fills).
@@ -549,9 +650,11 @@ def scan_backend_log(text: str) -> dict[str, int]:
     Loop.add_writer``, EBADF) when the broker vanishes mid-write. It is logged by the
     loop's default handler, and the client reconnects as it should.
     """
-    tracebacks = fd_races = 0
+    tracebacks = fd_races = pools = 0
     benign = False
     for line in text.splitlines():
+        if "house worker died: pool replaced" in line:
+            pools += 1
         if line.startswith("{"):
             benign = False
             try:
@@ -569,7 +672,31 @@ def scan_backend_log(text: str) -> dict[str, int]:
         elif line.startswith("Traceback") and not benign:
             tracebacks += 1
             benign = True  # a chained exception's second traceback is the same incident
-    return {"tracebacks": tracebacks, "loop_fd_races": fd_races}
+    out = {"tracebacks": tracebacks, "loop_fd_races": fd_races}
+    if pools:
+        out["house_pools_replaced"] = pools
+    return out
+
+
+def house_worker_pids(backend_pid: int) -> list[int]:
+    """The house players' worker processes of a backend (dealer/edge/house.py): the children of
+    its fork server, itself a child of the backend (its resource tracker is not a worker)."""
+    children: dict[int, list[int]] = {}
+    cmd: dict[int, str] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat", "rb") as f:
+                stat = f.read().decode(errors="replace")
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                cmd[int(d)] = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(d))
+    servers = [p for p in children.get(backend_pid, []) if "forkserver" in cmd.get(p, "")]
+    return sorted(w for s in servers for w in children.get(s, []))
 
 
 def _quantiles(xs: Sequence[float]) -> dict[str, float]:
@@ -619,6 +746,7 @@ class _SoakConsumer(SettlementConsumer):
     """
 
     games: dict[str, str] = field(default_factory=dict)  # table -> game (bets differ by game)
+    plans: dict[str, BetPlan] = field(default_factory=dict)  # turn games' tables: their players' chips
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -650,6 +778,10 @@ class _SoakConsumer(SettlementConsumer):
         super()._on_event(topic, payload)
 
 
+    def _bet_plan(self, table_id: str) -> BetPlan:
+        plan = self.plans.get(table_id)
+        return plan if plan is not None else super()._bet_plan(table_id)
+
     def _acknowledge(self, table_id: str, key: str, round_id: str) -> None:
         if time.monotonic() >= self.slow_until:
             super()._acknowledge(table_id, key, round_id)
@@ -658,7 +790,7 @@ class _SoakConsumer(SettlementConsumer):
         asyncio.get_running_loop().call_later(self.rng.uniform(1.0, 5.0), SettlementConsumer._acknowledge, self,
                                               table_id, key, round_id)
 
-    async def place_many(self, table_id: str, round_id: str, n: int, per_second: float) -> int:
+    async def place_many(self, table_id: str, round_id: str, n: int, per_second: float, id_length: int = 60) -> int:
         """``n`` Teen Patti bets in one round from high-rollers, at ``per_second`` (each bet in
         the bet book first, like every bet here); returns how many were handed to the broker."""
         self._bet_rounds.add(round_id)
@@ -678,7 +810,7 @@ class _SoakConsumer(SettlementConsumer):
 
         for i in range(n):
             self._bet_seq += 1
-            bet_id = f"{round_id}-x{self._bet_seq}-".ljust(60, "p")
+            bet_id = f"{round_id}-x{self._bet_seq}-".ljust(id_length, "p")
             bet = PlaceBet(bet_id=bet_id, player_id=f"whale{i % 200}", bet_type=self.rng.choice(self.bet_types),
                            stake=self.rng.choice(self.stakes), round_id=round_id, command_id=bet_id)
             self.db.execute("INSERT OR IGNORE INTO bets VALUES (?, ?, ?, ?, ?, ?)",
@@ -709,6 +841,88 @@ class _SoakPlayer(VirtualPlayer):
             asyncio.get_running_loop().create_task(self._decide(str(ev["round_id"])))
 
 
+def matgo_windows(games: dict[str, str], action_seconds: float) -> dict[str, float]:
+    """A Matgo table's turn window: at least MATGO_ACTION_SECONDS. The house AI thinks in a worker
+    process below the backend's priority (nice 10): on a loaded host a worker started again after a
+    kill may wait seconds for the CPU, and the soak must not mistake that for an outage."""
+    return {t: max(action_seconds, MATGO_ACTION_SECONDS) for t, g in games.items() if g == "matgo"}
+
+
+def peer_plans(specs: dict[str, TableSpec]) -> dict[str, BetPlan]:
+    """The bets of the turn games' tables (their players' chips, Matgo's cover), by table."""
+    return {t: peer_plan(spec) for t, spec in specs.items() if spec.game in TURN_GAMES}
+
+
+def make_players_of(url: str, specs: dict[str, TableSpec], seed: int,
+                    silent_rate: float) -> tuple[list[MqttBus], list[Any]]:
+    """The players of every table that has some (Sevenluck's deciders, the turn games' steady
+    players), each table's on a persistent session of its own (a decision or a turn asked while
+    they reconnect is not missed; a crashed broker may still lose it: they also read the public
+    events and their retained state). Returns (their buses, the players)."""
+    buses: list[MqttBus] = []
+    players: list[Any] = []
+    prng = random.Random(seed + 2)
+    for i, (tid, spec) in enumerate(specs.items()):
+        if spec.game == "sevenluck":
+            pbus = MqttBus(url, client_id=f"soak-players-{tid}", persistent_session=True)
+            buses.append(pbus)
+            for n in range(1, SEVENLUCK_SEATS + 1):
+                players.append(_SoakPlayer(tid, f"player{n}", pbus, prng.choice(["q64", "random"]),
+                                           rng=random.Random(prng.random()),
+                                           think=round(prng.uniform(0.02, 0.3), 3), retries=20))
+        elif spec.game in TURN_GAMES:
+            pbus = MqttBus(url, client_id=f"soak-players-{tid}", persistent_session=True, accept_retained=True)
+            buses.append(pbus)
+            players += make_soak_players(spec.game, tid, pbus, spec.players, rng=random.Random(prng.random()),
+                                         table_index=i, silent_rate=silent_rate)
+    return buses, players
+
+
+def make_soak_dealer(game: str, table_id: str, shoe: VirtualShoe, link: Any, bus: MqttBus, **kw: Any) -> VirtualDealer:
+    """The table's virtual dealer (:func:`simulators.rig.make_dealer`), confirming its steps (stud's
+    wash and shuffle and exposure window, Seotda's and Matgo's reshuffles) on the station topic
+    through ``bus``, and dealing some rounds from a stacked deck (:mod:`tools.soak_games`)."""
+    stack = SHUFFLERS.get(game)
+    dealer = make_dealer(game, table_id, shoe, link, shuffler=stack() if stack else None, **kw)
+    topic = topics.station(table_id)
+
+    async def confirm(payload: bytes) -> None:
+        # a station whose send hangs in a connection that is dying (no PUBACK until the client
+        # notices, up to its publish timeout) sends again: the dealer presses confirm again on its
+        # patience, with the same command id, instead of staring at a frozen screen
+        try:
+            async with asyncio.timeout(CONFIRM_SEND_SECONDS):
+                await bus.publish(topic, payload, qos=1)
+        except TimeoutError:
+            pass
+
+    dealer.actions = confirm
+    return dealer
+
+
+async def reload_process(proc: "BackendProcess", problems: list[str], tries: int = 20) -> bool:
+    """SIGHUP ``proc`` (its table settings apply without a restart: the drain's ``auto_rounds =
+    false``) until its log says it did not ignore it (a backend still starting ignores it);
+    False when it could not (a refused reload is also a discrepancy)."""
+    def lines() -> list[str]:
+        try:
+            return proc.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return []
+
+    for _ in range(tries):
+        before = len(lines())
+        proc.reload()
+        await asyncio.sleep(1.0)
+        new = lines()[before:]
+        if any("reload refused" in line for line in new):
+            problems.append(f"the backend refused the drain's reload (auto_rounds = false): see {proc.log_path}")
+            return False
+        if not any("reload ignored" in line for line in new):
+            return proc.alive
+    return False
+
+
 class BackendProcess:
     """``python -m dealer run --config FILE`` as a child process (stderr appended to a log)."""
 
@@ -726,6 +940,11 @@ class BackendProcess:
                                          stdout=subprocess.DEVNULL, stderr=err, preexec_fn=die_with_parent,
                                          env=None if self.env is None else os.environ | self.env)
         self.starts += 1
+
+    def reload(self) -> None:
+        """SIGHUP: the backend applies its config's table settings (auto_rounds) without a restart."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGHUP)
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -750,7 +969,8 @@ class _Soak:
     def __init__(self, tables: int, rounds: int, seed: int, workdir: Path, fault_rate: float, *,
                  card_fault_rate: float | None, betting_seconds: float, pause_seconds: float,
                  deal_interval: float, max_seconds: float, stall_seconds: float, drain_seconds: float,
-                 games: str = "mixed", decision_seconds: float = 6.0) -> None:
+                 games: str = "all", decision_seconds: float = 6.0, action_seconds: float = 6.0,
+                 silent_rate: float = 0.02) -> None:
         if tables < 1 or rounds < 1:
             raise ValueError("a soak needs at least one table and one round")
         if not 0 <= fault_rate <= 1:
@@ -766,7 +986,21 @@ class _Soak:
         self.rng = random.Random(seed)
         self.ids = table_ids(tables) + ([(BIG_TABLE, BIG_READER)] if fault_rate > 0 else [])
         self.tids = [t for t, _ in self.ids]
-        self.games = dict(zip(self.tids, table_games(tables, games) + ["teen-patti"]))
+        self.specs: dict[str, TableSpec] = dict(zip(self.tids, table_specs(tables, games) + [TableSpec("teen-patti")]))
+        self.games = {t: spec.game for t, spec in self.specs.items()}
+        self.action_seconds, self.silent_rate = action_seconds, silent_rate
+        self.stud = "stud" in self.games.values()
+        self.big_betting = BIG_BETTING_SECONDS_STUD if self.stud else BIG_BETTING_SECONDS
+        self.chaos_kinds = tuple(k for k in CHAOS_KINDS
+                                 if not set(CHAOS_NEEDS.get(k, ())).isdisjoint(self.games.values()) or k not in CHAOS_NEEDS)
+        self.worker_kills: list[dict[str, Any]] = []
+        #: kinds a fault of the current cycle of the rotation served already (a long kill caught both)
+        self._served: set[str] = set()
+        self._oversize_task: asyncio.Task[None] | None = None
+        self._armed: list[asyncio.Task[None]] = []  # faults waiting for their moment beside the others
+        self._broker_lock = asyncio.Lock()
+        self.replayed: Replay | None = None
+        self.start_s: list[float] = []  # each backend start: until its new instance said online
         self.oversize: dict[str, int] = {}  # round key -> bets placed by oversize_round
         self.decision_seconds = decision_seconds
         self.clock_offset = 0  # seconds the backend's wall clock is ahead of the real one (clock_step)
@@ -815,7 +1049,14 @@ class _Soak:
                             tables=[(t, r, p.path, self.games[t]) for (t, r), p in zip(self.ids, self.ports)],
                             betting_seconds=self.betting_seconds, pause_seconds=self.pause_seconds,
                             auto_rounds=auto_rounds, decision_seconds=self.decision_seconds,
-                            service_extra=SOAK_SERVICE, betting_overrides={BIG_TABLE: BIG_BETTING_SECONDS})
+                            action_seconds=self.action_seconds, action_overrides=matgo_windows(self.games,
+                                                                                               self.action_seconds),
+                            options={t: spec.options for t, spec in self.specs.items()},
+                            service_extra=SOAK_SERVICE + "max_message_bytes = "
+                            f"{SOAK_MESSAGE_BYTES_STUD if self.stud else SOAK_MESSAGE_BYTES}\n",
+                            betting_overrides={BIG_TABLE: self.big_betting} | {
+                                t: max(self.betting_seconds, PEER_BETTING_SECONDS) for t, g in self.games.items()
+                                if g in TURN_GAMES})
 
     async def _start(self) -> None:
         wd = self.workdir
@@ -862,21 +1103,9 @@ class _Soak:
         self.monitor = MqttBus(url, client_id="soak-monitor", accept_retained=True)
         self.consumer = _SoakConsumer(_SplitBus(durable=self.settle_bus, live=self.live_bus), list(self.tids),
                                       wd / "ledger.sqlite", rng=random.Random(self.seed + 1),
-                                      players=SEVENLUCK_SEATS, games=dict(self.games))
-        # Sevenluck players: a persistent session each table, so a decision asked while they
-        # reconnect is not missed (a crashed broker may still lose it: see _SoakPlayer).
-        self.player_buses: list[MqttBus] = []
-        self.players: list[VirtualPlayer] = []
-        prng = random.Random(self.seed + 2)
-        for tid in self.tids:
-            if self.games[tid] != "sevenluck":
-                continue
-            pbus = MqttBus(url, client_id=f"soak-players-{tid}", persistent_session=True)
-            self.player_buses.append(pbus)
-            for n in range(1, SEVENLUCK_SEATS + 1):
-                self.players.append(_SoakPlayer(tid, f"player{n}", pbus, prng.choice(["q64", "random"]),
-                                                rng=random.Random(prng.random()),
-                                                think=round(prng.uniform(0.02, 0.3), 3), retries=20))
+                                      players=SEVENLUCK_SEATS, games=dict(self.games),
+                                      plans=peer_plans(self.specs))
+        self.player_buses, self.players = make_players_of(url, self.specs, self.seed, self.silent_rate)
         # The simulated ledger's durability is not under test (this process never crashes):
         # spare the event loop one fsync per bet.
         self.consumer.db.execute("PRAGMA synchronous=NORMAL")
@@ -886,8 +1115,8 @@ class _Soak:
         self.dealers: list[VirtualDealer] = []
         self.screens: list[_StationScreen] = []
         for i, ((tid, reader), port) in enumerate(zip(self.ids, self.ports)):
-            dealer = make_dealer(
-                self.games[tid], tid, VirtualShoe(reader), PtyShoeLink(port),
+            dealer = make_soak_dealer(
+                self.games[tid], tid, VirtualShoe(reader), PtyShoeLink(port), self.dealer_bus,
                 rng=random.Random(self.seed * 7919 + i),
                 faults=FaultPlan(garbage=p, noread=p, torn=p, drop=p, repeat=p),
                 dealer_faults=DealerFaults(foreign=p, duplicate=p),
@@ -907,8 +1136,20 @@ class _Soak:
         for bus in buses:
             async with asyncio.timeout(15):
                 await bus.wait_connected()
-        self._tasks += [asyncio.create_task(d.run()) for d in self.dealers]
+        self._tasks += [asyncio.create_task(self._dealer(tid, d)) for tid, d in zip(self.tids, self.dealers)]
         await self._start_backend()
+
+    async def _dealer(self, tid: str, dealer: VirtualDealer) -> None:
+        """A virtual dealer's task: one that fails is a discrepancy of the soak (its table stops
+        being dealt), said with its traceback, never a silent stall."""
+        try:
+            await dealer.run()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("virtual dealer failed", table_id=tid, set_aside=dealer.set_aside, resyncs=dealer.resyncs,
+                          trace=[list(t) for t in dealer.trace])
+            self.problems.append(f"{tid}: the virtual dealer failed: {type(exc).__name__}: {exc}")
 
     def _backend_replaced(self) -> None:
         """A new backend instance is starting: a link loss it never saw cannot cancel a round
@@ -941,6 +1182,7 @@ class _Soak:
                     await asyncio.sleep(0.01)
         except TimeoutError:
             raise RuntimeError(f"the backend did not come online within {timeout} s") from None
+        self.start_s.append(time.monotonic() - t)
 
     # -- what the simulator hears ----------------------------------------------------------------
 
@@ -965,6 +1207,10 @@ class _Soak:
     def _on_event(self, topic: str, payload: bytes) -> None:
         tid = topics.table_of(topic) or "?"
         self.last_event[tid] = payload
+        if tid in self.table_progress and self.games.get(tid) in TURN_GAMES:
+            # a turn game's round is long (a Matgo game is some forty moves and flips): it stalls
+            # when nothing happens at its table, not when no round ends for a while
+            self.table_progress[tid] = time.monotonic()
         opening = b'"round_opened"' in payload
         if not self._waiters and not opening:
             return
@@ -1026,10 +1272,11 @@ class _Soak:
     def _plan(self) -> list[str]:
         if self.fault_rate <= 0:
             return []
-        n = max(len(CHAOS_KINDS), math.ceil(self.fault_rate * self.n_tables * self.rounds))
+        kinds = self.chaos_kinds
+        n = max(len(kinds), math.ceil(self.fault_rate * self.n_tables * self.rounds))
         plan: list[str] = []
         while len(plan) < n:
-            cycle = list(CHAOS_KINDS)
+            cycle = list(kinds)
             self.rng.shuffle(cycle)
             plan += cycle
         return plan[:n]
@@ -1040,18 +1287,42 @@ class _Soak:
     async def _chaos(self) -> None:
         plan = self._plan()
         total = self.n_tables * self.rounds
-        for i, kind in enumerate(plan):
+        cycle = len(self.chaos_kinds)
+        for i in range(len(plan)):
+            kind = plan[i]
+            if kind == "oversize_round":  # what may run beside it comes first in the rest of its cycle
+                end = (i // cycle + 1) * cycle
+                rest = plan[i + 1:end]
+                plan[i + 1:end] = [k for k in rest if k in BESIDE_OVERSIZE] + [k for k in rest if k not in BESIDE_OVERSIZE]
+            if i % cycle == 0:
+                self._served.clear()
+            if kind in self._served:
+                continue  # a kill earlier in this cycle was this fault too
+            if kind in ARMED:  # it waits for a rare moment of a game: the other faults go on meanwhile
+                self._armed.append(asyncio.create_task(self._inject(kind)))
+                continue
             # spread over 5 %..85 % of the run, with jitter, so the last ones land before the end
             threshold = total * (0.05 + 0.8 * (i + self.rng.random()) / len(plan))
             while self.total_applied() < threshold:
                 await asyncio.sleep(0.02)
             await asyncio.sleep(self.rng.uniform(0, self.betting_seconds + self.pause_seconds))
+            if kind not in BESIDE_OVERSIZE and self._oversize_task is not None:
+                await self._oversize_task  # the big round's bets are in before anything is killed
+                self._oversize_task = None
             await self._inject(kind)
+        if self._oversize_task is not None:
+            await self._oversize_task
+        await asyncio.gather(*self._armed)
 
-    async def _broker_down(self, down_for: float) -> None:
-        self.broker.kill()
-        await asyncio.sleep(down_for)
-        await asyncio.to_thread(self.broker.start)
+    async def _broker_down(self, down_for: float) -> float:
+        """Kill the broker for ``down_for`` seconds (one fault at a time: an armed fault may fire
+        beside another); returns the backend's clock at the kill."""
+        async with self._broker_lock:
+            at = self.backend_now_ms()
+            self.broker.kill()
+            await asyncio.sleep(down_for)
+            await asyncio.to_thread(self.broker.start)
+            return at
 
     async def _inject(self, kind: str) -> None:
         rng = self.rng
@@ -1094,8 +1365,7 @@ class _Soak:
             # let a bet or two be accepted first, so the cancellation has something to refund
             await self._wait_event(lambda e: e.get("event") == "bet_accepted" and e.get("round_id") == ev["round_id"],
                                    timeout=min(0.05, (left_ms - BEFORE_CLOSE_MARGIN_MS - 20) / 1000))
-            kill_ms = self.backend_now_ms()
-            await self._broker_down(rng.uniform(0.1, 0.6))
+            kill_ms = await self._broker_down(rng.uniform(0.1, 0.6))
             entry.update(round=key, before_close_ms=None if closes_at is None else round(closes_at - kill_ms))
             # judged only when the backend that opened the round is the one that lived through
             # the kill (a round opened by an instance killed since was replayed, not watched)
@@ -1118,7 +1388,16 @@ class _Soak:
             self.must_complete[key] = f"broker killed while dealing (after card {ev['data']['step']})"
             entry["round"] = key
         elif kind == "backend_down_long":
-            if not await self._down_during_decisions(entry):
+            if not await self._kill_long(entry, "decision"):
+                return
+        elif kind == "house_worker_kill":
+            if not await self._kill_house_worker(entry):
+                return
+        elif kind == "backend_kill_in_turn":
+            if not await self._kill_long(entry, "turn"):
+                return
+        elif kind == "exposure_broker_loss":
+            if not await self._broker_loss_in_exposure(entry):
                 return
         elif kind == "settlement_down":
             await self._settlement_down(entry)
@@ -1132,8 +1411,10 @@ class _Soak:
         elif kind == "disk_full":
             await self._disk_full(entry)
         elif kind == "oversize_round":
-            if not await self._oversize_round(entry):
-                return
+            # its bets take half a minute, paced (a burst would slow every table): it runs beside the
+            # faults that do not end its betting (the others wait for it)
+            self._oversize_task = asyncio.create_task(self._oversize_in_background(entry))
+            return
         elif kind == "clock_step":
             # Forward by 1..5 minutes, or back to the real time (a step back just as big).
             step = rng.randint(60, 300) if self.clock_offset == 0 else -self.clock_offset
@@ -1184,53 +1465,150 @@ class _Soak:
                 con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             finally:
                 con.close()
-        filled = await asyncio.to_thread(fill_filesystem, filler)
-        hold = self.rng.uniform(1.0, 4.0)
-        await asyncio.sleep(hold)
-        filler.unlink()
+        try:
+            filled = await asyncio.to_thread(fill_filesystem, filler)
+            hold = self.rng.uniform(1.0, 4.0)
+            await asyncio.sleep(hold)
+        finally:  # space returns even when the soak is cut short here
+            filler.unlink(missing_ok=True)
         self.disk_full_windows.append({"hold_seconds": round(hold, 2), "filled_bytes": filled,
                                        "backend_alerted": self.journal_alerts > alerts})
         entry.update(hold_seconds=round(hold, 2), filled_bytes=filled)
+
+    async def _oversize_in_background(self, entry: dict[str, Any]) -> None:
+        if await self._oversize_round(entry):
+            self.chaos_counts["oversize_round"] += 1
+            entry["end_ms"] = int(self.backend_now_ms())
+            self.chaos_log.append(entry)
 
     async def _oversize_round(self, entry: dict[str, Any]) -> bool:
         """Thousands of bets in one round of the big table: its result cannot be one message."""
         ev = await self._wait_event(lambda e: e.get("event") == "round_opened" and e.get("table_id") == BIG_TABLE
                                     and (e.get("data") or {}).get("betting_closes_at", 0) - self.backend_now_ms()
-                                    > BIG_BETTING_SECONDS * 750
+                                    > self.big_betting * 750
                                     and e["_rx"] > self.last_step_at + STEP_SETTLE_SECONDS, timeout=60)
         if ev is None:
             self.problems.append(f"chaos: no round of {BIG_TABLE} opened in time within 60 s (oversize_round)")
             return False
         key = f"{BIG_TABLE}:{ev['round_id']}"
-        sent = await self.consumer.place_many(BIG_TABLE, str(ev["round_id"]), OVERSIZE_BETS, OVERSIZE_BETS_PER_SECOND)
+        n, rate = (OVERSIZE_BETS_STUD, OVERSIZE_BETS_PER_SECOND_STUD) if self.stud else (OVERSIZE_BETS,
+                                                                                          OVERSIZE_BETS_PER_SECOND)
+        sent = await self.consumer.place_many(BIG_TABLE, str(ev["round_id"]), n, rate, id_length=64 if self.stud else 60)
         self.oversize[key] = sent
         entry.update(round=key, bets=sent)
         # the next fault waits for this round's betting to close (a kill now would only drop bets)
         await self._wait_event(lambda e: e.get("event") == "betting_closed" and e.get("round_id") == ev["round_id"],
-                               timeout=BIG_BETTING_SECONDS + 30)
+                               timeout=self.big_betting + 30)
         return True
 
-    async def _down_during_decisions(self, entry: dict[str, Any]) -> bool:
-        """Kill the backend while Sevenluck players are deciding and keep it down for longer than
-        the decision window: on restart they must get a new window, not a timeout fold."""
-        if not any(g == "sevenluck" for g in self.games.values()):
-            self.problems.append("chaos: backend_down_long needs a Sevenluck table (use --games mixed)")
-            return False
-        ev = await self._wait_event(lambda e: e.get("event") == "decisions_open", timeout=60)
-        if ev is None:
-            self.problems.append("chaos: no decisions opened within 60 s (backend_down_long not injected)")
-            return False
+    async def _kill_house_worker(self, entry: dict[str, Any]) -> bool:
+        """SIGKILL the house players' worker process(es) as the house AI's turn starts (it thinks
+        for ``ai_budget_ms``): the backend must replace its pool and ask again; the AI moves, never
+        the timer (judged with every timer move)."""
+        deadline = time.monotonic() + ARMED_SECONDS
+        while True:
+            ev = await self._wait_event(lambda e: e.get("event") == "turn"
+                                        and (e.get("data") or {}).get("player_id") == HOUSE_AI,
+                                        timeout=max(0.0, deadline - time.monotonic()))
+            if ev is None:
+                self.problems.append(f"chaos: no house AI turn within {ARMED_SECONDS:.0f} s (house_worker_kill not "
+                                     "injected)")
+                return False
+            if self.backend.alive and not self._backend_busy:
+                break
+        entry["at_ms"] = int(self.backend_now_ms())
+        pids = house_worker_pids(self.backend.proc.pid) if self.backend.alive and self.backend.proc else []
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         key = f"{ev['table_id']}:{ev['round_id']}"
+        entry.update(round=key, turn=(ev.get("data") or {}).get("turn"), workers_killed=len(pids),
+                     after_ms=round((time.monotonic() - ev["_rx"]) * 1000, 1))
+        self.worker_kills.append(dict(entry))
+        if not pids:
+            self.problems.append(f"chaos: no house worker process found under the backend (house_worker_kill at {key})")
+        return True
+
+    async def _broker_loss_in_exposure(self, entry: dict[str, Any]) -> bool:
+        """The broker dies while a stud table's exposure window (LAST_CARD) is open: the window
+        pauses with the link (the station could not report through it) and runs whole again."""
+        deadline = time.monotonic() + ARMED_SECONDS
+        while True:
+            ev = await self._wait_event(lambda e: e.get("event") == "confirm_window" and not
+                                        (e.get("data") or {}).get("resumed")
+                                        and self.games.get(e.get("table_id")) == "stud",
+                                        timeout=max(0.0, deadline - time.monotonic()))
+            if ev is None:
+                self.problems.append(f"chaos: no stud exposure window within {ARMED_SECONDS:.0f} s "
+                                     "(exposure_broker_loss not injected)")
+                return False
+            if (self._oversize_task is None or self._oversize_task.done()) and not self._backend_busy:
+                break  # not while the big round takes its bets, nor while the backend is down
+        key = f"{ev['table_id']}:{ev['round_id']}"
+        entry["at_ms"] = await self._broker_down(self.rng.uniform(0.3, 1.2))
+        self.must_complete[key] = "broker killed in the stud exposure window (LAST_CARD)"
+        entry.update(round=key)
+        return True
+
+    def _open_now(self) -> tuple[dict[str, str], dict[str, str]]:
+        """(Sevenluck rounds deciding, stud or Seotda rounds with a player's turn open) now, by
+        round key: what a backend kill now must not cost a player."""
+        deciding: dict[str, str] = {}
+        turns: dict[str, str] = {}
+        for tid, payload in self.last_event.items():
+            game = self.games.get(tid)
+            if game not in ("sevenluck", "stud", "seotda"):
+                continue
+            with contextlib.suppress(ValueError, TypeError, AttributeError):
+                ev = json.loads(payload)
+                data = ev.get("data") or {}
+                key = f"{tid}:{ev.get('round_id')}"
+                if game == "sevenluck" and ev.get("event") == "decisions_open":
+                    deciding[key] = "its players deciding"
+                elif ev.get("event") == "turn" and data.get("player_id") != HOUSE_AI:
+                    turns[key] = f"{data.get('player_id')}'s turn {data.get('turn')}"
+        return deciding, turns
+
+    async def _kill_long(self, entry: dict[str, Any], aim: str) -> bool:
+        """Kill the backend while Sevenluck players decide (``backend_down_long``) or while a stud
+        or Seotda player's turn is open (``backend_kill_in_turn``), and keep it down past the
+        window: on restart they get a whole window again, never the timer's move (judged with
+        every timer move). One kill serves both when the other is open at that instant too (its
+        kind is then counted, and not injected again in this cycle of the rotation)."""
+        if aim == "decision":
+            ev = await self._wait_event(lambda e: e.get("event") == "decisions_open", timeout=60)
+        else:
+            ev = await self._wait_event(lambda e: e.get("event") == "turn" and self.games.get(e.get("table_id")) in
+                                        ("stud", "seotda") and not (e.get("data") or {}).get("resumed")
+                                        and (e.get("data") or {}).get("player_id") != HOUSE_AI
+                                        and e["_rx"] > self.last_step_at + STEP_SETTLE_SECONDS, timeout=60)
+        kind = "backend_down_long" if aim == "decision" else "backend_kill_in_turn"
+        if ev is None:
+            self.problems.append(f"chaos: no {'decisions' if aim == 'decision' else 'stud or Seotda turn'} "
+                                 f"opened within 60 s ({kind} not injected)")
+            return False
+        deciding, turns = self._open_now()
+        key = f"{ev['table_id']}:{ev['round_id']}"
+        (deciding if aim == "decision" else turns).setdefault(key, "the round aimed at")
+        window = max(self.decision_seconds if deciding else 0.0, self.action_seconds if turns else 0.0)
         self._backend_busy = True
         try:
             self.backend.kill()
-            down = self.decision_seconds * self.rng.uniform(1.3, 2.0)
+            down = window * self.rng.uniform(1.2, 1.5)
             await asyncio.sleep(down)
             await self._start_backend()
         finally:
             self._backend_busy = False
-        self.must_not_time_out[key] = f"backend killed while deciding, down {down:.1f} s (window {self.decision_seconds} s)"
-        entry.update(round=key, down_seconds=round(down, 2))
+        for k, what in deciding.items():
+            self.must_not_time_out[k] = f"backend killed with {what}, down {down:.1f} s (window {self.decision_seconds} s)"
+        for k, what in turns.items():
+            self.must_not_time_out[k] = f"backend killed in {what}, down {down:.1f} s (window {self.action_seconds} s)"
+        entry.update(round=key, down_seconds=round(down, 2), deciding=sorted(deciding), turns=sorted(turns))
+        other = "backend_kill_in_turn" if aim == "decision" else "backend_down_long"
+        if (turns if aim == "decision" else deciding) and other in self.chaos_kinds:
+            self.chaos_counts[other] += 1  # this kill was that fault too
+            self._served.add(other)
+            entry["also"] = other
         return True
 
     # -- the run ----------------------------------------------------------------------------
@@ -1289,7 +1667,13 @@ class _Soak:
         if self._chaos_task is not None and not self._chaos_task.done():  # a timeout or a stall
             self._chaos_task.cancel()
             await asyncio.gather(self._chaos_task, return_exceptions=True)
+            for task in (self._oversize_task, *self._armed):
+                if task is not None:
+                    task.cancel()
+                    await asyncio.gather(task, return_exceptions=True)
             await asyncio.sleep(1.0)  # a broker start running in a thread finishes
+        if self.journal_fs_mounted:  # a disk_full cut short: space returns before the last start
+            (self.journal_fs / "filler").unlink(missing_ok=True)
         if self.broker.proc is None:
             await asyncio.to_thread(self.broker.start)
         for port, dealer in zip(self.ports, self.dealers):
@@ -1302,8 +1686,9 @@ class _Soak:
         if left > 0:
             await asyncio.sleep(left / 1000 + 1.0)
         self._config(auto_rounds=False)
-        await asyncio.to_thread(self.backend.terminate)
-        await self._start_backend()
+        if not (self.backend.alive and await reload_process(self.backend, self.problems)):
+            await asyncio.to_thread(self.backend.terminate)
+            await self._start_backend()
         deadline = time.monotonic() + self.drain_seconds
         while True:
             state = self._journal_state()
@@ -1335,9 +1720,10 @@ class _Soak:
                 "outbox": outbox}
 
     async def _stop(self) -> None:
-        if self._chaos_task is not None:
-            self._chaos_task.cancel()
-            await asyncio.gather(self._chaos_task, return_exceptions=True)
+        for task in (self._chaos_task, self._oversize_task, *self._armed):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         if hasattr(self, "backend"):
             await asyncio.to_thread(self.backend.terminate)
         for t in self._tasks:
@@ -1371,6 +1757,7 @@ class _Soak:
                     elif row.type == "result_delivered":
                         acked.append(f"{row.table_id}:{row.round_id}")
                 outbox = [r.key for r in journal.pending()]
+                self.replayed = replay(journal, self.tids)
                 # checked against the last head the backend published, too: rows cut off the end show
                 self.journal_audit = verify(journal, [self.anchor] if self.anchor else [])
                 self.journal_segments = len(journal.segment_records())
@@ -1392,6 +1779,7 @@ class _Soak:
             must_cancel=dict(self.must_cancel), must_complete=dict(self.must_complete),
             must_not_time_out=dict(self.must_not_time_out), acked=acked,
             faults=[(e["kind"], e["at_ms"], e["end_ms"]) for e in self.chaos_log],
+            replay=self.replayed, silent_turns=turns_left_to_timer(self.players), games=dict(self.games),
         )
 
     def _keep_journal(self) -> None:
@@ -1427,22 +1815,35 @@ class _Soak:
 
     async def run(self) -> dict[str, Any]:
         self.t0 = time.monotonic()
+        phases: dict[str, float] = {}
+
+        def phase(name: str, since: float) -> float:
+            now = time.monotonic()
+            phases[name] = round(now - since, 1)
+            return now
+
+        t = self.t0
         try:
             await self._start()
+            t = phase("start", t)
             self.last_progress = time.monotonic()
             self.table_progress = {t: self.last_progress for t in self.tids}
             await self._play()
+            t = phase("play", t)
             await self._drain()
+            t = phase("drain", t)
         except Exception as exc:  # reported as a discrepancy, never hidden
             log.exception("soak failed")
             self.problems.append(f"soak aborted: {type(exc).__name__}: {exc}")
         finally:
             await self._stop()
         seconds = time.monotonic() - self.t0
+        t = time.monotonic()
         try:
             rec = reconcile(self._collect()) if hasattr(self, "consumer") else Reconciliation([], {})
         finally:
             self._keep_journal()
+        phase("reconcile", t)
         log_path = self.workdir / "backend.log"
         backend_log = scan_backend_log(log_path.read_text(errors="replace") if log_path.exists() else "")
         if backend_log["tracebacks"]:
@@ -1459,6 +1860,7 @@ class _Soak:
             "tables": self.n_tables,
             "rounds": {"target": self.rounds, "min": min(per_table), "total": sum(per_table)},
             "seconds": round(seconds, 1),
+            "phases_s": phases,
             "seed": self.seed,
             "fault_rate": self.fault_rate,
             "card_fault_rate": self.card_fault_rate,
@@ -1484,7 +1886,21 @@ class _Soak:
                 "after_close_result_after_restart": sum(
                     1 for k, t in self.broker_back_at.items() if self.first_delivery.get(k, 0) > t),
             },
-            "games": dict(sorted(Counter(self.games.values()).items())),
+            "games": rec.stats.get("games", {}),
+            "seotda_asking_tables": sorted(t for t, spec in self.specs.items() if spec.label == "seotda/prompt"),
+            "timer_moves": rec.stats.get("timer_moves", {}),
+            "replay": rec.stats.get("replay", {}),
+            "peer_money": rec.stats.get("peer_money", {}),
+            "house_worker_kills": {"kills": len(self.worker_kills),
+                                   "workers_killed": sum(k.get("workers_killed", 0) for k in self.worker_kills),
+                                   "pools_replaced": backend_log.get("house_pools_replaced", 0)},
+            "players": {"turns_left_to_timer": len(turns_left_to_timer(getattr(self, "players", []))),
+                        "turns_answered_from_state": sum(getattr(p, "from_state", 0) for p in getattr(self, "players", [])),
+                        "answers_resent_from_state": sum(getattr(p, "resent_from_state", 0)
+                                                         for p in getattr(self, "players", [])),
+                        "refused": sum(len(getattr(p, "rejected", [])) for p in getattr(self, "players", [])),
+                        "refused_examples": [str(r.get("reason"))[:160] for p in getattr(self, "players", [])
+                                             for r in getattr(p, "rejected", [])][:8]},
             "decisions": rec.stats.get("decisions", {}),
             "acks_journaled": rec.stats.get("acks"),
             "clock_steps_seconds": self.clock_steps,
@@ -1503,19 +1919,22 @@ class _Soak:
             "backend_log": backend_log,
             "backend_starts": getattr(getattr(self, "backend", None), "starts", 0),
             "backend_starts_retried": self.backend_retried_starts,
+            "backend_start_s": _quantiles(self.start_s),
             "discrepancy_count": len(discrepancies),
             "discrepancies": discrepancies[:MAX_LISTED] + ([f"... and {len(discrepancies) - MAX_LISTED} more"]
                                                            if len(discrepancies) > MAX_LISTED else []),
             "workdir": str(self.workdir),
         }
         (self.workdir / "chaos.json").write_text(json.dumps(self.chaos_log, indent=1))
+        (self.workdir / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True, default=str))
         return summary
 
 
 async def run_soak(tables: int, rounds: int, seed: int, workdir: Path, fault_rate: float, *,
                    card_fault_rate: float | None = None, betting_seconds: float = 0.15, pause_seconds: float = 0.05,
                    deal_interval: float = 0.005, max_seconds: float = 3600.0, stall_seconds: float = 90.0,
-                   drain_seconds: float = 120.0, games: str = "mixed", decision_seconds: float = 6.0) -> dict[str, Any]:
+                   drain_seconds: float = 120.0, games: str = "all", decision_seconds: float = 6.0,
+                   action_seconds: float = 6.0, silent_rate: float = 0.02) -> dict[str, Any]:
     """Run the soak and return its summary (see the module docstring).
 
     ``fault_rate`` sets both the number of chaos events (``ceil(fault_rate * tables *
@@ -1526,7 +1945,8 @@ async def run_soak(tables: int, rounds: int, seed: int, workdir: Path, fault_rat
     soak = _Soak(tables, rounds, seed, Path(workdir), fault_rate, card_fault_rate=card_fault_rate,
                  betting_seconds=betting_seconds, pause_seconds=pause_seconds, deal_interval=deal_interval,
                  max_seconds=max_seconds, stall_seconds=stall_seconds, drain_seconds=drain_seconds,
-                 games=games, decision_seconds=decision_seconds)
+                 games=games, decision_seconds=decision_seconds, action_seconds=action_seconds,
+                 silent_rate=silent_rate)
     return await soak.run()
 
 
@@ -1565,13 +1985,15 @@ def _cmd_soak(args: argparse.Namespace) -> int:
             fault_every=args.fault_every,
             card_fault_rate=args.fault_rate if args.card_fault_rate is None else args.card_fault_rate,
             betting_seconds=args.betting_seconds, max_seconds=args.max_seconds, games=args.games,
-            decision_seconds=args.decision_seconds, chaos=args.fault_every > 0, node_log_level=args.node_log_level))
+            decision_seconds=args.decision_seconds, chaos=args.fault_every > 0, node_log_level=args.node_log_level,
+            action_seconds=args.action_seconds, silent_rate=args.silent_rate))
         print(json.dumps(summary, sort_keys=True))
         return 0 if summary["ok"] else 1
     summary = run_loop(run_soak(args.tables, args.rounds, args.seed, workdir, args.fault_rate,
                                 card_fault_rate=args.card_fault_rate, betting_seconds=args.betting_seconds,
                                 max_seconds=args.max_seconds, games=args.games,
-                                decision_seconds=args.decision_seconds))
+                                decision_seconds=args.decision_seconds, action_seconds=args.action_seconds,
+                                silent_rate=args.silent_rate))
     print(json.dumps(summary, sort_keys=True))
     return 0 if summary["ok"] else 1
 
@@ -1594,10 +2016,17 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                    help="the chance per card pass of a line fault or dealer mistake (default: --fault-rate)")
     p.add_argument("--betting-seconds", type=seconds(0, 3600), default=0.15, help="betting window of each round "
                    "(default 0.15)")
-    p.add_argument("--games", default="mixed", choices=["mixed", "teen-patti", "sevenluck"],
-                   help="mixed: every second table is Sevenluck, whose players decide (default)")
+    p.add_argument("--games", default="all", choices=list(GAME_CHOICES),
+                   help="all (default): the five games in turn (stud, Seotda, Matgo, Sevenluck, Teen Patti; every "
+                        "second Seotda table asks 9-4 rematches and re-entries); mixed: Sevenluck and Teen Patti; "
+                        "or one game at every table")
     p.add_argument("--decision-seconds", type=seconds(0, 3600), default=6.0,
                    help="Sevenluck decision window (its players answer within 0.3 s: a load margin)")
+    p.add_argument("--action-seconds", type=seconds(0, 3600), default=6.0,
+                   help="turn window of stud, Seotda and Matgo (their players answer within 0.3 s)")
+    p.add_argument("--silent-rate", type=fraction, default=0.02,
+                   help="share of turns a player leaves to the timer on purpose (counted as player_silent; any "
+                        "other timer move on a player's turn is a discrepancy)")
     p.add_argument("--max-seconds", type=seconds(0, 30 * 86_400), default=3600.0,
                    help="give up (and report it) after this long")
     p.add_argument("--nodes", type=int_range(1, 16), default=1, metavar="N",

@@ -236,13 +236,14 @@ def failover_summary(failovers: Sequence[Failover]) -> dict[str, Any]:
     """``failover_s``: overall and per fault kind."""
     timed = [f for f in failovers if f.seconds is not None]
     out = quantiles([f.seconds for f in timed if f.seconds is not None])
+    kinds = NODE_FAULTS + tuple(sorted({f.kind for f in failovers} - set(NODE_FAULTS)))
     out["per_kind"] = {k: quantiles([f.seconds for f in timed if f.kind == k and f.seconds is not None])
-                       for k in NODE_FAULTS}
+                       for k in kinds}
     out["never_taken_over"] = sum(1 for f in failovers if f.seconds is None)
     out["measured_to"] = dict(sorted(_count(f.measured_to for f in timed).items()))
     out["to_lease_acquired"] = quantiles([f.lease_seconds for f in timed if f.lease_seconds is not None])
     out["takeovers"] = {k: dict(sorted(_count(f.takeover or "unknown" for f in timed if f.kind == k).items()))
-                        for k in NODE_FAULTS}
+                        for k in kinds}
     return out
 
 

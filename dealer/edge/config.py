@@ -503,6 +503,22 @@ class Settings(BaseSettings):
 
 
 _TOML_FILE: dict[str, Path] = {}
+#: Dots in one line of a configuration file, outside its strings and comments, beyond which it is
+#: refused before the TOML parse: no setting is nested that deep, and ``tomllib`` takes time in
+#: the square of a dotted key's parts (a 20,000-part key takes seconds).
+MAX_LINE_DOTS = 64
+_STRINGS_AND_COMMENT = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\'|#.*')
+
+
+def _too_nested(data: bytes) -> str | None:
+    """Why the file is refused unparsed (a line nesting a key too deep), or None."""
+    if data.count(b".") <= MAX_LINE_DOTS:
+        return None
+    for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), start=1):
+        dots = _STRINGS_AND_COMMENT.sub("", line).count(".")
+        if dots > MAX_LINE_DOTS:
+            return f"line {number} nests a key {dots} levels deep (a setting is a few levels deep at most)"
+    return None
 
 
 def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
@@ -515,6 +531,9 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
         _TOML_FILE["path"] = p
         token = _CONFIG_DIR.set(p.absolute().parent)
     try:
+        nested = _too_nested(p.read_bytes()) if path is not None else None
+        if nested is not None:
+            raise ConfigError(f"invalid configuration: {nested}")
         return Settings(**overrides)
     except ValidationError as exc:
         raise ConfigError(f"invalid configuration: {validation_message(exc)}") from None

@@ -54,6 +54,7 @@ class Reload:
     tables: dict[str, TableConfig] = field(default_factory=dict)  # changed table settings
     scanner_keys: dict[str, list[bytes]] = field(default_factory=dict)  # table -> its new keys
     verifier: SupervisorVerifier | None = None  # the new supervisor verifier, when [security] changed
+    rtp: list[Any] = field(default_factory=list)  # RTP reports of the pay tables that change
 
     @property
     def changes(self) -> bool:
@@ -62,6 +63,11 @@ class Reload:
 
 def _dump(obj: Any) -> Any:
     return obj.model_dump(mode="json")
+
+
+def _pay_table(t: TableConfig) -> Any:
+    """What a table's RTP report depends on: its game, options, declared bounds and policy."""
+    return t.model_dump(mode="json", include={"game", "options", "rtp_bounds", "rtp_policy"})
 
 
 def restart_only(old: Settings, new: Settings) -> list[str]:
@@ -101,6 +107,7 @@ def plan(old: Settings, new: Settings, config_path: str | Path | None,
     Reads the key files (nothing else): a key file rewritten in place is a change too."""
     from dealer.edge.keys import read_hex_keys, supervisor_verifier
     from dealer.edge.preflight import config_refusals
+    from dealer.edge.rtp_policy import table_report
     from drivers.frames import key_fingerprint
 
     r = Reload()
@@ -108,7 +115,13 @@ def plan(old: Settings, new: Settings, config_path: str | Path | None,
     if fixed:
         r.refused = [f"needs a restart: {d}" for d in fixed]
         return r
-    r.refused = config_refusals(new, config_path)
+    # the exact RTP (seconds of CPU for Teen Patti or Sevenluck, on the event loop) only of the pay
+    # tables that change: every table froze while all were computed again, and players' turns
+    # timed out (the fault soak, auto_rounds = false)
+    cache: dict[str, Any] = {}
+    r.rtp = [table_report(t_new, cache) for t_old, t_new in zip(old.tables, new.tables)
+             if _pay_table(t_old) != _pay_table(t_new)]
+    r.refused = config_refusals(new, config_path, r.rtp)
     if r.refused:
         return r
     for t_old, t_new in zip(old.tables, new.tables):
@@ -142,7 +155,7 @@ def keys_changed(old: SupervisorVerifier, new: SupervisorVerifier, table_id: str
 def apply(svc: Service, new: Settings, r: Reload, now: int) -> list[str]:
     """Apply a planned reload to the running service (on its event loop, no await: the tables
     see the old or the new settings, never a mix). Returns the ids of the tables it changed."""
-    from dealer.edge.rtp_policy import log_and_export, table_report
+    from dealer.edge.rtp_policy import log_and_export
 
     inputs = svc.inputs
     old_verifier = inputs.supervisors
@@ -169,9 +182,8 @@ def apply(svc: Service, new: Settings, r: Reload, now: int) -> list[str]:
             if tid in svc.tables and tid not in svc.leaving:
                 svc.core._journal_rules(tid, svc.tables[tid], now)  # in force from the next round
     svc.settings = new
-    reports = [table_report(r.tables[tid]) for tid in sorted(r.tables)]
-    if reports:
-        log_and_export(reports, log, svc.metrics)
+    if r.rtp:  # computed by plan(), for the pay tables that changed only
+        log_and_export(r.rtp, log, svc.metrics)
     return sorted(touched)
 
 

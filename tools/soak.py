@@ -114,9 +114,10 @@ log = structlog.get_logger("tools.soak")
 CHAOS_KINDS = ("broker_restart", "reader_unplug", "backend_kill", "link_loss_before_close", "link_loss_after_close",
                "backend_down_long", "clock_step", "settlement_down", "settlement_slow", "disk_full", "oversize_round",
                "house_worker_kill", "backend_kill_in_turn", "exposure_broker_loss")
-#: Kinds that wait for a rare moment of a game (the house AI's turn, a stud exposure window):
-#: armed beside the others, they fire when it comes (ARMED_SECONDS at most).
-ARMED = ("house_worker_kill", "exposure_broker_loss")
+#: Kinds that run beside the others: those waiting for a rare moment of a game (the house AI's
+#: turn, a stud exposure window), armed, fire when it comes (ARMED_SECONDS at most); settlement
+#: away or slow for a while kills nothing the others need. One of each kind at a time.
+ARMED = ("house_worker_kill", "exposure_broker_loss", "settlement_down", "settlement_slow")
 ARMED_SECONDS = 300.0
 #: Kinds that may run while the oversize round places its bets: not a broker kill (a link lost
 #: while betting is open cancels the round) nor a clock step (its betting would close at once).
@@ -970,7 +971,7 @@ class _Soak:
                  card_fault_rate: float | None, betting_seconds: float, pause_seconds: float,
                  deal_interval: float, max_seconds: float, stall_seconds: float, drain_seconds: float,
                  games: str = "all", decision_seconds: float = 6.0, action_seconds: float = 6.0,
-                 silent_rate: float = 0.02) -> None:
+                 silent_rate: float = 0.01) -> None:
         if tables < 1 or rounds < 1:
             raise ValueError("a soak needs at least one table and one round")
         if not 0 <= fault_rate <= 1:
@@ -994,10 +995,12 @@ class _Soak:
         self.chaos_kinds = tuple(k for k in CHAOS_KINDS
                                  if not set(CHAOS_NEEDS.get(k, ())).isdisjoint(self.games.values()) or k not in CHAOS_NEEDS)
         self.worker_kills: list[dict[str, Any]] = []
+        self.worker_kill_misses = 0  # house turns passed over: no worker process forked yet
         #: kinds a fault of the current cycle of the rotation served already (a long kill caught both)
         self._served: set[str] = set()
         self._oversize_task: asyncio.Task[None] | None = None
-        self._armed: list[asyncio.Task[None]] = []  # faults waiting for their moment beside the others
+        self._armed: list[asyncio.Task[None]] = []  # faults running beside the others
+        self._armed_kind: dict[str, asyncio.Task[None]] = {}
         self._broker_lock = asyncio.Lock()
         self.replayed: Replay | None = None
         self.start_s: list[float] = []  # each backend start: until its new instance said online
@@ -1298,8 +1301,12 @@ class _Soak:
                 self._served.clear()
             if kind in self._served:
                 continue  # a kill earlier in this cycle was this fault too
-            if kind in ARMED:  # it waits for a rare moment of a game: the other faults go on meanwhile
-                self._armed.append(asyncio.create_task(self._inject(kind)))
+            if kind in ARMED:  # it runs beside: the other faults go on meanwhile
+                before = self._armed_kind.get(kind)
+                if before is not None:
+                    await before
+                self._armed_kind[kind] = task = asyncio.create_task(self._inject(kind))
+                self._armed.append(task)
                 continue
             # spread over 5 %..85 % of the run, with jitter, so the last ones land before the end
             threshold = total * (0.05 + 0.8 * (i + self.rng.random()) / len(plan))
@@ -1514,10 +1521,18 @@ class _Soak:
                 self.problems.append(f"chaos: no house AI turn within {ARMED_SECONDS:.0f} s (house_worker_kill not "
                                      "injected)")
                 return False
-            if self.backend.alive and not self._backend_busy:
+            if not self.backend.alive or self._backend_busy or self.backend.proc is None:
+                continue
+            pids: list[int] = []
+            for _ in range(10):  # a pool just started may not have forked its worker yet
+                pids = house_worker_pids(self.backend.proc.pid)
+                if pids:
+                    break
+                await asyncio.sleep(0.02)
+            if pids:
                 break
+            self.worker_kill_misses += 1  # no worker yet at this turn: the next one
         entry["at_ms"] = int(self.backend_now_ms())
-        pids = house_worker_pids(self.backend.proc.pid) if self.backend.alive and self.backend.proc else []
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
@@ -1525,8 +1540,6 @@ class _Soak:
         entry.update(round=key, turn=(ev.get("data") or {}).get("turn"), workers_killed=len(pids),
                      after_ms=round((time.monotonic() - ev["_rx"]) * 1000, 1))
         self.worker_kills.append(dict(entry))
-        if not pids:
-            self.problems.append(f"chaos: no house worker process found under the backend (house_worker_kill at {key})")
         return True
 
     async def _broker_loss_in_exposure(self, entry: dict[str, Any]) -> bool:
@@ -1893,7 +1906,8 @@ class _Soak:
             "peer_money": rec.stats.get("peer_money", {}),
             "house_worker_kills": {"kills": len(self.worker_kills),
                                    "workers_killed": sum(k.get("workers_killed", 0) for k in self.worker_kills),
-                                   "pools_replaced": backend_log.get("house_pools_replaced", 0)},
+                                   "pools_replaced": backend_log.get("house_pools_replaced", 0),
+                                   "turns_passed_over": self.worker_kill_misses},
             "players": {"turns_left_to_timer": len(turns_left_to_timer(getattr(self, "players", []))),
                         "turns_answered_from_state": sum(getattr(p, "from_state", 0) for p in getattr(self, "players", [])),
                         "answers_resent_from_state": sum(getattr(p, "resent_from_state", 0)
@@ -1934,7 +1948,7 @@ async def run_soak(tables: int, rounds: int, seed: int, workdir: Path, fault_rat
                    card_fault_rate: float | None = None, betting_seconds: float = 0.15, pause_seconds: float = 0.05,
                    deal_interval: float = 0.005, max_seconds: float = 3600.0, stall_seconds: float = 90.0,
                    drain_seconds: float = 120.0, games: str = "all", decision_seconds: float = 6.0,
-                   action_seconds: float = 6.0, silent_rate: float = 0.02) -> dict[str, Any]:
+                   action_seconds: float = 6.0, silent_rate: float = 0.01) -> dict[str, Any]:
     """Run the soak and return its summary (see the module docstring).
 
     ``fault_rate`` sets both the number of chaos events (``ceil(fault_rate * tables *
@@ -2024,7 +2038,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                    help="Sevenluck decision window (its players answer within 0.3 s: a load margin)")
     p.add_argument("--action-seconds", type=seconds(0, 3600), default=6.0,
                    help="turn window of stud, Seotda and Matgo (their players answer within 0.3 s)")
-    p.add_argument("--silent-rate", type=fraction, default=0.02,
+    p.add_argument("--silent-rate", type=fraction, default=0.01,
                    help="share of turns a player leaves to the timer on purpose (counted as player_silent; any "
                         "other timer move on a player's turn is a discrepancy)")
     p.add_argument("--max-seconds", type=seconds(0, 30 * 86_400), default=3600.0,

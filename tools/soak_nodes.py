@@ -230,7 +230,7 @@ class _NodeSoak:
                  lease_seconds: float, fault_every: float, card_fault_rate: float, betting_seconds: float,
                  pause_seconds: float, deal_interval: float, decision_seconds: float, max_seconds: float,
                  stall_seconds: float, drain_seconds: float, games: str, chaos: bool = True,
-                 node_log_level: str = "warning", action_seconds: float = 6.0, silent_rate: float = 0.02) -> None:
+                 node_log_level: str = "warning", action_seconds: float = 6.0, silent_rate: float = 0.01) -> None:
         if nodes < 2:
             raise ValueError("the multi-node soak needs at least two nodes")
         if tables < 1 or rounds < 1:
@@ -1005,7 +1005,7 @@ async def run_node_soak(nodes: int, tables: int, rounds: int, seed: int, workdir
                         decision_seconds: float = 6.0, max_seconds: float = 3600.0, stall_seconds: float = 90.0,
                         drain_seconds: float = 120.0, games: str = "all", chaos: bool = True,
                         node_log_level: str = "warning", action_seconds: float = 6.0,
-                        silent_rate: float = 0.02) -> dict[str, Any]:
+                        silent_rate: float = 0.01) -> dict[str, Any]:
     """Run the multi-node soak and return its summary (see the module docstring)."""
     soak = _NodeSoak(nodes, tables, rounds, seed, Path(workdir), journal=journal, lease_seconds=lease_seconds,
                      fault_every=fault_every, card_fault_rate=card_fault_rate, betting_seconds=betting_seconds,

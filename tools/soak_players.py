@@ -32,6 +32,8 @@ from simulators.matgo_players import MatgoPlayer
 from simulators.seotda_players import SeotdaPlayer
 from simulators.stud_players import StudPlayer
 
+#: A steady player thinks 0.02 s up to this long before each answer (far inside the turn window).
+THINK_MAX_SECONDS = 0.2
 #: Sends of one command tried while the player's own link is down (every RETRY_SECONDS).
 RETRIES = 20
 RETRY_SECONDS = 0.25
@@ -148,7 +150,7 @@ def make_soak_players(game: str, table_id: str, bus: Bus, players: int, *, rng: 
     for n in range(1, players + 1):
         strategy = chosen[(n - 1 + (table_index if game == "matgo" else 0)) % len(chosen)]
         out.append(cls(table_id, f"player{n}", bus, strategy, random.Random(rng.random()),
-                       round(rng.uniform(0.02, 0.3), 3), silent_rate))
+                       round(rng.uniform(0.02, THINK_MAX_SECONDS), 3), silent_rate))
     return out
 
 

@@ -194,7 +194,7 @@ class HouseRunner:
             ctx = multiprocessing.get_context("forkserver")
             ctx.set_forkserver_preload(_PRELOAD)
             self._pool = ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=worker.init,
-                                             initargs=(self.nice,))
+                                             initargs=(self.nice, os.getpid()))
         return self._pool
 
     def _replace(self, broken: ProcessPoolExecutor) -> None:

@@ -869,7 +869,7 @@ async def test_the_service_withholds_a_leaking_message_and_counts_it_and_still_d
                                               "command_id": "c-x"})
         refused = await wait_until(lambda: [e for e in rec.events("rejected") if e["data"].get("command_id") == "c-x"],
                                    what="the refusal")
-        assert "a hidden card" in refused[0]["data"]["reason"] and "QH" not in refused[0]["data"]["reason"]
+        assert "the card named" in refused[0]["data"]["reason"] and "QH" not in refused[0]["data"]["reason"]
         assert _blocked(service, "event") == 1  # answered, not withheld
 
         # a core that (by a bug) put a folded hand in the result: delivered all the same, logged, counted

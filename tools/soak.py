@@ -169,7 +169,7 @@ BIG_BETTING_SECONDS = 5.0
 OVERSIZE_BETS = 400
 OVERSIZE_BETS_PER_SECOND = 200
 OVERSIZE_BETS_STUD, OVERSIZE_BETS_PER_SECOND_STUD = 1300, 55
-BIG_BETTING_SECONDS_STUD = 28.0
+BIG_BETTING_SECONDS_STUD = 40.0  # 1,300 bets at 55 a second take 24 s; a loaded host needs the rest (28 s let 952 in: under 64 KiB)
 #: Betting period of a turn game's table: its players sit down with a bet (their chips), and
 #: one who sits too late is not dealt in.
 PEER_BETTING_SECONDS = 1.0

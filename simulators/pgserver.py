@@ -105,6 +105,11 @@ class PgServer:
         _chown_tree(self.base, uid, gid)
         os.chmod(self.data, 0o700)
         self.log_path = self.base / "server.log"
+        # its Unix socket in a short directory of its own: a socket path is at most 107 bytes, and
+        # a test's tmp_path (under pytest-xdist: .../popen-gw2/test_<long name>/...) is longer
+        self.socket_dir = Path(tempfile.mkdtemp(prefix="pgs-"))
+        if os.geteuid() == 0:
+            os.chown(self.socket_dir, uid, gid)
         self.proc: subprocess.Popen[bytes] | None = None
 
     def url(self, db: str = "postgres") -> str:
@@ -115,7 +120,7 @@ class PgServer:
         as_owner, _, _ = _owner()
         logf = open(self.log_path, "ab")
         self.proc = subprocess.Popen(  # type: ignore[call-overload]
-            [pg_bin("postgres"), "-D", str(self.data), "-p", str(self.port), "-k", str(self.base),
+            [pg_bin("postgres"), "-D", str(self.data), "-p", str(self.port), "-k", str(self.socket_dir),
                       "-c", "listen_addresses=127.0.0.1", "-c", "fsync=on", "-c", "synchronous_commit=on",
                       "-c", "max_connections=200", "-c", "shared_buffers=32MB"],
             stdout=logf, stderr=subprocess.STDOUT, start_new_session=True, cwd=self.base, **as_owner)
@@ -257,6 +262,7 @@ class PgServer:
     def cleanup(self) -> None:
         self.kill()
         shutil.rmtree(self.base, ignore_errors=True)
+        shutil.rmtree(self.socket_dir, ignore_errors=True)
 
 
 __all__ = ["PgServer", "pg_bin"]

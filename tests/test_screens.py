@@ -127,6 +127,16 @@ def _shown_on_the_wire(sockets: list[list[bytes]], table: str) -> tuple[list[str
     return topics, shown
 
 
+def _showing(sockets: list[list[bytes]], rid: str, cards: set[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The messages (topic, first 2,000 characters) of round ``rid`` that showed ``cards``."""
+    out = []
+    for pub in (p for frames in sockets for p in publishes(frames)):
+        msg = pub.json()
+        if isinstance(msg, dict) and msg.get("round_id") == rid and set(card_fields(msg)) & cards:
+            out.append((pub.topic, json.dumps(msg)[:2000]))
+    return out
+
+
 def test_no_hole_card_reaches_ops_or_a_station_on_the_wire(studio: WebStudio, chromium: Any) -> None:  # noqa: F811
     floor, floor_wire = open_page(chromium, studio.floor_login_url("ops"), wire=True)
     station, station_wire = open_page(chromium, studio.station_login_url("SL1"), wire=True)
@@ -152,7 +162,8 @@ def test_no_hole_card_reaches_ops_or_a_station_on_the_wire(studio: WebStudio, ch
                 if rid not in truth:
                     continue  # a round still in play: the journal has not finished it in recall's view
                 public, private = truth[rid]
-                assert cards <= public, f"{who} was shown cards of {rid} that were never public: {cards - public}"
+                assert cards <= public, (f"{who} was shown cards of {rid} that were never public: {cards - public}",
+                                         _showing(wire.sockets, rid, cards - public))
                 assert not (cards & (private - public)), f"{who} got a hole card of {rid}"
                 checked += 1
             assert checked >= 1 or table in ("SE1", "MG1"), (who, table, list(shown))

@@ -141,6 +141,18 @@ async def wait_until(pred: Callable[[], Any], timeout: float = 15.0, what: str =
         await asyncio.sleep(0.01)
 
 
+async def cancel_and_wait(*tasks: "asyncio.Task[Any]") -> None:
+    """Cancel ``tasks`` and wait for them, cancelling again while one still runs: on Python 3.11
+    ``asyncio.wait_for`` (aiomqtt's publish waits for its PUBACK with it) loses a cancellation that
+    arrives as its result does, and a loop around it (a heartbeat) goes on for ever."""
+    pending = {t for t in tasks if not t.done()}
+    while pending:
+        for t in pending:
+            t.cancel()
+        _, pending = await asyncio.wait(pending, timeout=0.5)
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[PgServer]:
     """One private PostgreSQL server for the session (tests that do not kill or pause it)."""

@@ -37,7 +37,7 @@ from simulators.pgserver import PgServer
 from simulators.procs import die_with_parent
 from simulators.shoe import VirtualShoe
 from simulators.station import MqttShoeLink
-from tests.conftest import wait_until
+from tests.conftest import cancel_and_wait, wait_until
 from tests.harness import ROOT, Recorder, dealer_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -253,8 +253,7 @@ async def studio(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterato
         yield s
     finally:
         try:
-            beat.cancel()
-            await asyncio.gather(beat, return_exceptions=True)
+            await cancel_and_wait(beat)
             stop_all(nodes.values())
             with suppress(Exception):
                 await asyncio.wait_for(rec.stop(), 10)

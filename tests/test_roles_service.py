@@ -36,7 +36,7 @@ from dealer.edge.signing import sign_command
 from drivers.mqtt import MqttBus, make_tls_context
 from drivers.scanner_json import ScannerMessage
 from simulators.secure_broker import SecureMosquitto
-from tests.conftest import wait_until
+from tests.conftest import cancel_and_wait, wait_until
 from tests.harness import secure_settings
 from tests.test_ingress import SAMPLES
 from tests.test_roles_acl import USERS, broker  # noqa: F401  (the module-scoped secure broker fixture)
@@ -445,9 +445,7 @@ async def test_ops_and_the_public_never_see_a_hole_card_and_results_carry_only_s
             # player-8 never answers: the timer folds it, its cards are never shown
             await wait_until(lambda: [m for t, m in ops.got if t.endswith("/results")], timeout=30, what="the result")
         finally:
-            beat.cancel()
-            task.cancel()
-            await asyncio.gather(beat, task, return_exceptions=True)
+            await cancel_and_wait(beat, task)
     hole = {c for p, c in deal.items() if p.startswith("P")}
     dealer_cards = {deal["D.1"], deal["D.2"], deal["D.3"]}
 

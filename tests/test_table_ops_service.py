@@ -31,7 +31,7 @@ from dealer.core.round import Phase
 from dealer.edge.service import Service
 from dealer.edge.signing import sign_command
 from simulators.secure_broker import SecureMosquitto
-from tests.conftest import wait_until
+from tests.conftest import cancel_and_wait, wait_until
 from tests.harness import secure_settings
 from tests.test_roles_acl import USERS, broker  # noqa: F401  (the module-scoped secure broker fixture)
 from tests.test_roles_service import OTHER_KEY, SUP_KEY, Client, Gateway, bet, flushed, refused
@@ -65,9 +65,7 @@ async def backend(s: Settings, b: SecureMosquitto) -> AsyncIterator[tuple[Servic
                              what="backend connected, T1's reader up")
             yield service, gw
         finally:
-            for t in (beat, task):
-                t.cancel()
-            await asyncio.gather(beat, task, return_exceptions=True)
+            await cancel_and_wait(beat, task)
 
 
 def operation(kind: str, *, command_id: str | None = None, key: bytes = SUP_KEY, table: str = "T1",

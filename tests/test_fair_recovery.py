@@ -8,6 +8,7 @@ the real service in test_sevenluck_table.py and test_stud_restart.py."""
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
@@ -156,6 +157,50 @@ async def test_a_restart_onto_a_clock_stepped_back_does_not_stall_the_betting_pe
         assert kind == "close"
         assert handle.when() <= loop.time() + 1.0, "the replayed deadline lies an hour away"
         await wait_until(lambda: rnd.phase != Phase.BETTING_OPEN, timeout=10, what="the betting timer")
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_an_input_held_through_a_journal_outage_opens_a_whole_window(tmp_path: Path):
+    """The fault soak found this (stud, a disk-full window): a player's CHECK came in as the
+    journal failed, waited in the queue through the 6 s outage and was applied after the
+    Resume with its old stamp; the next player's turn, measured from that stamp, was over
+    before it began, and the timer played it. Inputs held through an outage are stamped when
+    they are applied: here the last card of a Sevenluck deal, read 5 s before the journal
+    came back, still gives the players their whole decision window."""
+    from dealer.core.events import CloseBetting, ScanRead
+    from dealer.edge.input_queue import Item
+
+    settings = load_settings(service={"journal_path": tmp_path / "j.sqlite", "metrics_enabled": False},
+                             tables=[{"id": T, "game": "sevenluck", "options": {"seats": 3}, "auto_rounds": False,
+                                      "betting_seconds": 3600.0, "decision_seconds": 2.0,
+                                      "scanner": {"kind": "mqtt", "reader_id": "GW1"}}])
+    service = Service(settings, bus=LocalBus(), broker_link=False, clock=wall_ms)
+    task = asyncio.create_task(service.run())
+    loop = asyncio.get_running_loop()
+    try:
+        await asyncio.wait_for(service.ready.wait(), 10)
+        assert (await service.open_round(T)).accepted
+        for bet, player, seat in (("a1", "p1", 1), ("a3", "p3", 3)):
+            assert (await service.submit(T, PlaceBet(bet_id=bet, player_id=player, bet_type="ante", stake="10",
+                                                     seat=seat))).accepted
+        assert (await service.submit(T, CloseBetting(by="dealer"))).accepted
+        deal = ["AS", "2H", "QH", "AD", "5D", "JH", "AC", "9S", "3H"]  # P1 P3 D, three times
+        for code in deal[:-1]:
+            assert (await service.submit(T, ScanRead(reader="GW1", code=code))).accepted
+        rnd = service.tables[T].current
+        # the last card came in 5 s ago, as the journal failed, and waited in the queue
+        held: asyncio.Future[Any] = loop.create_future()
+        service.queue.put(Item(T, ScanRead(reader="GW1", code=deal[-1], at=wall_ms() - 5_000), 0, held,
+                               mono=time.monotonic() - 5.0))
+        service.core._after_journal_outage()  # the journal commits again: the Resume first, then what waited
+        assert (await held).accepted
+        assert rnd.phase == Phase.DECISION
+        assert rnd.decision_deadline is not None and rnd.decision_deadline >= wall_ms() + 1_500, \
+            "the decision window was measured from when the card came in, not from when it was applied"
+        await asyncio.sleep(0.3)
+        assert rnd.phase == Phase.DECISION and not rnd.decisions, "the timer decided for the players at once"
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)

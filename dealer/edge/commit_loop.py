@@ -508,7 +508,8 @@ class CommitLoop:
         ``Resume(link="journal")`` per table ahead of everything else, so every pending decision
         and turn gets a full new window from now (journaled, and told to the players as any
         resume), and drop decision and turn timeouts queued meanwhile (the Resume supersedes
-        them: nobody is timed out by the outage). Then resync every station, and the players if
+        them: nobody is timed out by the outage). The inputs queued meanwhile follow, stamped
+        now: applied now, a window they open (the next player's turn) is whole. Then resync every station, and the players if
         the bus reconnected during the outage (their resync was held)."""
         svc = self.svc
         queue = svc.queue.items
@@ -520,9 +521,10 @@ class CommitLoop:
         for tid in sorted(svc.tables):
             self.resume_queued.add(tid)
             queue.put_nowait(Item(tid, Resume(link=JOURNAL, reason="journal writable again", at=now)))
+        mono = time.monotonic()
         for item in held:
             if not isinstance(item.event, _TIMEOUTS):
-                queue.put_nowait(item)
+                queue.put_nowait(_stamped_now(item, now, mono))
         for item in stale:
             if item.future is not None and not item.future.done():
                 item.future.set_result(Step(False, False, [Rejection(item.event.type, "superseded by the resume "
@@ -758,3 +760,17 @@ class CommitLoop:
             if rescan is None and any(isinstance(e, RoundEvent) and e.event == "card_burned" for e in step.effects):
                 result = "burned"  # a burn set aside: read fine, dealt to no position
         self.svc.metrics.scan_reads.labels(table=tid, result=result).inc()
+
+
+def _stamped_now(item: Item, now: int, mono: float) -> Item:
+    """``item``, waiting in the queue through a journal outage, stamped with the instant it is
+    applied. The fault soak found why: a stud player's CHECK came in as the journal failed, was
+    applied 6 s later with its old stamp, and the next player's turn, measured from that stamp,
+    was over before it began: the timer played it."""
+    at = getattr(item.event, "at", None)
+    if item is WAKE or getattr(item.event, "signature", None) is not None:  # a signed act keeps its own
+        return item
+    if isinstance(at, int) and 0 < at < now:
+        item.event = item.event.model_copy(update={"at": now})
+        item.mono = mono
+    return item

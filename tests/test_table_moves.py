@@ -169,6 +169,7 @@ async def test_a_table_dropped_and_adopted_again_resumes_at_its_position_and_giv
         await service.adopt(S, 0)
         assert service.tables[S].current.expected_position == position
         await wait_until(lambda: rec.expects(position, round_id(service, 1, S)), what="NEXT at the same position")
+        await wait_until(lambda: service.links[S].ready, what="the shoe's reader open again")  # a card before is lost
         await _deal(service, rec, shoe, deal[4:])
         first = await wait_until(lambda: _private(rec, "p1", "decision_required"), what="decision required")
 

@@ -8,6 +8,7 @@ they would with a production broker.
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -22,10 +23,49 @@ from simulators.procs import die_with_parent
 MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
 
 
+#: The lowest port a free port is chosen from (below it: well-known and registered services).
+PORTS_FROM = 10_000
+_pick = random.SystemRandom()
+
+
+def _ephemeral_from() -> int:
+    """Where the kernel's ephemeral range begins (outgoing connections take their source ports there)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct free loopback ports, held open together while chosen (none repeats).
+
+    Chosen below the kernel's ephemeral range where there is room: between the choice and the
+    server's own bind (a RabbitMQ boots for seconds) no outgoing connection of this or a
+    parallel test process can take the port as its source port (pytest-xdist workers did:
+    ``eaddrinuse``)."""
+    high = _ephemeral_from()
+    socks: list[socket.socket] = []
+    try:
+        while len(socks) < n:
+            s = socket.socket()
+            try:
+                s.bind(("127.0.0.1", _pick.randrange(PORTS_FROM, high) if high - PORTS_FROM >= 1_000 else 0))
+            except OSError:  # taken (or lingering): another one
+                s.close()
+                continue
+            if any(o.getsockname()[1] == s.getsockname()[1] for o in socks):
+                s.close()
+                continue
+            socks.append(s)
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return free_ports(1)[0]
 
 
 def start_mosquitto(conf: Path, ports: Iterable[int],

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Protocol
 
-from simulators.broker import MosquittoProcess, free_port
+from simulators.broker import MosquittoProcess, free_port, free_ports
 
 RABBITMQ_SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"  # the script itself: the /usr/sbin wrapper su's to 'rabbitmq'
 EPMD = shutil.which("epmd") or "/usr/bin/epmd"
@@ -51,20 +51,6 @@ class BrokerProcess(Protocol):
     def kill(self) -> None: ...
 
     def stop(self) -> None: ...
-
-
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct free loopback ports (held open together while chosen, so none repeats)."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [int(s.getsockname()[1]) for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def _listening(port: int) -> bool:

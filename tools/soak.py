@@ -2037,7 +2037,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--decision-seconds", type=seconds(0, 3600), default=6.0,
                    help="Sevenluck decision window (its players answer within 0.3 s: a load margin)")
     p.add_argument("--action-seconds", type=seconds(0, 3600), default=6.0,
-                   help="turn window of stud, Seotda and Matgo (their players answer within 0.3 s)")
+                   help="turn window of stud, Seotda and Matgo (their players answer within 0.2 s)")
     p.add_argument("--silent-rate", type=fraction, default=0.01,
                    help="share of turns a player leaves to the timer on purpose (counted as player_silent; any "
                         "other timer move on a player's turn is a discrepancy)")

@@ -1013,6 +1013,7 @@ class _Soak:
         self.disk_full_windows: list[dict[str, Any]] = []
         self.journal_alerts = 0  # ALERT prompts about the journal (disk_full)
         self.backend_retried_starts = 0  # starts that exited 1 (may pass by itself) and were retried
+        self.broker_crashes: list[str] = []  # the broker exited by itself (not a fault of ours): restarted
         self.online_wall_ms = 0.0  # the backend's wall clock when its current instance came online
         self.journal_audit: AuditReport | None = None
         self.anchor: tuple[int, str] | None = None
@@ -1320,6 +1321,18 @@ class _Soak:
         if self._oversize_task is not None:
             await self._oversize_task
         await asyncio.gather(*self._armed)
+
+    async def _broker_crashed(self, code: int | None) -> None:
+        """The broker exited by itself (a 2-core run once saw Mosquitto 2.0.11 end on "Error: No
+        such file or directory" saving its database): as a crashed broker host, restarted, counted
+        and named in the summary; the backend must live through it like any broker loss."""
+        async with self._broker_lock:
+            log_path = self.workdir / "broker" / "mosquitto.log"
+            last = log_path.read_text(errors="replace").strip().splitlines()[-1:] if log_path.exists() else []
+            self.broker_crashes.append(f"exit {code}: {last[0][:200] if last else 'no log'}")
+            log.warning("the broker exited by itself: restarted", code=code, last_log=last)
+            self.broker.proc = None
+            await asyncio.to_thread(self.broker.start)
 
     async def _broker_down(self, down_for: float) -> float:
         """Kill the broker for ``down_for`` seconds (one fault at a time: an armed fault may fire
@@ -1674,6 +1687,9 @@ class _Soak:
                 code = self.backend.proc.returncode if self.backend.proc else None
                 self.problems.append(f"the backend exited by itself (code {code}); restarted")
                 await self._start_backend()
+            broker = self.broker.proc
+            if broker is not None and broker.poll() is not None and not self._broker_lock.locked():
+                await self._broker_crashed(broker.returncode)
 
     async def _drain(self) -> None:
         """Stop opening rounds, then wait until every opened round's result is delivered and applied."""
@@ -1933,6 +1949,7 @@ class _Soak:
             "backend_log": backend_log,
             "backend_starts": getattr(getattr(self, "backend", None), "starts", 0),
             "backend_starts_retried": self.backend_retried_starts,
+            "broker_crashes": self.broker_crashes,
             "backend_start_s": _quantiles(self.start_s),
             "discrepancy_count": len(discrepancies),
             "discrepancies": discrepancies[:MAX_LISTED] + ([f"... and {len(discrepancies) - MAX_LISTED} more"]

@@ -723,3 +723,24 @@ def test_dots_inside_strings_and_numbers_are_not_nesting(tmp_path: Path):
     path.write_text('[service]\njournal_path = "' + "a." * 100 + 'sqlite"  # ' + "." * 900 + "\n"
                     "metrics_port = 9100 # and 'quoted...' text\n")
     assert str(load_settings(path).service.journal_path).endswith("a.sqlite")
+
+
+@pytest.mark.parametrize("depth", [33, 1_040])
+def test_regression_a_command_nested_deeper_than_any_command_is_refused_before_it_is_parsed(depth: int):
+    """Fuzz finding (stud_commands, seotda_commands, 1,000,000-input run): a player action whose
+    ``round_id`` nested 1,040 arrays was answered by no ``rejected`` event carrying its id:
+    ``json.loads`` met Python's recursion limit in the service (deep in its call stack) and not
+    in the sender's view, so whether it parsed depended on the stack. Deeper than any command
+    nests is refused before the parse, the same everywhere, with one clear reason."""
+    from dealer.edge import ingress
+    from dealer.edge.signing import SupervisorVerifier
+
+    body = ('{"type":"player_action","player_id":"p2","action":"RAISE","amount":"20","command_id":"c1",'
+            '"round_id":' + "[" * depth + "]" * depth + ',"turn":1}').encode()
+    out = ingress.parse("studio/v1/tables/T1/actions", body, tables={"T1"}, now_ms=1, supervisors=SupervisorVerifier({}, max_age_ms=1, max_skew_ms=1))
+    assert isinstance(out, ingress.Refused) and out.kind == "malformed"
+    assert out.reason == f"malformed action: JSON nested deeper than {ingress.MAX_COMMAND_DEPTH} levels"
+    # brackets inside strings are text, not nesting; a normal command is not scanned at all
+    text = ('{"type":"player_action","player_id":"p2","action":"FOLD","command_id":"c2","round_id":"'
+            + "[" * 40 + '","turn":1}').encode()
+    assert not ingress.too_deep(text) and ingress.too_deep(b"[" * 33 + b"]" * 33)

@@ -1286,7 +1286,7 @@ class ServiceActionsTarget(_JsonTarget):
         self.allowed = ()
         self.topics, self.adapter, self.RoundEvent, self.Table, self.ACTIVE = topics, ACTION_ADAPTER, RoundEvent, Table, ACTIVE
         self.roles, self.event_adapter, self.Batch, self.ai_player = roles, EVENT_ADAPTER, Batch, AI_PLAYER
-        self.max_bytes = ingress.MAX_COMMAND_BYTES
+        self.max_bytes, self.too_deep = ingress.MAX_COMMAND_BYTES, ingress.too_deep
         self.ev = {"open": OpenRound, "bet": PlaceBet, "close": CloseBetting, "scan": ScanRead}
         self._tmp = tempfile.TemporaryDirectory(prefix="dealer-fuzz-")
         settings = load_settings(
@@ -1430,7 +1430,7 @@ class ServiceActionsTarget(_JsonTarget):
         """The event the rules make of this command, or None when they refuse it: judged from
         ``dealer.edge.roles`` and the schema, not by the ingress under test."""
         where = self.roles.role_of_topic(topic)
-        if where is None or where[0] not in self.svc.tables or len(payload) > self.max_bytes:
+        if where is None or where[0] not in self.svc.tables or len(payload) > self.max_bytes or self.too_deep(payload):
             return None
         tid, role = where
         try:

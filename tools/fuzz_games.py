@@ -805,7 +805,7 @@ class GameCommandsTarget(fuzz.Target):
         from dealer.edge import ingress
 
         cid = ingress._id_of(doc, "command_id") if isinstance(doc, dict) else None  # as an answer names it
-        if len(payload) > ingress.MAX_COMMAND_BYTES:
+        if len(payload) > ingress.MAX_COMMAND_BYTES or ingress.too_deep(payload):
             cid = None  # refused unread: its answer names no id
         mine = [r for r in self.applied if r.item.cmd is not None and r.item.cmd.command_id == cid]
         rejected = [e for e in self.events if e.get("event") == "rejected" and e["data"].get("command_id") == cid]

@@ -33,6 +33,10 @@ from dealer.edge.signing import SupervisorVerifier
 from dealer.games.base import HOUSE_PLAYERS  # seats the backend plays itself
 
 MAX_COMMAND_BYTES = 16_384  # no command is anywhere near this: refused before parsing
+#: No command nests its JSON deeper than a few levels: deeper is refused before parsing. Without
+#: it, whether ``json.loads`` met Python's recursion limit depended on how deep the call stack
+#: already was (the fuzzer found a 1,000-level ``round_id`` parsed in one place, refused in another).
+MAX_COMMAND_DEPTH = 32
 
 #: Refusal kinds on the supervisor topic that are journaled as security events.
 SECURITY_KINDS = frozenset({"malformed", "wrong_role", "missing_signature", "bad_signature", "unknown_supervisor",
@@ -93,6 +97,30 @@ class Refused:
             or (self.kind == "wrong_role" and SENDER.get(self.command_type) is Role.SUPERVISOR))
 
 
+def too_deep(payload: bytes, limit: int = MAX_COMMAND_DEPTH) -> bool:
+    """Whether ``payload`` nests arrays or objects deeper than ``limit`` (outside strings)."""
+    if payload.count(b"[") + payload.count(b"{") <= limit:  # the usual command: no scan
+        return False
+    depth, in_string, escaped = 0, False, False
+    for byte in payload:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # quote
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):  # [ {
+            depth += 1
+            if depth > limit:
+                return True
+        elif byte in (0x5D, 0x7D):  # ] }
+            depth -= 1
+    return False
+
+
 def parse(topic: str, payload: bytes, *, tables: AbstractSet[str], now_ms: int,
           supervisors: SupervisorVerifier, clock_step_ms: int | None = None) -> Accepted | Refused:
     """Judge one message from a command topic (see the module doc). ``clock_step_ms``: how far
@@ -106,6 +134,8 @@ def parse(topic: str, payload: bytes, *, tables: AbstractSet[str], now_ms: int,
         return Refused(None, role, "unknown_table", f"command for unknown table {tid!r} on {topic}")
     if len(payload) > MAX_COMMAND_BYTES:
         return Refused(tid, role, "too_large", f"malformed action: larger than {MAX_COMMAND_BYTES} bytes")
+    if too_deep(payload):
+        return Refused(tid, role, "malformed", f"malformed action: JSON nested deeper than {MAX_COMMAND_DEPTH} levels")
     try:
         obj = json.loads(payload.decode("utf-8"))  # strict UTF-8: raw CESU-8 surrogates are refused here
     except UnicodeDecodeError:

@@ -360,7 +360,7 @@ def reconcile(data: SoakData) -> Reconciliation:
         if late:
             why = data.must_not_time_out.get(key)
             if why is None:
-                lived = [f"{kind} at {start - r.opened_at:+d} ms for {end - start} ms" for kind, start, end in data.faults
+                lived = [f"{kind} at {int(start - r.opened_at):+d} ms for {int(end - start)} ms" for kind, start, end in data.faults
                          if start <= r.finished_at and end >= r.opened_at]
                 why = ("an outage (its players always answer in time); faults from its opening: "
                        + (", ".join(lived) or "none"))

@@ -829,9 +829,33 @@ class _SoakPlayer(VirtualPlayer):
     window), and sends its decision again while its own link is down (for 5 s, the same
     command id): a decision the timer makes in this soak was made because of an outage.
 
-    It decides when told on its own topic (``decision_required``, again after a resume) and
-    also when the public ``decisions_open`` lists it (its private message may be lost with
-    a crashed broker's queue, as a real client would notice from the table's public state)."""
+    It decides when told on its own topic (``decision_required``, again after a resume), when
+    the public ``decisions_open`` lists it (its private message may be lost with a crashed
+    broker's queue, as a real client would notice from the table's public state), and from its
+    retained private state (``players/{player}/state``) when that shows a decision still open
+    for it with a window it has not answered yet, as a real client reads after a reconnect (a
+    renewed window published while its own link was down is in no live message it receives)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._answered_windows: set[tuple[str, object]] = set()
+        self.bus.subscribe(topics.player_state(self.table_id, self.player_id), self._on_state)
+
+    def _on_state(self, topic: str, payload: bytes) -> None:
+        if not payload:
+            return  # cleared: the round is settled
+        try:
+            state = json.loads(payload)
+            decision, round_id = state.get("decision"), state.get("round_id")
+            if state.get("stale") or state.get("decided") or not isinstance(decision, dict) \
+                    or not isinstance(round_id, str):
+                return
+            window = (round_id, decision.get("closes_at"))
+        except (ValueError, TypeError, AttributeError):
+            return
+        if window not in self._answered_windows:
+            self._answered_windows.add(window)
+            asyncio.get_running_loop().create_task(self._decide(round_id))
 
     def _on_public(self, topic: str, payload: bytes) -> None:
         super()._on_public(topic, payload)

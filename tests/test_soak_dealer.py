@@ -57,18 +57,11 @@ async def test_a_backlog_of_duplicate_refusals_keeps_the_fresh_card_in_hand() ->
     assert dealer.stale_refusals == 3
 
 
-async def test_a_refusal_of_an_extra_pass_is_not_answered_with_one_more() -> None:
-    """Under load the dealer passed AS twice; AS registered at position 1 and its second pass was
-    refused at position 2, where the dealer now holds KS (passed once, right). Passing KS again
-    for that refusal puts one more extra pass on the line (refused at position 3, and so on), and
-    after three refusals a good card is put aside: the soak's Matgo shoe ran dry that way."""
-    deck = ["AS", "KS", "QS", "JS"]
-    wire = _Wire()
-    dealer = VirtualDealer("T1", VirtualShoe("R1"), wire, deck=deck, scripted_rounds=[deck],
-                           deal_interval=0.0, heartbeat_interval=60, patience=60)
+async def _prompted(dealer: VirtualDealer, *payloads: bytes) -> None:
+    """Run the dealer and give it ``payloads`` one by one, each once it has taken the one before."""
     task = asyncio.create_task(dealer.run())
     try:
-        for payload in (_prompt("NEXT", 1), _prompt("NEXT", 2), _prompt("RESCAN", 2, 1)):
+        for payload in payloads:
             dealer.on_prompt("t", payload)
             for _ in range(100):
                 await asyncio.sleep(0.001)
@@ -78,6 +71,18 @@ async def test_a_refusal_of_an_extra_pass_is_not_answered_with_one_more() -> Non
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_refusal_of_an_extra_pass_is_not_answered_with_one_more() -> None:
+    """Under load the dealer passed AS twice; AS registered at position 1 and its second pass was
+    refused at position 2, where the dealer now holds KS (passed once, right). Passing KS again
+    for that refusal puts one more extra pass on the line (refused at position 3, and so on), and
+    after three refusals a good card is put aside: the soak's Matgo shoe ran dry that way."""
+    deck = ["AS", "KS", "QS", "JS"]
+    wire = _Wire()
+    dealer = VirtualDealer("T1", VirtualShoe("R1"), wire, deck=deck, scripted_rounds=[deck],
+                           deal_interval=0.0, heartbeat_interval=60, patience=60)
+    await _prompted(dealer, _prompt("NEXT", 1), _prompt("NEXT", 2), _prompt("RESCAN", 2, 1))
     assert dealer.dealt == ["AS"] and dealer.in_hand == "KS"
     assert dealer.passes == 2, "KS is not passed again for a refusal of AS's extra pass"
     assert dealer.stale_refusals == 1
@@ -89,16 +94,5 @@ async def test_a_card_in_hand_dealt_before_is_put_aside() -> None:
     deck = ["AS", "AS", "KS", "QS"]
     dealer = VirtualDealer("T1", VirtualShoe("R1"), _Wire(), deck=deck, scripted_rounds=[deck],
                            deal_interval=0.0, heartbeat_interval=60, patience=60)
-    task = asyncio.create_task(dealer.run())
-    try:
-        for payload in (_prompt("NEXT", 1), _prompt("NEXT", 2), _prompt("RESCAN", 2, 1)):
-            dealer.on_prompt("t", payload)
-            for _ in range(100):
-                await asyncio.sleep(0.001)
-                if dealer._prompts.empty():
-                    break
-            await asyncio.sleep(0.005)
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+    await _prompted(dealer, _prompt("NEXT", 1), _prompt("NEXT", 2), _prompt("RESCAN", 2, 1))
     assert dealer.dealt == ["AS"] and dealer.in_hand == "KS" and dealer.set_aside == 1

@@ -679,6 +679,25 @@ def scan_backend_log(text: str) -> dict[str, int]:
     return out
 
 
+
+Waiter = tuple[Callable[[dict[str, Any]], bool], "asyncio.Future[dict[str, Any]]"]
+
+
+async def wait_event(waiters: list[Waiter], pred: Callable[[dict[str, Any]], bool],
+                     timeout: float) -> dict[str, Any] | None:
+    """The first event heard that ``pred`` accepts (the hearer resolves ``waiters``), or None
+    after ``timeout`` seconds."""
+    fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+    entry = (pred, fut)
+    waiters.append(entry)
+    try:
+        async with asyncio.timeout(timeout):
+            return await fut
+    except TimeoutError:
+        return None
+    finally:
+        waiters.remove(entry)
+
 def house_worker_pids(backend_pid: int) -> list[int]:
     """The house players' worker processes of a backend (dealer/edge/house.py): the children of
     its fork server, itself a child of the backend (its resource tracker is not a worker)."""
@@ -1284,16 +1303,7 @@ class _Soak:
                     self.online_wall_ms = self.backend_now_ms()
 
     async def _wait_event(self, pred: Callable[[dict[str, Any]], bool], timeout: float) -> dict[str, Any] | None:
-        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        entry = (pred, fut)
-        self._waiters.append(entry)
-        try:
-            async with asyncio.timeout(timeout):
-                return await fut
-        except TimeoutError:
-            return None
-        finally:
-            self._waiters.remove(entry)
+        return await wait_event(self._waiters, pred, timeout)
 
     # -- chaos ----------------------------------------------------------------------------------
 

@@ -89,6 +89,7 @@ from tools.soak import (
     reconcile,
     reload_process,
     scan_backend_log,
+    wait_event,
 )
 from tools.soak_games import TURN_GAMES, TableSpec, table_specs, toml_options
 from tools.soak_judge import Replay, replay
@@ -431,16 +432,7 @@ class _NodeSoak:
                     fut.set_result(ev)
 
     async def _wait_event(self, pred: Callable[[dict[str, Any]], bool], timeout: float) -> dict[str, Any] | None:
-        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        entry = (pred, fut)
-        self._waiters.append(entry)
-        try:
-            async with asyncio.timeout(timeout):
-                return await fut
-        except TimeoutError:
-            return None
-        finally:
-            self._waiters.remove(entry)
+        return await wait_event(self._waiters, pred, timeout)
 
     async def _watch_leases(self) -> None:
         """Read ``leases`` every LEASE_POLL_SECONDS, recording every (table, epoch) seen: its
@@ -524,6 +516,18 @@ class _NodeSoak:
                 await asyncio.sleep(0.05)
             await self._inject(kind)
 
+    async def _back(self, node: NodeProcess) -> None:
+        """A node a fault stopped starts again and rejoins."""
+        await self._start_node(node)
+        self._rejoined(node.node_id)
+
+    async def _expect_takeover(self, kind: str, node: NodeProcess, fault: NodeFault) -> None:
+        """Every table the fault's node held is taken over within three leases and 30 s."""
+        self.node_faults.append(fault)
+        if not await self._await_takeover(fault, timeout=3 * self.lease_seconds + 30):
+            self.problems.append(f"{kind} of {node.node_id}: tables {sorted(fault.held)} not all taken "
+                                 f"over within {3 * self.lease_seconds + 30:.0f} s")
+
     async def _victim(self, kind: str) -> tuple[NodeProcess, NodeFault]:
         """A live node holding tables (the one holding most, on a tie a random one) and the
         fault's instant. Right after a PostgreSQL restart every lease may have run out: wait
@@ -583,12 +587,8 @@ class _NodeSoak:
                 if not clean:
                     self.problems.append(f"lease_move_in_rematch: {node.node_id} did not exit within 20 s of SIGTERM")
                 await asyncio.sleep(rng.uniform(0.5, 2.0))
-                await self._start_node(node)
-                self._rejoined(node.node_id)
-                self.node_faults.append(fault)
-                if not await self._await_takeover(fault, timeout=3 * self.lease_seconds + 30):
-                    self.problems.append(f"{kind} of {node.node_id}: tables {sorted(fault.held)} not all taken "
-                                         f"over within {3 * self.lease_seconds + 30:.0f} s")
+                await self._back(node)
+                await self._expect_takeover(kind, node, fault)
             finally:
                 self._busy.discard(node.node_id)
         elif kind in NODE_FAULTS:
@@ -601,8 +601,7 @@ class _NodeSoak:
                     node.kill()
                     down = rng.uniform(1.0, 4.0)
                     await asyncio.sleep(down)
-                    await self._start_node(node)
-                    self._rejoined(node.node_id)
+                    await self._back(node)
                     entry["down_s"] = round(down, 2)
                 elif kind == "node_term":
                     clean = await asyncio.to_thread(node.term)
@@ -613,15 +612,11 @@ class _NodeSoak:
                         self.problems.append(f"node_term: {node.node_id} exited {code} on SIGTERM (see {node.log_path})")
                     down = rng.uniform(0.5, 2.0)
                     await asyncio.sleep(down)
-                    await self._start_node(node)
-                    self._rejoined(node.node_id)
+                    await self._back(node)
                     entry["down_s"] = round(down, 2)
                 else:
                     await self._pause(node, fault, entry)
-                self.node_faults.append(fault)
-                if not await self._await_takeover(fault, timeout=3 * self.lease_seconds + 30):
-                    self.problems.append(f"{kind} of {node.node_id}: tables {sorted(fault.held)} not all taken "
-                                         f"over within {3 * self.lease_seconds + 30:.0f} s")
+                await self._expect_takeover(kind, node, fault)
             finally:
                 self._busy.discard(node.node_id)
         elif kind == "postgres_restart":

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from dealer.core import draws
 from dealer.edge.config import load_settings
 from dealer.core.events import CloseBetting, OpenRound, PlaceBet
-from dealer.games.matgo import first_player
+from dealer.games.matgo import Matgo, first_player
 from dealer.games.seotda import first_seat_drawn
 from dealer.edge.journal import Journal
 from dealer.edge.service import Service
@@ -85,14 +85,15 @@ def test_an_empty_choice_is_refused_clearly():
 
 
 def test_the_house_ai_seed_comes_from_the_draw_and_old_rounds_keep_theirs():
+    AI = Matgo.house_seed_label
     a, b = seeded_draws(2, seed=4)
-    assert draws.ai_seed(a, "MG1-000007", 3) == draws.ai_seed(a, "MG1-000007", 3)
-    assert draws.ai_seed(a, "MG1-000007", 3) != draws.ai_seed(b, "MG1-000007", 3)  # same public id, other draw
-    assert draws.ai_seed(a, "MG1-000007", 3) != draws.ai_seed(a, "MG1-000007", 4)
-    assert draws.ai_seed(a, "MG1-000007", 3) == draws.ai_seed(a, "MG1-000999", 3)  # the round id plays no part
-    assert 0 <= draws.ai_seed(a, "MG1-000007", 3) < 1 << 64
+    assert draws.ai_seed(a, "MG1-000007", 3, AI) == draws.ai_seed(a, "MG1-000007", 3, AI)
+    assert draws.ai_seed(a, "MG1-000007", 3, AI) != draws.ai_seed(b, "MG1-000007", 3, AI)  # same public id, other draw
+    assert draws.ai_seed(a, "MG1-000007", 3, AI) != draws.ai_seed(a, "MG1-000007", 4, AI)
+    assert draws.ai_seed(a, "MG1-000007", 3, AI) == draws.ai_seed(a, "MG1-000999", 3, AI)  # the round id plays no part
+    assert 0 <= draws.ai_seed(a, "MG1-000007", 3, AI) < 1 << 64
     old = int.from_bytes(hashlib.sha256(b"MG1-000007:3").digest()[:8], "big")
-    assert draws.ai_seed(None, "MG1-000007", 3) == old
+    assert draws.ai_seed(None, "MG1-000007", 3, AI) == old
 
 
 # -- the rulebook's draws ----------------------------------------------------------------------------

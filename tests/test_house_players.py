@@ -26,7 +26,7 @@ from dealer.core.cards import HWATU_48
 from dealer.core.events import CloseBetting, OpenRound, PlaceBet, PlayerAction, ScanRead
 from dealer.core.round import Phase, Round
 from dealer.edge.house import HouseRunner
-from dealer.games.base import HouseSeat, has_house_seats
+from dealer.core.game_contract import HouseSeat, has_house_seats
 from dealer.games.matgo import AI_PLAYER, MatgoRequest
 from dealer.house.matgo import MatgoHousePlayer
 from dealer.house.player import HouseMove
@@ -97,7 +97,7 @@ def test_the_matgo_hand_is_a_house_seat_whose_request_is_its_own_picklable_copy(
 
 def test_a_game_says_its_hands_have_house_seats_and_a_hand_without_them_is_not_one():
     from dealer.games import game_class
-    from dealer.games.base import PeerHand
+    from dealer.core.game_contract import PeerHand
 
     assert has_house_seats(game_class("matgo")) and has_house_seats(core_table().rules.game)
     assert not any(has_house_seats(game_class(g)) for g in ("teen-patti", "sevenluck", "stud", "seotda"))
@@ -269,9 +269,9 @@ async def test_the_house_benchmark_reports_each_mode():
 
 def test_every_house_player_id_is_reserved_at_the_ingress():
     """A hand's house players are ids the player platform may never act as (the ingress refuses
-    them, dealer/edge/ingress.py): one declaration, dealer.games.base.HOUSE_PLAYERS."""
+    them, dealer/edge/ingress.py): one declaration, dealer.core.game_contract.HOUSE_PLAYERS."""
     from dealer.edge import ingress
-    from dealer.games.base import HOUSE_PLAYERS
+    from dealer.core.game_contract import HOUSE_PLAYERS
 
     r, _ = ai_turns(1, n=1)
     assert r.hand.house_players() <= HOUSE_PLAYERS

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dealer.edge import topics
-from dealer.games.base import Outcome
+from dealer.core.game_records import Outcome
 from dealer.core.messages import BetTypeResult, BetsSummary, MoneyRules, RoundResult, RoundResultPart
 from dealer.core.money import Rounding
 from dealer.core.result_parts import OversizeResult, bet_ids_digest, join_parts, split_result

@@ -13,16 +13,8 @@ import pytest
 from dealer.core import round as round_module
 from dealer.core.round import REFUSALS, TRANSITIONS, Phase, Round
 from dealer.games import GAMES
-from dealer.games.base import (
-    BettingTurns,
-    Decisions,
-    Exposures,
-    PeerGame,
-    Remembers,
-    Reservations,
-    Reveals,
-    offers,
-)
+from dealer.core.game_contract import Decisions, Exposures, PeerGame, Remembers, Reservations, Reveals, offers
+from dealer.games.base import BettingTurns
 from dealer.games.matgo import MatgoHand
 from dealer.games.seotda import SeotdaHand
 from dealer.games.stud import StudHand

@@ -9,7 +9,7 @@ import pytest
 
 from dealer.edge.config import RulesConfig, load_settings
 from dealer.core.events import EVENT_ADAPTER, RulesChanged
-from dealer.games import GAMES
+from dealer.games import GAMES, game_class
 from dealer.core.rules import RulesError, canonical_rules, parse_canonical, rules_from_canonical, rules_hash, software_version
 from dealer.core.table import Table
 
@@ -43,10 +43,10 @@ def test_decimals_keep_their_written_precision() -> None:
     """The core shows amounts as configured ("at least 50.00"), so 1.00 and 1 are other rules."""
     one, cents = _cfg(options={"main_ratio": "0.95"}), _cfg(options={"main_ratio": "0.950"})
     assert canonical_rules(one) != canonical_rules(cents)
-    r = rules_from_canonical("T1", canonical_rules(cents))
+    r = rules_from_canonical("T1", canonical_rules(cents), games=game_class)
     assert str(r.game.options.main_ratio) == "0.950"
     tiny = canonical_rules(_cfg(minor_unit="0.0000001", options={}))
-    assert '"minor_unit":"0.0000001"' in tiny and rules_from_canonical("T1", tiny).minor_unit == Decimal("1E-7")
+    assert '"minor_unit":"0.0000001"' in tiny and rules_from_canonical("T1", tiny, games=game_class).minor_unit == Decimal("1E-7")
 
 
 def test_operational_settings_are_not_rules() -> None:
@@ -75,18 +75,18 @@ def test_any_effective_change_changes_the_hash(change: dict) -> None:
 def test_inverse_round_trips_every_games_default_options(game: str) -> None:
     cfg = RulesConfig(game=game)
     text = canonical_rules(cfg)
-    rules = rules_from_canonical("T9", text, "1.2.3")
+    rules = rules_from_canonical("T9", text, "1.2.3", games=game_class)
     assert rules.table_id == "T9" and rules.game.name == game and rules.canonical == text
     assert rules.rules_hash == rules_hash(text) and rules.software_version == "1.2.3"
     assert rules.game.options == GAMES[game].Options()
-    assert canonical_rules(parse_canonical(text)) == text
+    assert canonical_rules(parse_canonical(text, games=game_class), game_class) == text
     assert (rules.decision_ms, rules.action_ms, rules.alert_after) == (15_000, 20_000, 3)
 
 
 def test_inverse_keeps_limits_money_and_timers() -> None:
     text = canonical_rules(_cfg(currency="KRW", minor_unit="1", rounding="HALF_UP", decision_seconds=7.5,
                                 limits={"tie": {"min": "10", "max": "5000"}}, options={"deal_order": "BLOCK"}))
-    r = rules_from_canonical("T1", text)
+    r = rules_from_canonical("T1", text, games=game_class)
     assert r.currency == "KRW" and r.minor_unit == Decimal(1) and r.rounding.value == "HALF_UP"
     assert r.decision_ms == 7500 and r.limits["tie"].max == Decimal(5000) and r.game.options.deal_order == "BLOCK"
 
@@ -95,10 +95,10 @@ def test_inverse_keeps_limits_money_and_timers() -> None:
                                  '{"format":1,"game":"nope"}', ' {"format":1,"game":"stud"}'])
 def test_invalid_or_non_canonical_text_is_refused(bad: str) -> None:
     with pytest.raises(RulesError):
-        rules_from_canonical("T1", bad)
+        rules_from_canonical("T1", bad, games=game_class)
     text = canonical_rules(RulesConfig(game="stud")).replace('"seats":8', '"seats":99')
     with pytest.raises(RulesError, match="do not validate"):
-        rules_from_canonical("T1", text)
+        rules_from_canonical("T1", text, games=game_class)
 
 
 def test_software_version_comes_from_package_metadata() -> None:
@@ -116,7 +116,7 @@ def test_rules_event_checks_its_hash_and_sets_the_next_rounds_rules() -> None:
         RulesChanged(rules=new, rules_hash=rules_hash(old), software_version="1")
     ev = RulesChanged(rules=new, rules_hash=rules_hash(new), software_version="1")
     assert EVENT_ADAPTER.validate_json(ev.model_dump_json()) == ev
-    table = Table(rules_from_canonical("T1", old, "1"))
+    table = Table(rules_from_canonical("T1", old, "1", games=game_class))
     assert table.handle(OpenRound(round_id="T1-000001")).accepted
     step = table.handle(ev)
     assert step.accepted and step.journal and table.journaled_rules == (rules_hash(new), "1")

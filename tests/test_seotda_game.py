@@ -35,7 +35,7 @@ from dealer.core.events import (
     ReadFailed,
     ScanRead,
 )
-from dealer.games.base import Face
+from dealer.core.game_records import Face
 from dealer.games.seotda import Seotda, SeotdaOptions, first_seat_drawn
 from dealer.core.messages import PlayerMessage, RoundEvent, RoundResult, StationPrompt
 from dealer.core.round import Phase, Step, TableRules

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from dealer.core.cards import STANDARD_52, CardError
 from dealer.games import game_class
-from dealer.games.base import BetResolution, BetView, Face, Outcome, Position
+from dealer.core.game_records import BetResolution, BetView, Face, Outcome, Position
 from dealer.games.sevenluck import (
     QUALIFYING_MIN,
     SLHand,

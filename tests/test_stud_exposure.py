@@ -40,6 +40,7 @@ from dealer.games.stud import WASH_KEY, Stud
 from dealer.core.messages import RoundEvent, StationPrompt
 from dealer.core.round import Phase, Step, TableRules
 from dealer.core.rules import RulesError, canonical_rules, rules_from_canonical, rules_hash
+from dealer.games import game_class
 from dealer.core.table import Table
 from dealer.core.visibility import PUBLIC, Visibility, leaks, view
 
@@ -256,7 +257,7 @@ def test_rules_journaled_before_exposures_needed_the_supervisor_replay_the_stati
     assert today["options"]["exposure_corroboration"] == "SUPERVISOR"
     del today["options"]["exposure_corroboration"]
     old = json.dumps(today, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    rules = rules_from_canonical("T1", old, "0.1.0")
+    rules = rules_from_canonical("T1", old, "0.1.0", games=game_class)
     assert rules.game.options.exposure_corroboration == "NONE" and rules.game.options.exposure_window_seconds == 5
     s = Stud7()
     s.t = Table(rules)
@@ -445,14 +446,14 @@ def test_stud_rules_journaled_before_the_window_option_replay_without_a_window()
     assert doc["options"]["exposure_window_seconds"] == 5.0
     del doc["options"]["exposure_window_seconds"]
     old = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    rules = rules_from_canonical("T1", old, "0.1.0")
+    rules = rules_from_canonical("T1", old, "0.1.0", games=game_class)
     assert rules.canonical == old and rules.rules_hash == rules_hash(old) != rules_hash(today)
     assert rules.game.options.exposure_window_seconds == 0
     # still canonical only in its own form: any other change is refused as before
     with pytest.raises(RulesError, match="canonical form"):
-        rules_from_canonical("T1", old.replace('":', '": ', 1))
+        rules_from_canonical("T1", old.replace('":', '": ', 1), games=game_class)
     with pytest.raises(RulesError, match="canonical form"):
-        rules_from_canonical("T1", old.replace('{"ante"', '{"exposure_window_seconds":0.0,"ante"'))
+        rules_from_canonical("T1", old.replace('{"ante"', '{"exposure_window_seconds":0.0,"ante"'), games=game_class)
     # other games know no such legacy option
     tp = json.loads(canonical_rules(RulesConfig(game="teen-patti")))
     assert "exposure_window_seconds" not in tp["options"]

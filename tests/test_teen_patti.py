@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from dealer.core.cards import STANDARD_52, CardError
 from dealer.games import game_class
-from dealer.games.base import Face, Outcome, Position
+from dealer.core.game_records import Face, Outcome, Position
 from dealer.games.teen_patti import (
     SIX_CARD_CATEGORIES,
     Hand3,

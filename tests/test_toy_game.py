@@ -29,8 +29,9 @@ from dealer.core.cards import STANDARD_52, parse_card
 from dealer.edge.config import ConfigError, load_settings
 from dealer.games import GAMES, game_class, register_game
 from dealer.games.rtp import RTP_GAMES, RtpGame, RtpReport, RtpRow
-from dealer.games.base import (BetResolution, BetView, Face, Game, GameOptions, GameOutcome, HandInfo, Outcome,
-                               Position)
+from dealer.core.game_contract import Game
+from dealer.core.game_records import BetResolution, BetView, Face, GameOutcome, HandInfo, Outcome, Position
+from dealer.games.base import GameOptions
 from drivers.mqtt import MqttBus
 from simulators.bettors import table_plan
 from simulators.settlement import Payout, SettlementConsumer

@@ -38,6 +38,7 @@ from dealer.core.events import EVENT_ADAPTER, Event
 from dealer.core.messages import PlayerMessage, RoundEvent, RoundResult, RoundResultPart, StationPrompt
 from dealer.core.round import Rejection, Round, TableRules
 from dealer.core.rules import rules_from_canonical, software_version
+from dealer.games import game_class
 from dealer.core.table import Table
 from dealer.edge.config import ConfigError, Settings, load_settings
 from dealer.edge.journal import JournalError, JournalWriteFailed
@@ -272,7 +273,7 @@ def _table_at(journal: Any, table_id: str, row_id: int, base: TableRules | None,
                               "under the configuration's rules")
         return Table(base, series=series), "configuration (no table_rules event journaled before this round)"
     ev = EVENT_ADAPTER.validate_json(before.body)
-    rules = rules_from_canonical(table_id, ev.rules, ev.software_version)  # type: ignore[union-attr]
+    rules = rules_from_canonical(table_id, ev.rules, ev.software_version, games=game_class)  # type: ignore[union-attr]
     table = Table(rules, series=series)
     table.handle(ev)
     return table, f"journal row {before.id}"

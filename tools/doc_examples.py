@@ -22,6 +22,7 @@ from dealer.edge.config import RulesConfig
 from dealer.core.events import CloseBetting, Event, OpenRound, PlaceBet, ReadFailed, ScanRead, SupervisorVoid
 from dealer.core.messages import RoundEvent, RoundResult, StationPrompt
 from dealer.core.rules import canonical_rules, rules_from_canonical, software_version
+from dealer.games import game_class
 from dealer.core.table import Table
 
 TABLE = "TP1"
@@ -77,7 +78,8 @@ def _script() -> list[tuple[int, Event]]:
 def play() -> list[Any]:
     """Every effect the core produced for the script, in order (raises if an input the script
     expects to be accepted is refused: the examples must come from a round that happened)."""
-    rules = rules_from_canonical(TABLE, canonical_rules(RulesConfig.model_validate(RULES)), software_version())
+    rules = rules_from_canonical(TABLE, canonical_rules(RulesConfig.model_validate(RULES)), software_version(),
+                                 games=game_class)
     table = Table(rules, series=SERIES)
     table.last_seq = 41
     effects: list[Any] = []

@@ -113,7 +113,7 @@ def _position(pos: Any) -> tuple[Any, ...]:
 
 def _snapshot(table: Any) -> bytes:
     """The table's state as bytes: equal bytes, equal state (a counter of handled events aside)."""
-    from dealer.games.base import Position
+    from dealer.core.game_records import Position
 
     cur = table.current
     rnd = None if cur is None else {k: v for k, v in vars(cur).items() if k not in ("revision", "rules")}

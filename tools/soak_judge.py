@@ -32,6 +32,7 @@ from typing import Any
 from dealer.core.events import EVENT_ADAPTER
 from dealer.core.messages import PlayerMessage, RoundEvent, RoundResult
 from dealer.core.rules import rules_from_canonical
+from dealer.games import game_class
 from dealer.core.table import Table
 
 HOUSE_AI = "house-ai"
@@ -93,7 +94,7 @@ def _replay_table(journal: Any, tid: str, series: str | None, out: Replay) -> No
         if table is None:
             if ev.type != "table_rules":
                 continue  # rows before the first rules (none in a soak's journal)
-            rules = rules_from_canonical(tid, ev.rules, ev.software_version)  # type: ignore[union-attr]
+            rules = rules_from_canonical(tid, ev.rules, ev.software_version, games=game_class)  # type: ignore[union-attr]
             table = Table(rules, series=series)
         out.rows += 1
         game = table.rules.game.name

@@ -57,10 +57,10 @@ def seed(draw: str, label: str) -> int:
     return next(_blocks(draw, label)) >> 192
 
 
-def ai_seed(draw: str | None, round_id: str, turn: int) -> int:
-    """The house AI's seed for one Matgo turn: from the round's secret draw, so its moves
-    cannot be foreseen from the public round id; a round without a draw (journaled before
-    draws) keeps the seed it was played with."""
+def ai_seed(draw: str | None, round_id: str, turn: int, label: str) -> int:
+    """The house AI's seed for one turn: from the round's secret draw, so its moves cannot be
+    foreseen from the public round id; a round without a draw (journaled before draws) keeps
+    the seed it was played with. ``label`` is the game's (``Game.house_seed_label``)."""
     if draw is None:
         return int.from_bytes(hashlib.sha256(f"{round_id}:{turn}".encode()).digest()[:8], "big")
-    return seed(draw, f"matgo-ai:{turn}")
+    return seed(draw, f"{label}:{turn}")

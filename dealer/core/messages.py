@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
-from dealer.games.base import Outcome
+from dealer.core.game_records import Outcome
 from dealer.core.money import Rounding
 
 

@@ -1,7 +1,7 @@
 """How a round's result is assembled: the one place a :class:`RoundResult` is built.
 
 A completed round resolves through its game (or its peer hand) into a
-:class:`~dealer.games.base.GameOutcome`; :func:`completed` turns that into the result
+:class:`~dealer.core.game_records.GameOutcome`; :func:`completed` turns that into the result
 settlement receives, cut to what the table has shown (:mod:`dealer.core.visibility`), and
 the round events and prompt that announce it. A cancelled or voided round refunds every bet
 (:func:`refunded`). Pure: no IO, no clock.
@@ -10,22 +10,19 @@ the round events and prompt that announce it. A cancelled or voided round refund
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import TYPE_CHECKING
 
 from dealer.core import visibility
+from dealer.core.game_records import BetResolution, BetView, GameOutcome
 from dealer.core.messages import BetsSummary, BetTypeResult, HandResult, RoundResult
-from dealer.games.base import BetResolution, BetView, GameOutcome
-
-if TYPE_CHECKING:
-    from dealer.core.round import Effect, Round
+from dealer.core.round_state import Effect, RoundState
 
 
-def bet_views(rnd: Round) -> list[BetView]:
+def bet_views(rnd: RoundState) -> list[BetView]:
     """The accepted bets as the games see them."""
     return [BetView(b.bet_id, b.player_id, b.bet_type, b.stake, b.seat) for b in rnd.bets.values()]
 
 
-def outcome(rnd: Round) -> GameOutcome:
+def outcome(rnd: RoundState) -> GameOutcome:
     """The completed deal resolved: by the peer hand, or by the game from the dealt cards, the
     accepted bets and the decisions."""
     if rnd.hand is not None:
@@ -34,7 +31,7 @@ def outcome(rnd: Round) -> GameOutcome:
     return rnd.rules.game.resolve(dealt, bet_views(rnd), {p: d.action for p, d in rnd.decisions.items()})
 
 
-def completed(rnd: Round, at: int) -> list[Effect]:
+def completed(rnd: RoundState, at: int) -> list[Effect]:
     """The round is complete (its phase is already RESULT): its result, what the table reveals
     now, the public ``round_result`` and the station's DONE. Folded hands, an uncontested
     winner and burns stay in the journal only."""
@@ -58,7 +55,7 @@ def completed(rnd: Round, at: int) -> list[Effect]:
     ]
 
 
-def refunded(rnd: Round, outcome: str, reason: str, at: int) -> list[Effect]:
+def refunded(rnd: RoundState, outcome: str, reason: str, at: int) -> list[Effect]:
     """The round is cancelled or voided (``outcome``: CANCELLED or VOIDED): every bet is
     refunded; the result carries the public cards only (the hole cards dealt so far stay in
     the journal)."""
@@ -73,7 +70,7 @@ def refunded(rnd: Round, outcome: str, reason: str, at: int) -> list[Effect]:
     ]
 
 
-def bets_summary(rnd: Round) -> BetsSummary:
+def bets_summary(rnd: RoundState) -> BetsSummary:
     stakes: dict[str, Decimal] = {}
     for bet in rnd.bets.values():
         stakes[bet.bet_type] = stakes.get(bet.bet_type, Decimal(0)) + bet.stake
@@ -85,7 +82,7 @@ def bet_result(b: BetResolution) -> BetTypeResult:
                          returned=b.returned)
 
 
-def _header(rnd: Round, at: int) -> dict[str, object]:
+def _header(rnd: RoundState, at: int) -> dict[str, object]:
     """What every result of the round carries: who, when, under which rules."""
     r = rnd.rules
     return dict(

@@ -11,11 +11,12 @@ How to read it, like the rulebook:
 * Each handler returns a :class:`Transition`: its effects and the phase the round goes to.
   :meth:`Round.handle` is the one place the phase changes; entering ``RESULT``,
   ``CANCELLED`` or ``VOID`` builds the result (:mod:`dealer.core.results`).
-* A peer game's hand is driven by one loop, :meth:`Round._progress`: it asks the hand for
-  its next step (deal these cards / run these turns / end) until the hand waits for a card,
-  for a player, or ends.
+* A peer game's hand is driven by one loop, :meth:`Round._progress`
+  (:mod:`dealer.core.round_peer`): it asks the hand for its next step (deal these cards / run
+  these turns / end) until the hand waits for a card, for a player, or ends.
+* What a round holds, and the records a handler returns, are :mod:`dealer.core.round_state`.
 * Who sees which card is :mod:`dealer.core.visibility`; what a game adds (decisions, peer
-  hands, reservations, exposures) are the capabilities of :mod:`dealer.games.base`.
+  hands, reservations, exposures) are the capabilities of :mod:`dealer.core.game_contract`.
 
 The error rules of ``decks.md`` §5 live here, for every game: a no-read, misread,
 corrupt or lost frame, device fault, foreign card or duplicate card never advances the
@@ -26,16 +27,11 @@ after betting has closed the round continues.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from decimal import Decimal
-from enum import StrEnum
-from typing import Union
 
 from dealer.core import results, visibility
-from dealer.core.shift import MISTAKES, DealTally
 from dealer.core.events import (
-    ActionTimeout,
     CardExposed,
     CloseBetting,
     ConfirmTimeout,
@@ -45,7 +41,6 @@ from dealer.core.events import (
     LinkDown,
     OpenRound,
     PlaceBet,
-    PlayerAction,
     PlayerDecision,
     ReadFailed,
     ResultDelivered,
@@ -53,119 +48,32 @@ from dealer.core.events import (
     SupervisorExpose,
     SupervisorVoid,
 )
-from dealer.core.messages import (
-    DecisionRecord,
-    MoneyRules,
-    PlayerMessage,
-    RoundEvent,
-    RoundResult,
-    StationPrompt,
-)
-from dealer.core.money import MoneyError, Rounding, check_stake
+from dealer.core.game_contract import Decisions, Exposures, HouseSeat, PeerGame, offers
+from dealer.core.game_records import Position
+from dealer.core.messages import DecisionRecord, PlayerMessage, RoundEvent, StationPrompt
+from dealer.core.money import MoneyError, check_stake
 from dealer.core.round_ids import sequence_of
-from dealer.games.base import (
-    BetStep,
-    DealStep,
-    Decisions,
-    Exposures,
-    Game,
-    HouseSeat,
-    PeerGame,
-    PeerHand,
-    Position,
-    Reservations,
-    offers,
+from dealer.core.round_peer import PeerTurns
+from dealer.core.round_state import (
+    ACTIVE,
+    BetLimit,
+    DealTally,
+    Effect,
+    Phase,
+    Rejection,
+    RoundState,
+    Step,
+    TableRules,
+    Transition,
+    stale_timer,
 )
+from dealer.core.shift import MISTAKES
 
+__all__ = ["ACTIVE", "BetLimit", "Effect", "Phase", "REFUSALS", "Rejection", "Round", "Step", "TRANSITIONS",
+           "TableRules", "Transition", "step_player"]
 
-class Phase(StrEnum):
-    BETTING_OPEN = "BETTING_OPEN"
-    BETTING_CLOSED = "BETTING_CLOSED"  # the round has started: no more bets
-    DEALING = "DEALING"
-    DECISION = "DECISION"  # the deal is complete; players decide (timer runs from here only)
-    ACTION = "ACTION"  # peer games: a betting round between cards (the turn timer runs only here)
-    RESULT = "RESULT"  # result computed, waiting in the outbox for settlement's acknowledgement
-    SETTLED = "SETTLED"  # settlement acknowledged the result
-    CANCELLED = "CANCELLED"  # failure before the round started: refund all
-    VOID = "VOID"  # supervisor void: refund all
-
-
-#: Phases in which the round is still being played.
-ACTIVE = frozenset({Phase.BETTING_OPEN, Phase.BETTING_CLOSED, Phase.DEALING, Phase.DECISION, Phase.ACTION})
 #: The refund-all ends and the outcome their result carries.
 _REFUNDS = {Phase.CANCELLED: "CANCELLED", Phase.VOID: "VOIDED"}
-
-
-@dataclass(frozen=True, slots=True)
-class BetLimit:
-    min: Decimal
-    max: Decimal
-
-
-@dataclass(frozen=True)
-class TableRules:
-    """Everything the pure core needs to know about a table (built from configuration)."""
-
-    table_id: str
-    game: Game
-    currency: str = "EUR"
-    minor_unit: Decimal = Decimal("0.01")
-    rounding: Rounding = Rounding.DOWN
-    limits: Mapping[str, BetLimit] = field(default_factory=dict)
-    alert_after: int = 3
-    decision_ms: int = 15_000
-    action_ms: int = 20_000  # peer games: the turn timer
-    #: The canonical JSON these rules were built from (dealer.core.rules), its SHA-256 and the
-    #: software version journaled with them: every result of a round played under them names both.
-    canonical: str = ""
-    rules_hash: str = ""
-    software_version: str = ""
-
-    @property
-    def money(self) -> MoneyRules:
-        return MoneyRules(currency=self.currency, minor_unit=self.minor_unit, rounding=self.rounding)
-
-
-@dataclass(frozen=True, slots=True)
-class Rejection:
-    """An event the machine refused. Nothing changed; the reason is for the sender and the log."""
-
-    event_type: str
-    reason: str
-
-
-Effect = Union[StationPrompt, RoundEvent, RoundResult, PlayerMessage, Rejection]
-
-
-@dataclass(slots=True)
-class Step:
-    accepted: bool
-    journal: bool = False
-    effects: list[Effect] = field(default_factory=list)
-
-    @property
-    def rejection(self) -> Rejection | None:
-        return next((e for e in self.effects if isinstance(e, Rejection)), None)
-
-
-@dataclass(slots=True)
-class Transition:
-    """What a handler did: its effects and the phase the round goes to (None: it stays).
-
-    Entering ``RESULT`` completes the round; entering ``CANCELLED`` or ``VOID`` refunds every
-    bet for ``reason``: :meth:`Round.handle` adds the result once the phase is entered."""
-
-    effects: list[Effect] = field(default_factory=list)
-    next_phase: Phase | None = None
-    accepted: bool = True
-    journal: bool = True
-    reason: str = ""
-
-    @classmethod
-    def refused(cls, event_type: str, reason: str, *also: Effect) -> "Transition":
-        """Nothing changed: the reason goes back to the sender (and any prompt to the station)."""
-        return cls([Rejection(event_type, reason), *also], accepted=False, journal=False)
-
 
 _READ_FAILURE_TEXT = {
     "noread": "the scanner could not read the card",
@@ -179,64 +87,16 @@ _READ_FAILURE_TEXT = {
 }
 
 
-class Round:
-    """One round at one table, from betting open to settled (or cancelled / void)."""
+class Round(PeerTurns, RoundState):
+    """One round at one table, from betting open to settled (or cancelled / void). Its data and
+    the messages it words are :class:`~dealer.core.round_state.RoundState`; the hand of a peer
+    game between the cards is :class:`~dealer.core.round_peer.PeerTurns`."""
 
     def __init__(self, rules: TableRules, opened: OpenRound) -> None:
-        self.rules = rules
-        self.round_id = opened.round_id
-        self.context = dict(opened.context)
-        #: The round's secret random draw (``OpenRound.draw``; None in rounds journaled before draws).
-        self.draw = opened.draw
-        self.opened_at = opened.at
-        self.betting_closes_at = opened.betting_closes_at
-        self.closed_at: int | None = None
+        super().__init__(rules, opened)
         self.phase = Phase.BETTING_OPEN
-        self.plan: tuple[Position, ...] = ()  # fixed when betting closes: it depends on the seats that bet
-        self.next_index = 0
-        self.cards: dict[str, str] = {}
-        #: Cards the reader reported burned where the plan has no burn (code -> deck number): on no
-        #: position, in no hand, never shown; a later read of one is a duplicate (docs/scanner-protocol.md §10.4).
-        self.set_aside: dict[str, int] = {}
-        self.bets: dict[str, PlaceBet] = {}
-        self._held: dict[str, set[str]] = {}
-        self.seat_owner: dict[int, str] = {}
-        self.deciders: dict[str, int | None] = {}
-        self.decisions: dict[str, DecisionRecord] = {}
-        self.decision_deadline: int | None = None
-        self._reject_key: tuple[str, str] | None = None
-        self.reject_count = 0
-        self.result: RoundResult | None = None
-        self.delivered = False
-        self.hand: PeerHand | None = None  # peer games: the hand, created when betting closes
-        self.turn = 0  # peer games: numbers each turn, so a late timer cannot act on a newer one
-        self.action_deadline: int | None = None
-        self.street: str | None = None
-        self.announce: str | None = None
-        #: A timed confirmation is expected (a position with ``window_ms``): it is taken as given at this
-        #: instant (epoch ms, journaled data like the other deadlines); None otherwise.
-        self.confirm_deadline: int | None = None
-        #: Exposed cards the dealer station reported that wait for a supervisor's corroboration
-        #: (positions, in report order): shown to nobody, and the timed window stands still meanwhile.
-        self.exposure_reports: list[str] = []
-        #: Bumped before and after every event, so a cached visibility view is never stale.
-        self.revision = 0
-        #: Who dealt the round: the dealer logged on when it opened, then any who logged on while it
-        #: was in play (``dealer_logon``), in order. Goes into the result.
-        self.dealers: list[str] = [opened.dealer] if opened.dealer else []
-        #: Per dealer ("" when nobody is logged on): cards registered, rescans, dealing mistakes
-        #: refused (a duplicate or foreign card), counted as they happen (``dealer.core.shift``).
-        self.tally: dict[str, DealTally] = {}
 
     # -- public -----------------------------------------------------------------------
-
-    @property
-    def table_id(self) -> str:
-        return self.rules.table_id
-
-    @property
-    def expected_position(self) -> str | None:
-        return self.plan[self.next_index].name if self.next_index < len(self.plan) else None
 
     @property
     def house_players(self) -> frozenset[str]:
@@ -542,7 +402,7 @@ class Round:
         if self.confirm_deadline is None or ev.step != pos:
             want = f"the next step is {pos}" if pos else "no step is expected"
             return Transition.refused(ev.type, f"no window of {ev.step} is open: {want}")
-        if (stale := _stale_timer(ev, self.confirm_deadline, f"the window of {ev.step}")) is not None:
+        if (stale := stale_timer(ev, self.confirm_deadline, f"the window of {ev.step}")) is not None:
             return stale
         return self._step_confirmed(ev.step, ev.at, {"by": "timer"})
 
@@ -556,21 +416,6 @@ class Round:
         if self.hand is not None:
             self.hand.register(pos, "")  # a confirmed step is part of the hand too
         return self._dealt(at, [self.event("dealer_confirmed", at, step=step, **extra)], self.phase)
-
-    def _arm_window(self, at: int) -> None:
-        """The window of a timed confirmation runs from ``at``; it stands still (no deadline)
-        while a reported exposure waits for the supervisor."""
-        pos = self.plan[self.next_index] if self.next_index < len(self.plan) else None
-        timed = pos is not None and pos.confirm and pos.window_ms and not self.exposure_reports
-        self.confirm_deadline = at + pos.window_ms if timed and pos is not None else None
-
-    def _window_opened(self, at: int) -> list[Effect]:
-        """The next step is a timed confirmation: its window starts now (public ``confirm_window``)."""
-        self._arm_window(at)
-        if self.confirm_deadline is None:
-            return []
-        return [self.event("confirm_window", at, step=self.plan[self.next_index].name,
-                           closes_at=self.confirm_deadline)]
 
     def _exposures(self, ev: CardExposed | SupervisorExpose) -> Exposures | Transition:
         """The hand's exposure rules, or the refusal of a game that has none."""
@@ -645,9 +490,6 @@ class Round:
                                       resumed=True))
         return Transition(effects + [self._next_prompt(ev.at)])
 
-    def _waiting(self) -> str:
-        return f"{', '.join(self.exposure_reports)} reported exposed, waiting for a supervisor to confirm it"
-
     # -- decisions (a game with the Decisions capability) --------------------------------------
 
     def _open_decisions(self, at: int) -> list[Effect]:
@@ -682,7 +524,7 @@ class Round:
         return Transition(effects, Phase.RESULT if len(self.decisions) == len(self.deciders) else None)
 
     def _decision_timeout(self, ev: DecisionTimeout) -> Transition:
-        if (stale := _stale_timer(ev, self.decision_deadline, "the decisions")) is not None:
+        if (stale := stale_timer(ev, self.decision_deadline, "the decisions")) is not None:
             return stale
         default = self._decider_game.default_decision()
         assert default is not None, "a game with decisions must have a default"
@@ -697,155 +539,6 @@ class Round:
                                                 play_stake=self._decider_game.decision_stake(action, mine))
         return [self.event("decision_made", at, player_id=player, action=action, by=by),
                 self.tell(player, "decision_accepted", at, action=action, by=by)]
-
-    # -- peer games: the hand between cards --------------------------------------------------
-
-    def _progress(self, at: int, effects: list[Effect], executed: list[int] | None = None) -> Transition:
-        """The previous step of the hand is complete: ask the hand what comes next until it waits
-        for cards (``DealStep``), for a player (a ``BetStep`` whose turns are open), or ends.
-        ``executed``: where ``effects`` hold ``reservation_executed`` events (see :meth:`_stamped`)."""
-        hand = self.hand
-        assert hand is not None
-        executed = [] if executed is None else executed
-        while True:
-            step = hand.next_step()
-            effects += self._hand_notes(at)
-            if isinstance(step, DealStep):
-                self.plan = tuple(self.plan) + step.positions
-                self.action_deadline, self.announce = None, step.announce
-                phase = Phase.DEALING if self.cards else Phase.BETTING_CLOSED
-                out = Transition(effects + self._window_opened(at) + [self._next_prompt(at)], phase)
-                break
-            if isinstance(step, BetStep):
-                self.street, self.announce = step.street, step.announce
-                someone = hand.open_turns(step)
-                # ``designated`` is who the rules name (low card, high hand); ``first`` who acts,
-                # which differs when the designated player is all-in
-                effects.append(self.event("betting_round_opened", at, street=step.street, announce=step.announce,
-                                          designated=step.first, first=hand.to_act,
-                                          betting="TO_ACT" if someone else "ROUND_OVER"))
-                if someone and self._turns(at, effects, executed):
-                    out = Transition(effects, Phase.ACTION)
-                    break
-                effects += self._close_turns(at)
-                continue
-            out = Transition(effects, Phase.RESULT)
-            break
-        out.effects = self._stamped(out.effects, executed)
-        return out
-
-    def _stamped(self, effects: list[Effect], executed: list[int]) -> list[Effect]:
-        """Each ``reservation_executed`` event (at ``executed``) names the turn running once the
-        hand waits again, as it always has (journaled results replay to the same events)."""
-        for i in executed:
-            ev = effects[i]
-            assert isinstance(ev, RoundEvent)
-            effects[i] = ev.model_copy(update={"data": {**ev.data, "turn": self.turn}})
-        return effects
-
-    def _turns(self, at: int, effects: list[Effect], executed: list[int]) -> bool:
-        """Give the next player their turn; a reserved action still legal runs at once
-        (the :class:`Reservations` capability), and so on. True: a player must act now; False: the turns are over."""
-        hand = self.hand
-        assert hand is not None
-        while True:
-            player = hand.to_act
-            assert player is not None
-            self.turn += 1
-            self.action_deadline = at + self.rules.action_ms
-            reserved = hand.take_reservation(player) if offers(hand, Reservations) else None
-            if isinstance(reserved, tuple):
-                acted = self._run_action(player, reserved[0], reserved[1], "reservation", None, at)
-                if not isinstance(acted, str):
-                    done, more = acted
-                    executed.append(len(effects))
-                    effects.append(self.event("reservation_executed", at, player_id=player, turn=self.turn))
-                    effects += done
-                    if more:
-                        continue
-                    return False
-                reserved = "the reserved action is no longer allowed"
-            if isinstance(reserved, str):
-                effects.append(self.tell(player, "reservation_cancelled", at, reason=reserved))
-            effects += [self.event("turn", at, player_id=player, turn=self.turn, street=self.street,
-                                   closes_at=self.action_deadline, **hand.turn_summary()),
-                        self._your_turn(at), self._turn_prompt(at)]
-            return True
-
-    def _hand_notes(self, at: int) -> list[Effect]:
-        """The hand's public notes (a pot awarded, a showdown, a rematch) as round events; any
-        hand they show carries its cards only as far as :mod:`dealer.core.visibility` shows them now."""
-        assert self.hand is not None
-        return [self.event(name, at, **visibility.noted(self, data)) for name, data in self.hand.notes()]
-
-    def _your_turn(self, at: int, **extra: object) -> PlayerMessage:
-        assert self.hand is not None and self.hand.to_act is not None
-        return self.tell(self.hand.to_act, "your_turn", at, turn=self.turn, street=self.street,
-                         closes_at=self.action_deadline, **self.hand.turn_options(), **extra)
-
-    def _turn_prompt(self, at: int) -> StationPrompt:
-        assert self.hand is not None
-        return self.prompt("WAIT", at, announce=self.announce, message=self.hand.turn_prompt(self.street))
-
-    def _close_turns(self, at: int) -> list[Effect]:
-        assert self.hand is not None
-        return [self.event(name, at, **data) for name, data in self.hand.close_turns()]
-
-    def _player_action(self, ev: PlayerAction) -> Transition:
-        if ev.round_id is not None and ev.round_id != self.round_id:
-            return Transition.refused(ev.type, f"action is for round {ev.round_id}, but round {self.round_id} is in play")
-        assert self.hand is not None
-        if ev.turn is not None and ev.turn != self.turn and not ev.reserve:
-            return Transition.refused(ev.type, f"the action is for turn {ev.turn}, which is over "
-                                   f"(turn {self.turn} is running)")
-        if ev.reserve:
-            reason = (self.hand.reserve(ev.player_id, ev.action, ev.amount) if offers(self.hand, Reservations)
-                      else "this game has no action reservation")
-            if reason is not None:
-                return Transition.refused(ev.type, reason)
-            return Transition([self.tell(ev.player_id, "reservation_accepted", ev.at, action=ev.action)])
-        return self._acted(ev, ev.player_id, ev.action, ev.amount, "player", ev.card)
-
-    def _action_timeout(self, ev: ActionTimeout) -> Transition:
-        assert self.hand is not None and self.hand.to_act is not None
-        if ev.turn != self.turn:
-            return Transition.refused(ev.type, f"timer for turn {ev.turn} is stale (turn {self.turn} is running)")
-        if (stale := _stale_timer(ev, self.action_deadline, f"turn {ev.turn}")) is not None:
-            return stale
-        action, amount, card = self.hand.default_action()
-        return self._acted(ev, self.hand.to_act, action, amount, "timeout", card)
-
-    def _acted(self, ev: Event, player: str, action: str, amount: Decimal | None, by: str,
-               card: str | None) -> Transition:
-        """A player's action (or its timeout's): run it, then the next turn or the hand goes on."""
-        acted = self._run_action(player, action, amount, by, card, ev.at)
-        if isinstance(acted, str):
-            return Transition.refused(ev.type, acted)
-        effects, more = acted
-        executed: list[int] = []
-        if more and self._turns(ev.at, effects, executed):
-            return Transition(self._stamped(effects, executed), Phase.ACTION)
-        return self._progress(ev.at, effects + self._close_turns(ev.at), executed)
-
-    def _run_action(self, player: str, action: str, amount: Decimal | None, by: str, card: str | None,
-                    at: int) -> tuple[list[Effect], bool] | str:
-        """One action through the hand: its effects and whether someone must still act, or the
-        reason it is refused (nothing changed)."""
-        hand = self.hand
-        assert hand is not None
-        label = action
-        if by in ("player", "reservation"):
-            translated = hand.translate(player, action, amount)
-            if isinstance(translated, str):
-                return translated
-            action, amount = translated
-        record, more = hand.do_action(player, action, amount, card, by)
-        if isinstance(record, str):
-            return record
-        data = record | {"by": by} | ({"button": label} if label != action else {})
-        effects: list[Effect] = [self.event("player_acted", at, street=self.street, **data),
-                                 self.tell(player, "action_accepted", at, **data)]
-        return effects + self._hand_notes(at), more
 
     # -- links, the supervisor, settlement ------------------------------------------------------
 
@@ -874,58 +567,11 @@ class Round:
         return Transition([self.event("round_settled", ev.at, **data, outbox_id=ev.outbox_id)],
                        Phase.SETTLED if self.phase == Phase.RESULT else None)
 
-    # -- messages -------------------------------------------------------------------------
-
-    def tell(self, player: str, kind: str, at: int, **data: object) -> PlayerMessage:
-        return PlayerMessage(table_id=self.table_id, round_id=self.round_id, player_id=player,
-                             kind=kind, at=at, data=data)  # type: ignore[arg-type]
-
-    def event(self, name: str, at: int, **data: object) -> RoundEvent:
-        return RoundEvent(table_id=self.table_id, round_id=self.round_id, event=name, at=at, data=data)
-
-    def prompt(self, kind: str, at: int, *, message: str, reason: str | None = None,
-               count: int | None = None, announce: str | None = None) -> StationPrompt:
-        pos = self.expected_position if kind in ("NEXT", "RESCAN", "ALERT", "CONFIRM") else None
-        return StationPrompt(
-            table_id=self.table_id, round_id=self.round_id, kind=kind,  # type: ignore[arg-type]
-            position=pos, step=self.next_index + 1 if pos else None, of=len(self.plan) if pos else None,
-            reason=reason, count=count, message=message, at=at, announce=announce,
-        )
-
-    def _next_prompt(self, at: int) -> StationPrompt:
-        pos = self.plan[self.next_index]
-        if pos.confirm and pos.window_ms and self.exposure_reports:
-            return self.prompt("CONFIRM", at, announce=self.announce,
-                               message=f"{self._waiting()} (it stays face down until then); confirm {pos.name} "
-                                       "to go on without it")
-        if pos.confirm and pos.window_ms:
-            return self.prompt("CONFIRM", at, announce=self.announce,
-                               message=f"report an exposed card now (card_exposed), then confirm {pos.name}; "
-                                       f"without a confirmation the deal goes on by itself in "
-                                       f"{pos.window_ms / 1000:g} s")
-        if pos.confirm:
-            return self.prompt("CONFIRM", at, message=f"{pos.name} the cards, then confirm {pos.name}",
-                               announce=self.announce)
-        face = "burn card" if pos.burn else f"face {pos.face.lower()}"
-        extra = " from the shuffled burn cards" if pos.from_burns else ""
-        extra += f" ({self._waiting()})" if self.exposure_reports else ""
-        return self.prompt("NEXT", at, message=f"deal {pos.name} ({face}){extra}", announce=self.announce)
-
 
 _Handler = Callable[[Round, "Event"], Transition]
 
 #: The rulebook: (phase, event type) -> the handler that runs it. Anything else is refused,
 #: for the reason :data:`REFUSALS` gives.
-def _stale_timer(ev: DecisionTimeout | ActionTimeout | ConfirmTimeout, deadline: int | None,
-                 what: str) -> Transition | None:
-    """A refusal for a timeout armed for another deadline than the one running now (a resume
-    renewed it while the timeout was on its way), or None. A timeout journaled before timeouts
-    named their deadline (``deadline`` None) is never stale."""
-    if ev.deadline is None or ev.deadline == deadline:
-        return None
-    return Transition.refused(ev.type, f"timer for {what} closing at {ev.deadline} is stale (renewed to {deadline})")
-
-
 TRANSITIONS: dict[tuple[Phase, str], _Handler] = {
     (Phase.BETTING_OPEN, "place_bet"): Round._place_bet,
     (Phase.BETTING_OPEN, "close_betting"): Round._close_betting,

@@ -11,7 +11,12 @@ decimals as plain strings, so equivalent configurations give the same
 bytes and the same SHA-256 (:func:`rules_hash`). Decimals keep their written precision
 ("1.00" and "1" are different rules: the core shows amounts as configured). :func:`rules_from_canonical` is its inverse:
 it validates the canonical JSON again through the configuration and game models and builds
-the :class:`~dealer.core.round.TableRules` the pure core plays with. Both are pure.
+the :class:`~dealer.core.round_state.TableRules` the pure core plays with. Both are pure.
+
+The core knows no game: whoever reads rules hands in the registry of games
+(:data:`~dealer.core.game_contract.GameLookup`): the edge's :class:`RulesConfig` names it
+(``dealer.edge.config.RulesConfig``), and :func:`parse_canonical` and
+:func:`rules_from_canonical` take it as ``games``. A game brings its own ``legacy_options``.
 
 The service journals a ``table_rules`` event (:class:`dealer.core.events.RulesChanged`) carrying
 the canonical JSON, its hash and the software version whenever either differs from the last
@@ -27,23 +32,16 @@ import hashlib
 import json
 from decimal import Decimal
 from enum import Enum
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from dealer.core.money import Rounding, to_money
-from dealer.core.round import BetLimit, TableRules
-from dealer.games import game_class
+from dealer.core.game_contract import Game, GameLookup
+from dealer.core.round_state import BetLimit, TableRules
 
 #: Version of the canonical form itself (a key of the JSON object).
 FORMAT = 1
-#: Game options added after rules were first journaled: game -> option -> what a rules text
-#: written before the option existed means (the behaviour it was played with). Such a text
-#: is still canonical without the key, keeps its bytes and hash, and is read with that value.
-LEGACY_OPTIONS: dict[str, dict[str, Any]] = {
-    # no window before 7th-street betting; the station's report alone exposed a 7th card
-    "stud": {"exposure_window_seconds": 0.0, "exposure_corroboration": "NONE"},
-}
 PACKAGE = "live-dealer-backend"
 
 
@@ -53,6 +51,16 @@ class _Strict(BaseModel):
 
 def _exact(v: object) -> Decimal:
     return to_money(v)  # type: ignore[arg-type]
+
+
+def _games(cls: type, info: ValidationInfo) -> GameLookup:
+    """The registry of games a validation reads: the one handed in through the validation
+    context (``{"games": ...}``), else the one the model's class names."""
+    games = info.context.get("games") if isinstance(info.context, dict) else None
+    games = games if games is not None else getattr(cls, "games", None)
+    if games is None:
+        raise ValueError("no registry of games was handed in (dealer.edge.config.RulesConfig names one)")
+    return games  # type: ignore[no-any-return]
 
 
 class LimitConfig(_Strict):
@@ -86,12 +94,16 @@ class RulesConfig(_Strict):
     limits: dict[str, LimitConfig] = Field(default_factory=dict)
     options: dict[str, Any] = Field(default_factory=dict, description="the game's house options and pay tables")
 
+    #: The registry of games this model validates against: none here (the core knows no game);
+    #: the edge's subclass names one, or the validation context hands one in (:func:`_games`).
+    games: ClassVar[GameLookup | None] = None
+
     _mu = field_validator("minor_unit", mode="before")(classmethod(lambda cls, v: _exact(v)))
 
     @field_validator("game")
     @classmethod
-    def _known_game(cls, v: str) -> str:
-        game_class(v)
+    def _known_game(cls, v: str, info: ValidationInfo) -> str:
+        _games(cls, info)(v)
         return v
 
     @field_validator("options")
@@ -99,13 +111,14 @@ class RulesConfig(_Strict):
     def _options(cls, v: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
         game = info.data.get("game")
         if game is not None:  # errors come out located under ``options``
-            game_class(game).Options.model_validate(v)
+            _games(cls, info)(game).Options.model_validate(v)
         return v
 
     @model_validator(mode="after")
-    def _limits(self) -> "RulesConfig":
+    def _limits(self, info: ValidationInfo) -> "RulesConfig":
         if self.minor_unit <= 0:
             raise ValueError("minor_unit must be positive")
+        game_class = _games(type(self), info)
         unknown = set(self.limits) - set(game_class(self.game).bet_types)
         if unknown:
             raise ValueError(f"limits for unknown bet types {sorted(unknown)} (game {self.game} has "
@@ -169,9 +182,13 @@ def _plain(v: Any) -> Any:
     raise TypeError(f"cannot put {type(v).__name__} into canonical rules")
 
 
-def canonical_rules(cfg: Any) -> str:
+def canonical_rules(cfg: Any, games: GameLookup | None = None) -> str:
     """The canonical JSON of a validated table configuration's effective rules
-    (a :class:`RulesConfig` or :class:`~dealer.edge.config.TableConfig`)."""
+    (a :class:`RulesConfig` or :class:`~dealer.edge.config.TableConfig`); ``games``: the
+    registry of games, by default the one the configuration's class names."""
+    game_class = games if games is not None else type(cfg).games
+    if game_class is None:
+        raise ValueError("no registry of games was handed in (dealer.edge.config.RulesConfig names one)")
     options = game_class(cfg.game).Options.model_validate(dict(cfg.options))  # defaults filled in
     doc = {
         "format": FORMAT,
@@ -194,8 +211,18 @@ def rules_hash(canonical: str) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def parse_canonical(canonical: str) -> Any:
-    """Validate a canonical rules text and return it as a :class:`RulesConfig`."""
+def _legacy_options(games: GameLookup, game: Any) -> dict[str, Any]:
+    """The options ``game`` added after rules were first journaled (:attr:`Game.legacy_options`);
+    none for a name no game has (the validation says why)."""
+    try:
+        return dict(games(game).legacy_options)
+    except ValueError:
+        return {}
+
+
+def parse_canonical(canonical: str, *, games: GameLookup) -> Any:
+    """Validate a canonical rules text against the registry ``games`` and return it as a
+    :class:`RulesConfig`."""
     try:
         doc = json.loads(canonical)
     except ValueError as exc:
@@ -204,16 +231,16 @@ def parse_canonical(canonical: str) -> Any:
         raise RulesError(f"rules are not canonical rules of format {FORMAT}")
     doc = {k: v for k, v in doc.items() if k != "format"}
     options = doc.get("options")
-    legacy = LEGACY_OPTIONS.get(doc.get("game"), {}) if isinstance(options, dict) else {}  # type: ignore[arg-type]
+    legacy = _legacy_options(games, doc.get("game")) if isinstance(options, dict) else {}
     missing = {k: v for k, v in legacy.items() if k not in options}  # type: ignore[operator]
     if missing:
         doc["options"] = {**options, **missing}  # type: ignore[dict-item]
     try:
-        cfg = RulesConfig.model_validate(doc)
+        cfg = RulesConfig.model_validate(doc, context={"games": games})
     except ValidationError as exc:
         detail = "; ".join(f"{'.'.join(str(x) for x in e['loc']) or '(top)'}: {e['msg']}" for e in exc.errors())
         raise RulesError(f"rules do not validate: {detail}") from None
-    again = canonical_rules(cfg)
+    again = canonical_rules(cfg, games)
     if missing:  # compared as written then: without the options it did not have
         parsed = json.loads(again)
         for k in missing:
@@ -224,14 +251,25 @@ def parse_canonical(canonical: str) -> Any:
     return cfg
 
 
-def rules_from_canonical(table_id: str, canonical: str, software_version: str = "") -> TableRules:
-    """The inverse of :func:`canonical_rules`: the core's rules for ``table_id``. Pure.
-    Raises :class:`RulesError` for a text that is not valid canonical rules."""
-    cfg = parse_canonical(canonical)
+def rules_from_canonical(table_id: str, canonical: str, software_version: str = "", *,
+                         games: GameLookup) -> TableRules:
+    """The inverse of :func:`canonical_rules`: the core's rules for ``table_id``, with the game
+    ``games`` (the registry) names. Pure. Raises :class:`RulesError` for a text that is not
+    valid canonical rules."""
+    cfg = parse_canonical(canonical, games=games)
     return TableRules(
-        table_id=table_id, game=game_class(cfg.game).from_options(cfg.options), currency=cfg.currency,
+        table_id=table_id, game=games(cfg.game).from_options(cfg.options), currency=cfg.currency,
         minor_unit=cfg.minor_unit, rounding=cfg.rounding, alert_after=cfg.alert_after,
         decision_ms=int(cfg.decision_seconds * 1000), action_ms=int(cfg.action_seconds * 1000),
         limits={k: BetLimit(v.min, v.max) for k, v in cfg.limits.items()},
-        canonical=canonical, rules_hash=rules_hash(canonical), software_version=software_version,
+        canonical=canonical, rules_hash=rules_hash(canonical), software_version=software_version, games=games,
     )
+
+
+def own_game(game: Game) -> GameLookup:
+    """The registry of rules built by hand, without one (tests, tools): the table's own game only."""
+    def lookup(name: str) -> type[Game]:
+        if name != game.name:
+            raise ValueError(f"unknown game {name!r} (known: {game.name})")
+        return type(game)
+    return lookup

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
-from dealer.games.base import Outcome
+from dealer.core.game_records import Outcome
 from dealer.core.messages import RoundResult
 from dealer.core.money import to_money, win_amount
 

@@ -13,10 +13,8 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # the round imports this module for DealTally
-    from dealer.core.round import Round
+from dealer.core.round_state import DealTally, RoundState
 
 #: Rescan reasons that are the dealer's mistake (a card that may not go where it was passed),
 #: not the reader's (a no-read, a torn frame, a jam).
@@ -25,15 +23,6 @@ MISTAKES = frozenset({"duplicate_card", "foreign_card"})
 KEEP_ROUNDS = 20
 #: How many dealers' figures a table keeps (the oldest off shift go first).
 KEEP_DEALERS = 50
-
-
-@dataclass(slots=True)
-class DealTally:
-    """One dealer's part of a round (or, summed, of a shift)."""
-
-    cards: int = 0
-    rescans: int = 0
-    mistakes: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +78,7 @@ class Shift:
             self._figures(dealer, at)
             self._touch(at)
 
-    def round_ended(self, rnd: Round) -> None:
+    def round_ended(self, rnd: RoundState) -> None:
         """A round has its result: remember it, and add each dealer's part to their figures. A
         round cancelled before any card counts for nobody's rounds."""
         res = rnd.result

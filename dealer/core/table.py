@@ -15,10 +15,11 @@ from dealer.core.events import (TABLE_OPERATIONS, ActionTimeout, ConfirmTimeout,
                            TableOperation)
 from dealer.core.messages import PlayerMessage, RoundEvent, StationPrompt
 from dealer.core.operations import EVENT_NAMES, FROZEN, OPERATIONS, Mode, OperatingState
-from dealer.core.round import ACTIVE, Effect, Rejection, Round, Step, TableRules
-from dealer.core.rules import RulesError, rules_from_canonical
+from dealer.core.round import Round
+from dealer.core.round_state import ACTIVE, Effect, Rejection, Step, TableRules
+from dealer.core.rules import RulesError, own_game, rules_from_canonical
 from dealer.core.shift import Shift
-from dealer.games.base import Remembers, offers
+from dealer.core.game_contract import Remembers, offers
 
 BROKER = "broker"  # the link players' actions come through
 #: How a command for another round is named in its refusal.
@@ -172,7 +173,8 @@ class Table:
         """New effective rules: they apply from the next round; the round in play (and every
         round waiting for its delivery) keeps the rules it opened with."""
         try:
-            rules = rules_from_canonical(self.table_id, ev.rules, ev.software_version)
+            games = self.rules.games if self.rules.games is not None else own_game(self.rules.game)
+            rules = rules_from_canonical(self.table_id, ev.rules, ev.software_version, games=games)
         except RulesError as exc:
             return _reject(ev.type, f"the table rules cannot be used: {exc}")
         self.rules = rules

@@ -14,9 +14,9 @@ Every registered card of a round is, at any moment, one of:
   card keeps its ``owner``, who saw it when it was dealt.
 
 The policy is one for every game. What a game's rulebook adds it declares, never by its
-name: on each :class:`~dealer.games.base.Position` (its ``seat``, the ``house`` player who
-holds it, ``together`` cards), through the :class:`~dealer.games.base.Decisions` capability
-(whose decision ``folds``) and through a peer hand's :class:`~dealer.games.base.Reveals`
+name: on each :class:`~dealer.core.game_records.Position` (its ``seat``, the ``house`` player who
+holds it, ``together`` cards), through the :class:`~dealer.core.game_contract.Decisions` capability
+(whose decision ``folds``) and through a peer hand's :class:`~dealer.core.game_contract.Reveals`
 (which face-down cards its rules turn over now, which never).
 
 The round machine asks this module which cards go to whom (:func:`deliveries`,
@@ -40,14 +40,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel
 
-from dealer.games.base import Decisions, Face, HandInfo, Position, Reveals, offers
-
-if TYPE_CHECKING:
-    from dealer.core.round import Round
+from dealer.core.game_contract import Decisions, Reveals, offers
+from dealer.core.game_records import Face, HandInfo, Position
+from dealer.core.round_state import RoundState
 
 
 class Visibility(StrEnum):
@@ -71,7 +70,7 @@ NAMED_TEXT = "the card named"
 #: even when a name spells one: echoed back in answers, they show nothing.
 _ID_VALUES = re.compile(r'"(command_id|player_id|bet_id|dealer_id)":"(?:[^"\\]|\\.)*"')
 
-# Round phases (``dealer.core.round.Phase`` values; a StrEnum compares equal to its value).
+# Round phases (``dealer.core.round_state.Phase`` values; a StrEnum compares equal to its value).
 _ACTIVE = frozenset({"BETTING_OPEN", "BETTING_CLOSED", "DEALING", "DECISION", "ACTION"})
 _COMPLETED = frozenset({"RESULT", "SETTLED"})  # the round ended with a result: its reveals happened
 
@@ -115,24 +114,24 @@ class Seen:
 #
 # The policy below is the same for every game; what differs is declared by the games: on each
 # position (its ``seat``, its ``house`` player, whether a hole card waits for its ``together``
-# cards), by a game with :class:`~dealer.games.base.Decisions` (whose decision ``folds``), and
-# by a peer hand with :class:`~dealer.games.base.Reveals` (which face-down cards its rules turn
+# cards), by a game with :class:`~dealer.core.game_contract.Decisions` (whose decision ``folds``), and
+# by a peer hand with :class:`~dealer.core.game_contract.Reveals` (which face-down cards its rules turn
 # over now, which they never will).
 
 
-def _owner(rnd: Round, pos: Position) -> str | None:
+def _owner(rnd: RoundState, pos: Position) -> str | None:
     """Who holds a face-down card: the house player it is dealt to, else its seat's player."""
     if pos.house is not None:
         return pos.house
     return rnd.seat_owner.get(pos.seat) if pos.seat is not None else None
 
 
-def _together(rnd: Round, pos: Position) -> list[Position]:
+def _together(rnd: RoundState, pos: Position) -> list[Position]:
     """The ``together`` cards given to their owners at once with ``pos`` (same deal, same index)."""
     return [p for p in rnd.plan if p.together and p.deck == pos.deck and p.index == pos.index]
 
 
-def _told(rnd: Round, pos: Position) -> bool:
+def _told(rnd: RoundState, pos: Position) -> bool:
     """Whether the owner has been given the registered card (a ``together`` card: once all its
     companions have registered)."""
     return not pos.together or all(p.name in rnd.cards for p in _together(rnd, pos))
@@ -143,7 +142,7 @@ class _Facts:
 
     __slots__ = ("reveals", "decides", "folded", "ended")
 
-    def __init__(self, rnd: Round) -> None:
+    def __init__(self, rnd: RoundState) -> None:
         game = rnd.rules.game
         self.reveals = rnd.hand if offers(rnd.hand, Reveals) else None
         self.decides = offers(game, Decisions)
@@ -168,7 +167,7 @@ class _Facts:
 # --- the view of a round ----------------------------------------------------------------------
 
 
-def seen(rnd: Round, pos: Position, facts: _Facts | None = None) -> Seen:
+def seen(rnd: RoundState, pos: Position, facts: _Facts | None = None) -> Seen:
     """How a registered position is seen now."""
     code = rnd.cards[pos.name]
     if pos.burn:
@@ -182,17 +181,17 @@ def seen(rnd: Round, pos: Position, facts: _Facts | None = None) -> Seen:
     return Seen(pos.name, code, Visibility.OWNER if owner is not None else Visibility.HIDDEN, owner)
 
 
-def view(rnd: Round) -> dict[str, Seen]:
+def view(rnd: RoundState) -> dict[str, Seen]:
     """Every registered card of the round (position -> :class:`Seen`), in deal order."""
     facts = _Facts(rnd)
     return {p.name: seen(rnd, p, facts) for p in rnd.plan if not p.confirm and p.name in rnd.cards}
 
 
-def is_public(rnd: Round, pos: Position, facts: _Facts | None = None) -> bool:
+def is_public(rnd: RoundState, pos: Position, facts: _Facts | None = None) -> bool:
     return seen(rnd, pos, facts).visibility == Visibility.PUBLIC
 
 
-def deliveries(rnd: Round, pos: Position) -> list[tuple[Position, str]]:
+def deliveries(rnd: RoundState, pos: Position) -> list[tuple[Position, str]]:
     """The ``hole_card`` messages due now that ``pos`` registered: (position, player)."""
     if pos.burn or pos.face == Face.UP:
         return []
@@ -208,7 +207,7 @@ def deliveries(rnd: Round, pos: Position) -> list[tuple[Position, str]]:
     return out
 
 
-def owner_cards(rnd: Round) -> list[tuple[Position, str]]:
+def owner_cards(rnd: RoundState) -> list[tuple[Position, str]]:
     """Every hole card a seated player holds now (position, player), for a reconnect."""
     out = []
     for p in rnd.plan:
@@ -220,7 +219,7 @@ def owner_cards(rnd: Round) -> list[tuple[Position, str]]:
     return out
 
 
-def noted(rnd: Round, data: Mapping[str, Any]) -> dict[str, Any]:
+def noted(rnd: RoundState, data: Mapping[str, Any]) -> dict[str, Any]:
     """A hand's public note (``showdown``, ``rematch``) as it may be published now: each entry of
     its ``hands`` names the ``positions`` of a hand; it goes out with their ``cards`` if every
     one of them is shown to everybody now, and is left out otherwise (its name would tell)."""
@@ -239,21 +238,21 @@ def noted(rnd: Round, data: Mapping[str, Any]) -> dict[str, Any]:
     return dict(data) | {"hands": out}
 
 
-def revealed(rnd: Round) -> dict[str, str]:
+def revealed(rnd: RoundState) -> dict[str, str]:
     """The face-down cards shown now (for ``cards_revealed`` at the end of a round)."""
     facts = _Facts(rnd)
     return {p.name: rnd.cards[p.name] for p in rnd.plan
             if p.face == Face.DOWN and not p.burn and not p.confirm and p.name in rnd.cards and is_public(rnd, p, facts)}
 
 
-def public_cards(rnd: Round) -> dict[str, str]:
+def public_cards(rnd: RoundState) -> dict[str, str]:
     """Position -> code of every card shown publicly (what a result may carry)."""
     facts = _Facts(rnd)
     return {p.name: rnd.cards[p.name] for p in rnd.plan
             if not p.burn and not p.confirm and p.name in rnd.cards and is_public(rnd, p, facts)}
 
 
-def shown(rnd: Round, hands: Mapping[str, HandInfo],
+def shown(rnd: RoundState, hands: Mapping[str, HandInfo],
           details: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, HandInfo], dict[str, Any]]:
     """A result's ``cards``, ``hands`` and ``details`` cut to what was shown: a hand holding a
     card that was never shown (a folded hand) is left out, and so are the entries
@@ -284,7 +283,7 @@ class _Cached:
 _CACHE: weakref.WeakKeyDictionary[Any, _Cached] = weakref.WeakKeyDictionary()
 
 
-def _cached(rnd: Round) -> _Cached:
+def _cached(rnd: RoundState) -> _Cached:
     """The round's view, computed once per revision (``Round.handle`` bumps it before and after
     each event, so a view taken between two events is never stale)."""
     c = _CACHE.get(rnd)
@@ -293,7 +292,7 @@ def _cached(rnd: Round) -> _Cached:
     return c
 
 
-def hidden_codes(rnd: Round | None, audience: str) -> frozenset[str]:
+def hidden_codes(rnd: RoundState | None, audience: str) -> frozenset[str]:
     """The registered card codes ``audience`` may not see now (any audience but a player sees
     what the public sees). A code registered twice (a rematch or a redeal reshuffles; burn
     cards are dealt again) is hidden only if no instance of it is visible:
@@ -325,13 +324,13 @@ def _pattern(codes: frozenset[str]) -> re.Pattern[str]:
     return re.compile(f"(?<![{_EDGE}])(?:{alternatives})(?![{_EDGE}])")
 
 
-def _identifiers(rnd: Round) -> set[str]:
+def _identifiers(rnd: RoundState) -> set[str]:
     ids = {rnd.table_id, rnd.round_id, *rnd.bets, *(b.player_id for b in rnd.bets.values())}
     ids.update(rnd.seat_owner.values())
     return ids
 
 
-def leaks(rnd: Round | None, audience: str, message: BaseModel | str | bytes) -> list[str]:
+def leaks(rnd: RoundState | None, audience: str, message: BaseModel | str | bytes) -> list[str]:
     """The hidden card codes ``message`` would show ``audience`` (sorted; empty: safe to send).
 
     One precompiled pattern per hidden set, over the message's JSON: a code counts only as a
@@ -364,7 +363,7 @@ def leaks(rnd: Round | None, audience: str, message: BaseModel | str | bytes) ->
     return sorted(found)
 
 
-def positions_of(rnd: Round | None, codes: Sequence[str]) -> list[str]:
+def positions_of(rnd: RoundState | None, codes: Sequence[str]) -> list[str]:
     """The positions holding ``codes`` (for a log line that must not name the cards)."""
     if rnd is None:
         return []
@@ -377,20 +376,20 @@ def positions_of(rnd: Round | None, codes: Sequence[str]) -> list[str]:
 # shown in the first game may be a hole card of the rematch).
 
 
-def _hidden_now(rnd: Round) -> frozenset[str]:
+def _hidden_now(rnd: RoundState) -> frozenset[str]:
     last: dict[str, Seen] = {}
     for s in view(rnd).values():  # deal order: a later position holds the card now
         last[s.code] = s
     return frozenset(code for code, s in last.items() if s.visibility != Visibility.PUBLIC)
 
 
-def safe_code(rnd: Round, code: str, instead: str = HIDDEN_TEXT) -> str:
+def safe_code(rnd: RoundState, code: str, instead: str = HIDDEN_TEXT) -> str:
     """``code``, or ``instead`` when it is a registered card the public may not see (foreign
     cards and cards not dealt yet may be named)."""
     return instead if code in _hidden_now(rnd) else code
 
 
-def redact(rnd: Round, text: str) -> str:
+def redact(rnd: RoundState, text: str) -> str:
     """``text`` with every card code the public may not see replaced by "a hidden card"."""
     if not text or not _pattern(frozenset(rnd.rules.game.deck)).search(text):
         return text  # most reasons name no card at all: no need to look at the round

@@ -12,7 +12,7 @@ import re
 from contextvars import ContextVar
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator,
                       model_validator)
@@ -21,8 +21,10 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from dealer.games import game_class
 from drivers import codecs
 from dealer.core.money import Rounding, to_money
+from dealer.core.game_contract import GameLookup
 from dealer.core.round import TableRules
-from dealer.core.rules import LimitConfig, RulesConfig, _exact, _Strict  # the effective rules are core
+from dealer.core.rules import LimitConfig, _exact, _Strict  # the effective rules are core
+from dealer.core.rules import RulesConfig as CoreRulesConfig
 
 
 class ConfigError(ValueError):
@@ -149,6 +151,12 @@ class RtpBoundConfig(_Strict):
         return self
 
 
+class RulesConfig(CoreRulesConfig):
+    """The effective rules of a table, validated against this backend's games (:mod:`dealer.games`)."""
+
+    games: ClassVar[GameLookup | None] = staticmethod(game_class)
+
+
 class TableConfig(RulesConfig):
     id: str = Field(pattern=r"^[A-Za-z0-9_]{1,32}$")
     preferred_nodes: list[str] = Field(
@@ -202,7 +210,7 @@ class TableConfig(RulesConfig):
         path a replay takes from the journal), with its hash and this software's version."""
         from dealer.core.rules import canonical_rules, rules_from_canonical, software_version
 
-        return rules_from_canonical(self.id, canonical_rules(self), software_version())
+        return rules_from_canonical(self.id, canonical_rules(self), software_version(), games=game_class)
 
 
 class MqttConfig(_Strict):
@@ -265,11 +273,9 @@ class MqttConfig(_Strict):
 
 #: The smallest ``max_message_bytes``. A manifest keeps every field but the bet ids; in the
 #: seated games those are bounded by the seats: prompts, events, player messages and the
-#: manifests of Teen Patti, Sevenluck, Seotda and Matgo are a few KB at most.
+#: manifests are a few KB at most. A game whose results need more says so
+#: (``Game.min_message_bytes``), and a backend with a table of it needs at least that.
 MIN_MESSAGE_BYTES = 16_384
-#: ... but a Seven-Card Stud result carries the hand's action history (8 seats, 5 streets, the
-#: default raise_cap: about 35 KB), so a backend with a stud table needs at least this.
-MIN_MESSAGE_BYTES_STUD = 65_536
 
 
 class ServiceSection(_Strict):
@@ -479,11 +485,13 @@ class Settings(BaseSettings):
         readers = [t.scanner.reader_id for t in self.tables]
         if len(readers) != len(set(readers)):
             raise ValueError(f"duplicate scanner reader ids in {readers}")
-        stud = [t.id for t in self.tables if t.game == "stud"]
-        if stud and self.service.max_message_bytes < MIN_MESSAGE_BYTES_STUD:
-            raise ValueError(f"service.max_message_bytes = {self.service.max_message_bytes} is below "
-                             f"{MIN_MESSAGE_BYTES_STUD}, which a Seven-Card Stud result needs (its action history; "
-                             f"stud table{'s' if len(stud) > 1 else ''} {', '.join(stud)})")
+        for game in sorted({t.game for t in self.tables}):
+            cls, tables = game_class(game), [t.id for t in self.tables if t.game == game]
+            if self.service.max_message_bytes < cls.min_message_bytes:
+                why = f"{cls.min_message_why}; " if cls.min_message_why else ""
+                raise ValueError(f"service.max_message_bytes = {self.service.max_message_bytes} is below "
+                                 f"{cls.min_message_bytes}, which a {cls.min_message_title or game} result needs "
+                                 f"({why}{game} table{'s' if len(tables) > 1 else ''} {', '.join(tables)})")
         for sup in self.security.supervisors:
             unknown = [t for t in sup.tables if t not in ids]
             if unknown:

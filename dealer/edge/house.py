@@ -2,7 +2,7 @@
 
 The Matgo AI searches for up to 100 ms a move. In a thread it holds the GIL, and every table on
 the host waits for it (event-loop lateness p99 from 0.3 ms to 8.9 ms). Here a hand with a house
-seat (:class:`~dealer.games.base.HouseSeat`) describes the decision as a picklable request,
+seat (:class:`~dealer.core.game_contract.HouseSeat`) describes the decision as a picklable request,
 :class:`HouseRunner` sends it to a worker process (:func:`dealer.house.registry.decide`) and the
 move comes back as an ordinary ``player_action`` through :meth:`Service.submit`, so it is
 journaled and replays exactly like a remote player's.
@@ -35,7 +35,7 @@ from dealer.core.draws import ai_seed
 from dealer.core.events import Event, PlayerAction
 from dealer.core.messages import PlayerMessage
 from dealer.core.round import Round
-from dealer.games.base import HouseSeat, has_house_seats, offers
+from dealer.core.game_contract import HouseSeat, has_house_seats, offers
 from dealer.house import worker
 from dealer.house.player import HouseMove
 from dealer.house.registry import decide
@@ -107,7 +107,8 @@ class HouseRunner:
         if key in self.started:
             return  # the same turn given again (a reconnect): its move is already on its way
         self.started.add(key)
-        seed = ai_seed(rnd.draw, msg.round_id, turn)  # from the round's secret draw: not foreseeable
+        # from the round's secret draw: not foreseeable
+        seed = ai_seed(rnd.draw, msg.round_id, turn, rnd.rules.game.house_seed_label)
         try:
             request = hand.house_request(msg.player_id, turn, seed)
         except Exception as exc:  # a bug in a game: its turn's timer plays the default move

@@ -30,7 +30,7 @@ from dealer.core.events import (PLAYER_COMMAND_ADAPTER, STATION_COMMAND_ADAPTER,
                            SupervisorVoid)
 from dealer.edge.roles import SENDER, TABLE_COMMANDS, TURN_COMMANDS, Role, is_role_user, role_of_topic, wrong_role
 from dealer.edge.signing import SupervisorVerifier
-from dealer.games.base import HOUSE_PLAYERS  # seats the backend plays itself
+from dealer.core.game_contract import HOUSE_PLAYERS  # seats the backend plays itself
 
 MAX_COMMAND_BYTES = 16_384  # no command is anywhere near this: refused before parsing
 #: No command nests its JSON deeper than a few levels: deeper is refused before parsing. Without

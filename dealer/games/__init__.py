@@ -5,7 +5,7 @@ A game defined elsewhere (a plug-in, a test) joins with :func:`register_game`; i
 
 from __future__ import annotations
 
-from dealer.games.base import Game
+from dealer.core.game_contract import Game
 from dealer.games.matgo import Matgo
 from dealer.games.seotda import Seotda
 from dealer.games.sevenluck import Sevenluck

@@ -24,18 +24,16 @@ from pydantic import Field, field_validator
 
 from dealer.core import draws
 from dealer.core.cards import HWATU_48
-from dealer.games.base import (
+from dealer.core.game_contract import HouseSeat, PeerGame, PeerHand
+from dealer.core.game_records import (
     BetResolution,
     BetStep,
     BetView,
     DealStep,
     EndStep,
     Face,
-    PeerGame,
     GameOutcome,
     Outcome,
-    HouseSeat,
-    PeerHand,
     Position,
 )
 from dealer.games.matgo_engine import (
@@ -54,7 +52,7 @@ from dealer.games.matgo_engine import (
 
 COVER = "cover"
 PLAYER_SEAT, AI_SEAT = 1, 2
-AI_PLAYER = "house-ai"  # one of dealer.games.base.HOUSE_PLAYERS
+AI_PLAYER = "house-ai"  # one of dealer.core.game_contract.HOUSE_PLAYERS
 #: The ``hand`` of a layout position (L1..L8) and of a stock card turned over (S1..S20).
 LAYOUT, STOCK = "L", "STOCK"
 _ACTING = {"PLAY", "CHOOSE_A", "CHOOSE_B", "DECIDE"}
@@ -100,7 +98,8 @@ class Matgo(PeerGame):
     chips_bet = COVER
     chips_once = "a player escrows one cover per game"
     min_players = 1  # the other seat is the house AI
-    house_seats = True  # its hands are HouseSeats (dealer.games.base.HouseSeat)
+    house_seats = True  # its hands are HouseSeats (dealer.core.game_contract.HouseSeat)
+    house_seed_label = "matgo-ai"  # the AI's seeds: draws.ai_seed(draw, round, turn, "matgo-ai")
 
     options: MatgoOptions
 
@@ -180,7 +179,7 @@ class MatgoRequest:
 
 class MatgoHand(PeerHand, HouseSeat):
     """One game of Matgo at the table: the deal (and redeals), then the engine move by move.
-    The house AI's seat is a :class:`~dealer.games.base.HouseSeat`."""
+    The house AI's seat is a :class:`~dealer.core.game_contract.HouseSeat`."""
 
     def __init__(self, options: MatgoOptions, player: str, cover: Decimal, hand_number: int, unit: Decimal,
                  draw: str | None = None) -> None:

@@ -28,21 +28,20 @@ from pydantic import Field, field_validator
 from dealer.core import draws
 from dealer.core.betting import Betting, Player, Range
 from dealer.core.cards import SEOTDA_20
-from dealer.games.base import (
+from dealer.core.game_contract import PeerGame
+from dealer.core.game_records import (
     BetResolution,
     BetStep,
     BetView,
     DealStep,
     EndStep,
     Face,
-    GameOptions,
     GameOutcome,
     HandInfo,
     Outcome,
-    BettingTurns,
-    PeerGame,
     Position,
 )
+from dealer.games.base import BettingTurns, GameOptions
 from dealer.games.seotda_rank import RankRules, Showdown, evaluate, showdown
 from dealer.core.pots import Pot, build_pots, split
 

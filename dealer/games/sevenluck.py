@@ -25,17 +25,9 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator
 
 from dealer.core.cards import STANDARD_52, CardError
-from dealer.games.base import (
-    BetResolution,
-    BetView,
-    Face,
-    Game,
-    GameOptions,
-    GameOutcome,
-    HandInfo,
-    Outcome,
-    Position,
-)
+from dealer.core.game_contract import Game
+from dealer.core.game_records import BetResolution, BetView, Face, GameOutcome, HandInfo, Outcome, Position
+from dealer.games.base import GameOptions
 
 from dealer.games._common import hand_codes, pay_table
 from dealer.games.three_card import SEVENLUCK, SLHand

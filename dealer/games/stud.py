@@ -21,21 +21,20 @@ from pydantic import Field, model_validator
 
 from dealer.core.betting import Betting, SpreadLimit
 from dealer.core.cards import STANDARD_52
-from dealer.games.base import (
+from dealer.core.game_contract import PeerGame
+from dealer.core.game_records import (
     BetResolution,
     BetStep,
     BetView,
     DealStep,
     EndStep,
     Face,
-    GameOptions,
     GameOutcome,
     HandInfo,
     Outcome,
-    BettingTurns,
-    PeerGame,
     Position,
 )
+from dealer.games.base import BettingTurns, GameOptions
 from dealer.games.stud_eval import (
     StudHand as RankedStudHand,
 )
@@ -98,7 +97,7 @@ class StudOptions(GameOptions):
       station may close the window early by confirming ``LAST_CARD``. No window when fewer
       than two players can still bet (all-in), since the exposure then decides nothing. 0: no window (betting
       opens on the last scan, so the last-dealt 7th card can never be reported exposed). Rules
-      journaled before the option existed mean 0 (:data:`dealer.core.rules.LEGACY_OPTIONS`).
+      journaled before the option existed mean 0 (:attr:`Stud.legacy_options`).
     * ``exposure_corroboration``: ``SUPERVISOR``: a 7th card the station reports exposed plays
       face up only once a supervisor's signed act names its seat and card (the station's word
       alone shows no hidden card). ``NONE`` is how rules journaled before the option existed
@@ -131,6 +130,14 @@ class StudOptions(GameOptions):
 class Stud(PeerGame):
     name = "stud"
     Options = StudOptions
+    #: Options added later, and what rules journaled before them mean: no window before 7th-street
+    #: betting; the station's report alone exposed a 7th card.
+    legacy_options = {"exposure_window_seconds": 0.0, "exposure_corroboration": "NONE"}
+    #: A result carries the hand's action history (8 seats, 5 streets, the default raise_cap:
+    #: about 35 KB), so a backend with a stud table needs messages of at least this size.
+    min_message_bytes = 65_536
+    min_message_why = "its action history"
+    min_message_title = "Seven-Card Stud"
     chips_bet = CHIPS
     chips_once = "a player brings chips to a hand once (table stakes: no chips are added during a hand)"
 

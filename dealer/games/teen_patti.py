@@ -24,17 +24,9 @@ from pokerkit import Label, StandardHighHand
 from pydantic import Field, ValidationInfo, field_validator
 
 from dealer.core.cards import CARD_ID, STANDARD_52, Card, CardError
-from dealer.games.base import (
-    BetResolution,
-    BetView,
-    Face,
-    Game,
-    GameOptions,
-    GameOutcome,
-    HandInfo,
-    Outcome,
-    Position,
-)
+from dealer.core.game_contract import Game
+from dealer.core.game_records import BetResolution, BetView, Face, GameOutcome, HandInfo, Outcome, Position
+from dealer.games.base import GameOptions
 from dealer.games._common import exact_ratio, hand_codes, pay_table, parse_distinct
 from dealer.games.three_card import TEEN_PATTI, Hand3
 

@@ -1,10 +1,10 @@
 """Simulated bettors: what players bring to each round, and the player platform that sends it.
 
-A :class:`BetPlan` says what the simulated players of one table bet, by game: random main
-and side bets (Teen Patti), an Ante and/or a Pair Plus per seat (Sevenluck), or the chips a
-seated player brings to the hand (Seven-Card Stud, Seotda; Matgo's cover). :func:`bet_plan`
-derives it from a table's configuration, so every stake fits the table (its limits, its
-money unit, Seotda's minimum chips, Matgo's minimum cover).
+A :class:`BetPlan` says what the simulated players of one table bet: by default a banking
+game's random main and side bets; a game that asks for other bets (one per seat, the chips a
+seated player brings to the hand) brings its own through :mod:`simulators.game_players`, as it
+brings its own stakes. :func:`bet_plan` derives the plan from a table's configuration, so every
+stake fits the table (its limits, its money unit, a game's own minimum).
 
 A :class:`Bettor` is the player platform's betting side: when a round opens it places the
 plan's bets once (each names its round; its ``command_id`` is its ``bet_id``, so a bet sent
@@ -30,10 +30,10 @@ import structlog
 from dealer.edge import topics
 from dealer.core.events import PlaceBet
 from drivers.bus import Bus, BusError
+from simulators.game_players import BET_PLANS, DEFAULT_BET_TYPES, SEAT_BETS
 
 log = structlog.get_logger("simulators.bettors")
 
-TEEN_PATTI_BETS = ("player_a", "player_b", "tie", "pair_plus_a", "pair_plus_b", "six_card_bonus")
 DEFAULT_STAKES = ("1.00", "5.00", "10.00", "15.00", "25.00")
 
 
@@ -43,33 +43,30 @@ class BetPlan:
 
     ``players`` players (``player1`` ...); in a seated game player N sits in seat N.
     ``stakes`` are drawn at random, one per bet. ``deciders``: players who always place the
-    bet that asks them for a decision (Sevenluck: an Ante, with or without a Pair Plus), so a
-    player who never answers is still asked every round and the decision timer acts for it."""
+    bet that asks them for a decision (e.g. an Ante, with or without a side bet), so a player
+    who never answers is still asked every round and the decision timer acts for it."""
 
     game: str
     players: int = 3
-    bet_types: tuple[str, ...] = TEEN_PATTI_BETS
+    bet_types: tuple[str, ...] = DEFAULT_BET_TYPES
     stakes: tuple[str, ...] = DEFAULT_STAKES
     deciders: tuple[str, ...] = ()
 
 
 def random_bets(plan: BetPlan, rng: random.Random) -> list[tuple[str, str, int | None, str]]:
-    """(player, bet type, seat, stake) for one round of ``plan``."""
+    """(player, bet type, seat, stake) for one round of ``plan``: each player's bets as its game
+    has them (:data:`simulators.game_players.SEAT_BETS`), else :func:`banking_bets`."""
+    seat_bets = SEAT_BETS.get(plan.game, banking_bets)
     out: list[tuple[str, str, int | None]] = []
     for p in range(1, plan.players + 1):
-        if plan.game == "sevenluck":
-            kinds = rng.choice([["ante"], ["ante", "pair_plus"], ["ante", "pair_plus"], ["pair_plus"]])
-            if "ante" not in kinds and f"player{p}" in plan.deciders:
-                kinds = ["ante", *kinds]  # the same draws as without it: the others' bets do not change
-            out += [(f"player{p}", k, p) for k in kinds]
-        elif plan.game in ("stud", "seotda"):
-            out.append((f"player{p}", "chips", p))
-        elif plan.game == "matgo":
-            out.append((f"player{p}", "cover", p))
-        else:
-            kinds = rng.sample(plan.bet_types, k=rng.randint(1, min(3, len(plan.bet_types))))
-            out += [(f"player{p}", k, None) for k in kinds]
+        out += seat_bets(plan, p, rng)
     return [(player, kind, seat, rng.choice(plan.stakes)) for player, kind, seat in out]
+
+
+def banking_bets(plan: BetPlan, p: int, rng: random.Random) -> list[tuple[str, str, int | None]]:
+    """Player ``p`` of a banking game: one to three of the plan's bet types, at no seat."""
+    kinds = rng.sample(plan.bet_types, k=rng.randint(1, min(3, len(plan.bet_types))))
+    return [(f"player{p}", k, None) for k in kinds]
 
 
 def bet_plan(game: str, options: Mapping[str, Any] | None = None, *, limits: Mapping[str, Any] | None = None,
@@ -79,26 +76,24 @@ def bet_plan(game: str, options: Mapping[str, Any] | None = None, *, limits: Map
     from dealer.games import game_class
 
     o = game_class(game).Options.model_validate(dict(options or {}))
-    if game == "stud":  # chips for the hand: 8 to 80 times the 3rd-street minimum
-        low = o.street_limits[3].min  # type: ignore[attr-defined]
-        stakes = [low * k for k in (8, 20, 40, 80)]
-        return BetPlan(game, min(players or 4, o.seats), ("chips",), _fit(stakes, minor_unit))  # type: ignore[attr-defined]
-    if game == "seotda":  # at least the minimum chips (60 x the stake by default)
-        least = o.min_chips  # type: ignore[attr-defined]
-        stakes = sorted({least, max(least, o.stake * 100), max(least, o.stake * 200)})  # type: ignore[attr-defined]
-        return BetPlan(game, min(players or 4, o.seats), ("chips",), _fit(stakes, minor_unit))  # type: ignore[attr-defined]
-    if game == "matgo":  # one remote player against the house AI, covering 1 or 2 x the minimum
-        least = o.min_cover  # type: ignore[attr-defined]
-        return BetPlan(game, 1, ("cover",), _fit([least, least * 2], minor_unit))
+    own = BET_PLANS.get(game)  # a game with its own stakes (simulators.game_players)
+    if own is not None:
+        return own(game, o, limits, minor_unit, players)
+    return banking_plan(game, o, limits, minor_unit, players)
+
+
+def banking_plan(game: str, options: Any, limits: Mapping[str, Any] | None, minor_unit: Decimal,
+                 players: int | None, *, bet_types: Sequence[str] | None = None, seats: int = 3) -> BetPlan:
+    """A banking game's plan: the default stakes that every bet type's ``limits`` allow, on its
+    own bet types (or ``bet_types``), for up to ``seats`` players (three by default)."""
+    from dealer.games import game_class
+
     stakes = [Decimal(s) for s in DEFAULT_STAKES]
-    # a banking game: its own bet types (Sevenluck's players bet an Ante and/or a Pair Plus: Play
-    # is their decision)
-    bet_types = ("ante", "pair_plus") if game == "sevenluck" else tuple(game_class(game).bet_types)
+    kinds = tuple(bet_types) if bet_types is not None else tuple(game_class(game).bet_types)
     if limits:  # every bet type's stake within its limits: the stakes all of them allow
         inside = [s for s in stakes if all(_within(s, lim) for lim in limits.values())]
         stakes = inside or [max(Decimal(str(lim.min)) for lim in limits.values())]
-    seats = getattr(o, "seats", 3) if game == "sevenluck" else 3
-    return BetPlan(game, min(players or 3, seats), bet_types, _fit(stakes, minor_unit))
+    return BetPlan(game, min(players or 3, seats), kinds, fit_stakes(stakes, minor_unit))
 
 
 def table_plan(table: Any, players: int | None = None) -> BetPlan:
@@ -110,7 +105,7 @@ def _within(stake: Decimal, limit: Any) -> bool:
     return Decimal(str(limit.min)) <= stake <= Decimal(str(limit.max))
 
 
-def _fit(stakes: Sequence[Decimal], unit: Decimal) -> tuple[str, ...]:
+def fit_stakes(stakes: Sequence[Decimal], unit: Decimal) -> tuple[str, ...]:
     """Stakes as decimal strings in the table's money unit (rounded up to a whole unit)."""
     out: list[str] = []
     for s in stakes:
@@ -198,4 +193,5 @@ class Bettor:
             log.info("bet not sent", topic=topic, reason=str(exc))
 
 
-__all__ = ["BetPlan", "Bettor", "bet_plan", "random_bets", "table_plan"]
+__all__ = ["DEFAULT_STAKES", "BetPlan", "Bettor", "banking_bets", "banking_plan", "bet_plan", "fit_stakes",
+           "random_bets", "table_plan"]

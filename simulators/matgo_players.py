@@ -20,13 +20,15 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
 from typing import Any, Literal
 
 from dealer.core.cards import HWATU_48
 from dealer.core.events import PlayerAction
 from dealer.core.messages import RoundEvent, StationPrompt
 from drivers.bus import Bus
+from simulators.bettors import BetPlan, fit_stakes
 from simulators.player_parts import RemotePlayer, ReshufflingDealer, deal_number
 
 Strategy = Literal["random", "stopper", "disconnect"]
@@ -137,3 +139,23 @@ def _rejected_code(p: StationPrompt) -> str | None:
         return None
     m = re.search(r"\(([0-9A-Z]{2,4})\)$", p.message or "")
     return m.group(1) if m else None
+
+
+# --- what the game brings to the shared parts (simulators.game_players) -----------------------
+
+
+def make_player(table_id: str, pid: str, bus: Bus, strategy: str, rng: random.Random, think: float,
+                silent_after: int) -> MatgoPlayer:
+    return MatgoPlayer(table_id, pid, bus, strategy, rng=rng, think=think, silent_after=silent_after)  # type: ignore[arg-type]
+
+
+def bet_plan(game: str, options: Any, limits: Mapping[str, Any] | None, minor_unit: Decimal,
+             players: int | None) -> BetPlan:
+    """One remote player against the house AI, covering 1 or 2 x the minimum."""
+    least = options.min_cover
+    return BetPlan(game, 1, ("cover",), fit_stakes([least, least * 2], minor_unit))
+
+
+def seat_bets(plan: BetPlan, p: int, rng: random.Random) -> list[tuple[str, str, int | None]]:
+    """Player ``p`` brings its cover to seat ``p``."""
+    return [(f"player{p}", "cover", p)]

@@ -1,8 +1,7 @@
 """What every simulated remote player (and every reshuffling virtual dealer) does, written once.
 
-A game's players (:mod:`simulators.players`, :mod:`simulators.stud_players`,
-:mod:`simulators.seotda_players`, :mod:`simulators.matgo_players`) keep only their strategies
-and what their game's turns carry; :class:`RemotePlayer` holds the rest:
+A game's players (its own module, registered in :mod:`simulators.game_players`) keep only
+their strategies and what their game's turns carry; :class:`RemotePlayer` holds the rest:
 
 * listening as a player client does: its own topic (``.../players/{player_id}``) and the
   table's public ``events`` topic, every private message kept, hole cards by round, the
@@ -15,7 +14,7 @@ and what their game's turns carry; :class:`RemotePlayer` holds the rest:
   sitting down with a bet once per round.
 
 :class:`ReshufflingDealer` is the :class:`~simulators.station.VirtualDealer` of a game whose
-round may gather and reshuffle all its cards (a Seotda rematch, a Matgo redeal): its
+round may gather and reshuffle all its cards (a rematch, a redeal): its
 duplicates come from the current shuffle only, its foreign cards from its ``FOREIGN`` list.
 """
 
@@ -37,7 +36,7 @@ from simulators.station import VirtualDealer
 
 def deal_number(position: str) -> int:
     """Which deal of the round a position belongs to: ``S2.1`` / ``F.3`` -> 0 (the first deal),
-    ``R2.S1.2`` / ``R1.O.2`` -> 2 / 1 (a Seotda rematch, a Matgo redeal)."""
+    ``R2.S1.2`` / ``R1.O.2`` -> 2 / 1 (a rematch, a redeal)."""
     head = position.split(".", 1)[0]
     return int(head[1:]) if head.startswith("R") and head[1:].isdigit() else 0
 
@@ -134,7 +133,7 @@ class RemotePlayer:
         raise NotImplementedError
 
     def _sending(self, answer: Any) -> None:
-        """Called just before an answer goes out (Seotda counts the replies it awaits)."""
+        """Called just before an answer goes out (a game may count the replies it awaits)."""
 
     async def _send_answer(self, round_id: str, turn: int, answer: Any) -> None:
         raise NotImplementedError

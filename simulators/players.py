@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import asyncio
 import random
-from typing import Literal
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any, Literal
 
 from dealer.edge import topics
 from dealer.core.events import PlayerDecision
 from dealer.games.sevenluck import evaluate3
 from dealer.core.messages import PlayerMessage, RoundEvent
 from drivers.bus import Bus, BusError
+from simulators.bettors import BetPlan, banking_plan
 from simulators.player_parts import RemotePlayer
 
 Strategy = Literal["q64", "random", "disconnect"]
@@ -74,3 +77,29 @@ class VirtualPlayer(RemotePlayer):
             except BusError:
                 if attempt < self.retries:  # the player's link is down: send again once it is back
                     await asyncio.sleep(0.25)
+
+
+# --- what the game brings to the shared parts (simulators.game_players) -----------------------
+
+
+def make_player(table_id: str, pid: str, bus: Bus, strategy: str, rng: random.Random, think: float,
+                silent_after: int) -> VirtualPlayer:
+    """A seated player (``silent_after`` does not apply: ``disconnect`` never answers)."""
+    return VirtualPlayer(table_id, pid, bus, strategy, rng=rng, think=think)  # type: ignore[arg-type]
+
+
+def bet_plan(game: str, options: Any, limits: Mapping[str, Any] | None, minor_unit: Decimal,
+             players: int | None) -> BetPlan:
+    """A banking game's stakes, but its players bet an Ante and/or a Pair Plus (Play is their
+    decision), one player per seat."""
+    return banking_plan(game, options, limits, minor_unit, players, bet_types=("ante", "pair_plus"),
+                        seats=getattr(options, "seats", 3))
+
+
+def seat_bets(plan: BetPlan, p: int, rng: random.Random) -> list[tuple[str, str, int | None]]:
+    """Player ``p`` in seat ``p``: an Ante, an Ante and a Pair Plus, or a Pair Plus alone (a
+    decider always antes, so it is asked every round)."""
+    kinds = rng.choice([["ante"], ["ante", "pair_plus"], ["ante", "pair_plus"], ["pair_plus"]])
+    if "ante" not in kinds and f"player{p}" in plan.deciders:
+        kinds = ["ante", *kinds]  # the same draws as without it: the others' bets do not change
+    return [(f"player{p}", k, p) for k in kinds]

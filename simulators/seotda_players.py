@@ -60,6 +60,7 @@ from dealer.core.events import PlayerAction
 from dealer.games.seotda_rank import evaluate
 from dealer.core.messages import PlayerMessage, RoundEvent
 from drivers.bus import Bus
+from simulators.bettors import BetPlan, fit_stakes
 from simulators.player_parts import RemotePlayer, ReshufflingDealer, deal_number
 
 Strategy = Literal["calling", "random", "hand", "disconnect"]
@@ -273,3 +274,24 @@ class SeotdaDealer(ReshufflingDealer):
 
     def _maybe_wrong(self, right: str) -> str:
         return self._wrong_card() or right
+
+
+# --- what the game brings to the shared parts (simulators.game_players) -----------------------
+
+
+def make_player(table_id: str, pid: str, bus: Bus, strategy: str, rng: random.Random, think: float,
+                silent_after: int) -> SeotdaPlayer:
+    return SeotdaPlayer(table_id, pid, bus, strategy, rng=rng, think=think, silent_after=silent_after)  # type: ignore[arg-type]
+
+
+def bet_plan(game: str, options: Any, limits: Mapping[str, Any] | None, minor_unit: Decimal,
+             players: int | None) -> BetPlan:
+    """At least the minimum chips (60 x the stake by default); four players by default."""
+    least = options.min_chips
+    stakes = sorted({least, max(least, options.stake * 100), max(least, options.stake * 200)})
+    return BetPlan(game, min(players or 4, options.seats), ("chips",), fit_stakes(stakes, minor_unit))
+
+
+def seat_bets(plan: BetPlan, p: int, rng: random.Random) -> list[tuple[str, str, int | None]]:
+    """Player ``p`` brings its chips to seat ``p``."""
+    return [(f"player{p}", "chips", p)]

@@ -52,7 +52,8 @@ from dealer.core.messages import RoundEvent, RoundResult, RoundResultPart
 from dealer.core.result_parts import join_parts
 from dealer.core.settlement import settle_bet
 from drivers.bus import Bus, BusError
-from simulators.bettors import DEFAULT_STAKES, TEEN_PATTI_BETS, BetPlan, Bettor, random_bets
+from simulators.bettors import DEFAULT_STAKES, BetPlan, Bettor, random_bets
+from simulators.game_players import DEFAULT_BET_TYPES, DEFAULT_GAME
 
 log = structlog.get_logger("simulators.settlement")
 
@@ -109,10 +110,10 @@ class SettlementConsumer:
     ledger_path: str | Path
     rng: random.Random = field(default_factory=random.Random)
     players: int = 3
-    bet_types: tuple[str, ...] = TEEN_PATTI_BETS
+    bet_types: tuple[str, ...] = DEFAULT_BET_TYPES
     stakes: tuple[str, ...] = DEFAULT_STAKES
     place_bets: bool = True  # also play the player platform: random bets in every round (one process)
-    game: str = "teen-patti"
+    game: str = DEFAULT_GAME
     plan: BetPlan | None = None  # what the bets are (default: from game, players, bet_types, stakes)
     on_payout: Callable[[RoundResult, list[Payout]], None] | None = None
     acknowledge: bool = True  # False: a settlement that applies results but never says so (tests)

@@ -2,9 +2,9 @@
 
 :class:`VirtualDealer` listens to the table's dealer-station prompts exactly as a human
 dealer reads the station screen: on ``NEXT`` it deals the next card over the reader (burns
-and stud's community card ``COMM`` like any other), on ``RESCAN`` it passes the same card
+and a community card such as ``COMM`` like any other), on ``RESCAN`` it passes the same card
 again (or, when the backend says the card was foreign or a duplicate, the right card), on
-``CONFIRM`` (stud's ``WASH`` and ``SHUFFLE``) it does the step and confirms it on the
+``CONFIRM`` (a game's ``WASH`` and ``SHUFFLE``) it does the step and confirms it on the
 table's dealer-station topic (``.../station``), naming the prompt's round and with a
 ``command_id`` of its own (the same id whenever it confirms that step again: the backend
 answers a copy as a repeat), on ``DONE`` it clears the table and reshuffles. Like a person, if
@@ -93,14 +93,14 @@ class DealerFaults:
 
 
 ActionSender = Callable[[bytes], Awaitable[None]]
-#: Shuffles a new round's deck (the soak stacks some decks: a Seotda 9·4, a Matgo layout quad).
+#: Shuffles a new round's deck (the soak stacks some decks to force a game's rare cases).
 Shuffler = Callable[[random.Random], Sequence[str]]
 
 
 class VirtualDealer:
     """A dealer who follows the station prompts.
 
-    ``actions`` sends a payload on the table's dealer-station topic (used to confirm stud's
+    ``actions`` sends a payload on the table's dealer-station topic (used to confirm a game's
     ``WASH`` and ``SHUFFLE``); without it, :meth:`subscribe` uses the bus it subscribes on.
 
     The prompt's ``step`` counts every step of the plan, confirmations included, so the

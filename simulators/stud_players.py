@@ -38,6 +38,7 @@ from typing import Any, Literal
 from dealer.core.events import PlayerAction
 from dealer.core.messages import PlayerMessage, RoundEvent
 from drivers.bus import Bus
+from simulators.bettors import BetPlan, fit_stakes
 from simulators.player_parts import RemotePlayer
 
 Strategy = Literal["calling", "random", "aggressive", "disconnect"]
@@ -151,3 +152,24 @@ def _deal_index(position: str) -> int:
         return int(position.rsplit(".", 1)[1])
     except (IndexError, ValueError):
         return 99
+
+
+# --- what the game brings to the shared parts (simulators.game_players) -----------------------
+
+
+def make_player(table_id: str, pid: str, bus: Bus, strategy: str, rng: random.Random, think: float,
+                silent_after: int) -> StudPlayer:
+    return StudPlayer(table_id, pid, bus, strategy, rng=rng, think=think, silent_after=silent_after)  # type: ignore[arg-type]
+
+
+def bet_plan(game: str, options: Any, limits: Mapping[str, Any] | None, minor_unit: Decimal,
+             players: int | None) -> BetPlan:
+    """Chips for the hand: 8 to 80 times the 3rd-street minimum; four players by default."""
+    low = options.street_limits[3].min
+    stakes = [low * k for k in (8, 20, 40, 80)]
+    return BetPlan(game, min(players or 4, options.seats), ("chips",), fit_stakes(stakes, minor_unit))
+
+
+def seat_bets(plan: BetPlan, p: int, rng: random.Random) -> list[tuple[str, str, int | None]]:
+    """Player ``p`` brings its chips to seat ``p``."""
+    return [(f"player{p}", "chips", p)]

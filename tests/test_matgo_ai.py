@@ -15,7 +15,8 @@ import pytest
 
 from dealer.core.cards import HWATU_48
 from dealer.cli.main import main
-from dealer.games.matgo_engine import Decide, Flip, MatgoGame, Phase, Play, other
+from dealer.games.matgo_engine import MatgoGame
+from dealer.games.matgo_moves import Decide, Flip, Phase, Play, other
 from dealer.house.matgo_ai import DECISION_PHASES, GreedyPlayer, PolicyPlayer, RandomPlayer, SearchPlayer, make_player
 from tools.matgo_arena import KINDS, OraclePlayer, play_deal, run_arena, wilson
 

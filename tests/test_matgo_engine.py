@@ -12,23 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dealer.core.cards import HWATU_48, CardError
-from dealer.games.matgo_engine import (
-    STOCK_POSITIONS,
-    Choose,
-    Decide,
-    Flip,
-    LayoutStack,
-    MatgoGame,
-    MatgoRules,
-    Phase,
-    Play,
-    card_value,
-    deal_positions,
-    other,
-    payment,
-    score,
-    split_deal,
-)
+from dealer.games.matgo_engine import MatgoGame, card_value, payment, score
+from dealer.games.matgo_moves import Choose, Decide, Flip, LayoutStack, Phase, Play, other
+from dealer.games.matgo_rules import STOCK_POSITIONS, MatgoRules, deal_positions, split_deal
 
 S = str.split
 

@@ -14,11 +14,14 @@ import pytest
 from dealer.core.cards import HWATU_48
 from dealer.games import matgo_cards, matgo_engine, matgo_scoring
 from dealer.games.matgo import MatgoOptions
-from dealer.games.matgo_engine import FLIP_MOVES, MatgoGame, MatgoRules, Phase, deal_positions, score, split_deal
+from dealer.games.matgo_engine import MatgoGame, score
+from dealer.games.matgo_moves import FLIP_MOVES, Phase
+from dealer.games.matgo_rules import MatgoRules, deal_positions, split_deal
 
 ROOT = Path(__file__).resolve().parents[1]
 #: the engine's modules, and the AI (whose own helpers the arena must not reach into either)
 ENGINE_MODULES = {"dealer.games.matgo_engine", "dealer.games.matgo_cards", "dealer.games.matgo_scoring",
+                  "dealer.games.matgo_moves", "dealer.games.matgo_rules", "dealer.games.matgo_turn",
                   "dealer.house.matgo_ai"}
 
 

@@ -27,7 +27,9 @@ from dealer.core.cards import HWATU_48
 from dealer.edge.config import Settings, load_settings
 from dealer.core.events import EVENT_ADAPTER, PlayerAction
 from dealer.games.matgo import AI_PLAYER
-from dealer.games.matgo_engine import Choose, Decide, Flip, MatgoGame, MatgoRules, Play, card_value, deal_positions
+from dealer.games.matgo_engine import MatgoGame, card_value
+from dealer.games.matgo_moves import Choose, Decide, Flip, Play
+from dealer.games.matgo_rules import MatgoRules, deal_positions
 from dealer.core.messages import RoundResult, StationPrompt
 from dealer.core.round import Phase, Round
 from dealer.edge.service import Service

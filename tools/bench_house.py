@@ -41,7 +41,8 @@ from dealer.core.cards import HWATU_48
 from dealer.edge.house import HouseRunner, default_workers
 from dealer.edge.service import Service
 from dealer.games.matgo import MatgoRequest
-from dealer.games.matgo_engine import Flip, MatgoGame, Phase
+from dealer.games.matgo_engine import MatgoGame
+from dealer.games.matgo_moves import Flip, Phase
 from drivers.mqtt import MqttBus
 from simulators.loadgen import summarize
 from tools.bench import _settings as tables_settings, broker_unreachable, private_broker

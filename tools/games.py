@@ -20,7 +20,7 @@ from decimal import Decimal
 from typing import Any, TextIO
 
 from dealer.games.rtp import RTP_GAMES, RtpGame, register_rtp
-from simulators.rig import DealerFactory, PlayerFactory, register_dealer, register_players
+from simulators.game_players import DealerFactory, PlayerFactory, register_dealer, register_players
 
 # --- dealer hand ------------------------------------------------------------------------------
 
@@ -417,7 +417,7 @@ def register_kit(kit: GameKit) -> GameKit:
 def unregister_kit(name: str) -> None:
     """Forget a kit (its RTP report, players and dealer too): a test's game leaves no trace."""
     from dealer.games.rtp import DEFAULT_MAX_RTP, RTP_BETS
-    from simulators.rig import DEALERS, DEFAULT_STRATEGIES, PLAYERS
+    from simulators.game_players import DEALERS, DEFAULT_STRATEGIES, PLAYERS
 
     kit = KITS.pop(name, None)
     if kit is None:

@@ -1,8 +1,8 @@
 """``dealer matgo-arena``: seeded Matgo deals between two players (:mod:`dealer.house.matgo_ai`).
 
 The harness owns the deck: each deal shuffles the 48 cards, deals them by the deal plan
-(:func:`~dealer.games.matgo_engine.deal_positions`) and keeps the other 20 as the stock, turned
-over one by one as :class:`~dealer.games.matgo_engine.Flip` moves. Players only ever get the
+(:func:`~dealer.games.matgo_rules.deal_positions`) and keeps the other 20 as the stock, turned
+over one by one as :class:`~dealer.games.matgo_moves.Flip` moves. Players only ever get the
 game and their seat (they never see the stock, and the opponent's hand is theirs to ignore).
 The one exception is ``oracle``, a yardstick that is handed the hidden cards on purpose
 (:class:`OraclePlayer`); no table ever fields it.
@@ -36,15 +36,9 @@ from typing import Any
 
 from dealer.core.cards import HWATU_48
 from dealer.games.matgo_cards import INDEX
-from dealer.games.matgo_engine import (
-    STOCK_POSITIONS,
-    Flip,
-    MatgoGame,
-    MatgoRules,
-    Phase,
-    deal_positions,
-    split_deal,
-)
+from dealer.games.matgo_engine import MatgoGame
+from dealer.games.matgo_moves import Flip, Phase
+from dealer.games.matgo_rules import STOCK_POSITIONS, MatgoRules, deal_positions, split_deal
 from dealer.house.matgo_ai import PLAYERS, SearchPlayer, make_player
 
 __all__ = ["wilson", "play_deal", "run_arena", "render", "register", "DealRecord", "OraclePlayer",

@@ -22,7 +22,7 @@ from typing import Any
 
 from dealer.core.cards import HWATU_48, SEOTDA_20
 from dealer.games.matgo import MatgoOptions
-from dealer.games.matgo_engine import deal_positions
+from dealer.games.matgo_rules import deal_positions
 from simulators.bettors import BetPlan, bet_plan
 from simulators.shoe import shuffled
 

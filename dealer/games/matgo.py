@@ -36,19 +36,9 @@ from dealer.core.game_records import (
     Outcome,
     Position,
 )
-from dealer.games.matgo_engine import (
-    Choose,
-    Decide,
-    Flip,
-    MatgoGame,
-    MatgoRules,
-    Phase,
-    Play,
-    deal_positions,
-    payment,
-    protection_units,
-    score,
-)
+from dealer.games.matgo_engine import MatgoGame, payment, protection_units, score
+from dealer.games.matgo_moves import Choose, Decide, Flip, Phase, Play
+from dealer.games.matgo_rules import MatgoRules, deal_positions
 
 COVER = "cover"
 PLAYER_SEAT, AI_SEAT = 1, 2
@@ -60,7 +50,7 @@ _HOUSE = frozenset({AI_PLAYER})
 
 
 class MatgoOptions(MatgoRules):
-    """Table options: the engine's house options (:class:`~dealer.games.matgo_engine.MatgoRules`,
+    """Table options: the engine's house options (:class:`~dealer.games.matgo_rules.MatgoRules`,
     declared there once: ``deal_pattern``, ``ppuk_capture_steal``, ``immediate_win_multipliers``,
     ``nagari_next_multiplier``, ``sseul_rule``, ``last_turn``; ``rules`` gives them alone) and
     the table's own: money, first player and AI budget.

@@ -1,6 +1,9 @@
 """Matgo (two-player Go-Stop) game machine, ``matgo.md``: moves, views and the deal itself.
-Pure, fast, cloneable; the card tables are :mod:`dealer.games.matgo_cards`, scoring and
-payment :mod:`dealer.games.matgo_scoring`.
+Pure, fast, cloneable. Its parts: the card tables are :mod:`dealer.games.matgo_cards`; the
+seats, moves, phases and records :mod:`dealer.games.matgo_moves`; the house options and the
+deal plan :mod:`dealer.games.matgo_rules`; the rules of a turn (steps A to C, Go/Stop)
+:mod:`dealer.games.matgo_turn`; scoring and payment :mod:`dealer.games.matgo_scoring`. This
+module is the game itself, :class:`MatgoGame`: building a deal, what it shows, what is legal.
 
 The engine holds one deal: both hands, the layout (with its piles), both captured piles and
 the Stop/Go state. It knows nothing of the stock: the stock card of step B is supplied by the
@@ -55,8 +58,8 @@ engine's own and may change.
   :meth:`MatgoGame.legal_moves` (the same for a named seat, ``[]`` when it is not its move),
   :meth:`MatgoGame.apply` (verified, returns the events) and :meth:`MatgoGame.step` (the
   unverified fast path for playouts: the move must come from ``legal()``). The move objects of
-  every card are prebuilt: ``PLAY_MOVES[i]``, ``CHOOSE_MOVES[i]``, ``FLIP_MOVES[i]`` for card
-  index ``i``, and ``STOP`` / ``GO``.
+  every card are prebuilt (:mod:`dealer.games.matgo_moves`): ``PLAY_MOVES[i]``, ``CHOOSE_MOVES[i]``,
+  ``FLIP_MOVES[i]`` for card index ``i``, and ``STOP`` / ``GO``.
 * State: ``phase`` (a :class:`Phase`), ``result`` (``None`` until the deal ends; also
   ``is_over``), ``turn`` (1..20), ``to_move`` (the seat) and ``mover`` (its index), and the
   bit masks ``hand_masks[p]``, ``captured_masks[p]``, ``layout_mask``, ``pending_mask`` (face-up
@@ -70,20 +73,12 @@ engine's own and may change.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import Annotated, Any, Literal, Union
-
-from pydantic import BeforeValidator
+from typing import Any
 
 from dealer.core.cards import CardError, parse_hwatu
-from dealer.games.base import GameOptions
 from dealer.games.matgo_cards import (
     ALL,
-    CODES,
-    DOUBLE_JUNK,
     INDEX,
-    JUNK,
     MONTH,
     MONTH_MASK,
     VALUE,
@@ -95,166 +90,36 @@ from dealer.games.matgo_cards import (
     low,
     strict_mask,
 )
-from dealer.games.matgo_scoring import (
-    Payment,
-    Score,
-    fast_total,
-    mask_multipliers,
-    mask_payment,
-    mask_score,
-    payment,
-    protection_units,
-    score,
+from dealer.games.matgo_moves import (
+    CHOOSE_MOVES,
+    FLIP_MOVES,
+    PLAY_MOVES,
+    GO,
+    SEAT_INDEX,
+    SEATS,
+    STOP,
+    Choose,
+    Decide,
+    Event,
+    Flip,
+    LayoutStack,
+    MatgoResult,
+    MatgoView,
+    Move,
+    Phase,
+    Play,
+    Seat,
+    seat_index,
 )
+from dealer.games.matgo_rules import MatgoRules
+from dealer.games.matgo_scoring import Score, fast_total, mask_score, payment, protection_units, score
+from dealer.games.matgo_turn import MatgoTurns
 
-__all__ = [
-    "SEATS", "Seat", "other", "MatgoRules", "deal_positions", "STOCK_POSITIONS", "split_deal",
-    "Play", "Choose", "Flip", "Decide", "Move", "Phase", "Event", "LayoutStack", "Score",
-    "Payment", "MatgoResult", "MatgoView", "MatgoGame", "score", "payment", "card_value", "protection_units",
-    "PLAY_MOVES", "CHOOSE_MOVES", "FLIP_MOVES", "STOP", "GO",
-]
+#: The engine's face: the game, and the scoring functions its callers read from it.
+__all__ = ["MatgoGame", "score", "payment", "card_value", "protection_units"]
 
-Seat = Literal["F", "O"]
-SEATS: tuple[Seat, Seat] = ("F", "O")
-_SEAT_INDEX = {"F": 0, "O": 1}
-
-
-def other(seat: Seat) -> Seat:
-    """The other seat."""
-    if seat == "F":
-        return "O"
-    if seat == "O":
-        return "F"
-    raise ValueError(f"unknown seat {seat!r} (expected 'F' or 'O')")
-
-
-def _seat_index(seat: Any, what: str = "seat") -> int:
-    try:
-        return _SEAT_INDEX[seat]
-    except (KeyError, TypeError):
-        raise ValueError(f"{what} must be 'F' or 'O', got {seat!r}") from None
-
-
-# --- house options (§2.2, §4.2, §7.4, §7.5, §10) --------------------------------------------
-
-
-def _exact_int(value: Any) -> Any:
-    """A multiplier is an int: refuse ``True`` and ``2.0``, which would compare equal to 1 and 2."""
-    if type(value) is not int:
-        raise ValueError(f"must be the integer 1 or 2, got {value!r}")
-    return value
-
-
-class MatgoRules(GameOptions):
-    """The house options of ``matgo.md``, declared once: every default is the rulebook default.
-    The table's options (``dealer.games.matgo.MatgoOptions``) extend this model with money."""
-
-    deal_pattern: Literal["5_5_4", "ROUND_ROBIN"] = "5_5_4"
-    ppuk_capture_steal: Literal["ANY_PPUK_2", "OWN_2_OTHER_1"] = "ANY_PPUK_2"
-    immediate_win_multipliers: Literal["NONE", "APPLY"] = "NONE"
-    nagari_next_multiplier: Annotated[Literal[1, 2], BeforeValidator(_exact_int)] = 1
-    sseul_rule: Literal["LAYOUT_CLEARED", "TWO_MONTHS_CAPTURED"] = "LAYOUT_CLEARED"
-    last_turn: Literal["DEAL_FINAL", "EACH_PLAYERS_FINAL"] = "DEAL_FINAL"
-
-    @property
-    def rules(self) -> MatgoRules:
-        """The engine's rules alone (for a subclass such as the table options: without the money)."""
-        if type(self) is MatgoRules:
-            return self
-        return MatgoRules(**{name: getattr(self, name) for name in MatgoRules.model_fields})
-
-
-STOCK_POSITIONS: tuple[str, ...] = tuple(f"S{n}" for n in range(1, 21))
-
-
-def deal_positions(rules: MatgoRules = MatgoRules()) -> list[tuple[str, str]]:
-    """The deal plan of §2.2: ``(position, face)`` for the 28 dealt cards in dealing order.
-
-    Hands are ``F.1``..``F.10`` / ``O.1``..``O.10`` (``DOWN``), the layout ``L1``..``L8``
-    (``UP``). The stock positions :data:`STOCK_POSITIONS` (``S1``..``S20``) are not part of the
-    deal: each is registered face up when the dealer turns it over (a :class:`Flip`).
-    """
-    if rules.deal_pattern == "5_5_4":
-        plan = [(f"F.{i}", "DOWN") for i in range(1, 6)]
-        plan += [(f"O.{i}", "DOWN") for i in range(1, 6)]
-        plan += [(f"L{i}", "UP") for i in range(1, 5)]
-        plan += [(f"F.{i}", "DOWN") for i in range(6, 11)]
-        plan += [(f"O.{i}", "DOWN") for i in range(6, 11)]
-        plan += [(f"L{i}", "UP") for i in range(5, 9)]
-        return plan
-    plan = []
-    for i in range(1, 11):
-        plan += [(f"F.{i}", "DOWN"), (f"O.{i}", "DOWN")]
-    plan += [(f"L{i}", "UP") for i in range(1, 9)]
-    return plan
-
-
-def split_deal(cards: Mapping[str, str]) -> tuple[dict[Seat, list[str]], list[str]]:
-    """``{position: code}`` of the 28 dealt positions -> ``(hands, layout)`` for :meth:`MatgoGame.start`."""
-    hands: dict[Seat, list[str]] = {"F": [], "O": []}
-    try:
-        for seat in SEATS:
-            hands[seat] = [cards[f"{seat}.{i}"] for i in range(1, 11)]
-        layout = [cards[f"L{i}"] for i in range(1, 9)]
-    except KeyError as exc:
-        raise ValueError(f"deal position {exc.args[0]} is missing") from None
-    return hands, layout
-
-
-# --- moves ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class _CardMove:
-    card: str
-
-
-class Play(_CardMove):
-    """Step A: play ``card`` from the hand of the seat to move."""
-
-    __slots__ = ()
-
-
-class Choose(_CardMove):
-    """Choose which of the two layout cards of the month ``card`` is (step A or step B)."""
-
-    __slots__ = ()
-
-
-class Flip(_CardMove):
-    """Step B: the stock card the dealer turned over and the scanner registered."""
-
-    __slots__ = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Decide:
-    """Stop (``go=False``) or Go (``go=True``) at a decision point (§6)."""
-
-    go: bool
-
-
-Move = Union[Play, Choose, Flip, Decide]
-Event = tuple[str, dict[str, Any]]
-
-#: card index -> its move (prebuilt: playouts allocate no move objects)
-PLAY_MOVES: tuple[Play, ...] = tuple(Play(c) for c in CODES)
-CHOOSE_MOVES: tuple[Choose, ...] = tuple(Choose(c) for c in CODES)
-FLIP_MOVES: tuple[Flip, ...] = tuple(Flip(c) for c in CODES)
-STOP = Decide(False)
-GO = Decide(True)
 _PLAY_TABLES = byte_tables(PLAY_MOVES)
 _FLIP_TABLES = byte_tables(FLIP_MOVES)
-
-
-class Phase(StrEnum):
-    PLAY = "PLAY"          # to_move must play a hand card
-    CHOOSE_A = "CHOOSE_A"  # choose one of two layout cards for the hand card
-    FLIP = "FLIP"          # waiting for the stock card (supplied by the caller)
-    CHOOSE_B = "CHOOSE_B"  # choose one of two layout cards for the stock card
-    DECIDE = "DECIDE"      # Stop / Go
-    OVER = "OVER"
-
 
 _P_PLAY, _P_CA, _P_FLIP, _P_CB, _P_DEC, _P_OVER = (
     Phase.PLAY, Phase.CHOOSE_A, Phase.FLIP, Phase.CHOOSE_B, Phase.DECIDE, Phase.OVER)
@@ -262,132 +127,13 @@ _MOVE_TYPES = frozenset((Play, Choose, Flip, Decide))
 _EXPECTED: dict[Phase, type] = {_P_PLAY: Play, _P_CA: Choose, _P_FLIP: Flip, _P_CB: Choose, _P_DEC: Decide}
 
 
-# --- results, layout, views -----------------------------------------------------------------
+class MatgoGame(MatgoTurns):
+    """One Matgo deal. Build it with :meth:`start` (or :meth:`from_position`); the rules of a
+    turn are :class:`~dealer.games.matgo_turn.MatgoTurns`."""
 
-
-@dataclass(frozen=True, slots=True)
-class MatgoResult:
-    """How the deal ended. ``kind``: STOP | CHONGTONG | THREE_PPUK | NAGARI | REDEAL."""
-
-    kind: Literal["STOP", "CHONGTONG", "THREE_PPUK", "NAGARI", "REDEAL"]
-    winner: Seat | None
-    payment_points: int
-    details: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class LayoutStack:
-    """The layout cards of one month: loose (1 or 2 cards, ``origin="LOOSE"``, maker None) or a
-    pile of three (``origin`` ``"INITIAL"`` with maker None, or ``"PPUK"`` with its maker)."""
-
-    month: int
-    cards: tuple[str, ...]
-    origin: Literal["LOOSE", "INITIAL", "PPUK"]
-    maker: Seat | None
-
-
-@dataclass(frozen=True, slots=True)
-class MatgoView:
-    """What ``seat`` knows (never the opponent's hand). ``pending`` = face-up cards of the
-    current turn not yet captured; ``options`` = the two cards of a pending choice;
-    ``seen`` = every card this seat has seen; ``unseen`` = the rest (opponent hand + stock)."""
-
-    seat: Seat
-    hand: tuple[str, ...]
-    opponent_hand_size: int
-    layout: tuple[LayoutStack, ...]
-    pending: tuple[str, ...]
-    options: tuple[str, ...]
-    captured: dict[Seat, tuple[str, ...]]
-    seen: frozenset[str]
-    unseen: tuple[str, ...]
-    stock_left: int
-    scores: dict[Seat, int]
-    go_count: dict[Seat, int]
-    score_at_last_go: dict[Seat, int]
-    ppuks: dict[Seat, int]
-    turn: int
-    phase: Phase
-    to_move: Seat
-    first: Seat
-    result: MatgoResult | None
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-friendly plain data."""
-        return {
-            "seat": self.seat, "hand": list(self.hand), "opponent_hand_size": self.opponent_hand_size,
-            "layout": [{"month": s.month, "cards": list(s.cards), "origin": s.origin, "maker": s.maker}
-                       for s in self.layout],
-            "pending": list(self.pending), "options": list(self.options),
-            "captured": {k: list(v) for k, v in self.captured.items()},
-            "seen": sorted(self.seen), "unseen": list(self.unseen), "stock_left": self.stock_left,
-            "scores": dict(self.scores), "go_count": dict(self.go_count),
-            "score_at_last_go": dict(self.score_at_last_go), "ppuks": dict(self.ppuks),
-            "turn": self.turn, "phase": str(self.phase), "to_move": self.to_move, "first": self.first,
-            "result": None if self.result is None else {
-                "kind": self.result.kind, "winner": self.result.winner,
-                "payment_points": self.result.payment_points, "details": self.result.details},
-        }
-
-
-# --- the game -------------------------------------------------------------------------------
-
-_SLOTS = (
-    "rules", "setup_events", "_first", "mover", "turn", "phase", "hand_masks", "captured_masks", "layout_mask",
-    "_piles", "_ppuk", "_go", "_last_go", "_stock_left", "result", "_last_from", "_sseul_by_layout",
-    # transient state of the current turn
-    "_a", "_am", "_ak", "pending_mask", "options_mask", "_b", "_owed", "_lay0", "_capa", "_capb",
-    "_made_ppuk", "_dscore",
-)
-
-
-class MatgoGame:
-    """One Matgo deal. Build it with :meth:`start` (or :meth:`from_position`)."""
-
-    __slots__ = _SLOTS
+    __slots__ = ()
 
     # ---- construction ----
-
-    def __init__(self) -> None:  # use start() / from_position()
-        self.rules = MatgoRules()
-        self.setup_events: list[Event] = []
-        self._first = 0
-        self.mover = 0
-        self.turn = 1
-        self.phase = _P_PLAY
-        self.hand_masks = [0, 0]
-        self.captured_masks = [0, 0]
-        self.layout_mask = 0
-        self._piles: dict[int, tuple[str, int]] = {}  # month -> (origin, maker index or -1); copy on write
-        self._ppuk = [0, 0]
-        self._go = [0, 0]
-        self._last_go = [0, 0]
-        self._stock_left = 20
-        self.result: MatgoResult | None = None
-        self._last_from = 20  # the turns from which bonuses are not applied and a decision is a Stop
-        self._sseul_by_layout = True  # the Sseul rule, read on every turn (a slot is faster than the model)
-        self._reset_turn()
-
-    def _set_rules(self, rules: MatgoRules) -> None:
-        if not isinstance(rules, MatgoRules):
-            raise ValueError(f"rules must be a MatgoRules, got {type(rules).__name__}")
-        self.rules = rules
-        self._last_from = 19 if rules.last_turn == "EACH_PLAYERS_FINAL" else 20
-        self._sseul_by_layout = rules.sseul_rule == "LAYOUT_CLEARED"
-
-    def _reset_turn(self) -> None:
-        self._a = -1
-        self._am = 0
-        self._ak = 0
-        self.pending_mask = 0
-        self.options_mask = 0
-        self._b = -1
-        self._owed = 0
-        self._lay0 = False
-        self._capa = 0
-        self._capb = 0
-        self._made_ppuk = False
-        self._dscore = 0
 
     @classmethod
     def start(cls, hands: Mapping[Seat, Sequence[str]], layout: Sequence[str], first: Seat = "F",
@@ -399,7 +145,7 @@ class MatgoGame:
         """
         g = cls()
         g._set_rules(rules)
-        g._first = g.mover = _seat_index(first, "first")
+        g._first = g.mover = seat_index(first, "first")
         if not isinstance(hands, Mapping) or set(hands) != {"F", "O"}:
             keys = list(hands) if isinstance(hands, Mapping) else type(hands).__name__
             raise ValueError(f"hands must map exactly the seats 'F' and 'O', got {keys}")
@@ -472,7 +218,7 @@ class MatgoGame:
             raise ValueError(f"turn must be 1..20, got {turn!r}")
         g = cls()
         g._set_rules(rules)
-        g._first = _seat_index(first, "first")
+        g._first = seat_index(first, "first")
         g.turn = turn
         g.mover = g._first if turn % 2 == 1 else 1 - g._first
         g._stock_left = 21 - turn
@@ -488,7 +234,7 @@ class MatgoGame:
             return m
 
         for s in SEATS:
-            p = _SEAT_INDEX[s]
+            p = SEAT_INDEX[s]
             g.hand_masks[p] = take(hands.get(s, ()), f"{s}'s hand")
             g.captured_masks[p] = take(captured.get(s, ()), f"{s}'s captured")
             taken = (turn - 1 + (1 if p == g._first else 0)) // 2
@@ -514,7 +260,7 @@ class MatgoGame:
                     raise ValueError("an INITIAL pile has no maker")
                 pile_map[mo] = ("INITIAL", -1)
             elif origin == "PPUK":
-                pile_map[mo] = ("PPUK", _seat_index(maker, "pile maker"))
+                pile_map[mo] = ("PPUK", seat_index(maker, "pile maker"))
             else:
                 raise ValueError(f"pile origin must be 'INITIAL' or 'PPUK', got {origin!r}")
             lay |= m
@@ -528,7 +274,7 @@ class MatgoGame:
             for s, v in (src or {}).items():
                 if not isinstance(v, int) or v < 0:
                     raise ValueError(f"{name}[{s!r}] must be an int >= 0, got {v!r}")
-                dst[_seat_index(s, name)] = v
+                dst[seat_index(s, name)] = v
         return g
 
     def clone(self) -> MatgoGame:
@@ -569,7 +315,7 @@ class MatgoGame:
         """A clone in which the opponent of ``seat`` holds ``opponent_hand`` (same size, drawn
         from ``unseen(seat)``): for information-set search. The stock is never stored, so
         nothing else changes; the remaining unseen cards are the stock."""
-        p = _seat_index(seat)
+        p = seat_index(seat)
         m = strict_mask(opponent_hand, "determinize")
         unseen = self._unseen_mask(p)
         if m & ~unseen:
@@ -598,7 +344,7 @@ class MatgoGame:
         return {"F": codes(self.hand_masks[0]), "O": codes(self.hand_masks[1])}
 
     def hand(self, seat: Seat) -> list[str]:
-        return codes(self.hand_masks[_seat_index(seat)])
+        return codes(self.hand_masks[seat_index(seat)])
 
     @property
     def layout(self) -> list[LayoutStack]:
@@ -641,10 +387,6 @@ class MatgoGame:
         return {"F": self._ppuk[0], "O": self._ppuk[1]}
 
     @property
-    def go_count(self) -> dict[Seat, int]:
-        return {"F": self._go[0], "O": self._go[1]}
-
-    @property
     def score_at_last_go(self) -> dict[Seat, int]:
         return {"F": self._last_go[0], "O": self._last_go[1]}
 
@@ -662,16 +404,12 @@ class MatgoGame:
     def is_over(self) -> bool:
         return self.result is not None
 
-    def scores(self) -> dict[Seat, int]:
-        """Current combination totals of both captured piles."""
-        return {"F": fast_total(self.captured_masks[0]), "O": fast_total(self.captured_masks[1])}
-
     def score_total(self, seat: Seat) -> int:
         """The combination total of ``seat``'s captured pile (fast: no :class:`Score` built)."""
-        return fast_total(self.captured_masks[_seat_index(seat)])
+        return fast_total(self.captured_masks[seat_index(seat)])
 
     def score_of(self, seat: Seat) -> Score:
-        return mask_score(self.captured_masks[_seat_index(seat)])
+        return mask_score(self.captured_masks[seat_index(seat)])
 
     def _known(self) -> int:
         return self.hand_masks[0] | self.hand_masks[1] | self.layout_mask | self.pending_mask | self.captured_masks[0] | self.captured_masks[1]
@@ -681,7 +419,7 @@ class MatgoGame:
 
     def unseen(self, seat: Seat) -> list[str]:
         """Cards ``seat`` has not seen: the opponent's hand plus the rest of the stock."""
-        return codes(self._unseen_mask(_seat_index(seat)))
+        return codes(self._unseen_mask(seat_index(seat)))
 
     def stock_candidates(self) -> list[str]:
         """Cards the engine has not registered: what the stock can hold."""
@@ -689,7 +427,7 @@ class MatgoGame:
 
     def view(self, seat: Seat) -> MatgoView:
         """What ``seat`` knows. Never contains the opponent's hand."""
-        p = _seat_index(seat)
+        p = seat_index(seat)
         unseen = self._unseen_mask(p)
         return MatgoView(
             seat=SEATS[p], hand=tuple(codes(self.hand_masks[p])),
@@ -740,7 +478,7 @@ class MatgoGame:
     def legal_moves(self, seat: Seat) -> list[Move]:
         """:meth:`legal` when ``seat`` is to act (and the game is not over), else ``[]``."""
         if self.result is not None or SEATS[self.mover] != seat:
-            _seat_index(seat)  # an unknown seat is an error, not "not its move"
+            seat_index(seat)  # an unknown seat is an error, not "not its move"
             return []
         return self.legal()
 
@@ -818,278 +556,3 @@ class MatgoGame:
         self.step(move, ev)
         return ev
 
-    # ---- rule implementation ----
-
-    def step(self, move: Move, ev: list[Event] | None = None) -> None:
-        """Fast path for search: apply ``move`` WITHOUT verification (``move`` must come from
-        :meth:`legal`), appending the events to ``ev`` when given. :meth:`apply` is this after
-        :meth:`verify`."""
-        ph = self.phase
-        if ph is _P_PLAY:
-            self._play(INDEX[move.card], ev)  # type: ignore[union-attr]
-        elif ph is _P_FLIP:
-            self._flip(INDEX[move.card], ev)  # type: ignore[union-attr]
-        elif ph is _P_CA:
-            i = INDEX[move.card]  # type: ignore[union-attr]
-            bit = 1 << i
-            self.layout_mask &= ~bit
-            self.pending_mask |= bit
-            self._capa = self._am
-            self.options_mask = 0
-            self.phase = _P_FLIP
-            if ev is not None:
-                ev.append(("pending", {"seat": SEATS[self.mover], "cards": codes(self.pending_mask)}))
-        elif ph is _P_CB:
-            i = INDEX[move.card]  # type: ignore[union-attr]
-            bit = 1 << i
-            self.layout_mask &= ~bit
-            if ev is not None:
-                ev.append(("paired", {"seat": SEATS[self.mover], "cards": [CODES[self._b], CODES[i]]}))
-            self.pending_mask |= bit
-            self._capb = MONTH[i]
-            self.options_mask = 0
-            self._finish(ev)
-        elif ph is _P_DEC:
-            p = self.mover
-            if move.go:  # type: ignore[union-attr]
-                self._go[p] += 1
-                self._last_go[p] = self._dscore
-                if ev is not None:
-                    ev.append(("go", {"seat": SEATS[p], "go_count": self._go[p], "score": self._dscore}))
-                self._advance(ev)
-            else:
-                self._stop(p, False, ev)
-        else:
-            raise ValueError("the game is over")
-
-    def _triple_units(self, mo: int, p: int) -> tuple[int, str, int]:
-        pile = self._piles.get(mo)
-        if pile is None:
-            return 1, "LOOSE", -1
-        piles = dict(self._piles)
-        del piles[mo]
-        self._piles = piles
-        origin, maker = pile
-        if origin == "PPUK":
-            if self.rules.ppuk_capture_steal == "ANY_PPUK_2" or maker == p:
-                return 2, origin, maker
-            return 1, origin, maker
-        return 1, origin, maker
-
-    def _play(self, i: int, ev: list[Event] | None) -> None:
-        p = self.mover
-        bit = 1 << i
-        self.hand_masks[p] &= ~bit
-        mo = MONTH[i]
-        self._a = i
-        self._am = mo
-        lay = self.layout_mask
-        self._lay0 = lay != 0
-        ml = lay & MONTH_MASK[mo]
-        k = ml.bit_count()
-        self._ak = k
-        if ev is not None:
-            ev.append(("played", {"seat": SEATS[p], "card": CODES[i], "matches": k}))
-        if k == 0:
-            self.layout_mask = lay | bit
-            self.phase = _P_FLIP
-            if ev is not None:
-                ev.append(("placed", {"seat": SEATS[p], "card": CODES[i], "step": "A"}))
-        elif k == 1:
-            self.layout_mask = lay & ~ml
-            self.pending_mask = bit | ml
-            self._capa = mo
-            self.phase = _P_FLIP
-            if ev is not None:
-                ev.append(("pending", {"seat": SEATS[p], "cards": codes(bit | ml)}))
-        elif k == 2:
-            self.pending_mask = bit
-            self.options_mask = ml
-            self.phase = _P_CA
-            if ev is not None:
-                ev.append(("choice", {"seat": SEATS[p], "step": "A", "card": CODES[i], "options": codes(ml)}))
-        else:
-            self.layout_mask = lay & ~ml
-            self.pending_mask = bit | ml
-            self._capa = mo
-            units, origin, maker = self._triple_units(mo, p)
-            self._owed += units
-            self.phase = _P_FLIP
-            if ev is not None:
-                ev.append(("triple", {"seat": SEATS[p], "month": mo, "cards": codes(bit | ml), "origin": origin,
-                                      "maker": None if maker < 0 else SEATS[maker], "units": units}))
-
-    def _bonus(self, kind: str, ev: list[Event] | None) -> None:
-        applied = self.turn < self._last_from
-        if applied:
-            self._owed += 1
-        if ev is not None:
-            ev.append((kind, {"seat": SEATS[self.mover], "units": 1 if applied else 0, "applied": applied}))
-
-    def _flip(self, j: int, ev: list[Event] | None) -> None:
-        p = self.mover
-        bj = 1 << j
-        self._b = j
-        self._stock_left -= 1
-        mo = MONTH[j]
-        if ev is not None:
-            ev.append(("flipped", {"seat": SEATS[p], "card": CODES[j]}))
-        if mo == self._am:
-            ak = self._ak
-            if ak == 1:  # Ppuk: the three stay as a pile
-                cards = self.pending_mask | bj
-                self.layout_mask |= cards
-                self.pending_mask = 0
-                self._capa = 0
-                piles = dict(self._piles)
-                piles[mo] = ("PPUK", p)
-                self._piles = piles
-                self._ppuk[p] += 1
-                self._made_ppuk = True
-                if ev is not None:
-                    ev.append(("ppuk", {"seat": SEATS[p], "month": mo, "cards": codes(cards), "count": self._ppuk[p]}))
-            elif ak == 2:  # Ttadak: take all four
-                ml = self.layout_mask & MONTH_MASK[mo]
-                self.layout_mask &= ~ml
-                self.pending_mask |= bj | ml
-                self._capb = mo
-                self._bonus("ttadak", ev)
-            else:  # ak == 0, Chok
-                ba = 1 << self._a
-                self.layout_mask &= ~ba
-                self.pending_mask |= bj | ba
-                self._capb = mo
-                self._bonus("chok", ev)
-        else:
-            ml = self.layout_mask & MONTH_MASK[mo]
-            k = ml.bit_count()
-            if k == 0:
-                self.layout_mask |= bj
-                if ev is not None:
-                    ev.append(("placed", {"seat": SEATS[p], "card": CODES[j], "step": "B"}))
-            elif k == 1:
-                self.layout_mask &= ~ml
-                self.pending_mask |= bj | ml
-                self._capb = mo
-                if ev is not None:
-                    ev.append(("paired", {"seat": SEATS[p], "cards": codes(bj | ml)}))
-            elif k == 2:
-                self.pending_mask |= bj
-                self.options_mask = ml
-                self.phase = _P_CB
-                if ev is not None:
-                    ev.append(("choice", {"seat": SEATS[p], "step": "B", "card": CODES[j], "options": codes(ml)}))
-                return
-            else:
-                self.layout_mask &= ~ml
-                self.pending_mask |= bj | ml
-                self._capb = mo
-                units, origin, maker = self._triple_units(mo, p)
-                self._owed += units
-                if ev is not None:
-                    ev.append(("triple", {"seat": SEATS[p], "month": mo, "cards": codes(bj | ml), "origin": origin,
-                                          "maker": None if maker < 0 else SEATS[maker], "units": units}))
-        self._finish(ev)
-
-    def _finish(self, ev: list[Event] | None) -> None:
-        """Step C (§3.3): captures, Sseul, steals, three Ppuks, score check."""
-        p = self.mover
-        o = 1 - p
-        pend = self.pending_mask
-        if pend:
-            self.captured_masks[p] |= pend
-            self.pending_mask = 0
-            if ev is not None:
-                ev.append(("captured", {"seat": SEATS[p], "cards": codes(pend)}))
-        if self._sseul_by_layout:
-            sseul = self._lay0 and not self.layout_mask
-        else:
-            sseul = bool(self._capa and self._capb and self._capa != self._capb)
-        if sseul:
-            self._bonus("sseul", ev)
-        owed = total_owed = self._owed
-        if owed:
-            self._owed = 0
-            src = self.captured_masks[o]
-            moved = 0
-            units = 0
-            while owed > 0:
-                pool = src & JUNK
-                if pool:
-                    low = pool & -pool
-                    owed -= 1
-                    units += 1
-                else:
-                    pool = src & DOUBLE_JUNK
-                    if not pool:
-                        break
-                    low = pool & -pool
-                    owed -= 2
-                    units += 2
-                src ^= low
-                moved |= low
-            self.captured_masks[o] = src
-            self.captured_masks[p] |= moved
-            if ev is not None:
-                ev.append(("steal", {"from": SEATS[o], "to": SEATS[p], "owed": total_owed,
-                                     "cards": codes(moved), "units": units}))
-        if self._made_ppuk and self._ppuk[p] >= 3:
-            self._immediate_win("THREE_PPUK", p, ev, {"ppuks": self._ppuk[p], "turn": self.turn})
-            return
-        s = fast_total(self.captured_masks[p])
-        if ev is not None:
-            ev.append(("score", {"seat": SEATS[p], "total": s, "F": s if p == 0 else fast_total(self.captured_masks[0]),
-                                 "O": s if p == 1 else fast_total(self.captured_masks[1])}))
-        if (s > self._last_go[p]) if self._go[p] else (s >= 7):
-            self._dscore = s
-            if ev is not None:
-                ev.append(("decision", {"seat": SEATS[p], "score": s, "go_count": self._go[p]}))
-            if self.turn >= self._last_from:
-                self._stop(p, True, ev)
-            else:
-                self.phase = _P_DEC
-            return
-        self._advance(ev)
-
-    def _advance(self, ev: list[Event] | None) -> None:
-        if self.turn >= 20:
-            det = {"scores": self.scores(), "go_count": self.go_count,
-                   "next_multiplier": self.rules.nagari_next_multiplier}
-            if ev is not None:
-                ev.append(("nagari", {}))
-            self._end(MatgoResult("NAGARI", None, 0, det), ev)
-            return
-        self.turn += 1
-        self.mover = 1 - self.mover
-        self.phase = _P_PLAY
-        self._reset_turn()
-        if ev is not None:
-            ev.append(("turn", {"turn": self.turn, "seat": SEATS[self.mover]}))
-
-    def _stop(self, p: int, auto: bool, ev: list[Event] | None) -> None:
-        pay = mask_payment(self.captured_masks[p], self.captured_masks[1 - p], self._go[p])
-        if ev is not None:
-            ev.append(("stop", {"seat": SEATS[p], "score": pay.points, "auto": auto}))
-        det = {"scores": self.scores(), "go_count": self.go_count, "points": pay.points,
-               "go_adjusted": pay.go_adjusted, "multipliers": list(pay.multipliers),
-               "loser": SEATS[1 - p], "turn": self.turn, "auto": auto}
-        self._end(MatgoResult("STOP", SEATS[p], pay.payment_points, det), ev)
-
-    def _immediate_win(self, kind: str, p: int, ev: list[Event] | None, extra: dict[str, Any]) -> None:
-        mult: list[str] = []
-        if self.rules.immediate_win_multipliers == "APPLY":
-            mult = mask_multipliers(self.captured_masks[p], self.captured_masks[1 - p])
-        pts = 5 << len(mult)
-        if ev is not None:
-            ev.append(("immediate_win", {"kind": kind, "seat": SEATS[p], "payment_points": pts}))
-        det = {"points": 5, "multipliers": mult, "scores": self.scores(), "go_count": self.go_count,
-               "turn": self.turn, **extra}
-        self._end(MatgoResult(kind, SEATS[p], pts, det), ev)  # type: ignore[arg-type]
-
-    def _end(self, result: MatgoResult, ev: list[Event] | None) -> None:
-        self.result = result
-        self.phase = _P_OVER
-        self.options_mask = 0
-        if ev is not None:
-            ev.append(("result", {"kind": result.kind, "winner": result.winner,
-                                  "payment_points": result.payment_points}))

@@ -40,20 +40,8 @@ import time
 from typing import Protocol
 
 from dealer.games.matgo_cards import ALL, BLUE, BRIGHTS, CODES, GODORI, INDEX, PLAIN, RED, SAME_MONTH, VALUE, bits
-from dealer.games.matgo_engine import (
-    CHOOSE_MOVES,
-    FLIP_MOVES,
-    GO,
-    PLAY_MOVES,
-    STOP,
-    Choose,
-    MatgoGame,
-    Move,
-    Phase,
-    Play,
-    Seat,
-    score,
-)
+from dealer.games.matgo_engine import MatgoGame, score
+from dealer.games.matgo_moves import CHOOSE_MOVES, FLIP_MOVES, GO, PLAY_MOVES, STOP, Choose, Move, Phase, Play, Seat
 from dealer.games.matgo_scoring import fast_total
 
 __all__ = ["Player", "RandomPlayer", "GreedyPlayer", "PolicyPlayer", "SearchPlayer", "PLAYERS", "make_player",

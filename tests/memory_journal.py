@@ -12,7 +12,6 @@ import json
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Executor
 from dataclasses import astuple, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from dealer.edge.journal_errors import JournalError
 from dealer.edge.journal_replay import Replays
 from dealer.edge.journal_rows import (GENESIS, AuditReport, Batch, ChainReport, JournalRow, OutboxRow,
                                       new_journal_id)
+from dealer.edge.journal_writer import WriterThread
 from dealer.edge.journals import register
 from drivers.frames import ReaderState
 
@@ -52,7 +52,7 @@ def forget_all() -> None:
     _STORES.clear()
 
 
-class MemoryJournal(Replays):
+class MemoryJournal(Replays, WriterThread):
     """The journal contract in memory (module docstring)."""
 
     #: No files, no segments: asked as a journal server is.
@@ -128,7 +128,7 @@ class MemoryJournal(Replays):
             st.outbox, st.next_outbox_id, st.commands, st.readers = outbox, next_id, commands, readers
         return new_rows
 
-    async def commit_async(self, batch: Batch, executor: Executor | None = None) -> list[OutboxRow]:
+    async def commit_async(self, batch: Batch) -> list[OutboxRow]:
         return self.commit(batch)
 
     def forget_table(self, table_id: str) -> None:
@@ -224,7 +224,8 @@ class MemoryJournal(Replays):
         return 0
 
     def close(self) -> None:
-        """Nothing to close: the rows stay for the next open of the same name."""
+        """The rows stay for the next open of the same name."""
+        self._stop_writer()
 
     async def close_async(self) -> None:
         self.close()

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import psycopg
@@ -171,11 +170,12 @@ def test_replay_starts_at_the_oldest_undelivered_round_with_the_rules_in_force(j
 
 def test_the_event_loop_commits_and_closes_through_the_contract(journal: Journal):
     async def run() -> list[str]:
-        with ThreadPoolExecutor(1, thread_name_prefix="writer") as writer:
-            made = await journal.commit_async(batch(("T1", "T1-1", OpenRound(round_id="T1-1")),
-                                                    outbox=[("K", "t", b"x", "T1", "T1-1")]), writer)
-            journal.forget_table("T1")  # a table that leaves and comes back continues its chain
-            await journal.commit_async(batch(("T1", "T1-1", CloseBetting())), writer)
+        made = await journal.commit_async(batch(("T1", "T1-1", OpenRound(round_id="T1-1")),
+                                                outbox=[("K", "t", b"x", "T1", "T1-1")]))
+        journal.forget_table("T1")  # a table that leaves and comes back continues its chain
+        await journal.commit_async(batch(("T1", "T1-1", CloseBetting())))
+        pending = await asyncio.get_running_loop().run_in_executor(journal.writer, journal.pending)
+        assert [r.key for r in pending] == ["K"]
         assert journal.verify_chain().ok and journal.count("T1") == 2
         await journal.close_async()
         return [r.key for r in made]

@@ -368,7 +368,7 @@ class CommitLoop:
             self._stamp_epochs(batch)
             t0 = time.perf_counter()
             try:
-                rows = await svc.journal.commit_async(batch, svc.writer)  # SQLite: in the writer thread
+                rows = await svc.journal.commit_async(batch)  # SQLite: in the journal's writer thread
             except Fenced as exc:
                 await self._fenced(exc, batch, steps, fenced)
                 continue

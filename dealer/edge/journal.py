@@ -55,7 +55,6 @@ import os
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +65,7 @@ from dealer.edge.journal_errors import (Fenced, JournalDiskFull, JournalError, J
                                         ReplayError)
 from dealer.edge.journal_health import failure_reason
 from dealer.edge.journal_replay import Replays, replay_start
+from dealer.edge.journal_writer import WriterThread
 from dealer.edge.journal_rows import (GENESIS, JOURNAL_ID, AuditReport, Batch, ChainReport, JournalRow, OutboxRow,
                                       new_journal_id, result_key)
 from drivers.frames import ReaderState
@@ -226,7 +226,7 @@ def lock_journal(path: str | Path) -> int:
 
 
 
-class SqliteJournal(Replays):
+class SqliteJournal(Replays, WriterThread):
     """The journal in one SQLite file on this host (module docstring): the
     :class:`~dealer.edge.journal_contract.Journal` contract, with segment retention."""
 
@@ -634,10 +634,10 @@ class SqliteJournal(Replays):
     def forget_table(self, table_id: str) -> None:
         """Nothing to forget: one process writes this file, and keeps no head per table."""
 
-    async def commit_async(self, batch: Batch, executor: Executor | None = None) -> list[OutboxRow]:
-        """:meth:`commit` from the event loop, in ``executor`` (the service's one writer thread:
-        every write of this file goes there, never two at once)."""
-        return await asyncio.get_running_loop().run_in_executor(executor, self.commit, batch)
+    async def commit_async(self, batch: Batch) -> list[OutboxRow]:
+        """:meth:`commit` from the event loop, in the journal's writer thread (every write of this
+        file goes there, never two at once)."""
+        return await asyncio.get_running_loop().run_in_executor(self.writer, self.commit, batch)
 
     def checkpoint(self) -> int:
         """Passive WAL checkpoint from a second connection (the writer is not blocked; once
@@ -649,6 +649,7 @@ class SqliteJournal(Replays):
         return max(0, int(wal_frames) - int(copied))
 
     def close(self) -> None:
+        self._stop_writer()
         if getattr(self, "_checkpointer", None) is not None:
             self._checkpointer.close()  # type: ignore[union-attr]
         if getattr(self, "_reader", None) is not None:

@@ -61,9 +61,14 @@ class Journal(Protocol):
         batch may be committed again; :class:`~dealer.edge.journal_errors.Fenced`: step down."""
         ...
 
-    async def commit_async(self, batch: Batch, executor: Executor | None = None) -> list[OutboxRow]:
-        """:meth:`commit` from the event loop (a blocking backend runs it in ``executor``, the
-        service's one writer thread)."""
+    async def commit_async(self, batch: Batch) -> list[OutboxRow]:
+        """:meth:`commit` from the event loop (a blocking backend runs it in :attr:`writer`)."""
+        ...
+
+    @property
+    def writer(self) -> Executor:
+        """The one thread this journal's blocking calls run in (commits, replays, retention steps),
+        so that they never overlap (dealer/edge/journal_writer.py)."""
         ...
 
     def forget_table(self, table_id: str) -> None:

@@ -52,7 +52,6 @@ import json
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any
 
@@ -69,11 +68,12 @@ from dealer.edge.journal_pg_sql import (AFTER_SQL, COMMIT_SQL, HEADS_SQL, OUTBOX
 from dealer.edge.journal_replay import Replays, replay_start
 from dealer.edge.journal_rows import GENESIS, AuditReport, Batch, ChainReport, OutboxRow
 from dealer.edge.journal_urls import redact, url_password
+from dealer.edge.journal_writer import WriterThread
 from drivers.frames import ReaderState
 
 
 
-class PgJournal(Replays):
+class PgJournal(Replays, WriterThread):
     """The journal in a PostgreSQL database (module docstring): the
     :class:`~dealer.edge.journal_contract.Journal` contract, shared by the nodes of a cluster.
     ``node_id`` is written into every row (the fencing trigger compares it with the table's lease)."""
@@ -398,11 +398,9 @@ class PgJournal(Replays):
             self._in_doubt = True
         return err
 
-    async def commit_async(self, batch: Batch, executor: Executor | None = None, *,
-                           timeout: float | None = 30.0) -> list[OutboxRow]:
+    async def commit_async(self, batch: Batch, *, timeout: float | None = 30.0) -> list[OutboxRow]:
         """:meth:`commit` on psycopg's async connection from an ``AsyncConnectionPool`` (one
-        connection), for an event loop that awaits the commit instead of a writer thread (so
-        ``executor``, the writer thread the SQLite journal commits in, is not used): the
+        connection), for an event loop that awaits the commit instead of a writer thread: the
         same SQL, results and failures. ``timeout`` bounds the whole commit on the client side
         (a server that stopped answering): the commit is then in doubt, settled by the next one."""
         from psycopg_pool import PoolTimeout
@@ -661,6 +659,7 @@ class PgJournal(Replays):
 
     def close(self) -> None:
         """Close the connections and the reads pool (the async pool needs its loop: :meth:`close_async`)."""
+        self._stop_writer()
         for name in ("_writer", "_reader"):
             conn = getattr(self, name, None)
             if conn is not None:

@@ -143,7 +143,7 @@ class Service:
         #: A signed reader's table (a fenced table's reader state leaves the batch with it).
         self.reader_table: dict[str, str] = {t.scanner.reader_id: t.id for t in settings.tables}
         self.queue = InputQueue(self.metrics, epoch_of=lambda tid: self.ownership.epoch(tid))
-        self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal")
+        self.writer = self.journal.writer  # the journal's one writer thread (dealer/edge/journal_writer.py)
         #: A journal server's lookups (a command id, an old acknowledgement) run here, never on the
         #: event loop: a database that stops answering must not stop the node (it steps down).
         self._lookups = ThreadPoolExecutor(max_workers=2, thread_name_prefix="journal-lookup")

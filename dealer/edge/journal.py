@@ -5,7 +5,8 @@ result row is inserted in the *same* transaction as the event that produced it, 
 after a crash either both exist or neither does. An outbox row is deleted in the
 same transaction that journals its ``result_delivered`` event, i.e. only after settlement
 acknowledged the result's idempotency key (``Batch.acked``: the row of that key and every
-row of its parts, ``{key}#...``). Used from one thread at a time (the service's writer thread).
+row of its parts, ``{key}#...``). Used from one thread at a time (its writer thread:
+dealer/edge/journal_writer.py).
 
 The events table is **append-only** (triggers refuse UPDATE and DELETE) and
 **hash-chained**: each row stores the SHA-256 of the previous row's hash and its own

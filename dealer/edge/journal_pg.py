@@ -671,12 +671,6 @@ class PgJournal(Replays, WriterThread):
             quick.close()
 
 
-def verify_audit(journal: PgJournal, anchors: Iterable[tuple[int, str]] = ()) -> AuditReport:
-    """:meth:`PgJournal.audit` (the name tools used before the journal contract)."""
-    return journal.audit(anchors)
-
-
-__all__ = ["PgJournal", "PgJournalRow", "REASONS", "SCHEMA_VERSION", "classify", "pg_row_hash", "redact",
-           "verify_audit"]
+__all__ = ["PgJournal", "PgJournalRow", "REASONS", "SCHEMA_VERSION", "classify", "pg_row_hash", "redact"]
 
 

@@ -58,9 +58,11 @@ def _bodies(series: str, rows: int, tables: int) -> Iterator[tuple[str, str, str
 
 def build_sqlite(path: Path, rows: int, tables: int = TABLES) -> None:
     """A journal of ``rows`` chained rows (created by :class:`Journal`, filled in one transaction)."""
-    from dealer.edge.journal import GENESIS, Journal, row_hash
+    from dealer.edge.journal_chain import row_hash
+    from dealer.edge.journal_rows import GENESIS
+    from dealer.edge.journals import open_journal
 
-    j = Journal(path, fsync=False)
+    j = open_journal(path, fsync=False)
     series = j.journal_id
     j.close()
     db = sqlite3.connect(path, isolation_level=None)
@@ -85,10 +87,11 @@ def build_postgresql(url: str, rows: int, tables: int = TABLES) -> None:
     superuser with the journal's triggers off: the node's own commits would take minutes)."""
     import psycopg
 
-    from dealer.edge.journal import GENESIS
-    from dealer.edge.journal_pg import PgJournal, pg_row_hash
+    from dealer.edge.journal_chain import pg_row_hash
+    from dealer.edge.journal_rows import GENESIS
+    from dealer.edge.journals import open_journal
 
-    j = PgJournal(url, node_id="bench")
+    j = open_journal(url, node_id="bench")
     series = j.journal_id
     j.close()
     heads: dict[str, tuple[int, str]] = {}
@@ -124,11 +127,11 @@ def _settings(tables: int, **service: Any) -> Any:
 
 
 def measure_sqlite(path: Path, tables: int) -> dict[str, Any]:
-    from dealer.edge.journal import Journal
+    from dealer.edge.journals import open_read_only
     from dealer.edge.preflight import start_refusals
 
     def chain() -> Any:
-        j = Journal.open_read_only(path)
+        j = open_read_only(path)
         try:
             return j.verify_chain()
         finally:
@@ -150,11 +153,11 @@ def measure_sqlite(path: Path, tables: int) -> dict[str, Any]:
 
 
 def measure_postgresql(url: str, tables: int) -> dict[str, Any]:
-    from dealer.edge.journal_pg import PgJournal
+    from dealer.edge.journals import open_read_only
     from dealer.edge.preflight import start_refusals
 
     def chain() -> Any:
-        j = PgJournal.open_read_only(url)
+        j = open_read_only(url)
         try:
             return j.verify_chain()
         finally:

@@ -5,8 +5,8 @@
 Starts a private PostgreSQL server (simulators/pgserver.py: fsync on, synchronous_commit on)
 and a SQLite journal (WAL, synchronous=FULL) in the same directory, so both flush to the same
 disk, and commits batches of 1 row and of 50 rows (10 tables x 5 rows, with one outbox row)
-to each: sync :meth:`PgJournal.commit`, :meth:`PgJournal.commit_async` and SQLite's
-:meth:`Journal.commit`, in turn, batch after batch (a burst of load hits all three alike). Prints one JSON object: p50/p99/max milliseconds per journal and size.
+to each: the PostgreSQL journal's sync ``commit`` and ``commit_async`` and SQLite's ``commit``
+(journals opened through dealer/edge/journals.py), in turn, batch after batch (a burst of load hits all three alike). Prints one JSON object: p50/p99/max milliseconds per journal and size.
 A measurement for the README and the report, not a test (nothing is asserted).
 """
 
@@ -24,8 +24,9 @@ from pathlib import Path
 import psycopg
 
 from dealer.core.events import ScanRead
-from dealer.edge.journal import Batch, Journal
-from dealer.edge.journal_pg import PgJournal
+from dealer.edge.journal_contract import Journal
+from dealer.edge.journal_rows import Batch
+from dealer.edge.journals import open_journal
 from simulators.pgserver import PgServer
 
 #: The tables each journal writes (the two PostgreSQL journals write tables of their own, as
@@ -60,8 +61,8 @@ async def timed(commit: object, b: Batch) -> float:
 async def measure(url: str, lite: Journal, commits: int, warm: int = 20) -> dict[str, object]:
     """Each batch size: the three journals commit in turn, batch after batch, so a burst of load
     on the machine hits them alike."""
-    sync_pg = PgJournal(url, node_id="bench")
-    async_pg = PgJournal(url, node_id="bench")
+    sync_pg = open_journal(url, node_id="bench")
+    async_pg = open_journal(url, node_id="bench")
     out: dict[str, object] = {}
     try:
         for rows in (1, 50):
@@ -93,11 +94,11 @@ def main() -> None:
     server.start()
     try:
         url = server.create_database("bench")
-        PgJournal(url, node_id="bench").close()  # creates the schema
+        open_journal(url, node_id="bench").close()  # creates the schema
         with psycopg.connect(url, autocommit=True) as c:
             for t in TABLES["sync"] + TABLES["async"]:
                 c.execute("INSERT INTO leases VALUES (%s, 'bench', 1, now() + interval '1 day', now())", (t,))
-        lite = Journal(base / "journal.sqlite", fsync=True)
+        lite = open_journal(base / "journal.sqlite", fsync=True)
         result: dict[str, object] = {"commits": args.commits, "dir": str(base)}
         result.update(asyncio.run(measure(url, lite, args.commits)))
         lite.close()

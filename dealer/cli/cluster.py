@@ -44,7 +44,7 @@ _ID = re.compile(r"^[A-Za-z0-9_.:\-]{1,64}$")
 def _connect(url: str) -> Any:
     import psycopg
 
-    from dealer.edge.journal_pg import redact
+    from dealer.edge.journal_urls import redact
 
     try:
         return psycopg.connect(url, autocommit=True, connect_timeout=5)
@@ -366,7 +366,7 @@ def init(admin_url: str, *, database: str = "dealer", owner: str = "dealer_owner
     import psycopg
     from psycopg import sql
 
-    from dealer.edge.journal_pg import _password, redact
+    from dealer.edge.journal_urls import redact, url_password as _password
     from dealer.edge.journals import init_schema, is_url
 
     if not is_url(admin_url):
@@ -541,7 +541,7 @@ def _cmd_init(args: argparse.Namespace) -> int:
     except (ValueError, JournalError) as exc:
         return fail(prog, str(exc))
     except psycopg.Error as exc:
-        from dealer.edge.journal_pg import _password
+        from dealer.edge.journal_urls import url_password as _password
 
         return fail(prog, f"the database refused: {_one(exc, _password(args.admin_url))}")
     except OSError as exc:

@@ -22,7 +22,8 @@ from typing import Any
 
 from dealer.edge.config import ConfigError, Settings, load_settings
 from dealer.edge.journal import JournalError, JournalWriteFailed, OutboxRow
-from dealer.edge.journals import is_url, target_of
+from dealer.edge.journal_urls import redact
+from dealer.edge.journals import is_url, open_read_only, target_of
 
 
 def read_outbox(path: Path) -> list[OutboxRow]:
@@ -39,16 +40,15 @@ def read_outbox(path: Path) -> list[OutboxRow]:
 
 
 def read_pending(target: str | Path) -> list[OutboxRow]:
-    """The outbox of a journal file or PostgreSQL URL, read-only. Raises :class:`JournalError`
-    (missing, unreachable, not a journal), sqlite3.DatabaseError or JournalWriteFailed (unreadable)."""
+    """The outbox of a journal file or journal server URL, read-only. Raises :class:`JournalError`
+    (missing, unreachable, not a journal), sqlite3.DatabaseError or JournalWriteFailed (unreadable).
+    A file is read as it is, even from before ``outbox.created_at`` (:func:`read_outbox`)."""
     if not is_url(target):
         path = Path(target)
         if not path.is_file():
             raise JournalError(f"no journal at {path}")
         return read_outbox(path)
-    from dealer.edge.journal_pg import PgJournal
-
-    journal = PgJournal.open_read_only(str(target))
+    journal = open_read_only(target)
     try:
         return journal.pending()
     finally:
@@ -58,8 +58,6 @@ def read_pending(target: str | Path) -> list[OutboxRow]:
 def _shown(target: str | Path) -> str:
     """A journal as messages name it (a URL without its password)."""
     if is_url(target):
-        from dealer.edge.journal_pg import redact
-
         return redact(str(target))
     return str(target)
 

@@ -145,7 +145,7 @@ def behind(journal: Any, head: Head) -> str | None:
     jid = journal.journal_id
     if head.journal_id is None or not jid or head.journal_id != jid:
         return None
-    name = getattr(journal, "path", "")
+    name = journal.path
     last = journal.head[0]
     tail = ("started, it would deal rounds under round ids and idempotency keys settlement has already seen: "
             "restore the missing rows (the journal with its -wal file), or archive this journal and start a new "

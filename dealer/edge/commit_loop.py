@@ -358,11 +358,9 @@ class CommitLoop:
 
     async def _commit_until_written(self, batch: Batch, steps: list[tuple[Item, Step]]) -> list[OutboxRow]:
         svc = self.svc
-        loop = asyncio.get_running_loop()
         delay, cap = self.commit_retry
         attempts = 0
         fenced: Counter[str] = Counter()
-        commit_async = getattr(svc.journal, "commit_async", None)
         while True:
             self._strip(batch, steps, self._gone(batch, steps))
             if not batch and self.journal_writable:
@@ -370,10 +368,7 @@ class CommitLoop:
             self._stamp_epochs(batch)
             t0 = time.perf_counter()
             try:
-                if commit_async is not None:  # the journal server's own async driver: no thread hop
-                    rows = await commit_async(batch)
-                else:
-                    rows = await loop.run_in_executor(svc.writer, svc.journal.commit, batch)
+                rows = await svc.journal.commit_async(batch)  # SQLite: in the journal's writer thread
             except Fenced as exc:
                 await self._fenced(exc, batch, steps, fenced)
                 continue

@@ -5,7 +5,8 @@ result row is inserted in the *same* transaction as the event that produced it, 
 after a crash either both exist or neither does. An outbox row is deleted in the
 same transaction that journals its ``result_delivered`` event, i.e. only after settlement
 acknowledged the result's idempotency key (``Batch.acked``: the row of that key and every
-row of its parts, ``{key}#...``). Used from one thread at a time (the service's writer thread).
+row of its parts, ``{key}#...``). Used from one thread at a time (its writer thread:
+dealer/edge/journal_writer.py).
 
 The events table is **append-only** (triggers refuse UPDATE and DELETE) and
 **hash-chained**: each row stores the SHA-256 of the previous row's hash and its own
@@ -47,25 +48,27 @@ registers once. A frame whose read was committed is refused as a replay after th
 
 from __future__ import annotations
 
-import base64
+import asyncio
 import errno
 import fcntl
-import hashlib
 import json
 import os
-import re
-import secrets
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dealer.core import round_ids
 from dealer.core.commands import StoredCommand
-from dealer.core.events import EVENT_ADAPTER, Event
+from dealer.edge import segments
+from dealer.edge.journal_chain import row_hash, verify_rows
+from dealer.edge.journal_errors import (Fenced, JournalDiskFull, JournalError, JournalLocked, JournalWriteFailed,
+                                        ReplayError)
 from dealer.edge.journal_health import failure_reason
+from dealer.edge.journal_replay import Replays, replay_start
+from dealer.edge.journal_writer import WriterThread
+from dealer.edge.journal_rows import (GENESIS, JOURNAL_ID, AuditReport, Batch, ChainReport, JournalRow, OutboxRow,
+                                      new_journal_id, result_key)
 from drivers.frames import ReaderState
 
 _SCHEMA = """
@@ -139,9 +142,6 @@ CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events
 """
 _SCHEMA += _DELETE_GUARD
 
-
-GENESIS = "0" * 64
-
 #: The journal's own small, append-only key/value table. ``journal_id`` names this journal
 #: forever: it is part of every round id the service opens, so a new, lost or re-installed
 #: journal never reuses a round id or an idempotency key of an earlier one. It is created
@@ -153,57 +153,6 @@ _META = (
     "CREATE TRIGGER meta_no_delete BEFORE DELETE ON meta "
     "BEGIN SELECT RAISE(ABORT, 'the journal meta table is append-only'); END",
 )
-#: A journal id is the series of its round ids (:mod:`dealer.core.round_ids`).
-JOURNAL_ID = re.compile(rf"^{round_ids.SERIES}$")
-
-
-def new_journal_id() -> str:
-    """5 random bytes from the OS CSPRNG, base32 lowercase without padding: 8 characters
-    that are safe in a round id, a topic-free key and a file name (40 bits: two journals of
-    one table collide with probability ~1e-12)."""
-    return base64.b32encode(secrets.token_bytes(5)).decode("ascii").lower()
-
-
-class JournalError(ValueError):
-    """The journal cannot be used as it is (missing or unwritable directory, not a SQLite
-    database, damaged, too old): restarting cannot help, a person must act. ``dealer run``
-    prints the message on one line and exits 2."""
-
-
-class ReplayError(JournalError):
-    """Replaying the journal failed at a row (its body is not a valid event, or the core refused
-    it): the tables cannot be rebuilt as they were, so the service refuses to start (exit 2)."""
-
-
-class JournalLocked(JournalError):
-    """Another process holds the journal's lock (:func:`lock_journal`)."""
-
-
-class JournalWriteFailed(RuntimeError):
-    """A group commit to a journal server failed and may succeed later (the database is down,
-    unreachable, restarting or read-only): the commit loop holds the batch and retries it, as it
-    does for SQLite's disk-full and I/O errors. ``reason`` is the metric label."""
-
-    def __init__(self, message: str, reason: str = "database_unreachable") -> None:
-        super().__init__(message)
-        self.reason = reason
-
-
-class Fenced(RuntimeError):
-    """The database refused a write because this node no longer holds the table's lease at the
-    epoch it wrote (another node took the table over, or the lease expired while this node was
-    paused or cut off). Nothing of the batch was written; the node must step down from the
-    table, never retry the write (dealer/edge/leases.py)."""
-
-    def __init__(self, message: str, table_id: str | None = None) -> None:
-        super().__init__(message)
-        self.table_id = table_id
-
-
-class JournalDiskFull(RuntimeError):
-    """The journal cannot be opened because its file system is full (SQLite needs room for its
-    WAL index and schema even to read): this may pass by itself, so ``dealer run`` exits 1
-    (restarted with backoff), not 2."""
 
 
 #: Below this much free space an open that fails with SQLITE_FULL or SQLITE_IOERR is a full disk.
@@ -276,95 +225,12 @@ def lock_journal(path: str | Path) -> int:
     return fd
 
 
-def row_hash(prev_hash: str, row_id: int, table_id: str, round_id: str | None, type_: str, body: str,
-             recorded_at: int) -> str:
-    """The chain link of one journal row: SHA-256 over the previous hash and the row."""
-    text = "\x1f".join((prev_hash, str(row_id), table_id, round_id or "", type_, body, str(recorded_at)))
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
-def verify_rows(rows: Iterable[tuple[Any, ...]], expected_id: int, prev: str) -> ChainReport:
-    """The chain check of ``(id, table_id, round_id, type, body, recorded_at, prev_hash, hash)``
-    tuples in id order, the first expected to be ``expected_id`` and to link to ``prev``: the
-    first row missing, not linking, altered, or unreadable (SQLite's error while reading it, or a
-    column of the wrong type: bytes damaged in the file) ends the walk."""
-    sha, n = hashlib.sha256, 0
-    try:
-        for rid, t, r, ty, body, at, ph, h in rows:
-            n += 1
-            if rid != expected_id:
-                return ChainReport(n, False, rid, f"row {expected_id} is missing (next row is {rid})")
-            if ph != prev:
-                return ChainReport(n, False, rid, f"row {rid} does not link to row {rid - 1}")
-            # row_hash's text, spelled as an f-string (the fastest way; a damaged column type only hashes wrong)
-            if sha(f"{prev}\x1f{rid}\x1f{t}\x1f{r or ''}\x1f{ty}\x1f{body}\x1f{at}".encode()).hexdigest() != h:
-                return ChainReport(n, False, rid, f"row {rid} was altered (its hash does not match its content)")
-            prev, expected_id = h, rid + 1
-    except (sqlite3.DatabaseError, ValueError) as exc:  # a damaged page; bytes no longer UTF-8 (UnicodeError)
-        return ChainReport(n, False, expected_id, f"the rows from {expected_id} on cannot be read "
-                           f"({' '.join(str(exc).split())[:120]})")
-    return ChainReport(n, True)
+class SqliteJournal(Replays, WriterThread):
+    """The journal in one SQLite file on this host (module docstring): the
+    :class:`~dealer.edge.journal_contract.Journal` contract, with segment retention."""
 
-
-@dataclass(frozen=True, slots=True)
-class JournalRow:
-    id: int
-    table_id: str
-    round_id: str | None
-    type: str
-    body: str
-    recorded_at: int
-    prev_hash: str
-    hash: str
-
-
-@dataclass(frozen=True, slots=True)
-class ChainReport:
-    rows: int
-    ok: bool
-    first_broken: int | None = None  # id of the first row whose link does not hold
-    reason: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class OutboxRow:
-    id: int
-    key: str
-    topic: str
-    payload: bytes
-    table_id: str
-    round_id: str
-    created_at: int = 0  # epoch ms the row was committed (the oldest-age metric)
-
-
-def result_key(outbox_key: str) -> str:
-    """The idempotency key of the result an outbox row belongs to (a part's key is
-    ``{idempotency_key}#{part}/{parts}``)."""
-    return outbox_key.split("#", 1)[0]
-
-
-@dataclass(slots=True)
-class Batch:
-    """What one group commit writes: journal rows, new outbox rows, delivered outbox ids,
-    acknowledged idempotency keys (every outbox row of the result goes), the accepted command
-    ids (each with the index of its event in ``events``), and the latest state of signed
-    scanner readers (one per reader; a later one replaces it)."""
-
-    events: list[tuple[str, str | None, Event]] = field(default_factory=list)
-    outbox: list[tuple[str, str, bytes, str, str]] = field(default_factory=list)  # key, topic, payload, table, round
-    delivered: list[int] = field(default_factory=list)
-    acked: list[str] = field(default_factory=list)
-    commands: list[tuple[StoredCommand, int]] = field(default_factory=list)
-    readers: list[ReaderState] = field(default_factory=list)
-    #: the lease epoch of each table with rows in the batch (PostgreSQL journal: every row
-    #: carries it and the database refuses an epoch that is no longer the table's lease)
-    epochs: dict[str, int] = field(default_factory=dict)
-
-    def __bool__(self) -> bool:
-        return bool(self.events or self.outbox or self.delivered or self.acked or self.commands or self.readers)
-
-
-class Journal:
     #: Retention rolls settled rows into segment files (dealer/edge/segments.py); the
     #: PostgreSQL journal (dealer/edge/journal_pg.py) has none.
     rolls_segments = True
@@ -387,7 +253,12 @@ class Journal:
         self._reader: sqlite3.Connection | None = None
 
     @classmethod
-    def open_read_only(cls, path: str | Path) -> "Journal":
+    def open(cls, target: str | Path, *, node_id: str | None = None, fsync: bool = True) -> "SqliteJournal":
+        """The journal file at ``target``, created if new (``node_id`` is a journal server's)."""
+        return cls(target, fsync=fsync)
+
+    @classmethod
+    def open_read_only(cls, path: str | Path) -> "SqliteJournal":
         """The journal at ``path`` for reading only (recall, audit): SQLite ``mode=ro``, so it
         is never created, migrated or written, and a missing file is a :class:`JournalError`
         instead of a new empty journal. Safe beside the running backend (WAL readers)."""
@@ -466,11 +337,9 @@ class Journal:
         row = self._db.execute("SELECT last_id, last_hash FROM segments ORDER BY number DESC LIMIT 1").fetchone()
         return (int(row[0]), str(row[1])) if row else (0, GENESIS)
 
-    def segment_records(self) -> list[Any]:
-        """The segments rolled out of this journal, in order (:class:`dealer.edge.segments.SegmentRecord`)."""
-        from dealer.edge.segments import records
-
-        return records(self._db)
+    def segment_records(self) -> list[segments.SegmentRecord]:
+        """The segments rolled out of this journal, in order."""
+        return segments.records(self._db)
 
     def finish_roll(self, prepared: Any, purge_rows: int = 2000) -> bool:
         """Record a prepared segment (:func:`dealer.edge.segments.prepare_roll`) and delete the first
@@ -481,14 +350,12 @@ class Journal:
         False (nothing changed, the file removed) when the journal moved on in a way that
         makes the segment wrong: another segment recorded, or a table's replay floor now
         inside it (never expected: the floor only moves forward)."""
-        from dealer.edge.segments import replay_floor
-
         rec = prepared.record
         db = self._db
         db.execute("BEGIN IMMEDIATE")
         try:
             recorded = db.execute("SELECT COALESCE(MAX(number), 0) FROM segments").fetchone()[0]
-            floor, _ = replay_floor(db, prepared.tables or None)
+            floor, _ = segments.replay_floor(db, prepared.tables or None)
             if recorded + 1 != rec.number or rec.first_id != self.chain_start()[0] + 1 or \
                     (floor is not None and rec.last_id >= floor) or rec.last_id >= self._last_id:
                 db.execute("ROLLBACK")
@@ -690,35 +557,17 @@ class Journal:
                 raise JournalError(f"journal {self.path}: table reader_state is damaged: {exc}") from None
         return out
 
-    def replay(self, table_id: str) -> Iterator[Event]:
-        """The events needed to rebuild a table (:meth:`replay_rows` without the row ids)."""
-        for _row_id, ev in self.replay_rows(table_id):
-            yield ev
+    # -- replay (dealer/edge/journal_replay.py): the live journal only --------------------------
 
-    def replay_rows(self, table_id: str) -> Iterator[tuple[int, Event]]:
-        """(row id, event) of the events needed to rebuild a table: the last ``table_rules``
-        event before the start (the rules in force there), then everything from the oldest
-        round not yet delivered (or the last round opened, which carries the round sequence)
-        to the end. Raises :class:`ReplayError` naming the row for a body that is not a valid event."""
-        from dealer.edge.segments import replay_start
+    def _replay_start(self, table_id: str) -> int | None:
+        return replay_start(self._db, table_id)
 
-        start = replay_start(self._db, table_id)
-        rules = self._live_rules_before(table_id, start)
-        if rules is not None:
-            yield rules.id, self._event(rules.id, rules.body)
-        if start is None:
-            return
-        for row_id, body in self._db.execute(
-            "SELECT id, body FROM events WHERE table_id = ? AND id >= ? ORDER BY id", (table_id, start)
-        ):
-            yield row_id, self._event(row_id, body)
+    def _replay_rules(self, table_id: str, start: int | None) -> JournalRow | None:
+        return self._live_rules_before(table_id, start)
 
-    def _event(self, row_id: int, body: str) -> Event:
-        try:
-            return EVENT_ADAPTER.validate_json(body)
-        except ValueError as exc:
-            raise ReplayError(f"journal {self.path}: row {row_id} is not a valid event: "
-                              f"{str(exc).splitlines()[0]}") from None
+    def _replay_from(self, table_id: str, start: int) -> Iterable[tuple[int, str]]:
+        return self._db.execute("SELECT id, body FROM events WHERE table_id = ? AND id >= ? ORDER BY id",
+                                (table_id, start))
 
     def rules_before(self, table_id: str, row_id: int | None) -> JournalRow | None:
         """The last ``table_rules`` row of a table before ``row_id`` (None: before the end), in
@@ -726,9 +575,7 @@ class Journal:
         row = self._live_rules_before(table_id, row_id)
         if row is not None:
             return row
-        from dealer.edge.segments import rules_in_segments
-
-        return rules_in_segments(self.path, self.segment_records(), table_id,
+        return segments.rules_in_segments(self.path, self.segment_records(), table_id,
                                  row_id if row_id is not None else (1 << 62))
 
     def _live_rules_before(self, table_id: str, row_id: int | None) -> JournalRow | None:
@@ -741,10 +588,8 @@ class Journal:
 
     def rows(self, table_id: str | None = None, since_id: int = 0) -> Iterator[JournalRow]:
         """Journal rows in order, from the segment files on (for recall and audit)."""
-        from dealer.edge.segments import segment_rows
-
         recs = self.segment_records()
-        yield from segment_rows(self.path, recs, table_id, since_id)
+        yield from segments.segment_rows(self.path, recs, table_id, since_id)
         yield from self.live_rows(table_id, since_id)
 
     def live_rows(self, table_id: str | None = None, since_id: int = 0) -> Iterator[JournalRow]:
@@ -782,6 +627,19 @@ class Journal:
         return int(self._db.execute("SELECT COUNT(*) FROM events WHERE id > ? AND table_id = ?",
                                     (start, table_id)).fetchone()[0])
 
+    def audit(self, anchors: Iterable[tuple[int, str]] = ()) -> AuditReport:
+        """``dealer audit verify``: every segment in order, then the live rows, and each anchor
+        (:func:`dealer.edge.segments.verify`)."""
+        return segments.verify(self, anchors)
+
+    def forget_table(self, table_id: str) -> None:
+        """Nothing to forget: one process writes this file, and keeps no head per table."""
+
+    async def commit_async(self, batch: Batch) -> list[OutboxRow]:
+        """:meth:`commit` from the event loop, in the journal's writer thread (every write of this
+        file goes there, never two at once)."""
+        return await asyncio.get_running_loop().run_in_executor(self.writer, self.commit, batch)
+
     def checkpoint(self) -> int:
         """Passive WAL checkpoint from a second connection (the writer is not blocked; once
         everything is copied SQLite restarts the WAL from its start). Returns the frames
@@ -792,9 +650,23 @@ class Journal:
         return max(0, int(wal_frames) - int(copied))
 
     def close(self) -> None:
+        self._stop_writer()
         if getattr(self, "_checkpointer", None) is not None:
             self._checkpointer.close()  # type: ignore[union-attr]
         if getattr(self, "_reader", None) is not None:
             self._reader.close()  # type: ignore[union-attr]
         if getattr(self, "_db", None) is not None:
             self._db.close()
+
+    async def close_async(self) -> None:
+        """:meth:`close` (nothing here needs the event loop)."""
+        self.close()
+
+
+#: The name the service, the tools and the tests have always used for the SQLite journal.
+Journal = SqliteJournal
+
+__all__ = ["DISK_FULL_BYTES", "GENESIS", "JOURNAL_ID", "Batch", "ChainReport", "Fenced", "Journal",
+           "JournalDiskFull", "JournalError", "JournalLocked", "JournalRow", "JournalWriteFailed", "OutboxRow",
+           "ReplayError", "SqliteJournal", "lock_journal", "new_journal_id", "result_key", "row_hash",
+           "verify_rows"]

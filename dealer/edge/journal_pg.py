@@ -48,238 +48,35 @@ verify) use a third connection and reconnect once if it broke.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
-import re
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from importlib import resources
+from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
-from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict
 
 from dealer.core.commands import StoredCommand
-from dealer.core.events import EVENT_ADAPTER, Event
-from dealer.edge.journal import (GENESIS, JOURNAL_ID, Batch, ChainReport, Fenced, JournalError, JournalRow,
-                                 JournalWriteFailed, OutboxRow, ReplayError, new_journal_id)
+from dealer.edge.journal_chain import pg_row_hash
+from dealer.edge.journal_errors import Fenced, JournalError, JournalWriteFailed, ReplayError
+from dealer.edge.journal_pg_schema import open_schema
+from dealer.edge.journal_pg_sql import (AFTER_SQL, COMMIT_SQL, HEADS_SQL, OUTBOX_BY_KEYS_SQL, PAGE, QUICK_TIMEOUT,
+                                        REASONS, ROW_COLS, SCHEMA_VERSION, CommitPlan, PgJournalRow, Query,
+                                        ReadAdapter, classify, head_of_row, one_line, where)
+from dealer.edge.journal_replay import Replays, replay_start
+from dealer.edge.journal_rows import GENESIS, AuditReport, Batch, ChainReport, OutboxRow
+from dealer.edge.journal_urls import redact, url_password
+from dealer.edge.journal_writer import WriterThread
 from drivers.frames import ReaderState
 
-#: The schema this code writes and reads (``meta.schema_version``); another one is refused.
-SCHEMA_VERSION = 1
-
-#: ``JournalWriteFailed.reason`` of this journal (the ``dealer_journal_commit_failures_total`` label).
-REASONS = ("database_unreachable", "database_read_only", "database_timeout", "database_busy",
-           "database_disk_full", "database_error")
-
-#: Our tables: a database that has one of them but no dealer ``meta`` is not a journal of ours.
-TABLES = ("meta", "nodes", "leases", "events", "commands", "outbox", "reader_state")
-_COLUMNS = {
-    "meta": {"key", "value"},
-    "events": {"id", "table_id", "seq", "round_id", "type", "body", "recorded_at", "node", "epoch", "prev_hash",
-               "hash"},
-    "commands": {"table_id", "command_id", "round_id", "type", "role", "digest", "answer", "event_id"},
-    "outbox": {"id", "key", "topic", "payload", "table_id", "round_id", "created_at"},
-    "reader_state": {"reader", "boot", "seq", "key", "mac", "updated_at"},
-    "leases": {"table_id", "node", "epoch", "expires_at", "acquired_at"},
-    "nodes": {"node", "session", "started_at", "heartbeat_at", "leaving"},
-}
-
-#: pg_advisory_xact_lock key serialising schema creation (two nodes opening an empty database).
-_SCHEMA_LOCK = 0x6465616C65720001  # "dealer" + 1
-
-#: A short timeout for the event loop's reads (connect and statement), seconds.
-QUICK_TIMEOUT = 2.0
-
-_ROW_COLS = "id, table_id, round_id, type, body, recorded_at, prev_hash, hash, seq, node, epoch"
-_PAGE = 5000
 
 
-def pg_row_hash(prev_hash: str, seq: int, table_id: str, round_id: str | None, type_: str, body: str,
-                recorded_at: int, node: str, epoch: int) -> str:
-    """The chain link of one row of a table: SHA-256 over the previous row's hash and this row,
-    as :func:`dealer.edge.journal.row_hash` plus the writer's node and lease epoch (so a row
-    cannot be re-attributed to another node or lease without breaking the chain)."""
-    text = "\x1f".join((prev_hash, str(seq), table_id, round_id or "", type_, body, str(recorded_at), node,
-                        str(epoch)))
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-@dataclass(frozen=True, slots=True)
-class PgJournalRow(JournalRow):
-    """A journal row with its place in its table's chain and who wrote it (``id`` is global)."""
-
-    seq: int = 0
-    node: str = ""
-    epoch: int = 0
-
-
-def redact(url: str) -> str:
-    """The URL without its password (in the user part or a ``password`` parameter): what is logged."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        user, _, hosts = netloc.rpartition("@")
-        netloc = f"{user.partition(':')[0]}@{hosts}"
-    query = urlencode([(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "password"])
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-
-
-def _password(url: str) -> str | None:
-    """The password in a URL (to keep it out of every message), if it has one."""
-    try:
-        parts = urlsplit(url)
-        return parts.password or dict(parse_qsl(parts.query)).get("password") or None
-    except ValueError:
-        return None
-
-
-def _where(url: str) -> str:
-    """host:port of a URL, for messages (libpq's defaults when absent)."""
-    try:
-        info = conninfo_to_dict(url)
-    except psycopg.ProgrammingError:
-        return "?"
-    return f"{info.get('host') or 'localhost'}:{info.get('port') or 5432}"
-
-
-def _one_line(exc: BaseException, secret: str | None = None) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    text = text.removeprefix("connection failed: ")
-    return text.replace(secret, "***") if secret else text
-
-
-def _schema_sql() -> str:
-    return resources.files("dealer.edge").joinpath("pg_schema.sql").read_text(encoding="utf-8")
-
-
-# -- failures -------------------------------------------------------------------------------
-
-_FENCED_TABLE = re.compile(r"^fenced: table (\S+) ")
-_DUPLICATE_SEQ = re.compile(r"\(table_id, seq\)=\((.*), (\d+)\)")
-#: Connection-level states: the outcome of a statement in flight is unknown.
-_UNREACHABLE = ("57P01", "57P02", "57P03", "53300")
-
-
-def classify(exc: psycopg.Error) -> Fenced | JournalWriteFailed:
-    """What a failed commit means: :class:`Fenced` (the lease is gone: the trigger's DL001, or
-    another writer already wrote this table's next ``seq``), else :class:`JournalWriteFailed`
-    with its reason label."""
-    state = exc.sqlstate or ""
-    msg = _one_line(exc)
-    if state == "DL001":
-        m = _FENCED_TABLE.match(exc.diag.message_primary or "")
-        return Fenced(msg, m.group(1) if m else None)
-    if state == "23505" and exc.diag.table_name == "events":
-        m = _DUPLICATE_SEQ.search(exc.diag.message_detail or "")
-        return Fenced(f"fenced: another writer already wrote this table's next row ({msg})", m.group(1) if m else None)
-    if not state or state.startswith("08") or state in _UNREACHABLE:
-        return JournalWriteFailed(msg, "database_unreachable")
-    if state == "25006":
-        return JournalWriteFailed(msg, "database_read_only")
-    if state in ("57014", "55P03"):
-        return JournalWriteFailed(msg, "database_timeout")
-    if state in ("40001", "40P01"):
-        return JournalWriteFailed(msg, "database_busy")
-    if state == "53100":
-        return JournalWriteFailed(msg, "database_disk_full")
-    return JournalWriteFailed(msg, "database_error")
-
-
-# -- the SQL of a commit (shared by the sync and async paths) --------------------------------
-
-_HEADS_SQL = """
-SELECT t.table_id, h.seq, h.hash
-FROM unnest(%s::text[]) AS t(table_id)
-LEFT JOIN LATERAL (SELECT seq, hash FROM events e WHERE e.table_id = t.table_id ORDER BY seq DESC LIMIT 1) h ON true
-"""
-
-_AFTER_SQL = f"""
-SELECT {", ".join("e." + c for c in _ROW_COLS.split(", "))} FROM events e
-JOIN unnest(%s::text[], %s::bigint[]) AS h(table_id, seq) ON e.table_id = h.table_id AND e.seq > h.seq
-ORDER BY e.table_id, e.seq
-"""
-
-_OUTBOX_BY_KEYS_SQL = """
-SELECT id, key, topic, payload, table_id, round_id, created_at FROM outbox WHERE key = ANY(%s::text[]) ORDER BY id
-"""
-
-#: One statement, so one transaction and one round trip: data-modifying CTEs all run to
-#: completion and commit together (or not at all) in autocommit mode. They see one snapshot, so
-#: the DELETE does not see the outbox rows inserted beside it: an outbox row is always
-#: committed (and published) before the ack or delivery that deletes it can exist.
-_COMMIT_SQL = """
-WITH ev AS (
-    INSERT INTO events (table_id, seq, round_id, type, body, recorded_at, node, epoch, prev_hash, hash)
-    SELECT table_id, seq, round_id, type, body, recorded_at, node, epoch, prev_hash, hash
-    FROM unnest(%(e_table)s::text[], %(e_seq)s::bigint[], %(e_round)s::text[], %(e_type)s::text[],
-                %(e_body)s::text[], %(e_at)s::bigint[], %(e_node)s::text[], %(e_epoch)s::bigint[],
-                %(e_prev)s::text[], %(e_hash)s::text[])
-         WITH ORDINALITY AS u(table_id, seq, round_id, type, body, recorded_at, node, epoch, prev_hash, hash, o)
-    ORDER BY table_id, o  -- the fence locks lease rows in table order, as the lease statements do
-    RETURNING id, table_id, seq
-), ob AS (
-    INSERT INTO outbox (key, topic, payload, table_id, round_id, created_at)
-    SELECT key, topic, payload, table_id, round_id, %(now)s
-    FROM unnest(%(o_key)s::text[], %(o_topic)s::text[], %(o_payload)s::bytea[], %(o_table)s::text[],
-                %(o_round)s::text[]) WITH ORDINALITY AS u(key, topic, payload, table_id, round_id, o)
-    ORDER BY o
-    ON CONFLICT (key) DO NOTHING  -- a second row for one idempotency key (a replayed commit)
-    RETURNING id, key
-), gone AS (
-    DELETE FROM outbox x  -- the first condition spares a scan of the outbox when nothing goes
-    WHERE (cardinality(%(delivered)s::bigint[]) > 0 OR cardinality(%(acked)s::text[]) > 0)
-      AND (x.id = ANY(%(delivered)s::bigint[])
-           OR EXISTS (SELECT 1 FROM unnest(%(acked)s::text[]) AS a(k)
-                      WHERE x.key = a.k OR left(x.key, length(a.k) + 1) = a.k || '#'))
-    RETURNING 1
-), cmd AS (
-    INSERT INTO commands (table_id, command_id, round_id, type, role, digest, answer, event_id)
-    SELECT c.table_id, c.command_id, c.round_id, c.type, c.role, c.digest, c.answer, ev.id
-    FROM unnest(%(c_table)s::text[], %(c_id)s::text[], %(c_round)s::text[], %(c_type)s::text[], %(c_role)s::text[],
-                %(c_digest)s::text[], %(c_answer)s::text[], %(c_etable)s::text[], %(c_eseq)s::bigint[])
-         AS c(table_id, command_id, round_id, type, role, digest, answer, etable, eseq)
-    JOIN ev ON ev.table_id = c.etable AND ev.seq = c.eseq
-    ON CONFLICT DO NOTHING
-    RETURNING 1
-), rs AS (
-    INSERT INTO reader_state (reader, boot, seq, key, mac, updated_at)
-    SELECT reader, boot, seq, key, mac, %(now)s
-    FROM unnest(%(r_reader)s::text[], %(r_boot)s::bigint[], %(r_seq)s::bigint[], %(r_key)s::text[],
-                %(r_mac)s::text[]) AS u(reader, boot, seq, key, mac)
-    ON CONFLICT (reader) DO UPDATE SET boot = excluded.boot, seq = excluded.seq, key = excluded.key,
-        mac = excluded.mac, updated_at = excluded.updated_at
-    RETURNING 1
-)
-SELECT 'e', id, table_id, seq FROM ev
-UNION ALL SELECT 'o', id, key, NULL FROM ob
-"""
-
-
-@dataclass(slots=True)
-class _Plan:
-    """A batch turned into the commit statement's parameters, and what it will make of the heads."""
-
-    params: dict[str, Any]
-    heads: dict[str, tuple[int, str]]  # each written table's new head (seq, hash)
-    events: list[tuple[str, int, str | None, str, str, str]]  # table, seq, round, type, body, hash
-    outbox: dict[str, tuple[str, bytes, str, str]]  # key -> topic, payload, table, round
-    now: int
-
-
-@dataclass(slots=True)
-class _Query:
-    sql: str
-    params: Any
-
-
-class PgJournal:
-    """The journal in a PostgreSQL database (module docstring). ``node_id`` is written into every
-    row (the fencing trigger compares it with the table's lease)."""
+class PgJournal(Replays, WriterThread):
+    """The journal in a PostgreSQL database (module docstring): the
+    :class:`~dealer.edge.journal_contract.Journal` contract, shared by the nodes of a cluster.
+    ``node_id`` is written into every row (the fencing trigger compares it with the table's lease)."""
 
     #: SQLite's retention by segment files does not apply (maintenance skips it).
     rolls_segments = False
@@ -290,7 +87,7 @@ class PgJournal:
         self.path = redact(url)
         self.node_id = node_id
         self.read_only = read_only
-        self._secret = _password(url)
+        self._secret = url_password(url)
         self._connect_timeout = connect_timeout
         # synchronous_commit = on: a commit returns once its WAL record is flushed (fsync=False,
         # for tests and benchmarks: off, the server flushes within wal_writer_delay).
@@ -313,10 +110,10 @@ class PgJournal:
             conninfo_to_dict(url)
         except psycopg.Error as exc:
             raise JournalError(f"journal URL {self.path} is not a valid PostgreSQL URL: "
-                               f"{_one_line(exc, self._secret)}") from None
+                               f"{one_line(exc, self._secret)}") from None
         try:
             self._reader = self._connect(connect_timeout, self._options)
-            self._id, self.journal_id_source = self._open_schema()
+            self._id, self.journal_id_source = open_schema(self._reader, self.path, self.read_only)
             row = self._reader.execute("SELECT id, hash FROM events ORDER BY id DESC LIMIT 1").fetchone()
             self._head = (int(row[0]), str(row[1])) if row else (0, GENESIS)
         except JournalError:
@@ -324,13 +121,21 @@ class PgJournal:
             raise
         except psycopg.Error as exc:
             self.close()
-            raise JournalError(f"journal {self.path}: cannot be opened: {_one_line(exc, self._secret)}") from None
+            raise JournalError(f"journal {self.path}: cannot be opened: {one_line(exc, self._secret)}") from None
 
     @classmethod
-    def open_read_only(cls, url: str) -> "PgJournal":
+    def open(cls, target: str | Path, *, node_id: str | None = None, fsync: bool = True) -> "PgJournal":
+        """The journal at URL ``target`` for the node ``node_id`` that writes it (schema created if
+        the database is empty and the role may)."""
+        if not node_id:
+            raise ValueError("the PostgreSQL journal needs the node id that writes it")
+        return cls(str(target), node_id=node_id, fsync=fsync)
+
+    @classmethod
+    def open_read_only(cls, url: str | Path) -> "PgJournal":
         """The journal at ``url`` for reading only (recall, audit): the session is read-only,
         nothing is created, and a database without a dealer journal is a :class:`JournalError`."""
-        return cls(url, node_id="", read_only=True)
+        return cls(str(url), node_id="", read_only=True)
 
     # -- connections ------------------------------------------------------------------------
 
@@ -350,8 +155,8 @@ class PgJournal:
         try:
             return psycopg.connect(self.url, **self._kwargs(timeout, options))
         except psycopg.Error as exc:
-            raise JournalError(f"journal {self.path}: cannot connect to {_where(self.url)}: "
-                               f"{_one_line(exc, self._secret)}") from None
+            raise JournalError(f"journal {self.path}: cannot connect to {where(self.url)}: "
+                               f"{one_line(exc, self._secret)}") from None
 
     def _read_conn(self) -> psycopg.Connection[Any]:
         with self._read_lock:  # reads come from the event loop and from worker threads
@@ -363,8 +168,8 @@ class PgJournal:
                     conn = self._reader = psycopg.connect(self.url,
                                                           **self._kwargs(self._connect_timeout, self._options))
                 except psycopg.Error as exc:
-                    raise JournalWriteFailed(f"journal {self.path}: cannot connect to {_where(self.url)}: "
-                                             f"{_one_line(exc, self._secret)}", "database_unreachable") from None
+                    raise JournalWriteFailed(f"journal {self.path}: cannot connect to {where(self.url)}: "
+                                             f"{one_line(exc, self._secret)}", "database_unreachable") from None
             return conn
 
     def _read(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
@@ -404,80 +209,12 @@ class PgJournal:
             with self._quick_pool().connection() as conn:
                 return conn.execute(sql, params).fetchone()  # type: ignore[no-any-return]
         except PoolTimeout:
-            raise JournalWriteFailed(f"journal {self.path}: no connection to {_where(self.url)} within "
+            raise JournalWriteFailed(f"journal {self.path}: no connection to {where(self.url)} within "
                                      f"{QUICK_TIMEOUT:g} s", "database_unreachable") from None
         except psycopg.Error as exc:
             err = classify(exc)
             raise JournalWriteFailed(f"journal {self.path}: read failed: {err}",
                                      getattr(err, "reason", "database_error")) from exc
-
-    # -- schema and journal id ----------------------------------------------------------------
-
-    def _open_schema(self) -> tuple[str, str]:
-        """Check the database holds this version's journal, or create it (empty database, not
-        read-only): ``existing`` or ``created``. Two nodes opening one empty database at once
-        agree on one journal id (an advisory lock serialises the creation)."""
-        conn = self._reader
-        assert conn is not None
-        found = self._existing_schema(conn)
-        if found is not None:
-            return found, "existing"
-        if self.read_only:
-            raise JournalError(f"journal {self.path}: no dealer journal in this database (it has no meta table)")
-        try:
-            with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-                found = self._existing_schema(conn)
-                if found is not None:
-                    return found, "existing"
-                conn.execute(_schema_sql())
-                journal_id = new_journal_id()
-                conn.execute("INSERT INTO meta (key, value) VALUES ('schema_version', %s), ('journal_id', %s)",
-                             (str(SCHEMA_VERSION), journal_id))
-        except pg_errors.InsufficientPrivilege as exc:
-            raise JournalError(f"journal {self.path}: the database has no journal yet and this role cannot create "
-                               f"it ({_one_line(exc)}): open it once as the database's owner, then grant "
-                               "deploy/postgresql/roles.sql") from None
-        return journal_id, "created"
-
-    def _existing_schema(self, conn: psycopg.Connection[Any]) -> str | None:
-        """The journal id of a database holding our schema; None for an empty one; JournalError
-        for another version or tables named like ours that are not ours."""
-        present = {r[0] for r in conn.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() "
-            "AND table_name = ANY(%s)", (list(TABLES),))}
-        if "meta" not in present:
-            if present:
-                raise JournalError(f"journal {self.path}: the database has tables named like the journal's "
-                                   f"({', '.join(sorted(present))}) but no dealer meta table: not a dealer journal; "
-                                   "use an empty database")
-            return None
-        cols: dict[str, set[str]] = {}
-        for table, col in conn.execute(
-                "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = current_schema() "
-                "AND table_name = ANY(%s)", (list(TABLES),)):
-            cols.setdefault(table, set()).add(col)
-        if not _COLUMNS["meta"] <= cols.get("meta", set()):
-            raise JournalError(f"journal {self.path}: its meta table is not a dealer journal's; use an empty database")
-        meta = dict(conn.execute("SELECT key, value FROM meta WHERE key IN ('schema_version', 'journal_id')").fetchall())
-        version = meta.get("schema_version")
-        if version is None:
-            raise JournalError(f"journal {self.path}: the database has a meta table without a schema_version: "
-                               "not a dealer journal; use an empty database")
-        if version != str(SCHEMA_VERSION):
-            raise JournalError(f"journal {self.path}: schema version {version}, this software needs "
-                               f"{SCHEMA_VERSION}: migrate it")
-        for table, want in _COLUMNS.items():
-            missing = want - cols.get(table, set())
-            if missing:
-                raise JournalError(f"journal {self.path}: table {table} lacks column(s) {', '.join(sorted(missing))}: "
-                                   "not a dealer journal of this schema version")
-        journal_id = meta.get("journal_id")
-        if not isinstance(journal_id, str) or not JOURNAL_ID.match(journal_id):
-            what = "is missing" if journal_id is None else f"is damaged ({str(journal_id)[:40]!r})"
-            raise JournalError(f"journal {self.path}: its journal id {what}; round ids and idempotency keys "
-                               "depend on it: restore the journal from a backup")
-        return journal_id
 
     @property
     def journal_id(self) -> str:
@@ -495,8 +232,8 @@ class PgJournal:
         time (the chain a previous owner left)."""
         head = self._heads.get(table_id)
         if head is None:
-            rows = self._read(_HEADS_SQL, ([table_id],))
-            head = self._heads[table_id] = _head_of_row(rows[0])
+            rows = self._read(HEADS_SQL, ([table_id],))
+            head = self._heads[table_id] = head_of_row(rows[0])
         return head
 
     def forget_table(self, table_id: str) -> None:
@@ -515,7 +252,7 @@ class PgJournal:
             raise ValueError(f"batch has rows of table(s) {', '.join(missing)} without a lease epoch (Batch.epochs)")
         return tables
 
-    def _plan(self, batch: Batch, heads: dict[str, tuple[int, str]]) -> _Plan:
+    def _plan(self, batch: Batch, heads: dict[str, tuple[int, str]]) -> CommitPlan:
         """The commit statement's parameters: every row of the batch chained on ``heads``."""
         now = time.time_ns() // 1_000_000
         new_heads: dict[str, tuple[int, str]] = {}
@@ -553,7 +290,7 @@ class PgJournal:
             r_seq=[r.seq for r in readers.values()], r_key=[r.key for r in readers.values()],
             r_mac=[r.mac for r in readers.values()],
         )
-        return _Plan(params, new_heads, events, outbox, now)
+        return CommitPlan(params, new_heads, events, outbox, now)
 
     def _flow(self, batch: Batch, tables: list[str]) -> Any:
         """The commit as a generator of queries (each answered with its rows), so the sync and
@@ -561,16 +298,16 @@ class PgJournal:
         the one commit statement. Returns the new outbox rows."""
         unknown = [t for t in tables if t not in self._heads]
         if unknown:
-            for row in (yield _Query(_HEADS_SQL, (unknown,))):
+            for row in (yield Query(HEADS_SQL, (unknown,))):
                 # the database's head before this batch: kept even if the commit fails, so a
                 # commit in doubt is compared with where the table stood before it
-                self._heads[row[0]] = _head_of_row(row)
+                self._heads[row[0]] = head_of_row(row)
         if self._in_doubt and tables:
             done = yield from self._settle_in_doubt(batch, tables)
             if done is not None:
                 return done
         plan = self._plan(batch, self._heads)
-        rows = yield _Query(_COMMIT_SQL, plan.params)
+        rows = yield Query(COMMIT_SQL, plan.params)
         return self._committed(plan, rows)
 
     def _settle_in_doubt(self, batch: Batch, tables: list[str]) -> Any:
@@ -578,7 +315,7 @@ class PgJournal:
         rows after the heads (written by this node at these epochs), it committed: adopt it and
         return its outbox rows. No rows: it did not, write it (None). Other rows: another writer."""
         heads = [self._heads[t][0] for t in tables]
-        after = [PgJournalRow(*r) for r in (yield _Query(_AFTER_SQL, (tables, heads)))]
+        after = [PgJournalRow(*r) for r in (yield Query(AFTER_SQL, (tables, heads)))]
         if not after:
             return None
         for r in after:
@@ -591,7 +328,7 @@ class PgJournal:
             if got != want:  # rows of this node that are not this batch: the caller changed the batch
                 raise Fenced(f"fenced: table {t} has {len(got)} row(s) of this node after seq {self._heads[t][0]} "
                              "that are not the batch being committed", t)
-        outbox = yield _Query(_OUTBOX_BY_KEYS_SQL, ([o[0] for o in batch.outbox],))
+        outbox = yield Query(OUTBOX_BY_KEYS_SQL, ([o[0] for o in batch.outbox],))
         for r in after:
             self._heads[r.table_id] = (r.seq, r.hash)
         last = max(after, key=lambda r: r.id)
@@ -599,7 +336,7 @@ class PgJournal:
         self._in_doubt = False
         return [OutboxRow(i, k, t, bytes(p), tb, rd, c) for i, k, t, p, tb, rd, c in outbox]
 
-    def _committed(self, plan: _Plan, rows: list[tuple[Any, ...]]) -> list[OutboxRow]:
+    def _committed(self, plan: CommitPlan, rows: list[tuple[Any, ...]]) -> list[OutboxRow]:
         ids = [(int(i), str(t), int(s)) for kind, i, t, s in rows if kind == "e"]
         if ids:
             last_id, t, s = max(ids)
@@ -646,8 +383,8 @@ class PgJournal:
             try:
                 conn = self._writer = psycopg.connect(self.url, **self._kwargs(self._connect_timeout, self._options))
             except psycopg.Error as exc:
-                raise JournalWriteFailed(f"journal {self.path}: cannot connect to {_where(self.url)}: "
-                                         f"{_one_line(exc, self._secret)}", "database_unreachable") from None
+                raise JournalWriteFailed(f"journal {self.path}: cannot connect to {where(self.url)}: "
+                                         f"{one_line(exc, self._secret)}", "database_unreachable") from None
         return conn
 
     def _failed(self, exc: BaseException, broke: bool) -> Fenced | JournalWriteFailed:
@@ -656,7 +393,7 @@ class PgJournal:
         settles that first (:meth:`_settle_in_doubt`). An error the server reported means the
         statement was rolled back."""
         err = classify(exc) if isinstance(exc, psycopg.Error) else JournalWriteFailed(
-            f"journal {self.path}: commit timed out: {_one_line(exc)}", "database_timeout")
+            f"journal {self.path}: commit timed out: {one_line(exc)}", "database_timeout")
         if broke:
             self._in_doubt = True
         return err
@@ -687,7 +424,7 @@ class PgJournal:
                         except StopIteration as stop:
                             return stop.value  # type: ignore[no-any-return]
             except PoolTimeout:
-                raise JournalWriteFailed(f"journal {self.path}: no connection to {_where(self.url)} within "
+                raise JournalWriteFailed(f"journal {self.path}: no connection to {where(self.url)} within "
                                          f"{self._connect_timeout:g} s", "database_unreachable") from None
             except (psycopg.Error, TimeoutError) as exc:
                 timed_out = isinstance(exc, TimeoutError)
@@ -757,41 +494,34 @@ class PgJournal:
                 raise JournalError(f"journal {self.path}: table reader_state is damaged: {exc}") from None
         return out
 
-    def replay(self, table_id: str) -> Iterator[Event]:
-        """The events needed to rebuild a table (:meth:`replay_rows` without the row ids)."""
-        for _row_id, ev in self.replay_rows(table_id):
-            yield ev
+    # -- replay (dealer/edge/journal_replay.py), each row checked against its table's chain ---
 
-    def replay_rows(self, table_id: str) -> Iterator[tuple[int, Event]]:
-        """(row id, event) of the events needed to rebuild a table, exactly as the SQLite journal
-        chooses them (:func:`dealer.edge.segments.replay_start`): the last ``table_rules`` before
-        the start, then everything from the oldest undelivered round (or the last round opened,
-        or the first table operation) to the end. Loads the table's head afresh (a node taking
-        the table over continues its chain). ReplayError names a row that is not a valid event,
-        or whose chain does not hold: every row replayed is checked against its hash, and the
-        rows from the start on link to each other and to the stored row before them, so an edited
-        or damaged row never rebuilds a table (at start and at every takeover; the whole chain,
-        rows no replay reads included, is ``dealer audit verify``'s)."""
-        from dealer.edge.segments import replay_start
+    def _replay_start(self, table_id: str) -> int | None:
+        """Loads the table's head afresh (a node taking the table over continues its chain), then
+        the start, exactly as the SQLite journal chooses it. Every row replayed is checked against
+        its hash, and the rows from the start on link to each other and to the stored row before
+        them, so an edited or damaged row never rebuilds a table (at start and at every takeover;
+        the whole chain, rows no replay reads included, is ``dealer audit verify``'s)."""
+        self._heads[table_id] = head_of_row(self._read(HEADS_SQL, ([table_id],))[0])
+        return replay_start(ReadAdapter(self._read), table_id, placeholder="%s")
 
-        self._heads[table_id] = _head_of_row(self._read(_HEADS_SQL, ([table_id],))[0])
-        start = replay_start(_ReadAdapter(self), table_id, placeholder="%s")
+    def _replay_rules(self, table_id: str, start: int | None) -> PgJournalRow | None:
         rules = self.rules_before(table_id, start)
         if rules is not None:
             self._chained(rules, rules.prev_hash, rules.seq)
-            yield rules.id, self._event(rules.id, rules.body)
-        if start is None:
-            return
+        return rules
+
+    def _replay_from(self, table_id: str, start: int) -> Iterator[tuple[int, str]]:
         prev: str | None = None
         seq = 0
-        for row in self._paged(f"SELECT {_ROW_COLS} FROM events WHERE table_id = %s AND id >= %s", (table_id, start)):
+        for row in self._paged(f"SELECT {ROW_COLS} FROM events WHERE table_id = %s AND id >= %s", (table_id, start)):
             if prev is None:  # the link into the stored chain: the hash of the row before
                 seq = row.seq
                 before = self._read("SELECT hash FROM events WHERE table_id = %s AND seq = %s", (table_id, seq - 1))
                 prev = str(before[0][0]) if before else GENESIS
             self._chained(row, prev, seq)
             prev, seq = row.hash, seq + 1
-            yield row.id, self._event(row.id, row.body)
+            yield row.id, row.body
 
     def _chained(self, row: "PgJournalRow", prev: str, seq: int) -> None:
         """Check one replayed row's place in its table's chain: ReplayError naming it."""
@@ -806,16 +536,9 @@ class PgJournal:
         if why:
             raise ReplayError(f"journal {self.path}: table {row.table_id}: {why}")
 
-    def _event(self, row_id: int, body: str) -> Event:
-        try:
-            return EVENT_ADAPTER.validate_json(body)
-        except ValueError as exc:
-            raise ReplayError(f"journal {self.path}: row {row_id} is not a valid event: "
-                              f"{str(exc).splitlines()[0]}") from None
-
     def rules_before(self, table_id: str, row_id: int | None) -> PgJournalRow | None:
         """The last ``table_rules`` row of a table before ``row_id`` (None: before the end)."""
-        rows = self._read(f"SELECT {_ROW_COLS} FROM events WHERE table_id = %s AND type = 'table_rules' AND id < %s "
+        rows = self._read(f"SELECT {ROW_COLS} FROM events WHERE table_id = %s AND type = 'table_rules' AND id < %s "
                           "ORDER BY id DESC LIMIT 1", (table_id, row_id if row_id is not None else 1 << 62))
         return PgJournalRow(*rows[0]) if rows else None
 
@@ -824,10 +547,10 @@ class PgJournal:
         or cursor stays open between pages (rows only ever come after the last one)."""
         last = 0
         while True:
-            page = self._read(f"{sql} AND id > %s ORDER BY id LIMIT {_PAGE}", (*params, last))
+            page = self._read(f"{sql} AND id > %s ORDER BY id LIMIT {PAGE}", (*params, last))
             for r in page:
                 yield PgJournalRow(*r)
-            if len(page) < _PAGE:
+            if len(page) < PAGE:
                 return
             last = int(page[-1][0])
 
@@ -836,7 +559,7 @@ class PgJournal:
         return self.live_rows(table_id, since_id)
 
     def live_rows(self, table_id: str | None = None, since_id: int = 0) -> Iterator[PgJournalRow]:
-        sql = f"SELECT {_ROW_COLS} FROM events WHERE id >= %s"
+        sql = f"SELECT {ROW_COLS} FROM events WHERE id >= %s"
         params: tuple[Any, ...] = (since_id,)
         if table_id is not None:
             sql += " AND table_id = %s"
@@ -847,11 +570,11 @@ class PgJournal:
         """Every row in (table, seq) order, a page at a time."""
         after: tuple[str, int] = ("", 0)
         while True:
-            page = self._read(f"SELECT {_ROW_COLS} FROM events WHERE (table_id, seq) > (%s, %s) "
-                              f"ORDER BY table_id, seq LIMIT {_PAGE}", after)
+            page = self._read(f"SELECT {ROW_COLS} FROM events WHERE (table_id, seq) > (%s, %s) "
+                              f"ORDER BY table_id, seq LIMIT {PAGE}", after)
             for r in page:
                 yield PgJournalRow(*r)
-            if len(page) < _PAGE:
+            if len(page) < PAGE:
                 return
             after = (str(page[-1][1]), int(page[-1][8]))
 
@@ -887,6 +610,23 @@ class PgJournal:
         first_id, reason = min(broken.values())
         return ChainReport(n, False, first_id, reason)
 
+    def audit(self, anchors: Iterable[tuple[int, str]] = ()) -> AuditReport:
+        """``dealer audit verify`` on PostgreSQL: every table's chain (:meth:`verify_chain`) and
+        each anchor (ID:HASH as published) against the row with that id."""
+        given = list(anchors)
+        chain = self.verify_chain()
+        rep = AuditReport(rows=chain.rows, segments=0, anchors=len(given))
+        if not chain.ok:
+            return rep.fail(chain.reason, chain.first_broken)
+        for rid, h in given:
+            found = self._read("SELECT hash FROM events WHERE id = %s", (rid,))
+            if not found:
+                return rep.fail(f"row {rid}, named by the given anchor, is missing: rows were cut off or removed", rid)
+            if found[0][0] != h:
+                return rep.fail(f"row {rid} differs from the given anchor (hash {str(found[0][0])[:16]}..., anchored "
+                                f"{h[:16]}...)", rid)
+        return rep
+
     def hash_at(self, row_id: int) -> str | None:
         """The hash of row ``row_id`` (None: no such row), for an anchor kept outside the journal."""
         found = self._read("SELECT hash FROM events WHERE id = %s", (row_id,))
@@ -919,6 +659,7 @@ class PgJournal:
 
     def close(self) -> None:
         """Close the connections and the reads pool (the async pool needs its loop: :meth:`close_async`)."""
+        self._stop_writer()
         for name in ("_writer", "_reader"):
             conn = getattr(self, name, None)
             if conn is not None:
@@ -930,51 +671,6 @@ class PgJournal:
             quick.close()
 
 
-def _head_of_row(row: tuple[Any, ...]) -> tuple[int, str]:
-    """(seq, hash) from a (table, seq, hash) row of ``_HEADS_SQL`` (a table without rows: 0, GENESIS)."""
-    return (int(row[1]), str(row[2])) if row[1] is not None else (0, GENESIS)
-
-
-class _ReadAdapter:
-    """``execute(sql, params).fetchone()`` over :meth:`PgJournal._read`, for the query logic
-    shared with SQLite (:func:`dealer.edge.segments.replay_start`)."""
-
-    def __init__(self, journal: PgJournal) -> None:
-        self._journal = journal
-
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> "_Rows":
-        return _Rows(self._journal._read(sql, tuple(params)))
-
-
-class _Rows:
-    def __init__(self, rows: list[tuple[Any, ...]]) -> None:
-        self._rows = rows
-
-    def fetchone(self) -> tuple[Any, ...] | None:
-        return self._rows[0] if self._rows else None
-
-
-def verify_audit(journal: PgJournal, anchors: Iterable[tuple[int, str]] = ()) -> Any:
-    """``dealer audit verify`` on PostgreSQL: every table's chain (:meth:`PgJournal.verify_chain`)
-    and each anchor (ID:HASH as published) against the row with that id."""
-    from dealer.edge.segments import AuditReport
-
-    given = list(anchors)
-    chain = journal.verify_chain()
-    rep = AuditReport(rows=chain.rows, segments=0, anchors=len(given))
-    if not chain.ok:
-        return rep.fail(chain.reason, chain.first_broken)
-    for rid, h in given:
-        found = journal._read("SELECT hash FROM events WHERE id = %s", (rid,))
-        if not found:
-            return rep.fail(f"row {rid}, named by the given anchor, is missing: rows were cut off or removed", rid)
-        if found[0][0] != h:
-            return rep.fail(f"row {rid} differs from the given anchor (hash {str(found[0][0])[:16]}..., anchored "
-                            f"{h[:16]}...)", rid)
-    return rep
-
-
-__all__ = ["PgJournal", "PgJournalRow", "REASONS", "SCHEMA_VERSION", "classify", "pg_row_hash", "redact",
-           "verify_audit"]
+__all__ = ["PgJournal", "PgJournalRow", "REASONS", "SCHEMA_VERSION", "classify", "pg_row_hash", "redact"]
 
 

@@ -121,7 +121,7 @@ def _content_refusals(journal: Any, heads: Sequence[Head], tables: Sequence[str]
     from dealer.edge.anchors import behind
     from dealer.edge.journal import JournalError, JournalWriteFailed, ReplayError
 
-    sqlite_file = getattr(journal, "rolls_segments", False)
+    sqlite_file = journal.rolls_segments
     integrity = _Integrity(journal.path) if sqlite_file else None
     after = ": it was changed or damaged after it was written (a byte edited, a bit flipped on the disk); restore it"
     try:

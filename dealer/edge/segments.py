@@ -37,14 +37,14 @@ import sqlite3
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Protocol
 
-from dealer.edge.journal import GENESIS, JournalError, JournalRow, row_hash
-
-if TYPE_CHECKING:
-    from dealer.edge.journal import Journal
+from dealer.edge.journal_chain import row_hash
+from dealer.edge.journal_errors import JournalError
+from dealer.edge.journal_replay import replay_start
+from dealer.edge.journal_rows import GENESIS, AuditReport, JournalRow
 
 _ROW_COLS = "id, table_id, round_id, type, body, recorded_at, prev_hash, hash"
 
@@ -163,34 +163,6 @@ def records(con: sqlite3.Connection) -> list[SegmentRecord]:
     cur = con.execute("SELECT number, first_id, last_id, last_hash, anchor_id, anchor_hash, sha256, rows, created_at "
                       "FROM segments ORDER BY number")
     return [SegmentRecord(*r) for r in cur]
-
-
-#: The replay start's three questions, in SQL that SQLite and PostgreSQL both run ({p}: the
-#: driver's placeholder), so both journals replay from the same row (dealer/edge/journal_pg.py).
-#: ``MIN(id + 0)``, not ``MIN(id)``: PostgreSQL would otherwise walk the primary key from the first
-#: row of every table, filtering, when every round was delivered (2 s a table at 300,000 rows,
-#: at every start and takeover; 0.04 s through the table's open_round rows instead).
-_REPLAY_START = (
-    "SELECT MIN(id + 0) FROM events WHERE table_id = {p} AND type = 'open_round' AND round_id NOT IN "
-    "(SELECT round_id FROM events WHERE table_id = {p} AND type = 'result_delivered')",
-    "SELECT MAX(id) FROM events WHERE table_id = {p} AND type = 'open_round'",
-    "SELECT MIN(id) FROM events WHERE table_id = {p} AND type IN ('supervisor_pause', 'supervisor_resume', "
-    "'supervisor_close', 'supervisor_reopen')",
-)
-
-
-def replay_start(con: Any, table_id: str, placeholder: str = "?") -> int | None:
-    """The row a table's replay starts at: its oldest undelivered round, else its last round,
-    else (a table that never opened a round) its first table operation (dealer.core.operations): a
-    table paused or closed before its first round stays so. A round opens only on an open
-    table, so operations before the start never matter. ``con`` is anything with
-    ``execute(sql, params).fetchone()`` (a SQLite connection, or the PostgreSQL journal's reads)."""
-    for sql in _REPLAY_START:
-        sql = sql.format(p=placeholder)
-        start = con.execute(sql, (table_id,) * sql.count(placeholder)).fetchone()[0]
-        if start is not None:
-            return int(start)
-    return None
 
 
 def journal_tables(con: sqlite3.Connection) -> tuple[str, ...]:
@@ -359,25 +331,6 @@ def rules_in_segments(journal_path: str | Path, recs: list[SegmentRecord], table
 # -- verification ----------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class AuditReport:
-    """What ``dealer audit verify`` found (the first problem only: after it nothing is known)."""
-
-    rows: int = 0
-    segments: int = 0
-    anchors: int = 0  # anchors checked (the segments' and the given ones)
-    ok: bool = True
-    first_broken: int | None = None
-    segment: int | None = None  # the segment the problem is in, when it is in one
-    reason: str = ""
-    uncommitted: list[str] = field(default_factory=list)
-
-    def fail(self, reason: str, row: int | None = None, segment: int | None = None) -> "AuditReport":
-        if self.ok:
-            self.ok, self.reason, self.first_broken, self.segment = False, reason, row, segment
-        return self
-
-
 def parse_anchor(text: str) -> tuple[int, str]:
     """``ID:HASH`` (as published on the journal topic) to (row id, hash)."""
     rid, sep, h = text.strip().partition(":")
@@ -386,7 +339,17 @@ def parse_anchor(text: str) -> tuple[int, str]:
     return int(rid), h
 
 
-def verify(journal: "Journal", anchors: Iterable[tuple[int, str]] = ()) -> AuditReport:
+class _Rolled(Protocol):
+    """What :func:`verify` reads of the SQLite journal: its file, its segment records, its live rows."""
+
+    path: str
+
+    def segment_records(self) -> list[SegmentRecord]: ...
+
+    def live_rows(self) -> Iterator[JournalRow]: ...
+
+
+def verify(journal: _Rolled, anchors: Iterable[tuple[int, str]] = ()) -> AuditReport:
     """Walk every segment in order, then the live rows: each link, each file against its record,
     each anchor (the segments' own and ``anchors``) against the row with its id."""
     given = list(anchors)
@@ -464,3 +427,8 @@ def verify(journal: "Journal", anchors: Iterable[tuple[int, str]] = ()) -> Audit
         return rep.fail(f"row {rid}, named by {source}, is missing: rows after {expected - 1} were cut off the end",
                         rid)
     return rep
+
+
+__all__ = ["AuditReport", "NoRoll", "Prepared", "SegmentRecord", "parse_anchor", "prepare_roll", "records",
+           "replay_floor", "roll_range", "rules_in_segments", "segment_dir", "segment_name", "segment_rows",
+           "verify"]

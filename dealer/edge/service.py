@@ -56,7 +56,9 @@ from dealer.edge.house import HouseRunner
 from dealer.edge.commit_loop import TABLE_MOVED, CommitLoop
 from dealer.edge.input_queue import WAKE, InputQueue, Item
 from dealer.edge.inputs import Inputs
-from dealer.edge.journal import Batch, Journal, JournalWriteFailed, ReplayError
+from dealer.edge.journal import Batch, JournalWriteFailed, ReplayError
+from dealer.edge.journal_contract import Journal
+from dealer.edge.journals import open_journal
 from dealer.edge.keys import read_hex_keys, supervisor_verifier
 from dealer.edge.links import LinkTracker, Links, scanner_link
 from dealer.edge.maintenance import Maintenance
@@ -117,9 +119,9 @@ class Service:
         supervisors = supervisor_verifier(settings.security)
         self.settings = settings
         self.bus = bus
-        self.journal = journal or Journal(settings.service.journal_path, fsync=settings.service.fsync)
+        self.journal = journal or open_journal(settings)
         #: The SQLite file journal: WAL checkpoints, segment rolls and the anchor are its own.
-        self.file_journal = isinstance(self.journal, Journal)
+        self.file_journal = self.journal.rolls_segments
         self.metrics = metrics or Metrics()
         self.now_ms = clock
         self.configs: dict[str, TableConfig] = {t.id: t for t in settings.tables}
@@ -141,7 +143,7 @@ class Service:
         #: A signed reader's table (a fenced table's reader state leaves the batch with it).
         self.reader_table: dict[str, str] = {t.scanner.reader_id: t.id for t in settings.tables}
         self.queue = InputQueue(self.metrics, epoch_of=lambda tid: self.ownership.epoch(tid))
-        self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal")
+        self.writer = self.journal.writer  # the journal's one writer thread (dealer/edge/journal_writer.py)
         #: A journal server's lookups (a command id, an old acknowledgement) run here, never on the
         #: event loop: a database that stops answering must not stop the node (it steps down).
         self._lookups = ThreadPoolExecutor(max_workers=2, thread_name_prefix="journal-lookup")
@@ -291,12 +293,12 @@ class Service:
     @property
     def journal_name(self) -> str:
         """The journal, for log lines: the SQLite file, or the server (without credentials)."""
-        return str(getattr(self.journal, "path", None) or getattr(self.journal, "name", None) or "journal")
+        return self.journal.path
 
     async def start(self) -> None:
         # Logged here, not when the journal opens: a start refused later in __init__ (a damaged
         # reader state, a key file) or by the runner stays one line on stderr.
-        source = getattr(self.journal, "journal_id_source", None)
+        source = self.journal.journal_id_source
         log.info("journal opened", path=self.journal_name, journal_id=self.journal.journal_id,
                  journal_id_source=source)
         if source == "migrated":
@@ -358,11 +360,7 @@ class Service:
         await self.house.close()
         self.writer.shutdown(wait=True)
         self._lookups.shutdown(wait=False, cancel_futures=True)  # one stuck on a silent database is left behind
-        close_async = getattr(self.journal, "close_async", None)  # the journal server's async pool needs its loop
-        if close_async is not None:
-            await close_async()
-        else:
-            self.journal.close()
+        await self.journal.close_async()  # the journal server's async pool needs its loop
 
     async def _release_tables(self, timeout: float = 5.0) -> None:
         """SIGTERM: every lease is handed over now, not when it expires (failover at once)."""
@@ -583,9 +581,7 @@ class Service:
     def _journal_forget(self, tid: str) -> None:
         """A journal server keeps each table's chain head in memory: forgotten when the table
         moves, so a table that comes back continues the chain its other owner wrote."""
-        forget = getattr(self.journal, "forget_table", None)
-        if forget is not None:
-            forget(tid)
+        self.journal.forget_table(tid)
 
     def _reader_state(self, reader: str) -> Any:
         """The journaled boot and seq of a table's signed reader (writer thread)."""

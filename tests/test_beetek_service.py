@@ -70,7 +70,7 @@ async def test_a_beetek_shoe_deals_a_round_through_every_fault(broker: Broker, t
         # nothing ever sent by the shoe.
         await wait_until(lambda: rec.expects("A1"), what="NEXT A1 without a byte from the shoe")
         assert service.links[TABLE].up[LINK] is True
-        link = service._serial_links[0]
+        link = service.inputs.serial_links[0]
         assert link.baudrate == 9600 and not link.capabilities.heartbeats
 
         # A1: line noise and a hardware warning change nothing; a read split over three reads registers

@@ -188,7 +188,7 @@ async def test_disk_full_during_a_decision_holds_everything_and_carries_on_when_
         await asyncio.sleep(2.5)  # the outage lasts longer than the decision window
         assert task.done() is False, "the service stopped"
         assert rnd.decisions.keys() == {"p3"}, "p1 was decided for while the journal was unavailable"
-        armed = service._timers.get(T)
+        armed = service.timers.armed.get(T)
         assert armed is None or armed[0][0] != "decide"
         assert sample(service, "dealer_journal_commit_failures_total", reason="disk_full") >= 2  # retried
         outage = [(t, m) for t, m in rec.messages[before:] if not t.endswith(("/actions", "/scanner"))]

@@ -142,7 +142,7 @@ def test_the_pure_core_never_draws_randomness_itself():
         imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
         assert not imported & {"secrets", "random", "os", "uuid"}, (path.name, imported)
-    assert "secrets.token_hex(DRAW_BYTES)" in (ROOT / "dealer" / "edge" / "service.py").read_text()
+    assert "secrets.token_hex(DRAW_BYTES)" in (ROOT / "dealer" / "edge" / "openings.py").read_text()
 
 
 # -- through the service -------------------------------------------------------------------------------

@@ -45,8 +45,8 @@ async def _service(tmp: Path, clock: SteppedClock) -> tuple[Service, asyncio.Tas
 
 def _rearm(service: Service) -> None:
     """Drop the armed timer and arm it again from the table's state, as any re-schedule does."""
-    service._timers.pop(T)[1].cancel()
-    service._schedule(T)
+    service.timers.armed.pop(T)[1].cancel()
+    service.timers.schedule(T)
 
 
 async def test_a_wall_clock_step_forward_and_back_neither_fires_nor_stalls_an_armed_timer(tmp_path: Path):
@@ -57,7 +57,7 @@ async def test_a_wall_clock_step_forward_and_back_neither_fires_nor_stalls_an_ar
         assert (await service.open_round(T)).accepted
         rnd = service.tables[T].current
         assert rnd.phase == Phase.BETTING_OPEN
-        (kind, _), handle = service._timers[T]
+        (kind, _), handle = service.timers.armed[T]
         assert kind == "close"
         when = handle.when()  # the betting deadline on the loop's monotonic clock, computed once
 
@@ -65,14 +65,14 @@ async def test_a_wall_clock_step_forward_and_back_neither_fires_nor_stalls_an_ar
         clock.offset += HOUR
         assert (await service.submit(T, PlaceBet(bet_id="b1", player_id="p1", bet_type="tie", stake="1"))).accepted
         _rearm(service)
-        assert service._timers[T][1].when() == when, "re-armed at its first instant, not at once"
+        assert service.timers.armed[T][1].when() == when, "re-armed at its first instant, not at once"
         assert rnd.phase == Phase.BETTING_OPEN
 
         # and back: an hour behind the start; the deadline is "an hour ahead" by the wall clock
         clock.offset -= 2 * HOUR
         assert (await service.submit(T, PlaceBet(bet_id="b2", player_id="p2", bet_type="tie", stake="1"))).accepted
         _rearm(service)
-        assert service._timers[T][1].when() == when
+        assert service.timers.armed[T][1].when() == when
         assert rnd.phase == Phase.BETTING_OPEN
 
         # it fires at its monotonic instant: not before, and not an hour later
@@ -94,11 +94,11 @@ async def test_a_new_deadline_reads_the_wall_clock_once_when_it_is_armed(tmp_pat
         clock.offset -= HOUR
         before = loop.time()
         assert (await service.open_round(T)).accepted
-        when = service._timers[T][1].when()
+        when = service.timers.armed[T][1].when()
         assert before + 0.5 < when < loop.time() + 1.0 + 0.5  # about betting_seconds away, not an hour
         clock.offset += 2 * HOUR
         _rearm(service)
-        assert service._timers[T][1].when() == when
+        assert service.timers.armed[T][1].when() == when
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
@@ -117,14 +117,14 @@ async def test_a_step_between_an_events_stamp_and_its_timer_does_not_move_the_de
         clock.offset += HOUR  # ... and the clock steps an hour forward before the commit loop arms it
         assert (await opened).accepted
         rnd = service.tables[T].current
-        when = service._timers[T][1].when()
+        when = service.timers.armed[T][1].when()
         assert before + 0.5 < when < loop.time() + 1.0 + 0.05, "the deadline moved with the step"
         assert rnd.phase == Phase.BETTING_OPEN
         clock.offset -= 2 * HOUR
         opened_again = service.submit(T, PlaceBet(bet_id="b1", player_id="p1", bet_type="tie", stake="1"))
         clock.offset += HOUR
         assert (await opened_again).accepted
-        assert service._timers[T][1].when() == when
+        assert service.timers.armed[T][1].when() == when
         await wait_until(lambda: rnd.phase != Phase.BETTING_OPEN, timeout=10, what="the betting timer")
         assert loop.time() >= when and sorted(rnd.bets) == ["b1"]
     finally:
@@ -153,7 +153,7 @@ async def test_a_restart_onto_a_clock_stepped_back_does_not_stall_the_betting_pe
     try:
         rnd = service.tables[T].current
         assert rnd.phase == Phase.BETTING_OPEN and rnd.betting_closes_at > wall_ms() + HOUR // 2
-        (kind, _), handle = service._timers[T]
+        (kind, _), handle = service.timers.armed[T]
         assert kind == "close"
         assert handle.when() <= loop.time() + 1.0, "the replayed deadline lies an hour away"
         await wait_until(lambda: rnd.phase != Phase.BETTING_OPEN, timeout=10, what="the betting timer")
@@ -194,7 +194,7 @@ async def test_an_input_held_through_a_journal_outage_opens_a_whole_window(tmp_p
         held: asyncio.Future[Any] = loop.create_future()
         service.queue.put(Item(T, ScanRead(reader="GW1", code=deal[-1], at=wall_ms() - 5_000), 0, held,
                                mono=time.monotonic() - 5.0))
-        service.core._after_journal_outage()  # the journal commits again: the Resume first, then what waited
+        service.commit_loop._after_journal_outage()  # the journal commits again: the Resume first, then what waited
         assert (await held).accepted
         assert rnd.phase == Phase.DECISION
         assert rnd.decision_deadline is not None and rnd.decision_deadline >= wall_ms() + 1_500, \

@@ -157,10 +157,10 @@ async def test_the_input_queue_drops_only_scanner_failures_beyond_its_cap(tmp_pa
         await wait_until(lambda: service.tables[TABLE].current.expected_position == "A1", what="dealing")
         # no await between these: the commit loop cannot drain the queue meanwhile
         for _ in range(50):
-            service._on_scan_input(TABLE, ScanInput(GW, ScanKind.CORRUPT, detail="noise"))
-        service._on_scan_input(TABLE, ScanInput(GW, ScanKind.OK, code=DEAL[0], seq=1))  # beyond the cap: kept
+            service.inputs.on_scan_input(TABLE, ScanInput(GW, ScanKind.CORRUPT, detail="noise"))
+        service.inputs.on_scan_input(TABLE, ScanInput(GW, ScanKind.OK, code=DEAL[0], seq=1))  # beyond the cap: kept
         fut = service.submit(TABLE, LinkUp(link="x"))  # an internal event: kept
-        assert service._queue.qsize() == 12
+        assert service.queue.items.qsize() == 12
         assert service.metrics.queue_dropped.labels(kind="scanner_failure")._value.get() == 40
         await fut
         await wait_until(lambda: service.tables[TABLE].current.cards.get("A1") == DEAL[0], what="card at A1")

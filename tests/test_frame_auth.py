@@ -420,7 +420,7 @@ async def test_serial_forged_card_never_registers_and_alerts(signed_studio):
     await wait_until(lambda: len(_forged_alerts(rec)) == 2, what="second ALERT")
     assert service.tables[TABLE].current.cards == cards  # nothing registered
     assert service.tables[TABLE].current.expected_position == "A2"
-    link = service._serial_links[0]
+    link = service.inputs.serial_links[0]
     assert link.frames_forged == 2 and link.sessions[READER].forged == 2
     assert service.metrics.alerts.labels(table=TABLE, reason="forged_frame")._value.get() >= 2
     # The genuine reader uses seq 3, the one the forgery claimed: it registers normally.
@@ -448,14 +448,14 @@ async def test_serial_replayed_old_frames_change_nothing(signed_studio):
     await wait_until(lambda: len(_forged_alerts(rec)) == 2, what="two ALERTs")
     assert [a["position"] for a in _forged_alerts(rec)] == ["B2", "B2"]
     assert service.tables[TABLE].current.cards == cards
-    session = service._serial_links[0].sessions[READER]
+    session = service.inputs.serial_links[0].sessions[READER]
     assert (session.repeats, session.restarts, session.last_seq, session.boot) == (1, 0, 3, 42)
     # The reader reboots (boot 43): a recorded frame of boot 42 whose seq is exactly the next
     # one expected (1) would pass the sequence rules; the boot counter refuses it.
     old_seq1 = shoe.shoe.replayed_old(2)
     assert decode_frame(old_seq1).seq == 1 and decode_frame(old_seq1).boot == 42
     shoe.write(shoe.shoe.boot())
-    await wait_until(lambda: service._serial_links[0].sessions[READER].boot == 43, what="reboot seen")
+    await wait_until(lambda: service.inputs.serial_links[0].sessions[READER].boot == 43, what="reboot seen")
     shoe.write(old_seq1)
     await wait_until(lambda: _rejected(service, READER, "replayed_seq") == 2, what="cross-boot replay counted")
     assert service.tables[TABLE].current.cards == cards
@@ -499,7 +499,7 @@ async def test_mqtt_forged_and_replayed_messages_change_nothing(broker: Broker, 
         await wait_until(lambda: len([a for a in _forged_alerts(rec) if a["position"] == "A2"]) == 3,
                          what="three ALERTs at A2")
         assert service.tables[TABLE].current.cards == cards
-        assert service._scanner_ingest.session(reader).forged == 4
+        assert service.inputs.scanner_ingest.session(reader).forged == 4
         for code, pos in zip(DEAL[2:], POSITIONS[2:]):
             await _next(rec, pos)
             await send(shoe.scan(code))

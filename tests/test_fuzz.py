@@ -455,7 +455,7 @@ def _service(tmp_path: Path, **table: Any) -> Service:
                              tables=[{"id": TABLE, "game": "teen-patti", "auto_rounds": False,
                                       "scanner": {"kind": "mqtt", "reader_id": "SC1"}, **table}])
     service = Service(settings, bus=LocalBus(), broker_link=False)
-    service._replay()  # not started: its tables are put in as a start adopts them
+    service.commit_loop.replay()  # not started: its tables are put in as a start adopts them
     return service
 
 
@@ -473,13 +473,13 @@ async def test_regression_deeply_nested_action_is_refused_with_a_reason(tmp_path
     seen: list[Any] = []
     service.add_observer(lambda kind, msg: seen.append(msg))
     try:
-        service._on_action(topics.actions(TABLE), payload)  # must not raise
+        service.inputs.on_command(topics.actions(TABLE), payload)  # must not raise
         await asyncio.sleep(0)
-        assert service._queue.empty()
+        assert service.queue.items.empty()
         rejected = [m for m in seen if isinstance(m, RoundEvent) and m.event == "rejected"]
         assert len(rejected) == 1 and rejected[0].data["reason"]
     finally:
-        service._writer.shutdown(wait=True)
+        service.writer.shutdown(wait=True)
         service.journal.close()
 
 
@@ -499,14 +499,14 @@ async def test_regression_lone_surrogates_in_a_command_are_refused_with_a_reason
     seen: list[Any] = []
     service.add_observer(lambda kind, msg: seen.append(msg))
     try:
-        service._on_command(topic, payload)  # must not raise
+        service.inputs.on_command(topic, payload)  # must not raise
         await asyncio.sleep(0)
-        assert service._queue.empty()
+        assert service.queue.items.empty()
         rejected = [m for m in seen if isinstance(m, RoundEvent) and m.event == "rejected"]
         assert len(rejected) == 1 and rejected[0].data["reason"]
         rejected[0].model_dump_json()  # what goes on the wire
     finally:
-        service._writer.shutdown(wait=True)
+        service.writer.shutdown(wait=True)
         service.journal.close()
 
 
@@ -671,16 +671,16 @@ async def test_regression_a_player_id_that_spells_a_card_is_refused(tmp_path: Pa
             del seen[:]
             payload = json.dumps({"type": "place_bet", "bet_id": "b1", "player_id": player, "bet_type": "player_a",
                                   "stake": "10", "round_id": f"{TABLE}-000001", "command_id": f"c-{player}"})
-            service._on_command(topics.actions(TABLE), payload.encode())
+            service.inputs.on_command(topics.actions(TABLE), payload.encode())
             await asyncio.sleep(0)
             rejected = [m for m in seen if isinstance(m, RoundEvent) and m.event == "rejected"]
-            assert service._queue.empty() is refused and len(rejected) == int(refused), (player, rejected)
+            assert service.queue.items.empty() is refused and len(rejected) == int(refused), (player, rejected)
             if refused:
                 assert "spells a card" in rejected[0].data["reason"] and player not in rejected[0].data["reason"]
-            while not service._queue.empty():
-                service._queue.get_nowait()
+            while not service.queue.items.empty():
+                service.queue.items.get_nowait()
     finally:
-        service._writer.shutdown(wait=True)
+        service.writer.shutdown(wait=True)
         service.journal.close()
 
 
@@ -694,13 +694,13 @@ async def test_regression_a_refusal_at_the_edge_writes_every_card_the_sender_nam
     seen: list[Any] = []
     service.add_observer(lambda kind, msg: seen.append(msg))
     try:
-        service._on_command(topics.station(TABLE), b'{"type":"AS","command_id":"c1","round_id":"T1-000001"}')
+        service.inputs.on_command(topics.station(TABLE), b'{"type":"AS","command_id":"c1","round_id":"T1-000001"}')
         await asyncio.sleep(0)
         rejected = [m for m in seen if isinstance(m, RoundEvent) and m.event == "rejected"]
         assert len(rejected) == 1 and rejected[0].data["reason"] == \
             "malformed action: unknown command type 'the card named'"
     finally:
-        service._writer.shutdown(wait=True)
+        service.writer.shutdown(wait=True)
         service.journal.close()
 
 

@@ -55,7 +55,7 @@ async def test_a_silent_serial_reader_is_not_up_and_its_table_says_so(broker: Br
     service, task = await start_service(settings_for(tmp_path, broker.url, port.path))
     link = f"scanner:{READER}"
     try:
-        await wait_until(lambda: service._serial_links and service._serial_links[0].port_open, what="port open")
+        await wait_until(lambda: service.inputs.serial_links and service.inputs.serial_links[0].port_open, what="port open")
         await wait_until(lambda: link_up(service, "broker") == 1, what="broker link up")
         await wait_until(lambda: f"waiting for reader {READER}: not heard since start" in waits(rec),
                          what="the station told which reader the table waits for")
@@ -110,7 +110,7 @@ async def test_a_table_between_rounds_says_when_its_reader_goes_down(broker: Bro
     rec = await Recorder(broker.url).start()
     service, task = await start_service(settings_for(tmp_path, broker.url, port.path, auto_rounds=False))
     try:
-        await wait_until(lambda: service._serial_links and service._serial_links[0].port_open, what="port open")
+        await wait_until(lambda: service.inputs.serial_links and service.inputs.serial_links[0].port_open, what="port open")
         port.write(shoe.boot())
         await wait_until(lambda: waits(rec) and waits(rec)[-1] == "waiting for the next round",
                          what="idle prompt once the reader is heard")

@@ -182,7 +182,7 @@ class Table(PeerTable):
         log = rnd.hand.log  # type: ignore[attr-defined]
         assert sum(m["action"] == "PLAY" for m in log) == n and sum(m["action"] == "FLIP" for m in log) == n - 1
         assert rnd.phase == Phase.DEALING and rnd.hand.to_act is None and rnd.action_deadline is None
-        armed = self.service._timers.get(T)
+        armed = self.service.timers.armed.get(T)
         assert armed is None or armed[0][0] != "act", armed  # the turn timer is not running
         self.flipped.append(pos)
 
@@ -754,7 +754,7 @@ async def test_e_a_broker_restart_mid_game_gives_the_turn_again_and_one_result(t
             flips += 1
     # the AI played while the broker was down (journaled like any move); the player's turn waits
     assert flips >= 2 and [m for m in t.rnd.hand.log if m["player"] == AI and m["action"] != "FLIP"]
-    armed = service._timers.get(T)
+    armed = service.timers.armed.get(T)
     assert armed is None or armed[0][0] != "act"  # nobody is timed out while players cannot reach us
     waiting = t.rnd.turn
     broker.start()

@@ -171,17 +171,17 @@ async def test_an_event_over_the_limit_is_not_published_but_counted(tmp_path: Pa
     heard: list[bytes] = []
     bus.subscribe(topics.events("T1"), lambda t, p: heard.append(p))
     service = Service(settings, bus=bus)
-    service._replay()  # not started: its table is put in as a start adopts it (nothing is said for others)
+    service.commit_loop.replay()  # not started: its table is put in as a start adopts it (nothing is said for others)
     try:
         small = RoundEvent(table_id="T1", event="note", at=1, data={"text": "x" * 100})
         big = RoundEvent(table_id="T1", event="note", at=1, data={"text": "x" * 70_000})
-        assert service._publish_soft(topics.events("T1"), small, "event") is True
-        assert service._publish_soft(topics.events("T1"), big, "event") is False
-        await asyncio.gather(*service._tasks)
+        assert service.publisher.publish_soft(topics.events("T1"), small, "event") is True
+        assert service.publisher.publish_soft(topics.events("T1"), big, "event") is False
+        await asyncio.gather(*service.background.running)
         assert [RoundEvent.model_validate_json(p) for p in heard] == [small]
         assert service.metrics.messages_oversize.labels(kind="event")._value.get() == 1
     finally:
-        service._writer.shutdown()
+        service.writer.shutdown()
         service.journal.close()
 
 

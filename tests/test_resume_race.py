@@ -74,11 +74,11 @@ async def test_a_timer_of_the_journaled_deadline_does_not_fold_a_player_the_rest
         assert "S1" in second.timers.resume_due and "S1" not in second.timers.armed
         journal.gate.clear()  # a batch of the table is in its commit when the broker connects
         noted = second.submit("S1", LinkDown(link="scanner:GW1", reason="test"))
-        await wait_until(lambda: "S1" in second.core.batch_tables, what="the table's batch in its commit")
+        await wait_until(lambda: "S1" in second.commit_loop.batch_tables, what="the table's batch in its commit")
         bus.set_connected(True)  # the first connect: the Resume is queued behind that batch
         journal.gate.set()
         await noted
-        await wait_until(lambda: "S1" not in second.core.resume_queued and not second.core.batch_tables,
+        await wait_until(lambda: "S1" not in second.state.resume_queued and not second.commit_loop.batch_tables,
                          what="the Resume applied")
         cur = table.current
         assert cur is not None and cur.phase == Phase.DECISION and cur.decisions == {}, cur.decisions

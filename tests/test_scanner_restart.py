@@ -373,7 +373,7 @@ async def test_serial_frames_recorded_before_a_restart_are_refused_after_it(brok
         # Quiet line across the restart, so that the first frames the new backend reads are the
         # attacker's (with heartbeats that window is about a second; here it is as long as needed).
         shoe.beating = False
-        old = service._serial_links[0].sessions[READER]
+        old = service.inputs.serial_links[0].sessions[READER]
         shoe.send(shoe.shoe.repeated())  # a marker: once it is read, every earlier byte on the line was
         await wait_until(lambda: old.repeats == 1, what="old backend read the line to its end")
         await stop_service(task)
@@ -381,8 +381,8 @@ async def test_serial_frames_recorded_before_a_restart_are_refused_after_it(brok
         seen = len(rec.messages)
         service, task = await start_service(_settings(tmp_path, broker.url, scanner))
         # the port is open, though the quiet reader is not up yet (it has heartbeats: up once heard)
-        await wait_until(lambda: service._serial_links and service._serial_links[0].port_open, what="port open")
-        sess = service._serial_links[0].sessions[READER]
+        await wait_until(lambda: service.inputs.serial_links and service.inputs.serial_links[0].port_open, what="port open")
+        sess = service.inputs.serial_links[0].sessions[READER]
         assert (sess.boot, sess.last_seq) == (43, 2)  # restored from the journal, before any frame
         # Without the journaled state, AD (boot 42, seq 3) would be trusted as the first frame and
         # register at A2: a card of round 1 in round 2.
@@ -400,7 +400,7 @@ async def test_serial_frames_recorded_before_a_restart_are_refused_after_it(brok
         assert service.tables[TABLE].current.cards == {"A1": "QS", "B1": "JS"}  # no card registered
         assert service.tables[TABLE].current.expected_position == "A2"
         assert _saved(journal) == (43, 2)  # the forgeries did not move the journaled state
-        assert service._serial_links[0].frames_forged == 3 and sess.forged == 3
+        assert service.inputs.serial_links[0].frames_forged == 3 and sess.forged == 3
 
         shoe.beating = True
         await _deal(rec, ROUND2, DEAL2[2:], POSITIONS[2:], scan)  # the genuine reader carries on
@@ -446,7 +446,7 @@ async def test_mqtt_messages_recorded_before_a_restart_are_refused_after_it(brok
         seen = len(rec.messages)
         service, task = await start_service(_settings(tmp_path, broker.url, scanner))
         await wait_until(lambda: service.bus.connected, what="new backend subscribed")
-        sess = service._scanner_ingest.session(reader)
+        sess = service.inputs.scanner_ingest.session(reader)
         assert (sess.boot, sess.last_seq) == (43, 3)
         await send(recorded["KH"])  # boot 42, seq 4: B2 of round 1
         await send(recorded["JS"])  # boot 43, seq 2

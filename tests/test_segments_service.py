@@ -45,7 +45,7 @@ async def test_rolling_while_dealing_then_restart_replays_the_same_table(broker:
             await deal(rec, shoe, round_id(service, n), DEAL)
             k = key(service, n)
             await wait_until(lambda: rec.results(k), what=f"result {k}")
-        await wait_until(lambda: service._segments >= 3, what="three segments rolled")
+        await wait_until(lambda: service.maintenance.segments >= 3, what="three segments rolled")
         # mid-deal of round 9: stop, start again, the deal goes on where it was
         rid = round_id(service, 9)
         for code, pos in zip(DEAL[:3], POSITIONS[:3]):

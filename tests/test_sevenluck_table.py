@@ -191,7 +191,7 @@ async def test_broker_lost_during_decisions_longer_than_the_window_nobody_is_fol
         await asyncio.sleep(2.5)  # longer than the decision window
         rnd = service.tables[T].current
         assert rnd.phase == Phase.DECISION and rnd.decisions == {}, "somebody was decided for while the broker was down"
-        armed = service._timers.get(T)
+        armed = service.timers.armed.get(T)
         assert armed is None or armed[0][0] != "decide"
         seen = len(rec.messages)
         broker.start()
@@ -264,12 +264,12 @@ async def test_backend_down_longer_than_the_decision_window_gives_a_new_window(b
         await stop_service(task)
         replayed = Service(settings, bus=MqttBus(broker.url, client_id="replay-only"))
         try:
-            replayed._replay()
+            replayed.commit_loop.replay()
             assert replayed.tables[T].current.round_id == round_id(replayed, 1, T)
             assert replayed.tables[T].current.decisions == rnd.decisions
             assert replayed.tables[T].current.decision_deadline == again[0]["data"]["closes_at"]
         finally:
-            replayed._writer.shutdown(wait=True)
+            replayed.writer.shutdown(wait=True)
             replayed.journal.close()
         service, task = await start_service(settings)
     finally:

@@ -587,7 +587,7 @@ async def test_f_a_station_reporting_every_7th_card_exposed_shows_only_the_one_a
     alerts = [p for p in rec.prompts("ALERT") if p.get("reason") == "exposure_reported"]
     assert len(alerts) == 3 and f"dealer supervisor expose {T} {table.r1} --seat 4" in alerts[-1]["message"]
     # the window stands still: no deadline, no timer armed (nothing can close it by itself)
-    assert t.rnd.confirm_deadline is None and t.service._timers.get(T) is None
+    assert t.rnd.confirm_deadline is None and t.service.timers.armed.get(T) is None
     assert rec.last_prompt()["kind"] == "CONFIRM" and "waiting for a supervisor" in rec.last_prompt()["message"]
     assert not [m for m in t.mine("bob", "your_turn") if m["data"]["street"] == "7th"]
     # the supervisor names the wrong card for seat 2: refused, and the card is not named

@@ -403,11 +403,11 @@ async def test_input_queued_under_one_lease_is_never_applied_under_the_next(tmp_
     journal = StallingJournal(settings.service.journal_path)
     own = ManualOwnership(["T1", "T2"], epoch=7)
     service = Service(settings, bus=LocalBus(), broker_link=False, journal=journal, ownership=own)
-    service.core.commit_retry = (0.05, 0.05)
+    service.commit_loop.commit_retry = (0.05, 0.05)
     async with running(service):
         journal.failing = True
         held = service.open_round("T2")  # its batch is held: the commit fails and is retried
-        await wait_until(lambda: not service.core.journal_writable, what="the held batch")
+        await wait_until(lambda: not service.journal_writable, what="the held batch")
         early = service.open_round("T1")  # came in under epoch 7, queued behind the held batch
         await service.drop("T1", "lease_lost")
         own.epochs["T1"] = 8
@@ -458,11 +458,11 @@ async def test_a_batch_held_while_its_table_is_taken_again_is_never_written_unde
     journal = HangingJournal(settings.service.journal_path)
     own = ManualOwnership(["T1", "T2"], epoch=7)
     service = Service(settings, bus=LocalBus(), broker_link=False, journal=journal, ownership=own)
-    service.core.commit_retry = (0.05, 0.05)
+    service.commit_loop.commit_retry = (0.05, 0.05)
     async with running(service):
         journal.hang = True
         opening = service.open_round("T1")
-        await wait_until(lambda: "T1" in service.core.batch_tables, what="T1's batch in the commit")
+        await wait_until(lambda: "T1" in service.commit_loop.batch_tables, what="T1's batch in the commit")
         own.invalid.add("T1")  # its lease lapsed: the drop does not wait for the hanging commit
         await service.drop("T1", "lease_lost")
         own.invalid.discard("T1")
@@ -501,6 +501,6 @@ async def test_a_table_waiting_to_be_handed_over_opens_no_new_round_until_the_ho
         await asyncio.sleep(0)
         assert service.tables["T1"].current is None, "a round opened on a table about to move"
         assert service.timers.armed["T1"][0][0] == "open"  # looked at again when the hold lapses
-        service._round_hold["T1"] = 0.0  # the handover was called off: nobody asks any more
+        service.tables.round_holds["T1"] = 0.0  # the handover was called off: nobody asks any more
         service.timers._auto_open("T1")
         await wait_until(lambda: service.tables["T1"].current is not None, what="the next round")

@@ -94,7 +94,7 @@ async def no_round_opens_by_itself(service: Service, sender: Client, watch: Clie
     await flushed(sender, watch, topics.supervisor("T1"))
     cur = service.tables["T1"].current
     assert cur is None or cur.phase not in (Phase.BETTING_OPEN, Phase.DEALING, Phase.DECISION)
-    assert service._timers.get("T1") is None, service._timers.get("T1")
+    assert service.timers.armed.get("T1") is None, service.timers.armed.get("T1")
 
 
 async def run_cli(*args: str) -> tuple[int, str, str]:
@@ -208,7 +208,7 @@ async def test_a_pause_during_a_decision_stops_its_timer_across_a_restart_and_th
             assert "paused by supervisor sup-ana" in p7.mine("rejected")[-1]["data"]["reason"]
             cur = service.tables["T1"].current
             assert cur is not None and cur.phase == Phase.DECISION and not cur.decisions
-            assert not ops.events("decision_made") and service._timers.get("T1") is None
+            assert not ops.events("decision_made") and service.timers.armed.get("T1") is None
             assert ops_count(service, "pause", "applied") == 1 and operating(service, "paused") == 1
         # a restart: the journal keeps the table paused; no window runs, none is renewed
         n_required = len(p7.mine("decision_required"))
@@ -319,7 +319,7 @@ async def test_forged_misaddressed_unsigned_operations_and_a_station_pausing_cha
             assert m.security_events.labels(table="T1", kind=kind)._value.get() == count, kind
         table = service.tables["T1"]
         assert table.mode is Mode.OPEN and table.current is not None and table.current.round_id == rid
-        assert table.current.phase == Phase.BETTING_OPEN and service._timers["T1"][0][0] == "close"
+        assert table.current.phase == Phase.BETTING_OPEN and service.timers.armed["T1"][0][0] == "close"
         assert not ops.events("table_paused") and not ops.prompts("PAUSED")
         assert all(ops_count(service, o, r) == 0 for o in ("pause", "close") for r in ("applied", "refused"))
         await wait_until(lambda: ops.prompts("ALERT"), what="the security alert on the station")

@@ -53,7 +53,7 @@ async def test_a_timer_queues_its_event_once_while_the_commit_loop_is_behind(tmp
         journal.gate.clear()  # the commit loop is held in the next batch's commit
         bet = service.submit("T1", PlaceBet(bet_id="b1", player_id="p1", bet_type="player_a", stake="5",
                                             round_id=rid))
-        await wait_until(lambda: "T1" in service.core.batch_tables, what="the bet's batch in its commit")
+        await wait_until(lambda: "T1" in service.commit_loop.batch_tables, what="the bet's batch in its commit")
         # the betting period ends meanwhile: the timer fires and queues its close_betting
         await wait_until(lambda: "T1" not in service.timers.armed, what="the betting timer fired")
         assert service.tables["T1"].current.phase == Phase.BETTING_OPEN  # not applied yet: queued
@@ -62,7 +62,7 @@ async def test_a_timer_queues_its_event_once_while_the_commit_loop_is_behind(tmp
         await wait_until(lambda: service.tables["T1"].current.phase == Phase.BETTING_CLOSED, what="betting closed")
         for _ in range(20):  # a second close_betting, had one been queued, is applied by now
             await asyncio.sleep(0.01)
-            if service.queue.items.empty() and not service.core.batch_tables:
+            if service.queue.items.empty() and not service.commit_loop.batch_tables:
                 break
     closes = [r for r in Journal(settings.service.journal_path).rows() if r.type == "close_betting"]
     assert len(closes) == 1, closes

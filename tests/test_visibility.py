@@ -847,7 +847,7 @@ async def test_the_service_withholds_a_leaking_message_and_counts_it_and_still_d
         topic = {"event": topics.events(T), "prompt": topics.prompts(T), "player": topics.player(T, "bob")}
         with structlog.testing.capture_logs() as logs:
             for kind, msg in leak.items():
-                assert service._publish_soft(topic[kind], msg, kind) is False
+                assert service.publisher.publish_soft(topic[kind], msg, kind) is False
                 assert _blocked(service, kind) == 1
         # logged once each, as errors naming the position, never the card (ops reads the logs)
         assert [(e["log_level"], e["kind"], e["positions"]) for e in logs] == [
@@ -855,8 +855,8 @@ async def test_the_service_withholds_a_leaking_message_and_counts_it_and_still_d
         assert not any("QH" in json.dumps(e, default=str) for e in logs)
         own = PlayerMessage(table_id=T, round_id=r1, player_id="ann", kind="hole_card", at=2,
                             data={"position": "P1.1", "card": "QH"})
-        service._publish_soft(topics.player(T, "ann"), own, "player")  # its owner may see it
-        service._publish_soft(topics.events(T), RoundEvent(table_id=T, round_id=r1, event="marker", at=3), "event")
+        service.publisher.publish_soft(topics.player(T, "ann"), own, "player")  # its owner may see it
+        service.publisher.publish_soft(topics.events(T), RoundEvent(table_id=T, round_id=r1, event="marker", at=3), "event")
         await wait_until(lambda: rec.events("marker"), what="the marker after the withheld messages")
         await wait_until(lambda: [m for tp, m in rec.messages if tp == topics.player(T, "ann") and m["at"] == 2],
                          what="ann's own card")

@@ -1250,7 +1250,7 @@ def _table_state(table: Any) -> tuple[Any, ...]:
 
 
 class ServiceActionsTarget(_JsonTarget):
-    """``Service._on_command`` (``_on_action`` is its old name) with a real Service (LocalBus,
+    """``Inputs.on_command`` (``Service._on_action`` was its old name) with a real Service (LocalBus,
     journal in a temp folder), fed on every command topic: it may not raise and changes no
     table directly. What ``dealer.edge.roles`` and the schema refuse (another role's command, a
     command without its ``command_id``, ``round_id`` or ``turn``, an unsigned supervisor's
@@ -1301,13 +1301,7 @@ class ServiceActionsTarget(_JsonTarget):
         self.refusals: list[Any] = []
         self.published: list[tuple[str, Any]] = []
         self.core_error: BaseException | None = None
-        original = self.svc._refused
-
-        def refused(r: Any, at: int) -> None:
-            self.refusals.append(r)
-            original(r, at)
-
-        self.svc._refused = refused  # type: ignore[method-assign]
+        self.svc.refusals.observers.append(self.refusals.append)  # every refusal, at the ingress or the commit loop
         self.svc.add_observer(lambda kind, msg: self.published.append((kind, msg)))
         self.since_reset, self.reset_every = 0, 0
         self.players = ("p1", "p2", "p3", "p4")
@@ -1343,7 +1337,7 @@ class ServiceActionsTarget(_JsonTarget):
 
         self.loop.run_until_complete(_stop())
         self.loop.close()
-        self.svc._writer.shutdown(wait=True)
+        self.svc.writer.shutdown(wait=True)
         self.svc.journal.close()
         self._tmp.cleanup()
 
@@ -1456,7 +1450,7 @@ class ServiceActionsTarget(_JsonTarget):
         """The commit loop's handling of one queued item; an exception of the core is re-raised
         (the service would log it and answer "internal error")."""
         self.core_error = None
-        step = self.svc._apply(item, self.Batch())
+        step = self.svc.commit_loop.apply(item, self.Batch())
         if self.core_error is not None:
             raise self.core_error
         return step
@@ -1470,11 +1464,11 @@ class ServiceActionsTarget(_JsonTarget):
             self._reset()
         before = {tid: _table_state(t) for tid, t in svc.tables.items()}
         del self.refusals[:], self.published[:]
-        svc._on_command(topic, payload)
+        svc.inputs.on_command(topic, payload)
         _need({tid: _table_state(t) for tid, t in svc.tables.items()} == before, "_on_command changed a table directly")
         queued = []
-        while not svc._queue.empty():
-            queued.append(svc._queue.get_nowait())
+        while not svc.queue.items.empty():
+            queued.append(svc.queue.items.get_nowait())
         commands = [i for i in queued if i.cmd is not None]
         expected = self._expected(topic, payload)
         if expected is None:
@@ -1495,7 +1489,7 @@ class ServiceActionsTarget(_JsonTarget):
             for item in queued:  # the security event: journaled and alerted, changes no round
                 step = self._apply(item)
                 _need(step.accepted and step.journal, "a security event was not journaled")
-                svc._release(item, step)
+                svc.releaser.release(item, step)
             await asyncio.sleep(0)
             return False
         _need(not self.refusals, f"a command the rules accept was refused: {self.refusals[:1]}",
@@ -1517,10 +1511,10 @@ class ServiceActionsTarget(_JsonTarget):
             rej = step.rejection
             _need((rej is not None and bool(rej.reason.strip()))
                   or (len(self.refusals) == 1 and bool(self.refusals[0].reason.strip())), "a refused command without a reason")
-        svc._release(item, step)
-        while not svc._queue.empty():  # a refusal in the commit loop (a reused id) may queue its security event
-            extra = svc._queue.get_nowait()
-            svc._release(extra, self._apply(extra))
+        svc.releaser.release(item, step)
+        while not svc.queue.items.empty():  # a refusal in the commit loop (a reused id) may queue its security event
+            extra = svc.queue.items.get_nowait()
+            svc.releaser.release(extra, self._apply(extra))
         await asyncio.sleep(0)  # let the publishes of this step run
         return bool(step.accepted)
 

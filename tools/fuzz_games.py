@@ -314,14 +314,8 @@ class GameCommandsTarget(fuzz.Target):
             return await decide(dataclasses.replace(request, playouts=HOUSE_PLAYOUTS))
 
         svc.house.decide = house  # type: ignore[method-assign]
-        refused = svc._refused
-
-        def refusal(r: Any, at: int) -> None:
-            self.refusals.append(r)
-            refused(r, at)
-
-        svc._refused = refusal  # type: ignore[method-assign]
-        apply = svc.core.apply
+        svc.refusals.observers.append(self.refusals.append)  # every refusal, at the ingress or the commit loop
+        apply = svc.commit_loop.apply
 
         def applied(item: Any, batch: Any) -> Any:
             table = svc.tables[item.table_id]
@@ -332,15 +326,15 @@ class GameCommandsTarget(fuzz.Target):
             self.applied.append(Applied(item, step, before, _snapshot(table), len(batch.events) > rows, turn))
             return step
 
-        svc.core.apply = applied  # type: ignore[method-assign]
+        svc.commit_loop.apply = applied  # type: ignore[method-assign]
         rebuilt: list[bytes] = []
-        adopted = svc.core.adopted
+        adopted = svc.commit_loop.adopted
 
         def adopting(tid: str, table: Any, now: int) -> None:  # the table as the journal has it, before its Resume
             rebuilt.append(_snapshot(table))
             adopted(tid, table, now)
 
-        svc.core.adopted = adopting  # type: ignore[method-assign]
+        svc.commit_loop.adopted = adopting  # type: ignore[method-assign]
         self.task = asyncio.create_task(svc.run(), name="fuzzed-service")
         await self._until(lambda: svc.ready.is_set(), "the service did not start")
         table = svc.tables[TID]
@@ -419,7 +413,7 @@ class GameCommandsTarget(fuzz.Target):
         """Until the service is quiet: nothing queued, no batch in hand, no publish or house move
         on its way."""
         svc = self.svc
-        core, house = svc.core, svc.house
+        core, house = svc.commit_loop, svc.house
         deadline = time.monotonic() + SETTLE_S
         quiet = 0
         while quiet < 2:
@@ -432,8 +426,8 @@ class GameCommandsTarget(fuzz.Target):
                 kinds = Counter(r.item.event.type for r in self.applied[-500:]).most_common(3)
                 raise fuzz.Violation(f"the service did not go quiet ({len(self.applied)} events applied, lately "
                                      f"{kinds})", key="service did not go quiet")
-            busy = svc._queue.qsize() or core.batch_tables
-            tasks = svc._tasks | {t for t in house._tasks if not t.done()}
+            busy = svc.queue.items.qsize() or core.batch_tables
+            tasks = svc.background.running | {t for t in house._tasks if not t.done()}
             if busy:
                 quiet = 0
                 changed = core._changed
@@ -850,6 +844,7 @@ class GameCommandsTarget(fuzz.Target):
         from dealer.core.events import OpenRound, ResultDelivered
         from dealer.core.round import Phase
         from dealer.edge import topics
+        from dealer.edge.openings import opening as edge_opening
 
         rng, svc = self.state_rng, self.svc
         for _n in range(400):
@@ -865,7 +860,7 @@ class GameCommandsTarget(fuzz.Target):
                     self.pause -= 1
                     return
                 self.pause = rng.choice((0, 0, 1, 2, 4))
-                opening = svc._opening(TID, self.now)
+                opening = edge_opening(svc.tables[TID], svc.configs[TID], self.now)
                 seq = self.table.last_seq + 1  # the round ids carry the journal's random id: not them
                 draw = hashlib.sha256(f"{self.seed}:{self.name}:{self.journal_no}:{seq}".encode()).hexdigest()
                 fut = svc.submit(TID, opening.model_copy(update={"draw": draw}))

@@ -187,7 +187,7 @@ async def retained_anchor(settings: Settings, timeout: float = BROKER_TIMEOUT) -
     exists has arrived; other brokers get a short grace after it. A subscription the broker's ACL
     refuses is said so (``dealer deploy acl`` renders the backend's read of its own anchor)."""
     from dealer.edge import topics
-    from dealer.edge.runner import mqtt_password
+    from dealer.edge.mqtt_login import mqtt_password
     from drivers.mqtt import _Client, explain, make_tls_context, parse_broker_url
 
     m = settings.mqtt

@@ -38,7 +38,9 @@ import asyncio
 import sqlite3
 import time
 from collections import Counter
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import structlog
 
@@ -47,29 +49,28 @@ from dealer.core.events import (
     ActionTimeout,
     ConfirmTimeout,
     DecisionTimeout,
-    Event,
-    LinkDown,
-    LinkUp,
-    ReadFailed,
     ResultDelivered,
     Resume,
     RulesChanged,
     ScanRead,
-    SupervisorOpenRound,
 )
-from dealer.core.messages import PlayerMessage, RoundEvent, RoundResult, StationPrompt
+from dealer.core.messages import RoundResult
 from dealer.core.operations import OPERATIONS, Mode
 from dealer.core.round import Rejection, Step
 from dealer.core.table import Table
 from dealer.edge import ingress, topics
-from dealer.edge.input_queue import NOT_HELD, WAKE, Item
-from dealer.edge.inputs import JOURNAL_UNAVAILABLE
+from dealer.edge.commit_state import CommitState
+from dealer.edge.input_queue import NOT_HELD, WAKE, InputQueue, Item
 from dealer.edge.journal import Batch, Fenced, JournalWriteFailed, OutboxRow, ReplayError
 from dealer.edge.journal_health import failure_reason
-from dealer.edge.roles import Role
-
-if TYPE_CHECKING:
-    from dealer.edge.service import Service
+from dealer.edge.lookups import Lookups
+from dealer.edge.metrics import Metrics
+from dealer.edge.openings import edge_data
+from dealer.edge.ownership import Ownership
+from dealer.edge.refusals import Refusals
+from dealer.edge.releaser import Releaser
+from dealer.edge.tables import Tables
+from dealer.edge.timers import Timers
 
 log = structlog.get_logger("dealer.edge.service")  # one logger for every part of the service
 
@@ -77,11 +78,6 @@ log = structlog.get_logger("dealer.edge.service")  # one logger for every part o
 COMMIT_RETRY = (0.2, 5.0)
 #: The ``link`` of the Resume journaled when the journal is writable again.
 JOURNAL = "journal"
-
-_ROUND_OUTCOME = {"round_result": "completed", "round_cancelled": "cancelled", "round_voided": "voided"}
-#: Roles whose accepted commands are answered on the table's events (``command_accepted``); a
-#: player's command is answered on the player's own topic instead.
-_ANSWERED_ROLES = frozenset({Role.STATION, Role.SUPERVISOR})
 
 #: Timeouts a journal outage supersedes: the Resume after it gives a new window instead.
 _TIMEOUTS = (DecisionTimeout, ActionTimeout, ConfirmTimeout)
@@ -95,26 +91,43 @@ FENCED_RETRIES = 3
 
 class CommitLoop:
     """Applies queued events to the tables, commits each batch (group commit, held through a
-    journal outage) and then releases its effects. Owns the journal's availability and the
-    accepted command ids; uses the service's tables, journal, writer thread, input queue and the
-    other parts (publisher, relay, timers, maintenance) for what follows a commit."""
+    journal outage) and then hands its effects to the releaser. Owns the journal's availability
+    (``state``) and the accepted command ids. Takes its input from the queue; uses the tables,
+    the journal (written in the ``writer`` thread; a journal server's lookups through
+    ``lookup``), the ownership (each batch's lease epochs), the timers (armed after each batch),
+    the refusals (a reused command id) and ``drop`` (a table the journal keeps fencing).
+    ``retention``: the SQLite journal's segment rolls, between group commits (None: a server's)."""
 
-    def __init__(self, svc: Service) -> None:
-        self.svc = svc
-        #: False from a failed group commit until its batch commits (:meth:`commit`).
-        self.journal_writable = True
+    def __init__(self, tables: Tables, queue: InputQueue, journal: Any, ownership: Ownership, metrics: Metrics,
+                 state: CommitState, releaser: Releaser, timers: Timers, refusals: Refusals, *,
+                 writer: ThreadPoolExecutor, lookup: Lookups, file_journal: bool, journal_name: str,
+                 now_ms: Callable[[], int], max_message_bytes: int,
+                 drop: Callable[[str, str], Awaitable[None]],
+                 retention: Callable[[asyncio.AbstractEventLoop], Awaitable[None]] | None) -> None:
+        self.tables = tables
+        self.queue = queue
+        self.journal = journal
+        self.ownership = ownership
+        self.metrics = metrics
+        self.state = state
+        self.releaser = releaser
+        self.timers = timers
+        self.refusals = refusals
+        self.writer = writer
+        self.lookup = lookup
+        self.file_journal = file_journal
+        self.journal_name = journal_name
+        self.now_ms = now_ms
+        self.max_message_bytes = max_message_bytes
+        self.drop = drop
+        self.retention = retention
+        self.task: asyncio.Task[None] | None = None  # the loop's own task (:meth:`run`)
         self.commit_retry = COMMIT_RETRY
         self._down_at = 0.0  # loop time of the first failed attempt of the outage
         #: monotonic start of the first attempt of the commit in hand (None: none in hand): a
         #: commit that fails or hangs keeps it until one attempt goes through
         self._writing_since: float | None = None
         self._back = False  # the outage just ended: resume and resync after the batch's effects
-        self.resync_due = False  # the bus reconnected during the outage: private messages go again
-        #: Tables whose Resume is queued but not applied yet (after a journal outage, or any
-        #: Resume the service submits: the table adopted, the first broker connect): their
-        #: decision and turn timers stay paused until it is (the old deadlines passed while
-        #: nobody could act).
-        self.resume_queued: set[str] = set()
         #: accepted command ids of this run (the journal holds every earlier one)
         self._commands: dict[tuple[str, str, str], commands.StoredCommand] = {}
         #: Tables with items in the batch being committed and released (a drop waits for them).
@@ -128,8 +141,8 @@ class CommitLoop:
         #: the table of each delivered outbox id in the batch (a fenced table's are taken out)
         self._delivered_of: dict[int, str] = {}
         self._gauged: dict[str, Mode | None] = {}  # the mode last exported per table (operating_gauge)
-        svc.metrics.journal_writable.set(1)
-        watch = getattr(svc.ownership, "watch_journal", None)  # leases: a node that cannot write lets go
+        self.metrics.journal_writable.set(1)
+        watch = getattr(self.ownership, "watch_journal", None)  # leases: a node that cannot write lets go
         if watch is not None:
             watch(self.unwritable_for)
 
@@ -151,9 +164,8 @@ class CommitLoop:
         A journaled event the core refuses (other than the delivery of an older, settled round)
         means the table cannot be rebuilt as it was: :class:`~dealer.edge.journal.ReplayError` names
         the row, and ``dealer run`` refuses to start (exit 2) instead of carrying on."""
-        svc = self.svc
-        journal = svc.journal
-        table = Table(svc.configs[tid].rules(), series=journal.journal_id)
+        journal = self.journal
+        table = Table(self.tables.configs[tid].rules(), series=journal.journal_id)
         n = 0
         for row_id, ev in journal.replay_rows(tid):
             try:
@@ -184,13 +196,13 @@ class CommitLoop:
         """Rebuild every configured table from the journal into the service, and nothing else
         (no effect, no timer): for tools and tests that read a journal through a service that
         does not run. A running service adopts its tables one by one (:meth:`Service.adopt`)."""
-        for tid in self.svc.configs:
-            self.svc.tables[tid] = self.rebuild(tid)
+        for tid in self.tables.configs:
+            self.tables[tid] = self.rebuild(tid)
 
     def adopted(self, tid: str, table: Table, now: int) -> None:
         """A rebuilt table joins the loop: its rules are journaled if today's differ, and its
         operating state is exported."""
-        self._journal_rules(tid, table, now)
+        self.journal_rules(tid, table, now)
         self.operating_gauge(tid)
 
     def forget(self, tid: str) -> None:
@@ -198,47 +210,47 @@ class CommitLoop:
         accept more; the journal has them all when it comes back)."""
         for k in [k for k in self._commands if k[0] == tid]:
             del self._commands[k]
-        self.resume_queued.discard(tid)
+        self.state.resume_queued.discard(tid)
         self._retry_wake.set()
 
-    def _journal_rules(self, tid: str, table: Table, now: int) -> None:
+    def journal_rules(self, tid: str, table: Table, now: int) -> None:
         """Queue a ``table_rules`` event when today's rules or software version differ from the
         last journaled for the table. It is the first item of the input queue, so it is journaled
         (group commit) and in force before any new round can open; a round in play keeps its rules.
         A journal without any rules event (older than them) replays under today's rules."""
-        rules = self.svc.configs[tid].rules()
+        rules = self.tables.configs[tid].rules()
         if table.journaled_rules == (rules.rules_hash, rules.software_version):
             return
         log.info("table rules journaled", table_id=tid, rules_hash=rules.rules_hash,
                  software_version=rules.software_version,
                  previous_hash=table.journaled_rules[0] if table.journaled_rules else None,
                  previous_version=table.journaled_rules[1] if table.journaled_rules else None)
-        self.svc.queue.put(Item(tid, RulesChanged(rules=rules.canonical, rules_hash=rules.rules_hash,
+        self.queue.put(Item(tid, RulesChanged(rules=rules.canonical, rules_hash=rules.rules_hash,
                                                   software_version=rules.software_version, at=now)))
 
     # -- the loop ---------------------------------------------------------------------
 
     async def run(self) -> None:
-        svc = self.svc
-        queue = svc.queue.items
+        self.task = asyncio.current_task()
+        queue = self.queue.items
         loop = asyncio.get_running_loop()
         while not self._draining:
             items = [await queue.get()]
             while not queue.empty() and len(items) < 1000:
                 items.append(queue.get_nowait())
-            svc.metrics.queue_depth.set(queue.qsize())
-            taken_ns = time.monotonic_ns() if svc.publisher.stages is not None else 0
+            self.metrics.queue_depth.set(queue.qsize())
+            taken_ns = time.monotonic_ns() if self.releaser.tracing else 0
             await self._look_up_commands(items)
-            batch = Batch(readers=svc.inputs.take_reader_states())
+            batch = Batch(readers=self.queue.take_reader_states())
             steps: list[tuple[Item, Step]] = []
             self._delivered_of.clear()
             for item in items:
                 if item is WAKE:
                     continue
-                if item.table_id not in svc.tables or item.table_id in svc.leaving:
+                if not self.tables.owns(item.table_id):
                     self._moved(item)  # the table left between the item's queueing and now
                     continue
-                if item.epoch is not None and item.epoch != svc.ownership.epoch(item.table_id):
+                if item.epoch is not None and item.epoch != self.ownership.epoch(item.table_id):
                     self._stale(item)  # it came in under another lease (or none): never applied under this one
                     continue
                 if item.table_id not in batch.epochs:
@@ -246,7 +258,7 @@ class CommitLoop:
                     # taken again while this batch waits (a failing or fenced commit), its rows
                     # belong to the old lease and the old in-memory table, and are never written
                     # under the new one (_gone).
-                    epoch = svc.ownership.epoch(item.table_id)
+                    epoch = self.ownership.epoch(item.table_id)
                     if epoch is not None:
                         batch.epochs[item.table_id] = epoch
                 step = self.apply(item, batch)
@@ -258,31 +270,30 @@ class CommitLoop:
                     committed_ns = time.monotonic_ns()
                     for item, _step in steps:
                         if item.received_ns and isinstance(item.event, ScanRead):
-                            svc.publisher.trace(item.received_ns, int(item.mono * 1e9), taken_ns, committed_ns)
-                svc.relay.committed(batch, new_rows)
+                            self.releaser.trace(item.received_ns, int(item.mono * 1e9), taken_ns, committed_ns)
+                self.releaser.committed(batch, new_rows)
                 touched: set[str] = set()
                 for item, step in steps:
-                    if item.table_id in svc.tables:
-                        self.release(item, step)
+                    if item.table_id in self.tables:
+                        self.releaser.release(item, step)
                         touched.add(item.table_id)
                     if item.future is not None and not item.future.done():
                         item.future.set_result(step)
                 if self._back:
                     self._back = False
-                    touched |= set(svc.tables)
+                    touched |= set(self.tables)
                     self._after_journal_outage()
-                touched |= svc.revalidated()  # output held back while a lease was not valid: sent now
-                touched &= set(svc.tables)
+                touched |= self.releaser.revalidated()  # output held back while a lease was not valid: sent now
+                touched &= set(self.tables)
                 for tid in touched:
-                    svc.timers.schedule(tid)
+                    self.timers.schedule(tid)
                     self.operating_gauge(tid)
-                svc.publisher.catchup_due |= touched
-                svc.publisher.flush_catchup()
+                self.releaser.flush(touched)
             finally:
                 self._in_batch(set())
                 self._looked_up.clear()
-            if svc.file_journal:
-                await svc.maintenance.retention(loop)
+            if self.retention is not None:
+                await self.retention(loop)
 
     def _in_batch(self, tables: set[str], failing: bool = False) -> None:
         self.batch_tables, self._failing = tables, failing
@@ -296,9 +307,8 @@ class CommitLoop:
         commit: the loop takes the table out of the batch when the drop returns), and as soon as
         the table's lease is no longer valid (a commit hanging on a database that stopped
         answering is not waited for: whatever it writes, the next owner replays)."""
-        svc = self.svc
-        while (tid in self.batch_tables and not self._failing and asyncio.current_task() is not svc.core_task
-               and svc.ownership.valid(tid)):
+        while (tid in self.batch_tables and not self._failing and asyncio.current_task() is not self.task
+               and self.ownership.valid(tid)):
             try:
                 async with asyncio.timeout(0.1):  # the lease may lapse meanwhile: look again
                     await self._changed.wait()
@@ -310,7 +320,7 @@ class CommitLoop:
         leases can be handed over once nothing of this node is in flight). A batch held by a
         journal outage is not waited for: nothing of it is written, and the next owner replays."""
         self._draining = True
-        if self.batch_tables and self.journal_writable and not task.done():
+        if self.batch_tables and self.state.writable and not task.done():
             await asyncio.wait({task}, timeout=timeout)
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
@@ -319,10 +329,9 @@ class CommitLoop:
         """Refuse an item that came in while the table was held at another epoch (or not held):
         the table was dropped and taken again since, so the item was meant for a table that no
         longer is (see dealer/edge/input_queue.py)."""
-        svc = self.svc
-        svc.metrics.stale_inputs.labels(table=item.table_id).inc()
+        self.metrics.stale_inputs.labels(table=item.table_id).inc()
         log.warning("input from under an earlier lease refused: the table was taken again since",
-                    table_id=item.table_id, type=item.event.type, epoch=svc.ownership.epoch(item.table_id),
+                    table_id=item.table_id, type=item.event.type, epoch=self.ownership.epoch(item.table_id),
                     queued_under=None if item.epoch == NOT_HELD else item.epoch)
         self._moved(item)
 
@@ -357,26 +366,25 @@ class CommitLoop:
             self._writing_since = None
 
     async def _commit_until_written(self, batch: Batch, steps: list[tuple[Item, Step]]) -> list[OutboxRow]:
-        svc = self.svc
         delay, cap = self.commit_retry
         attempts = 0
         fenced: Counter[str] = Counter()
         while True:
             self._strip(batch, steps, self._gone(batch, steps))
-            if not batch and self.journal_writable:
+            if not batch and self.state.writable:
                 return []
             self._stamp_epochs(batch)
             t0 = time.perf_counter()
             try:
-                rows = await svc.journal.commit_async(batch)  # SQLite: in the journal's writer thread
+                rows = await self.journal.commit_async(batch)  # SQLite: in the journal's writer thread
             except Fenced as exc:
                 await self._fenced(exc, batch, steps, fenced)
                 continue
             except (sqlite3.Error, JournalWriteFailed) as exc:
                 attempts += 1
                 reason = exc.reason if isinstance(exc, JournalWriteFailed) else failure_reason(exc)
-                svc.metrics.journal_commit_failures.labels(reason=reason).inc()
-                if self.journal_writable:
+                self.metrics.journal_commit_failures.labels(reason=reason).inc()
+                if self.state.writable:
                     self._journal_unavailable(reason, exc, batch)
                 self._in_batch(self.batch_tables, failing=True)
                 self._retry_wake.clear()
@@ -387,24 +395,23 @@ class CommitLoop:
                     pass
                 delay = min(cap, delay * 2)
                 continue
-            svc.metrics.journal_commit.observe(time.perf_counter() - t0)
-            if not self.journal_writable:
+            self.metrics.journal_commit.observe(time.perf_counter() - t0)
+            if not self.state.writable:
                 self._journal_writable_again(attempts, probe=not batch)
             self._in_batch(self.batch_tables)
             return rows
 
     def _gone(self, batch: Batch, steps: list[tuple[Item, Step]]) -> set[str]:
         """Tables of the batch this node may not write now: left (or leaving), or no longer held."""
-        svc = self.svc
         tables = self._tables_of(batch) | {item.table_id for item, _ in steps}
-        own = svc.ownership
-        return {t for t in tables if t not in svc.tables or t in svc.leaving or (e := own.epoch(t)) is None
+        own = self.ownership
+        return {t for t in tables if not self.tables.owns(t) or (e := own.epoch(t)) is None
                 or (t in batch.epochs and batch.epochs[t] != e)}
 
     def _stamp_epochs(self, batch: Batch) -> None:
         """Every table with rows in the batch, with the epoch its rows were made under (fixed when
         its first item was applied; the current one for rows without an item, such as acks)."""
-        own = self.svc.ownership
+        own = self.ownership
         made = batch.epochs
         batch.epochs = {t: made[t] if t in made else e for t in sorted(self._tables_of(batch))
                         if (e := own.epoch(t)) is not None}
@@ -419,14 +426,13 @@ class CommitLoop:
         """The journal refused the batch: a table's lease is no longer this node's at the epoch it
         wrote. The ownership re-reads the leases and drops the lost tables (through the
         service's drop, inline: this loop is the one waiting); their rows leave the batch."""
-        svc = self.svc
         tid = exc.table_id
-        svc.metrics.journal_fenced.labels(table=tid or "unknown").inc()
+        self.metrics.journal_fenced.labels(table=tid or "unknown").inc()
         log.warning("journal refused a write: this node no longer holds the table's lease; re-reading the leases",
-                    table_id=tid, epoch=svc.ownership.epoch(tid) if tid else None, reason=str(exc)[:300])
+                    table_id=tid, epoch=self.ownership.epoch(tid) if tid else None, reason=str(exc)[:300])
         self._in_batch(self.batch_tables, failing=True)
         try:
-            lost = await svc.ownership.check_now()
+            lost = await self.ownership.check_now()
         except Exception as e:  # the leases cannot be read now: the batch waits, like any failed commit
             log.warning("leases could not be re-read after a fenced write; trying again", error=repr(e)[:300])
             await asyncio.sleep(self.commit_retry[0])
@@ -436,7 +442,7 @@ class CommitLoop:
             if fenced[tid] >= FENCED_RETRIES:  # the journal knows better than the ownership's view
                 log.error("journal keeps fencing a table this node believes it holds: dropping it", table_id=tid,
                           attempts=fenced[tid])
-                await svc.drop(tid, "fenced")
+                await self.drop(tid, "fenced")
         self._in_batch(self.batch_tables)
 
     def _strip(self, batch: Batch, steps: list[tuple[Item, Step]], lost: set[str]) -> None:
@@ -444,7 +450,6 @@ class CommitLoop:
         each answered with a refusal: nothing of theirs is written, nothing released."""
         if not lost:
             return
-        svc = self.svc
         keep = [i for i, (t, _r, _e) in enumerate(batch.events) if t not in lost]
         index = {old: new for new, old in enumerate(keep)}
         batch.events = [batch.events[i] for i in keep]
@@ -452,7 +457,7 @@ class CommitLoop:
         batch.outbox = [o for o in batch.outbox if o[3] not in lost]
         batch.acked = [k for k in batch.acked if k.split(":", 1)[0] not in lost]
         batch.delivered = [i for i in batch.delivered if self._delivered_of.get(i) not in lost]
-        batch.readers = [r for r in batch.readers if svc.reader_table.get(r.reader) not in lost]
+        batch.readers = [r for r in batch.readers if self.tables.reader_table.get(r.reader) not in lost]
         batch.epochs = {t: e for t, e in batch.epochs.items() if t not in lost}
         dropped = [(item, step) for item, step in steps if item.table_id in lost]
         steps[:] = [(item, step) for item, step in steps if item.table_id not in lost]
@@ -465,38 +470,28 @@ class CommitLoop:
     def _journal_unavailable(self, reason: str, exc: Exception, batch: Batch) -> None:
         """The first failed attempt of an outage: refuse input from now on, pause the decision
         and turn timers and open no round, alert every table."""
-        svc = self.svc
-        self.journal_writable = False
+        self.state.writable = False
         self._down_at = asyncio.get_running_loop().time()
-        svc.metrics.journal_writable.set(0)
+        self.metrics.journal_writable.set(0)
         log.error("journal unwritable: input refused and the batch held until it commits (retrying with backoff)",
-                  reason=reason, error=str(exc), journal=svc.journal_name, held_rows=len(batch.events),
+                  reason=reason, error=str(exc), journal=self.journal_name, held_rows=len(batch.events),
                   held_results=len(batch.outbox))
-        now = svc.now_ms()
-        for tid in list(svc.tables):
-            svc.timers.schedule(tid)
-            svc.publisher.release_prompt(self.journal_alert(tid, now))
+        now = self.now_ms()
+        for tid in list(self.tables):
+            self.timers.schedule(tid)
+            self.releaser.journal_alert(tid, now)
 
     def _journal_writable_again(self, attempts: int, probe: bool) -> None:
-        self.journal_writable = True
+        self.state.writable = True
         self._back = True
-        self.svc.metrics.journal_writable.set(1)
+        self.metrics.journal_writable.set(1)
         log.warning("journal writable again: " + ("an empty commit went through (the held batch's tables had left "
                                                   "this node)" if probe else "the held batch is committed")
                     + ", input accepted", failed_attempts=attempts,
                     seconds=round(asyncio.get_running_loop().time() - self._down_at, 1))
-        poke = getattr(self.svc.ownership, "poke", None)
+        poke = getattr(self.ownership, "poke", None)
         if poke is not None:  # the lease manager may take tables again now
             poke()
-
-    def journal_alert(self, tid: str, at: int, *, card: bool = False) -> StationPrompt:
-        """The station's ALERT while the journal is unavailable. It names no position: the
-        table in memory may be one batch ahead of the journal, and that batch is not published."""
-        what = ("this card was NOT registered: keep it aside and pass it again when the station asks for it"
-                if card else "no card, bet or decision is taken until it can write again; the round stays as it is")
-        return StationPrompt(table_id=tid, kind="ALERT", reason=JOURNAL_UNAVAILABLE, at=at,
-                             message=f"journal unavailable: stop dealing. The backend cannot write its journal "
-                                     f"(disk full or I/O error): {what}")
 
     def _after_journal_outage(self) -> None:
         """The journal commits again and the held batch's effects are out: queue a
@@ -506,15 +501,14 @@ class CommitLoop:
         them: nobody is timed out by the outage). The inputs queued meanwhile follow, stamped
         now: applied now, a window they open (the next player's turn) is whole. Then resync every station, and the players if
         the bus reconnected during the outage (their resync was held)."""
-        svc = self.svc
-        queue = svc.queue.items
-        now = svc.now_ms()
+        queue = self.queue.items
+        now = self.now_ms()
         held: list[Item] = []
         while not queue.empty():
             held.append(queue.get_nowait())
         stale = [i for i in held if isinstance(i.event, _TIMEOUTS)]
-        for tid in sorted(svc.tables):
-            self.resume_queued.add(tid)
+        for tid in sorted(self.tables):
+            self.state.resume_queued.add(tid)
             queue.put_nowait(Item(tid, Resume(link=JOURNAL, reason="journal writable again", at=now)))
         mono = time.monotonic()
         for item in held:
@@ -527,11 +521,8 @@ class CommitLoop:
         if stale:
             log.info("timeouts queued during the journal outage dropped: the resume gives a new window",
                      count=len(stale))
-        resync, self.resync_due = self.resync_due, False
-        for tid, table in svc.tables.items():
-            svc.publisher.release_prompt(table.prompt_now(now))
-            if resync:
-                svc._release_private(table, now, resuming=True)
+        resync, self.state.resync_due = self.state.resync_due, False
+        self.releaser.resync(now, private=resync)
 
     # -- applying one item ------------------------------------------------------------------
 
@@ -539,15 +530,14 @@ class CommitLoop:
         """A journal server is asked about the batch's new command ids before the batch is
         applied, off the event loop and within a bound (the SQLite file answers at once, on the
         loop, in :meth:`_known_command`)."""
-        svc = self.svc
-        if svc.file_journal:
+        if self.file_journal:
             return
         keys = {(i.table_id, i.cmd.role.value, i.cmd.command_id) for i in items if i.cmd is not None}
         keys -= set(self._commands)
 
         async def one(key: tuple[str, str, str]) -> None:
             try:
-                self._looked_up[key] = await svc.journal_lookup(svc.journal.command, *key)
+                self._looked_up[key] = await self.lookup(self.journal.command, *key)
             except JournalWriteFailed as exc:
                 self._looked_up[key] = exc
 
@@ -563,12 +553,11 @@ class CommitLoop:
             if isinstance(found, JournalWriteFailed):
                 raise found
             return found
-        return self.svc.journal.command(tid, role, command_id)
+        return self.journal.command(tid, role, command_id)
 
     def _apply_command(self, item: Item, batch: Batch) -> Step | None:
         """A command id seen before: the original answer again (same content) or a refusal
         (other content). A late supervisor command that is not a repeat is refused. None: new."""
-        svc = self.svc
         cmd = item.cmd
         assert cmd is not None
         try:
@@ -580,9 +569,9 @@ class CommitLoop:
                                                  "this command id now; nothing was applied: send it again later with "
                                                  "the same command_id")])
         if stored is not None and stored.digest == cmd.digest:
-            svc.metrics.command_repeats.labels(table=item.table_id, role=cmd.role.value).inc()
+            self.metrics.command_repeats.labels(table=item.table_id, role=cmd.role.value).inc()
             if item.event.type in OPERATIONS:
-                svc.metrics.table_operations.labels(table=item.table_id, operation=OPERATIONS[item.event.type],
+                self.metrics.table_operations.labels(table=item.table_id, operation=OPERATIONS[item.event.type],
                                                     outcome="repeat").inc()
             return Step(True, False, commands.repeat_effects(stored, item.event.at))
         if stored is not None:
@@ -595,22 +584,21 @@ class CommitLoop:
             refusal = cmd.late
         else:
             return None
-        svc._refused(refusal, item.event.at)  # through the service: tools/fuzz.py wraps Service._refused
+        self.refusals.refuse(refusal, item.event.at)
         return Step(False, False, [])
 
     def apply(self, item: Item, batch: Batch) -> Step:
         """Apply one item to its table and add what it journals to ``batch``."""
-        svc = self.svc
-        table = svc.tables[item.table_id]
+        table = self.tables[item.table_id]
         ev = item.event
-        svc.timers.stamp(item.table_id, ev.at, item.mono)
+        self.timers.stamp(item.table_id, ev.at, item.mono)
         if isinstance(ev, Resume):
-            self.resume_queued.discard(item.table_id)  # its new windows are armed after this batch
+            self.state.resume_queued.discard(item.table_id)  # its new windows are armed after this batch
         if item.cmd is not None:
             answered = self._apply_command(item, batch)
             if answered is not None:
                 return answered
-        ev = svc.edge_data(item.table_id, ev)
+        ev = edge_data(table, self.tables.configs[item.table_id], ev)
         try:
             step = table.handle(ev)
         except Exception as exc:  # a bug must not take the table down; the event changed nothing we journal
@@ -633,7 +621,7 @@ class CommitLoop:
             for eff in step.effects:
                 if isinstance(eff, RoundResult):
                     payload = eff.model_dump_json()
-                    svc.publisher.withheld(topics.results(eff.table_id), payload, "result", eff.round_id)  # money: delivered anyway
+                    self.releaser.result_made(eff, payload)  # money: delivered anyway
                     for msg in self._result_messages(eff):  # one outbox row per message: manifest, then parts
                         batch.outbox.append((msg.key, topics.results(eff.table_id), msg.payload, eff.table_id,
                                              eff.round_id))
@@ -644,29 +632,29 @@ class CommitLoop:
                     batch.delivered.append(ev.outbox_id)
                     self._delivered_of[ev.outbox_id] = item.table_id
         elif isinstance(ev, ResultDelivered) and ev.idempotency_key is not None:
-            svc.relay.ack_refused(ev.idempotency_key)  # refused by the core (logged as a rejection): rows stay
+            self.releaser.ack_refused(ev.idempotency_key)  # refused by the core (logged as a rejection): rows stay
         operation = OPERATIONS.get(item.event.type)
         if operation is not None:
-            svc.metrics.table_operations.labels(table=item.table_id, operation=operation,
+            self.metrics.table_operations.labels(table=item.table_id, operation=operation,
                                                 outcome="applied" if step.accepted else "refused").inc()
         return step
 
     def operating_gauge(self, tid: str) -> None:
         """``dealer_table_operating{table,state}``: 1 for the table's state, 0 for the others (all 0:
         the table is not on this node)."""
-        table = self.svc.tables.get(tid)
+        table = self.tables.get(tid)
         mode = table.mode if table is not None else None
         if tid in self._gauged and self._gauged[tid] is mode:
             return  # unchanged: called for every table of every batch, so only a change is exported
         self._gauged[tid] = mode
         for m in Mode:
-            self.svc.metrics.table_operating.labels(table=tid, state=m.value).set(1 if m is mode else 0)
+            self.metrics.table_operating.labels(table=tid, state=m.value).set(1 if m is mode else 0)
 
     def _result_messages(self, result: RoundResult) -> list[result_parts.Message]:
         """The result as messages under ``max_message_bytes``: itself, or a manifest plus parts.
         A manifest that cannot fit is kept whole in the outbox (money is never dropped) and the
         relay refuses to send it: logged, counted, and an operator raises the limit."""
-        limit = self.svc.settings.service.max_message_bytes
+        limit = self.max_message_bytes
         try:
             msgs = result_parts.split_result(result, limit)
         except result_parts.OversizeResult as exc:  # counted by the relay, which refuses the row
@@ -677,84 +665,6 @@ class CommitLoop:
             log.info("result split into parts", key=result.idempotency_key, parts=len(msgs) - 1,
                      bets=result.accepted_bets.count, limit=limit)
         return msgs
-
-    # -- releasing a committed item's effects -----------------------------------------------
-
-    def release(self, item: Item, step: Step) -> None:
-        """Publish a committed item's effects: prompts, round events, private messages, results
-        to the observers, rejections to the sender."""
-        svc = self.svc
-        publisher = svc.publisher
-        tid = item.table_id
-        if not svc.may_publish(tid, "effects"):  # paused past the lease, or the table is leaving: say nothing
-            return
-        cur = svc.tables[tid].current
-        structlog.contextvars.bind_contextvars(table_id=tid, round_id=getattr(item.event, "round_id", None) or (
-            cur.round_id if cur else None))
-        try:
-            self._count_scan(tid, item.event, step)
-            if item.cmd is not None and step.accepted and item.cmd.role in _ANSWERED_ROLES:
-                # the station's and the supervisor's screens match their command's answer by its id
-                publisher.publish_soft(topics.events(tid), RoundEvent(
-                    table_id=tid, round_id=getattr(item.event, "round_id", None) or (cur.round_id if cur else None),
-                    event="command_accepted", at=item.event.at,
-                    data={"type": item.event.type, "command_id": item.cmd.command_id}), "event")
-            for eff in step.effects:
-                if isinstance(eff, StationPrompt):
-                    publisher.release_prompt(eff)
-                elif isinstance(eff, RoundEvent):
-                    latency_from = item.received_ns if eff.event == "card_registered" else 0
-                    published = publisher.publish_soft(topics.events(tid), eff, "event", latency_from)
-                    outcome = _ROUND_OUTCOME.get(eff.event)
-                    if outcome is not None:
-                        svc.metrics.rounds.labels(table=tid, game=svc.configs[tid].game, outcome=outcome).inc()
-                    elif eff.event == "player_acted":
-                        svc.metrics.player_actions.labels(table=tid, action=str(eff.data.get("action")),
-                                                          by=str(eff.data.get("by"))).inc()
-                    if published:  # a withheld event is not logged either: ops reads the logs
-                        log.info(eff.event, **{k: v for k, v in eff.data.items() if k != "card" or v is not None})
-                elif isinstance(eff, PlayerMessage):
-                    svc._deliver_private(tid, eff)
-                elif isinstance(eff, RoundResult):
-                    publisher.notify("result", eff)
-                elif isinstance(eff, Rejection):
-                    svc.metrics.rejections.labels(table=tid, type=eff.event_type).inc()
-                    log.warning("event rejected", type=eff.event_type, reason=eff.reason)
-                    publisher.notify("rejection", eff)
-                    cid = getattr(item.event, "command_id", None)
-                    publisher.publish_soft(topics.events(tid), RoundEvent(
-                        table_id=tid, round_id=None, event="rejected", at=item.event.at,
-                        data={"type": eff.event_type, "reason": eff.reason} | ({"command_id": cid} if cid else {})),
-                        "event")
-                    player = getattr(item.event, "player_id", None)
-                    if player is not None and player not in ingress.HOUSE_PLAYERS:  # the player who acted hears why, on their own topic
-                        publisher.publish_soft(topics.player(tid, player), PlayerMessage(
-                            table_id=tid, round_id=svc.round_id(tid), player_id=player, kind="rejected",
-                            at=item.event.at, data={"type": eff.event_type, "reason": eff.reason,
-                                                    "bet_id": getattr(item.event, "bet_id", None)}
-                            | ({"command_id": cid} if cid else {})), "player")
-                    if eff.event_type == "scan_read":  # the dealer passed a card no deal expects
-                        publisher.release_prompt(StationPrompt(table_id=tid, kind="REJECTED", reason="not_expected",
-                                                               message=f"card ignored: {eff.reason}", at=item.event.at))
-            if isinstance(item.event, (LinkUp, LinkDown, Resume)) and not svc.tables[tid].in_play:
-                publisher.release_prompt(svc.tables[tid].prompt_now(item.event.at))  # what the table waits for now
-        finally:
-            structlog.contextvars.unbind_contextvars("table_id", "round_id")
-
-    def _count_scan(self, tid: str, ev: Event | SupervisorOpenRound, step: Step) -> None:
-        """One count per scanner input, labelled with what became of it."""
-        if not isinstance(ev, (ScanRead, ReadFailed)):
-            return
-        if not step.accepted:
-            result = "rejected"  # no card expected (betting open, deal over, no round)
-        elif isinstance(ev, ReadFailed):
-            result = ev.reason
-        else:
-            rescan = next((e for e in step.effects if isinstance(e, RoundEvent) and e.event == "scan_rejected"), None)
-            result = "ok" if rescan is None else str(rescan.data["reason"])
-            if rescan is None and any(isinstance(e, RoundEvent) and e.event == "card_burned" for e in step.effects):
-                result = "burned"  # a burn set aside: read fine, dealt to no position
-        self.svc.metrics.scan_reads.labels(table=tid, result=result).inc()
 
 
 def _stamped_now(item: Item, now: int, mono: float) -> Item:

@@ -2,7 +2,8 @@
 
 The drivers, the ingress, the timers, link tracking and the outbox relay put :class:`Item`
 values here; the commit loop (dealer/edge/commit_loop.py) takes them off in batches. Only the
-items a flood could produce without end are bounded (:meth:`InputQueue.put_droppable`).
+items a flood could produce without end are bounded (:meth:`InputQueue.put_droppable`). Signed
+readers' new boot and seq wait here too, for the next group commit (:meth:`InputQueue.put_reader_state`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dealer.core.events import Event, LinkUp, SupervisorOpenRound
 from dealer.core.round import Step
 from dealer.edge import ingress
 from dealer.edge.metrics import Metrics
+from drivers.frames import ReaderState
 
 log = structlog.get_logger("dealer.edge.service")  # one logger for every part of the service
 
@@ -67,6 +69,8 @@ class InputQueue:
         self._metrics = metrics
         self._epoch_of = epoch_of
         self._full = False  # logged once per overflow
+        # Signed readers' boot and seq that wait for the next group commit (docs/scanner-protocol.md §6.5).
+        self._reader_states: dict[str, ReaderState] = {}
 
     def _stamp(self, item: Item) -> None:
         if self._epoch_of is not None and item.table_id and item.epoch is None:
@@ -99,3 +103,20 @@ class InputQueue:
         self._full = False
         self._stamp(item)
         self.items.put_nowait(item)
+
+    def put_reader_state(self, state: ReaderState) -> None:
+        """A signed reader's frame was accepted and moved its boot or seq. The link reports it
+        before the frame's read is queued, and the commit loop takes the pending states after it
+        has taken its items, so the state is committed with that read (or earlier), never after."""
+        if not self._reader_states:
+            self.put(WAKE)  # a BOOT frame brings no read that would wake the loop
+        self._reader_states[state.reader] = state
+
+    def take_reader_states(self) -> list[ReaderState]:
+        """The reader states waiting for the commit, taken for the batch in hand."""
+        states, self._reader_states = self._reader_states, {}
+        return list(states.values())
+
+    def forget_reader_state(self, reader: str) -> None:
+        """A table left this node: its reader's uncommitted state goes with it."""
+        self._reader_states.pop(reader, None)

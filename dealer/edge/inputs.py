@@ -14,31 +14,28 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 import structlog
 
-from dealer.core import visibility
-from dealer.core.events import ReadFailed, ScanRead, SecurityEvent
-from dealer.core.messages import PlayerMessage, RoundEvent
-from dealer.edge import ingress, topics
+from dealer.core.events import ReadFailed, ScanRead
+from dealer.core.messages import StationPrompt
+from dealer.edge import ingress, prompts
+from dealer.edge.commit_state import JOURNAL_UNAVAILABLE, CommitState
 from dealer.edge.config import TableConfig
-from dealer.edge.input_queue import WAKE, Item
-from dealer.edge.metrics import ScannerKeyUses
-from dealer.edge.ratelimit import FloodSummary, FloodWindows, TokenBuckets
-from dealer.edge.roles import COMMAND_TOPIC, Role
+from dealer.edge.input_queue import InputQueue, Item
+from dealer.edge.metrics import Metrics, ScannerKeyUses
+from dealer.edge.ratelimit import FloodSummary, FloodWindows
+from dealer.edge.refusals import Refusals
+from dealer.edge.roles import Role
 from dealer.edge.signing import SupervisorVerifier
+from dealer.edge.tables import Tables
 from drivers.frames import FrameAuthenticator, ReaderSession, ReaderState
-from drivers.scan import ScanInput, ScanKind
+from drivers.scan import LinkStatus, ScanInput, ScanKind
 from drivers.scanner_json import MqttScannerIngest
 
-if TYPE_CHECKING:
-    from dealer.edge.service import Service
-
 log = structlog.get_logger("dealer.edge.service")  # one logger for every part of the service
-
-#: The ``kind`` of a refusal (and of a scanner input not taken) while the journal cannot be written.
-JOURNAL_UNAVAILABLE = "journal_unavailable"
 
 _FAIL_REASON = {
     ScanKind.NOREAD: "noread",
@@ -53,42 +50,50 @@ _FAIL_REASON = {
 class Inputs:
     """The service's way in: commands, scanner inputs, reader states and link drivers' bad
     messages. Uses the tables and their configuration, the input queue, the metrics, the
-    publisher (answers and alerts) and the journal's availability (the commit loop)."""
+    refusals (what is not taken), ``release_prompt`` (the station's alerts), the journal's
+    availability (the commit loop's state) and ``on_scan_link`` (link tracking).
+    ``saved_readers``: the signed readers' boot and seq as journaled before this start."""
 
-    def __init__(self, svc: Service, *, scanner_auth: dict[str, FrameAuthenticator | None],
-                 supervisors: SupervisorVerifier) -> None:
-        self.svc = svc
+    def __init__(self, tables: Tables, queue: InputQueue, metrics: Metrics, refusals: Refusals,
+                 state: CommitState, *, now_ms: Callable[[], int], release_prompt: Callable[[StationPrompt], None],
+                 on_scan_link: Callable[[str, LinkStatus], None], saved_readers: dict[str, ReaderState],
+                 scanner_auth: dict[str, FrameAuthenticator | None], supervisors: SupervisorVerifier) -> None:
+        self.tables = tables
+        self.queue = queue
+        self.metrics = metrics
+        self.refusals = refusals
+        self.state = state
+        self.now_ms = now_ms
+        self.release_prompt = release_prompt
+        self.on_scan_link = on_scan_link
         self._scanner_auth = scanner_auth
         #: The supervisors' keys in force (a reload replaces it: dealer/edge/reload.py).
         self.supervisors = supervisors
-        # Signed readers' boot and seq as journaled before this start, and the newer ones that
-        # wait for the next group commit (docs/scanner-protocol.md §6.5).
-        self._saved_readers = svc.journal.reader_states()
-        self._reader_states: dict[str, ReaderState] = {}
-        configs = svc.configs
+        # Signed readers' boot and seq as journaled before this start (docs/scanner-protocol.md §6.5).
+        self._saved_readers = saved_readers
+        configs = self.tables.configs
         self.scanner_ingest = MqttScannerIngest(
             {cfg.scanner.reader_id: tid for tid, cfg in configs.items() if cfg.scanner.kind == "mqtt"},
-            on_input=self.on_scan_input, on_link=svc.link_tracker.on_scan_link, on_bad=self.on_bad_message,
+            on_input=self.on_scan_input, on_link=self.on_scan_link, on_bad=refusals.bad_message,
             auth={cfg.scanner.reader_id: scanner_auth[tid] for tid, cfg in configs.items()},
-            on_state=lambda tid, state: self.on_reader_state(state),
+            on_state=lambda tid, state: queue.put_reader_state(state),
         )
         self.serial_links: list[Any] = []
-        svc.metrics.registry.register(ScannerKeyUses(lambda: [
-            (svc.configs[tid].scanner.reader_id, auth) for tid, auth in self._scanner_auth.items()
-            if auth is not None and tid in svc.tables]))
-        self._security_budget = TokenBuckets(burst=20, per_second=0.5)
+        self.metrics.registry.register(ScannerKeyUses(lambda: [
+            (self.tables.configs[tid].scanner.reader_id, auth) for tid, auth in self._scanner_auth.items()
+            if auth is not None and tid in self.tables]))
         #: per table, its reader's failed reads beyond a burst: summarised once per flood window
         self._floods = {tid: FloodWindows(cfg.scanner.flood_burst, cfg.scanner.flood_window)
                         for tid, cfg in configs.items()}
         self._flood_timers: dict[str, asyncio.TimerHandle] = {}
         #: The wall clock against the monotonic one at start: how far the wall clock stepped since
         #: (a stale or future supervisor command is then told which clock to fix).
-        self._clock_ref = (svc.now_ms(), time.monotonic_ns())
+        self._clock_ref = (self.now_ms(), time.monotonic_ns())
 
     def clock_step_ms(self) -> int:
         """How far this backend's wall clock has stepped since it started (+: forward)."""
         wall, mono = self._clock_ref
-        return (self.svc.now_ms() - wall) - (time.monotonic_ns() - mono) // 1_000_000
+        return (self.now_ms() - wall) - (time.monotonic_ns() - mono) // 1_000_000
 
     def scanner_auth(self, table_id: str) -> FrameAuthenticator | None:
         """The table's scanner authenticator (shared with its link; a reload rekeys it in place)."""
@@ -101,7 +106,7 @@ class Inputs:
     def adopt(self, tid: str, state: ReaderState | None) -> None:
         """A table joins this node: its reader starts from the boot and seq journaled for it
         (by this node or the previous owner), so a frame accepted before is still a replay."""
-        cfg = self.svc.configs[tid]
+        cfg = self.tables.configs[tid]
         reader = cfg.scanner.reader_id
         if state is not None:
             self._saved_readers[reader] = state
@@ -112,12 +117,12 @@ class Inputs:
 
     def forget(self, tid: str) -> None:
         """A table left this node: its flood windows, flood timer and uncommitted reader state go."""
-        cfg = self.svc.configs[tid]
+        cfg = self.tables.configs[tid]
         handle = self._flood_timers.pop(tid, None)
         if handle is not None:
             handle.cancel()
         self._floods[tid] = FloodWindows(cfg.scanner.flood_burst, cfg.scanner.flood_window)
-        self._reader_states.pop(cfg.scanner.reader_id, None)
+        self.queue.forget_reader_state(cfg.scanner.reader_id)
         self.serial_links = [link for link in self.serial_links if getattr(link, "expected_reader", None)
                              != cfg.scanner.reader_id]
 
@@ -127,11 +132,10 @@ class Inputs:
         """A command from the player platform, a dealer station or a supervisor: judged by the
         ingress (role, ids, signature, size); what passes goes to the commit loop, where a repeat of
         an accepted command id is answered again instead of applied twice."""
-        svc = self.svc
-        now = svc.now_ms()
-        verdict = ingress.parse(topic, payload, tables=svc.tables.keys(), now_ms=now, supervisors=self.supervisors,
+        now = self.now_ms()
+        verdict = ingress.parse(topic, payload, tables=self.tables.keys(), now_ms=now, supervisors=self.supervisors,
                                 clock_step_ms=self.clock_step_ms())
-        if isinstance(verdict, ingress.Accepted) and not svc.core.journal_writable:
+        if isinstance(verdict, ingress.Accepted) and not self.state.writable:
             verdict = ingress.Refused(
                 verdict.table_id, verdict.role, JOURNAL_UNAVAILABLE,
                 "journal unavailable: the backend cannot record commands now (disk full or I/O error); nothing "
@@ -139,7 +143,7 @@ class Inputs:
                 verdict.command_id, getattr(verdict.event, "player_id", None),
                 getattr(verdict.event, "supervisor", None))
         player = getattr(verdict.event, "player_id", None) if isinstance(verdict, ingress.Accepted) else None
-        if player is not None and player in svc.tables[verdict.table_id].rules.game.deck:
+        if player is not None and player in self.tables[verdict.table_id].rules.game.deck:
             verdict = ingress.Refused(  # as a dealer's id (dealer.core.table): it would read as a card
                 verdict.table_id, verdict.role, "card_player_id",
                 "player id spells a card code of this game: every message naming the player would read as that "
@@ -147,56 +151,15 @@ class Inputs:
         if isinstance(verdict, ingress.Accepted):
             issued = getattr(verdict.event, "issued_at", None)
             if verdict.role is Role.SUPERVISOR and issued is not None:  # genuine (late ones too)
-                svc.metrics.supervisor_clock_offset.labels(table=verdict.table_id).set((issued - now) / 1000)
+                self.metrics.supervisor_clock_offset.labels(table=verdict.table_id).set((issued - now) / 1000)
             if verdict.key_index is not None:  # key rotation: when the old key's count stops rising, retire it
                 supervisor = str(getattr(verdict.event, "supervisor"))
                 fingerprints = self.supervisors.fingerprints(supervisor)
                 key = fingerprints[verdict.key_index] if verdict.key_index < len(fingerprints) else "unknown"
-                svc.metrics.supervisor_key_uses.labels(supervisor=supervisor, key=key).inc()
-            svc.queue.put(Item(verdict.table_id, verdict.event, time.monotonic_ns(), cmd=verdict))
+                self.metrics.supervisor_key_uses.labels(supervisor=supervisor, key=key).inc()
+            self.queue.put(Item(verdict.table_id, verdict.event, time.monotonic_ns(), cmd=verdict))
             return
-        svc._refused(verdict, now)  # through the service: tools/fuzz.py wraps Service._refused to see every refusal
-
-    def refused(self, r: ingress.Refused, at: int) -> None:
-        """Count, log and answer a refused command; a security refusal is also journaled and
-        alerted (through the commit loop, rate-limited per table and role)."""
-        svc = self.svc
-        tid = r.table_id
-        role = r.role.value if r.role is not None else "unknown"
-        svc.metrics.commands_refused.labels(table=tid or "unknown", role=role, reason=r.kind).inc()
-        if r.kind in ("stale", "future") and r.skew_ms is not None and tid is not None:  # genuine, but its time
-            svc.metrics.supervisor_clock_refused.labels(table=tid, cause=r.kind).inc()
-        if r.kind in ("malformed", "too_large") and r.role is not None:
-            svc.metrics.bad_messages.labels(topic_kind=COMMAND_TOPIC[r.role]).inc()
-        # it may echo what the sender wrote (an id that spells a card): every card code is written "the card
-        # named", hidden or not, so that the answer never tells whether a card is hidden
-        reason = visibility.unnamed_all(svc.tables[tid].rules.game.deck, r.reason) if tid in svc.tables else r.reason
-        log.warning("command refused", table_id=tid, role=role, kind=r.kind, type=r.command_type,
-                    command_id=r.command_id, reason=reason[:300])
-        if tid is None:
-            return
-        data = {"type": r.command_type, "reason": reason, "command_id": r.command_id}
-        svc.publisher.publish_soft(topics.events(tid), RoundEvent(table_id=tid, event="rejected", at=at, data=data),
-                                   "event")
-        if r.player_id is not None and r.player_id not in ingress.HOUSE_PLAYERS:
-            svc.publisher.publish_soft(topics.player(tid, r.player_id), PlayerMessage(
-                table_id=tid, round_id=svc.round_id(tid), player_id=r.player_id, kind="rejected", at=at,
-                data=data), "player")
-        if r.security:
-            self._security_event(tid, r.kind, role, r.reason, r.command_id, r.supervisor, at)
-
-    def _security_event(self, tid: str, kind: str, role: str, detail: str, command_id: str | None,
-                        supervisor: str | None, at: int) -> None:
-        svc = self.svc
-        svc.metrics.security_events.labels(table=tid, kind=kind).inc()
-        log.error("security event", table_id=tid, kind=kind, role=role, command_id=command_id,
-                  supervisor=supervisor, detail=detail[:300])
-        if not self._security_budget.take(tid, role, time.monotonic()):
-            svc.metrics.security_events_unjournaled.labels(table=tid).inc()
-            return  # a flood: counted and logged, not one journal row per message
-        svc.queue.put_droppable(Item(tid, SecurityEvent(kind=kind, role=role, detail=detail[:300],
-                                                        command_id=(command_id or "")[:64] or None,
-                                                        supervisor=supervisor, at=at)), "security_event")
+        self.refusals.refuse(verdict, now)
 
     # -- scanners -----------------------------------------------------------------------
 
@@ -207,12 +170,11 @@ class Inputs:
         ever (a single bad read gets its RESCAN at once); in a flood the rest of each window are
         counted (``dealer_scanner_flood_suppressed``) and journaled as one ``read_failed``
         when the window ends, or just before the next valid read, whichever comes first."""
-        svc = self.svc
-        at = svc.now_ms()
-        if table_id not in svc.tables or table_id in svc.leaving:  # the table is not (or no longer) this node's
-            svc.metrics.scan_reads.labels(table=table_id, result="table_moved").inc()
+        at = self.now_ms()
+        if not self.tables.owns(table_id):  # the table is not (or no longer) this node's
+            self.metrics.scan_reads.labels(table=table_id, result="table_moved").inc()
             return
-        if not svc.core.journal_writable:
+        if not self.state.writable:
             self._scan_refused(table_id, inp, at)
             return
         received = inp.received_ns or time.monotonic_ns()
@@ -220,21 +182,21 @@ class Inputs:
         if inp.kind == ScanKind.OK and inp.code is not None:
             ended = floods.due(now) + [s for s in (floods.flush(inp.reader, now),) if s is not None]
             self._flood_summaries(table_id, ended, at)
-            svc.queue.put(Item(table_id, ScanRead(reader=inp.reader, code=inp.code, seq=inp.seq, at=at,
+            self.queue.put(Item(table_id, ScanRead(reader=inp.reader, code=inp.code, seq=inp.seq, at=at,
                                                   burn=inp.burn), received))  # never dropped, never delayed
             return
         reason = _FAIL_REASON[inp.kind]
         if inp.kind == ScanKind.FORGED:
-            svc.metrics.frames_rejected.labels(reader=inp.reader, reason=inp.reason or "unknown").inc()
+            self.metrics.frames_rejected.labels(reader=inp.reader, reason=inp.reason or "unknown").inc()
         passed, ended = floods.admit(inp.reader, reason, now)
         self._flood_summaries(table_id, ended, at)
         if not passed:
-            svc.metrics.flood_suppressed.labels(reader=inp.reader, kind=reason).inc()
+            self.metrics.flood_suppressed.labels(reader=inp.reader, kind=reason).inc()
             self._arm_flood_timer(table_id)
             return
         if inp.kind == ScanKind.FORGED:
             self._on_forged(table_id, inp, at)
-        svc.queue.put_droppable(Item(table_id, ReadFailed(reader=inp.reader, reason=reason, detail=inp.detail[:120],  # type: ignore[arg-type]
+        self.queue.put_droppable(Item(table_id, ReadFailed(reader=inp.reader, reason=reason, detail=inp.detail[:120],  # type: ignore[arg-type]
                                                           at=at), received), "scanner_failure")
 
     def _scan_refused(self, table_id: str, inp: ScanInput, at: int) -> None:
@@ -242,14 +204,13 @@ class Inputs:
         counted as ``journal_unavailable``; a card read tells the station to stop dealing (the card
         is not registered), a failed read is only counted (a flood must not queue work), a forged
         frame is still alerted."""
-        svc = self.svc
-        svc.metrics.scan_reads.labels(table=table_id, result=JOURNAL_UNAVAILABLE).inc()
+        self.metrics.scan_reads.labels(table=table_id, result=JOURNAL_UNAVAILABLE).inc()
         if inp.kind == ScanKind.FORGED:
-            svc.metrics.frames_rejected.labels(reader=inp.reader, reason=inp.reason or "unknown").inc()
+            self.metrics.frames_rejected.labels(reader=inp.reader, reason=inp.reason or "unknown").inc()
             self._on_forged(table_id, inp, at)
         elif inp.kind == ScanKind.OK:
             log.warning("card read not taken: journal unavailable", table_id=table_id, reader=inp.reader, seq=inp.seq)
-            svc.publisher.release_prompt(svc.core.journal_alert(table_id, at, card=True))
+            self.release_prompt(prompts.journal_alert(table_id, at, card=True))
 
     def _flood_summaries(self, table_id: str, summaries: list[FloodSummary], at: int) -> None:
         """One journaled read_failed per ended flood window, with its count in the detail."""
@@ -259,7 +220,7 @@ class Inputs:
                         suppressed=s.total, kinds=s.counts, seconds=round(s.ended - s.started, 1))
             if "forged_frame" in s.counts:
                 self._on_forged(table_id, ScanInput(s.key, ScanKind.FORGED, detail=detail, reason="flood"), at)
-            self.svc.queue.put_droppable(Item(table_id, ReadFailed(reader=s.key, reason=s.kind, detail=detail[:120], at=at),  # type: ignore[arg-type]
+            self.queue.put_droppable(Item(table_id, ReadFailed(reader=s.key, reason=s.kind, detail=detail[:120], at=at),  # type: ignore[arg-type]
                                               time.monotonic_ns()), "scanner_failure")
 
     def _arm_flood_timer(self, table_id: str) -> None:
@@ -272,10 +233,10 @@ class Inputs:
 
     def _flood_timer_fired(self, table_id: str) -> None:
         del self._flood_timers[table_id]
-        if table_id not in self.svc.tables:
+        if table_id not in self.tables:
             return
         self._flood_summaries(table_id, self._floods[table_id].due(asyncio.get_running_loop().time()),
-                              self.svc.now_ms())
+                              self.now_ms())
         self._arm_flood_timer(table_id)  # a window still open (the timer fired a hair early): once more
 
     def _on_forged(self, table_id: str, inp: ScanInput, at: int) -> None:
@@ -283,23 +244,8 @@ class Inputs:
         now (the round machine, given it as a ``forged_frame`` read failure, asks for a rescan)."""
         log.error("scanner frame failed authentication", table_id=table_id, reader=inp.reader,
                   reason=inp.reason, seq=inp.seq, detail=inp.detail)
-        prompt = self.svc.tables[table_id].prompt_now(at)  # keeps the position the deal stays at
-        self.svc.publisher.release_prompt(prompt.model_copy(update={
-            "kind": "ALERT", "reason": "forged_frame", "count": None,
-            "message": f"SUPERVISOR: a message from scanner {inp.reader} failed authentication ({inp.detail}); "
-                       "it was ignored and registered no card: check the shoe and its cable"}))
-
-    def on_reader_state(self, state: ReaderState) -> None:
-        """A signed reader's frame was accepted and moved its boot or seq. The link reports it
-        before the frame's read is queued, and the commit loop takes the pending states after it
-        has taken its items, so the state is committed with that read (or earlier), never after."""
-        if not self._reader_states:
-            self.svc.queue.put(WAKE)  # a BOOT frame brings no read that would wake the loop
-        self._reader_states[state.reader] = state
-
-    def take_reader_states(self) -> list[ReaderState]:
-        states, self._reader_states = self._reader_states, {}
-        return list(states.values())
+        prompt = self.tables[table_id].prompt_now(at)  # keeps the position the deal stays at
+        self.release_prompt(prompts.forged_alert(prompt, inp.reader, inp.detail))
 
     def _restore_reader(self, table_id: str, session: ReaderSession) -> None:
         """Give a signed reader's new session the boot and seq journaled before this start."""
@@ -314,29 +260,24 @@ class Inputs:
                         "configured (re-keyed reader); its next signed frame sets the boot counter",
                         table_id=table_id, reader=state.reader, boot=state.boot, seq=state.seq)
 
-    def on_bad_message(self, kind: str, reason: str) -> None:
-        self.svc.metrics.bad_messages.labels(topic_kind=kind).inc()
-        log.warning("bad message", kind=kind, reason=reason[:300])
-
     def heartbeat_timeouts(self) -> dict[str, float]:
         """Each MQTT reader's heartbeat timeout, for the ingest's watchdog."""
-        return {c.scanner.reader_id: c.scanner.heartbeat_timeout for c in self.svc.configs.values()
+        return {c.scanner.reader_id: c.scanner.heartbeat_timeout for c in self.tables.configs.values()
                 if c.scanner.kind == "mqtt"}
 
     async def serial(self, cfg: TableConfig) -> None:
         """Run a table's serial scanner link (a background task of the service)."""
         from drivers.serial_link import SerialScannerLink
 
-        svc = self.svc
         assert cfg.scanner.port is not None
         reader = cfg.scanner.reader_id
         link = SerialScannerLink(
             cfg.scanner.port, baudrate=cfg.scanner.baudrate, expected_reader=reader,
             heartbeat_timeout=cfg.scanner.heartbeat_timeout, protocol=cfg.scanner.protocol,
             on_input=lambda inp: self.on_scan_input(cfg.id, inp),
-            on_link=lambda st: svc.link_tracker.on_scan_link(cfg.id, st), auth=self._scanner_auth[cfg.id],
-            on_state=self.on_reader_state,
-            on_notice=lambda n: svc.metrics.scanner_notices.labels(reader=reader, kind=n.kind).inc(),
+            on_link=lambda st: self.on_scan_link(cfg.id, st), auth=self._scanner_auth[cfg.id],
+            on_state=self.queue.put_reader_state,
+            on_notice=lambda n: self.metrics.scanner_notices.labels(reader=reader, kind=n.kind).inc(),
         )
         if link.capabilities.sequence_numbers:  # only such a reader has a journaled boot and seq to restore
             self._restore_reader(cfg.id, link.session(reader))

@@ -46,24 +46,39 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import os
 import socket
 import time
-import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import suppress
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, TypeVar
 
 import psycopg
 import structlog
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from psycopg.conninfo import conninfo_to_dict
+from prometheus_client import CollectorRegistry
 from psycopg.types.json import Jsonb
 
 from dealer.edge.config import ClusterSection
+from dealer.edge.lease_db import _bounded, _finish, _iso, _one_line, _Unreachable, describe
+from dealer.edge.lease_metrics import LeaseMetrics, lease_metrics
 from dealer.edge.lease_plan import ORPHANED, LeaseRow, NodeRow, plan
-from dealer.edge.metrics import LATENCY_BUCKETS, Metrics
+from dealer.edge.lease_sql import (
+    _ACQUIRE,
+    _ACQUIRE_ORPHANS,
+    _CHECK,
+    _ENSURE_ROWS,
+    _LEAVE,
+    _NODE,
+    _READ_LEASES,
+    _READ_NODES,
+    _READ_PINS,
+    _REGISTER,
+    _RELEASE,
+    _RENEW,
+    _SERVING,
+    NOTIFY_PAYLOAD_MAX,
+)
+from dealer.edge.metrics import Metrics
 
 log = structlog.get_logger("dealer.edge.leases")
 
@@ -82,283 +97,6 @@ T = TypeVar("T")
 class LeaseError(ValueError):
     """The node cannot take part in the cluster (database unreachable at start, no schema, a
     clock far off, its node id already running, superseded): one line for ``dealer run``."""
-
-
-class _Unreachable(Exception):
-    """A statement failed for want of the database (refused, reset, no answer in time)."""
-
-
-class LeaseMetrics:
-    """The lease metrics, registered once per registry (a service's :class:`Metrics`)."""
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        r = registry
-        self.held = Gauge("dealer_table_lease_held", "1 while this node holds the table's lease", ["table"],
-                          registry=r)
-        self.epoch = Gauge("dealer_lease_epoch", "The epoch of the table's lease as this node last took it "
-                           "(the fencing token its journal rows carry)", ["table"], registry=r)
-        self.acquisitions = Counter("dealer_lease_acquisitions", "Leases taken, by reason: placement (placed "
-                                    "here and free), expired (placed here, its holder's lease ran out), orphaned "
-                                    "(placed on a node that did not take it for a whole lease)",
-                                    ["table", "reason"], registry=r)
-        self.losses = Counter("dealer_lease_losses", "Leases given up or lost, by reason: handover, shutdown, "
-                              "lost (not renewed: taken over or expired), fenced (the journal was refused), "
-                              "unreachable (the database did not answer for a lease), expired_locally (no renewal "
-                              "answered in time, or the process was paused), journal_unwritable (this node could not "
-                              "write its journal for a lease: given up to the others), superseded, adopt_failed",
-                              ["table", "reason"], registry=r)
-        self.nodes_live = Gauge("dealer_cluster_nodes_live", "Backend nodes heard within a lease and not leaving, "
-                                "as this node last read them", registry=r)
-        self.clock_skew = Gauge("dealer_clock_skew_seconds", "This node's wall clock minus the database's "
-                                "(measured at every renewal; beyond [cluster] max_clock_skew_seconds a node "
-                                "refuses to start and logs an error while running)", registry=r)
-        self.renew_failures = Counter("dealer_lease_renew_failures", "Renewals (heartbeat and every lease, one "
-                                      "statement) that failed for want of the database", registry=r)
-        self.unknown_holders = Counter("dealer_lease_unknown_holders", "Leases found held by a node that has no "
-                                       "row in nodes (counted once per table and holder): taken over only once "
-                                       "they expire", ["table"], registry=r)
-        self.database_up = Gauge("dealer_lease_database_up", "1 while the lease database answers", registry=r)
-        self.statement = Histogram("dealer_lease_statement_seconds", "Lease statements' round trips, by "
-                                   "statement: renew, read, acquire, release", ["statement"],
-                                   buckets=LATENCY_BUCKETS, registry=r)
-
-
-_BY_REGISTRY: weakref.WeakKeyDictionary[CollectorRegistry, LeaseMetrics] = weakref.WeakKeyDictionary()
-
-
-def lease_metrics(registry: CollectorRegistry) -> LeaseMetrics:
-    """The registry's lease metrics (created at the first call)."""
-    m = _BY_REGISTRY.get(registry)
-    if m is None:
-        m = _BY_REGISTRY[registry] = LeaseMetrics(registry)
-    return m
-
-
-def describe(url: str) -> str:
-    """``host:port/db`` of a libpq URL, for messages (never its password)."""
-    try:
-        p = conninfo_to_dict(url)
-    except psycopg.Error:
-        return "(a malformed URL)"
-    return f"{p.get('host', 'localhost')}:{p.get('port', 5432)}/{p.get('dbname', '')}"
-
-
-def _one_line(e: BaseException) -> str:
-    text = " ".join(str(e).split()) or type(e).__name__
-    return text
-
-
-def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="milliseconds")
-
-
-# A connection's socket is closed only once nothing waits on it. psycopg waits by registering
-# the socket with the event loop, and re-registers it every 0.1 s; closing a descriptor the
-# loop registered in the same turn makes uvloop abort the whole process inside libuv
-# (epoll_ctl on a closed descriptor). A node resumed after SIGSTOP runs every overdue timer
-# in one turn (psycopg's and a deadline's), which is how nodes died after SIGCONT. So a
-# deadline *cuts* the connection (shutdown: every waiter reads end of file and lets go of
-# the socket; libpq then drops it) and closes it when the last statement on it has ended.
-_busy: weakref.WeakKeyDictionary[Any, set[asyncio.Future[Any]]] = weakref.WeakKeyDictionary()
-
-
-def _cut(conn: psycopg.AsyncConnection[Any] | None) -> None:
-    """Wake whatever waits on ``conn``'s socket, now, without closing the descriptor."""
-    if conn is None:
-        return
-    with suppress(Exception):  # already dropped by libpq: nothing waits on it
-        fd = conn.pgconn.socket
-        with socket.socket(fileno=os.dup(fd)) as s:  # the duplicate is never registered
-            s.shutdown(socket.SHUT_RDWR)
-
-
-def _finish(conn: psycopg.AsyncConnection[Any] | None) -> None:
-    """Close ``conn`` whatever it is doing: cut it now, close it once no statement waits on it."""
-    if conn is None:
-        return
-    _cut(conn)
-    pending = {t for t in _busy.get(conn, ()) if not t.done()}
-    if not pending:
-        _close(conn)
-        return
-
-    def last_one_ended(_: asyncio.Future[Any]) -> None:
-        if all(t.done() for t in pending):
-            _close(conn)
-    for t in pending:
-        t.add_done_callback(last_one_ended)
-
-
-def _close(conn: psycopg.AsyncConnection[Any]) -> None:
-    _busy.pop(conn, None)
-    with suppress(Exception):
-        conn.pgconn.finish()
-
-
-def _forget(task: asyncio.Future[Any]) -> None:
-    """Retrieve an abandoned task's outcome so asyncio does not log it."""
-    def done(t: asyncio.Future[Any]) -> None:
-        if not t.cancelled():
-            t.exception()
-    task.add_done_callback(done)
-
-
-async def _bounded(coro: Awaitable[T], timeout: float, conn: psycopg.AsyncConnection[Any] | None,
-                   what: str) -> T:
-    """``coro`` within ``timeout`` seconds, else cut ``conn`` under it and raise
-    :class:`_Unreachable`. Cutting rather than cancelling matters: cancelling a query psycopg
-    still believes active sends a cancel request and waits seconds for a server that does not
-    answer, while a cut socket ends the statement at once with an error."""
-    task = asyncio.ensure_future(coro)
-    if conn is not None:
-        _busy.setdefault(conn, set()).add(task)
-        task.add_done_callback(lambda t: _busy.get(conn, set()).discard(t))
-    try:
-        done, _ = await asyncio.wait({task}, timeout=timeout)
-    except asyncio.CancelledError:
-        _abandon(task, conn)
-        raise
-    if not done:
-        _cut(conn)
-        with suppress(Exception):
-            await asyncio.wait({task}, timeout=1.0)
-        _abandon(task, conn)
-        raise _Unreachable(f"{what}: no answer in {timeout:g} s")
-    try:
-        return task.result()
-    except (psycopg.OperationalError, psycopg.InterfaceError, OSError) as e:
-        _finish(conn)
-        raise _Unreachable(f"{what}: {_one_line(e)}") from None
-
-
-def _abandon(task: asyncio.Future[Any], conn: psycopg.AsyncConnection[Any] | None) -> None:
-    """Give up on ``task``: a statement on ``conn`` ends by the cut (the connection closes
-    when it has); a connect (no ``conn`` yet) is cancelled, which psycopg handles itself."""
-    if not task.done() and conn is None:
-        task.cancel()
-    _forget(task)
-    _finish(conn)
-
-
-_REGISTER = """
-INSERT INTO nodes AS n (node, session, started_at, heartbeat_at, leaving, tables)
-VALUES (%(node)s, %(session)s, clock_timestamp(), clock_timestamp(), false, %(tables)s)
-ON CONFLICT (node) DO UPDATE SET session = EXCLUDED.session, started_at = EXCLUDED.started_at,
-    heartbeat_at = EXCLUDED.heartbeat_at, leaving = false, tables = EXCLUDED.tables
-WHERE n.session = EXCLUDED.session OR n.leaving
-   OR n.heartbeat_at <= clock_timestamp() - make_interval(secs => %(lease)s)
-RETURNING node
-"""
-
-_NODE = """
-SELECT session, heartbeat_at, extract(epoch FROM clock_timestamp() - heartbeat_at)::float8
-FROM nodes WHERE node = %(node)s
-"""
-
-_ENSURE_ROWS = """
-INSERT INTO leases (table_id, node, epoch, expires_at, acquired_at)
-SELECT t, NULL, 0, clock_timestamp(), clock_timestamp() FROM unnest(%(tables)s::text[]) AS t
-ON CONFLICT (table_id) DO NOTHING
-"""
-
-#: PostgreSQL's limit on a NOTIFY payload is 8,000 bytes; ours stay under this.
-NOTIFY_PAYLOAD_MAX = 7_000
-
-# One statement: the heartbeat (only while the row is this process's), then every lease this
-# node holds at the epoch it holds it, if not expired yet; the database's clock for the skew.
-# Every statement that locks several lease rows locks them in table order (a locking SELECT
-# sorted first): a journal commit locks its tables' rows FOR SHARE in table order too (the
-# fence trigger, with the batch inserted sorted by table), so the two never deadlock. Unordered,
-# a 1,000-table node's renewal deadlocked with its own commits within seconds.
-
-_RENEW = """
-WITH hb AS (
-    UPDATE nodes SET heartbeat_at = clock_timestamp()
-    WHERE node = %(node)s AND session = %(session)s
-    RETURNING node
-), lk AS (
-    SELECT l.table_id FROM leases AS l
-    JOIN unnest(%(tables)s::text[], %(epochs)s::bigint[]) AS h(table_id, epoch)
-      ON l.table_id = h.table_id AND l.epoch = h.epoch
-    WHERE l.node = %(node)s AND l.expires_at > clock_timestamp() AND EXISTS (SELECT 1 FROM hb)
-    ORDER BY l.table_id FOR UPDATE OF l
-), rn AS (
-    UPDATE leases AS l SET expires_at = clock_timestamp() + make_interval(secs => %(lease)s)
-    FROM lk
-    WHERE l.table_id = lk.table_id AND l.node = %(node)s AND l.expires_at > clock_timestamp()
-    RETURNING l.table_id
-)
-SELECT EXISTS (SELECT 1 FROM hb), ARRAY(SELECT table_id FROM rn), extract(epoch FROM clock_timestamp())::float8
-"""
-
-_READ_NODES = """
-SELECT node, session, extract(epoch FROM clock_timestamp() - heartbeat_at)::float8, leaving, tables FROM nodes
-"""
-
-_READ_LEASES = """
-SELECT table_id, node, epoch, extract(epoch FROM clock_timestamp() - expires_at)::float8 FROM leases
-"""
-
-# Operators' pins (`dealer cluster move`): placement puts a pinned table on its node while live.
-_READ_PINS = """
-SELECT table_id, node FROM pins
-"""
-
-# Take leases: free or expired (placed here), or expired for a whole lease (orphaned).
-_ACQUIRE = """
-WITH lk AS (
-    SELECT table_id FROM leases WHERE table_id = ANY(%(tables)s) AND (node IS NULL OR expires_at <= clock_timestamp())
-    ORDER BY table_id FOR UPDATE
-)
-UPDATE leases AS l SET node = %(node)s, epoch = l.epoch + 1, acquired_at = clock_timestamp(),
-    expires_at = clock_timestamp() + make_interval(secs => %(lease)s)
-FROM lk WHERE l.table_id = lk.table_id AND (l.node IS NULL OR l.expires_at <= clock_timestamp())
-RETURNING l.table_id, l.epoch
-"""
-
-_ACQUIRE_ORPHANS = """
-WITH lk AS (
-    SELECT table_id FROM leases
-    WHERE table_id = ANY(%(tables)s) AND expires_at <= clock_timestamp() - make_interval(secs => %(lease)s)
-    ORDER BY table_id FOR UPDATE
-)
-UPDATE leases AS l SET node = %(node)s, epoch = l.epoch + 1, acquired_at = clock_timestamp(),
-    expires_at = clock_timestamp() + make_interval(secs => %(lease)s)
-FROM lk WHERE l.table_id = lk.table_id AND l.expires_at <= clock_timestamp() - make_interval(secs => %(lease)s)
-RETURNING l.table_id, l.epoch
-"""
-
-_RELEASE = """
-WITH lk AS (
-    SELECT l.table_id FROM leases AS l
-    JOIN unnest(%(tables)s::text[], %(epochs)s::bigint[]) AS h(table_id, epoch)
-      ON l.table_id = h.table_id AND l.epoch = h.epoch
-    WHERE l.node = %(node)s
-    ORDER BY l.table_id FOR UPDATE OF l
-), r AS (
-    UPDATE leases AS l SET node = NULL, expires_at = clock_timestamp()
-    FROM lk WHERE l.table_id = lk.table_id AND l.node = %(node)s
-    RETURNING l.table_id
-)
-SELECT ARRAY(SELECT table_id FROM r), pg_notify(%(channel)s, %(payload)s)
-"""
-
-_LEAVE = """
-WITH u AS (UPDATE nodes SET leaving = true WHERE node = %(node)s AND session = %(session)s RETURNING node)
-SELECT (SELECT count(*) FROM u), pg_notify(%(channel)s, %(payload)s)
-"""
-
-# A node whose journal cannot be written stops serving (leaving: no node places tables on it) and
-# serves again once it can write; the NOTIFY makes the others look now.
-_SERVING = """
-WITH u AS (UPDATE nodes SET leaving = NOT %(serving)s WHERE node = %(node)s AND session = %(session)s
-           RETURNING node)
-SELECT (SELECT count(*) FROM u), pg_notify(%(channel)s, %(payload)s)
-"""
-
-_CHECK = """
-SELECT table_id, node, epoch, expires_at > clock_timestamp() FROM leases WHERE table_id = ANY(%(tables)s)
-"""
 
 
 class LeaseManager:

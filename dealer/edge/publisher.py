@@ -16,18 +16,19 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import structlog
 from pydantic import BaseModel
 
 from dealer.core import visibility
 from dealer.core.messages import StationPrompt
-from dealer.edge import topics
-
-if TYPE_CHECKING:
-    from dealer.edge.service import Service
+from dealer.edge import prompts, topics
+from dealer.edge.catchup import Catchup
+from dealer.edge.metrics import Metrics
+from dealer.edge.tables import Tables
+from drivers.bus import Bus
 
 log = structlog.get_logger("dealer.edge.service")  # one logger for every part of the service
 
@@ -49,11 +50,22 @@ def _name_of(msg: BaseModel) -> str | None:
 
 class Publisher:
     """Gets the service's messages out: live ones now, catch-up ones retained, none that would
-    show a hidden card or break the size limit. Uses the service's bus, tables, links (for what
-    a waiting station is told), catch-up state, observers and background task set."""
+    show a hidden card or break the size limit. Uses the bus, the tables (their links: what a
+    waiting station is told), the catch-up state, the observers and the background task set
+    (``spawn``); ``paused_reason`` says why a table's clocks are stopped (its retained state)."""
 
-    def __init__(self, svc: Service) -> None:
-        self.svc = svc
+    def __init__(self, bus: Bus, tables: Tables, metrics: Metrics, catchup: Catchup, *,
+                 now_ms: Callable[[], int], spawn: Callable[[Coroutine[Any, Any, None]], asyncio.Task[None]],
+                 paused_reason: Callable[[str], str | None], instance: str, max_message_bytes: int) -> None:
+        self.bus = bus
+        self.tables = tables
+        self.metrics = metrics
+        self.catchup = catchup
+        self.now_ms = now_ms
+        self.spawn = spawn
+        self.paused_reason = paused_reason
+        self.instance = instance
+        self.max_message_bytes = max_message_bytes
         self.observers: list[Observer] = []
         #: Tables whose retained state waits for the commit loop to send it (after a commit).
         self.catchup_due: set[str] = set()
@@ -90,7 +102,7 @@ class Publisher:
     @property
     def session(self) -> str:
         """The broker session the retained messages name (the bus's; its status names it too)."""
-        return getattr(self.svc.bus, "session", None) or f"{self.svc.instance}.1"
+        return getattr(self.bus, "session", None) or f"{self.instance}.1"
 
     def notify(self, kind: str, msg: Any) -> None:
         for obs in list(self.observers):
@@ -100,42 +112,37 @@ class Publisher:
                 log.exception("observer failed")
 
     def release_prompt(self, prompt: StationPrompt) -> None:
-        svc = self.svc
-        if not svc.may_publish(prompt.table_id, "prompt"):
+        if not self.tables.may_publish(prompt.table_id, "prompt"):
             return
-        if prompt.kind == "WAIT" and prompt.round_id is None:  # between rounds: say which link it waits for
-            waiting = svc.links[prompt.table_id].waiting_for()
-            if waiting is not None:
-                prompt = prompt.model_copy(update={"message": f"waiting for {waiting}"})
+        prompt = prompts.with_waiting(prompt, self.tables.links[prompt.table_id])  # between rounds: which link
         if prompt.kind == "RESCAN":
-            svc.metrics.rescans.labels(table=prompt.table_id, reason=prompt.reason or "").inc()
+            self.metrics.rescans.labels(table=prompt.table_id, reason=prompt.reason or "").inc()
         elif prompt.kind == "ALERT":
-            svc.metrics.alerts.labels(table=prompt.table_id, reason=prompt.reason or "").inc()
+            self.metrics.alerts.labels(table=prompt.table_id, reason=prompt.reason or "").inc()
             log.error("supervisor alert", table_id=prompt.table_id, message=prompt.message)
         self.publish_soft(topics.prompts(prompt.table_id), prompt, "prompt")
-        if svc.bus.connected and not self.stopping:  # else the next connect sends it anyway
-            retained = svc.catchup.prompt(prompt, self.session)
+        if self.bus.connected and not self.stopping:  # else the next connect sends it anyway
+            retained = self.catchup.prompt(prompt, self.session)
             if retained is not None:
                 self.publish_retained(topics.current_prompt(prompt.table_id), retained, "current_prompt")
 
     def publish_soft(self, topic: str, msg: BaseModel, kind: str, latency_from: int = 0) -> bool:
         """Publish a prompt or round event now (QoS 1, not durable: stale ones are useless);
         never one that would show its audience a hidden card (False: withheld)."""
-        svc = self.svc
-        if not svc.may_publish(topics.table_of(topic), kind):  # not this node's table (now): say nothing
+        if not self.tables.may_publish(topics.table_of(topic), kind):  # not this node's table (now): say nothing
             return False
-        if not self.connected_once and not svc.bus.connected:  # starting: said at the first connect
+        if not self.connected_once and not self.bus.connected:  # starting: said at the first connect
             self.unsent_before_connect += 1
-            svc.metrics.publish_failures.labels(kind=kind).inc()
+            self.metrics.publish_failures.labels(kind=kind).inc()
             return False
         text = msg.model_dump_json()
         if self.withheld(topic, text, kind, getattr(msg, "round_id", None)):
             return False
         payload = text.encode()
-        if len(payload) > svc.settings.service.max_message_bytes:  # the broker would drop our connection
-            svc.metrics.messages_oversize.labels(kind=kind).inc()
+        if len(payload) > self.max_message_bytes:  # the broker would drop our connection
+            self.metrics.messages_oversize.labels(kind=kind).inc()
             log.error("message over the limit: not sent", kind=kind, topic=topic, size=len(payload),
-                      limit=svc.settings.service.max_message_bytes, name=_name_of(msg),
+                      limit=self.max_message_bytes, name=_name_of(msg),
                       round_id=getattr(msg, "round_id", None))
             return False
         self.notify(kind, msg)
@@ -167,11 +174,11 @@ class Publisher:
         """Hand a message to the bus (QoS 1); the future of the broker's acknowledgement. The MQTT
         bus makes it without a coroutine or a Task (``publish_nowait``); a bus without that (the
         in-process one) publishes in a task, which is a future too."""
-        bus = self.svc.bus
+        bus = self.bus
         nowait = getattr(bus, "publish_nowait", None)
         if nowait is not None:
             return nowait(topic, payload, qos=1, retain=retain)  # type: ignore[no-any-return]
-        return self.svc.spawn(bus.publish(topic, payload, qos=1, retain=retain))
+        return self.spawn(bus.publish(topic, payload, qos=1, retain=retain))
 
     def _live_done(self, topic: str, size: int, kind: str, latency_from: int, round_id: str | None,
                    name: str | None, fut: asyncio.Future[None]) -> None:
@@ -180,16 +187,15 @@ class Publisher:
         if fut.cancelled():
             return
         exc = fut.exception()
-        svc = self.svc
         if exc is not None:
             self._traced.pop(latency_from, None)
-            svc.metrics.publish_failures.labels(kind=kind).inc()
+            self.metrics.publish_failures.labels(kind=kind).inc()
             log.warning("publish dropped", kind=kind, name=name, topic=topic, round_id=round_id, size=size,
                         reason=str(exc)[:200])
             return
         if latency_from:
             elapsed = time.monotonic_ns() - latency_from
-            svc.metrics.scan_to_publish.observe(elapsed / 1e9)
+            self.metrics.scan_to_publish.observe(elapsed / 1e9)
             if self.latency_samples is not None:
                 self.latency_samples.append(elapsed)
             instants = self._traced.pop(latency_from, None)
@@ -204,7 +210,7 @@ class Publisher:
         the cards. Effects are released after their batch: the round may have moved on, but
         within a round what an audience may see only grows, so nothing legitimate is held."""
         tid, audience = topics.table_of(topic), visibility.audience_of(topic)
-        table = self.svc.tables.get(tid) if tid is not None else None
+        table = self.tables.get(tid) if tid is not None else None
         if table is None or audience is None:
             return False
         rnd = table.current
@@ -213,7 +219,7 @@ class Publisher:
         leaked = visibility.leaks(rnd, audience, payload)
         if not leaked:
             return False
-        self.svc.metrics.visibility_blocked.labels(kind=kind).inc()
+        self.metrics.visibility_blocked.labels(kind=kind).inc()
         log.error("result carries hidden cards; delivered anyway: it settles money" if kind == "result"
                   else "message withheld: it would show hidden cards", kind=kind, topic=topic, audience=audience,
                   round_id=round_id, hidden=len(leaked), positions=visibility.positions_of(rnd, leaked))
@@ -224,23 +230,21 @@ class Publisher:
     def flush_catchup(self) -> None:
         """Send the retained state of the tables due, where it changed. Called by the commit loop
         after a batch's commit and effects, so a state never shows what is not journaled."""
-        svc = self.svc
-        if not self.catchup_due or not svc.bus.connected or self.stopping:
+        if not self.catchup_due or not self.bus.connected or self.stopping:
             return  # not connected: the next connect marks every table due again
         due, self.catchup_due = self.catchup_due, set()
-        now = svc.now_ms()
+        now = self.now_ms()
         for tid in sorted(due):
-            if not svc.may_publish(tid, "table_state"):
+            if not self.tables.may_publish(tid, "table_state"):
                 continue
-            for topic, msg in svc.catchup.updates(svc.tables[tid], session=self.session, at=now,
-                                                  paused_reason=svc.timers.paused_reason(tid)):
+            for topic, msg in self.catchup.updates(self.tables[tid], session=self.session, at=now,
+                                                  paused_reason=self.paused_reason(tid)):
                 self.publish_retained(topic, msg, _retained_kind(topic))
 
     def publish_retained(self, topic: str, msg: BaseModel | None, kind: str) -> None:
         """Publish a catch-up message retained (QoS 1); None clears the topic (an empty retained
         payload). Checked against the visibility policy like every message."""
-        svc = self.svc
-        if not svc.may_publish(topics.table_of(topic), kind):
+        if not self.tables.may_publish(topics.table_of(topic), kind):
             return
         payload = b""
         if msg is not None:
@@ -248,10 +252,10 @@ class Publisher:
             if self.withheld(topic, text, kind, getattr(msg, "round_id", None)):
                 return
             payload = text.encode()
-            if len(payload) > svc.settings.service.max_message_bytes:
-                svc.metrics.messages_oversize.labels(kind=kind).inc()
+            if len(payload) > self.max_message_bytes:
+                self.metrics.messages_oversize.labels(kind=kind).inc()
                 log.error("message over the limit: not sent", kind=kind, topic=topic, size=len(payload),
-                          limit=svc.settings.service.max_message_bytes)
+                          limit=self.max_message_bytes)
                 return
         fut = self._send(topic, payload, retain=True)
         fut.add_done_callback(functools.partial(self._retained_done, kind))
@@ -259,26 +263,25 @@ class Publisher:
 
     def _retained_done(self, kind: str, fut: asyncio.Future[None]) -> None:
         if not fut.cancelled() and fut.exception() is not None:
-            self.svc.metrics.publish_failures.labels(kind=kind).inc()
+            self.metrics.publish_failures.labels(kind=kind).inc()
 
     async def retained_stale(self, tables: list[str] | None = None, timeout: float = 2.0) -> None:
         """A clean stop: every table's retained prompt, state and player states again, marked
         stale, before the bus says offline (a dead backend's are stale by its last will); a clean
         handover of some ``tables``: theirs, before the lease goes to the next owner. Never for a
         table whose lease is not valid now (its retained messages may be another node's)."""
-        svc = self.svc
-        if not svc.bus.connected:
+        if not self.bus.connected:
             return
-        now, session = svc.now_ms(), self.session
+        now, session = self.now_ms(), self.session
         sends = []
-        for tid in sorted(svc.tables if tables is None else tables):
-            if not svc.may_publish(tid, "stale"):
+        for tid in sorted(self.tables if tables is None else tables):
+            if not self.tables.may_publish(tid, "stale"):
                 continue
-            for topic, msg in svc.catchup.stopped(svc.tables[tid], session=session, at=now):
+            for topic, msg in self.catchup.stopped(self.tables[tid], session=session, at=now):
                 text = "" if msg is None else msg.model_dump_json()
                 if msg is not None and self.withheld(topic, text, "stale", getattr(msg, "round_id", None)):
                     continue
-                sends.append(svc.bus.publish(topic, text.encode(), qos=1, retain=True))
+                sends.append(self.bus.publish(topic, text.encode(), qos=1, retain=True))
         try:
             async with asyncio.timeout(timeout):
                 results = await asyncio.gather(*sends, return_exceptions=True)

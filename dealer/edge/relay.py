@@ -11,29 +11,46 @@ one, is refused (a security event) and changes nothing: the key alone is public.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import structlog
 
 from dealer.core import acks
-from dealer.core.events import ResultDelivered
+from dealer.core.events import Event, ResultDelivered
 from dealer.edge import topics
+from dealer.edge.config import ServiceSection
 from dealer.edge.journal import Batch, JournalWriteFailed, OutboxRow, result_key
-from drivers.bus import BusError
-
-if TYPE_CHECKING:
-    from dealer.edge.service import Service
+from dealer.edge.lookups import Lookups
+from dealer.edge.metrics import Metrics
+from dealer.edge.refusals import Refusals
+from dealer.edge.tables import Tables
+from drivers.bus import Bus, BusError
 
 log = structlog.get_logger("dealer.edge.service")  # one logger for every part of the service
 
 
 class OutboxRelay:
     """Holds the outbox rows not yet acknowledged, publishes each when it is due, and turns
-    settlement's acknowledgement into a ``result_delivered`` for the commit loop. Uses the
-    service's bus, journal (an old acknowledgement), metrics and settings."""
+    settlement's acknowledgement into a ``result_delivered`` for the commit loop (``submit``).
+    Uses the bus, the tables, the journal (an old acknowledgement; a journal server's through
+    ``lookup``), the metrics, the service settings and the refusals (a bad or unbound one)."""
 
-    def __init__(self, svc: Service) -> None:
-        self.svc = svc
+    def __init__(self, bus: Bus, tables: Tables, journal: Any, metrics: Metrics, settings: ServiceSection, *,
+                 file_journal: bool, lookup: Lookups, refusals: Refusals, now_ms: Callable[[], int],
+                 submit: Callable[[str, Event], Any],
+                 spawn: Callable[[Coroutine[Any, Any, None]], asyncio.Task[None]]) -> None:
+        self.bus = bus
+        self.tables = tables
+        self.journal = journal
+        self.metrics = metrics
+        self.settings = settings
+        self.file_journal = file_journal
+        self.lookup = lookup
+        self.refusals = refusals
+        self.now_ms = now_ms
+        self.submit = submit
+        self.spawn = spawn
         self._pending: dict[int, OutboxRow] = {}
         self._by_key: dict[str, set[int]] = {}  # result idempotency key -> its pending outbox row ids
         self._inflight: set[int] = set()
@@ -44,7 +61,7 @@ class OutboxRelay:
         self._acking: set[str] = set()  # acknowledged keys whose result_delivered is on its way to the journal
         self._next: float | None = None  # loop time the relay wakes up at by itself (None: only when woken)
         self.wake = asyncio.Event()
-        svc.metrics.outbox_oldest_age.set_function(self._oldest_age)
+        self.metrics.outbox_oldest_age.set_function(self._oldest_age)
 
     @property
     def pending(self) -> int:
@@ -71,7 +88,7 @@ class OutboxRelay:
     def committed(self, batch: Batch, new_rows: list[OutboxRow]) -> None:
         """A batch is committed: the rows it delivered or whose result it acknowledged leave
         the outbox, the rows it wrote join it (and are sent at once)."""
-        metrics = self.svc.metrics
+        metrics = self.metrics
         for oid in batch.delivered:
             self._drop(oid)
         for key in batch.acked:
@@ -81,7 +98,7 @@ class OutboxRelay:
             metrics.result_acks.labels(table=key.split(":", 1)[0], outcome="applied").inc()
             log.info("result acknowledged by settlement", idempotency_key=key)
         for row in new_rows:
-            if row.table_id in self.svc.tables:  # else the table left meanwhile: its next owner sends it
+            if row.table_id in self.tables:  # else the table left meanwhile: its next owner sends it
                 self.add(row)
         metrics.outbox_pending.set(self.pending)
         if new_rows:
@@ -113,19 +130,18 @@ class OutboxRelay:
             created = [r.created_at for r in list(self._pending.values())]
         except RuntimeError:  # changed while copied: the next scrape reads it
             return 0.0
-        return max(0.0, (self.svc.now_ms() - min(created)) / 1000) if created else 0.0
+        return max(0.0, (self.now_ms() - min(created)) / 1000) if created else 0.0
 
     async def run(self) -> None:
         """Publish every outbox row that is due: at once when new, then again after the resend
         backoff (``service.result_resend_seconds``, doubling up to ``result_resend_max_seconds``)
         and after every broker reconnect, until settlement acknowledges its result."""
         loop = asyncio.get_running_loop()
-        svc = self.svc
-        cfg = svc.settings.service
+        cfg = self.settings
         while True:
             self.wake.clear()
             now, next_due = loop.time(), None
-            if svc.bus.connected:
+            if self.bus.connected:
                 for oid in sorted(self._pending):
                     if oid in self._inflight:
                         continue
@@ -134,18 +150,18 @@ class OutboxRelay:
                         next_due = due if next_due is None else min(next_due, due)
                         continue
                     row = self._pending[oid]
-                    if not svc.may_publish(row.table_id, "result"):  # sent when the lease is valid again
+                    if not self.tables.may_publish(row.table_id, "result"):  # sent when the lease is valid again
                         continue
                     if self._refused_oversize(row):
                         continue
                     if self._sends.get(oid):
                         reason = "reconnect" if oid in self._reconnect_resend else "backoff"
-                        svc.metrics.result_resends.labels(table=row.table_id, reason=reason).inc()
+                        self.metrics.result_resends.labels(table=row.table_id, reason=reason).inc()
                         log.info("result sent again: settlement has not acknowledged it", key=row.key,
                                  reason=reason, sends=self._sends[oid])
                     self._reconnect_resend.discard(oid)
                     self._inflight.add(oid)
-                    svc.spawn(self._deliver(row, cfg.result_resend_seconds, cfg.result_resend_max_seconds))
+                    self.spawn(self._deliver(row, cfg.result_resend_seconds, cfg.result_resend_max_seconds))
             # A timer sets the wake-up event: asyncio.wait_for (3.11) can swallow the task's
             # cancellation when the event is set at the same moment, and stop() would hang.
             self._next = next_due
@@ -159,12 +175,12 @@ class OutboxRelay:
     def _refused_oversize(self, row: OutboxRow) -> bool:
         """A row over the limit is never sent (the broker would drop the connection): logged
         and counted once per row and run; it stays in the outbox (raise the limit to send it)."""
-        limit = self.svc.settings.service.max_message_bytes
+        limit = self.settings.max_message_bytes
         if len(row.payload) <= limit:
             return False
         if row.id not in self._oversize_rows:
             self._oversize_rows.add(row.id)
-            self.svc.metrics.messages_oversize.labels(kind="result").inc()
+            self.metrics.messages_oversize.labels(kind="result").inc()
             log.error("outbox row over the message limit: not sent", kind="result", key=row.key, topic=row.topic,
                       round_id=row.round_id, size=len(row.payload), limit=limit)
         return True
@@ -173,7 +189,7 @@ class OutboxRelay:
         """One publish of an outbox row. The PUBACK only schedules the next publish: the row
         leaves the outbox when settlement acknowledges its result (:meth:`on_ack`)."""
         try:
-            await self.svc.bus.publish(row.topic, row.payload, qos=1)
+            await self.bus.publish(row.topic, row.payload, qos=1)
         except BusError as exc:
             log.warning("result publish failed; kept in outbox", kind="result", key=row.key, topic=row.topic,
                         round_id=row.round_id, reason=str(exc)[:200])
@@ -193,23 +209,22 @@ class OutboxRelay:
         does not carry the held result's SHA-256 is refused (:meth:`_unbound`); a repeat
         (already acknowledged) is counted and ignored quietly; an unknown key is counted,
         logged and ignored; a malformed payload is a bad message."""
-        svc = self.svc
         tid = topics.table_of(topic) or "unknown"
         verdict = acks.parse_ack(payload)
         if isinstance(verdict, acks.BadAck):
-            svc.inputs.on_bad_message("results_ack", f"table {tid}: {verdict.reason}")
+            self.refusals.bad_message("results_ack", f"table {tid}: {verdict.reason}")
             return
         key = verdict.idempotency_key
-        if tid not in svc.tables or tid in svc.leaving:  # the table's next owner takes its acknowledgements
+        if not self.tables.owns(tid):  # the table's next owner takes its acknowledgements
             log.debug("acknowledgement for a table this node does not own now; ignored", table_id=tid)
             return
         mine = acks.of_table(tid, key)  # another table's key (or a part's) is unknown here
         ids = self._by_key.get(key) if mine else None
-        if mine and key not in self._acking and not ids and not svc.file_journal:
-            svc.spawn(self._ack_looked_up(tid, verdict))  # a journal server is asked off the event loop
+        if mine and key not in self._acking and not ids and not self.file_journal:
+            self.spawn(self._ack_looked_up(tid, verdict))  # a journal server is asked off the event loop
             return
         try:
-            seen = mine and (key in self._acking or (not ids and svc.journal.delivered(tid, key.split(":", 1)[1])))
+            seen = mine and (key in self._acking or (not ids and self.journal.delivered(tid, key.split(":", 1)[1])))
         except JournalWriteFailed as exc:  # cannot tell now: the result is sent again and acknowledged again
             log.warning("acknowledgement not checked: the journal cannot answer now; ignored", table_id=tid,
                         idempotency_key=key[:200], error=str(exc)[:200])
@@ -217,15 +232,14 @@ class OutboxRelay:
         self._ack(tid, verdict, bool(seen), ids)
 
     async def _ack_looked_up(self, tid: str, ack: acks.Ack) -> None:
-        svc = self.svc
         key = ack.idempotency_key
         try:
-            seen = await svc.journal_lookup(svc.journal.delivered, tid, key.split(":", 1)[1])
+            seen = await self.lookup(self.journal.delivered, tid, key.split(":", 1)[1])
         except JournalWriteFailed as exc:
             log.warning("acknowledgement not checked: the journal cannot answer now; ignored", table_id=tid,
                         idempotency_key=key[:200], error=str(exc)[:200])
             return
-        if tid in svc.tables and tid not in svc.leaving:
+        if self.tables.owns(tid):
             self._ack(tid, ack, seen or key in self._acking, self._by_key.get(key))
 
     def _unbound(self, ack: acks.Ack, ids: set[int]) -> tuple[str, str] | None:
@@ -243,25 +257,24 @@ class OutboxRelay:
         return None
 
     def _ack(self, tid: str, ack: acks.Ack, seen: bool, ids: set[int] | None) -> None:
-        svc = self.svc
         key = ack.idempotency_key
         if ids:
             refusal = self._unbound(ack, ids)
             if refusal is not None:  # it changes nothing: the result goes again and settlement's real ack takes it
                 kind, detail = refusal
-                svc.metrics.result_acks.labels(table=tid, outcome="refused").inc()
-                svc.inputs._security_event(tid, kind, "settlement", detail, None, None, svc.now_ms())
+                self.metrics.result_acks.labels(table=tid, outcome="refused").inc()
+                self.refusals.security_event(tid, kind, "settlement", detail, None, None, self.now_ms())
                 return
         if seen:
-            svc.metrics.result_acks.labels(table=tid, outcome="repeat").inc()
+            self.metrics.result_acks.labels(table=tid, outcome="repeat").inc()
             log.debug("result acknowledged again; ignored", idempotency_key=key)
             return
         if not ids:
-            svc.metrics.result_acks_unknown.labels(table=tid).inc()
+            self.metrics.result_acks_unknown.labels(table=tid).inc()
             log.warning("acknowledgement for an unknown result; ignored", table_id=tid, idempotency_key=key[:200])
             return
         rows = [self._pending[i] for i in sorted(ids)]
         main = next((r for r in rows if r.key == key), rows[0])
         self._acking.add(key)
-        svc.submit(tid, ResultDelivered(round_id=main.round_id, idempotency_key=key,
+        self.submit(tid, ResultDelivered(round_id=main.round_id, idempotency_key=key,
                                         outbox_id=main.id if main.key == key else None))

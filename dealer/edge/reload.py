@@ -21,18 +21,22 @@ refuse (a loose key file, a strict table outside its RTP bounds, a malformed key
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
 from dealer.core.events import KeysChanged
 
 if TYPE_CHECKING:
+    from dealer.core.table import Table
     from dealer.edge.config import Settings, TableConfig
-    from dealer.edge.service import Service
+    from dealer.edge.input_queue import InputQueue
+    from dealer.edge.metrics import Metrics
     from dealer.edge.signing import SupervisorVerifier
+    from drivers.frames import FrameAuthenticator
 
 log = structlog.get_logger("dealer.edge.service")
 
@@ -44,6 +48,44 @@ TABLE_RELOADABLE = frozenset({"currency", "minor_unit", "rounding", "betting_sec
 SCANNER_RELOADABLE = frozenset({"hmac_key_files", "require_mac"})
 #: Sections a reload may change.
 SECTIONS_RELOADABLE = frozenset({"security", "tables"})
+
+
+class KeyHolder(Protocol):
+    """The keys in force: the supervisors' verifier and each table's scanner authenticator."""
+
+    supervisors: SupervisorVerifier
+
+    def scanner_auth(self, table_id: str) -> FrameAuthenticator | None: ...
+
+
+class RulesJournal(Protocol):
+    """What journals a table's rules when they changed (the commit loop)."""
+
+    def journal_rules(self, tid: str, table: Table, now: int) -> None: ...
+
+
+class Reloadable(Protocol):
+    """What a reload changes in a running service: its settings and table configurations, the
+    keys in force, and (through the input queue) the journal of the tables it runs."""
+
+    settings: Settings
+
+    @property
+    def configs(self) -> dict[str, TableConfig]: ...
+    @property
+    def tables(self) -> Mapping[str, Table]: ...
+    @property
+    def leaving(self) -> set[str]: ...
+    @property
+    def metrics(self) -> Metrics: ...
+    @property
+    def inputs(self) -> KeyHolder: ...
+    @property
+    def queue(self) -> InputQueue: ...
+    @property
+    def commit_loop(self) -> RulesJournal: ...
+    @property
+    def now_ms(self) -> Callable[[], int]: ...
 
 
 @dataclass
@@ -152,7 +194,7 @@ def keys_changed(old: SupervisorVerifier, new: SupervisorVerifier, table_id: str
     return out
 
 
-def apply(svc: Service, new: Settings, r: Reload, now: int) -> list[str]:
+def apply(svc: Reloadable, new: Settings, r: Reload, now: int) -> list[str]:
     """Apply a planned reload to the running service (on its event loop, no await: the tables
     see the old or the new settings, never a mix). Returns the ids of the tables it changed."""
     from dealer.edge.rtp_policy import log_and_export
@@ -180,7 +222,7 @@ def apply(svc: Service, new: Settings, r: Reload, now: int) -> list[str]:
             touched.add(tid)
             svc.configs[tid] = r.tables[tid]
             if tid in svc.tables and tid not in svc.leaving:
-                svc.core._journal_rules(tid, svc.tables[tid], now)  # in force from the next round
+                svc.commit_loop.journal_rules(tid, svc.tables[tid], now)  # in force from the next round
     svc.settings = new
     if r.rtp:  # computed by plan(), for the pay tables that changed only
         log_and_export(r.rtp, log, svc.metrics)
@@ -193,7 +235,7 @@ def _item(tid: str, event: Any) -> Any:
     return Item(tid, event)
 
 
-def reload_service(svc: Service, load: Any, config_path: str | Path | None) -> bool:
+def reload_service(svc: Reloadable, load: Any, config_path: str | Path | None) -> bool:
     """Load the configuration again (``load()``), plan and apply it; one log line either way.
     True when it was applied (or nothing changed)."""
     from dealer.edge.config import ConfigError

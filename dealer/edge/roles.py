@@ -91,11 +91,11 @@ def command_topic(role: Role, table_id: str) -> str:
 
 def role_of_topic(topic: str) -> tuple[str, Role] | None:
     """``(table, role)`` for a command topic ``studio/v1/tables/{table}/{leaf}``, else None."""
-    parts = topic.split("/")
-    if len(parts) != 5 or parts[0] != "studio" or parts[1] != "v1" or parts[2] != "tables":
+    parsed = topics.parse(topic)
+    if parsed is None or "/" in parsed[1]:
         return None
-    role = _ROLE_OF_LEAF.get(parts[4])
-    return (parts[3], role) if role is not None else None
+    role = _ROLE_OF_LEAF.get(parsed[1])
+    return (parsed[0], role) if role is not None else None
 
 
 def wrong_role(command: str, role: Role, table_id: str) -> str | None:

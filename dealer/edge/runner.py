@@ -32,6 +32,7 @@ from dealer.edge.config import ConfigError, Settings
 from dealer.edge.journal import JournalError, lock_journal
 from dealer.edge.journals import open_journal
 from dealer.edge.metrics import Metrics
+from dealer.edge.mqtt_login import mqtt_password
 from dealer.edge.ownership import Ownership
 from dealer.edge.rtp_policy import TableRtp, log_and_export, table_reports
 from dealer.edge.service import Service
@@ -57,15 +58,6 @@ def run_loop(main: Coroutine[Any, Any, T], loop: str = "uvloop") -> T:
             return asyncio.run(main)
         return uvloop.run(main)
     return asyncio.run(main)
-
-
-def mqtt_password(settings: Settings) -> str | None:
-    """The broker password: the content of ``mqtt.password_file`` when set (without the
-    trailing newline), else ``mqtt.password``."""
-    m = settings.mqtt
-    if m.password_file is not None:
-        return m.password_file.read_text(encoding="utf-8").rstrip("\r\n")
-    return m.password
 
 
 def build_bus(settings: Settings) -> Bus:

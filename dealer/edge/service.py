@@ -1,32 +1,32 @@
 """The backend service: drivers at the edge, the pure core in the middle.
 
 :class:`Service` is the composition root: it builds the parts of the service edge, each with
-one job, wires them to the bus at :meth:`Service.start` and runs their tasks until
-:meth:`Service.stop`. The parts:
+one job and only the collaborators it uses, wires them to the bus at :meth:`Service.start` and
+runs their tasks until :meth:`Service.stop`. Input flows one way: inputs -> input queue ->
+commit loop -> releaser -> bus. The parts:
 
 - inputs (dealer/edge/inputs.py): commands and scanner inputs are parsed, authorised and
   bounded (the pure rules in dealer/edge/ingress.py) before they reach the input queue
-  (dealer/edge/input_queue.py);
-- the commit loop (dealer/edge/commit_loop.py): the one task that owns every
-  :class:`~dealer.core.table.Table`, applies events in batches, commits each batch in one
-  transaction (group commit, held through a journal outage, a fenced table taken out) and
-  only then releases its effects;
-- ownership (dealer/edge/ownership.py): which tables this node runs. The service adopts each
-  table it is given (:meth:`Service.adopt`: rebuilt from the journal, subscribed, resumed with
-  fair recovery) and drops each it loses (:meth:`Service.drop`), at start and at any time
-  after; with SQLite every configured table is adopted at start and never dropped;
-- the publisher (dealer/edge/publisher.py): live messages and retained catch-up messages, never
-  one that would show a hidden card;
-- the outbox relay (dealer/edge/relay.py): results go to settlement until acknowledged;
+  (dealer/edge/input_queue.py); what is not taken is answered by the refusals
+  (dealer/edge/refusals.py);
+- the commit loop (dealer/edge/commit_loop.py): the one task that applies events to every
+  :class:`~dealer.core.table.Table` in batches, commits each batch in one transaction (group
+  commit, held through a journal outage, a fenced table taken out) and only then hands its
+  effects to the releaser;
+- the releaser (dealer/edge/releaser.py): what a commit lets go out, through the publisher
+  (dealer/edge/publisher.py: live and retained messages, never one that would show a hidden
+  card), the outbox relay (dealer/edge/relay.py: results go to settlement until acknowledged)
+  and the house players (dealer/edge/house.py);
+- ownership (dealer/edge/ownership.py): which tables this node runs (dealer/edge/tables.py).
+  The service adopts each table it is given (:meth:`Service.adopt`: rebuilt from the journal,
+  subscribed, resumed with fair recovery) and drops each it loses (:meth:`Service.drop`), at
+  start and at any time after; with SQLite every configured table is adopted at start and never
+  dropped;
 - the timers (dealer/edge/timers.py): each table's one timer, which submits an event (the core
-  never sees a clock);
-- link tracking (dealer/edge/links.py): the drivers' link reports, and what a broker connect
-  sends again;
+  never sees a clock); a round's opening carries the edge data the core never makes
+  (dealer/edge/openings.py);
+- link tracking (dealer/edge/links.py): the drivers' link reports, and the broker's connects;
 - journal maintenance (dealer/edge/maintenance.py): checkpoints, retention and the anchor.
-
-The service itself makes the edge data the core never makes: a round's id, its betting
-deadline and its secret random draw (:meth:`Service._opening`), and it hands the house player's
-turns to the house player.
 """
 
 from __future__ import annotations
@@ -34,51 +34,47 @@ from __future__ import annotations
 import asyncio
 import gc
 import re
-import secrets
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any
 
 import structlog
-from pydantic import BaseModel
 
-from dealer.core.draws import DRAW_BYTES
-from dealer.core.events import Event, OpenRound, Resume, SupervisorOpenRound, SupervisorResume
-from dealer.core.messages import PlayerMessage
+from dealer.core.events import Event, Resume
 from dealer.core.operations import OPERATIONS
 from dealer.core.round import Rejection, Step
 from dealer.core.table import Table
-from dealer.edge import ingress, topics
+from dealer.edge import topics
 from dealer.edge.catchup import Catchup
+from dealer.edge.commit_loop import TABLE_MOVED, CommitLoop
+from dealer.edge.commit_state import CommitState
 from dealer.edge.config import ScannerConfig, Settings, TableConfig
 from dealer.edge.house import HouseRunner
-from dealer.edge.commit_loop import TABLE_MOVED, CommitLoop
 from dealer.edge.input_queue import WAKE, InputQueue, Item
 from dealer.edge.inputs import Inputs
-from dealer.edge.journal import Batch, JournalWriteFailed, ReplayError
+from dealer.edge.journal import ReplayError
 from dealer.edge.journal_contract import Journal
 from dealer.edge.journals import open_journal
 from dealer.edge.keys import read_hex_keys, supervisor_verifier
-from dealer.edge.links import LinkTracker, Links, scanner_link
+from dealer.edge.link_state import scanner_link
+from dealer.edge.links import LinkTracker
+from dealer.edge.lookups import Lookups
 from dealer.edge.maintenance import Maintenance
 from dealer.edge.metrics import Metrics
+from dealer.edge.openings import opening
 from dealer.edge.ownership import HANDOVER_REASONS, Ownership, StaticOwnership
 from dealer.edge.publisher import Observer, Publisher
+from dealer.edge.refusals import Refusals
 from dealer.edge.relay import OutboxRelay
-from dealer.edge.timers import Purpose, Timers
+from dealer.edge.releaser import Releaser
+from dealer.edge.tables import Tables
+from dealer.edge.tasks import TaskSet
+from dealer.edge.timers import Timers
 from drivers.bus import Bus, new_instance
 from drivers.frames import FrameAuthenticator
-from drivers.scan import ScanInput
-from drivers.scanner_json import MqttScannerIngest
 
 log = structlog.get_logger("dealer.edge.service")  # one logger for every part of the service
-T = TypeVar("T")
-#: Seconds a journal server has to answer a lookup made for the event loop.
-LOOKUP_TIMEOUT = 2.0
-#: Seconds a table waiting to be handed over opens no new automatic round, from the last time
-#: the lease manager asked whether it is idle (it asks several times a renewal period).
-ROUND_HOLD_S = 3.0
 
 
 def scanner_authenticator(scanner: ScannerConfig) -> FrameAuthenticator | None:
@@ -129,46 +125,62 @@ class Service:
         self.ownership: Ownership = ownership or StaticOwnership(self.configs)
         #: The tables this node owns now, adopted (:meth:`adopt`) and not dropped (:meth:`drop`).
         #: The journal id is in every round id (and so every idempotency key) this journal opens.
-        self.tables: dict[str, Table] = {}
-        #: Tables being dropped: no input is taken for them any more.
-        self.leaving: set[str] = set()
-        #: Tables whose handover to another node waits for the round in play: no new round is
-        #: opened before this monotonic instant (renewed while the handover waits: :meth:`idle`).
-        self._round_hold: dict[str, float] = {}
+        self.tables = Tables(self.configs, self.ownership, self.metrics)
+        self.links = self.tables.links
+        self.leaving = self.tables.leaving
         self._adopting: dict[str, bool] = {}  # tables being adopted -> still wanted (a drop meanwhile: False)
         self._dropping: dict[str, asyncio.Event] = {}  # tables being dropped -> set when the drop is done
-        #: Tables whose output was held back while their lease was not valid (:meth:`may_publish`).
-        self.suppressed: set[str] = set()
-        self.links: dict[str, Links] = {t: Links() for t in self.configs}  # drivers may report for any table
-        #: A signed reader's table (a fenced table's reader state leaves the batch with it).
-        self.reader_table: dict[str, str] = {t.scanner.reader_id: t.id for t in settings.tables}
         self.queue = InputQueue(self.metrics, epoch_of=lambda tid: self.ownership.epoch(tid))
         self.writer = self.journal.writer  # the journal's one writer thread (dealer/edge/journal_writer.py)
-        #: A journal server's lookups (a command id, an old acknowledgement) run here, never on the
-        #: event loop: a database that stops answering must not stop the node (it steps down).
-        self._lookups = ThreadPoolExecutor(max_workers=2, thread_name_prefix="journal-lookup")
-        self._tasks: set[asyncio.Task[Any]] = set()  # fire-and-forget tasks (publishes, house moves) until done
+        #: A journal server's lookups (a command id, an old acknowledgement) run off the event loop.
+        self.lookup = Lookups(self.journal_name)
+        self.background = TaskSet()  # fire-and-forget tasks (publishes, house moves) until done
         self.house = HouseRunner(self.submit, self.now_ms, mode=settings.service.house_players,
                                  workers=settings.service.house_workers,
                                  games=[t.rules().game for t in settings.tables])
         self._bg: list[asyncio.Task[Any]] = []
         self._scanners: dict[str, asyncio.Task[None]] = {}  # serial scanner links of the owned tables
         self._failure: asyncio.Future[None] | None = None  # a scanner link task that failed
-        self.core_task: asyncio.Task[None] | None = None
+        self.commit_task: asyncio.Task[None] | None = None
         self._stopping = False
         self.ready = asyncio.Event()
         # Retained catch-up messages (dealer/edge/catchup.py): the instance (the bus's, whose status
         # names the same session).
         self.instance: str = getattr(bus, "instance", None) or new_instance()
         self.catchup = Catchup(settings.service.node_id, time.time_ns() // 1000)
-        # The parts, each with one job; they reach each other through this service.
-        self.link_tracker = LinkTracker(self, broker_link=bus.name == "broker" if broker_link is None else broker_link)
-        self.publisher = Publisher(self)
-        self.relay = OutboxRelay(self)
-        self.timers = Timers(self)
-        self.inputs = Inputs(self, scanner_auth=scanner_auth, supervisors=supervisors)
-        self.core = CommitLoop(self)
-        self.maintenance = Maintenance(self)
+        saved_readers = self.journal.reader_states()  # signed readers' boot and seq as journaled
+        # The parts, each with one job, each given what it uses; input flows down the queue to the
+        # commit loop, whose committed effects go out through the releaser.
+        s, now_ms, spawn = settings.service, self.now_ms, self.background.spawn
+        self.state = CommitState()
+        self.timers = Timers(self.tables, self.state, now_ms=now_ms, submit=self.submit, open_round=self.open_round)
+        self.publisher = Publisher(bus, self.tables, self.metrics, self.catchup, now_ms=now_ms, spawn=spawn,
+                                   paused_reason=self.timers.paused_reason, instance=self.instance,
+                                   max_message_bytes=s.max_message_bytes)
+        self.refusals = Refusals(self.tables, self.metrics, self.publisher, self.queue)
+        self.relay = OutboxRelay(bus, self.tables, self.journal, self.metrics, s, file_journal=self.file_journal,
+                                 lookup=self.lookup, refusals=self.refusals, now_ms=now_ms, submit=self.submit,
+                                 spawn=spawn)
+        self.maintenance = Maintenance(self.journal, settings, self.metrics, bus, file_journal=self.file_journal,
+                                       writer=self.writer, queue=self.queue, tables=self.tables, now_ms=now_ms,
+                                       submit=self.submit, spawn=spawn)
+        self.releaser = Releaser(self.tables, self.metrics, self.publisher, self.relay, self.house, self.catchup,
+                                 self.queue, self.state, now_ms=now_ms, also_on_connect=self.maintenance.reconnected)
+        self.link_tracker = LinkTracker(self.tables, self.metrics, bus,
+                                        broker_link=bus.name == "broker" if broker_link is None else broker_link,
+                                        resume_due=self.timers.resume_due, submit=self.submit,
+                                        on_reconnect=self.releaser.reconnected,
+                                        on_disconnect=self.releaser.disconnected)
+        self.inputs = Inputs(self.tables, self.queue, self.metrics, self.refusals, self.state, now_ms=now_ms,
+                             release_prompt=self.publisher.release_prompt,
+                             on_scan_link=self.link_tracker.on_scan_link, saved_readers=saved_readers,
+                             scanner_auth=scanner_auth, supervisors=supervisors)
+        self.commit_loop = CommitLoop(self.tables, self.queue, self.journal, self.ownership, self.metrics, self.state,
+                                      self.releaser, self.timers, self.refusals, writer=self.writer,
+                                      lookup=self.lookup, file_journal=self.file_journal,
+                                      journal_name=self.journal_name, now_ms=now_ms,
+                                      max_message_bytes=s.max_message_bytes, drop=self.drop,
+                                      retention=self.maintenance.retention if self.file_journal else None)
 
     # -- public API -------------------------------------------------------------------
 
@@ -186,7 +198,7 @@ class Service:
         if event.at == 0:
             event = event.model_copy(update={"at": self.now_ms()})
         if isinstance(event, Resume):  # until it is applied, no timer is armed on the old deadlines
-            self.core.resume_queued.add(table_id)
+            self.state.resume_queued.add(table_id)
         self.queue.put(Item(table_id, event, received_ns, fut))
         return fut
 
@@ -194,12 +206,12 @@ class Service:
         refused = self._not_here(table_id, "open_round")
         if refused is not None:
             return refused
-        return self.submit(table_id, self._opening(table_id, self.now_ms()))
+        return self.submit(table_id, opening(self.tables[table_id], self.configs[table_id], self.now_ms()))
 
     def _not_here(self, table_id: str, event_type: str) -> asyncio.Future[Step] | None:
         """A refusal for an event of a table this node does not run now (unknown, or owned by
         another node), or None."""
-        if table_id in self.tables and table_id not in self.leaving:
+        if self.tables.owns(table_id):
             return None
         fut: asyncio.Future[Step] = asyncio.get_running_loop().create_future()
         if table_id in self.configs:
@@ -211,27 +223,6 @@ class Service:
         log.warning("event rejected", table_id=table_id, type=event_type, reason=reason)
         return fut
 
-    def _opening(self, table_id: str, at: int, **signed: Any) -> OpenRound:
-        """The table's next round opening at ``at``, with the edge data the core never makes: the
-        round id, the betting deadline, and the round's secret random draw from the OS CSPRNG.
-        ``signed``: the fields of the supervisor's command that asked for it."""
-        table, cfg = self.tables[table_id], self.configs[table_id]
-        return OpenRound(round_id=table.next_round_id(), at=at, context=table.memory,
-                         betting_closes_at=at + int(cfg.betting_seconds * 1000),
-                         draw=secrets.token_hex(DRAW_BYTES), dealer=table.dealer, **signed)
-
-    def edge_data(self, tid: str, ev: Any) -> Event:
-        """A supervisor's open request becomes the round's OpenRound; a resume carries the new
-        betting deadline (used if the round in play still takes bets). Made when the event is
-        applied, so they follow the table as it is then, and journaled, so a replay needs no edge."""
-        if isinstance(ev, SupervisorOpenRound):
-            signed = ev.model_dump(include={"supervisor", "command_id", "issued_at", "signature", "reason"})
-            return self._opening(tid, ev.at, **signed)
-        if isinstance(ev, SupervisorResume) and ev.betting_closes_at is None:
-            return ev.model_copy(update={
-                "betting_closes_at": ev.at + int(self.configs[tid].betting_seconds * 1000)})
-        return ev  # type: ignore[no-any-return]
-
     @property
     def outbox_pending(self) -> int:
         """Results waiting in the outbox (a result in parts is one, whatever its rows)."""
@@ -240,16 +231,16 @@ class Service:
     @property
     def journal_writable(self) -> bool:
         """False from a failed group commit until its batch commits (dealer/edge/commit_loop.py)."""
-        return self.core.journal_writable
+        return self.state.writable
 
     @property
     def commit_retry(self) -> tuple[float, float]:
         """A failing group commit is retried after the first many seconds, doubling up to the second."""
-        return self.core.commit_retry
+        return self.commit_loop.commit_retry
 
     @commit_retry.setter
     def commit_retry(self, value: tuple[float, float]) -> None:
-        self.core.commit_retry = value
+        self.commit_loop.commit_retry = value
 
     @property
     def max_queue(self) -> int:
@@ -310,12 +301,12 @@ class Service:
         for tid, epoch in sorted(self.ownership.held().items()):
             await self.adopt(tid, epoch, reason="start")
         inputs = self.inputs
-        self.core_task = asyncio.create_task(self.core.run(), name="core")
+        self.commit_task = asyncio.create_task(self.commit_loop.run(), name="core")
         self._bg = [
-            self.core_task,
+            self.commit_task,
             asyncio.create_task(self.relay.run(), name="outbox"),
             asyncio.create_task(self.bus.run(), name="bus"),
-            asyncio.create_task(self.ownership.run(self.adopt, self.drop, self.idle), name="ownership"),
+            asyncio.create_task(self.ownership.run(self.adopt, self.drop, self.tables.idle), name="ownership"),
             asyncio.create_task(self._revalidate(), name="revalidate"),
         ]
         self._bg.append(asyncio.create_task(self.maintenance.anchors(), name="journal-anchor"))
@@ -344,8 +335,8 @@ class Service:
             task.cancel()
         await asyncio.gather(*ownership, return_exceptions=True)
         self.publisher.stopping = True
-        if self.core_task is not None:
-            await self.core.drain(self.core_task)
+        if self.commit_task is not None:
+            await self.commit_loop.drain(self.commit_task)
         first = [t for t in [*self._bg, *self._scanners.values()] if t.get_name() != "bus"]
         for task in first:
             task.cancel()
@@ -359,7 +350,7 @@ class Service:
         await self.maintenance.finish()
         await self.house.close()
         self.writer.shutdown(wait=True)
-        self._lookups.shutdown(wait=False, cancel_futures=True)  # one stuck on a silent database is left behind
+        self.lookup.close()  # one stuck on a silent database is left behind
         await self.journal.close_async()  # the journal server's async pool needs its loop
 
     async def _release_tables(self, timeout: float = 5.0) -> None:
@@ -370,81 +361,21 @@ class Service:
         except Exception as exc:  # the leases expire by themselves: the tables move within the lease time
             log.warning("tables not handed over at stop; they move when their leases expire", error=repr(exc)[:300])
 
-    async def journal_lookup(self, fn: Callable[..., T], *args: Any, timeout: float = LOOKUP_TIMEOUT) -> T:
-        """``fn(*args)`` (a journal read) in the lookup threads, within ``timeout``; raises
-        :class:`JournalWriteFailed` when the journal does not answer in time (the caller
-        refuses: it cannot tell)."""
-        loop = asyncio.get_running_loop()
-        try:
-            async with asyncio.timeout(timeout):
-                return await loop.run_in_executor(self._lookups, fn, *args)
-        except TimeoutError:
-            raise JournalWriteFailed(f"journal {self.journal_name}: no answer within {timeout:g} s",
-                                     "database_timeout") from None
-
     # -- the tables this node owns (dealer/edge/ownership.py) ---------------------------------
 
     def idle(self, tid: str) -> bool:
-        """Whether a table is between rounds (a rebalance moves a table only then, or after its
-        wait). Asked while a handover of the table waits, so it also holds the table's next
-        automatic round for :data:`ROUND_HOLD_S` (renewed at every ask): the table moves at the
-        end of the round in play instead of whenever a pause between rounds happens to be seen,
-        and deals on as before if the handover is called off."""
-        table = self.tables.get(tid)
-        if table is None:
-            return True
-        self._round_hold[tid] = time.monotonic() + ROUND_HOLD_S
-        return not table.in_play
+        """Whether a table is between rounds (asked while its handover waits: :meth:`Tables.idle`)."""
+        return self.tables.idle(tid)
 
-    def round_hold(self, tid: str) -> float:
-        """Seconds the table's next automatic round is still held for a handover (0: none)."""
-        until = self._round_hold.get(tid)
-        if until is None:
-            return 0.0
-        left = until - time.monotonic()
-        if left <= 0:
-            del self._round_hold[tid]
-            return 0.0
-        return left
-
-    def may_publish(self, tid: str | None, kind: str = "publish") -> bool:
-        """Whether anything of table ``tid`` may go out now: the node owns it and its lease is
-        valid by the local clock. A node resumed after a pause past its lease publishes nothing
-        of the table even before it has spoken to the database (counted; the output is sent
-        again if the lease turns out to be still this node's: :meth:`revalidated`)."""
-        if tid is None:
-            return True
-        if tid not in self.tables:
-            return False
-        if self.ownership.valid(tid):
-            return True
-        if tid not in self.suppressed:
-            log.warning("output of a table held back: this node's lease of it is not valid now", table_id=tid,
-                        kind=kind)
-        self.suppressed.add(tid)
-        self.metrics.output_suppressed.labels(kind=kind).inc()
-        return False
-
-    def revalidated(self) -> set[str]:
-        """Tables whose output was held back and whose lease is valid again (renewed late): their
-        station prompt, players' private state and results go out again now."""
-        back = {t for t in self.suppressed if t in self.tables and t not in self.leaving and self.ownership.valid(t)}
-        self.suppressed -= back | {t for t in self.suppressed if t not in self.tables}
-        now = self.now_ms()
-        for tid in sorted(back):
-            log.info("output of a table resumed: this node's lease of it is valid again", table_id=tid)
-            table = self.tables[tid]
-            self.publisher.release_prompt(table.prompt_now(now))
-            self._release_private(table, now)
-        if back:
-            self.relay.wake.set()
-        return back
+    def round_id(self, tid: str) -> str | None:
+        """The id of the table's current round, if any."""
+        return self.tables.round_id(tid)
 
     async def _revalidate(self, period: float = 0.25) -> None:
         """Wake the commit loop when a table's held-back output may go again (nothing else may)."""
         while True:
             await asyncio.sleep(period)
-            if any(t in self.tables and self.ownership.valid(t) for t in self.suppressed):
+            if self.tables.held_back():
                 self.queue.put(WAKE)
 
     async def adopt(self, tid: str, epoch: int, reason: str = "lease") -> None:
@@ -468,7 +399,7 @@ class Service:
         self._adopting[tid] = True
         try:
             self._journal_forget(tid)  # the chain head as the previous owner left it, read again
-            table = await loop.run_in_executor(self.writer, self.core.rebuild, tid)
+            table = await loop.run_in_executor(self.writer, self.commit_loop.rebuild, tid)
             rows = await loop.run_in_executor(self.writer, self.journal.pending, [tid])
             reader = await loop.run_in_executor(self.writer, self._reader_state, cfg.scanner.reader_id)
         except ReplayError:
@@ -485,11 +416,11 @@ class Service:
         now = self.now_ms()
         self.tables[tid] = table
         self.leaving.discard(tid)
-        self.suppressed.discard(tid)
+        self.tables.suppressed.discard(tid)
         self._table_series(cfg)
         self.catchup.adopt(tid, time.time_ns() // 1000)
         self.inputs.adopt(tid, reader)
-        self.core.adopted(tid, table, now)
+        self.commit_loop.adopted(tid, table, now)
         for pattern, handler in self._table_topics(cfg):
             self.bus.subscribe(pattern, handler)
         for row in rows:
@@ -500,7 +431,7 @@ class Service:
         self.link_tracker.adopt(tid, resume)
         self.publisher.release_prompt(table.prompt_now(now))
         if self.bus.connected and self.link_tracker.broker_link and reason != "start":
-            self._release_private(table, now, resuming=True)  # hole cards again; the Resume sends decisions
+            self.releaser.release_private(table, now, resuming=True)  # hole cards again; the Resume sends decisions
         self.publisher.catchup_due.add(tid)
         self.queue.put(WAKE)
         self.timers.schedule(tid)
@@ -537,7 +468,7 @@ class Service:
             done.set()
 
     async def _drop(self, tid: str, table: Table, reason: str) -> None:
-        self.core.forget(tid)  # a commit waiting to retry goes without the table at once
+        self.commit_loop.forget(tid)  # a commit waiting to retry goes without the table at once
         handover = reason.startswith(HANDOVER_REASONS) and self.ownership.valid(tid)
         cfg = self.configs[tid]
         for pattern, _ in self._table_topics(cfg):
@@ -545,7 +476,7 @@ class Service:
         scanner = self._scanners.pop(tid, None)
         if scanner is not None:
             scanner.cancel()
-        await self.core.settled(tid)
+        await self.commit_loop.settled(tid)
         if handover and not self._stopping:
             await self.publisher.retained_stale([tid])
         await self.publisher.sent(tid)  # none of ours lands after the next owner's (a retained state would stay)
@@ -560,14 +491,14 @@ class Service:
             pass
         self._journal_forget(tid)
         self.house.forget(tid)
-        self.core.forget(tid)
+        self.commit_loop.forget(tid)
         self.catchup.drop(tid)
         self.publisher.catchup_due.discard(tid)
-        self.suppressed.discard(tid)
-        self._round_hold.pop(tid, None)
+        self.tables.suppressed.discard(tid)
+        self.tables.round_holds.pop(tid, None)
         del self.tables[tid]
         self.leaving.discard(tid)
-        self.core.operating_gauge(tid)
+        self.commit_loop.operating_gauge(tid)
         self.metrics.table_owned.labels(table=tid).set(0)
         self.metrics.table_moves.labels(direction="dropped", reason=_reason_label(reason)).inc()
         self.metrics.outbox_pending.set(self.relay.pending)
@@ -612,95 +543,3 @@ class Service:
             return
         if self._failure is not None and not self._failure.done():
             self._failure.set_exception(task.exception())  # type: ignore[arg-type]
-
-    # -- shared by the parts ----------------------------------------------------------
-
-    def spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        """Run a fire-and-forget coroutine (a publish), kept referenced until it is done."""
-        task = asyncio.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
-
-    def round_id(self, tid: str) -> str | None:
-        """The id of the table's current round, if any."""
-        table = self.tables.get(tid)
-        cur = table.current if table is not None else None
-        return cur.round_id if cur is not None else None
-
-    def _refused(self, r: ingress.Refused, at: int) -> None:
-        """Count, log and answer a refused command (dealer/edge/inputs.py). Every refusal, at the
-        ingress or in the commit loop (a reused command id), goes through here."""
-        self.inputs.refused(r, at)
-
-    def _publish_soft(self, topic: str, msg: BaseModel, kind: str, latency_from: int = 0) -> bool:
-        return self.publisher.publish_soft(topic, msg, kind, latency_from)
-
-    # -- what tests and tools reach for (the parts hold them) ---------------------------------
-
-    @property
-    def _writer(self) -> ThreadPoolExecutor:
-        return self.writer
-
-    @property
-    def _queue(self) -> asyncio.Queue[Item]:
-        return self.queue.items
-
-    @property
-    def _timers(self) -> dict[str, tuple[Purpose, asyncio.TimerHandle]]:
-        return self.timers.armed
-
-    def _schedule(self, tid: str) -> None:
-        self.timers.schedule(tid)
-
-    @property
-    def _segments(self) -> int:
-        return self.maintenance.segments
-
-    @property
-    def _serial_links(self) -> list[Any]:
-        return self.inputs.serial_links
-
-    @property
-    def _scanner_ingest(self) -> MqttScannerIngest:
-        return self.inputs.scanner_ingest
-
-    def _on_command(self, topic: str, payload: bytes) -> None:
-        self.inputs.on_command(topic, payload)
-
-    _on_action = _on_command  # the player platform's topic was the only command topic once
-
-    def _on_scan_input(self, table_id: str, inp: ScanInput) -> None:
-        self.inputs.on_scan_input(table_id, inp)
-
-    def _replay(self) -> None:
-        self.core.replay()
-
-    def _apply(self, item: Item, batch: Batch) -> Step:
-        return self.core.apply(item, batch)
-
-    def _release(self, item: Item, step: Step) -> None:
-        self.core.release(item, step)
-
-    # -- house players ------------------------------------------------------------------
-
-    def _release_private(self, table: Table, now: int, *, resuming: bool = False) -> None:
-        """Private messages are live: what a player missed while the broker was down (hole
-        cards, a pending decision or turn) is sent again. Clients key them by position/turn.
-        ``resuming``: the pending decision or turn is left to the resume, which sends it with
-        its new window."""
-        for msg in table.private_now(now):
-            if resuming and msg.kind in ("decision_required", "your_turn"):
-                continue
-            self._deliver_private(table.table_id, msg)
-
-    def _deliver_private(self, tid: str, msg: PlayerMessage) -> None:
-        """A player's private message goes to their topic; a house player's (the hand says
-        which players the house plays) goes to the house runner, never to a topic: its turn is
-        decided in a worker process and answered with an ordinary, journaled action."""
-        table = self.tables.get(tid)
-        if table is None:
-            return
-        if not self.house.deliver(tid, table.current, msg):
-            self._publish_soft(topics.player(tid, msg.player_id), msg, "player")
-

@@ -14,14 +14,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Any
 
-from dealer.core.events import ActionTimeout, CloseBetting, ConfirmTimeout, DecisionTimeout
+from dealer.core.events import ActionTimeout, CloseBetting, ConfirmTimeout, DecisionTimeout, Event
 from dealer.core.round import Phase, Round
 from dealer.core.table import BROKER
-
-if TYPE_CHECKING:
-    from dealer.edge.service import Service
+from dealer.edge.commit_state import CommitState
+from dealer.edge.tables import Tables
 
 #: What a timer is armed for: its kind ("close", "decide", "act", "window", "open") and what it guards.
 Purpose = tuple[str, str | None]
@@ -29,11 +28,16 @@ Purpose = tuple[str, str | None]
 
 class Timers:
     """Arms, re-arms and cancels each table's timer from the table's state. Reads the tables,
-    their configuration and links, and the journal's availability (the commit loop); submits the
-    timer's event (or opens the next round) through the service."""
+    their configuration and links, and the journal's availability (the commit loop); ``submit``
+    queues the timer's event, ``open_round`` the next round's opening."""
 
-    def __init__(self, svc: Service) -> None:
-        self.svc = svc
+    def __init__(self, tables: Tables, state: CommitState, *, now_ms: Callable[[], int],
+                 submit: Callable[[str, Event], Any], open_round: Callable[[str], Any]) -> None:
+        self.tables = tables
+        self.state = state
+        self.now_ms = now_ms
+        self.submit = submit
+        self.open_round = open_round
         #: Per table, the purpose of its one armed timer and the loop handle.
         self.armed: dict[str, tuple[Purpose, asyncio.TimerHandle]] = {}
         #: Per table and timer kind: the journaled (wall-clock) deadline last armed and the loop's
@@ -76,17 +80,17 @@ class Timers:
     def paused_reason(self, tid: str) -> str | None:
         """Why the table's clocks are stopped now (no decision or turn timer runs, no round
         opens), for its retained state; None when they run."""
-        svc = self.svc
-        if tid not in svc.tables:
+        tables = self.tables
+        if tid not in tables:
             return None
-        ops = svc.tables[tid].ops
+        ops = tables[tid].ops
         if ops.paused:
             return "paused by supervisor" + (f" {ops.by}" if ops.by else "") + (f": {ops.reason}" if ops.reason else "")
-        if not svc.core.journal_writable:
+        if not self.state.writable:
             return "journal unavailable"
-        if BROKER in svc.tables[tid].links_down:
+        if BROKER in tables[tid].links_down:
             return "broker link down"
-        if tid in self.resume_due or tid in svc.core.resume_queued:
+        if tid in self.resume_due or tid in self.state.resume_queued:
             return "waiting to resume"
         return None
 
@@ -97,11 +101,11 @@ class Timers:
         nothing about it (a bet, a rejected scan, a heartbeat-driven link report) must
         not postpone the next round.
         """
-        svc = self.svc
-        table, cfg = svc.tables.get(tid), svc.configs.get(tid)
-        if table is None or cfg is None or tid in svc.leaving:
+        submit = self.submit
+        table, cfg = self.tables.get(tid), self.tables.configs.get(tid)
+        if table is None or cfg is None or tid in self.tables.leaving:
             return  # not (or no longer) this node's table: it has no timer here
-        writable = svc.core.journal_writable
+        writable = self.state.writable
         cur = table.current
         want: Purpose | None = None
         if cur is not None and cur.phase == Phase.BETTING_OPEN:
@@ -109,7 +113,7 @@ class Timers:
                 want = ("close", cur.round_id)
         elif cur is not None and (cur.phase in (Phase.DECISION, Phase.ACTION) or self.windowed(cur)) and (
                 BROKER in table.links_down or tid in self.resume_due or not writable
-                or tid in svc.core.resume_queued or table.paused):
+                or tid in self.state.resume_queued or table.paused):
             want = None  # paused while players cannot reach us (or be heard); the resume gives a new window
         elif cur is not None and self.windowed(cur):
             assert cur.confirm_deadline is not None and cur.expected_position is not None
@@ -118,7 +122,7 @@ class Timers:
             want = ("decide", f"{cur.round_id}@{cur.decision_deadline}")
         elif cur is not None and cur.phase == Phase.ACTION:
             want = ("act", f"{cur.round_id}#{cur.turn}@{cur.action_deadline}")
-        elif cfg.auto_rounds and writable and table.can_open() is None and svc.links[tid].ready:
+        elif cfg.auto_rounds and writable and table.can_open() is None and self.tables.links[tid].ready:
             want = ("open", cur.round_id if cur is not None else None)
         queued = self._queued.get(tid)
         if queued is not None:
@@ -139,25 +143,25 @@ class Timers:
             rid = cur.round_id
             window = cur.betting_closes_at - cur.opened_at
             handle = loop.call_at(self.mono_deadline(tid, "close", cur.betting_closes_at, window), self._fired, tid,
-                                  want, lambda: svc.submit(tid, CloseBetting(by="timer", round_id=rid)))
+                                  want, lambda: submit(tid, CloseBetting(by="timer", round_id=rid)))
         elif want[0] == "decide":  # the deadline is journaled data
             assert cur is not None and cur.decision_deadline is not None
             deadline = cur.decision_deadline  # names the window: a timer that lost a race with a resume is refused
             handle = loop.call_at(self.mono_deadline(tid, "decide", deadline, cur.rules.decision_ms),
                                   self._fired, tid, want,
-                                  lambda: svc.submit(tid, DecisionTimeout(deadline=deadline)))
+                                  lambda: submit(tid, DecisionTimeout(deadline=deadline)))
         elif want[0] == "act":  # the turn's deadline is journaled data too; the turn number guards a race
             assert cur is not None and cur.action_deadline is not None
             turn, deadline = cur.turn, cur.action_deadline
             handle = loop.call_at(self.mono_deadline(tid, "act", deadline, cur.rules.action_ms),
                                   self._fired, tid, want,
-                                  lambda: svc.submit(tid, ActionTimeout(turn=turn, deadline=deadline)))
+                                  lambda: submit(tid, ActionTimeout(turn=turn, deadline=deadline)))
         elif want[0] == "window":  # a timed confirmation: the station's window to report an exposed card
             assert cur is not None and cur.confirm_deadline is not None and cur.expected_position is not None
             step, deadline = cur.expected_position, cur.confirm_deadline
             window = cur.plan[cur.next_index].window_ms
             handle = loop.call_at(self.mono_deadline(tid, "window", deadline, window), self._fired, tid,
-                                  want, lambda: svc.submit(tid, ConfirmTimeout(step=step, deadline=deadline)))
+                                  want, lambda: submit(tid, ConfirmTimeout(step=step, deadline=deadline)))
         else:
             handle = loop.call_later(cfg.pause_seconds, self._fired, tid, want, lambda: self._auto_open(tid))
         self.armed[tid] = (want, handle)
@@ -191,23 +195,22 @@ class Timers:
         if ref is not None and ref[0] <= deadline_ms:
             remaining = (deadline_ms - ref[0]) / 1000 - (time.monotonic() - ref[1])
         else:
-            remaining = (deadline_ms - self.svc.now_ms()) / 1000
+            remaining = (deadline_ms - self.now_ms()) / 1000
         at = asyncio.get_running_loop().time() + min(max(0.0, remaining), max(0, window_ms) / 1000)
         self._mono[(tid, kind)] = (deadline_ms, at)
         return at
 
     def _fired(self, tid: str, purpose: Purpose, action: Callable[[], object]) -> None:
         self.armed.pop(tid, None)
-        if not self.svc.may_publish(tid, "timer"):  # a lease not valid now: no timeout, no round opened
-            return  # armed again when the lease is valid again (Service.revalidated) or never (dropped)
+        if not self.tables.may_publish(tid, "timer"):  # a lease not valid now: no timeout, no round opened
+            return  # armed again when the lease is valid again (Releaser.revalidated) or never (dropped)
         queued = action()
         if isinstance(queued, asyncio.Future) and not queued.done():
             self._queued[tid] = (purpose, queued)
 
     def _auto_open(self, tid: str) -> asyncio.Future[object] | None:
-        svc = self.svc
-        table = svc.tables.get(tid)
-        hold = svc.round_hold(tid)
+        table = self.tables.get(tid)
+        hold = self.tables.round_hold(tid)
         if hold > 0 and table is not None:  # the table is about to move: its next owner opens the round
             cur = table.current
             purpose: Purpose = ("open", cur.round_id if cur is not None else None)
@@ -215,6 +218,6 @@ class Timers:
                                                            lambda: self._auto_open(tid))
             self.armed[tid] = (purpose, handle)
             return None
-        if table is not None and svc.core.journal_writable and table.can_open() is None and svc.links[tid].ready:
-            return svc.open_round(tid)  # type: ignore[return-value]
+        if table is not None and self.state.writable and table.can_open() is None and self.tables.links[tid].ready:
+            return self.open_round(tid)  # type: ignore[no-any-return]
         return None

@@ -81,8 +81,16 @@ def backend_journal(node_id: str) -> str:
     return f"{PREFIX}/backends/{node_id}/journal"
 
 
-def table_of(topic: str) -> str | None:
+def parse(topic: str) -> tuple[str, str] | None:
+    """``(table, leaf)`` of a table topic ``studio/v1/tables/{table}/{leaf}`` (the leaf may hold
+    ``/``: ``players/p/state``), else None. Every table topic the edge reads is parsed here."""
     parts = topic.split("/")
     if len(parts) >= 5 and parts[0] == "studio" and parts[1] == "v1" and parts[2] == "tables":
-        return parts[3]
+        return parts[3], "/".join(parts[4:])
     return None
+
+
+def table_of(topic: str) -> str | None:
+    """The table a table topic belongs to, else None."""
+    parsed = parse(topic)
+    return parsed[0] if parsed is not None else None

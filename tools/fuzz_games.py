@@ -18,7 +18,7 @@ and generated from what the table shows at that moment (who is to act, the turn 
   exposed that may not be, a confirmation of another step, a seat taken, a second buy-in;
 * stale ones: an earlier turn or round, a command delivered again (QoS 1), an id reused for
   another command;
-* malformed ones (the command mutated as :func:`tools.fuzz.mutate_tree` does) and the turn and
+* malformed ones (the command mutated as :func:`tools.mutate_tree` does) and the turn and
   confirmation timers' own events, for the current turn and stale.
 
 The contract, for every input (a broken one is a finding):
@@ -67,7 +67,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from tools import fuzz
+from tools.fuzz_inputs import MAX_INPUT, Violation, dump_json, encode_text, mutate_tree
+from tools.fuzz_target import Target, need
 
 TID = "G1"
 READER = "R1"
@@ -192,11 +193,11 @@ def _differences(a: bytes, b: bytes) -> list[str]:
     return out
 
 
-def _money(value: Any) -> Decimal:
+def as_money(value: Any) -> Decimal:
     return Decimal(str(value))
 
 
-class GameCommandsTarget(fuzz.Target):
+class GameCommandsTarget(Target):
     """The live service and its table; the game's subclass says how its players sit and act."""
 
     game = ""
@@ -251,7 +252,7 @@ class GameCommandsTarget(fuzz.Target):
         try:
             if self.task is not None:
                 self.loop.run_until_complete(self._stop())
-        except fuzz.Violation:
+        except Violation:
             pass  # the run is over; its last journal's check is the one a finding would have shown
         finally:
             self.loop.close()
@@ -351,7 +352,7 @@ class GameCommandsTarget(fuzz.Target):
         await self._settle()
         self._clear()
         if fields:
-            raise fuzz.Violation(f"the table rebuilt from the journal differs from the table that was live: {fields}",
+            raise Violation(f"the table rebuilt from the journal differs from the table that was live: {fields}",
                                  key="replay differs from the live table")
 
     def _guard(self, table: Any) -> None:
@@ -382,7 +383,7 @@ class GameCommandsTarget(fuzz.Target):
         try:
             report = journal.verify_chain()
             if not report.ok:
-                raise fuzz.Violation(f"the journal's hash chain does not verify: {report}"[:300],
+                raise Violation(f"the journal's hash chain does not verify: {report}"[:300],
                                      key="journal chain does not verify")
             turns: dict[tuple[str | None, int], int] = {}
             for row in journal.live_rows(TID):
@@ -393,7 +394,7 @@ class GameCommandsTarget(fuzz.Target):
                     continue
                 key = (row.round_id, int(body["turn"]))
                 if key in turns:
-                    raise fuzz.Violation(f"the journal holds two actions for turn {key[1]} of round {key[0]} "
+                    raise Violation(f"the journal holds two actions for turn {key[1]} of round {key[0]} "
                                          f"(rows {turns[key]} and {row.id})", key="two actions journaled for a turn")
                 turns[key] = row.id
         finally:
@@ -403,16 +404,16 @@ class GameCommandsTarget(fuzz.Target):
         if self.task is None:
             self.loop.run_until_complete(self._start())
         elif self.task.done():
-            raise fuzz.Violation("the service stopped by itself", key="service stopped")
+            raise Violation("the service stopped by itself", key="service stopped")
 
     async def _until(self, cond: Any, what: str) -> None:
         deadline = time.monotonic() + SETTLE_S
         while not cond():
             if self.task is not None and self.task.done():
                 exc = None if self.task.cancelled() else self.task.exception()
-                raise fuzz.Violation(f"the service stopped: {exc!r}"[:300], key="service stopped")
+                raise Violation(f"the service stopped: {exc!r}"[:300], key="service stopped")
             if time.monotonic() > deadline:
-                raise fuzz.Violation(what, key=what)
+                raise Violation(what, key=what)
             await asyncio.sleep(0.001)
 
     async def _settle(self) -> None:
@@ -425,12 +426,12 @@ class GameCommandsTarget(fuzz.Target):
         while quiet < 2:
             if self.task is not None and self.task.done():
                 exc = None if self.task.cancelled() else self.task.exception()
-                raise fuzz.Violation(f"the service stopped: {exc!r}"[:300], key="service stopped")
+                raise Violation(f"the service stopped: {exc!r}"[:300], key="service stopped")
             if time.monotonic() > deadline or len(self.applied) > 2000:
                 from collections import Counter
 
                 kinds = Counter(r.item.event.type for r in self.applied[-500:]).most_common(3)
-                raise fuzz.Violation(f"the service did not go quiet ({len(self.applied)} events applied, lately "
+                raise Violation(f"the service did not go quiet ({len(self.applied)} events applied, lately "
                                      f"{kinds})", key="service did not go quiet")
             busy = svc._queue.qsize() or core.batch_tables
             tasks = svc._tasks | {t for t in house._tasks if not t.done()}
@@ -486,8 +487,8 @@ class GameCommandsTarget(fuzz.Target):
         if rng.random() < 0.05:
             role = rng.choice((roles.Role.PLAYER_PLATFORM, roles.Role.STATION))
         if rng.random() < 0.08:
-            doc = fuzz.mutate_tree(doc, rng, self.corpus.keys, self.corpus.strings)
-        inp = (roles.command_topic(role, TID), fuzz.encode_text(fuzz.dump_json(doc))[:fuzz._MAX_INPUT])
+            doc = mutate_tree(doc, rng, self.corpus.keys, self.corpus.strings)
+        inp = (roles.command_topic(role, TID), encode_text(dump_json(doc))[:MAX_INPUT])
         self.recent = (self.recent + [inp])[-20:]
         return inp
 
@@ -736,26 +737,26 @@ class GameCommandsTarget(fuzz.Target):
         if self.errors:
             first, n = self.errors[0], len(self.errors)
             del self.errors[:]
-            raise fuzz.Violation(f"{first} ({n} in all)", key=first[:60])
+            raise Violation(f"{first} ({n} in all)", key=first[:60])
         fresh, self.verified = self.applied[self.verified:], len(self.applied)
         for rec in fresh:
             ev, step = rec.item.event, rec.step
             what = ev.type
             changed = rec.changed if not (step.accepted and rec.journaled) else ""
             if not step.accepted and changed:
-                raise fuzz.Violation(f"a refused {what} changed the table ({changed}; {step.rejection})"[:300],
+                raise Violation(f"a refused {what} changed the table ({changed}; {step.rejection})"[:300],
                                      key=f"a refused {what} changed the table")
             if not rec.journaled and changed:
-                raise fuzz.Violation(f"a {what} that was not journaled changed the table ({changed})"[:300],
+                raise Violation(f"a {what} that was not journaled changed the table ({changed})"[:300],
                                      key=f"an unjournaled {what} changed the table")
             if not step.accepted and not (step.rejection is not None and step.rejection.reason.strip()) \
                     and not self.refusals:
-                raise fuzz.Violation(f"a {what} was refused without a reason", key="refused without a reason")
+                raise Violation(f"a {what} was refused without a reason", key="refused without a reason")
             cmd = rec.item.cmd
             if cmd is not None:
                 key = (rec.item.table_id, cmd.role.value, cmd.command_id)
                 if self.accepted_ids.get(key) == cmd.digest and (rec.journaled or rec.changed):
-                    raise fuzz.Violation(f"{what} {cmd.command_id} sent again was applied again",
+                    raise Violation(f"{what} {cmd.command_id} sent again was applied again",
                                          key="a command sent again was applied again")
                 if step.accepted and rec.journaled:
                     self.accepted_ids[key] = cmd.digest
@@ -765,27 +766,27 @@ class GameCommandsTarget(fuzz.Target):
                 by = "timeout" if what == "action_timeout" else "player"
                 mine = [a for a in acted if a.data.get("by") == by]
                 if len(mine) != 1 or (by == "player" and mine[0].data.get("player_id") != ev.player_id):
-                    raise fuzz.Violation(f"an accepted {what} made {len(mine)} player_acted by {by} "
+                    raise Violation(f"an accepted {what} made {len(mine)} player_acted by {by} "
                                          f"({[a.data.get('player_id') for a in mine]})",
                                          key=f"an accepted {what} is not one action of its player")
                 if rec.round_turn is not None:
                     rid, turn = rec.round_turn
                     done = self.acted.setdefault(rid, set())
                     if turn in done:
-                        raise fuzz.Violation(f"turn {turn} of round {rid} was acted on twice",
+                        raise Violation(f"turn {turn} of round {rid} was acted on twice",
                                              key="a turn was acted on twice")
                     done.add(turn)
                 self._count(f"{'timeout' if by == 'timeout' else 'action'}:{mine[0].data.get('action')}")
             if what == "player_action" and getattr(ev, "reserve", False) and step.accepted:
                 self._count("reservation")
                 if acted:
-                    raise fuzz.Violation("an accepted reservation acted at once", key="a reservation acted at once")
+                    raise Violation("an accepted reservation acted at once", key="a reservation acted at once")
             for e in step.effects:
                 if isinstance(e, RoundEvent) and e.event in ("rematch", "reservation_executed", "card_exposed"):
                     self._count(e.event)
                 if isinstance(e, RoundResult):
                     if e.idempotency_key in self.result_keys:
-                        raise fuzz.Violation(f"a second result for round {e.round_id}", key="a second result")
+                        raise Violation(f"a second result for round {e.round_id}", key="a second result")
                     self.result_keys.add(e.idempotency_key)
                     self._count(f"result:{e.outcome}")
                     self.check_result(e)
@@ -810,27 +811,27 @@ class GameCommandsTarget(fuzz.Target):
         mine = [r for r in self.applied if r.item.cmd is not None and r.item.cmd.command_id == cid]
         rejected = [e for e in self.events if e.get("event") == "rejected" and e["data"].get("command_id") == cid]
         for answer in rejected + [m for m in self.private if m["kind"] == "rejected"]:
-            fuzz._need(HIDDEN_TEXT not in str(answer["data"].get("reason")),
+            need(HIDDEN_TEXT not in str(answer["data"].get("reason")),
                        f"a refusal says whether a card is hidden: {answer['data'].get('reason')!r}"[:300],
                        key="a refusal tells whether a card is hidden")
         if not mine or not mine[0].step.accepted:  # refused at the edge, or by the table
-            fuzz._need(len(rejected) == 1 and bool(str(rejected[0]["data"].get("reason", "")).strip()),
+            need(len(rejected) == 1 and bool(str(rejected[0]["data"].get("reason", "")).strip()),
                        f"a refused command was answered by {len(rejected)} rejected events, not one with a reason",
                        key="a refusal not answered once")
             if mine:
                 player = getattr(mine[0].item.event, "player_id", None)
                 answers = [m for m in self.private if m["player_id"] == player and m["kind"] == "rejected"
                            and m["data"].get("command_id") == cid]
-                fuzz._need(player is None or len(answers) == 1,
+                need(player is None or len(answers) == 1,
                            f"a refused command of {player} was answered {len(answers)} times on its topic",
                            key="a refusal not answered once to its player")
             return False
         rec = mine[0]
-        fuzz._need(not rejected, "an accepted command was also answered as rejected", key="accepted and rejected")
+        need(not rejected, "an accepted command was also answered as rejected", key="accepted and rejected")
         player = getattr(rec.item.event, "player_id", None)
         if player is not None:
             answers = [m for m in self.private if m["player_id"] == player and self._answers(m)]
-            fuzz._need(len(answers) == 1, f"an accepted {rec.item.event.type} of {player} was answered "
+            need(len(answers) == 1, f"an accepted {rec.item.event.type} of {player} was answered "
                        f"{len(answers)} times on its topic ({[a['kind'] for a in answers]})",
                        key="an accepted command not answered once to its player")
         return True
@@ -872,7 +873,7 @@ class GameCommandsTarget(fuzz.Target):
                 await self._settle()
                 self._verify()
                 if not fut.result().accepted:
-                    raise fuzz.Violation(f"the table refused to open a round: {fut.result().rejection}",
+                    raise Violation(f"the table refused to open a round: {fut.result().rejection}",
                                          key="a round did not open")
                 self.last_rounds = (self.last_rounds + [opening.round_id])[-5:]
                 self.betting_inputs, self.held, self.forced = 0, 0, self.scenario(rng)
@@ -905,7 +906,7 @@ class GameCommandsTarget(fuzz.Target):
                 await self._send(topics.station(TID), {"type": "dealer_confirm", "step": pos.name})
                 continue
             await self._deal(cur, rng)
-        raise fuzz.Violation("the dealer could not finish the round in 400 steps", key="round stuck")
+        raise Violation("the dealer could not finish the round in 400 steps", key="round stuck")
 
     async def _send(self, topic: str, doc: dict[str, Any]) -> None:
         doc = {"command_id": f"drv-{self.state_rng.getrandbits(48):012x}", "round_id": self._round_id(), **doc}

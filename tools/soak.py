@@ -62,7 +62,6 @@ import json
 import os
 import math
 import random
-import re
 import shutil
 import signal
 import sqlite3
@@ -72,38 +71,46 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import structlog
 
 from dealer.edge import topics
-from dealer.core.events import PlaceBet
 from dealer.edge.journal import Journal, JournalError
-from dealer.core.messages import RoundResult, RoundResultPart
-from dealer.core.result_parts import join_parts
-from dealer.core.round_ids import sequence_of
 from dealer.edge.segments import AuditReport, parse_anchor, segment_dir, verify
-from dealer.core.settlement import settle_bet
 from dealer.games.matgo import AI_PLAYER as HOUSE_AI
-from drivers.bus import BusError
 from drivers.mqtt import MqttBus, cancel_and_wait
 from simulators.broker import MosquittoProcess
 from simulators.pty_port import PtyPort
-from simulators.bettors import BetPlan
-from simulators.players import VirtualPlayer
-from simulators.player_parts import deal_number
-from simulators.procs import die_with_parent
-from simulators.rig import make_dealer
-from simulators.settlement import SettlementConsumer
 from simulators.shoe import FaultPlan, VirtualShoe
 from simulators.station import DealerFaults, PtyShoeLink, StationScreen, VirtualDealer
-from tools.soak_games import (GAME_CHOICES, SHUFFLERS, TURN_GAMES, TableSpec, peer_plan, table_games, table_specs,  # noqa: F401
-                              toml_options)
-from tools.soak_judge import Replay, compare_results, judge_timers, peer_money, replay
-from tools.soak_players import make_soak_players, turns_left_to_timer
+from tools.soak_games import GAME_CHOICES, TURN_GAMES, TableSpec, table_specs, toml_options
+from tools.soak_judge import Replay, peer_money, replay
+from tools.soak_players import turns_left_to_timer
+
+from tools.soak_reconcile import Reconciliation, SoakData, reconcile
+from tools.soak_parts import (
+    BackendProcess,
+    DEALER_FAULTS,
+    LINE_FAULTS,
+    MAX_LISTED,
+    PEER_BETTING_SECONDS,
+    SEVENLUCK_SEATS,
+    SoakConsumer,
+    SplitBus,
+    make_players_of,
+    make_soak_dealer,
+    matgo_windows,
+    peer_plans,
+    reload_process,
+    scan_backend_log,
+    table_ids,
+    table_toml,
+    wait_event,
+    write_toml,
+)
+
 
 #: The dealer station's screen (newest prompt only) lives with the virtual dealer now.
 _StationScreen = StationScreen
@@ -126,25 +133,15 @@ BESIDE_OVERSIZE = ("settlement_down", "settlement_slow", "reader_unplug", "house
 #: Kinds that need a table of some game: a soak without one plans none of them.
 CHAOS_NEEDS = {"backend_down_long": ("sevenluck",), "house_worker_kill": ("matgo",),
                "backend_kill_in_turn": ("stud", "seotda"), "exposure_broker_loss": ("stud",)}
-#: Line faults of the reader, per pass of a card (``simulators.shoe.FaultPlan``).
-LINE_FAULTS = ("garbage", "noread", "torn", "drop", "repeat")
-#: Dealer mistakes, per card dealt (``simulators.station.DealerFaults``), as the dealer counts them.
-DEALER_FAULTS = ("foreign_card", "duplicate_card")
 FAULT_KINDS = CHAOS_KINDS + LINE_FAULTS + DEALER_FAULTS
 
-PLAYER_BANKROLL = Decimal("100000.00")
-HOUSE_BANKROLL = Decimal("10000000.00")
 NODE_ID = "soak-host"
 
-_CANCEL_REASON = re.compile(r"^link (broker|scanner:[A-Z0-9-]+) down before the round started")
-_TOO_FEW = re.compile(r"^[a-z-]+ needs at least (\d+) seated players, \d+ sat down$")
 #: A link loss this long before betting closes must cancel the round. The backend hears a
 #: broker disconnect within milliseconds on a quiet machine; the margin absorbs a loaded one
 #: (the target soak measures hops of 60 ms p50 and 800 ms p99 on 2 cores, and a 100 ms
 #: margin judged five rounds whose betting timer fired before the disconnect was read).
 BEFORE_CLOSE_MARGIN_MS = 300
-MAX_LISTED = 200
-SEVENLUCK_SEATS = 3
 #: Journal retention far more aggressive than a studio's, so that segments roll (and are
 #: verified at the end) under every fault.
 SOAK_SERVICE = ("journal_retain_rows = 500\njournal_segment_rows = 500\n"
@@ -170,371 +167,11 @@ OVERSIZE_BETS = 400
 OVERSIZE_BETS_PER_SECOND = 200
 OVERSIZE_BETS_STUD, OVERSIZE_BETS_PER_SECOND_STUD = 1300, 55
 BIG_BETTING_SECONDS_STUD = 40.0  # 1,300 bets at 55 a second take 24 s; a loaded host needs the rest (28 s let 952 in: under 64 KiB)
-#: Betting period of a turn game's table: its players sit down with a bet (their chips), and
-#: one who sits too late is not dealt in.
-PEER_BETTING_SECONDS = 1.0
-#: The least turn window of a Matgo table (see :func:`matgo_windows`).
-MATGO_ACTION_SECONDS = 10.0
-#: How long a dealer station waits for the broker's acknowledgement of a confirmation before
-#: it may confirm again (a send into a dying connection waits for the client's 10 s timeout).
-CONFIRM_SEND_SECONDS = 1.0
-
-
-# ---------------------------------------------------------------------------------------------
-# Reconciliation (pure: plain rows in, discrepancies out)
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass
-class SoakData:
-    """Everything the reconciliation looks at, as plain rows.
-
-    ``opened``/``closed``/``outbox_left`` come from the backend's journal, ``deliveries``
-    from a subscriber on the settlement session (every copy of every result), ``applied``,
-    ``bets`` and ``ledger`` from the settlement consumer's SQLite ledger.
-    """
-
-    tables: list[str]
-    opened: dict[str, list[str]]  # table -> round ids opened, in order
-    closed: set[str] = field(default_factory=set)  # round ids whose betting closed
-    outbox_left: list[str] = field(default_factory=list)  # idempotency keys still in the outbox
-    deliveries: dict[str, list[bytes]] = field(default_factory=dict)  # key -> every payload delivered
-    applied: list[tuple[str, str]] = field(default_factory=list)  # (key, result JSON) per application
-    bets: list[tuple[str, str, str, str, str]] = field(default_factory=list)  # bet_id, round_id, player, type, stake
-    ledger: list[tuple[str, str, str, str, str, str, str]] = field(default_factory=list)
-    # ^ bet_id, key, player, bet_type, stake, outcome, returned
-    consumer_mismatches: list[str] = field(default_factory=list)
-    must_cancel: dict[str, str] = field(default_factory=dict)  # key -> which fault demands it
-    must_complete: dict[str, str] = field(default_factory=dict)
-    #: round key -> the outage its deciders lived through (they must still decide themselves)
-    must_not_time_out: dict[str, str] = field(default_factory=dict)
-    #: every fault injected: (kind, start, end) on the backend's wall clock (epoch ms), so a
-    #: round that went wrong names the faults it lived through
-    faults: list[tuple[str, int, int]] = field(default_factory=list)
-    #: round keys the backend journaled as acknowledged by settlement, one entry per ack journaled
-    acked: list[str] | None = None
-    player_bankroll: Decimal = PLAYER_BANKROLL
-    house_bankroll: Decimal = HOUSE_BANKROLL
-    #: the journal replayed through the core (tools/soak_judge.py); None: not judged
-    replay: Replay | None = None
-    #: (table, player, round, turn) a player left to the timer on purpose
-    silent_turns: set[tuple[str, str, str, int]] = field(default_factory=set)
-    games: dict[str, str] = field(default_factory=dict)  # table -> game
-
-
-@dataclass
-class Reconciliation:
-    discrepancies: list[str]
-    stats: dict[str, Any]
-
-
-def _seq(round_id: str) -> int:
-    seq = sequence_of(round_id)
-    return -1 if seq is None else seq
-
-
-def _per_game(results: dict[str, RoundResult], games: dict[str, str]) -> dict[str, dict[str, Any]]:
-    """Results by game (every game with a table, even one without a result yet)."""
-    out: dict[str, dict[str, Any]] = {g: {"tables": 0, "results": 0, "completed": 0, "cancelled": 0, "voided": 0}
-                                      for g in sorted(set(games.values()))}
-    for g in games.values():
-        out[g]["tables"] += 1
-    for key, r in results.items():
-        g = games.get(key.split(":", 1)[0], r.game)
-        row = out.setdefault(g, {"tables": 0, "results": 0, "completed": 0, "cancelled": 0, "voided": 0})
-        row["results"] += 1
-        row[r.outcome.lower()] += 1
-    return out
-
-
-def _twice(cards: dict[str, str]) -> list[str]:
-    """Cards registered twice within one deal (a Seotda rematch, a Matgo redeal, deal ``R{n}.``
-    positions from all the cards again)."""
-    seen: set[tuple[int, str]] = set()
-    out = []
-    for pos, card in cards.items():
-        k = (deal_number(pos), card)
-        if k in seen:
-            out.append(f"{pos}={card}")
-        seen.add(k)
-    return out
-
-
-def reconcile(data: SoakData) -> Reconciliation:
-    d: list[str] = []
-    stats: dict[str, Any] = {}
-
-    # -- one result per opened round ------------------------------------------------------
-    applied_by_key: dict[str, list[str]] = {}
-    for key, body in data.applied:
-        applied_by_key.setdefault(key, []).append(body)
-    opened_keys: set[str] = set()
-    for tid in data.tables:
-        rids = data.opened.get(tid, [])
-        seqs = [_seq(r) for r in rids]
-        if seqs != list(range(1, len(seqs) + 1)):
-            d.append(f"{tid}: opened round ids are not 1..{len(seqs)} in order: {rids[:5]}...")
-        for rid in rids:
-            key = f"{tid}:{rid}"
-            opened_keys.add(key)
-            n = len(applied_by_key.get(key, ()))
-            if n == 0:
-                d.append(f"{key}: no result applied (the round was opened)")
-            elif n > 1:
-                d.append(f"{key}: result applied {n} times")
-    for key in sorted(set(applied_by_key) - opened_keys):
-        d.append(f"{key}: result applied for a round the backend's journal never opened")
-    for key in data.outbox_left:
-        d.append(f"{key}: still in the backend's outbox after the drain")
-
-    # -- deliveries: at least once, never different ----------------------------------------
-    for key, payloads in sorted(data.deliveries.items()):
-        distinct = set(payloads)
-        if len(distinct) > 1:
-            d.append(f"{key}: delivered {len(payloads)} times with {len(distinct)} different contents")
-        for body in applied_by_key.get(key, ()):
-            if body.encode() not in distinct:
-                d.append(f"{key}: the applied result is not what was delivered")
-    for key in sorted(set(applied_by_key) - set(data.deliveries)):
-        if data.deliveries:  # when deliveries were recorded at all, every applied result was one
-            d.append(f"{key}: applied but never seen delivered")
-
-    # -- outcomes ----------------------------------------------------------------------------
-    results: dict[str, RoundResult] = {}
-    for key, bodies in applied_by_key.items():
-        try:
-            results[key] = RoundResult.model_validate_json(bodies[0])
-        except ValueError as exc:
-            d.append(f"{key}: applied result does not parse: {exc}")
-    # A result in parts: its manifest was applied; join the parts delivered with it.
-    in_parts = 0
-    for key, r in list(results.items()):
-        n = r.accepted_bets.parts
-        if not n:
-            continue
-        in_parts += 1
-        try:
-            parts = [RoundResultPart.model_validate_json(data.deliveries[f"{key}#{i}/{n}"][0]) for i in range(1, n + 1)]
-            results[key] = join_parts(r, parts)
-        except (KeyError, ValueError) as exc:
-            d.append(f"{key}: the result's {n} parts do not join: {exc}")
-    outcomes = Counter(r.outcome for r in results.values())
-    cancelled_by: Counter[str] = Counter()
-    for key, r in sorted(results.items()):
-        if r.idempotency_key != key:
-            d.append(f"{key}: result carries idempotency key {r.idempotency_key!r}")
-        if r.outcome == "CANCELLED":
-            m = _CANCEL_REASON.match(r.reason or "")
-            few = _TOO_FEW.match(r.reason or "")
-            peer = r.game in TURN_GAMES
-            if few is not None and r.accepted_bets.count < int(few.group(1)):
-                cancelled_by["too_few_players"] += 1  # its players sat down too late (a loaded machine)
-            elif m is None:
-                d.append(f"{key}: CANCELLED but not by a link loss before its first card or betting closed: "
-                         f"{r.reason!r}")
-            else:
-                cancelled_by[m.group(1).split(":")[0]] += 1
-            # a turn game starts at its first card: a link lost between the close and it cancels (decks.md §5.3)
-            if (r.closed_at is not None or r.round_id in data.closed) and not peer:
-                d.append(f"{key}: CANCELLED after its betting had closed")
-            if r.cards:
-                d.append(f"{key}: CANCELLED with cards registered {r.cards}")
-        elif r.outcome == "VOIDED":
-            d.append(f"{key}: VOIDED, but nobody voids a round in this soak: {r.reason!r}")
-        elif r.outcome == "COMPLETED" and _twice(r.cards):
-            d.append(f"{key}: COMPLETED with a card registered twice in one deal: {_twice(r.cards)}")
-    for key, why in sorted(data.must_cancel.items()):
-        r = results.get(key)
-        if r is not None and r.outcome != "CANCELLED":
-            d.append(f"{key}: {why}, yet the round ended {r.outcome} (it must be CANCELLED and refunded)")
-    for key, why in sorted(data.must_complete.items()):
-        r = results.get(key)
-        if r is not None and r.outcome != "COMPLETED":
-            d.append(f"{key}: {why}, yet the round ended {r.outcome} (it must complete)")
-
-    # -- no player timed out: the soak's players always answer within their window ---------
-    timed_out = 0
-    for key, r in sorted(results.items()):
-        late = sorted(p for p, dec in r.decisions.items() if dec.by == "timeout")
-        timed_out += len(late)
-        if late:
-            why = data.must_not_time_out.get(key)
-            if why is None:
-                lived = [f"{kind} at {int(start - r.opened_at):+d} ms for {int(end - start)} ms" for kind, start, end in data.faults
-                         if start <= r.finished_at and end >= r.opened_at]
-                why = ("an outage (its players always answer in time); faults from its opening: "
-                       + (", ".join(lived) or "none"))
-            d.append(f"{key}: {', '.join(late)} timed out by the decision timer after {why}")
-    for key in sorted(data.must_not_time_out):
-        r = results.get(key)
-        if r is not None and r.outcome == "COMPLETED" and not r.decisions and r.game == "sevenluck":
-            d.append(f"{key}: completed without the decisions it was waiting for")
-
-    # -- every result acknowledged by settlement, once -----------------------------------------
-    if data.acked is not None:
-        acks = Counter(data.acked)
-        for key in sorted(opened_keys):
-            if acks.get(key, 0) == 0:
-                d.append(f"{key}: the backend never journaled settlement's acknowledgement")
-            elif acks[key] > 1:
-                d.append(f"{key}: acknowledgement journaled {acks[key]} times")
-        for key in sorted(set(acks) - opened_keys):
-            d.append(f"{key}: acknowledgement journaled for a round the journal never opened")
-
-    # -- every bet exactly once, at the right amount ----------------------------------------
-    # A Sevenluck PLAY decision places a Play bet (the ante's id + ":play") at the stake the
-    # result records: it is placed, and accepted, when the decision is made.
-    bets = list(data.bets)
-    plays: set[str] = set()
-    antes: dict[tuple[str, str], list[str]] = {}
-    for b in data.bets:
-        if b[3] == "ante":
-            antes.setdefault((b[1], b[2]), []).append(b[0])
-    for key, r in results.items():
-        for player, dec in r.decisions.items():
-            if dec.play_stake is None:
-                continue
-            ante = next((b for b in antes.get((r.round_id, player), []) if b in r.accepted_bets.bet_ids), None)
-            if ante is None:
-                d.append(f"{key}: {player} played without an accepted ante")
-                continue
-            bets.append((f"{ante}:play", r.round_id, player, "play", str(dec.play_stake)))
-            plays.add(f"{ante}:play")
-    placed: dict[str, tuple[str, str, str, str, str]] = {}
-    for row in bets:
-        if row[0] in placed:
-            d.append(f"bet {row[0]}: placed twice in the ledger's bet book")
-        placed[row[0]] = row
-    lines: dict[str, list[tuple[str, str, str, str, str, str, str]]] = {}
-    for line in data.ledger:
-        lines.setdefault(line[0], []).append(line)
-    for bet_id, (_, round_id, *_rest) in placed.items():
-        n = len(lines.get(bet_id, ()))
-        if n == 0:
-            d.append(f"bet {bet_id} (round {round_id}): never settled or refunded")
-        elif n > 1:
-            d.append(f"bet {bet_id} (round {round_id}): settled {n} times")
-    for bet_id in sorted(set(lines) - set(placed)):
-        d.append(f"bet {bet_id}: ledger line for a bet that was never placed")
-    by_outcome: Counter[str] = Counter()
-    for bet_id, key, player, bet_type, stake_s, outcome, returned_s in data.ledger:
-        by_outcome[outcome] += 1
-        stake, returned = Decimal(stake_s), Decimal(returned_s)
-        bet = placed.get(bet_id)
-        if bet is not None:
-            if f"{key.split(':', 1)[0]}:{bet[1]}" != key:
-                d.append(f"bet {bet_id}: placed in round {bet[1]} but settled against {key}")
-            if Decimal(bet[4]) != stake or bet[2] != player or bet[3] != bet_type:
-                d.append(f"bet {bet_id}: ledger line {player}/{bet_type}/{stake} differs from the bet placed "
-                         f"{bet[2]}/{bet[3]}/{bet[4]}")
-        if returned < 0:
-            d.append(f"bet {bet_id}: negative return {returned}")
-        r = results.get(key)
-        if r is None:
-            d.append(f"bet {bet_id}: settled against {key}, which has no applied result")
-            continue
-        accepted = bet_id in r.accepted_bets.bet_ids or bet_id in plays
-        if not accepted:
-            want_outcome, want_returned = "NOT_ACCEPTED", stake
-        else:
-            try:
-                s = settle_bet(bet_type, stake, r, player)
-                want_outcome, want_returned = s.outcome, s.returned
-            except ValueError as exc:
-                d.append(f"bet {bet_id}: cannot be settled against {key}: {exc}")
-                continue
-        if outcome != want_outcome or returned != want_returned:
-            d.append(f"bet {bet_id} ({key}): ledger says {outcome} {returned}, the result gives "
-                     f"{want_outcome} {want_returned}")
-        if r.outcome in ("CANCELLED", "VOIDED") and outcome not in ("REFUND", "NOT_ACCEPTED"):
-            d.append(f"bet {bet_id}: {outcome} in a {r.outcome} round (only refunds are allowed)")
-        if outcome == "REFUND" and returned != stake:
-            d.append(f"bet {bet_id}: refund of {returned} for a stake of {stake}")
-    for key, r in sorted(results.items()):
-        unknown = [b for b in r.accepted_bets.bet_ids if b not in placed]
-        if unknown:
-            d.append(f"{key}: the backend accepted bets nobody placed: {unknown[:5]}")
-        strays = [b for b in r.accepted_bets.bet_ids if b in placed and placed[b][1] != r.round_id]
-        if strays:
-            d.append(f"{key}: the backend accepted bets placed for another round (a bet names no round, so a "
-                     f"late one lands in whichever round is open): {[(b, placed[b][1]) for b in strays[:5]]}")
-    d.extend(f"settlement consumer: {m}" for m in data.consumer_mismatches)
-
-    # -- chips are conserved ------------------------------------------------------------------
-    wallets = {p: data.player_bankroll for p in sorted({b[2] for b in bets} | {x[2] for x in data.ledger})}
-    house, escrow = data.house_bankroll, Decimal(0)
-    before = data.player_bankroll * len(wallets) + data.house_bankroll
-    for _, _, player, _, stake_s in bets:  # the stake leaves the wallet when the bet is placed
-        wallets[player] -= Decimal(stake_s)
-        escrow += Decimal(stake_s)
-    for _, _, player, _, stake_s, _, returned_s in data.ledger:  # ... and its line releases it
-        stake, returned = Decimal(stake_s), Decimal(returned_s)
-        escrow -= stake
-        wallets[player] += returned
-        house += stake - returned
-    after = sum(wallets.values(), Decimal(0)) + house
-    players_net = sum(wallets.values(), Decimal(0)) - data.player_bankroll * len(wallets)
-    house_net = house - data.house_bankroll
-    if escrow != 0:
-        d.append(f"chips not conserved: {escrow} still in escrow (stakes placed minus stakes settled or refunded)")
-    # -- the turn games' hands: chips brought = chips returned + rake, pots hold what was put in -------
-    brought: dict[str, dict[str, Decimal]] = {}
-    for key, r in results.items():
-        if r.game in TURN_GAMES:
-            for bet_id in r.accepted_bets.bet_ids:
-                row = placed.get(bet_id)
-                if row is not None:
-                    mine = brought.setdefault(key, {})
-                    mine[row[2]] = mine.get(row[2], Decimal(0)) + Decimal(row[4])
-    money_d, money = peer_money(results, brought)
-    d.extend(money_d)
-    # -- every game, from the journal replayed through the core ---------------------------------
-    per_game = _per_game(results, data.games)
-    if data.replay is not None:
-        rp = data.replay
-        d.extend(rp.problems)
-        d.extend(compare_results(rp.results, results))
-        d.extend(rp.dealt_twice)
-        d.extend(f"a house AI move the core refuses on replay: {x}" for x in rp.house_refused)
-        timer_d, causes = judge_timers(rp.timer_moves, data.silent_turns, data.faults)
-        d.extend(timer_d)
-        stats["timer_moves"] = causes
-        stats["replay"] = {"rows": rp.rows, "results": len(rp.results), "house_moves": rp.house_moves,
-                           "refused_rows": dict(sorted(rp.refused.items())), "refused_examples": rp.refused_examples[:5]}
-        for game in per_game:
-            moves = [m for m in rp.timer_moves if data.games.get(m.table_id) == game]
-            per_game[game]["timer_moves"] = judge_timers(moves, data.silent_turns, data.faults)[1]
-            per_game[game]["played"] = dict(sorted(rp.coverage.get(game, Counter()).items()))
-    stats["games"] = per_game
-    stats["peer_money"] = money
-    if players_net + house_net != 0 or after + escrow != before:
-        d.append(f"chips not conserved: players net {players_net} + house net {house_net} != 0 "
-                 f"(before {before}, after {after})")
-
-    stats.update(
-        results=len(results), completed=outcomes.get("COMPLETED", 0), cancelled=outcomes.get("CANCELLED", 0),
-        voided=outcomes.get("VOIDED", 0), cancelled_by=dict(sorted(cancelled_by.items())),
-        deliveries=sum(len(v) for v in data.deliveries.values()),
-        results_in_parts=in_parts,
-        decisions={"by_timeout": timed_out,
-                   "made": sum(len(r.decisions) for r in results.values())},
-        acks=len(data.acked) if data.acked is not None else None,
-        bets={"placed": len(placed), "ledger_lines": len(data.ledger),
-              **{k.lower(): v for k, v in sorted(by_outcome.items())}},
-        chips={"before": str(before), "after": str(after), "escrow": str(escrow),
-               "players_net": str(players_net), "house_net": str(house_net)},
-    )
-    return Reconciliation(d, stats)
 
 
 # ---------------------------------------------------------------------------------------------
 # The live soak
 # ---------------------------------------------------------------------------------------------
-
-
-def table_ids(n: int) -> list[tuple[str, str]]:
-    width = max(2, len(str(n)))
-    return [(f"S{i:0{width}d}", f"R{i:0{width}d}") for i in range(1, n + 1)]
 
 
 def write_config(path: Path, *, broker_url: str, journal: Path, tables: Sequence[tuple[str, str, str, str]],
@@ -556,27 +193,12 @@ url = "{broker_url}"
 client_id = "soak-backend"
 """]
     for tid, reader, port, game in tables:
-        opts = (options or {}).get(tid, {"seats": SEVENLUCK_SEATS} if game == "sevenluck" else {})
-        parts.append(f"""
-[[tables]]
-id = "{tid}"
-game = "{game}"
-betting_seconds = {(betting_overrides or {}).get(tid, betting_seconds)}
-pause_seconds = {pause_seconds}
-auto_rounds = {'true' if auto_rounds else 'false'}
-decision_seconds = {decision_seconds}
-action_seconds = {(action_overrides or {}).get(tid, action_seconds)}
-""" + toml_options(opts) + f"""
-[tables.scanner]
-kind = "serial"
-port = "{port}"
-reader_id = "{reader}"
-heartbeat_timeout = {heartbeat_timeout}
-""")
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("".join(parts))
-    tmp.replace(path)
-    return path
+        parts.append(table_toml(tid, game, f'kind = "serial"\nport = "{port}"\nreader_id = "{reader}"\n'
+                                f"heartbeat_timeout = {heartbeat_timeout}\n", betting_seconds=betting_seconds,
+                                pause_seconds=pause_seconds, auto_rounds=auto_rounds,
+                                decision_seconds=decision_seconds, action_seconds=action_seconds, options=options,
+                                betting_overrides=betting_overrides, action_overrides=action_overrides))
+    return write_toml(path, parts)
 
 
 #: Size of the journal's own filesystem (a tmpfs: it takes memory only as it fills).
@@ -630,74 +252,6 @@ def find_libfaketime() -> str | None:
     return found[0] if found else None
 
 
-_FD_CALLBACK = re.compile(r"^Exception in callback .*\b(add|remove)_(reader|writer)\b")
-
-
-#: Loggers of our own code: an exception they log was caught and handled where it happened.
-_OWN_LOGGERS = ("dealer.", "drivers.", "simulators.")
-
-
-def scan_backend_log(text: str) -> dict[str, int]:
-    """Count the tracebacks in the backend's stderr.
-
-    The backend logs JSON lines (dealer/edge/logs.py): an exception is a line with an
-    ``exception`` field. One our own code logged (logger ``dealer.*``, ``drivers.*``) was
-    handled where it happened; any other (asyncio's "Task exception was never retrieved",
-    an ``uncaught`` one, a library's) counts, as does a plain ``Traceback`` (a log written
-    before every line was JSON, or a crash below Python's logging).
-
-    One kind is reported apart, not as a fault of the backend: an event-loop callback
-    that registers a socket the MQTT client has just closed (``Exception in callback
-    Loop.add_writer``, EBADF) when the broker vanishes mid-write. It is logged by the
-    loop's default handler, and the client reconnects as it should.
-    """
-    tracebacks = fd_races = pools = 0
-    benign = False
-    for line in text.splitlines():
-        if "house worker died: pool replaced" in line:
-            pools += 1
-        if line.startswith("{"):
-            benign = False
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            if not isinstance(rec, dict) or not rec.get("exception"):
-                continue
-            if _FD_CALLBACK.match(str(rec.get("event", ""))):
-                fd_races += 1
-            elif not str(rec.get("logger", "")).startswith(_OWN_LOGGERS):
-                tracebacks += 1
-        elif _FD_CALLBACK.match(line):
-            benign, fd_races = True, fd_races + 1
-        elif line.startswith("Traceback") and not benign:
-            tracebacks += 1
-            benign = True  # a chained exception's second traceback is the same incident
-    out = {"tracebacks": tracebacks, "loop_fd_races": fd_races}
-    if pools:
-        out["house_pools_replaced"] = pools
-    return out
-
-
-
-Waiter = tuple[Callable[[dict[str, Any]], bool], "asyncio.Future[dict[str, Any]]"]
-
-
-async def wait_event(waiters: list[Waiter], pred: Callable[[dict[str, Any]], bool],
-                     timeout: float) -> dict[str, Any] | None:
-    """The first event heard that ``pred`` accepts (the hearer resolves ``waiters``), or None
-    after ``timeout`` seconds."""
-    fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-    entry = (pred, fut)
-    waiters.append(entry)
-    try:
-        async with asyncio.timeout(timeout):
-            return await fut
-    except TimeoutError:
-        return None
-    finally:
-        waiters.remove(entry)
-
 def house_worker_pids(backend_pid: int) -> list[int]:
     """The house players' worker processes of a backend (dealer/edge/house.py): the children of
     its fork server, itself a child of the backend (its resource tracker is not a worker)."""
@@ -725,288 +279,6 @@ def _quantiles(xs: Sequence[float]) -> dict[str, float]:
     s = sorted(xs)
     return {"p50": round(s[len(s) // 2], 1), "p99": round(s[min(len(s) - 1, int(len(s) * 0.99))], 1),
             "max": round(s[-1], 1)}
-
-
-class _SplitBus:
-    """The settlement consumer's view of two MQTT sessions: results through a persistent
-    one (``durable``), everything else (round events in, bets out) through ``live``."""
-
-    name = "broker"
-
-    def __init__(self, *, durable: MqttBus, live: MqttBus) -> None:
-        self.durable, self.live = durable, live
-
-    @property
-    def connected(self) -> bool:
-        return self.live.connected
-
-    def subscribe(self, pattern: str, handler: Callable[[str, bytes], None]) -> None:
-        (self.durable if pattern.endswith("/results") else self.live).subscribe(pattern, handler)
-
-    def on_connection(self, listener: Callable[[bool, str], None]) -> None:
-        self.live.on_connection(listener)
-
-    async def publish(self, topic: str, payload: bytes, *, qos: int = 1, retain: bool = False) -> None:
-        await self.live.publish(topic, payload, qos=qos, retain=retain)
-
-    async def run(self) -> None:  # the soak runs both sessions itself
-        raise NotImplementedError
-
-
-@dataclass
-class _SoakConsumer(SettlementConsumer):
-    """The reference consumer, betting like a person would: once per round, and only while
-    its betting is open.
-
-    A ``round_opened`` event can arrive twice (QoS 1) or late (a loaded broker; over a
-    persistent session, a crashed broker redelivers what it had not saved as acknowledged,
-    long after the round ended). The reference consumer would bet again on such a round
-    with new bet ids, and when the round's result was already applied those bets would
-    never be settled. Such openings are counted and ignored here.
-    """
-
-    games: dict[str, str] = field(default_factory=dict)  # table -> game (bets differ by game)
-    plans: dict[str, BetPlan] = field(default_factory=dict)  # turn games' tables: their players' chips
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        self.stale_openings = 0
-        self.clock_offset_ms = 0  # how far the backend's wall clock is ahead (the soak's clock_step)
-        self.step_at = -math.inf  # when the backend's clock last stepped
-        self.slow_until = 0.0  # settlement_slow: acknowledgements wait 1..5 s until then
-        self.slow_acks = 0
-        self.opening_lag_ms: list[float] = []  # round_opened: backend stamp to arrival here
-        self._bet_rounds: set[str] = set()
-
-    def _on_event(self, topic: str, payload: bytes) -> None:
-        if b'"round_opened"' not in payload:
-            return  # the only event the consumer acts on
-        ev = json.loads(payload)
-        if ev.get("event") != "round_opened":
-            return
-        rid = str(ev.get("round_id"))
-        now_ms = time.time() * 1000 + self.clock_offset_ms
-        if isinstance(ev.get("at"), int) and time.monotonic() > self.step_at + 5:  # not across a clock step
-            self.opening_lag_ms.append(now_ms - ev["at"])
-        closes_at = (ev.get("data") or {}).get("betting_closes_at")
-        applied = self.db.execute("SELECT 1 FROM applied WHERE key = ?", (f"{ev.get('table_id')}:{rid}",)).fetchone()
-        if rid in self._bet_rounds or applied or (closes_at is not None and closes_at <= now_ms):
-            self.stale_openings += 1
-            return
-        self._bet_rounds.add(rid)
-        self.game = self.games.get(str(ev.get("table_id")), "teen-patti")
-        super()._on_event(topic, payload)
-
-
-    def _bet_plan(self, table_id: str) -> BetPlan:
-        plan = self.plans.get(table_id)
-        return plan if plan is not None else super()._bet_plan(table_id)
-
-    def _acknowledge(self, table_id: str, key: str, round_id: str) -> None:
-        if time.monotonic() >= self.slow_until:
-            super()._acknowledge(table_id, key, round_id)
-            return
-        self.slow_acks += 1
-        asyncio.get_running_loop().call_later(self.rng.uniform(1.0, 5.0), SettlementConsumer._acknowledge, self,
-                                              table_id, key, round_id)
-
-    async def place_many(self, table_id: str, round_id: str, n: int, per_second: float, id_length: int = 60) -> int:
-        """``n`` Teen Patti bets in one round from high-rollers, at ``per_second`` (each bet in
-        the bet book first, like every bet here); returns how many were handed to the broker."""
-        self._bet_rounds.add(round_id)
-        sent = 0
-        loop = asyncio.get_running_loop()
-        start = loop.time()
-        pending: set[asyncio.Task[None]] = set()
-
-        async def one(bet: PlaceBet) -> None:
-            nonlocal sent
-            try:
-                await self.bus.publish(topics.actions(table_id),
-                                       bet.model_dump_json(exclude={"at"}, exclude_none=True).encode(), qos=1)
-                sent += 1
-            except BusError:
-                pass
-
-        for i in range(n):
-            self._bet_seq += 1
-            bet_id = f"{round_id}-x{self._bet_seq}-".ljust(id_length, "p")
-            bet = PlaceBet(bet_id=bet_id, player_id=f"whale{i % 200}", bet_type=self.rng.choice(self.bet_types),
-                           stake=self.rng.choice(self.stakes), round_id=round_id, command_id=bet_id)
-            self.db.execute("INSERT OR IGNORE INTO bets VALUES (?, ?, ?, ?, ?, ?)",
-                            (bet.bet_id, round_id, bet.player_id, bet.bet_type, str(bet.stake), None))
-            task = asyncio.create_task(one(bet))
-            pending.add(task)
-            task.add_done_callback(pending.discard)
-            await asyncio.sleep(max(0.0, start + (i + 1) / per_second - loop.time()))
-        await asyncio.gather(*pending)
-        return sent
-
-
-class _SoakPlayer(VirtualPlayer):
-    """A Sevenluck player who always answers, after thinking for a while (well within the
-    window), and sends its decision again while its own link is down (for 5 s, the same
-    command id): a decision the timer makes in this soak was made because of an outage.
-
-    It decides when told on its own topic (``decision_required``, again after a resume), when
-    the public ``decisions_open`` lists it (its private message may be lost with a crashed
-    broker's queue, as a real client would notice from the table's public state), and from its
-    retained private state (``players/{player}/state``) when that shows a decision still open
-    for it with a window it has not answered yet, as a real client reads after a reconnect (a
-    renewed window published while its own link was down is in no live message it receives)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._answered_windows: set[tuple[str, object]] = set()
-        self.bus.subscribe(topics.player_state(self.table_id, self.player_id), self._on_state)
-
-    def _on_state(self, topic: str, payload: bytes) -> None:
-        if not payload:
-            return  # cleared: the round is settled
-        try:
-            state = json.loads(payload)
-            decision, round_id = state.get("decision"), state.get("round_id")
-            if state.get("stale") or state.get("decided") or not isinstance(decision, dict) \
-                    or not isinstance(round_id, str):
-                return
-            window = (round_id, decision.get("closes_at"))
-        except (ValueError, TypeError, AttributeError):
-            return
-        if window not in self._answered_windows:
-            self._answered_windows.add(window)
-            asyncio.get_running_loop().create_task(self._decide(round_id))
-
-    def _on_public(self, topic: str, payload: bytes) -> None:
-        super()._on_public(topic, payload)
-        if b'"decisions_open"' not in payload:
-            return
-        ev = json.loads(payload)
-        if ev.get("event") == "decisions_open" and self.player_id in (ev.get("data") or {}).get("players", []):
-            asyncio.get_running_loop().create_task(self._decide(str(ev["round_id"])))
-
-
-def matgo_windows(games: dict[str, str], action_seconds: float) -> dict[str, float]:
-    """A Matgo table's turn window: at least MATGO_ACTION_SECONDS. The house AI thinks in a worker
-    process below the backend's priority (nice 10): on a loaded host a worker started again after a
-    kill may wait seconds for the CPU, and the soak must not mistake that for an outage."""
-    return {t: max(action_seconds, MATGO_ACTION_SECONDS) for t, g in games.items() if g == "matgo"}
-
-
-def peer_plans(specs: dict[str, TableSpec]) -> dict[str, BetPlan]:
-    """The bets of the turn games' tables (their players' chips, Matgo's cover), by table."""
-    return {t: peer_plan(spec) for t, spec in specs.items() if spec.game in TURN_GAMES}
-
-
-def make_players_of(url: str, specs: dict[str, TableSpec], seed: int,
-                    silent_rate: float) -> tuple[list[MqttBus], list[Any]]:
-    """The players of every table that has some (Sevenluck's deciders, the turn games' steady
-    players), each table's on a persistent session of its own (a decision or a turn asked while
-    they reconnect is not missed; a crashed broker may still lose it: they also read the public
-    events and their retained state). Returns (their buses, the players)."""
-    buses: list[MqttBus] = []
-    players: list[Any] = []
-    prng = random.Random(seed + 2)
-    for i, (tid, spec) in enumerate(specs.items()):
-        if spec.game == "sevenluck":
-            pbus = MqttBus(url, client_id=f"soak-players-{tid}", persistent_session=True)
-            buses.append(pbus)
-            for n in range(1, SEVENLUCK_SEATS + 1):
-                players.append(_SoakPlayer(tid, f"player{n}", pbus, prng.choice(["q64", "random"]),
-                                           rng=random.Random(prng.random()),
-                                           think=round(prng.uniform(0.02, 0.3), 3), retries=20))
-        elif spec.game in TURN_GAMES:
-            pbus = MqttBus(url, client_id=f"soak-players-{tid}", persistent_session=True, accept_retained=True)
-            buses.append(pbus)
-            players += make_soak_players(spec.game, tid, pbus, spec.players, rng=random.Random(prng.random()),
-                                         table_index=i, silent_rate=silent_rate)
-    return buses, players
-
-
-def make_soak_dealer(game: str, table_id: str, shoe: VirtualShoe, link: Any, bus: MqttBus, **kw: Any) -> VirtualDealer:
-    """The table's virtual dealer (:func:`simulators.rig.make_dealer`), confirming its steps (stud's
-    wash and shuffle and exposure window, Seotda's and Matgo's reshuffles) on the station topic
-    through ``bus``, and dealing some rounds from a stacked deck (:mod:`tools.soak_games`)."""
-    stack = SHUFFLERS.get(game)
-    dealer = make_dealer(game, table_id, shoe, link, shuffler=stack() if stack else None, **kw)
-    topic = topics.station(table_id)
-
-    async def confirm(payload: bytes) -> None:
-        # a station whose send hangs in a connection that is dying (no PUBACK until the client
-        # notices, up to its publish timeout) sends again: the dealer presses confirm again on its
-        # patience, with the same command id, instead of staring at a frozen screen
-        try:
-            async with asyncio.timeout(CONFIRM_SEND_SECONDS):
-                await bus.publish(topic, payload, qos=1)
-        except TimeoutError:
-            pass
-
-    dealer.actions = confirm
-    return dealer
-
-
-async def reload_process(proc: "BackendProcess", problems: list[str], tries: int = 20) -> bool:
-    """SIGHUP ``proc`` (its table settings apply without a restart: the drain's ``auto_rounds =
-    false``) until its log says it did not ignore it (a backend still starting ignores it);
-    False when it could not (a refused reload is also a discrepancy)."""
-    def lines() -> list[str]:
-        try:
-            return proc.log_path.read_text(errors="replace").splitlines()
-        except OSError:
-            return []
-
-    for _ in range(tries):
-        before = len(lines())
-        proc.reload()
-        await asyncio.sleep(1.0)
-        new = lines()[before:]
-        if any("reload refused" in line for line in new):
-            problems.append(f"the backend refused the drain's reload (auto_rounds = false): see {proc.log_path}")
-            return False
-        if not any("reload ignored" in line for line in new):
-            return proc.alive
-    return False
-
-
-class BackendProcess:
-    """``python -m dealer run --config FILE`` as a child process (stderr appended to a log)."""
-
-    def __init__(self, config: Path, log_path: Path, python: str = sys.executable,
-                 env: dict[str, str] | None = None) -> None:
-        self.config, self.log_path, self.python = config, log_path, python
-        self.env = env
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.starts = 0
-
-    def start(self) -> None:
-        assert self.proc is None or self.proc.poll() is not None
-        with self.log_path.open("ab") as err:
-            self.proc = subprocess.Popen([self.python, "-m", "dealer", "run", "--config", str(self.config)],
-                                         stdout=subprocess.DEVNULL, stderr=err, preexec_fn=die_with_parent,
-                                         env=None if self.env is None else os.environ | self.env)
-        self.starts += 1
-
-    def reload(self) -> None:
-        """SIGHUP: the backend applies its config's table settings (auto_rounds) without a restart."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGHUP)
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-        if self.proc is not None:
-            self.proc.wait()
-
-    def terminate(self, timeout: float = 15.0) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-    @property
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
 
 
 class _Soak:
@@ -1148,7 +420,7 @@ class _Soak:
         self.live_bus = MqttBus(url, client_id="soak-bettors")
         self.dealer_bus = MqttBus(url, client_id="soak-dealers", persistent_session=True)
         self.monitor = MqttBus(url, client_id="soak-monitor", accept_retained=True)
-        self.consumer = _SoakConsumer(_SplitBus(durable=self.settle_bus, live=self.live_bus), list(self.tids),
+        self.consumer = SoakConsumer(SplitBus(durable=self.settle_bus, live=self.live_bus), list(self.tids),
                                       wd / "ledger.sqlite", rng=random.Random(self.seed + 1),
                                       players=SEVENLUCK_SEATS, games=dict(self.games),
                                       plans=peer_plans(self.specs))

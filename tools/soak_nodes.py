@@ -11,7 +11,7 @@ tables and journal. Scanners report over MQTT (``kind = "mqtt"``: a scanner gate
 wired to one host), so any node can deal any table; the virtual dealers keep their line
 faults (the gateway drops what it cannot decode: the seq gap tells the backend) and their
 mistakes (foreign and duplicate cards). Settlement, bettors and Sevenluck players are
-``tools/soak.py``'s.
+``tools/soak_parts.py``'s.
 
 Chaos, one fault at a time, one every ``--fault-every`` rounds (the mean over tables; a fault
 waits for the one before it to end, its node back and its tables taken over): every second
@@ -27,7 +27,7 @@ the others come in turn between them (:func:`plan_chaos`):
 
 Then the drain (the nodes restarted with ``auto_rounds = false``; every opened round's
 result delivered, applied and acknowledged) and the reconciliation: everything
-:func:`tools.soak.reconcile` checks (each opened round exactly one applied result, every bet
+:func:`tools.soak_reconcile.reconcile` checks (each opened round exactly one applied result, every bet
 one ledger line at the right amount, chips conserved, nobody timed out by the decision
 timer), plus :mod:`tools.soak_ownership`: one writer per table at a time (epochs only go up
 along each table's chain, one node per epoch, the node its lease named, and no row of an
@@ -71,26 +71,27 @@ from simulators.broker import MosquittoProcess
 from simulators.pgserver import PgServer
 from simulators.shoe import FaultPlan, VirtualShoe
 from simulators.station import DealerFaults, MqttShoeLink, StationScreen, VirtualDealer
-from tools.soak import (
+from tools.soak_parts import (
     DEALER_FAULTS,
     LINE_FAULTS,
     MAX_LISTED,
     PEER_BETTING_SECONDS,
     SEVENLUCK_SEATS,
     BackendProcess,
-    Reconciliation,
-    SoakData,
-    _SoakConsumer,
-    _SplitBus,
+    SoakConsumer,
+    SplitBus,
     make_players_of,
     make_soak_dealer,
     matgo_windows,
     peer_plans,
-    reconcile,
     reload_process,
     scan_backend_log,
+    table_ids,
+    table_toml,
     wait_event,
+    write_toml,
 )
+from tools.soak_reconcile import Reconciliation, SoakData, reconcile
 from tools.soak_games import TURN_GAMES, TableSpec, table_specs, toml_options
 from tools.soak_judge import Replay, replay
 from tools.soak_players import turns_left_to_timer
@@ -122,12 +123,6 @@ def node_ids(n: int) -> list[str]:
     return [f"node-{i}" for i in range(1, n + 1)]
 
 
-def table_ids(n: int) -> list[tuple[str, str]]:
-    """(table id, reader id) per table."""
-    width = max(2, len(str(n)))
-    return [(f"S{i:0{width}d}", f"R{i:0{width}d}") for i in range(1, n + 1)]
-
-
 def write_node_config(path: Path, *, node_id: str, journal_url: str, broker_url: str,
                       tables: Sequence[tuple[str, str, str]], lease_seconds: float, betting_seconds: float,
                       pause_seconds: float, auto_rounds: bool = True, decision_seconds: float = 6.0,
@@ -151,26 +146,11 @@ lease_seconds = {lease_seconds}
 url = "{broker_url}"
 """]
     for tid, reader, game in tables:
-        opts = (options or {}).get(tid, {"seats": SEVENLUCK_SEATS} if game == "sevenluck" else {})
-        parts.append(f"""
-[[tables]]
-id = "{tid}"
-game = "{game}"
-betting_seconds = {(betting_overrides or {}).get(tid, betting_seconds)}
-pause_seconds = {pause_seconds}
-auto_rounds = {'true' if auto_rounds else 'false'}
-decision_seconds = {decision_seconds}
-action_seconds = {(action_overrides or {}).get(tid, action_seconds)}
-""" + toml_options(opts) + f"""
-[tables.scanner]
-kind = "mqtt"
-reader_id = "{reader}"
-heartbeat_timeout = {heartbeat_timeout}
-""")
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("".join(parts))
-    tmp.replace(path)
-    return path
+        parts.append(table_toml(tid, game, f'kind = "mqtt"\nreader_id = "{reader}"\nheartbeat_timeout = {heartbeat_timeout}\n',
+                                betting_seconds=betting_seconds, pause_seconds=pause_seconds, auto_rounds=auto_rounds,
+                                decision_seconds=decision_seconds, action_seconds=action_seconds, options=options,
+                                betting_overrides=betting_overrides, action_overrides=action_overrides))
+    return write_toml(path, parts)
 
 
 def plan_chaos(rng: random.Random, n: int, kinds: Sequence[str]) -> list[str]:
@@ -339,7 +319,7 @@ class _NodeSoak:
         self.live_bus = MqttBus(url, client_id="soak-bettors")
         self.dealer_bus = MqttBus(url, client_id="soak-dealers", persistent_session=True)
         self.monitor = MqttBus(url, client_id="soak-monitor", accept_retained=True)
-        self.consumer = _SoakConsumer(_SplitBus(durable=self.settle_bus, live=self.live_bus), list(self.tids),
+        self.consumer = SoakConsumer(SplitBus(durable=self.settle_bus, live=self.live_bus), list(self.tids),
                                       wd / "ledger.sqlite", rng=random.Random(self.seed + 1),
                                       players=SEVENLUCK_SEATS, games=dict(self.games), plans=peer_plans(self.specs))
         self.consumer.db.execute("PRAGMA synchronous=NORMAL")

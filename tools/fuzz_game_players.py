@@ -11,7 +11,8 @@ from decimal import Decimal
 from typing import Any
 
 from tools.fuzz_target import Target, need
-from tools.fuzz_games import GameCommandsTarget, as_money
+from tools.fuzz_game_state import as_money
+from tools.fuzz_games import GameCommandsTarget
 
 
 # --- Seven-Card Stud -----------------------------------------------------------------------------

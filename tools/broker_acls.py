@@ -57,7 +57,7 @@ PLAYER_FILTERS = (topics.table_topic("+", "players/%u"), topics.player_state("+"
 def role_grants(settings: Settings, *, rig: bool = False) -> dict[str, list[Grant]]:
     """Every role user of ``settings`` with its grants, in the Mosquitto ACL's order (players'
     pattern lines excepted: :data:`PLAYER_FILTERS`)."""
-    from tools.deploy import render_acl
+    from tools.mosquitto_acl import render_acl
 
     out: dict[str, list[Grant]] = {}
     user: str | None = None

@@ -93,7 +93,7 @@ def provision(settings: Settings, out: str | Path, *, rig: bool = False, rotate:
     """Write ``out``/secrets/USER.pw and the broker's files (Mosquitto: passwd and acl;
     RabbitMQ: definitions.json; NATS: nats-passwords.conf and nats-authorization.conf); return a
     summary for people."""
-    from tools.deploy import render_acl, users_of
+    from tools.mosquitto_acl import render_acl, users_of
 
     if broker != "mosquitto":
         return _provision_other(settings, Path(out), broker, rig=rig, rotate=rotate, source=source, vhost=vhost)
@@ -128,7 +128,7 @@ def provision(settings: Settings, out: str | Path, *, rig: bool = False, rotate:
 
 
 def _passwords(settings: Settings, secrets_dir: Path, *, rig: bool, rotate: bool) -> tuple[dict[str, str], list[str]]:
-    from tools.deploy import users_of
+    from tools.mosquitto_acl import users_of
 
     secrets_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.chmod(secrets_dir, 0o700)

@@ -10,8 +10,9 @@ import random
 from decimal import Decimal
 from typing import Any
 
-from tools import fuzz
-from tools.fuzz_games import GameCommandsTarget, _money
+from tools.fuzz_target import Target, need
+from tools.fuzz_game_state import as_money
+from tools.fuzz_games import GameCommandsTarget
 
 
 # --- Seven-Card Stud -----------------------------------------------------------------------------
@@ -64,7 +65,7 @@ class StudCommands(GameCommandsTarget):
             rng_ = turn.get("raise") if action == "RAISE" else turn.get("bet")
             amount: Any = rng.choice(_BAD_AMOUNTS)
             if rng_ and rng.random() < 0.5:
-                lo, hi = _money(rng_["min"]), _money(rng_["max"])
+                lo, hi = as_money(rng_["min"]), as_money(rng_["max"])
                 amount = str(rng.choice((lo - Decimal("0.01"), hi + Decimal("0.01"), hi * 10, lo + Decimal("0.005"))))
             out = {"action": action}
             if amount is not None:
@@ -81,14 +82,14 @@ class StudCommands(GameCommandsTarget):
                            "BURN4", "COMM", "P.7"))
 
     def check_result(self, result: Any) -> None:
-        brought = _money(result.accepted_bets.stakes.get(self.chips_bet, "0"))
+        brought = as_money(result.accepted_bets.stakes.get(self.chips_bet, "0"))
         if result.refund_all:
             return  # every accepted bet goes back whole: settlement refunds the stakes
-        back = sum((_money(b[self.chips_bet].returned) for b in result.player_bets.values()), Decimal(0))
-        rake = _money(result.details.get("rake", "0"))
-        fuzz._need(all(_money(b[self.chips_bet].returned) >= 0 for b in result.player_bets.values()),
+        back = sum((as_money(b[self.chips_bet].returned) for b in result.player_bets.values()), Decimal(0))
+        rake = as_money(result.details.get("rake", "0"))
+        need(all(as_money(b[self.chips_bet].returned) >= 0 for b in result.player_bets.values()),
                    f"round {result.round_id}: a negative return", key="a negative return")
-        fuzz._need(back + rake == brought, f"round {result.round_id}: returned {back} + rake {rake} != brought "
+        need(back + rake == brought, f"round {result.round_id}: returned {back} + rake {rake} != brought "
                    f"{brought}", key=f"{self.game}: chips not conserved")
 
 
@@ -174,9 +175,9 @@ class SeotdaCommands(GameCommandsTarget):
     def check_result(self, result: Any) -> None:
         if result.refund_all:
             return
-        brought = _money(result.accepted_bets.stakes.get(self.chips_bet, "0"))
-        back = sum((_money(b[self.chips_bet].returned) for b in result.player_bets.values()), Decimal(0))
-        fuzz._need(back == brought, f"round {result.round_id}: returned {back} != brought {brought}",
+        brought = as_money(result.accepted_bets.stakes.get(self.chips_bet, "0"))
+        back = sum((as_money(b[self.chips_bet].returned) for b in result.player_bets.values()), Decimal(0))
+        need(back == brought, f"round {result.round_id}: returned {back} != brought {brought}",
                    key=f"{self.game}: chips not conserved")
 
 
@@ -238,17 +239,17 @@ class MatgoCommands(GameCommandsTarget):
             return
         details = result.details
         for bets in result.player_bets.values():
-            cover = _money(result.accepted_bets.stakes.get(self.chips_bet, "0"))
-            returned = _money(bets[self.chips_bet].returned)
-            money = _money(details.get("money", "0"))
+            cover = as_money(result.accepted_bets.stakes.get(self.chips_bet, "0"))
+            returned = as_money(bets[self.chips_bet].returned)
+            money = as_money(details.get("money", "0"))
             if result.winner == "PLAYER":
                 want = cover + money
             elif result.winner == "AI":
                 want = max(Decimal(0), cover - money)
             else:
                 want = cover
-            fuzz._need(returned == want, f"round {result.round_id}: cover {cover} returned {returned}, the "
+            need(returned == want, f"round {result.round_id}: cover {cover} returned {returned}, the "
                        f"payment ({result.winner}, {money}) gives {want}", key="matgo: cover not returned exactly")
 
 
-GAME_CLASSES: dict[str, type[fuzz.Target]] = {cls.name: cls for cls in (StudCommands, SeotdaCommands, MatgoCommands)}
+GAME_CLASSES: dict[str, type[Target]] = {cls.name: cls for cls in (StudCommands, SeotdaCommands, MatgoCommands)}

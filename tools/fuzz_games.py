@@ -18,7 +18,7 @@ and generated from what the table shows at that moment (who is to act, the turn 
   exposed that may not be, a confirmation of another step, a seat taken, a second buy-in;
 * stale ones: an earlier turn or round, a command delivered again (QoS 1), an id reused for
   another command;
-* malformed ones (the command mutated as :func:`tools.fuzz.mutate_tree` does) and the turn and
+* malformed ones (the command mutated as :func:`tools.mutate_tree` does) and the turn and
   confirmation timers' own events, for the current turn and stale.
 
 The contract, for every input (a broken one is a finding):
@@ -51,152 +51,39 @@ from the seed, so a run's counts are a function of its seed (timings aside).
 from __future__ import annotations
 
 import asyncio
-import copyreg
 import dataclasses
 import gc
 import hashlib
-import io
 import json
 import logging
-import pickle
 import random
 import shutil
 import tempfile
 import time
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from tools import fuzz
-
-TID = "G1"
-READER = "R1"
-#: The topic of an input that is a timer's event (submitted as the service's timers do).
-TIMER = "timer"
-#: Inputs on one service before it is stopped and started again on its journal (drawn in this range).
-SESSION_INPUTS = (150, 500)
-#: Services started on one journal before the next journal (and set of house options) begins.
-SESSIONS_PER_JOURNAL = 3
-#: Wall-clock seconds the service may take to go quiet after one input (a hang is a finding).
-SETTLE_S = 30.0
-#: Error log lines that are answers, not faults: a security refusal and a station alert.
-BENIGN_ERRORS = frozenset({"security event", "supervisor alert", "scanner frame failed authentication"})
-#: The Matgo AI's search size here: its move is a function of the request (and quick).
-HOUSE_PLAYOUTS = 6
-_EPOCH_MS = 1_767_225_600_000
-#: What a refusal says instead of a hidden card (dealer.core.visibility.HIDDEN_TEXT): an answer to
-#: a command never says it, since whether a card the sender named is hidden is itself hidden.
-HIDDEN_TEXT = "a hidden card"
+from tools.fuzz_inputs import Violation
+from tools.fuzz_target import Target, need
+from tools.fuzz_game_state import (
+    Applied,
+    BENIGN_ERRORS,
+    EPOCH_MS,
+    HIDDEN_TEXT,
+    HOUSE_PLAYOUTS,
+    READER,
+    SESSIONS_PER_JOURNAL,
+    SESSION_INPUTS,
+    SETTLE_S,
+    TID,
+    TIMER,
+    differences,
+    snapshot,
+)
+from tools.fuzz_game_commands import GameCommands
 
 
-@dataclasses.dataclass
-class Applied:
-    """One event the commit loop applied, as the harness saw it."""
-
-    item: Any
-    step: Any
-    before: bytes
-    after: bytes
-    journaled: bool
-    round_turn: tuple[str, int] | None
-
-    @property
-    def changed(self) -> str:
-        """The fields the event changed, "" when none (compared only when asked: it costs)."""
-        return ", ".join(_differences(self.before, self.after)) if self.after != self.before else ""
-
-
-def _position(pos: Any) -> tuple[Any, ...]:
-    """A deal position (immutable, one per name and deck) pickles as its name: 4 times faster."""
-    return str, (f"{pos.name}@{pos.deck}",)
-
-
-def _snapshot(table: Any) -> bytes:
-    """The table's state as bytes: equal bytes, equal state (a counter of handled events aside)."""
-    from dealer.core.game_records import Position
-
-    cur = table.current
-    rnd = None if cur is None else {k: v for k, v in vars(cur).items() if k not in ("revision", "rules")}
-    tbl = {k: v for k, v in vars(table).items() if k not in ("current", "rules", "handle", "undelivered", "shift")}
-    tbl["undelivered"] = sorted((rid, r.phase, r.delivered) for rid, r in table.undelivered.items())
-    out = io.BytesIO()
-    pickler = pickle.Pickler(out, protocol=5)
-    pickler.dispatch_table = {**copyreg.dispatch_table, Position: _position}
-    pickler.dump((tbl, rnd))
-    return out.getvalue()
-
-
-def _same(a: Any, b: Any, seen: set[tuple[int, int]] | None = None) -> bool:
-    """Structural equality: objects compare by their fields (a rebuilt table shares no object
-    with the live one, and most of the hand's objects have no ``__eq__``); a cycle (the betting
-    limits know their hand) is compared once."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, (str, bytes, int, float, bool, Decimal, type(None), set, frozenset)):
-        return bool(a == b)
-    seen = set() if seen is None else seen
-    pair = (id(a), id(b))
-    if pair in seen:
-        return True
-    seen.add(pair)
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_same(v, b[k], seen) for k, v in a.items())
-    if isinstance(a, (list, tuple)):
-        return len(a) == len(b) and all(_same(x, y, seen) for x, y in zip(a, b))
-    fields = _fields(a)
-    if fields is None:
-        return bool(a == b)
-    return _same(fields, _fields(b), seen)
-
-
-def _where(a: Any, b: Any, path: str = "", depth: int = 0) -> str:
-    """The path of the first difference between two structures (for a finding's message)."""
-    if _same(a, b) or depth > 8:
-        return path
-    if type(a) is not type(b) or isinstance(a, (str, bytes, int, float, bool, Decimal, type(None), set, frozenset)):
-        return f"{path}: {str(a)[:60]} != {str(b)[:60]}"
-    if isinstance(a, dict):
-        if a.keys() != b.keys():
-            return f"{path}: keys {sorted(map(str, a.keys() ^ b.keys()))[:5]}"
-        return next(_where(v, b[k], f"{path}.{k}", depth + 1) for k, v in a.items() if not _same(v, b[k]))
-    if isinstance(a, (list, tuple)):
-        if len(a) != len(b):
-            return f"{path}: length {len(a)} != {len(b)}"
-        return next(_where(x, y, f"{path}[{i}]", depth + 1) for i, (x, y) in enumerate(zip(a, b)) if not _same(x, y))
-    fa, fb = _fields(a), _fields(b)
-    return _where(fa, fb, path, depth + 1) if fa is not None else f"{path}: {a!r:.60} != {b!r:.60}"
-
-
-def _fields(obj: Any) -> dict[str, Any] | None:
-    if hasattr(obj, "__dict__"):
-        return dict(vars(obj))
-    slots = [n for cls in type(obj).__mro__ for n in getattr(cls, "__slots__", ())]
-    return {n: getattr(obj, n, None) for n in slots} if slots else None
-
-
-def _differences(a: bytes, b: bytes) -> list[str]:
-    """Which fields of two snapshots differ, structurally (table fields, ``round.`` fields, the
-    hand's ``hand.`` fields); none when only their pickles differ (shared objects, dict order)."""
-    (ta, ra), (tb, rb) = pickle.loads(a), pickle.loads(b)
-    out = [k for k in sorted(set(ta) | set(tb)) if not _same(ta.get(k), tb.get(k))]
-    if (ra is None) != (rb is None):
-        return out + ["round"]
-    for k in sorted(set(ra or {}) | set(rb or {})):
-        va, vb = (ra or {}).get(k), (rb or {}).get(k)
-        if k == "hand" and va is not None and vb is not None:
-            ha, hb = vars(va), vars(vb)
-            out += [_where(ha.get(h), hb.get(h), f"hand.{h}") for h in sorted(set(ha) | set(hb))
-                    if not _same(ha.get(h), hb.get(h))]
-        elif not _same(va, vb):
-            out.append(_where(va, vb, f"round.{k}"))
-    return out
-
-
-def _money(value: Any) -> Decimal:
-    return Decimal(str(value))
-
-
-class GameCommandsTarget(fuzz.Target):
+class GameCommandsTarget(GameCommands, Target):
     """The live service and its table; the game's subclass says how its players sit and act."""
 
     game = ""
@@ -219,7 +106,7 @@ class GameCommandsTarget(fuzz.Target):
         self._tmp = tempfile.TemporaryDirectory(prefix=f"dealer-fuzz-{self.game}-")
         self.loop = asyncio.new_event_loop()
         self.loop.set_exception_handler(self._loop_error)
-        self.now = _EPOCH_MS
+        self.now = EPOCH_MS
         self.journal_no = 0
         self.sessions_on_journal = 0
         self.svc: Any = None
@@ -251,7 +138,7 @@ class GameCommandsTarget(fuzz.Target):
         try:
             if self.task is not None:
                 self.loop.run_until_complete(self._stop())
-        except fuzz.Violation:
+        except Violation:
             pass  # the run is over; its last journal's check is the one a finding would have shown
         finally:
             self.loop.close()
@@ -321,9 +208,9 @@ class GameCommandsTarget(fuzz.Target):
             table = svc.tables[item.table_id]
             cur = table.current
             turn = (cur.round_id, cur.turn) if cur is not None and cur.hand is not None else None
-            before, rows = _snapshot(table), len(batch.events)
+            before, rows = snapshot(table), len(batch.events)
             step = apply(item, batch)
-            self.applied.append(Applied(item, step, before, _snapshot(table), len(batch.events) > rows, turn))
+            self.applied.append(Applied(item, step, before, snapshot(table), len(batch.events) > rows, turn))
             return step
 
         svc.commit_loop.apply = applied  # type: ignore[method-assign]
@@ -331,21 +218,21 @@ class GameCommandsTarget(fuzz.Target):
         adopted = svc.commit_loop.adopted
 
         def adopting(tid: str, table: Any, now: int) -> None:  # the table as the journal has it, before its Resume
-            rebuilt.append(_snapshot(table))
+            rebuilt.append(snapshot(table))
             adopted(tid, table, now)
 
         svc.commit_loop.adopted = adopting  # type: ignore[method-assign]
         self.task = asyncio.create_task(svc.run(), name="fuzzed-service")
         await self._until(lambda: svc.ready.is_set(), "the service did not start")
         table = svc.tables[TID]
-        fields = _differences(self.live, rebuilt[0]) if self.live is not None and rebuilt[0] != self.live else []
+        fields = differences(self.live, rebuilt[0]) if self.live is not None and rebuilt[0] != self.live else []
         self.live = None
         self._guard(table)
         self.session_left = self.state_rng.randrange(*SESSION_INPUTS)
         await self._settle()
         self._clear()
         if fields:
-            raise fuzz.Violation(f"the table rebuilt from the journal differs from the table that was live: {fields}",
+            raise Violation(f"the table rebuilt from the journal differs from the table that was live: {fields}",
                                  key="replay differs from the live table")
 
     def _guard(self, table: Any) -> None:
@@ -368,7 +255,7 @@ class GameCommandsTarget(fuzz.Target):
 
         svc, task = self.svc, self.task
         self.task = None
-        self.live = _snapshot(svc.tables[TID]) if TID in svc.tables else None
+        self.live = snapshot(svc.tables[TID]) if TID in svc.tables else None
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         gc.unfreeze()  # the service froze the collector's view at its start
@@ -376,7 +263,7 @@ class GameCommandsTarget(fuzz.Target):
         try:
             report = journal.verify_chain()
             if not report.ok:
-                raise fuzz.Violation(f"the journal's hash chain does not verify: {report}"[:300],
+                raise Violation(f"the journal's hash chain does not verify: {report}"[:300],
                                      key="journal chain does not verify")
             turns: dict[tuple[str | None, int], int] = {}
             for row in journal.live_rows(TID):
@@ -387,7 +274,7 @@ class GameCommandsTarget(fuzz.Target):
                     continue
                 key = (row.round_id, int(body["turn"]))
                 if key in turns:
-                    raise fuzz.Violation(f"the journal holds two actions for turn {key[1]} of round {key[0]} "
+                    raise Violation(f"the journal holds two actions for turn {key[1]} of round {key[0]} "
                                          f"(rows {turns[key]} and {row.id})", key="two actions journaled for a turn")
                 turns[key] = row.id
         finally:
@@ -397,16 +284,16 @@ class GameCommandsTarget(fuzz.Target):
         if self.task is None:
             self.loop.run_until_complete(self._start())
         elif self.task.done():
-            raise fuzz.Violation("the service stopped by itself", key="service stopped")
+            raise Violation("the service stopped by itself", key="service stopped")
 
     async def _until(self, cond: Any, what: str) -> None:
         deadline = time.monotonic() + SETTLE_S
         while not cond():
             if self.task is not None and self.task.done():
                 exc = None if self.task.cancelled() else self.task.exception()
-                raise fuzz.Violation(f"the service stopped: {exc!r}"[:300], key="service stopped")
+                raise Violation(f"the service stopped: {exc!r}"[:300], key="service stopped")
             if time.monotonic() > deadline:
-                raise fuzz.Violation(what, key=what)
+                raise Violation(what, key=what)
             await asyncio.sleep(0.001)
 
     async def _settle(self) -> None:
@@ -419,12 +306,12 @@ class GameCommandsTarget(fuzz.Target):
         while quiet < 2:
             if self.task is not None and self.task.done():
                 exc = None if self.task.cancelled() else self.task.exception()
-                raise fuzz.Violation(f"the service stopped: {exc!r}"[:300], key="service stopped")
+                raise Violation(f"the service stopped: {exc!r}"[:300], key="service stopped")
             if time.monotonic() > deadline or len(self.applied) > 2000:
                 from collections import Counter
 
                 kinds = Counter(r.item.event.type for r in self.applied[-500:]).most_common(3)
-                raise fuzz.Violation(f"the service did not go quiet ({len(self.applied)} events applied, lately "
+                raise Violation(f"the service did not go quiet ({len(self.applied)} events applied, lately "
                                      f"{kinds})", key="service did not go quiet")
             busy = svc.queue.items.qsize() or core.batch_tables
             tasks = svc.background.running | {t for t in house._tasks if not t.done()}
@@ -463,216 +350,6 @@ class GameCommandsTarget(fuzz.Target):
     def _seated(self, cur: Any) -> list[str]:
         return sorted(set(cur.seat_owner.values())) if cur is not None else []
 
-    # -- generating ---------------------------------------------------------------------------
-
-    def generate(self, rng: random.Random) -> tuple[str, bytes]:
-        self._ensure()
-        from dealer.edge import roles
-
-        r = rng.random()
-        if r < 0.04 and self.recent:  # delivered again (QoS 1), or retried by its sender
-            return rng.choice(self.recent)
-        if r < 0.10:
-            return TIMER, json.dumps(self._timer(rng)).encode()
-        doc = self._command(rng)
-        role = roles.SENDER.get(str(doc.get("type")), roles.Role.PLAYER_PLATFORM)
-        doc = self._address(doc, rng)
-        if rng.random() < 0.05:
-            role = rng.choice((roles.Role.PLAYER_PLATFORM, roles.Role.STATION))
-        if rng.random() < 0.08:
-            doc = fuzz.mutate_tree(doc, rng, self.corpus.keys, self.corpus.strings)
-        inp = (roles.command_topic(role, TID), fuzz.encode_text(fuzz.dump_json(doc))[:fuzz._MAX_INPUT])
-        self.recent = (self.recent + [inp])[-20:]
-        return inp
-
-    def _timer(self, rng: random.Random) -> dict[str, Any]:
-        """A timer's event: the current turn's or window's (it acts for the player), or a stale one."""
-        cur = self.table.current
-        turn = cur.turn if cur is not None and cur.turn else 1
-        deadline = cur.action_deadline if cur is not None else None
-        r = rng.random()
-        if r < 0.15:
-            deadline = rng.choice((None, (deadline or self.now) + rng.choice((-1, 1, 1000))))
-        if rng.random() < 0.25:
-            turn = max(1, turn + rng.choice((-1, -1, 1, 2)))
-        if cur is not None and cur.confirm_deadline is not None and rng.random() < 0.7:
-            step = cur.expected_position or "LAST_CARD"
-            return {"type": "confirm_timeout", "step": step if rng.random() < 0.8 else "SHUFFLE",
-                    "deadline": cur.confirm_deadline if r >= 0.15 else deadline}
-        if rng.random() < 0.05:
-            return {"type": "decision_timeout", "deadline": deadline}
-        return {"type": "action_timeout", "turn": turn, "deadline": deadline}
-
-    def _command(self, rng: random.Random) -> dict[str, Any]:
-        from dealer.core.round import Phase
-
-        cur = self._round()
-        phase = cur.phase if cur is not None else None
-        r = rng.random()
-        if phase == Phase.ACTION:
-            if r < 0.45:
-                return self._act(rng, cur, cur.hand.to_act, valid=True)
-            if r < 0.57:
-                others = [p for p in self.players if p != cur.hand.to_act]
-                return self._act(rng, cur, rng.choice(others), valid=rng.random() < 0.7)
-            if r < 0.74:
-                return self._act(rng, cur, cur.hand.to_act, valid=False)
-            if r < 0.84:
-                return self._reserve(rng, cur)
-            if r < 0.88:
-                return self._bet(rng, cur)
-            return self._station(rng, cur)
-        if phase == Phase.BETTING_OPEN:
-            if r < 0.55:
-                return self._bet(rng, cur)
-            if r < (0.70 if len(cur.seat_owner) >= cur.rules.game.min_players else 0.58):
-                return {"type": "close_betting", "by": "dealer" if rng.random() < 0.95 else "timer"}
-            if r < 0.82:
-                return self._act(rng, cur, rng.choice(self.players), valid=False)
-            if r < 0.88:
-                return self._reserve(rng, cur)
-            return self._station(rng, cur)
-        if phase is not None:  # dealing, a confirmation held open for the station
-            if r < 0.55:
-                return self._station(rng, cur)
-            if r < 0.75:
-                return self._act(rng, cur, rng.choice(self.players), valid=False)
-            if r < 0.85:
-                return self._reserve(rng, cur)
-            return self._bet(rng, cur)
-        if r < 0.4:  # between rounds: everything is for a round that is over
-            return self._act(rng, None, rng.choice(self.players), valid=False)
-        if r < 0.7:
-            return self._bet(rng, None)
-        return self._station(rng, None)
-
-    def _address(self, doc: dict[str, Any], rng: random.Random) -> dict[str, Any]:
-        """Name the command as a client does: a fresh id, the round, the turn; now and then an
-        id used before, an earlier round or turn, or nothing (refused)."""
-        cur = self.table.current
-        r = rng.random()
-        if r < 0.04:  # an id that spells a card: answered like any other, whether the card is hidden or not
-            doc["command_id"] = rng.choice(("", "c-", "x.")) + self._a_card(rng)
-            self.recent_ids = (self.recent_ids + [doc["command_id"]])[-20:]
-        elif r < 0.88 or not self.recent_ids:
-            doc["command_id"] = f"fz-{rng.getrandbits(48):012x}"
-            self.recent_ids = (self.recent_ids + [doc["command_id"]])[-20:]
-        elif r < 0.97:
-            doc["command_id"] = rng.choice(self.recent_ids)
-        if doc.get("type") == "dealer_logon":
-            return doc
-        r = rng.random()
-        if r < 0.9:
-            doc["round_id"] = self._round_id()
-        elif r < 0.96 and self.last_rounds:
-            doc["round_id"] = rng.choice(self.last_rounds)
-        elif r < 0.98:
-            doc["round_id"] = rng.choice(("G2-000001", f"{TID}-999999", self._round_id() + "x", self._a_card(rng),
-                                          f"{TID}-{self._a_card(rng)}"))
-        if doc.get("type") == "player_action" and not doc.get("reserve"):
-            turn = cur.turn if cur is not None and cur.turn else 1
-            r = rng.random()
-            if r < 0.84:
-                doc["turn"] = turn
-            elif r < 0.97:
-                doc["turn"] = max(1, turn + rng.choice((-2, -1, -1, 1)))
-        elif doc.get("reserve") and rng.random() < 0.1 and cur is not None:
-            doc["turn"] = cur.turn or 1
-        return doc
-
-    def _a_card(self, rng: random.Random) -> str:
-        """A card code of the game: of the round in play (registered, hidden or not) mostly."""
-        cur = self.table.current
-        dealt = sorted(cur.cards.values()) if cur is not None else []
-        return rng.choice(dealt) if dealt and rng.random() < 0.8 else rng.choice(self.deck)
-
-    @property
-    def deck(self) -> list[str]:
-        return sorted(self.table.rules.game.deck)
-
-    def _bet(self, rng: random.Random, cur: Any) -> dict[str, Any]:
-        """A player sits down (a ``chips`` bet naming a seat): mostly valid, else a seat taken, a
-        seat the table does not have, a stake too small or not of the money unit, a second buy-in."""
-        seated = cur.seat_owner if cur is not None else {}
-        free = [s for s in range(1, self.seats + 1) if s not in seated]
-        player = rng.choice([p for p in self.players if p not in seated.values()] or list(self.players))
-        seat = rng.choice(free) if free else rng.randint(1, self.seats)
-        stake, bet_type = rng.choice(self.stakes), self.chips_bet
-        r = rng.random()
-        if r < 0.10 and seated:
-            seat = rng.choice(list(seated))
-        elif r < 0.18 and seated:
-            player = rng.choice(list(seated.values()))
-        elif r < 0.26:
-            stake = rng.choice(self.bad_stakes)
-        elif r < 0.30:
-            seat = rng.choice((self.seats + 1, 99))
-        elif r < 0.34:
-            bet_type = rng.choice(("ante", "player_a", "cover" if self.chips_bet == "chips" else "chips"))
-        bet_id = f"b-{rng.getrandbits(32):08x}" if rng.random() < 0.95 else self._a_card(rng)
-        if rng.random() < 0.03:  # a player whose id spells a card
-            player = self._a_card(rng)
-        doc: dict[str, Any] = {"type": "place_bet", "bet_id": bet_id, "player_id": player,
-                               "bet_type": bet_type, "stake": stake, "seat": seat}
-        if rng.random() < 0.03:
-            del doc["seat"]
-        return doc
-
-    def _act(self, rng: random.Random, cur: Any, player: str | None, *, valid: bool) -> dict[str, Any]:
-        """``player``'s answer to the turn running: legal, or well formed but wrong."""
-        player = player or rng.choice(self.players)
-        if not valid and rng.random() < 0.05:
-            player = self._a_card(rng)
-        turn = cur.hand.turn_options() if cur is not None and cur.hand is not None and cur.hand.to_act else {}
-        fields = self.valid_action(rng, turn) if valid and turn else self.wrong_action(rng, turn)
-        return {"type": "player_action", "player_id": player, **fields}
-
-    def _reserve(self, rng: random.Random, cur: Any) -> dict[str, Any]:
-        """A reservation (Seotda's §6.2; refused in the other games): by a player who is not to
-        act, or at the wrong moment."""
-        seated = self._seated(cur)
-        player = rng.choice(seated if seated and rng.random() < 0.85 else list(self.players))
-        doc = {"type": "player_action", "player_id": player, "reserve": True,
-               "action": rng.choice(self.reserve_actions)}
-        if rng.random() < 0.1:
-            doc["amount"] = rng.choice(("10", "1.00", "0"))
-        return doc
-
-    reserve_actions: tuple[str, ...] = ("CHECK", "CALL", "FOLD", "BET", "RAISE")
-
-    def _station(self, rng: random.Random, cur: Any) -> dict[str, Any]:
-        """The dealer station: a confirmation (of the step awaited, or another), an exposed card,
-        closing the betting, a dealer's log-on."""
-        awaited = cur.expected_position if cur is not None else None
-        r = rng.random()
-        if r < 0.45:
-            step = awaited if awaited and rng.random() < 0.7 else rng.choice(("SHUFFLE", "WASH", "LAST_CARD", "DEAL"))
-            return {"type": "dealer_confirm", "step": step}
-        if r < 0.75:
-            return {"type": "card_exposed", "position": self.exposed_position(rng, cur)}
-        if r < 0.9:
-            return {"type": "close_betting", "by": "dealer"}
-        return {"type": "dealer_logon", "dealer_id": rng.choice(("d-ana", "d-bo", "AS", "01G"))}
-
-    # -- the game's part (overridden) ----------------------------------------------------
-
-    def valid_action(self, rng: random.Random, turn: dict[str, Any]) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def wrong_action(self, rng: random.Random, turn: dict[str, Any]) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def exposed_position(self, rng: random.Random, cur: Any) -> str:
-        return rng.choice(("P1.7", "P2.3", "S1.2", "F.1", "BURN1"))
-
-    def card_for(self, cur: Any, pos: Any) -> str | None:
-        """A card the deck may give at ``pos`` now (None: the shoe's next)."""
-        return None
-
-    def check_result(self, result: Any) -> None:
-        raise NotImplementedError
-
-    # -- checking ------------------------------------------------------------------------------
 
     def from_bytes(self, data: bytes) -> tuple[str, bytes]:
         from dealer.edge import topics
@@ -730,26 +407,26 @@ class GameCommandsTarget(fuzz.Target):
         if self.errors:
             first, n = self.errors[0], len(self.errors)
             del self.errors[:]
-            raise fuzz.Violation(f"{first} ({n} in all)", key=first[:60])
+            raise Violation(f"{first} ({n} in all)", key=first[:60])
         fresh, self.verified = self.applied[self.verified:], len(self.applied)
         for rec in fresh:
             ev, step = rec.item.event, rec.step
             what = ev.type
             changed = rec.changed if not (step.accepted and rec.journaled) else ""
             if not step.accepted and changed:
-                raise fuzz.Violation(f"a refused {what} changed the table ({changed}; {step.rejection})"[:300],
+                raise Violation(f"a refused {what} changed the table ({changed}; {step.rejection})"[:300],
                                      key=f"a refused {what} changed the table")
             if not rec.journaled and changed:
-                raise fuzz.Violation(f"a {what} that was not journaled changed the table ({changed})"[:300],
+                raise Violation(f"a {what} that was not journaled changed the table ({changed})"[:300],
                                      key=f"an unjournaled {what} changed the table")
             if not step.accepted and not (step.rejection is not None and step.rejection.reason.strip()) \
                     and not self.refusals:
-                raise fuzz.Violation(f"a {what} was refused without a reason", key="refused without a reason")
+                raise Violation(f"a {what} was refused without a reason", key="refused without a reason")
             cmd = rec.item.cmd
             if cmd is not None:
                 key = (rec.item.table_id, cmd.role.value, cmd.command_id)
                 if self.accepted_ids.get(key) == cmd.digest and (rec.journaled or rec.changed):
-                    raise fuzz.Violation(f"{what} {cmd.command_id} sent again was applied again",
+                    raise Violation(f"{what} {cmd.command_id} sent again was applied again",
                                          key="a command sent again was applied again")
                 if step.accepted and rec.journaled:
                     self.accepted_ids[key] = cmd.digest
@@ -759,27 +436,27 @@ class GameCommandsTarget(fuzz.Target):
                 by = "timeout" if what == "action_timeout" else "player"
                 mine = [a for a in acted if a.data.get("by") == by]
                 if len(mine) != 1 or (by == "player" and mine[0].data.get("player_id") != ev.player_id):
-                    raise fuzz.Violation(f"an accepted {what} made {len(mine)} player_acted by {by} "
+                    raise Violation(f"an accepted {what} made {len(mine)} player_acted by {by} "
                                          f"({[a.data.get('player_id') for a in mine]})",
                                          key=f"an accepted {what} is not one action of its player")
                 if rec.round_turn is not None:
                     rid, turn = rec.round_turn
                     done = self.acted.setdefault(rid, set())
                     if turn in done:
-                        raise fuzz.Violation(f"turn {turn} of round {rid} was acted on twice",
+                        raise Violation(f"turn {turn} of round {rid} was acted on twice",
                                              key="a turn was acted on twice")
                     done.add(turn)
                 self._count(f"{'timeout' if by == 'timeout' else 'action'}:{mine[0].data.get('action')}")
             if what == "player_action" and getattr(ev, "reserve", False) and step.accepted:
                 self._count("reservation")
                 if acted:
-                    raise fuzz.Violation("an accepted reservation acted at once", key="a reservation acted at once")
+                    raise Violation("an accepted reservation acted at once", key="a reservation acted at once")
             for e in step.effects:
                 if isinstance(e, RoundEvent) and e.event in ("rematch", "reservation_executed", "card_exposed"):
                     self._count(e.event)
                 if isinstance(e, RoundResult):
                     if e.idempotency_key in self.result_keys:
-                        raise fuzz.Violation(f"a second result for round {e.round_id}", key="a second result")
+                        raise Violation(f"a second result for round {e.round_id}", key="a second result")
                     self.result_keys.add(e.idempotency_key)
                     self._count(f"result:{e.outcome}")
                     self.check_result(e)
@@ -804,27 +481,27 @@ class GameCommandsTarget(fuzz.Target):
         mine = [r for r in self.applied if r.item.cmd is not None and r.item.cmd.command_id == cid]
         rejected = [e for e in self.events if e.get("event") == "rejected" and e["data"].get("command_id") == cid]
         for answer in rejected + [m for m in self.private if m["kind"] == "rejected"]:
-            fuzz._need(HIDDEN_TEXT not in str(answer["data"].get("reason")),
+            need(HIDDEN_TEXT not in str(answer["data"].get("reason")),
                        f"a refusal says whether a card is hidden: {answer['data'].get('reason')!r}"[:300],
                        key="a refusal tells whether a card is hidden")
         if not mine or not mine[0].step.accepted:  # refused at the edge, or by the table
-            fuzz._need(len(rejected) == 1 and bool(str(rejected[0]["data"].get("reason", "")).strip()),
+            need(len(rejected) == 1 and bool(str(rejected[0]["data"].get("reason", "")).strip()),
                        f"a refused command was answered by {len(rejected)} rejected events, not one with a reason",
                        key="a refusal not answered once")
             if mine:
                 player = getattr(mine[0].item.event, "player_id", None)
                 answers = [m for m in self.private if m["player_id"] == player and m["kind"] == "rejected"
                            and m["data"].get("command_id") == cid]
-                fuzz._need(player is None or len(answers) == 1,
+                need(player is None or len(answers) == 1,
                            f"a refused command of {player} was answered {len(answers)} times on its topic",
                            key="a refusal not answered once to its player")
             return False
         rec = mine[0]
-        fuzz._need(not rejected, "an accepted command was also answered as rejected", key="accepted and rejected")
+        need(not rejected, "an accepted command was also answered as rejected", key="accepted and rejected")
         player = getattr(rec.item.event, "player_id", None)
         if player is not None:
             answers = [m for m in self.private if m["player_id"] == player and self._answers(m)]
-            fuzz._need(len(answers) == 1, f"an accepted {rec.item.event.type} of {player} was answered "
+            need(len(answers) == 1, f"an accepted {rec.item.event.type} of {player} was answered "
                        f"{len(answers)} times on its topic ({[a['kind'] for a in answers]})",
                        key="an accepted command not answered once to its player")
         return True
@@ -867,7 +544,7 @@ class GameCommandsTarget(fuzz.Target):
                 await self._settle()
                 self._verify()
                 if not fut.result().accepted:
-                    raise fuzz.Violation(f"the table refused to open a round: {fut.result().rejection}",
+                    raise Violation(f"the table refused to open a round: {fut.result().rejection}",
                                          key="a round did not open")
                 self.last_rounds = (self.last_rounds + [opening.round_id])[-5:]
                 self.betting_inputs, self.held, self.forced = 0, 0, self.scenario(rng)
@@ -900,7 +577,7 @@ class GameCommandsTarget(fuzz.Target):
                 await self._send(topics.station(TID), {"type": "dealer_confirm", "step": pos.name})
                 continue
             await self._deal(cur, rng)
-        raise fuzz.Violation("the dealer could not finish the round in 400 steps", key="round stuck")
+        raise Violation("the dealer could not finish the round in 400 steps", key="round stuck")
 
     async def _send(self, topic: str, doc: dict[str, Any]) -> None:
         doc = {"command_id": f"drv-{self.state_rng.getrandbits(48):012x}", "round_id": self._round_id(), **doc}

@@ -11,7 +11,7 @@ tables and journal. Scanners report over MQTT (``kind = "mqtt"``: a scanner gate
 wired to one host), so any node can deal any table; the virtual dealers keep their line
 faults (the gateway drops what it cannot decode: the seq gap tells the backend) and their
 mistakes (foreign and duplicate cards). Settlement, bettors and Sevenluck players are
-``tools/soak.py``'s.
+``tools/soak_parts.py``'s.
 
 Chaos, one fault at a time, one every ``--fault-every`` rounds (the mean over tables; a fault
 waits for the one before it to end, its node back and its tables taken over): every second
@@ -27,7 +27,7 @@ the others come in turn between them (:func:`plan_chaos`):
 
 Then the drain (the nodes restarted with ``auto_rounds = false``; every opened round's
 result delivered, applied and acknowledged) and the reconciliation: everything
-:func:`tools.soak.reconcile` checks (each opened round exactly one applied result, every bet
+:func:`tools.soak_reconcile.reconcile` checks (each opened round exactly one applied result, every bet
 one ledger line at the right amount, chips conserved, nobody timed out by the decision
 timer), plus :mod:`tools.soak_ownership`: one writer per table at a time (epochs only go up
 along each table's chain, one node per epoch, the node its lease named, and no row of an
@@ -53,9 +53,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import math
 import random
-import signal
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -71,31 +69,30 @@ from simulators.broker import MosquittoProcess
 from simulators.pgserver import PgServer
 from simulators.shoe import FaultPlan, VirtualShoe
 from simulators.station import DealerFaults, MqttShoeLink, StationScreen, VirtualDealer
-from tools.soak import (
+from tools.soak_parts import (
     DEALER_FAULTS,
     LINE_FAULTS,
-    MAX_LISTED,
     PEER_BETTING_SECONDS,
     SEVENLUCK_SEATS,
-    BackendProcess,
-    Reconciliation,
-    SoakData,
-    _SoakConsumer,
-    _SplitBus,
+    SoakConsumer,
+    SplitBus,
     make_players_of,
     make_soak_dealer,
     matgo_windows,
     peer_plans,
-    reconcile,
     reload_process,
     scan_backend_log,
-    wait_event,
+    table_ids,
+    table_toml,
+    write_toml,
 )
-from tools.soak_games import TURN_GAMES, TableSpec, table_specs, toml_options
+from tools.soak_reconcile import Reconciliation, SoakData, reconcile
+from tools.soak_base import SoakRun, consumer_rows, discrepancies_summary, games_summary, rounds_of, rounds_summary
+from tools.soak_node_faults import CHAOS_KINDS, CHAOS_NEEDS, NodeFaults, NodeProcess, plan_chaos
+from tools.soak_games import TURN_GAMES, TableSpec, table_specs
 from tools.soak_judge import Replay, replay
 from tools.soak_players import turns_left_to_timer
 from tools.soak_ownership import (
-    NODE_FAULTS,
     EventRow,
     Failover,
     LeaseSeen,
@@ -109,9 +106,6 @@ from tools.soak_ownership import (
 
 log = structlog.get_logger("tools.soak_nodes")
 
-CHAOS_KINDS = NODE_FAULTS + ("postgres_restart", "broker_restart", "lease_move_in_rematch")
-#: Kinds that need a table of some game (a soak without one plans none of them).
-CHAOS_NEEDS = {"lease_move_in_rematch": "seotda"}
 DATABASE = "soak"
 #: How often the soak reads ``leases`` (it records every lease it sees, with its commit time).
 LEASE_POLL_SECONDS = 0.1
@@ -120,12 +114,6 @@ NODE_SERVICE = "result_resend_seconds = 2\nresult_resend_max_seconds = 10\nhouse
 
 def node_ids(n: int) -> list[str]:
     return [f"node-{i}" for i in range(1, n + 1)]
-
-
-def table_ids(n: int) -> list[tuple[str, str]]:
-    """(table id, reader id) per table."""
-    width = max(2, len(str(n)))
-    return [(f"S{i:0{width}d}", f"R{i:0{width}d}") for i in range(1, n + 1)]
 
 
 def write_node_config(path: Path, *, node_id: str, journal_url: str, broker_url: str,
@@ -151,82 +139,19 @@ lease_seconds = {lease_seconds}
 url = "{broker_url}"
 """]
     for tid, reader, game in tables:
-        opts = (options or {}).get(tid, {"seats": SEVENLUCK_SEATS} if game == "sevenluck" else {})
-        parts.append(f"""
-[[tables]]
-id = "{tid}"
-game = "{game}"
-betting_seconds = {(betting_overrides or {}).get(tid, betting_seconds)}
-pause_seconds = {pause_seconds}
-auto_rounds = {'true' if auto_rounds else 'false'}
-decision_seconds = {decision_seconds}
-action_seconds = {(action_overrides or {}).get(tid, action_seconds)}
-""" + toml_options(opts) + f"""
-[tables.scanner]
-kind = "mqtt"
-reader_id = "{reader}"
-heartbeat_timeout = {heartbeat_timeout}
-""")
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("".join(parts))
-    tmp.replace(path)
-    return path
+        parts.append(table_toml(tid, game, f'kind = "mqtt"\nreader_id = "{reader}"\nheartbeat_timeout = {heartbeat_timeout}\n',
+                                betting_seconds=betting_seconds, pause_seconds=pause_seconds, auto_rounds=auto_rounds,
+                                decision_seconds=decision_seconds, action_seconds=action_seconds, options=options,
+                                betting_overrides=betting_overrides, action_overrides=action_overrides))
+    return write_toml(path, parts)
 
 
-def plan_chaos(rng: random.Random, n: int, kinds: Sequence[str]) -> list[str]:
-    """``n`` faults: every second one a node kill or pause (in pairs of both, in random order),
-    and between them the other kinds in turn (node stops, PostgreSQL and broker restarts,
-    shuffled once): a node kill or pause is never more than two faults away, and the first
-    ``2 * (len(kinds) - 2)`` faults hold every kind."""
-    takers = [k for k in ("node_kill", "node_pause") if k in kinds]
-    others = [k for k in kinds if k not in takers]
-    rng.shuffle(others)
-    plan: list[str] = []
-    pair: list[str] = []
-    while len(plan) < n:
-        if not pair:
-            pair = list(takers)
-            rng.shuffle(pair)
-        plan.append(pair.pop())
-        if others and len(plan) < n:
-            plan.append(others[(len(plan) // 2) % len(others)])
-    return plan[:n]
+class _NodeSoak(NodeFaults, SoakRun):
+    """One ``dealer soak --nodes N`` run (see the module docstring)."""
 
+    log = log
+    CHAOS_KINDS = CHAOS_KINDS
 
-class NodeProcess(BackendProcess):
-    """One ``dealer run`` node: killed, paused and resumed, stopped and started again."""
-
-    def __init__(self, node_id: str, config: Path, log_path: Path) -> None:
-        # a fatal signal (SIGSEGV, SIGABRT from C code) prints every thread's Python stack to its log
-        super().__init__(config, log_path, env={"PYTHONFAULTHANDLER": "1"})
-        self.node_id = node_id
-        self.paused = False
-
-    def pause(self) -> None:
-        if self.alive:
-            self.proc.send_signal(signal.SIGSTOP)  # type: ignore[union-attr]
-            self.paused = True
-
-    def resume(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGCONT)
-        self.paused = False
-
-    def term(self, timeout: float = 20.0) -> bool:
-        """SIGTERM and wait for the exit; False when it had to be killed."""
-        self.resume()
-        if self.proc is None or self.proc.poll() is not None:
-            return True
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=timeout)
-            return True
-        except Exception:  # subprocess.TimeoutExpired
-            self.kill()
-            return False
-
-
-class _NodeSoak:
     def __init__(self, nodes: int, tables: int, rounds: int, seed: int, workdir: Path, *, journal: str,
                  lease_seconds: float, fault_every: float, card_fault_rate: float, betting_seconds: float,
                  pause_seconds: float, deal_interval: float, decision_seconds: float, max_seconds: float,
@@ -339,7 +264,7 @@ class _NodeSoak:
         self.live_bus = MqttBus(url, client_id="soak-bettors")
         self.dealer_bus = MqttBus(url, client_id="soak-dealers", persistent_session=True)
         self.monitor = MqttBus(url, client_id="soak-monitor", accept_retained=True)
-        self.consumer = _SoakConsumer(_SplitBus(durable=self.settle_bus, live=self.live_bus), list(self.tids),
+        self.consumer = SoakConsumer(SplitBus(durable=self.settle_bus, live=self.live_bus), list(self.tids),
                                       wd / "ledger.sqlite", rng=random.Random(self.seed + 1),
                                       players=SEVENLUCK_SEATS, games=dict(self.games), plans=peer_plans(self.specs))
         self.consumer.db.execute("PRAGMA synchronous=NORMAL")
@@ -403,21 +328,6 @@ class _NodeSoak:
 
     # -- what the soak hears and reads -----------------------------------------------------------
 
-    def _on_result(self, topic: str, payload: bytes) -> None:
-        try:
-            msg = json.loads(payload)
-            key = msg["idempotency_key"]
-            if msg.get("schema_id") == "studio.v1.round_result_part":
-                key = f"{key}#{msg['part']}/{msg['parts']}"
-        except (ValueError, KeyError, TypeError):
-            self.problems.append(f"undecodable result on {topic}: {payload[:200]!r}")
-            return
-        self.deliveries.setdefault(key, []).append(payload)
-        tid = key.split(":", 1)[0]
-        if "#" not in key and tid in self.applied_per_table and key not in self.applied_per_table[tid]:
-            self.applied_per_table[tid].add(key)
-            self.last_progress = self.table_progress[tid] = time.monotonic()
-
     def _on_event(self, topic: str, payload: bytes) -> None:
         tid = topics.table_of(topic) or "?"
         with contextlib.suppress(ValueError, AttributeError):
@@ -430,9 +340,6 @@ class _NodeSoak:
             for pred, fut in list(self._waiters):
                 if not fut.done() and pred(ev):
                     fut.set_result(ev)
-
-    async def _wait_event(self, pred: Callable[[dict[str, Any]], bool], timeout: float) -> dict[str, Any] | None:
-        return await wait_event(self._waiters, pred, timeout)
 
     async def _watch_leases(self) -> None:
         """Read ``leases`` every LEASE_POLL_SECONDS, recording every (table, epoch) seen: its
@@ -476,189 +383,6 @@ class _NodeSoak:
                 return con.execute(sql, args).fetchall()  # type: ignore[arg-type]
         return await asyncio.to_thread(run)
 
-    async def _fault_instant(self, kind: str, node: str) -> NodeFault:
-        """The database clock now and the victim's live leases (read just before the signal)."""
-        before = time.time()
-        rows = await self._db(
-            "SELECT extract(epoch FROM clock_timestamp())::float8, "
-            "(SELECT coalesce(json_object_agg(table_id, epoch), '{}') FROM leases "
-            " WHERE node = %s AND expires_at > clock_timestamp())", (node,))
-        after = time.time()
-        now, held = rows[0]
-        if self.rejoining.pop(node, None) is not None:
-            self.rejoin_cut_short += 1
-        self.clock_offsets.append(now - (before + after) / 2)
-        held = held if isinstance(held, dict) else json.loads(held)
-        fault = NodeFault(kind, node, float(now), {t: int(e) for t, e in held.items()})
-        for tid in fault.held:  # a round deciding or in a turn now: its players must not be timed out
-            last = self.last_event.get(tid) or {}
-            if self.games.get(tid) == "sevenluck" and last.get("event") == "decisions_open" and last.get("round_id"):
-                self.must_not_time_out[f"{tid}:{last['round_id']}"] = f"{kind} of {node} while its players decided"
-            elif last.get("event") == "turn" and last.get("player_id") and last.get("round_id"):
-                self.must_not_time_out[f"{tid}:{last['round_id']}"] = (
-                    f"{kind} of {node} in {last['player_id']}'s turn {last.get('turn')} ({self.games.get(tid)})")
-        return fault
-
-    # -- chaos ----------------------------------------------------------------------------------
-
-    def mean_applied(self) -> float:
-        return sum(len(s) for s in self.applied_per_table.values()) / len(self.tids)
-
-    async def _chaos(self) -> None:
-        if not self.chaos_on:
-            return
-        n = max(2 * (len(self.kinds) - 2), math.floor(self.rounds * 0.85 / self.fault_every))
-        plan = plan_chaos(self.rng, n, self.kinds)
-        spacing = min(self.fault_every, self.rounds * 0.85 / len(plan))
-        for i, kind in enumerate(plan):
-            threshold = spacing * (i + self.rng.uniform(0.5, 1.0))
-            while self.mean_applied() < threshold:
-                await asyncio.sleep(0.05)
-            await self._inject(kind)
-
-    async def _back(self, node: NodeProcess) -> None:
-        """A node a fault stopped starts again and rejoins."""
-        await self._start_node(node)
-        self._rejoined(node.node_id)
-
-    async def _expect_takeover(self, kind: str, node: NodeProcess, fault: NodeFault) -> None:
-        """Every table the fault's node held is taken over within three leases and 30 s."""
-        self.node_faults.append(fault)
-        if not await self._await_takeover(fault, timeout=3 * self.lease_seconds + 30):
-            self.problems.append(f"{kind} of {node.node_id}: tables {sorted(fault.held)} not all taken "
-                                 f"over within {3 * self.lease_seconds + 30:.0f} s")
-
-    async def _victim(self, kind: str) -> tuple[NodeProcess, NodeFault]:
-        """A live node holding tables (the one holding most, on a tie a random one) and the
-        fault's instant. Right after a PostgreSQL restart every lease may have run out: wait
-        (up to 30 s) until one is held again, or the fault would time nothing."""
-        deadline = time.monotonic() + 30
-        while True:
-            held = Counter(node for node, _, expires in self.lease_now.values() if node and expires > self.db_now)
-            alive = [n for n in self.nodes.values() if n.alive and not n.paused]
-            self.rng.shuffle(alive)
-            node = max(alive, key=lambda n: held.get(n.node_id, 0))
-            fault = await self._fault_instant(kind, node.node_id)
-            if fault.held or time.monotonic() > deadline:
-                return node, fault
-            await asyncio.sleep(0.2)
-
-    async def _await_takeover(self, fault: NodeFault, timeout: float) -> bool:
-        """Wait until every table the victim held has a later lease (the next fault waits)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if all(self.lease_now.get(t, (None, 0, 0.0))[1] > e for t, e in fault.held.items()):
-                return True
-            await asyncio.sleep(0.05)
-        return False
-
-    async def _rematch_victim(self) -> tuple[NodeProcess, NodeFault] | None:
-        """The node holding a Seotda table whose hand has just gone to a rematch (a 9·4 or a draw:
-        the pot carried, the cards gathered and shuffled again), and the fault's instant."""
-        ev = await self._wait_event(lambda e: e.get("event") == "rematch" and self.games.get(e.get("table_id")) == "seotda",
-                                    timeout=180)
-        if ev is None:
-            self.problems.append("chaos: no Seotda rematch within 180 s (lease_move_in_rematch not injected)")
-            return None
-        tid = str(ev["table_id"])
-        holder = self.lease_now.get(tid, (None, 0, 0.0))[0]
-        node = self.nodes.get(holder or "")
-        if node is None or not node.alive or node.paused:
-            self.problems.append(f"chaos: the holder of {tid} ({holder}) is not a live node (lease_move_in_rematch)")
-            return None
-        fault = await self._fault_instant("lease_move_in_rematch", node.node_id)
-        self.rematch_moves.append({"table": tid, "round": ev.get("round_id"), "node": node.node_id})
-        return node, fault
-
-    async def _inject(self, kind: str) -> None:
-        rng = self.rng
-        entry: dict[str, Any] = {"kind": kind, "t": round(time.monotonic() - self.t0, 3),
-                                 "at_ms": int(time.time() * 1000)}
-        if kind == "lease_move_in_rematch":
-            found = await self._rematch_victim()
-            if found is None:
-                return
-            node, fault = found
-            self._busy.add(node.node_id)
-            try:
-                entry.update(node=node.node_id, tables=len(fault.held), table=self.rematch_moves[-1]["table"],
-                             round=self.rematch_moves[-1]["round"])
-                clean = await asyncio.to_thread(node.term)  # it hands its tables over at once: the lease moves
-                if not clean:
-                    self.problems.append(f"lease_move_in_rematch: {node.node_id} did not exit within 20 s of SIGTERM")
-                await asyncio.sleep(rng.uniform(0.5, 2.0))
-                await self._back(node)
-                await self._expect_takeover(kind, node, fault)
-            finally:
-                self._busy.discard(node.node_id)
-        elif kind in NODE_FAULTS:
-            node, fault = await self._victim(kind)
-            self._busy.add(node.node_id)
-            try:
-                entry.update(node=node.node_id, tables=len(fault.held), held_by_node=dict(sorted(Counter(
-                    n for n, _, expires in self.lease_now.values() if n and expires > self.db_now).items())))
-                if kind == "node_kill":
-                    node.kill()
-                    down = rng.uniform(1.0, 4.0)
-                    await asyncio.sleep(down)
-                    await self._back(node)
-                    entry["down_s"] = round(down, 2)
-                elif kind == "node_term":
-                    clean = await asyncio.to_thread(node.term)
-                    code = node.proc.returncode if node.proc else None
-                    if not clean:
-                        self.problems.append(f"node_term: {node.node_id} did not exit within 20 s of SIGTERM")
-                    elif code != 0:  # a clean stop hands over and exits 0; anything else is a crash on the way out
-                        self.problems.append(f"node_term: {node.node_id} exited {code} on SIGTERM (see {node.log_path})")
-                    down = rng.uniform(0.5, 2.0)
-                    await asyncio.sleep(down)
-                    await self._back(node)
-                    entry["down_s"] = round(down, 2)
-                else:
-                    await self._pause(node, fault, entry)
-                await self._expect_takeover(kind, node, fault)
-            finally:
-                self._busy.discard(node.node_id)
-        elif kind == "postgres_restart":
-            assert self.pg is not None
-            t = time.monotonic()
-            await asyncio.to_thread(self.pg.kill)
-            down = rng.uniform(0.2, 1.5)
-            await asyncio.sleep(down)
-            await asyncio.to_thread(self.pg.start)
-            self.pg_restarts_s.append(time.monotonic() - t)
-            entry["down_s"] = round(down, 2)
-        elif kind == "broker_restart":
-            self.broker.kill()
-            down = rng.uniform(0.05, 0.6)
-            await asyncio.sleep(down)
-            await asyncio.to_thread(self.broker.start)
-            entry["down_s"] = round(down, 2)
-        else:
-            raise ValueError(kind)
-        self.chaos_counts[kind] += 1
-        entry["end_ms"] = int(time.time() * 1000)
-        self.chaos_log.append(entry)
-
-    async def _pause(self, node: NodeProcess, fault: NodeFault, entry: dict[str, Any]) -> None:
-        """SIGSTOP past the lease, SIGCONT: which of its tables moved while it slept, and (after
-        the run, from the journal) whether it wrote anything more under its old leases."""
-        node.pause()
-        paused = self.lease_seconds + self.rng.uniform(1.5, 3.0)
-        await asyncio.sleep(paused)
-        rows = await self._db("SELECT extract(epoch FROM clock_timestamp())::float8")
-        fault.resumed_at = float(rows[0][0])
-        node.resume()
-        self._rejoined(node.node_id)
-        entry["paused_s"] = round(paused, 2)
-        self.pause_checks.append({"node": node.node_id, "paused_s": round(paused, 2), "tables": len(fault.held),
-                                  "resumed_at": fault.resumed_at, "held": dict(fault.held)})
-        await asyncio.sleep(1.0)
-        if not node.alive:
-            code = node.proc.returncode if node.proc else None
-            self.problems.append(f"node_pause: {node.node_id} exited ({code}) after SIGCONT instead of stepping down")
-            await self._start_node(node)
-
     # -- the run ----------------------------------------------------------------------------
 
     def _diagnose(self) -> str:
@@ -669,50 +393,17 @@ class _NodeSoak:
                          f"last_event={self.last_event.get(tid)} dealer(in_hand={dealer.in_hand}, dealt={len(dealer.dealt)})")
         return "; ".join(parts)
 
-    async def _loop_lag(self) -> None:
-        while True:
-            t = time.monotonic()
-            await asyncio.sleep(0.01)
-            self.loop_lag_ms.append((time.monotonic() - t - 0.01) * 1000)
-
-    async def _play(self) -> None:
-        self._tasks.append(asyncio.create_task(self._loop_lag()))
-        chaos = self._chaos_task = asyncio.create_task(self._chaos())
-        next_report = time.monotonic() + 10
-        while True:
-            await asyncio.sleep(0.2)
-            now = time.monotonic()
-            if now >= next_report:
-                next_report += 10
-                log.info("soak progress", seconds=round(now - self.t0), results=sum(map(len, self.applied_per_table.values())),
-                         min_table=min(len(s) for s in self.applied_per_table.values()),
-                         chaos=sum(self.chaos_counts.values()))
-            if chaos.done() and chaos.exception() is not None:
-                raise chaos.exception()  # type: ignore[misc]
-            if chaos.done() and all(len(s) >= self.rounds for s in self.applied_per_table.values()):
-                return
-            if now - self.t0 > self.max_seconds:
-                self.problems.append(f"timed out after {self.max_seconds} s before the target: {self._diagnose()}")
-                return
-            stuck = [t for t, at in self.table_progress.items()
-                     if now - at > self.stall_seconds and len(self.applied_per_table[t]) < self.rounds]
-            if stuck:
-                self.problems.append(f"table(s) {stuck} stalled: no new result for {self.stall_seconds} s: "
-                                     f"{self._diagnose()}")
-                return
-            for node in self.nodes.values():
-                if not node.alive and node.node_id not in self._busy:
-                    code = node.proc.returncode if node.proc else None
-                    self.problems.append(f"{node.node_id} exited by itself (code {code}); restarted")
-                    await self._start_node(node)
+    async def _watch_processes(self) -> None:
+        for node in self.nodes.values():
+            if not node.alive and node.node_id not in self._busy:
+                code = node.proc.returncode if node.proc else None
+                self.problems.append(f"{node.node_id} exited by itself (code {code}); restarted")
+                await self._start_node(node)
 
     async def _drain(self) -> None:
         """Stop opening rounds (every node restarted with ``auto_rounds = false``), then wait
         until every opened round's result is delivered, applied and acknowledged."""
-        if self._chaos_task is not None and not self._chaos_task.done():
-            self._chaos_task.cancel()
-            await asyncio.gather(self._chaos_task, return_exceptions=True)
-            await asyncio.sleep(1.0)
+        await self._cancel_chaos()
         if self.pg is not None and self.pg.proc is None:
             await asyncio.to_thread(self.pg.start)
         if self.broker.proc is None:
@@ -729,17 +420,11 @@ class _NodeSoak:
             await asyncio.gather(*(self._start_node(n) for n in again))
         finally:
             self._busy.clear()
-        deadline = time.monotonic() + self.drain_seconds
-        while True:
-            opened, waiting = await self._journal_state()
-            unapplied = [k for k in opened if k not in self.applied_per_table.get(k.split(":", 1)[0], ())]
-            if not waiting and not unapplied:
-                return
-            if time.monotonic() > deadline:
-                self.problems.append(f"drain timed out after {self.drain_seconds} s: undelivered {waiting[:10]}, "
-                                     f"unapplied {unapplied[:10]}: {self._diagnose()}")
-                return
-            await asyncio.sleep(0.5)
+        await self._await_drained()
+
+    async def _undone(self) -> tuple[list[str], list[str]]:
+        opened, waiting = await self._journal_state()
+        return waiting, [k for k in opened if k not in self.applied_per_table.get(k.split(":", 1)[0], ())]
 
     async def _journal_state(self) -> tuple[list[str], list[str]]:
         """(every opened round's key, the keys still waiting: no acknowledgement journaled or
@@ -754,22 +439,10 @@ class _NodeSoak:
         opened = [f"{t}:{r}" for t, r, _ in rows]
         return opened, [f"{t}:{r}" for t, r, d in rows if not d] + outbox
 
-    async def _stop(self) -> None:
-        if self._chaos_task is not None:
-            self._chaos_task.cancel()
-            await asyncio.gather(self._chaos_task, return_exceptions=True)
+    async def _stop_processes(self) -> None:
         for node in getattr(self, "nodes", {}).values():
             node.resume()
         await asyncio.gather(*(asyncio.to_thread(n.term) for n in getattr(self, "nodes", {}).values()))
-        for t in self._tasks:
-            t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        await asyncio.sleep(0.3)  # let the last PUBACKed deliveries reach the consumer
-        for t in self._bus_tasks:
-            t.cancel()
-        await asyncio.gather(*self._bus_tasks, return_exceptions=True)
-        if hasattr(self, "broker"):
-            await asyncio.to_thread(self.broker.stop)
 
     # -- reconciliation -----------------------------------------------------------------------
 
@@ -818,52 +491,18 @@ class _NodeSoak:
             self.replayed = self._replay()
         except (psycopg.Error, OSError, RuntimeError, ValueError) as exc:  # JournalError is a ValueError
             self.problems.append(f"cannot read the journal at {self.url}: {exc}")
-        opened: dict[str, list[str]] = {t: [] for t in self.tids}
-        closed: set[str] = set()
-        acked: list[str] = []
-        for r in rows:  # in chain order per table
-            if r.type == "open_round":
-                opened.setdefault(r.table_id, []).append(str(r.round_id))
-            elif r.type == "close_betting":
-                closed.add(str(r.round_id))
-            elif r.type == "result_delivered":
-                acked.append(f"{r.table_id}:{r.round_id}")
-        c = self.consumer.db
+        opened, closed, acked = rounds_of(rows, self.tids)  # in chain order per table
         data = SoakData(
             tables=list(self.tids), opened=opened, closed=closed, outbox_left=outbox, deliveries=self.deliveries,
-            applied=[(k, body) for k, body in c.execute("SELECT key, result FROM applied ORDER BY rowid")],
-            bets=[tuple(r) for r in c.execute("SELECT bet_id, round_id, player_id, bet_type, stake FROM bets")],  # type: ignore[misc]
-            ledger=[tuple(r) for r in c.execute(  # type: ignore[misc]
-                "SELECT bet_id, key, player_id, bet_type, stake, outcome, returned FROM ledger")],
-            consumer_mismatches=list(self.consumer.mismatches), must_not_time_out=dict(self.must_not_time_out),
+            **consumer_rows(self.consumer), must_not_time_out=dict(self.must_not_time_out),
             acked=acked, replay=self.replayed, silent_turns=turns_left_to_timer(self.players), games=dict(self.games),
             faults=[(e["kind"], e["at_ms"], e["end_ms"]) for e in self.chaos_log if "end_ms" in e])
         return data, rows
 
-    def _faults(self) -> dict[str, int]:
-        out = {k: self.chaos_counts.get(k, 0) for k in CHAOS_KINDS}
-        dealt: Counter[str] = Counter()
-        for dealer in getattr(self, "dealers", []):
-            dealt.update(dealer.faults_injected)
-        for k in LINE_FAULTS + DEALER_FAULTS:
-            out[k] = dealt.get(k, 0)
-        return out
-
     async def run(self) -> dict[str, Any]:
-        self.t0 = time.monotonic()
-        try:
-            await self._start()
-            self.startup_s = round(time.monotonic() - self.t0, 1)
-            self.last_progress = time.monotonic()
-            self.table_progress = {t: self.last_progress for t in self.tids}
-            await self._play()
-            await self._drain()
-        except Exception as exc:  # reported as a discrepancy, never hidden
-            log.exception("soak failed")
-            self.problems.append(f"soak aborted: {type(exc).__name__}: {exc}")
-        finally:
-            await self._stop()
-        seconds = time.monotonic() - self.t0
+        phases: dict[str, float] = {}
+        seconds = await self._run_phases(phases)
+        self.startup_s = phases.get("start")  # database, broker and every node online
         rec, rows = Reconciliation([], {}), []
         if hasattr(self, "consumer"):
             data, rows = self._collect()
@@ -914,19 +553,8 @@ class _NodeSoak:
             "ownership": own_stats,
             "pauses": pauses,
             "postgres_restart_s": quantiles(self.pg_restarts_s),
-            "results": rec.stats.get("results", 0),
-            "completed": rec.stats.get("completed", 0),
-            "cancelled": rec.stats.get("cancelled", 0),
-            "voided": rec.stats.get("voided", 0),
-            "cancelled_by": rec.stats.get("cancelled_by", {}),
-            "deliveries": rec.stats.get("deliveries", 0),
-            "duplicates_ignored": duplicates,
-            "stale_round_opened_ignored": stale,
-            "games": self._per_game(rec.stats.get("games", {}), failovers),
-            "seotda_asking_tables": sorted(t for t, spec in self.specs.items() if spec.label == "seotda/prompt"),
-            "timer_moves": rec.stats.get("timer_moves", {}),
-            "replay": rec.stats.get("replay", {}),
-            "peer_money": rec.stats.get("peer_money", {}),
+            **rounds_summary(rec, duplicates, stale),
+            **games_summary(rec, self.specs, self._per_game(rec.stats.get("games", {}), failovers)),
             "lease_moves_in_rematch": self.rematch_moves,
             "players": {"turns_left_to_timer": len(turns_left_to_timer(getattr(self, "players", []))),
                         "turns_answered_from_state": sum(getattr(p, "from_state", 0) for p in getattr(self, "players", []))},
@@ -939,13 +567,9 @@ class _NodeSoak:
             "node_logs": node_logs,
             "node_starts": {n.node_id: n.starts for n in getattr(self, "nodes", {}).values()},
             "simulator_loop_lag_ms": {k: round(v, 1) for k, v in quantiles(self.loop_lag_ms).items() if k != "count"},
-            "discrepancy_count": len(discrepancies),
-            "discrepancies": discrepancies[:MAX_LISTED] + ([f"... and {len(discrepancies) - MAX_LISTED} more"]
-                                                           if len(discrepancies) > MAX_LISTED else []),
-            "workdir": str(self.workdir),
+            **discrepancies_summary(discrepancies, self.workdir),
         }
-        (self.workdir / "chaos.json").write_text(json.dumps(self.chaos_log, indent=1))
-        (self.workdir / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True, default=str))
+        self._write_summary(summary)
         (self.workdir / "failovers.json").write_text(json.dumps([_failover_dict(f) for f in failovers], indent=1))
         return summary
 

@@ -38,6 +38,7 @@ from tests.conftest import wait_until
 TABLE = "T1"
 READER = "SC1"
 DEAL = ["AS", "KS", "AD", "KH", "AC", "KC"]  # A: three aces, B: three kings
+POSITIONS = ["A1", "B1", "A2", "B2", "A3", "B3"]  # a teen-patti deal's order
 
 
 def journal_id(source: Service | Journal | Settings | Path | str) -> str:
@@ -178,18 +179,23 @@ class Recorder:
 
 
 class HandShoe:
-    """A shoe on a real PTY, driven card by card by the test (the test is the dealer)."""
+    """A shoe on a real PTY, driven card by card by the test (the test is the dealer), with a
+    heartbeat every ``heartbeat`` seconds that a test may pause (``beating``). With a ``key``
+    it signs its frames; ``inject`` writes what an attacker on the line would."""
 
-    def __init__(self, directory: Path, reader: str = READER, heartbeat: float = 0.2) -> None:
+    def __init__(self, directory: Path, reader: str = READER, heartbeat: float = 0.2, *,
+                 key: bytes | None = None, boot_count: int = 0) -> None:
         self.port = PtyPort(directory, "shoe")
-        self.shoe = VirtualShoe(reader)
+        self.shoe = VirtualShoe(reader, key=key, boot_count=boot_count)
+        self.beating = True
         self.port.write(self.shoe.boot())
         self._hb = asyncio.get_running_loop().create_task(self._heartbeats(heartbeat))
 
     async def _heartbeats(self, every: float) -> None:
         while True:  # a live reader says so periodically, which also reveals lost frames
             await asyncio.sleep(every)
-            self.port.write(self.shoe.heartbeat())
+            if self.beating:
+                self.port.write(self.shoe.heartbeat())
 
     @property
     def path(self) -> str:
@@ -198,12 +204,28 @@ class HandShoe:
     def write(self, data: bytes) -> None:
         self.port.write(data)
 
+    def send(self, wire: bytes) -> bytes:
+        """What the reader itself sends."""
+        self.port.write(wire)
+        return wire
+
+    def inject(self, wire: bytes) -> None:
+        """What an attacker on the line sends."""
+        self.port.write(wire)
+
     def scan(self, code: str) -> None:
         self.write(self.shoe.scan(code))
 
     def close(self) -> None:
         self._hb.cancel()
         self.port.close()
+
+
+async def deal(rec: Recorder, shoe: HandShoe, cards: list[str], positions: list[str]) -> None:
+    """Scan each card once the station prompts for its position."""
+    for code, pos in zip(cards, positions):
+        await wait_until(lambda: rec.expects(pos), what=f"prompt NEXT {pos}")
+        shoe.scan(code)
 
 
 async def start_service(settings: Settings, **kw: Any) -> tuple[Service, asyncio.Task[None]]:

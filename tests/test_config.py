@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from decimal import Decimal
 from pathlib import Path
 
@@ -21,6 +19,7 @@ from dealer.edge.config import ConfigError, Settings, load_settings
 from dealer.games.teen_patti import TeenPattiOptions
 from dealer.edge.metrics import Metrics
 from dealer.core.round import BetLimit, TableRules
+from tests.harness_cli import run_cli, without_dealer_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "deploy" / "tables" / "example.toml"
@@ -248,16 +247,10 @@ def test_unreadable_file_is_a_config_error(tmp_path: Path, monkeypatch: pytest.M
         load_settings(path)
 
 
-def _run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("DEALER_")}
-    return subprocess.run([sys.executable, "-m", "dealer", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60)
-
-
 @pytest.mark.integration
 def test_dealer_run_with_a_bad_config_exits_2(tmp_path: Path) -> None:
     bad = write(tmp_path, BASE.replace('minor_unit = "0.01"', "minor_unit = 0.01"), "bad.toml")
-    proc = _run_cli("run", "--config", str(bad))
+    proc = run_cli("run", "--config", str(bad), env=without_dealer_settings())
     assert proc.returncode == 2, proc.stderr
     assert "minor_unit" in proc.stderr and "float" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -266,7 +259,7 @@ def test_dealer_run_with_a_bad_config_exits_2(tmp_path: Path) -> None:
 
 @pytest.mark.integration
 def test_dealer_run_with_a_missing_config_exits_2(tmp_path: Path) -> None:
-    proc = _run_cli("run", "--config", str(tmp_path / "missing.toml"))
+    proc = run_cli("run", "--config", str(tmp_path / "missing.toml"), env=without_dealer_settings())
     assert proc.returncode == 2, proc.stderr
     assert "missing.toml" in proc.stderr and "does not exist" in proc.stderr
 

@@ -5,7 +5,6 @@ over a real Mosquitto and a real PTY in which a forged or replayed frame changes
 from __future__ import annotations
 
 import ast
-import asyncio
 import dataclasses
 import shlex
 import uuid
@@ -35,10 +34,9 @@ from drivers.frames import (
 )
 from drivers.scan import LinkStatus, ScanInput, ScanKind
 from drivers.scanner_json import MqttScannerIngest, ScannerMessage
-from simulators.pty_port import PtyPort
 from simulators.shoe import VirtualShoe
 from tests.conftest import Broker, wait_until
-from tests.harness import DEAL, TABLE, Recorder, key, round_id, start_service, stop_service
+from tests.harness import DEAL, POSITIONS, TABLE, HandShoe, Recorder, key, round_id, start_service, stop_service
 from tests.test_frames import doc_table, parse_inputs
 
 K1 = bytes(range(32))
@@ -332,30 +330,7 @@ def test_key_files_are_loaded_and_bad_ones_stop_the_start(tmp_path: Path) -> Non
 
 # --- whole backend: real Mosquitto, real PTY ------------------------------------------------
 
-POSITIONS = ["A1", "B1", "A2", "B2", "A3", "B3"]
 READER = "SC1"
-
-
-class SignedShoe:
-    """A signing shoe on a real PTY, driven card by card by the test, with heartbeats."""
-
-    def __init__(self, directory: Path, key: bytes) -> None:
-        self.port = PtyPort(directory, "shoe")
-        self.shoe = VirtualShoe(READER, key=key, boot_count=41)
-        self.port.write(self.shoe.boot())
-        self._hb = asyncio.get_running_loop().create_task(self._heartbeats())
-
-    async def _heartbeats(self) -> None:
-        while True:
-            await asyncio.sleep(0.2)
-            self.port.write(self.shoe.heartbeat())
-
-    def write(self, data: bytes) -> None:
-        self.port.write(data)
-
-    def close(self) -> None:
-        self._hb.cancel()
-        self.port.close()
 
 
 def _key_file(tmp: Path, key: bytes) -> Path:
@@ -383,7 +358,7 @@ def _forged_alerts(rec: Recorder) -> list[dict[str, Any]]:
 
 @pytest.fixture
 async def signed_studio(broker: Broker, tmp_path: Path, pty_dir: Path):
-    shoe = SignedShoe(pty_dir, K1)
+    shoe = HandShoe(pty_dir, key=K1, boot_count=41)
     rec = await Recorder(broker.url).start()
     service, task = await start_service(_settings(tmp_path, broker.url, {
         "kind": "serial", "port": shoe.port.path, "reader_id": READER, "heartbeat_timeout": 30,

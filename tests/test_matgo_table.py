@@ -1018,7 +1018,7 @@ async def test_the_virtual_dealer_follows_a_matgo_deal_redeal_and_stock():
 
 @pytest.mark.integration
 def test_demo_plays_matgo_against_the_house_ai():
-    from tests.test_cli_and_service import run_cli
+    from tests.harness_cli import run_cli
 
     out = run_cli("demo", "--game", "matgo", "--rounds", "2", "--seed", "5", timeout=240)
     assert out.returncode == 0, out.stderr[-2000:]

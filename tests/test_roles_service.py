@@ -44,9 +44,6 @@ from tests.test_roles_acl import USERS, broker  # noqa: F401  (the module-scoped
 SUP_KEY = bytes.fromhex("11" * 32)  # the key tests/test_roles_acl.py writes for sup-ana
 OTHER_KEY = bytes.fromhex("22" * 32)
 DEAL = ["AS", "KS", "AD", "KH", "AC", "KC"]
-POSITIONS = ["A1", "B1", "A2", "B2", "A3", "B3"]
-
-
 def settings(tmp: Path, b: SecureMosquitto, *, betting: float = 30.0) -> Settings:
     tables = [{"id": tid, "game": "teen-patti", "betting_seconds": betting, "pause_seconds": 0.1,
                "scanner": {"kind": "mqtt", "reader_id": f"SC{i}", "heartbeat_timeout": 60}}

@@ -45,12 +45,12 @@ from drivers.scanner_json import MqttScannerIngest, ScannerMessage
 from simulators.pty_port import PtyPort
 from simulators.shoe import VirtualShoe
 from tests.conftest import Broker, free_port, wait_until
-from tests.harness import DEAL, TABLE, DealerProcess, Recorder, dealer_config, round_id, serial_table, start_service, stop_service
+from tests.harness import (DEAL, POSITIONS, TABLE, DealerProcess, HandShoe, Recorder, dealer_config, round_id,
+                           serial_table, start_service, stop_service)
 
 K1 = bytes(range(32))
 K2 = bytes(range(32, 64))
 READER = "SC1"
-POSITIONS = ["A1", "B1", "A2", "B2", "A3", "B3"]
 START = 60.0  # a `dealer run` start on a loaded machine (imports, the tables' RTP) is a bound, not a measure
 DEAL2 = ["QS", "JS", "QD", "JD", "QC", "JC"]  # round 2: no card of round 1
 ROUND1 = f"{TABLE}-000001"  # journal-level tests only: a running service names its rounds with its journal id
@@ -312,36 +312,6 @@ def _saved(path: Path) -> tuple[int, int] | None:
     return rows[0] if rows else None
 
 
-class PtyShoe:
-    """A signing shoe on a real PTY, driven by the test, whose heartbeats can be paused."""
-
-    def __init__(self, directory: Path) -> None:
-        self.port = PtyPort(directory, "shoe")
-        self.shoe = VirtualShoe(READER, key=K1, boot_count=41)
-        self.beating = True
-        self.send(self.shoe.boot())
-        self._hb = asyncio.get_running_loop().create_task(self._heartbeats())
-
-    async def _heartbeats(self) -> None:
-        while True:
-            await asyncio.sleep(0.2)
-            if self.beating:
-                self.send(self.shoe.heartbeat())
-
-    def send(self, wire: bytes) -> bytes:
-        """What the reader itself sends."""
-        self.port.write(wire)
-        return wire
-
-    def inject(self, wire: bytes) -> None:
-        """What an attacker on the line sends."""
-        self.port.write(wire)
-
-    def close(self) -> None:
-        self._hb.cancel()
-        self.port.close()
-
-
 async def _deal(rec: Recorder, round_id: str, cards: list[str], positions: list[str], send: Any) -> dict[str, bytes]:
     wires = {}
     for code, pos in zip(cards, positions):
@@ -352,7 +322,7 @@ async def _deal(rec: Recorder, round_id: str, cards: list[str], positions: list[
 
 async def test_serial_frames_recorded_before_a_restart_are_refused_after_it(broker: Broker, tmp_path: Path,
                                                                            pty_dir: Path) -> None:
-    shoe = PtyShoe(pty_dir)
+    shoe = HandShoe(pty_dir, key=K1, boot_count=41)
     journal = tmp_path / "journal.sqlite"
     ROUND1, ROUND2 = round_id(journal, 1), round_id(journal, 2)  # noqa: N806 (creates the journal)
     scanner = {"kind": "serial", "port": shoe.port.path, "reader_id": READER, "heartbeat_timeout": 30,

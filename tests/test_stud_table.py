@@ -29,7 +29,7 @@ from simulators.stud_players import StudPlayer, choose
 from tests.conftest import Broker, wait_until
 from dealer.edge.signing import sign_command
 from tests.harness import PeerTable, Recorder, RecordingReader, play_unattended, secret_file, served_table, strings
-from tests.test_table_ops_service import run_cli
+from tests.harness_cli import run_cli, supervisor_cli
 
 T = "ST1"
 READER = "SC9"
@@ -596,7 +596,7 @@ async def test_f_a_station_reporting_every_7th_card_exposed_shows_only_the_one_a
                                             None), what="the wrong card refused")
     assert "not the card registered at P2.7" in refused["data"]["reason"] and "9S" not in json.dumps(refused)
     # ... and the card it sees at seat 4, with `dealer supervisor expose` (a real process): it plays face up
-    code, out, err = await run_cli("expose", T, table.r1, "--seat", "4", "--card", "5c", "--supervisor", "sup-ana",
+    code, out, err = await supervisor_cli("expose", T, table.r1, "--seat", "4", "--card", "5c", "--supervisor", "sup-ana",
                                    "--key-file", str(tmp_path / "sup-ana.key"), "--broker", broker.url)
     assert (code, err) == (0, ""), (code, out, err)
     right = json.loads(out)
@@ -768,8 +768,6 @@ def test_strategies_answer_from_the_turn_message_only():
 
 @pytest.mark.integration
 def test_demo_plays_stud_with_bring_in_streets_showdown_pots_and_rake():
-    from tests.test_cli_and_service import run_cli
-
     out = run_cli("demo", "--game", "stud", "--rounds", "3", "--seed", "5", timeout=180)
     assert out.returncode == 0, out.stderr[-2000:]
     text = out.stdout

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import sys
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -35,6 +34,7 @@ from tests.conftest import cancel_and_wait, wait_until
 from tests.harness import secure_settings
 from tests.test_roles_acl import USERS, broker  # noqa: F401  (the module-scoped secure broker fixture)
 from tests.test_roles_service import OTHER_KEY, SUP_KEY, Client, Gateway, bet, flushed, refused
+from tests.harness_cli import supervisor_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 DEAL = {"P1.1": "AS", "D.1": "QD", "P1.2": "AH", "D.2": "6S", "P1.3": "AD", "D.3": "4H"}  # one player, seat 1
@@ -97,15 +97,6 @@ async def no_round_opens_by_itself(service: Service, sender: Client, watch: Clie
     assert service._timers.get("T1") is None, service._timers.get("T1")
 
 
-async def run_cli(*args: str) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "dealer", "supervisor", *args,
-                                                env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
-                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    out, err = await asyncio.wait_for(proc.communicate(), 90)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
-
-
 async def test_a_table_without_auto_rounds_opens_a_round_only_on_the_signed_command(
         broker: SecureMosquitto, tmp_path: Path) -> None:  # noqa: F811
     s = studio(tmp_path, broker, auto_rounds=False)
@@ -127,7 +118,7 @@ async def test_a_table_without_auto_rounds_opens_a_round_only_on_the_signed_comm
         await no_round_opens_by_itself(service, sup, ops)
         assert not ops.events("round_opened")
         # the supervisor's console: `dealer supervisor open-round`, a real process over TLS
-        rc, out, err = await run_cli("open-round", *cli, "--command-id", "open-1")
+        rc, out, err = await supervisor_cli("open-round", *cli, "--command-id", "open-1")
         assert (rc, err) == (0, ""), err
         published = json.loads(out)
         assert published["type"] == "supervisor_open_round" and "round_id" not in published
@@ -155,7 +146,7 @@ async def test_a_table_without_auto_rounds_opens_a_round_only_on_the_signed_comm
         await wait_until(lambda: ops.events("round_voided"), what="the round voided")
         await no_round_opens_by_itself(service, sup, ops)
         assert len(ops.events("round_opened")) == 1
-        rc, out, err = await run_cli("open-round", *cli)
+        rc, out, err = await supervisor_cli("open-round", *cli)
         assert (rc, err) == (0, ""), err
         await wait_until(lambda: len(ops.events("round_opened")) == 2, what="the second round")
         assert ops.events("round_opened")[-1]["round_id"] != rid

@@ -27,7 +27,7 @@ from drivers.mqtt import MqttBus
 from simulators.settlement import SettlementConsumer
 from tests.conftest import Broker, wait_until
 from tests.harness import DEAL, TABLE, HandShoe, Recorder, key, round_id, settings_for, start_service, stop_service
-from tests.test_integration import POSITIONS, deal
+from tests.harness import POSITIONS, deal
 
 
 def _drop_meta(path: Path) -> None:

@@ -26,7 +26,7 @@ import pytest
 
 from simulators.brokers import NatsProcess, RabbitMqShare
 from tests.raw_mqtt import Publish, RawClient, _str
-from tests.test_roles_acl import MAY_READ, MAY_WRITE, PROBED, studio
+from tests.harness_acl import MAY_READ, MAY_WRITE, PROBED, studio
 from tools.broker_acls import (NEVER, nats_player_user, rabbit_key, rabbit_regex, rabbitmq_player_permissions,
                                role_grants)
 from tools.broker_users import bcrypt_hash, provision, rabbitmq_hash

@@ -24,10 +24,9 @@ from dealer.edge import topics
 from dealer.edge.service import Service, wall_ms
 from simulators.secure_broker import SecureMosquitto
 from tests.conftest import wait_until
-from tests.test_roles_acl import USERS, broker  # noqa: F401  (the module-scoped secure broker fixture)
-from tests.test_roles_service import Client
-from tests.test_table_ops_service import backend, operation, studio
+from tests.harness_acl import USERS, broker  # noqa: F401  (broker: the module-scoped secure broker fixture)
 from tests.harness_cli import supervisor_cli
+from tests.harness_roles import Client, backend, operation, studio
 
 HOUR = 3_600_000
 

@@ -13,69 +13,27 @@ tries to pause, change nothing.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import time
-import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 from dealer.edge import topics
 from tools.audit import recall
-from dealer.edge.config import Settings
 from dealer.edge.journal import Journal
 from dealer.core.operations import Mode
 from dealer.core.round import Phase
 from dealer.edge.service import Service
 from dealer.edge.signing import sign_command
 from simulators.secure_broker import SecureMosquitto
-from tests.conftest import cancel_and_wait, wait_until
-from tests.harness import secure_settings
-from tests.test_roles_acl import USERS, broker  # noqa: F401  (the module-scoped secure broker fixture)
-from tests.test_roles_service import OTHER_KEY, SUP_KEY, Client, Gateway, bet, flushed, refused
+from tests.conftest import wait_until
+from tests.harness_acl import USERS, broker  # noqa: F401  (broker: the module-scoped secure broker fixture)
 from tests.harness_cli import supervisor_cli
+from tests.harness_roles import OTHER_KEY, SUP_KEY, Client, backend, bet, flushed, operation, refused, studio
+from tests.harness_mqtt import Gateway
 
 ROOT = Path(__file__).resolve().parent.parent
 DEAL = {"P1.1": "AS", "D.1": "QD", "P1.2": "AH", "D.2": "6S", "P1.3": "AD", "D.3": "4H"}  # one player, seat 1
 DECISION_MS = 2_500  # the pause must reach the table before this window ends by itself
-
-
-def studio(tmp: Path, b: SecureMosquitto, **t1: Any) -> Settings:
-    """T1 (configurable; sup-ana may command it) and T2, the backend over TLS as dealer-backend."""
-    tables = [{"id": "T1", "game": "teen-patti", "betting_seconds": 30.0, "pause_seconds": 0.1,
-               "scanner": {"kind": "mqtt", "reader_id": "SC1", "heartbeat_timeout": 60}} | t1,
-              {"id": "T2", "game": "teen-patti", "auto_rounds": False,
-               "scanner": {"kind": "mqtt", "reader_id": "SC2", "heartbeat_timeout": 60}}]
-    return secure_settings(tmp, b, password=USERS["dealer-backend"], supervisor_key=SUP_KEY, tables=tables)
-
-
-@contextlib.asynccontextmanager
-async def backend(s: Settings, b: SecureMosquitto) -> AsyncIterator[tuple[Service, Gateway]]:
-    """The backend, and T1's scanner gateway beating (so the reader's link is up)."""
-    from dealer.edge import runner
-
-    service = Service(s, bus=runner.build_bus(s))
-    task = asyncio.create_task(service.run())
-    async with Client(b, "scanner-T1") as gw_client:
-        gw = Gateway(gw_client)
-        beat = asyncio.create_task(gw.beat())
-        try:
-            await wait_until(lambda: service.bus.connected and service.ready.is_set() and service.links["T1"].ready,
-                             what="backend connected, T1's reader up")
-            yield service, gw
-        finally:
-            await cancel_and_wait(beat, task)
-
-
-def operation(kind: str, *, command_id: str | None = None, key: bytes = SUP_KEY, table: str = "T1",
-              reason: str | None = None, issued_at: int | None = None, **extra: Any) -> dict[str, Any]:
-    body = {"type": f"supervisor_{kind}", "command_id": command_id or f"{kind}-{uuid.uuid4().hex[:10]}",
-            "supervisor": "sup-ana", "table_id": table,
-            "issued_at": issued_at if issued_at is not None else time.time_ns() // 1_000_000, **extra}
-    if reason is not None:
-        body["reason"] = reason
-    return sign_command(key, body)
 
 
 def ops_count(service: Service, operation_: str, outcome: str) -> float:

@@ -39,6 +39,8 @@ TABLE = "T1"
 READER = "SC1"
 DEAL = ["AS", "KS", "AD", "KH", "AC", "KC"]  # A: three aces, B: three kings
 POSITIONS = ["A1", "B1", "A2", "B2", "A3", "B3"]  # a teen-patti deal's order
+K1 = bytes(range(32))  # two keys of the minimum length (a reader's, a supervisor's), for tests only
+K2 = bytes(range(32, 64))
 
 
 def journal_id(source: Service | Journal | Settings | Path | str) -> str:

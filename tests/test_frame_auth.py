@@ -36,11 +36,10 @@ from drivers.scan import LinkStatus, ScanInput, ScanKind
 from drivers.scanner_json import MqttScannerIngest, ScannerMessage
 from simulators.shoe import VirtualShoe
 from tests.conftest import Broker, wait_until
-from tests.harness import DEAL, POSITIONS, TABLE, HandShoe, Recorder, key, round_id, start_service, stop_service
-from tests.test_frames import doc_table, parse_inputs
+from tests.harness import DEAL, K1, K2, POSITIONS, TABLE, HandShoe, Recorder, key, round_id, start_service, stop_service
+from tests.harness_docs import doc_table, parse_inputs
 
-K1 = bytes(range(32))
-K2 = bytes(range(32, 64))
+
 
 
 def forged_of(inputs: list[ScanInput]) -> list[str]:

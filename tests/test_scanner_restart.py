@@ -45,11 +45,9 @@ from drivers.scanner_json import MqttScannerIngest, ScannerMessage
 from simulators.pty_port import PtyPort
 from simulators.shoe import VirtualShoe
 from tests.conftest import Broker, free_port, wait_until
-from tests.harness import (DEAL, POSITIONS, TABLE, DealerProcess, HandShoe, Recorder, dealer_config, round_id,
+from tests.harness import (DEAL, K1, K2, POSITIONS, TABLE, DealerProcess, HandShoe, Recorder, dealer_config, round_id,
                            serial_table, start_service, stop_service)
 
-K1 = bytes(range(32))
-K2 = bytes(range(32, 64))
 READER = "SC1"
 START = 60.0  # a `dealer run` start on a loaded machine (imports, the tables' RTP) is a bound, not a measure
 DEAL2 = ["QS", "JS", "QD", "JD", "QC", "JC"]  # round 2: no card of round 1

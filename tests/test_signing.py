@@ -46,12 +46,11 @@ from drivers.frames import MIN_KEY_LEN
 from drivers.mqtt import make_tls_context
 from simulators.secure_broker import SecureMosquitto, make_test_ca
 from tests.conftest import Broker, wait_until
+from tests.harness_docs import DOC_KEYS, SECTION, doc_block, doc_rows
+from tests.harness import K1, K2
 
 ROOT = Path(__file__).resolve().parent.parent
-DOC = ROOT / "docs" / "mqtt-topics.md"
 
-K1 = bytes(range(32))
-K2 = bytes(range(32, 64))
 K_BEN = bytes(range(64, 96))
 NOW = 1767261690000
 MAX_AGE, MAX_SKEW = 30_000, 5_000
@@ -71,32 +70,7 @@ def verifier(**overrides: Any) -> SupervisorVerifier:
 
 # --- the doc's worked example (docs/mqtt-topics.md §10) ---------------------------------------
 
-SECTION = DOC.read_text(encoding="utf-8").split("## 10. Signed supervisor commands", 1)[1]
 
-
-def doc_rows(heading: str) -> list[list[str]]:
-    """Cells (backticks stripped) of the first table at or after ``heading`` in §10, header dropped."""
-    rows = []
-    for line in SECTION[SECTION.index(heading):].splitlines():
-        if not line.startswith("|"):
-            if rows:
-                break
-            continue
-        cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
-        if not set("".join(cells)) <= set("-: "):
-            rows.append(cells)
-    return rows[1:]
-
-
-def doc_block(heading: str, lang: str) -> str:
-    """The first ```lang block after ``heading`` in §10."""
-    rest = SECTION[SECTION.index(heading):]
-    m = re.search(rf"^```{lang}\n(.*?)^```$", rest, re.S | re.M)
-    assert m, f"no {lang} block after {heading!r}"
-    return m.group(1)
-
-
-DOC_KEYS = {name: bytes.fromhex(k) for name, k in doc_rows("Test keys, for this example only")}
 DOC_SIGNATURES = dict(doc_rows("| Key | `signature` |"))
 DOC_COMMAND = json.loads(doc_block("The command, without its signature", "json"))
 DOC_CANONICAL = doc_block("Its canonical bytes", "text").rstrip("\n")

@@ -319,6 +319,17 @@ def serial_table(port: str, *, reader: str = READER, scanner: dict[str, Any] | N
         "scanner": {"kind": "serial", "port": port, "reader_id": reader, "heartbeat_timeout": 30} | (scanner or {})}
 
 
+NODE = "test-host"  # the node of write_config's configs
+
+
+def write_config(tmp: Path, journal: Path, *, broker_url: str = "mqtt://127.0.0.1:1", metrics_port: int = 0,
+                 shoe: str | None = None, log_level: str = "info", tables: list[dict[str, Any]] = ()) -> Path:  # type: ignore[assignment]
+    """A config without ``[mqtt].client_id`` (the default one, dealer-{node_id}, is used), with
+    the serial table on ``shoe`` when one is given."""
+    return dealer_config(tmp, journal=journal, broker_url=broker_url, node_id=NODE, metrics_port=metrics_port,
+                         log_level=log_level, tables=[serial_table(shoe)] if shoe is not None else list(tables))
+
+
 def mqtt_table(reader: str = READER) -> dict[str, Any]:
     """A teen-patti table (``TABLE``) with an MQTT scanner gateway, every timer at its default."""
     return {"id": TABLE, "game": "teen-patti", "scanner": {"kind": "mqtt", "reader_id": reader}}

@@ -1,6 +1,7 @@
-"""Test harness: what the docs say, read by the tests that hold the code to them. The
-scanner protocol's tables (docs/scanner-protocol.md) and the signed supervisor commands'
-worked example (docs/mqtt-topics.md §10): a doc and the code cannot drift apart."""
+"""Test harness: what the docs and the deploy files say, read by the tests that hold the code
+to them. The scanner protocol's tables (docs/scanner-protocol.md), the signed supervisor
+commands' worked example (docs/mqtt-topics.md §10) and the alert rules' expressions: a doc
+and the code cannot drift apart."""
 
 from __future__ import annotations
 
@@ -66,3 +67,26 @@ def doc_block(heading: str, lang: str) -> str:
 
 
 DOC_KEYS = {name: bytes.fromhex(k) for name, k in doc_rows("Test keys, for this example only")}
+
+
+# --- the alert rules (deploy/prometheus/alerts.yml) ---------------------------------------------------
+
+
+def alert_rules(text: str) -> list[tuple[str, str]]:
+    """(alert name, expr) for every rule, read line by line (inline or folded block exprs)."""
+    rules: list[tuple[str, str]] = []
+    lines = text.splitlines()
+    name = None
+    for i, line in enumerate(lines):
+        if m := re.match(r"\s*- alert:\s*(\S+)", line):
+            name = m.group(1)
+        elif m := re.match(r"(\s*)expr:\s*(.*)$", line):
+            indent, rest = len(m.group(1)), m.group(2).strip()
+            expr = [] if rest in (">-", ">", "|", "|-") else [rest]
+            for cont in lines[i + 1:]:
+                if cont.strip() and len(cont) - len(cont.lstrip()) <= indent:
+                    break
+                expr.append(cont.strip())
+            assert name is not None, f"expr without an alert name at line {i + 1}"
+            rules.append((name, " ".join(e for e in expr if e)))
+    return rules

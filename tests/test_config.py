@@ -20,6 +20,7 @@ from dealer.games.teen_patti import TeenPattiOptions
 from dealer.edge.metrics import Metrics
 from dealer.core.round import BetLimit, TableRules
 from tests.harness_cli import run_cli, without_dealer_settings
+from tests.harness_docs import alert_rules
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "deploy" / "tables" / "example.toml"
@@ -283,26 +284,6 @@ def test_exported_names_follow_prometheus_conventions() -> None:
     names = exported_metric_names()
     assert {"dealer_scan_reads_total", "dealer_rescans_total", "dealer_rounds_total", "dealer_link_up",
             "dealer_outbox_pending", "dealer_scan_to_publish_seconds_bucket"} <= names
-
-
-def alert_rules(text: str) -> list[tuple[str, str]]:
-    """(alert name, expr) for every rule, read line by line (inline or folded block exprs)."""
-    rules: list[tuple[str, str]] = []
-    lines = text.splitlines()
-    name = None
-    for i, line in enumerate(lines):
-        if m := re.match(r"\s*- alert:\s*(\S+)", line):
-            name = m.group(1)
-        elif m := re.match(r"(\s*)expr:\s*(.*)$", line):
-            indent, rest = len(m.group(1)), m.group(2).strip()
-            expr = [] if rest in (">-", ">", "|", "|-") else [rest]
-            for cont in lines[i + 1:]:
-                if cont.strip() and len(cont) - len(cont.lstrip()) <= indent:
-                    break
-                expr.append(cont.strip())
-            assert name is not None, f"expr without an alert name at line {i + 1}"
-            rules.append((name, " ".join(e for e in expr if e)))
-    return rules
 
 
 def test_alert_rules_reference_only_exported_metrics() -> None:

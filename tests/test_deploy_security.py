@@ -40,7 +40,7 @@ from drivers.mqtt import MqttBus, make_tls_context, parse_broker_url
 from drivers.scanner_json import ScannerMessage
 from simulators.secure_broker import DEPLOY_CONF, MAKE_TEST_CA, SecureMosquitto, derive_config, make_test_ca
 from tests.conftest import wait_until
-from tests.test_config import alert_rules
+from tests.harness_docs import alert_rules
 from tests.harness_cli import run_cli, without_dealer_settings
 from tests.harness import POSITIONS
 

@@ -14,8 +14,8 @@ from dealer.edge.signing import sign_command
 from simulators.secure_broker import SecureMosquitto
 from tests.conftest import wait_until
 from tests.harness_acl import broker  # noqa: F401  (broker: the module-scoped secure broker fixture)
-from tools.audit import recall, render_recall
 from tests.harness_roles import SUP_KEY, Client, backend, operation, studio
+from tools.audit import recall, render_recall
 
 
 async def test_a_dealer_logs_on_at_the_station_and_the_round_names_them(

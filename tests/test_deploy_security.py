@@ -40,9 +40,9 @@ from drivers.mqtt import MqttBus, make_tls_context, parse_broker_url
 from drivers.scanner_json import ScannerMessage
 from simulators.secure_broker import DEPLOY_CONF, MAKE_TEST_CA, SecureMosquitto, derive_config, make_test_ca
 from tests.conftest import wait_until
-from tests.harness_docs import alert_rules
-from tests.harness_cli import run_cli, without_dealer_settings
 from tests.harness import POSITIONS
+from tests.harness_cli import run_cli, without_dealer_settings
+from tests.harness_docs import alert_rules
 
 ROOT = Path(__file__).resolve().parent.parent
 PROM = ROOT / "deploy" / "prometheus"

@@ -28,8 +28,8 @@ from dealer.edge.config import load_settings
 from dealer.edge.service import Service
 from drivers.bus import LocalBus
 from tests.harness import DEAL
-from tools.audit import Selection, recall, recall_journal
 from tests.harness_cli import run_cli
+from tools.audit import Selection, recall, recall_journal
 
 pytestmark = pytest.mark.integration  # the CLI as a process, a few real services
 

@@ -34,10 +34,10 @@ from drivers.mqtt import MqttBus
 from simulators.secure_broker import SecureMosquitto
 from tests.conftest import cancel_and_wait, wait_until
 from tests.harness import secure_settings
-
 from tests.harness_acl import USERS, broker  # noqa: F401  (the module-scoped secure broker fixture)
-from tests.harness_roles import OTHER_KEY, SAMPLES, SUP_KEY, Client, bet, flushed, refused, void
 from tests.harness_mqtt import Gateway
+from tests.harness_roles import OTHER_KEY, SAMPLES, SUP_KEY, Client, bet, flushed, refused, void
+
 
 DEAL = ["AS", "KS", "AD", "KH", "AC", "KC"]
 def settings(tmp: Path, b: SecureMosquitto, *, betting: float = 30.0) -> Settings:

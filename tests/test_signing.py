@@ -46,8 +46,8 @@ from drivers.frames import MIN_KEY_LEN
 from drivers.mqtt import make_tls_context
 from simulators.secure_broker import SecureMosquitto, make_test_ca
 from tests.conftest import Broker, wait_until
-from tests.harness_docs import DOC_KEYS, SECTION, doc_block, doc_rows
 from tests.harness import K1, K2
+from tests.harness_docs import DOC_KEYS, SECTION, doc_block, doc_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -28,8 +28,8 @@ from simulators.secure_broker import SecureMosquitto
 from tests.conftest import wait_until
 from tests.harness_acl import USERS, broker  # noqa: F401  (broker: the module-scoped secure broker fixture)
 from tests.harness_cli import supervisor_cli
-from tests.harness_roles import OTHER_KEY, SUP_KEY, Client, backend, bet, flushed, operation, refused, studio
 from tests.harness_mqtt import Gateway
+from tests.harness_roles import OTHER_KEY, SUP_KEY, Client, backend, bet, flushed, operation, refused, studio
 
 ROOT = Path(__file__).resolve().parent.parent
 DEAL = {"P1.1": "AS", "D.1": "QD", "P1.2": "AH", "D.2": "6S", "P1.3": "AD", "D.3": "4H"}  # one player, seat 1

@@ -49,7 +49,7 @@ from dealer.core.messages import PlayerMessage, RoundEvent, StationPrompt
 from dealer.core.round import Phase, Round
 from tests.conftest import Broker, wait_until
 from tests.harness import Recorder, round_id, start_service, stop_service
-from tests.harness_visibility import GAMES, R1, Run, Script, T
+from tests.harness_visibility import GAMES, R1, T, Run, Script
 
 # --- scripted rounds ----------------------------------------------------------------------------------
 

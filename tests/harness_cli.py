@@ -33,9 +33,12 @@ def without_dealer_settings() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.upper().startswith("DEALER_")}
 
 
-async def supervisor_cli(*args: str) -> tuple[int, str, str]:
-    """``dealer supervisor ARGS`` from a bare environment (this checkout and a system PATH
-    only), awaited without blocking the loop: status, stdout, stderr."""
-    proc = await asyncio.to_thread(run_cli, "supervisor", *args, cwd=None, timeout=90,
-                                   env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
-    return proc.returncode, proc.stdout, proc.stderr
+async def supervisor_cli(*args: str, env: Mapping[str, str] | None = None) -> tuple[int, str, str]:
+    """``dealer supervisor ARGS`` as a process the loop awaits (several may run at once): status,
+    stdout, stderr. ``env`` None: a bare environment, this checkout and a system PATH only."""
+    env = env if env is not None else {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "dealer", "supervisor", *args, env=env,
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 90)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()

@@ -11,6 +11,9 @@ from tests.harness import ROOT
 
 SCANNER_PROTOCOL = ROOT / "docs" / "scanner-protocol.md"
 MQTT_TOPICS = ROOT / "docs" / "mqtt-topics.md"
+EXAMPLE = ROOT / "deploy" / "tables" / "example.toml"  # the example deployment's tables
+ALERTS = ROOT / "deploy" / "prometheus" / "alerts.yml"
+DASHBOARD = ROOT / "deploy" / "grafana" / "dealer-dashboard.json"
 
 
 def doc_table(heading: str) -> list[list[str]]:

@@ -20,12 +20,8 @@ from dealer.games.teen_patti import TeenPattiOptions
 from dealer.edge.metrics import Metrics
 from dealer.core.round import BetLimit, TableRules
 from tests.harness_cli import run_cli, without_dealer_settings
-from tests.harness_docs import alert_rules
+from tests.harness_docs import ALERTS, DASHBOARD, EXAMPLE, alert_rules
 
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLE = ROOT / "deploy" / "tables" / "example.toml"
-ALERTS = ROOT / "deploy" / "prometheus" / "alerts.yml"
-DASHBOARD = ROOT / "deploy" / "grafana" / "dealer-dashboard.json"
 METRIC_NAME = re.compile(r"dealer_[a-z_]+")
 
 

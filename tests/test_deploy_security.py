@@ -42,12 +42,10 @@ from simulators.secure_broker import DEPLOY_CONF, MAKE_TEST_CA, SecureMosquitto,
 from tests.conftest import wait_until
 from tests.harness import POSITIONS
 from tests.harness_cli import run_cli, without_dealer_settings
-from tests.harness_docs import alert_rules
+from tests.harness_docs import DASHBOARD, EXAMPLE, alert_rules
 
 ROOT = Path(__file__).resolve().parent.parent
 PROM = ROOT / "deploy" / "prometheus"
-DASHBOARD = ROOT / "deploy" / "grafana" / "dealer-dashboard.json"
-EXAMPLE = ROOT / "deploy" / "tables" / "example.toml"
 SHIPPED_ACL = ROOT / "deploy" / "mosquitto" / "acl"
 
 USERS = {

@@ -17,7 +17,6 @@ from tests.harness_cli import run_cli
 
 pytestmark = pytest.mark.integration  # dealer run as a process
 
-ROOT = Path(__file__).resolve().parents[1]
 KEY = "ab" * 32
 
 

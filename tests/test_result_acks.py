@@ -34,7 +34,6 @@ from tests.harness_cli import run_cli, with_checkout
 # persistence: that one is Mosquitto's `persistence false` (RabbitMQ and NATS always persist QoS 1 messages).
 pytestmark = pytest.mark.any_broker
 
-ROOT = Path(__file__).resolve().parents[1]
 FAST = {"result_resend_seconds": 0.2, "result_resend_max_seconds": 0.4}
 
 

@@ -11,7 +11,6 @@ from decimal import Decimal
 from fractions import Fraction
 from itertools import product
 from math import comb, prod
-from pathlib import Path
 
 import pytest
 
@@ -21,7 +20,6 @@ from dealer.games import sevenluck as sl
 from dealer.games import teen_patti as tp
 from tests.harness_cli import run_cli
 
-ROOT = Path(__file__).resolve().parent.parent
 CODE = {v: k for k, v in RANK_VALUE.items()}
 
 

@@ -31,7 +31,6 @@ from tests.harness_cli import supervisor_cli
 from tests.harness_mqtt import Gateway
 from tests.harness_roles import OTHER_KEY, SUP_KEY, Client, backend, bet, flushed, operation, refused, studio
 
-ROOT = Path(__file__).resolve().parent.parent
 DEAL = {"P1.1": "AS", "D.1": "QD", "P1.2": "AH", "D.2": "6S", "P1.3": "AD", "D.3": "4H"}  # one player, seat 1
 DECISION_MS = 2_500  # the pause must reach the table before this window ends by itself
 

@@ -1,5 +1,5 @@
 """A dealer logs on at the station, through the real backend over a real Mosquitto with the rendered
-ACL and TLS (the broker of ``tests/test_roles_acl.py``), each role with its own credentials: the
+ACL and TLS (the broker of ``tests/harness_acl.py``), each role with its own credentials: the
 station's command is answered by its id (``command_accepted``), the retained state and history name
 the dealer for any screen that connects later, the round's result and ``dealer recall`` say who
 dealt it, and no other role may log a dealer on."""

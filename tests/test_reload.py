@@ -1,7 +1,7 @@
 """Reload without a restart (issue 28): SIGHUP applies supervisor keys, scanner keys and table
 settings while the tables play; the round in play keeps its rules; each change is journaled; a
 change that needs a restart is refused whole and changes nothing. Through the real backend and
-a Mosquitto with the rendered ACL (the broker of tests/test_roles_acl.py), and ``dealer run`` as
+a Mosquitto with the rendered ACL (the broker of tests/harness_acl.py), and ``dealer run`` as
 a process for the signal itself."""
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ with the ACL rendered by ``dealer deploy acl`` for two tables and one supervisor
 Each user publishes a probe to every topic of the protocol, and a test-only ``auditor`` (read
 and write everything, appended to the rendered ACL) records what the broker let through;
 then the auditor publishes a probe on every topic and each user records what it received.
-Both are compared with the role table of ``docs/mqtt-topics.md`` written out here by hand,
+Both are compared with the role table of ``docs/mqtt-topics.md`` written out by hand (tests/harness_acl.py),
 so a change to the renderer that widens anyone's rights fails.
 """
 

@@ -1,7 +1,7 @@
 """The roles on RabbitMQ and NATS: ``dealer deploy users --broker rabbitmq|nats`` loaded into a
 real broker (the session's RabbitMQ node, one vhost; a private nats-server), then every role
 user publishes a probe to every topic of the protocol and subscribes to every topic, and what
-the broker let through must be the role table of ``tests/test_roles_acl.py`` (the one the
+the broker let through must be the role table of ``tests/harness_acl.py`` (the one the
 Mosquitto ACL is checked against). Settlement, in particular, reads results and acknowledges
 them, and can publish neither a result nor a command.
 

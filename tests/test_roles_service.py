@@ -1,7 +1,7 @@
 """Roles, command ids and signed supervisor commands, through the real backend.
 
 The backend runs against a real Mosquitto with the deployed configuration and the ACL that
-``dealer deploy acl`` renders (the broker of ``tests/test_roles_acl.py``), and connects over
+``dealer deploy acl`` renders (the broker of ``tests/harness_acl.py``), and connects over
 TLS as ``dealer-backend``. Each role uses its own credentials, as in a studio: the broker
 drops what a role may not publish, and the backend refuses what arrives on a topic whose
 role may not send it. Every refusal is checked to change nothing at the table.

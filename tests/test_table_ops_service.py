@@ -1,6 +1,6 @@
 """Table operations through the real backend: a supervisor's signed open-round, pause, resume,
 close and reopen over a real Mosquitto with the rendered ACL and TLS (the broker of
-``tests/test_roles_acl.py``), each role with its own credentials.
+``tests/harness_acl.py``), each role with its own credentials.
 
 A table with ``auto_rounds = false`` opens a round only on the signed command (published by
 ``dealer supervisor open-round`` run as a real process); a pause during a Sevenluck decision

@@ -2,7 +2,16 @@
 reader link that records what a virtual dealer passes over it; the real ``dealer run`` process
 (its config and its start, kill and restart); the backend on the deployed broker (TLS,
 credentials, a supervisor's key); and a peer game's table (stud, Seotda, Matgo) played
-through the real service. Each helper is here once; test modules add only what is theirs."""
+through the real service. Each helper is here once; test modules add only what is theirs and
+import shared helpers only from the harness (never from another test module).
+
+The rest of the harness, by what it holds: ``harness_cli`` (``dealer`` as a process),
+``harness_mqtt`` (a table on an MQTT scanner gateway), ``harness_signed`` (a signed reader),
+``harness_acl`` and ``harness_roles`` (the deployed broker and its roles' clients),
+``harness_docs`` (what the docs and deploy files say), ``harness_journal`` (a core-fed journal),
+``harness_moves``, ``harness_leases`` and ``harness_failover`` (tables that move between
+owners and nodes), ``harness_visibility`` (who may see what, every game), ``harness_cards``,
+``harness_sevenluck``, ``harness_stud`` and ``harness_matgo`` (one game's shared parts)."""
 
 from __future__ import annotations
 

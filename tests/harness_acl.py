@@ -16,7 +16,6 @@ from dealer.edge.config import Settings, load_settings
 from simulators.secure_broker import SecureMosquitto, make_test_ca
 from tools.deploy import render_acl
 
-
 USERS = {
     "dealer-backend": "pw-backend", "settlement": "pw-settlement", "player-platform": "pw-platform",
     "ops": "pw-ops", "scanner-T1": "pw-scanner-1", "station-T1": "pw-station-1", "station-T2": "pw-station-2",

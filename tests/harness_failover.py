@@ -29,7 +29,6 @@ from simulators.station import MqttShoeLink
 from tests.conftest import cancel_and_wait, wait_until
 from tests.harness import ROOT, Recorder, dealer_env
 
-
 T = "F1"
 READER = "GWF"
 LEASE = 2.0

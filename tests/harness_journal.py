@@ -3,13 +3,11 @@ journal, results to the outbox), with a round's events to feed it."""
 
 from __future__ import annotations
 
-
 from dealer.core.events import CloseBetting, OpenRound, ResultDelivered, ScanRead
 from dealer.edge.journal import Batch, Journal
 from dealer.core.messages import RoundResult
 from dealer.core.table import Table
 from tests.harness import DEAL
-
 
 T = "T1"
 

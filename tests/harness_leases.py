@@ -16,7 +16,6 @@ import pytest
 from dealer.edge.config import ClusterSection
 from dealer.edge.leases import LeaseManager
 
-
 SCHEMA = (Path(__file__).resolve().parent.parent / "dealer" / "edge" / "pg_schema.sql").read_text()
 FAST = ClusterSection(lease_seconds=1.0, renew_seconds=0.25)
 SIX = [f"t{i}" for i in range(1, 7)]

@@ -13,7 +13,6 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-
 from dealer.edge import topics
 from dealer.core.cards import HWATU_48
 from dealer.edge.config import Settings, load_settings
@@ -49,7 +48,6 @@ def matgo_settings(tmp: Path, url: str | None, port: str, **table: Any) -> Setti
     cfg.update(table)
     return load_settings(service={"journal_path": tmp / "journal.sqlite", "metrics_enabled": False},
                          mqtt={"url": url, "client_id": "backend-matgo"}, tables=[cfg])
-
 
 
 def core_table(**options) -> CoreTable:

@@ -26,7 +26,6 @@ from tests.harness import secure_settings
 from tests.harness_acl import USERS
 from tests.harness_mqtt import Gateway
 
-
 SAMPLES: dict[str, dict[str, Any]] = {
     "place_bet": {"type": "place_bet", "bet_id": "b1", "player_id": "p1", "bet_type": "tie", "stake": "1"},
     "player_decision": {"type": "player_decision", "player_id": "p1", "action": "PLAY"},

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
 from dealer.edge import topics
 from dealer.edge.config import load_settings
 from dealer.edge.service import Service
 from tests.conftest import wait_until
 from tests.harness import HandShoe, Recorder
-
 
 T = "S1"
 

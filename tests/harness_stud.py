@@ -6,7 +6,6 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-
 from dealer.core.messages import RoundResult
 from dealer.core.settlement import settle_bet
 

@@ -10,8 +10,6 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-
-
 from dealer.core import visibility
 from dealer.core.cards import HWATU_48, SEOTDA_20, STANDARD_52
 from dealer.edge.config import load_settings
@@ -37,7 +35,6 @@ from dealer.core.messages import PlayerMessage, RoundEvent, RoundResult, Station
 from dealer.core.round import ACTIVE, Phase, Rejection, Round, Step
 from dealer.core.table import Table
 from dealer.core.visibility import Visibility
-
 
 GAMES = ("teen-patti", "sevenluck", "stud", "seotda", "matgo")
 

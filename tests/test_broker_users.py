@@ -148,7 +148,8 @@ async def test_one_step_provisions_every_role_on_a_real_broker(tmp_path: Path) -
     again = run_cli("deploy", "users", "--config", str(cfg), "--out", str(out), "--rig", timeout=120, env=dealer_env())
     assert again.returncode == 0 and "(0 new, 10 kept)" in again.stdout, again.stdout
     assert {u: (out / "secrets" / f"{u}.pw").read_text().strip() for u in ROLES} == secrets
-    rotated = run_cli("deploy", "users", "--config", str(cfg), "--out", str(out), "--rotate", timeout=120, env=dealer_env())
+    rotated = run_cli("deploy", "users", "--config", str(cfg), "--out", str(out), "--rotate", timeout=120,
+                      env=dealer_env())
     assert rotated.returncode == 0 and "(9 new)" in rotated.stdout, rotated.stdout  # no rig this time
     assert all((out / "secrets" / f"{u}.pw").read_text().strip() != secrets[u] for u in ROLES if u != "rig")
     assert "rig:" not in (out / "passwd").read_text()

@@ -2,7 +2,16 @@
 reader link that records what a virtual dealer passes over it; the real ``dealer run`` process
 (its config and its start, kill and restart); the backend on the deployed broker (TLS,
 credentials, a supervisor's key); and a peer game's table (stud, Seotda, Matgo) played
-through the real service. Each helper is here once; test modules add only what is theirs."""
+through the real service. Each helper is here once; test modules add only what is theirs and
+import shared helpers only from the harness (never from another test module).
+
+The rest of the harness, by what it holds: ``harness_cli`` (``dealer`` as a process),
+``harness_mqtt`` (a table on an MQTT scanner gateway), ``harness_signed`` (a signed reader),
+``harness_acl`` and ``harness_roles`` (the deployed broker and its roles' clients),
+``harness_docs`` (what the docs and deploy files say), ``harness_journal`` (a core-fed journal),
+``harness_moves``, ``harness_leases`` and ``harness_failover`` (tables that move between
+owners and nodes), ``harness_visibility`` (who may see what, every game), ``harness_cards``,
+``harness_sevenluck``, ``harness_stud`` and ``harness_matgo`` (one game's shared parts)."""
 
 from __future__ import annotations
 
@@ -38,6 +47,9 @@ from tests.conftest import wait_until
 TABLE = "T1"
 READER = "SC1"
 DEAL = ["AS", "KS", "AD", "KH", "AC", "KC"]  # A: three aces, B: three kings
+POSITIONS = ["A1", "B1", "A2", "B2", "A3", "B3"]  # a teen-patti deal's order
+K1 = bytes(range(32))  # two keys of the minimum length (a reader's, a supervisor's), for tests only
+K2 = bytes(range(32, 64))
 
 
 def journal_id(source: Service | Journal | Settings | Path | str) -> str:
@@ -178,18 +190,23 @@ class Recorder:
 
 
 class HandShoe:
-    """A shoe on a real PTY, driven card by card by the test (the test is the dealer)."""
+    """A shoe on a real PTY, driven card by card by the test (the test is the dealer), with a
+    heartbeat every ``heartbeat`` seconds that a test may pause (``beating``). With a ``key``
+    it signs its frames; ``inject`` writes what an attacker on the line would."""
 
-    def __init__(self, directory: Path, reader: str = READER, heartbeat: float = 0.2) -> None:
+    def __init__(self, directory: Path, reader: str = READER, heartbeat: float = 0.2, *,
+                 key: bytes | None = None, boot_count: int = 0) -> None:
         self.port = PtyPort(directory, "shoe")
-        self.shoe = VirtualShoe(reader)
+        self.shoe = VirtualShoe(reader, key=key, boot_count=boot_count)
+        self.beating = True
         self.port.write(self.shoe.boot())
         self._hb = asyncio.get_running_loop().create_task(self._heartbeats(heartbeat))
 
     async def _heartbeats(self, every: float) -> None:
         while True:  # a live reader says so periodically, which also reveals lost frames
             await asyncio.sleep(every)
-            self.port.write(self.shoe.heartbeat())
+            if self.beating:
+                self.port.write(self.shoe.heartbeat())
 
     @property
     def path(self) -> str:
@@ -198,12 +215,28 @@ class HandShoe:
     def write(self, data: bytes) -> None:
         self.port.write(data)
 
+    def send(self, wire: bytes) -> bytes:
+        """What the reader itself sends."""
+        self.port.write(wire)
+        return wire
+
+    def inject(self, wire: bytes) -> None:
+        """What an attacker on the line sends."""
+        self.port.write(wire)
+
     def scan(self, code: str) -> None:
         self.write(self.shoe.scan(code))
 
     def close(self) -> None:
         self._hb.cancel()
         self.port.close()
+
+
+async def deal(rec: Recorder, shoe: HandShoe, cards: list[str], positions: list[str]) -> None:
+    """Scan each card once the station prompts for its position."""
+    for code, pos in zip(cards, positions):
+        await wait_until(lambda: rec.expects(pos), what=f"prompt NEXT {pos}")
+        shoe.scan(code)
 
 
 async def start_service(settings: Settings, **kw: Any) -> tuple[Service, asyncio.Task[None]]:
@@ -293,6 +326,17 @@ def serial_table(port: str, *, reader: str = READER, scanner: dict[str, Any] | N
     the process tests; ``table`` and ``scanner`` add or replace keys."""
     return {"id": TABLE, "game": "teen-patti", "betting_seconds": 0.3, "pause_seconds": 0.1} | table | {
         "scanner": {"kind": "serial", "port": port, "reader_id": reader, "heartbeat_timeout": 30} | (scanner or {})}
+
+
+NODE = "test-host"  # the node of write_config's configs
+
+
+def write_config(tmp: Path, journal: Path, *, broker_url: str = "mqtt://127.0.0.1:1", metrics_port: int = 0,
+                 shoe: str | None = None, log_level: str = "info", tables: list[dict[str, Any]] = ()) -> Path:  # type: ignore[assignment]
+    """A config without ``[mqtt].client_id`` (the default one, dealer-{node_id}, is used), with
+    the serial table on ``shoe`` when one is given."""
+    return dealer_config(tmp, journal=journal, broker_url=broker_url, node_id=NODE, metrics_port=metrics_port,
+                         log_level=log_level, tables=[serial_table(shoe)] if shoe is not None else list(tables))
 
 
 def mqtt_table(reader: str = READER) -> dict[str, Any]:

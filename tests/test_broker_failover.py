@@ -19,12 +19,11 @@ from dealer.edge.config import ConfigError, load_settings
 from drivers.mqtt import MqttBus, cancel_and_wait
 from simulators.broker import MosquittoProcess
 from tests.conftest import wait_until
-from tests.harness import (DEAL, TABLE, HandShoe, Recorder, dealer_env, key, settings_for, start_service,
+from tests.harness import (DEAL, POSITIONS, TABLE, HandShoe, Recorder, dealer_env, key, settings_for, start_service,
                            stop_service)
 
 pytestmark = pytest.mark.integration  # Mosquitto processes, a PTY, dealer run
 
-POSITIONS = ["A1", "B1", "A2", "B2", "A3", "B3"]
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -27,6 +24,8 @@ from simulators.secure_broker import SecureMosquitto, make_test_ca
 from tests.conftest import wait_until
 from tools.broker_users import mosquitto_hash
 from tools.deploy import render_acl
+from tests.harness import dealer_env
+from tests.harness_cli import run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -65,12 +64,6 @@ reader_id = "SC2"
     return cfg
 
 
-def _dealer(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("DEALER_")} | {"PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "dealer", *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=120)
-
-
 ROLES = ["dealer-backend", "settlement", "player-platform", "scanner-T1", "station-T1", "station-T2",
          "supervisor-sup-ana", "ops", "auditor", "rig"]
 
@@ -84,7 +77,7 @@ def test_the_hash_is_mosquitto_passwd_s() -> None:
 async def test_one_step_provisions_every_role_on_a_real_broker(tmp_path: Path) -> None:
     cfg = _studio(tmp_path)
     out = tmp_path / "broker"
-    done = _dealer("deploy", "users", "--config", str(cfg), "--out", str(out), "--rig")
+    done = run_cli("deploy", "users", "--config", str(cfg), "--out", str(out), "--rig", timeout=120, env=dealer_env())
     assert done.returncode == 0, done.stderr
     assert "users: " + ", ".join(ROLES) in done.stdout
     secrets = {u: (out / "secrets" / f"{u}.pw").read_text().strip() for u in ROLES}
@@ -143,8 +136,8 @@ async def test_one_step_provisions_every_role_on_a_real_broker(tmp_path: Path) -
                            .replace("mqtts://broker.studio.lan:8883", b.tls_url)
                            .replace("/etc/dealer/audit/auditor.pw", str(out / "secrets" / "auditor.pw"))
                            .replace("/etc/dealer/tls/ca.crt", str(b.ca_file)))
-        verified = await asyncio.to_thread(_dealer, "audit", "verify", "--config", str(auditor),
-                                           "--anchor-from-broker")
+        verified = await asyncio.to_thread(run_cli, "audit", "verify", "--config", str(auditor),
+                                           "--anchor-from-broker", timeout=120, env=dealer_env())
         assert verified.returncode == 0, verified.stderr
         report = json.loads(verified.stdout)
         assert report["ok"] is True and report["anchors"] == 1 and report["rows"] == 1
@@ -152,10 +145,11 @@ async def test_one_step_provisions_every_role_on_a_real_broker(tmp_path: Path) -
         b.stop()
 
     # again: every password kept; --rotate: every one new
-    again = _dealer("deploy", "users", "--config", str(cfg), "--out", str(out), "--rig")
+    again = run_cli("deploy", "users", "--config", str(cfg), "--out", str(out), "--rig", timeout=120, env=dealer_env())
     assert again.returncode == 0 and "(0 new, 10 kept)" in again.stdout, again.stdout
     assert {u: (out / "secrets" / f"{u}.pw").read_text().strip() for u in ROLES} == secrets
-    rotated = _dealer("deploy", "users", "--config", str(cfg), "--out", str(out), "--rotate")
+    rotated = run_cli("deploy", "users", "--config", str(cfg), "--out", str(out), "--rotate", timeout=120,
+                      env=dealer_env())
     assert rotated.returncode == 0 and "(9 new)" in rotated.stdout, rotated.stdout  # no rig this time
     assert all((out / "secrets" / f"{u}.pw").read_text().strip() != secrets[u] for u in ROLES if u != "rig")
     assert "rig:" not in (out / "passwd").read_text()
@@ -164,10 +158,10 @@ async def test_one_step_provisions_every_role_on_a_real_broker(tmp_path: Path) -
 def test_a_bad_directory_or_secret_is_one_line(tmp_path: Path) -> None:
     cfg = _studio(tmp_path)
     (tmp_path / "file").write_text("x")
-    bad = _dealer("deploy", "users", "--config", str(cfg), "--out", str(tmp_path / "file" / "sub"))
+    bad = run_cli("deploy", "users", "--config", str(cfg), "--out", str(tmp_path / "file" / "sub"), timeout=120, env=dealer_env())
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "cannot write" in bad.stderr, bad.stderr
     out = tmp_path / "out"
     (out / "secrets").mkdir(parents=True)
     (out / "secrets" / "ops.pw").write_text("two\nlines\n")
-    odd = _dealer("deploy", "users", "--config", str(cfg), "--out", str(out))
+    odd = run_cli("deploy", "users", "--config", str(cfg), "--out", str(out), timeout=120, env=dealer_env())
     assert odd.returncode == 2 and "ops.pw does not hold one password on one line" in odd.stderr, odd.stderr

@@ -4,7 +4,6 @@ to start unless the config asks for the in-process bus with ``[mqtt] in_process 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -19,6 +18,8 @@ from tools.demo import demo_settings
 from dealer.edge.security import NO_BROKER, check_deployment
 from drivers.bus import LocalBus
 from drivers.mqtt import MqttBus
+from tests.harness import dealer_env
+from tests.harness_cli import run_cli
 
 pytestmark = pytest.mark.integration  # dealer run as a process
 
@@ -38,15 +39,9 @@ metrics_enabled = false
     return cfg
 
 
-def _dealer(*args: str, **kw: object) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("DEALER_")} | {"PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "dealer", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=30, **kw)  # type: ignore[call-overload]
-
-
 @pytest.mark.parametrize("mqtt", ["", "[mqtt]\nkeepalive = 10\n", "[mqtt]\nin_process = false\n"])
 def test_dealer_run_without_a_broker_url_refuses_in_one_line(tmp_path: Path, mqtt: str) -> None:
-    proc = _dealer("run", "--config", str(_config(tmp_path, mqtt)))
+    proc = run_cli("run", "--config", str(_config(tmp_path, mqtt)), timeout=30, env=dealer_env())
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert proc.stdout == "" and "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()
@@ -57,7 +52,7 @@ def test_dealer_run_without_a_broker_url_refuses_in_one_line(tmp_path: Path, mqt
 
 def test_deploy_check_reports_the_missing_broker(tmp_path: Path) -> None:
     cfg = _config(tmp_path, "")
-    proc = _dealer("deploy", "check", "--config", str(cfg))
+    proc = run_cli("deploy", "check", "--config", str(cfg), timeout=30, env=dealer_env())
     assert proc.returncode == 2 and proc.stderr.strip() == f"dealer: refusing to start: {NO_BROKER}", \
         proc.stdout + proc.stderr
     assert check_deployment(load_settings(cfg), cfg) == [NO_BROKER]
@@ -69,7 +64,7 @@ def test_in_process_and_a_url_together_are_a_config_error(tmp_path: Path) -> Non
     cfg = _config(tmp_path, '[mqtt]\nurl = "mqtt://127.0.0.1:1883"\nin_process = true\n')
     with pytest.raises(ConfigError, match=r"mqtt.*in_process = true name two buses"):
         load_settings(cfg)
-    proc = _dealer("run", "--config", str(cfg))
+    proc = run_cli("run", "--config", str(cfg), timeout=30, env=dealer_env())
     assert proc.returncode == 2 and "in_process" in proc.stderr and "Traceback" not in proc.stderr
 
 
@@ -91,7 +86,7 @@ def test_the_demo_asks_for_the_in_process_bus_explicitly(tmp_path: Path) -> None
 def test_dealer_run_starts_on_the_in_process_bus_when_asked(tmp_path: Path) -> None:
     cfg = _config(tmp_path, "[mqtt]\nin_process = true\n")
     err = tmp_path / "stderr.log"
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("DEALER_")} | {"PYTHONPATH": str(ROOT)}
+    env = dealer_env()
     proc = subprocess.Popen([sys.executable, "-m", "dealer", "run", "--config", str(cfg)], cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=err.open("wb"))
     try:

@@ -43,7 +43,7 @@ from drivers.mqtt import parse_broker_url
 from tests.conftest import Broker, free_port, wait_until
 from tests.harness import (DEAL, TABLE, DealerProcess, HandShoe, Recorder, dealer_config, round_id, serial_table,
                            settings_for, stop_service)
-from tests.test_visibility import GAMES, Run, Script
+from tests.harness_visibility import GAMES, Run, Script
 
 # The broker scenarios run on Mosquitto, RabbitMQ and NATS: catch-up reads retained messages by exact
 # topic, which RabbitMQ 3.10 replays (not by wildcard, docs/brokers.md).

@@ -8,8 +8,6 @@ import io
 import json
 import sqlite3
 import random
-import subprocess
-import sys
 from decimal import Decimal
 from pathlib import Path
 
@@ -27,12 +25,9 @@ from simulators.shoe import FaultPlan, VirtualShoe
 from simulators.station import MqttShoeLink, VirtualDealer
 from tests.conftest import Broker, wait_until
 from tests.harness import DEAL, TABLE, round_id
+from tests.harness_cli import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "dealer", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
 
 
 def test_committed_json_schemas_match_the_models():

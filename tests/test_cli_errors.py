@@ -18,18 +18,12 @@ from dealer.cli.args import options_without_help, walk
 from dealer.edge.config import ConfigError, load_settings
 from dealer.core.events import OpenRound
 from dealer.edge.journal import Batch, Journal
+from tests.harness import dealer_env
+from tests.harness_cli import run_cli
 
 pytestmark = pytest.mark.integration  # the CLI as a process
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def run_cli(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """``python -m dealer`` from ``cwd`` (never the repository root unless asked)."""
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("DEALER_")}
-    env["PYTHONPATH"] = str(ROOT)
-    return subprocess.run([sys.executable, "-m", "dealer", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout)
 
 
 def run_main(args: list[str], cwd: Path, capsys: pytest.CaptureFixture[str],
@@ -148,13 +142,13 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, case: str, capsys: pyt
 
 def test_bad_input_from_the_real_command(tmp_path: Path) -> None:
     """The same as a process: what a shell sees."""
-    one_line(run_cli("demo", "--rounds", "0", cwd=tmp_path), "dealer demo: argument --rounds")
-    one_line(run_cli("hand", "matgo", "01G", "--vs", "01G", cwd=tmp_path), "dealer hand:", "both")
+    one_line(run_cli("demo", "--rounds", "0", cwd=tmp_path, env=dealer_env()), "dealer demo: argument --rounds")
+    one_line(run_cli("hand", "matgo", "01G", "--vs", "01G", cwd=tmp_path, env=dealer_env()), "dealer hand:", "both")
 
 
 def test_demo_with_an_unreachable_broker_says_so_at_once(tmp_path: Path) -> None:
     url = f"mqtt://127.0.0.1:{closed_port()}"
-    line = one_line(run_cli("demo", "--broker", url, cwd=tmp_path), "cannot reach the broker", url)
+    line = one_line(run_cli("demo", "--broker", url, cwd=tmp_path, env=dealer_env()), "cannot reach the broker", url)
     assert "refused" in line.lower()
 
 
@@ -163,7 +157,7 @@ def test_demo_with_a_broker_that_never_answers_gives_up_after_a_bounded_wait(tmp
         silent.bind(("127.0.0.1", 0))
         silent.listen()
         url = f"mqtt://127.0.0.1:{silent.getsockname()[1]}"
-        one_line(run_cli("demo", "--broker", url, cwd=tmp_path), "cannot reach the broker", url, "no answer within")
+        one_line(run_cli("demo", "--broker", url, cwd=tmp_path, env=dealer_env()), "cannot reach the broker", url, "no answer within")
 
 
 def test_bench_latency_with_an_unreachable_broker_says_so_at_once(
@@ -215,18 +209,18 @@ def test_config_errors_are_one_line_naming_the_key_without_pydantics_text(
 
 
 def test_schemas_check_works_from_any_directory(tmp_path: Path) -> None:
-    proc = run_cli("schemas", "--check", cwd=tmp_path)
+    proc = run_cli("schemas", "--check", cwd=tmp_path, env=dealer_env())
     assert proc.returncode == 0, proc.stderr
     assert list(tmp_path.iterdir()) == []
-    one_line(run_cli("schemas", "--check", "--out", "nowhere", cwd=tmp_path), "no schemas directory", "nowhere")
+    one_line(run_cli("schemas", "--check", "--out", "nowhere", cwd=tmp_path, env=dealer_env()), "no schemas directory", "nowhere")
 
 
 def test_schemas_out_writes_only_the_schemas(tmp_path: Path) -> None:
-    proc = run_cli("schemas", "--out", "s", cwd=tmp_path)
+    proc = run_cli("schemas", "--out", "s", cwd=tmp_path, env=dealer_env())
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in (tmp_path / "s").iterdir()) == sorted(
         p.name for p in (ROOT / "docs" / "schemas").iterdir())
-    assert run_cli("schemas", "--check", "--out", "s", cwd=tmp_path).returncode == 0
+    assert run_cli("schemas", "--check", "--out", "s", cwd=tmp_path, env=dealer_env()).returncode == 0
 
 
 def test_schemas_without_a_source_tree_asks_for_out(tmp_path: Path) -> None:
@@ -267,10 +261,10 @@ def test_relative_paths_in_a_config_are_relative_to_its_directory(tmp_path: Path
     elsewhere.mkdir()
     for cwd in (elsewhere, tmp_path):
         recall = run_cli("recall", "TP1", "--config", str(cfg.relative_to(tmp_path) if cwd == tmp_path else cfg),
-                         "--json", cwd=cwd)
+                         "--json", cwd=cwd, env=dealer_env())
         assert recall.returncode == 0, recall.stderr
         assert [r["round_id"] for r in json.loads(recall.stdout)] == [rid]
-        verify = run_cli("audit", "verify", "--config", str(cfg), cwd=cwd)
+        verify = run_cli("audit", "verify", "--config", str(cfg), cwd=cwd, env=dealer_env())
         assert verify.returncode == 0, verify.stderr
         assert json.loads(verify.stdout)["ok"] is True
     assert list(elsewhere.iterdir()) == []
@@ -281,12 +275,12 @@ def test_relative_paths_in_a_config_are_relative_to_its_directory(tmp_path: Path
 def test_recall_and_audit_refuse_a_journal_that_does_not_exist_and_never_create_one(tmp_path: Path) -> None:
     cfg = _config(tmp_path / "etc", "journal.sqlite")
     missing = tmp_path / "etc" / "journal.sqlite"
-    one_line(run_cli("recall", "TP1", "--config", str(cfg), cwd=tmp_path), "dealer recall: no journal at",
+    one_line(run_cli("recall", "TP1", "--config", str(cfg), cwd=tmp_path, env=dealer_env()), "dealer recall: no journal at",
              str(missing))
-    one_line(run_cli("audit", "verify", "--config", str(cfg), cwd=tmp_path), "dealer audit verify: no journal at",
+    one_line(run_cli("audit", "verify", "--config", str(cfg), cwd=tmp_path, env=dealer_env()), "dealer audit verify: no journal at",
              str(missing))
-    one_line(run_cli("audit", "verify", "--journal", "gone.sqlite", cwd=tmp_path), "no journal at gone.sqlite")
-    one_line(run_cli("recall", "TP1", "--config", str(_config(tmp_path / "d", str(tmp_path / "d"))), cwd=tmp_path),
+    one_line(run_cli("audit", "verify", "--journal", "gone.sqlite", cwd=tmp_path, env=dealer_env()), "no journal at gone.sqlite")
+    one_line(run_cli("recall", "TP1", "--config", str(_config(tmp_path / "d", str(tmp_path / "d"))), cwd=tmp_path, env=dealer_env()),
              "is not a file")
     assert sorted(p.name for p in (tmp_path / "etc").iterdir()) == ["dealer.toml"]
 
@@ -297,10 +291,10 @@ def test_recall_and_audit_leave_the_journal_file_untouched(tmp_path: Path) -> No
     path = tmp_path / "etc" / "journal.sqlite"
     _journal_with_a_round(path)
     before = path.read_bytes()
-    assert run_cli("recall", "TP1", "--config", str(cfg), cwd=tmp_path).returncode == 0
-    assert run_cli("audit", "verify", "--journal", str(path), cwd=tmp_path).returncode == 0
+    assert run_cli("recall", "TP1", "--config", str(cfg), cwd=tmp_path, env=dealer_env()).returncode == 0
+    assert run_cli("audit", "verify", "--journal", str(path), cwd=tmp_path, env=dealer_env()).returncode == 0
     assert path.read_bytes() == before
-    one_line(run_cli("recall", "TP2", "--config", str(cfg), cwd=tmp_path), "TP2", "not in this configuration")
+    one_line(run_cli("recall", "TP2", "--config", str(cfg), cwd=tmp_path, env=dealer_env()), "TP2", "not in this configuration")
 
 
 def test_a_journal_from_before_segments_and_journal_ids_is_read_without_being_changed(tmp_path: Path) -> None:

@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from decimal import Decimal
 from pathlib import Path
 
@@ -21,11 +19,9 @@ from dealer.edge.config import ConfigError, Settings, load_settings
 from dealer.games.teen_patti import TeenPattiOptions
 from dealer.edge.metrics import Metrics
 from dealer.core.round import BetLimit, TableRules
+from tests.harness_cli import run_cli, without_dealer_settings
+from tests.harness_docs import ALERTS, DASHBOARD, EXAMPLE, alert_rules
 
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLE = ROOT / "deploy" / "tables" / "example.toml"
-ALERTS = ROOT / "deploy" / "prometheus" / "alerts.yml"
-DASHBOARD = ROOT / "deploy" / "grafana" / "dealer-dashboard.json"
 METRIC_NAME = re.compile(r"dealer_[a-z_]+")
 
 
@@ -248,16 +244,10 @@ def test_unreadable_file_is_a_config_error(tmp_path: Path, monkeypatch: pytest.M
         load_settings(path)
 
 
-def _run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("DEALER_")}
-    return subprocess.run([sys.executable, "-m", "dealer", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60)
-
-
 @pytest.mark.integration
 def test_dealer_run_with_a_bad_config_exits_2(tmp_path: Path) -> None:
     bad = write(tmp_path, BASE.replace('minor_unit = "0.01"', "minor_unit = 0.01"), "bad.toml")
-    proc = _run_cli("run", "--config", str(bad))
+    proc = run_cli("run", "--config", str(bad), env=without_dealer_settings())
     assert proc.returncode == 2, proc.stderr
     assert "minor_unit" in proc.stderr and "float" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -266,7 +256,7 @@ def test_dealer_run_with_a_bad_config_exits_2(tmp_path: Path) -> None:
 
 @pytest.mark.integration
 def test_dealer_run_with_a_missing_config_exits_2(tmp_path: Path) -> None:
-    proc = _run_cli("run", "--config", str(tmp_path / "missing.toml"))
+    proc = run_cli("run", "--config", str(tmp_path / "missing.toml"), env=without_dealer_settings())
     assert proc.returncode == 2, proc.stderr
     assert "missing.toml" in proc.stderr and "does not exist" in proc.stderr
 
@@ -290,26 +280,6 @@ def test_exported_names_follow_prometheus_conventions() -> None:
     names = exported_metric_names()
     assert {"dealer_scan_reads_total", "dealer_rescans_total", "dealer_rounds_total", "dealer_link_up",
             "dealer_outbox_pending", "dealer_scan_to_publish_seconds_bucket"} <= names
-
-
-def alert_rules(text: str) -> list[tuple[str, str]]:
-    """(alert name, expr) for every rule, read line by line (inline or folded block exprs)."""
-    rules: list[tuple[str, str]] = []
-    lines = text.splitlines()
-    name = None
-    for i, line in enumerate(lines):
-        if m := re.match(r"\s*- alert:\s*(\S+)", line):
-            name = m.group(1)
-        elif m := re.match(r"(\s*)expr:\s*(.*)$", line):
-            indent, rest = len(m.group(1)), m.group(2).strip()
-            expr = [] if rest in (">-", ">", "|", "|-") else [rest]
-            for cont in lines[i + 1:]:
-                if cont.strip() and len(cont) - len(cont.lstrip()) <= indent:
-                    break
-                expr.append(cont.strip())
-            assert name is not None, f"expr without an alert name at line {i + 1}"
-            rules.append((name, " ".join(e for e in expr if e)))
-    return rules
 
 
 def test_alert_rules_reference_only_exported_metrics() -> None:

@@ -33,10 +33,9 @@ from prometheus_client.metrics import MetricWrapperBase
 
 from dealer.edge.leases import lease_metrics
 from dealer.edge.metrics import Metrics, ScannerKeyUses
+from tests.harness_docs import ALERTS, DASHBOARD
 
 ROOT = Path(__file__).resolve().parent.parent
-DASHBOARD = ROOT / "deploy" / "grafana" / "dealer-dashboard.json"
-ALERTS = ROOT / "deploy" / "prometheus" / "alerts.yml"
 OPERATIONS = ROOT / "docs" / "operations.md"
 RUNBOOK_PREFIX = "docs/operations.md#"
 

@@ -1,5 +1,5 @@
 """A dealer logs on at the station, through the real backend over a real Mosquitto with the rendered
-ACL and TLS (the broker of ``tests/test_roles_acl.py``), each role with its own credentials: the
+ACL and TLS (the broker of ``tests/harness_acl.py``), each role with its own credentials: the
 station's command is answered by its id (``command_accepted``), the retained state and history name
 the dealer for any screen that connects later, the round's result and ``dealer recall`` say who
 dealt it, and no other role may log a dealer on."""
@@ -13,9 +13,8 @@ from dealer.edge import topics
 from dealer.edge.signing import sign_command
 from simulators.secure_broker import SecureMosquitto
 from tests.conftest import wait_until
-from tests.test_roles_acl import broker  # noqa: F401  (the module-scoped secure broker fixture)
-from tests.test_roles_service import SUP_KEY, Client
-from tests.test_table_ops_service import backend, operation, studio
+from tests.harness_acl import broker  # noqa: F401  (broker: the module-scoped secure broker fixture)
+from tests.harness_roles import SUP_KEY, Client, backend, operation, studio
 from tools.audit import recall, render_recall
 
 

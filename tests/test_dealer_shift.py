@@ -16,7 +16,7 @@ from dealer.core.table import Table
 from dealer.edge import ingress, topics
 from dealer.edge.catchup import table_history, table_state
 from dealer.edge.signing import SupervisorVerifier
-from tests.test_visibility import make_table
+from tests.harness_visibility import make_table
 
 TP_DEAL = ["AS", "KS", "QS", "JS", "TS", "9S"]  # A1 B1 A2 B2 A3 B3: every card registers
 

@@ -23,7 +23,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -41,12 +40,12 @@ from drivers.mqtt import MqttBus, make_tls_context, parse_broker_url
 from drivers.scanner_json import ScannerMessage
 from simulators.secure_broker import DEPLOY_CONF, MAKE_TEST_CA, SecureMosquitto, derive_config, make_test_ca
 from tests.conftest import wait_until
-from tests.test_config import alert_rules
+from tests.harness import POSITIONS
+from tests.harness_cli import run_cli, without_dealer_settings
+from tests.harness_docs import DASHBOARD, EXAMPLE, alert_rules
 
 ROOT = Path(__file__).resolve().parent.parent
 PROM = ROOT / "deploy" / "prometheus"
-DASHBOARD = ROOT / "deploy" / "grafana" / "dealer-dashboard.json"
-EXAMPLE = ROOT / "deploy" / "tables" / "example.toml"
 SHIPPED_ACL = ROOT / "deploy" / "mosquitto" / "acl"
 
 USERS = {
@@ -61,9 +60,6 @@ USERS = {
     "player-7": "pw-player-7",
 }
 DEAL = ["AS", "KS", "AD", "KH", "AC", "KC"]
-POSITIONS = ["A1", "B1", "A2", "B2", "A3", "B3"]
-
-
 @pytest.fixture(autouse=True)
 def _no_dealer_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for key in list(os.environ):
@@ -688,7 +684,7 @@ def test_scanner_keys_imply_require_mac_and_require_mac_false_is_refused(
         "hmac_key_files", "unsigned frames", "Remove require_mac")
     rc, _, err = _deploy_cli(["deploy", "check", "--config", str(good)], capsys)
     assert rc == 2 and "require_mac = false" in err
-    proc = _run_cli("run", "--config", str(good))
+    proc = run_cli("run", "--config", str(good), timeout=30, env=without_dealer_settings())
     assert proc.returncode == 2 and "require_mac = false" in proc.stderr and "Traceback" not in proc.stderr
     # built anyway (the check bypassed), the authenticator still refuses unsigned frames
     forced = scanner_authenticator(load_settings(good).tables[0].scanner)
@@ -713,12 +709,6 @@ def test_an_unreadable_config_path_is_a_reason(good: Path, tmp_path: Path) -> No
     one(check_deployment(settings, tmp_path / "gone.toml"), "does not exist")
 
 
-def _run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("DEALER_")}
-    return subprocess.run([sys.executable, "-m", "dealer", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=30)
-
-
 @pytest.mark.integration
 def test_dealer_run_refuses_an_insecure_config_and_says_why(good: Path, tmp_path: Path) -> None:
     """Wired in dealer/cli/main.py: ``dealer run`` calls check_deployment after load_settings and
@@ -727,7 +717,7 @@ def test_dealer_run_refuses_an_insecure_config_and_says_why(good: Path, tmp_path
             .replace(f'ca_file = "{tmp_path}/ca.crt"\n', ""))
     good.write_text(text)
     good.chmod(0o666)
-    proc = _run_cli("run", "--config", str(good))
+    proc = run_cli("run", "--config", str(good), timeout=30, env=without_dealer_settings())
     assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
     assert "writable by group or others" in proc.stderr
     assert "10.1.2.3" in proc.stderr and "allow_insecure" in proc.stderr

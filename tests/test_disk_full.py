@@ -36,7 +36,7 @@ from drivers.mqtt import MqttBus
 from simulators.settlement import SettlementConsumer
 from tests.conftest import Broker, free_port, wait_until
 from tests.harness import HandShoe, Recorder, start_service, stop_service
-from tests.test_sevenluck_table import T, _deal, _private, _resumed, _two_antes, sevenluck_settings
+from tests.harness_sevenluck import T, deal_cards, private, resumed, sevenluck_settings, two_antes
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -152,10 +152,10 @@ async def test_disk_full_during_a_decision_holds_everything_and_carries_on_when_
     filler: Path | None = None
     try:
         await wait_until(lambda: rec.events("round_opened"), what="round opened")
-        await _two_antes(rec)
-        await _deal(service, rec, shoe, ["AS", "2H", "QH", "AD", "5D", "JH", "AC", "9S", "3H"])  # p1: three aces
-        first = await wait_until(lambda: _private(rec, "p1", "decision_required"), what="p1's decision required")
-        await wait_until(lambda: _private(rec, "p3", "decision_required"), what="p3's decision required")
+        await two_antes(rec)
+        await deal_cards(service, rec, shoe, ["AS", "2H", "QH", "AD", "5D", "JH", "AC", "9S", "3H"])  # p1: three aces
+        first = await wait_until(lambda: private(rec, "p1", "decision_required"), what="p1's decision required")
+        await wait_until(lambda: private(rec, "p3", "decision_required"), what="p3's decision required")
         for p in ("p1", "p3"):  # and their retained states (sent after the batch's live messages)
             await wait_until(lambda: [m for t, m in rec.messages if t == topics.player_state(T, p)
                                       and m.get("decision")], what=f"{p}'s retained state with its decision")
@@ -173,7 +173,7 @@ async def test_disk_full_during_a_decision_holds_everything_and_carries_on_when_
 
         # input is refused at the edge, with a reason the sender sees
         await rec.command(topics.actions(T), {"type": "player_decision", "player_id": "p1", "action": "PLAY"})
-        refused = await wait_until(lambda: _private(rec, "p1", "rejected", before), what="p1's decision refused")
+        refused = await wait_until(lambda: private(rec, "p1", "rejected", before), what="p1's decision refused")
         assert "journal unavailable" in refused[0]["data"]["reason"]
         assert sample(service, "dealer_commands_refused_total", table=T, role="player_platform",
                       reason="journal_unavailable") == 1
@@ -202,10 +202,10 @@ async def test_disk_full_during_a_decision_holds_everything_and_carries_on_when_
         filler = None
         await wait_until(lambda: service.journal_writable, what="the held batch committed")
         assert sample(service, "dealer_journal_writable") == 1
-        await wait_until(lambda: _private(rec, "p3", "decision_accepted", seen), what="p3's answer, released")
-        again = await wait_until(lambda: _resumed(rec, "p1", seen), what="p1's decision given again")
+        await wait_until(lambda: private(rec, "p3", "decision_accepted", seen), what="p3's answer, released")
+        again = await wait_until(lambda: resumed(rec, "p1", seen), what="p1's decision given again")
         assert again[0]["data"]["closes_at"] > first[0]["data"]["closes_at"] + 2500
-        assert not _private(rec, "p3", "decision_required", seen)  # p3 has decided: not asked again
+        assert not private(rec, "p3", "decision_required", seen)  # p3 has decided: not asked again
         await rec.command(topics.actions(T), {"type": "player_decision", "player_id": "p1", "action": "PLAY"})
         key = f"{T}:{rnd.round_id}"
         await wait_until(lambda: rec.results(key) and consumer.applied_keys() == [key], what="result settled")

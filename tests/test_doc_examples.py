@@ -14,9 +14,9 @@ from pathlib import Path
 
 from tools import doc_examples
 from dealer.core.messages import RoundEvent, RoundResult, StationPrompt
+from tests.harness_docs import MQTT_TOPICS as DOC
 
 ROOT = Path(__file__).resolve().parent.parent
-DOC = ROOT / "docs" / "mqtt-topics.md"
 
 
 def test_the_docs_examples_are_what_the_code_publishes() -> None:

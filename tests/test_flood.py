@@ -14,10 +14,10 @@ import pytest
 from dealer.core.events import LinkUp
 from dealer.edge.service import Service
 from tests.conftest import Broker, wait_until
-from tests.harness import DEAL, READER, TABLE, HandShoe, Recorder, key, settings_for, start_service, stop_service
-from tests.test_integration import deal
+from tests.harness import (DEAL, POSITIONS, READER, TABLE, HandShoe, Recorder, deal, key, settings_for, start_service,
+                           stop_service)
 
-POSITIONS = ["A1", "B1", "A2", "B2", "A3", "B3"]
+
 FRAME = b"$GARBAGE\r\n"  # one CORRUPT input each (no such grammar)
 FLOOD = FRAME * (200_000 // len(FRAME))  # 200 KB
 
@@ -109,13 +109,13 @@ async def test_a_flood_window_ends_on_its_own_with_one_summary(broker: Broker, t
 
 
 async def test_an_mqtt_scanner_flood_is_counted_and_journaled_once_per_window(broker: Broker, tmp_path: Path) -> None:
-    from tests.test_mqtt_paths import READER as GW, Gateway, mqtt_settings
+    from tests.harness_mqtt import GATEWAY_READER as GW, Gateway, mqtt_settings
 
     rec = await Recorder(broker.url).start()
     settings = mqtt_settings(tmp_path, broker.url, scanner={"kind": "mqtt", "reader_id": GW, "heartbeat_timeout": 30,
                                                             "flood_burst": 5, "flood_window": 30})
     service, task = await start_service(settings)
-    gw = Gateway(rec)
+    gw = Gateway(rec.bus.publish)
     try:
         await wait_until(lambda: service.bus.connected, what="backend subscribed")
         await gw.send("BOOT", "gw-1.0", advance=False, seq=0)
@@ -144,7 +144,7 @@ async def test_an_mqtt_scanner_flood_is_counted_and_journaled_once_per_window(br
 async def test_the_input_queue_drops_only_scanner_failures_beyond_its_cap(tmp_path: Path) -> None:
     from drivers.bus import LocalBus
     from drivers.scan import ScanInput, ScanKind
-    from tests.test_mqtt_paths import READER as GW, mqtt_settings
+    from tests.harness_mqtt import GATEWAY_READER as GW, mqtt_settings
 
     settings = mqtt_settings(tmp_path, None, scanner={"kind": "mqtt", "reader_id": GW, "flood_burst": 10_000})
     service = Service(settings, bus=LocalBus(), broker_link=False)

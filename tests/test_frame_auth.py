@@ -5,10 +5,8 @@ over a real Mosquitto and a real PTY in which a forged or replayed frame changes
 from __future__ import annotations
 
 import ast
-import asyncio
 import dataclasses
 import shlex
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -35,14 +33,13 @@ from drivers.frames import (
 )
 from drivers.scan import LinkStatus, ScanInput, ScanKind
 from drivers.scanner_json import MqttScannerIngest, ScannerMessage
-from simulators.pty_port import PtyPort
 from simulators.shoe import VirtualShoe
 from tests.conftest import Broker, wait_until
-from tests.harness import DEAL, TABLE, Recorder, key, round_id, start_service, stop_service
-from tests.test_frames import doc_table, parse_inputs
+from tests.harness import DEAL, K1, K2, POSITIONS, TABLE, HandShoe, Recorder, key, round_id, start_service, stop_service
+from tests.harness_docs import doc_table, parse_inputs
+from tests.harness_signed import key_file, rejected, scanner_settings
 
-K1 = bytes(range(32))
-K2 = bytes(range(32, 64))
+
 
 
 def forged_of(inputs: list[ScanInput]) -> list[str]:
@@ -332,48 +329,7 @@ def test_key_files_are_loaded_and_bad_ones_stop_the_start(tmp_path: Path) -> Non
 
 # --- whole backend: real Mosquitto, real PTY ------------------------------------------------
 
-POSITIONS = ["A1", "B1", "A2", "B2", "A3", "B3"]
 READER = "SC1"
-
-
-class SignedShoe:
-    """A signing shoe on a real PTY, driven card by card by the test, with heartbeats."""
-
-    def __init__(self, directory: Path, key: bytes) -> None:
-        self.port = PtyPort(directory, "shoe")
-        self.shoe = VirtualShoe(READER, key=key, boot_count=41)
-        self.port.write(self.shoe.boot())
-        self._hb = asyncio.get_running_loop().create_task(self._heartbeats())
-
-    async def _heartbeats(self) -> None:
-        while True:
-            await asyncio.sleep(0.2)
-            self.port.write(self.shoe.heartbeat())
-
-    def write(self, data: bytes) -> None:
-        self.port.write(data)
-
-    def close(self) -> None:
-        self._hb.cancel()
-        self.port.close()
-
-
-def _key_file(tmp: Path, key: bytes) -> Path:
-    path = tmp / f"{uuid.uuid4().hex[:6]}.hex"
-    path.write_text(key.hex() + "\n")
-    return path
-
-
-def _settings(tmp: Path, url: str, scanner: dict[str, Any]) -> Any:
-    return load_settings(
-        service={"journal_path": tmp / "journal.sqlite", "metrics_enabled": False},
-        mqtt={"url": url, "client_id": f"backend-{uuid.uuid4().hex[:6]}"},
-        tables=[{"id": TABLE, "game": "teen-patti", "betting_seconds": 0.3, "pause_seconds": 0.1, "scanner": scanner}],
-    )
-
-
-def _rejected(service: Any, reader: str, reason: str) -> float:
-    return service.metrics.frames_rejected.labels(reader=reader, reason=reason)._value.get()
 
 
 def _forged_alerts(rec: Recorder) -> list[dict[str, Any]]:
@@ -383,11 +339,11 @@ def _forged_alerts(rec: Recorder) -> list[dict[str, Any]]:
 
 @pytest.fixture
 async def signed_studio(broker: Broker, tmp_path: Path, pty_dir: Path):
-    shoe = SignedShoe(pty_dir, K1)
+    shoe = HandShoe(pty_dir, key=K1, boot_count=41)
     rec = await Recorder(broker.url).start()
-    service, task = await start_service(_settings(tmp_path, broker.url, {
+    service, task = await start_service(scanner_settings(tmp_path, broker.url, {
         "kind": "serial", "port": shoe.port.path, "reader_id": READER, "heartbeat_timeout": 30,
-        "hmac_key_files": [str(_key_file(tmp_path, K1))], "require_mac": True}))
+        "hmac_key_files": [str(key_file(tmp_path, K1))], "require_mac": True}))
     yield service, rec, shoe
     await stop_service(task)
     await rec.stop()
@@ -413,10 +369,10 @@ async def test_serial_forged_card_never_registers_and_alerts(signed_studio):
     await wait_until(lambda: rec.prompts("RESCAN"), what="RESCAN after the forged frame")
     assert rec.prompts("RESCAN")[-1]["reason"] == "forged_frame"
     assert "failed authentication" in rec.prompts("RESCAN")[-1]["message"]
-    assert _rejected(service, READER, "bad_mac") == 1
+    assert rejected(service, READER, "bad_mac") == 1
     unsigned = encode_frame(Frame(READER, shoe.shoe.seq + 1, Status.OK, "AH"))  # version 1 frame
     shoe.write(unsigned)
-    await wait_until(lambda: _rejected(service, READER, "missing_mac") == 1, what="missing MAC counted")
+    await wait_until(lambda: rejected(service, READER, "missing_mac") == 1, what="missing MAC counted")
     await wait_until(lambda: len(_forged_alerts(rec)) == 2, what="second ALERT")
     assert service.tables[TABLE].current.cards == cards  # nothing registered
     assert service.tables[TABLE].current.expected_position == "A2"
@@ -442,9 +398,9 @@ async def test_serial_replayed_old_frames_change_nothing(signed_studio):
     cards = dict(service.tables[TABLE].current.cards)
     shoe.write(shoe.shoe.repeated())  # the reader's own retransmission of AD: harmless, no alert
     shoe.write(shoe.shoe.replayed_old(1))  # KS, seq 2: recorded and played back
-    await wait_until(lambda: _rejected(service, READER, "replayed_seq") == 1, what="replayed seq counted")
+    await wait_until(lambda: rejected(service, READER, "replayed_seq") == 1, what="replayed seq counted")
     shoe.write(shoe.shoe.replayed_boot())  # the BOOT, which would reset the sequence
-    await wait_until(lambda: _rejected(service, READER, "replayed_boot") == 1, what="replayed BOOT counted")
+    await wait_until(lambda: rejected(service, READER, "replayed_boot") == 1, what="replayed BOOT counted")
     await wait_until(lambda: len(_forged_alerts(rec)) == 2, what="two ALERTs")
     assert [a["position"] for a in _forged_alerts(rec)] == ["B2", "B2"]
     assert service.tables[TABLE].current.cards == cards
@@ -457,7 +413,7 @@ async def test_serial_replayed_old_frames_change_nothing(signed_studio):
     shoe.write(shoe.shoe.boot())
     await wait_until(lambda: service.inputs.serial_links[0].sessions[READER].boot == 43, what="reboot seen")
     shoe.write(old_seq1)
-    await wait_until(lambda: _rejected(service, READER, "replayed_seq") == 2, what="cross-boot replay counted")
+    await wait_until(lambda: rejected(service, READER, "replayed_seq") == 2, what="cross-boot replay counted")
     assert service.tables[TABLE].current.cards == cards
     for code, pos in zip(DEAL[3:], POSITIONS[3:]):
         await _next(rec, pos)
@@ -470,9 +426,9 @@ async def test_serial_replayed_old_frames_change_nothing(signed_studio):
 async def test_mqtt_forged_and_replayed_messages_change_nothing(broker: Broker, tmp_path: Path):
     reader = "GW1"
     rec = await Recorder(broker.url).start()
-    service, task = await start_service(_settings(tmp_path, broker.url, {
+    service, task = await start_service(scanner_settings(tmp_path, broker.url, {
         "kind": "mqtt", "reader_id": reader, "heartbeat_timeout": 30,
-        "hmac_key_files": [str(_key_file(tmp_path, K2)), str(_key_file(tmp_path, K1))], "require_mac": True}))
+        "hmac_key_files": [str(key_file(tmp_path, K2)), str(key_file(tmp_path, K1))], "require_mac": True}))
     shoe = VirtualShoe(reader, key=K1, boot_count=6)
 
     async def send(wire: bytes) -> None:
@@ -482,7 +438,7 @@ async def test_mqtt_forged_and_replayed_messages_change_nothing(broker: Broker, 
     try:
         await wait_until(lambda: service.bus.connected, what="backend subscribed")
         await send(shoe.forged("AS"))  # before anything genuine: the link must not come up
-        await wait_until(lambda: _rejected(service, reader, "bad_mac") == 1, what="forged message counted")
+        await wait_until(lambda: rejected(service, reader, "bad_mac") == 1, what="forged message counted")
         assert service.links[TABLE].up[f"scanner:{reader}"] is None
         await send(shoe.boot())
         for code, pos in zip(DEAL[:2], POSITIONS[:2]):
@@ -494,8 +450,8 @@ async def test_mqtt_forged_and_replayed_messages_change_nothing(broker: Broker, 
         await send(shoe.replayed_old(1))  # AS, seq 1
         await rec.bus.publish(topics.scanner(TABLE), ScannerMessage(
             reader=reader, seq=shoe.seq + 1, status="OK", payload="AH").model_dump_json().encode())
-        await wait_until(lambda: (_rejected(service, reader, "bad_mac"), _rejected(service, reader, "replayed_seq"),
-                                  _rejected(service, reader, "missing_mac")) == (2, 1, 1), what="all three counted")
+        await wait_until(lambda: (rejected(service, reader, "bad_mac"), rejected(service, reader, "replayed_seq"),
+                                  rejected(service, reader, "missing_mac")) == (2, 1, 1), what="all three counted")
         await wait_until(lambda: len([a for a in _forged_alerts(rec) if a["position"] == "A2"]) == 3,
                          what="three ALERTs at A2")
         assert service.tables[TABLE].current.cards == cards

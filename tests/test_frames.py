@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import re
 import shlex
-from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -27,26 +26,7 @@ from drivers.frames import (
     error_input,
 )
 from drivers.scan import ScanInput, ScanKind
-
-DOC = Path(__file__).resolve().parents[1] / "docs" / "scanner-protocol.md"
-
-
-def doc_table(heading: str) -> list[list[str]]:
-    """Rows (cells without backticks) of the first markdown table after ``heading``."""
-    text = DOC.read_text(encoding="utf-8")
-    start = text.index(heading)
-    rows = []
-    for line in text[start:].splitlines()[1:]:
-        if not line.startswith("|"):
-            if rows:
-                break
-            continue
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if set("".join(cells)) <= set("-: "):
-            continue
-        rows.append([c[1:-1] if c.startswith("`") and c.endswith("`") else c for c in cells])
-    return rows[1:]  # without the header row
-
+from tests.harness_docs import SCANNER_PROTOCOL as DOC, doc_table, parse_inputs
 
 # --- the doc's vectors ------------------------------------------------------------------
 
@@ -101,14 +81,6 @@ def test_doc_signed_vector_carries_the_mac_of_its_key() -> None:
     k1 = bytes(range(32))  # key K1 of the doc's 9.3 (also checked there)
     assert frame.boot == 7 and frame.mac == compute_mac(k1, b"SC1,1,OK,AS", 7)
     assert frame.mac.startswith("829f61d8") and "829f61d8e9e9f2da22ee6755a2aedd101a4ecd099887469f79e94cd13f55a9b0" in DOC.read_text()
-
-
-def parse_inputs(cell: str) -> list[tuple[str, int | None, str]]:
-    out = []
-    for item in filter(None, (s.strip() for s in cell.split(";"))):
-        kind, seq, *rest = item.split(" ", 2)
-        out.append((kind, int(seq), rest[0] if rest else ""))
-    return out
 
 
 SEQ_VECTORS = doc_table("### 9.2 Sequence vectors")

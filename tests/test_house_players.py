@@ -34,9 +34,8 @@ from dealer.house.registry import decide, player_for, register
 from tests.conftest import Broker, wait_until
 from dealer.edge.config import Settings
 from tests.harness import served_table
-from tests.test_matgo_round import table as core_table
-from tests.test_matgo_table import (AI, ALICE, READER, Table, deck, journal_agrees, matgo_settings, money_exact,
-                                    replayed, secrets_kept, stopper)
+from tests.harness_matgo import (AI, ALICE, READER, Table, core_table, deck, journal_agrees, matgo_settings,
+                                 money_exact, replayed, secrets_kept, stopper)
 
 #: A fixed search size: the move is a function of the request alone (the table's clock budget
 #: is not).

@@ -20,22 +20,12 @@ from dealer.core.messages import PlayerMessage, RoundEvent
 from dealer.edge.roles import COMMANDS, Role, command_topic, role_of_topic
 from dealer.edge.signing import SupervisorVerifier, sign_command
 from dealer.core.table import Table
+from tests.harness_roles import SAMPLES
 
 KEY = bytes.fromhex("33" * 32)
 NOW = 1_767_261_690_000
 TABLES = frozenset({"T1"})
 VERIFIER = SupervisorVerifier({"sup-ana": ([KEY], None)}, max_age_ms=30_000, max_skew_ms=5_000)
-
-SAMPLES: dict[str, dict[str, Any]] = {
-    "place_bet": {"type": "place_bet", "bet_id": "b1", "player_id": "p1", "bet_type": "tie", "stake": "1"},
-    "player_decision": {"type": "player_decision", "player_id": "p1", "action": "PLAY"},
-    "player_action": {"type": "player_action", "player_id": "p1", "action": "CHECK", "turn": 1},
-    "close_betting": {"type": "close_betting"},
-    "dealer_confirm": {"type": "dealer_confirm", "step": "WASH"},
-    "card_exposed": {"type": "card_exposed", "position": "P1.7"},
-    "supervisor_void": {"type": "supervisor_void", "supervisor": "sup-ana", "reason": "misdeal"},
-}
-
 
 def wire(ctype: str, **extra: Any) -> dict[str, Any]:
     msg = {**SAMPLES[ctype], "command_id": f"c-{ctype}", "round_id": "T1-000001", **extra}

@@ -11,19 +11,11 @@ import pytest
 from dealer.edge import topics
 from dealer.core.round import Phase
 from tests.conftest import Broker, wait_until
-from tests.harness import DEAL, TABLE, HandShoe, Recorder, key, round_id, settings_for, start_service, stop_service
+from tests.harness import (DEAL, POSITIONS, TABLE, HandShoe, Recorder, deal, key, round_id, settings_for, start_service,
+                           stop_service)
 
 # Every scenario here runs on Mosquitto, RabbitMQ's MQTT plugin and NATS's MQTT gateway (docs/brokers.md).
 pytestmark = pytest.mark.any_broker
-
-POSITIONS = ["A1", "B1", "A2", "B2", "A3", "B3"]
-
-
-async def deal(rec: Recorder, shoe: HandShoe, cards: list[str], positions: list[str]) -> None:
-    for code, pos in zip(cards, positions):
-        await wait_until(lambda: rec.expects(pos), what=f"prompt NEXT {pos}")
-        shoe.scan(code)
-
 
 async def _studio(broker: Broker, tmp_path: Path, pty_dir: Path, **table):
     shoe = HandShoe(pty_dir)

@@ -29,8 +29,8 @@ from simulators.broker import free_port
 from simulators.procs import die_with_parent
 from tests.conftest import wait_until
 from tests.harness import ROOT, dealer_env
-from tests.test_failover import (DEAL, LEASE, POSITIONS, START, T, Node, Studio, _epochs_in_order, _first_node,
-                                 _one_result, _report, studio)
+from tests.harness_failover import (DEAL, LEASE, POSITIONS, START, T, Node, Studio, epochs_in_order, first_node,
+                                    one_result, report, studio)
 
 __all__ = ["studio"]  # the fixture, imported for pytest
 
@@ -96,7 +96,7 @@ async def finish_round(s: Studio, since: int, players: tuple[str, ...] = ("p1",)
                          or s.private(p, "decision_required", since), timeout=START, what=f"{p}'s decision asked")
         await s.rec.command(topics.actions(T), {"type": "player_decision", "player_id": p, "action": "PLAY"})
     await wait_until(lambda: s.rec.results(f"{T}:{s.round_id(1)}"), timeout=30, what="the result")
-    return await _one_result(s)
+    return await one_result(s)
 
 
 async def play_round(s: Studio, n: int) -> None:
@@ -121,7 +121,7 @@ async def play_round(s: Studio, n: int) -> None:
 async def test_a_database_killed_during_a_scan_leaves_every_journal_writable_once_it_is_back(studio: Studio) -> None:
     s = studio
     a, b = metric_nodes(s)
-    await _first_node(s, "node-a")
+    await first_node(s, "node-a")
     await s.antes()
     await s.deal(DEAL[:3], POSITIONS[:3])
     await wait_until(lambda: s.expects(POSITIONS[3]), what="NEXT P1.2")
@@ -152,8 +152,8 @@ async def test_a_database_killed_during_a_scan_leaves_every_journal_writable_onc
     # nine cards, each journaled once: the one of the outage only when it was passed again
     assert s.sql("SELECT count(*) FROM events WHERE type = 'scan_read' AND round_id = %s",
                  (s.round_id(1),))[0][0] == 9
-    _epochs_in_order(s)
-    _report("database killed with a scan in flight", outage=back - t0, writable_after_restart=writable_after,
+    epochs_in_order(s)
+    report("database killed with a scan in flight", outage=back - t0, writable_after_restart=writable_after,
             served_after_restart=took)
     print(f"served by {node} after the restart")
 
@@ -170,7 +170,7 @@ async def test_a_node_that_cannot_write_gives_its_table_up_and_serves_again_once
     s.pg.psql(dbname, (ROOT / "deploy/postgresql/roles.sql").read_text())
     s.sql("CREATE ROLE dealer_node_a LOGIN IN ROLE dealer_node")
     a, b = metric_nodes(s, node_a={"DEALER_SERVICE__JOURNAL_URL": s.db.replace("postgres@", "dealer_node_a@")})
-    await _first_node(s, "node-a")
+    await first_node(s, "node-a")
     await s.antes()
     await s.deal(DEAL, POSITIONS)
     await wait_until(lambda: s.private("p1", "decision_required") and s.private("p3", "decision_required"),
@@ -208,7 +208,7 @@ async def test_a_node_that_cannot_write_gives_its_table_up_and_serves_again_once
     # never a row of node-a under the lease it gave up: its held decision was dropped, not written late
     assert s.sql("SELECT count(*) FROM events WHERE node = 'node-a' AND epoch = %s", (epoch,))[0][0] == a_rows
     await wait_until(lambda: s.rows_by()[-1][0] == "node-a", timeout=START, what="node-a journaling the table")
-    runs = _epochs_in_order(s)
+    runs = epochs_in_order(s)
     assert [r[0] for r in runs] == ["node-a", "node-b", "node-a"], runs
-    _report("a node that cannot write", gave_up_after=took, back_after_fix=time.monotonic() - healed,
+    report("a node that cannot write", gave_up_after=took, back_after_fix=time.monotonic() - healed,
             unwritable_for=healed - t0)

@@ -28,10 +28,9 @@ from dealer.edge.journal import Batch, Journal, JournalError
 from dealer.edge.journal_pg import PgJournal
 from dealer.edge.preflight import start_refusals
 from tests.conftest import Broker, wait_until
-from tests.harness import (DEAL, TABLE, DealerProcess, HandShoe, Recorder, dealer_config, dealer_run, key, mqtt_table,
-                           serial_table)
+from tests.harness import (DEAL, POSITIONS, TABLE, DealerProcess, HandShoe, Recorder, dealer_config, dealer_run, key,
+                           mqtt_table, serial_table)
 
-POSITIONS = ["A1", "B1", "A2", "B2", "A3", "B3"]
 NODE = "cut-host"
 
 

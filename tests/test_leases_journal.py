@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from tests.conftest import wait_until
-from tests.test_leases import FAST, Node, leases, nodes, sql, start, with_schema, write_event
+from tests.harness_leases import FAST, Node, leases, nodes, sql, start, with_schema, write_event
 
 __all__ = ["nodes"]  # the fixture, imported for pytest
 

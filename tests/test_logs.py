@@ -20,14 +20,11 @@ import structlog
 from dealer.edge.logs import configure_logging, formatter
 from drivers.mqtt import _ClientLog
 from tests.conftest import Broker, wait_until
-from tests.harness import (DEAL, READER, ROOT, TABLE, DealerProcess, HandShoe, Recorder, dealer_config, mqtt_table,
-                           round_id, serial_table, strings)
+from tests.harness import (DEAL, POSITIONS, READER, ROOT, TABLE, DealerProcess, HandShoe, Recorder, dealer_config,
+                           mqtt_table, round_id, serial_table, strings)
 
 LEVELS = {"debug", "info", "warning", "error", "critical"}
 BYTES_REPR = re.compile(r"(^|[^A-Za-z0-9_])b['\"]")  # b'...' or b"...": raw bytes in a line
-POSITIONS = ["A1", "B1", "A2", "B2", "A3", "B3"]
-
-
 def _format(record_logger: str, emit: Any) -> list[str]:
     """What the root handler's formatter makes of the records ``emit`` logs on ``record_logger``."""
     out = io.StringIO()

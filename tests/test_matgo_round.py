@@ -25,17 +25,14 @@ from dealer.core.events import (
     ReadFailed,
     ScanRead,
 )
-from dealer.games.matgo import AI_PLAYER, Matgo, first_player
+from dealer.games.matgo import AI_PLAYER, first_player
 from dealer.core.messages import PlayerMessage, RoundEvent
-from dealer.core.round import Phase, TableRules
+from dealer.core.round import Phase
 from dealer.core.settlement import settle_bet
 from dealer.core.table import Table
+from tests.harness_matgo import core_table as table
 
 COVER = Decimal("100.00")
-
-
-def table(**options) -> Table:
-    return Table(TableRules(table_id="MG1", game=Matgo.from_options(options), action_ms=10_000))
 
 
 def play(seed: int, *, options=None, scripted=None, timeouts=0.2, draw: str | None = "", round_id="MG1-000007"):

@@ -10,45 +10,22 @@ from pathlib import Path
 import pytest
 
 from dealer.edge import topics
-from dealer.edge.config import load_settings
 from dealer.core.round import Phase
 from dealer.edge.service import Service
 from drivers.bus import LocalBus
 from drivers.mqtt import MqttBus
 from drivers.scanner_json import ScannerMessage
 from tests.conftest import Broker, wait_until
-from tests.harness import DEAL, TABLE, Recorder, key, round_id, start_service, stop_service
+from tests.harness import DEAL, POSITIONS, TABLE, Recorder, key, round_id, start_service, stop_service
+from tests.harness_mqtt import GATEWAY_READER as READER, Gateway, mqtt_settings
 
 # The broker scenarios run on Mosquitto, RabbitMQ and NATS (docs/brokers.md).
 pytestmark = pytest.mark.any_broker
 
-POSITIONS = ["A1", "B1", "A2", "B2", "A3", "B3"]
-READER = "GW1"
-
-
-def mqtt_settings(tmp: Path, url: str | None, **table):
-    cfg = {"id": TABLE, "game": "teen-patti", "betting_seconds": 0.3, "pause_seconds": 0.1,
-           "scanner": {"kind": "mqtt", "reader_id": READER, "heartbeat_timeout": 30}}
-    cfg.update(table)
-    return load_settings(service={"journal_path": tmp / "journal.sqlite", "metrics_enabled": False, "node_id": "n1"},
-                         mqtt={"url": url, "client_id": "backend-mqtt-test"}, tables=[cfg])
-
-
-class Gateway:
-    def __init__(self, rec: Recorder) -> None:
-        self.rec, self.seq = rec, 0
-
-    async def send(self, status: str, payload: str = "", *, advance: bool = True, seq: int | None = None) -> None:
-        if advance:
-            self.seq += 1
-        msg = ScannerMessage(reader=READER, seq=self.seq if seq is None else seq, status=status, payload=payload)
-        await self.rec.bus.publish(topics.scanner(TABLE), msg.model_dump_json().encode())
-
-
 async def test_mqtt_scanner_ingest_deals_a_round_and_rejects_bad_json(broker: Broker, tmp_path: Path):
     rec = await Recorder(broker.url).start()
     service, task = await start_service(mqtt_settings(tmp_path, broker.url))
-    gw = Gateway(rec)
+    gw = Gateway(rec.bus.publish)
     try:
         await wait_until(lambda: service.bus.connected, what="backend subscribed")
         await gw.send("BOOT", "gw-1.0", advance=False, seq=0)
@@ -92,7 +69,7 @@ async def test_retained_actions_are_never_replayed_and_status_goes_offline_on_st
     bus = MqttBus(broker.url, client_id="backend-status", status_topic=topics.backend_status("n1"))
     service = Service(settings, bus=bus)
     task = asyncio.create_task(service.run())
-    gw = Gateway(rec)
+    gw = Gateway(rec.bus.publish)
     try:
         await wait_until(lambda: bus.connected, what="backend connected")
         await gw.send("HB", advance=False)

@@ -7,17 +7,16 @@ from __future__ import annotations
 
 import fcntl
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from dealer.edge.journal import lock_journal
+from tests.harness import dealer_env
+from tests.harness_cli import run_cli
 
 pytestmark = pytest.mark.integration  # dealer run as a process
 
-ROOT = Path(__file__).resolve().parents[1]
 KEY = "ab" * 32
 
 
@@ -46,12 +45,6 @@ reader_id = "SC1"
 """)
     cfg.chmod(mode)
     return cfg
-
-
-def _dealer(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("DEALER_")} | {"PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "dealer", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=120)
 
 
 def _secret(path: Path, text: str) -> Path:
@@ -86,8 +79,8 @@ def _cases(tmp: Path) -> dict[str, tuple[Path, str]]:
 def test_check_and_run_refuse_the_same_configs_with_the_same_lines(tmp_path: Path) -> None:
     said: dict[str, str] = {}
     for name, (cfg, phrase) in _cases(tmp_path).items():
-        check = _dealer("deploy", "check", "--config", str(cfg))
-        run = _dealer("run", "--config", str(cfg))
+        check = run_cli("deploy", "check", "--config", str(cfg), timeout=120, env=dealer_env())
+        run = run_cli("run", "--config", str(cfg), timeout=120, env=dealer_env())
         assert run.returncode == 2 and check.returncode == 2, (name, run.stderr, check.stderr)
         assert check.stderr == run.stderr, (name, check.stderr, run.stderr)
         assert phrase in run.stderr and run.stderr.startswith("dealer: refusing to start:"), (name, run.stderr)
@@ -99,13 +92,13 @@ def test_check_and_run_refuse_the_same_configs_with_the_same_lines(tmp_path: Pat
 
 def test_a_journal_in_use_is_refused_by_both_and_a_good_config_is_ok(tmp_path: Path) -> None:
     cfg = _config(tmp_path)
-    ok = _dealer("deploy", "check", "--config", str(cfg))
+    ok = run_cli("deploy", "check", "--config", str(cfg), timeout=120, env=dealer_env())
     assert (ok.returncode, ok.stdout.strip(), ok.stderr) == (0, f"{cfg}: ok", "")
     assert not (tmp_path / "journal.sqlite").exists()  # checked, never created
     fd = lock_journal(tmp_path / "journal.sqlite")  # another dealer process runs on this journal
     try:
-        check = _dealer("deploy", "check", "--config", str(cfg))
-        run = _dealer("run", "--config", str(cfg))
+        check = run_cli("deploy", "check", "--config", str(cfg), timeout=120, env=dealer_env())
+        run = run_cli("run", "--config", str(cfg), timeout=120, env=dealer_env())
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)

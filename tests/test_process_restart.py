@@ -17,9 +17,9 @@ from simulators.shoe import FaultPlan, VirtualShoe
 from simulators.station import PtyShoeLink, VirtualDealer
 from simulators.pty_port import PtyPort
 from tests.conftest import Broker, free_port, wait_until
-from tests.harness import DEAL, READER, TABLE, DealerProcess, HandShoe, Recorder, dealer_config, round_id, serial_table
+from tests.harness import (DEAL, POSITIONS, READER, TABLE, DealerProcess, HandShoe, Recorder, dealer_config, round_id,
+                           serial_table)
 
-POSITIONS = ["A1", "B1", "A2", "B2", "A3", "B3"]
 START = 60.0  # a `dealer run` start on a loaded machine (imports, the tables' RTP) is a bound, not a measure
 
 

@@ -13,8 +13,6 @@ import asyncio
 import json
 import random
 import sqlite3
-import subprocess
-import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,6 +28,7 @@ from dealer.edge.config import load_settings
 from dealer.edge.service import Service
 from drivers.bus import LocalBus
 from tests.harness import DEAL
+from tests.harness_cli import run_cli
 from tools.audit import Selection, recall, recall_journal
 
 pytestmark = pytest.mark.integration  # the CLI as a process, a few real services
@@ -283,12 +282,6 @@ def cli(*args: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
     return code, out.out, out.err
 
 
-def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """``dealer ARGS`` as a process: what a shell sees."""
-    return subprocess.run([sys.executable, "-m", "dealer", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=120)
-
-
 def one_line(code: int, err: str, *words: str) -> str:
     assert code == 2, err
     lines = err.strip().splitlines()
@@ -371,7 +364,7 @@ def test_recall_keeps_the_last_rounds_of_a_table_and_the_configuration_form(stud
     assert ids(recall(settings, TP, selection=Selection(rounds=(info["r1"],)))) == [info["r1"]]
     # the real command, as a process, reading a journal it is given (read-only: the file is unchanged)
     before = journal.read_bytes()
-    out = run_cli("recall", ST, "--journal", str(journal), "--json", cwd=journal.parent)
+    out = run_cli("recall", ST, "--journal", str(journal), "--json", cwd=journal.parent, timeout=120)
     assert out.returncode == 0, out.stderr
     [stud] = json.loads(out.stdout)
     assert stud["round_id"] == info["stud"] and stud["result"]["outcome"] == "COMPLETED"
@@ -600,6 +593,6 @@ def test_bad_input_is_one_line_and_exit_2(studio, tmp_path: Path, capsys) -> Non
     one_line(*cli("hand", "teen-patti", "AS", "KD", "QC", "--vs", "2H", "3H", "4H", "--journal", j,
                   capsys=capsys)[::2], "--journal and --config go with --round")
     # the real command, as a process
-    out = run_cli("recall", "--journal", str(missing), "--round", info["r1"], cwd=tmp_path)
+    out = run_cli("recall", "--journal", str(missing), "--round", info["r1"], cwd=tmp_path, timeout=120)
     one_line(out.returncode, out.stderr, "dealer recall: no journal at")
     assert list(tmp_path.iterdir()) == []

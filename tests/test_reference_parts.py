@@ -23,6 +23,7 @@ from dealer.cli.client_options import BadInput, choose_tables, one_line, table_l
 from tools.station import StationView
 from simulators.simulate import port_refusal
 from tests.conftest import Broker, free_port, wait_until
+from tests.harness_cli import run_cli, with_checkout
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -60,11 +61,6 @@ class Proc:
                 self.proc.kill()
                 self.proc.wait()
         return self.proc.returncode
-
-
-def run_cli(*args: str | Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "dealer", *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT, env=os.environ | {"PYTHONPATH": str(ROOT)})
 
 
 def write_config(tmp: Path, url: str, tables: str) -> Path:
@@ -302,7 +298,7 @@ async def test_each_part_logs_in_as_its_own_role_on_the_studio_acl(tmp_path: Pat
         assert len(applied) == 1 and applied[0]["bets"] >= 3 and applied[0]["outcome"] == "COMPLETED"
         assert not [x for x in settle.lines() if x["event"] == "reconciliation_mismatch"]
         wrong = run_cli("station", "T1", "--config", cfg, "--username", "station-T1", "--password", "wrong",
-                        "--connect-timeout", "2")
+                        "--connect-timeout", "2", env=with_checkout())
         _one_clear_line(wrong, "dealer station: cannot connect to the broker", "mqtts://")
     finally:
         for p in reversed(procs):
@@ -567,11 +563,11 @@ def test_bad_starts_as_processes_are_one_line_without_traceback(tmp_path: Path):
     dev.mkdir()
     cfg = write_config(tmp_path, dead, table("T1", "teen-patti", f'kind = "serial"\nport = "{dev / "shoe"}"\n'
                                              'reader_id = "SC1"'))
-    _one_clear_line(run_cli("settle", "--config", cfg, "--ledger", tmp_path / "l.sqlite", "--connect-timeout", "1"),
+    _one_clear_line(run_cli("settle", "--config", cfg, "--ledger", tmp_path / "l.sqlite", "--connect-timeout", "1", env=with_checkout()),
                     "dealer settle: cannot connect to the broker", dead)
-    _one_clear_line(run_cli("station", "T1", "--broker", "mqtt://"), "dealer station: --broker")
+    _one_clear_line(run_cli("station", "T1", "--broker", "mqtt://", env=with_checkout()), "dealer station: --broker")
     (dev / "shoe").write_text("a real device would be here")
-    _one_clear_line(run_cli("simulate", "--config", cfg), "dealer simulate: table T1: serial port",
+    _one_clear_line(run_cli("simulate", "--config", cfg, env=with_checkout()), "dealer simulate: table T1: serial port",
                     "is a file, not a simulator's PTY symlink")
     assert (dev / "shoe").read_text() == "a real device would be here"
 

@@ -1,7 +1,7 @@
 """Reload without a restart (issue 28): SIGHUP applies supervisor keys, scanner keys and table
 settings while the tables play; the round in play keeps its rules; each change is journaled; a
 change that needs a restart is refused whole and changes nothing. Through the real backend and
-a Mosquitto with the rendered ACL (the broker of tests/test_roles_acl.py), and ``dealer run`` as
+a Mosquitto with the rendered ACL (the broker of tests/harness_acl.py), and ``dealer run`` as
 a process for the signal itself."""
 
 from __future__ import annotations
@@ -24,9 +24,8 @@ from dealer.edge.signing import key_fingerprint
 from simulators.secure_broker import SecureMosquitto
 from tests.conftest import wait_until
 from tests.harness import secret_file
-from tests.test_roles_acl import broker  # noqa: F401  (the module-scoped secure broker fixture)
-from tests.test_roles_service import OTHER_KEY, SUP_KEY, Client
-from tests.test_table_ops_service import backend, operation, studio
+from tests.harness_acl import broker  # noqa: F401  (broker: the module-scoped secure broker fixture)
+from tests.harness_roles import OTHER_KEY, SUP_KEY, Client, backend, operation, studio
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,10 +11,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import os
 import sqlite3
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -30,14 +27,13 @@ from tools.soak import write_config
 from drivers.bus import LocalBus
 from drivers.mqtt import MqttBus
 from tests.conftest import Broker, wait_until
-from tests.harness import DEAL, READER, TABLE, HandShoe, Recorder, settings_for, start_service, stop_service
+from tests.harness import DEAL, POSITIONS, READER, TABLE, HandShoe, Recorder, settings_for, start_service, stop_service
+from tests.harness_cli import run_cli, with_checkout
 
 # The broker scenarios run on Mosquitto, RabbitMQ and NATS (docs/brokers.md), except the broker without
 # persistence: that one is Mosquitto's `persistence false` (RabbitMQ and NATS always persist QoS 1 messages).
 pytestmark = pytest.mark.any_broker
 
-POSITIONS = ["A1", "B1", "A2", "B2", "A3", "B3"]
-ROOT = Path(__file__).resolve().parents[1]
 FAST = {"result_resend_seconds": 0.2, "result_resend_max_seconds": 0.4}
 
 
@@ -405,12 +401,6 @@ async def test_an_acknowledged_result_is_not_sent_after_a_restart_an_unacknowled
 # -- operations ---------------------------------------------------------------------------------
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "dealer", *args], capture_output=True, text=True, timeout=60,
-                          cwd=ROOT, env=env)
-
-
 @pytest.mark.any_broker(kinds=["mosquitto"], reason="the outbox CLI's own behaviour; the broker path of a "
                        "resend is the backend's, covered on every broker above")
 async def test_outbox_list_and_resend_never_delete(broker: Broker, tmp_path: Path, pty_dir: Path) -> None:
@@ -451,7 +441,7 @@ async def test_outbox_list_and_resend_never_delete(broker: Broker, tmp_path: Pat
 @pytest.mark.integration
 @pytest.mark.parametrize("argv", [["outbox", "list"], ["outbox", "resend", "--config", "/nonexistent.toml", "--all"]])
 def test_outbox_cli_refuses_without_a_journal(argv: list[str]) -> None:
-    proc = run_cli(*argv)
+    proc = run_cli(*argv, env=with_checkout())
     assert proc.returncode == 2 and proc.stderr.startswith("dealer outbox")
 
 
@@ -462,7 +452,7 @@ def test_resend_all_of_an_empty_outbox_is_not_a_failure(tmp_path: Path) -> None:
     Journal(tmp_path / "journal.sqlite").close()
     cfg = tmp_path / "dealer.toml"
     cfg.write_text(f'[service]\njournal_path = "{tmp_path / "journal.sqlite"}"\n[mqtt]\nurl = "mqtt://127.0.0.1:1"\n')
-    empty = run_cli("outbox", "resend", "--config", str(cfg), "--all")
+    empty = run_cli("outbox", "resend", "--config", str(cfg), "--all", env=with_checkout())
     assert (empty.returncode, json.loads(empty.stdout), empty.stderr) == (0, {"resent": 0, "keys": []}, "")
-    missing = run_cli("outbox", "resend", "--config", str(cfg), "--key", "T1:nope")
+    missing = run_cli("outbox", "resend", "--config", str(cfg), "--key", "T1:nope", env=with_checkout())
     assert missing.returncode == 1 and "not in the outbox" in missing.stderr

@@ -20,8 +20,7 @@ from drivers.mqtt import MqttBus
 from simulators.broker import MosquittoProcess
 from simulators.settlement import SettlementConsumer
 from tests.conftest import wait_until
-from tests.harness import DEAL, TABLE, HandShoe, settings_for, start_service, stop_service
-from tests.test_integration import POSITIONS
+from tests.harness import DEAL, POSITIONS, TABLE, HandShoe, settings_for, start_service, stop_service
 
 ROOT = Path(__file__).resolve().parent.parent
 BETS = 10_000

@@ -22,8 +22,7 @@ from dealer.edge.journal import Journal
 from dealer.edge.service import Service
 from drivers.bus import LocalBus
 from tests.conftest import wait_until
-from tests.test_table_moves import ManualOwnership, running
-from tests.test_timer_once import GatedJournal
+from tests.harness_moves import GatedJournal, ManualOwnership, running
 
 CARDS = ["AS", "QD", "AH", "6S", "AD", "4H"]  # P1.1 D.1 P1.2 D.2 P1.3 D.3, one player at seat 1
 

@@ -5,7 +5,7 @@ with the ACL rendered by ``dealer deploy acl`` for two tables and one supervisor
 Each user publishes a probe to every topic of the protocol, and a test-only ``auditor`` (read
 and write everything, appended to the rendered ACL) records what the broker let through;
 then the auditor publishes a probe on every topic and each user records what it received.
-Both are compared with the role table of ``docs/mqtt-topics.md`` written out here by hand,
+Both are compared with the role table of ``docs/mqtt-topics.md`` written out by hand (tests/harness_acl.py),
 so a change to the renderer that widens anyone's rights fails.
 """
 
@@ -14,107 +14,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import shutil
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiomqtt
-import pytest
 
-from dealer.edge import topics
-from dealer.edge.config import Settings, load_settings
 from tools.deploy import render_acl
 from drivers.mqtt import make_tls_context
-from simulators.secure_broker import SecureMosquitto, make_test_ca
+from simulators.secure_broker import SecureMosquitto
 from tests.conftest import wait_until
-
-USERS = {
-    "dealer-backend": "pw-backend", "settlement": "pw-settlement", "player-platform": "pw-platform",
-    "ops": "pw-ops", "scanner-T1": "pw-scanner-1", "station-T1": "pw-station-1", "station-T2": "pw-station-2",
-    "supervisor-sup-ana": "pw-sup-ana", "player-7": "pw-player-7", "auditor": "pw-auditor",
-}
-T = topics.table_topic
-PROBED = {
-    "T1/scanner": T("T1", "scanner"), "T2/scanner": T("T2", "scanner"),
-    "T1/actions": T("T1", "actions"), "T1/station": T("T1", "station"), "T2/station": T("T2", "station"),
-    "T1/supervisor": T("T1", "supervisor"), "T2/supervisor": T("T2", "supervisor"),
-    "T1/events": T("T1", "events"), "T1/prompts": T("T1", "prompts"), "T1/results": T("T1", "results"),
-    "T1/results/ack": topics.results_ack("T1"),
-    "T1/players/player-7": T("T1", "players/player-7"), "T1/players/player-8": T("T1", "players/player-8"),
-    "status": topics.backend_status("n1"), "journal": topics.backend_journal("n1"),
-    # the retained catch-up messages (dealer/edge/catchup.py)
-    "T1/prompts/current": topics.current_prompt("T1"), "T1/state": topics.state("T1"),
-    "T2/prompts/current": topics.current_prompt("T2"), "T2/state": topics.state("T2"),
-    "T1/history": topics.history("T1"), "T2/history": topics.history("T2"),
-    "T1/players/player-7/state": topics.player_state("T1", "player-7"),
-    "T1/players/player-8/state": topics.player_state("T1", "player-8"),
-}
-CATCHUP = {"T1/prompts/current", "T1/state", "T2/prompts/current", "T2/state", "T1/history", "T2/history",
-           "T1/players/player-7/state", "T1/players/player-8/state"}
-OUT = {"T1/events", "T1/prompts", "T1/results", "T1/players/player-7", "T1/players/player-8", "status",
-       "journal"} | CATCHUP
-INBOUND = {"T1/scanner", "T2/scanner", "T1/actions", "T1/station", "T2/station", "T1/supervisor", "T2/supervisor",
-           "T1/results/ack"}
-
-#: The role table: what each user may publish.
-MAY_WRITE: dict[str, set[str]] = {
-    "dealer-backend": OUT,
-    "settlement": {"T1/results/ack"},  # its acknowledgements, and nothing else
-    "player-platform": {"T1/actions"},
-    "ops": set(),
-    "scanner-T1": {"T1/scanner"},
-    "station-T1": {"T1/station"},
-    "station-T2": {"T2/station"},
-    "supervisor-sup-ana": {"T1/supervisor"},  # sup-ana may act on T1 only
-    "player-7": set(),
-}
-#: ... and what each user may read.
-MAY_READ: dict[str, set[str]] = {
-    "dealer-backend": INBOUND | {"journal"},  # its own anchor, read back at start (dealer/edge/anchors.py)
-    "settlement": {"T1/results"},
-    "player-platform": {"T1/events", "status", "T1/state", "T2/state"},
-    # never a player's topic (nor its state) nor a command topic
-    "ops": {"T1/events", "T1/prompts", "T1/results", "status", "journal", "T1/prompts/current", "T1/state",
-            "T2/prompts/current", "T2/state", "T1/history", "T2/history"},
-    "scanner-T1": set(),
-    "station-T1": {"T1/prompts", "T1/events", "T1/prompts/current", "T1/state", "T1/history", "status"},
-    "station-T2": {"T2/prompts/current", "T2/state", "T2/history", "status"},  # nothing of T1
-    "supervisor-sup-ana": {"T1/prompts", "T1/events", "status", "T1/prompts/current", "T1/state", "T1/history"},
-    "player-7": {"T1/players/player-7", "T1/players/player-7/state"},  # its own, never player-8's
-}
-
-
-def studio(tmp: Path) -> Settings:
-    tables = [{"id": tid, "game": "teen-patti", "scanner": {"kind": "mqtt", "reader_id": f"SC{i}"}}
-              for i, tid in enumerate(("T1", "T2"), start=1)]
-    key = tmp / "sup-ana.key"
-    key.write_text("11" * 32 + "\n")
-    key.chmod(0o600)
-    return load_settings(service={"journal_path": tmp / "j.sqlite", "metrics_enabled": False},
-                         tables=tables,
-                         security={"supervisors": [{"id": "sup-ana", "key_files": [str(key)], "tables": ["T1"]}]})
-
-
-def _tool(name: str) -> None:
-    if not (shutil.which(name) or Path(f"/usr/sbin/{name}").exists() or Path(f"/usr/bin/{name}").exists()):
-        pytest.fail(f"{name} is not installed: run scripts/test (it installs the Debian packages the tests need)")
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureMosquitto]:
-    for tool in ("mosquitto", "mosquitto_passwd", "openssl"):
-        _tool(tool)
-    base = tmp_path_factory.mktemp("roles-broker")
-    certs = make_test_ca(base / "tls")
-    work = base / "broker"
-    work.mkdir()
-    acl = render_acl(studio(base)) + "\n# test only: the observer of this test\nuser auditor\ntopic readwrite #\n"
-    b = SecureMosquitto(work, certs, USERS, acl)
-    b.start()
-    yield b
-    b.stop()
-
+from tests.harness_acl import MAY_READ, MAY_WRITE, PROBED, USERS, broker, studio  # noqa: F401  (broker: the module-scoped secure broker fixture)
 
 @contextlib.asynccontextmanager
 async def client(broker: SecureMosquitto, user: str) -> AsyncIterator[aiomqtt.Client]:

@@ -1,7 +1,7 @@
 """The roles on RabbitMQ and NATS: ``dealer deploy users --broker rabbitmq|nats`` loaded into a
 real broker (the session's RabbitMQ node, one vhost; a private nats-server), then every role
 user publishes a probe to every topic of the protocol and subscribes to every topic, and what
-the broker let through must be the role table of ``tests/test_roles_acl.py`` (the one the
+the broker let through must be the role table of ``tests/harness_acl.py`` (the one the
 Mosquitto ACL is checked against). Settlement, in particular, reads results and acknowledges
 them, and can publish neither a result nor a command.
 
@@ -26,7 +26,7 @@ import pytest
 
 from simulators.brokers import NatsProcess, RabbitMqShare
 from tests.raw_mqtt import Publish, RawClient, _str
-from tests.test_roles_acl import MAY_READ, MAY_WRITE, PROBED, studio
+from tests.harness_acl import MAY_READ, MAY_WRITE, PROBED, studio
 from tools.broker_acls import (NEVER, nats_player_user, rabbit_key, rabbit_regex, rabbitmq_player_permissions,
                                role_grants)
 from tools.broker_users import bcrypt_hash, provision, rabbitmq_hash

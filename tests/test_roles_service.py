@@ -1,7 +1,7 @@
 """Roles, command ids and signed supervisor commands, through the real backend.
 
 The backend runs against a real Mosquitto with the deployed configuration and the ACL that
-``dealer deploy acl`` renders (the broker of ``tests/test_roles_acl.py``), and connects over
+``dealer deploy acl`` renders (the broker of ``tests/harness_acl.py``), and connects over
 TLS as ``dealer-backend``. Each role uses its own credentials, as in a studio: the broker
 drops what a role may not publish, and the backend refuses what arrives on a topic whose
 role may not send it. Every refusal is checked to change nothing at the table.
@@ -18,12 +18,10 @@ import asyncio
 import contextlib
 import json
 import re
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import aiomqtt
 import pytest
 
 from dealer.edge import topics
@@ -32,21 +30,16 @@ from dealer.edge.config import Settings, load_settings
 from dealer.edge.journal import Journal
 from dealer.core.round import Phase
 from dealer.edge.service import Service
-from dealer.edge.signing import sign_command
-from drivers.mqtt import MqttBus, make_tls_context
-from drivers.scanner_json import ScannerMessage
+from drivers.mqtt import MqttBus
 from simulators.secure_broker import SecureMosquitto
 from tests.conftest import cancel_and_wait, wait_until
 from tests.harness import secure_settings
-from tests.test_ingress import SAMPLES
-from tests.test_roles_acl import USERS, broker  # noqa: F401  (the module-scoped secure broker fixture)
+from tests.harness_acl import USERS, broker  # noqa: F401  (the module-scoped secure broker fixture)
+from tests.harness_mqtt import Gateway
+from tests.harness_roles import OTHER_KEY, SAMPLES, SUP_KEY, Client, bet, flushed, refused, void
 
-SUP_KEY = bytes.fromhex("11" * 32)  # the key tests/test_roles_acl.py writes for sup-ana
-OTHER_KEY = bytes.fromhex("22" * 32)
+
 DEAL = ["AS", "KS", "AD", "KH", "AC", "KC"]
-POSITIONS = ["A1", "B1", "A2", "B2", "A3", "B3"]
-
-
 def settings(tmp: Path, b: SecureMosquitto, *, betting: float = 30.0) -> Settings:
     tables = [{"id": tid, "game": "teen-patti", "betting_seconds": betting, "pause_seconds": 0.1,
                "scanner": {"kind": "mqtt", "reader_id": f"SC{i}", "heartbeat_timeout": 60}}
@@ -54,57 +47,11 @@ def settings(tmp: Path, b: SecureMosquitto, *, betting: float = 30.0) -> Setting
     return secure_settings(tmp, b, password=USERS["dealer-backend"], supervisor_key=SUP_KEY, tables=tables)
 
 
-class Client:
-    """One role's MQTT client (its own credentials), recording what it may read."""
-
-    def __init__(self, b: SecureMosquitto, user: str, *filters: str) -> None:
-        self.b, self.user, self.filters = b, user, filters
-        self.got: list[tuple[str, dict[str, Any]]] = []
-        self._stack = contextlib.AsyncExitStack()
-
-    async def __aenter__(self) -> "Client":
-        self.c = await self._stack.enter_async_context(aiomqtt.Client(
-            "127.0.0.1", self.b.tls_port, username=self.user, password=USERS[self.user],
-            identifier=f"{self.user}-{uuid.uuid4().hex[:8]}", tls_context=make_tls_context(self.b.ca_file),
-            timeout=5, keepalive=10))
-        for f in self.filters:
-            await self.c.subscribe(f, qos=1)
-        self._task = asyncio.create_task(self._read())
-        return self
-
-    async def _read(self) -> None:
-        async for msg in self.c.messages:
-            payload = bytes(msg.payload)  # type: ignore[arg-type]
-            self.got.append((str(msg.topic), json.loads(payload) if payload else {}))  # empty: a retained state cleared
-
-    async def __aexit__(self, *exc: object) -> None:
-        self._task.cancel()
-        await asyncio.gather(self._task, return_exceptions=True)
-        await self._stack.aclose()
-
-    async def send(self, topic: str, payload: dict[str, Any]) -> None:
-        await self.c.publish(topic, json.dumps(payload).encode(), qos=1)
-
-    def events(self, name: str) -> list[dict[str, Any]]:
-        return [m for t, m in self.got if t.endswith("/events") and m.get("event") == name]
-
-    def prompts(self, kind: str | None = None) -> list[dict[str, Any]]:
-        return [m for t, m in self.got if t.endswith("/prompts") and (kind is None or m["kind"] == kind)]
-
-    def mine(self, kind: str) -> list[dict[str, Any]]:
-        return [m for t, m in self.got if "/players/" in t and m.get("kind") == kind]
-
-
 async def _heartbeats(b: SecureMosquitto) -> None:
     """T1's scanner gateway (its own credentials): BOOT, then a heartbeat every 0.3 s, so the
     reader's link is up and rounds open."""
     async with Client(b, "scanner-T1") as gw:
-        await gw.c.publish(topics.scanner("T1"), ScannerMessage(reader="SC1", seq=0, status="BOOT").model_dump_json(),
-                           qos=1)
-        while True:
-            await gw.c.publish(topics.scanner("T1"), ScannerMessage(reader="SC1", seq=0, status="HB").model_dump_json(),
-                               qos=1)
-            await asyncio.sleep(0.3)
+        await Gateway(gw.publish, reader="SC1").beat()
 
 
 @contextlib.asynccontextmanager
@@ -121,40 +68,6 @@ async def backend(s: Settings, b: SecureMosquitto) -> AsyncIterator[Service]:
         for t in (hb, task):
             t.cancel()
         await asyncio.gather(hb, task, return_exceptions=True)
-
-
-def void(round_id: str, *, command_id: str | None = None, reason: str = "shoe dropped", key: bytes = SUP_KEY,
-         issued_at: int | None = None, table: str = "T1", supervisor: str = "sup-ana") -> dict[str, Any]:
-    import time
-
-    body = {"type": "supervisor_void", "command_id": command_id or f"v-{uuid.uuid4().hex[:10]}",
-            "supervisor": supervisor, "table_id": table, "round_id": round_id,
-            "issued_at": issued_at if issued_at is not None else time.time_ns() // 1_000_000, "reason": reason}
-    return sign_command(key, body)
-
-
-def bet(round_id: str | None, bet_id: str = "b1", command_id: str | None = None, **kw: Any) -> dict[str, Any]:
-    out = {"type": "place_bet", "bet_id": bet_id, "player_id": "player-7", "bet_type": "player_a", "stake": "10",
-           "command_id": command_id or f"c-{uuid.uuid4().hex[:10]}", "round_id": round_id}
-    return {k: v for k, v in (out | kw).items() if v is not None}
-
-
-def refused(watch: Client, n: int) -> list[str]:
-    return [e["data"]["reason"] for e in watch.events("rejected")[n:]
-            if not str(e["data"].get("command_id") or "").startswith("flush-")]
-
-
-async def flushed(sender: Client, watch: Client, topic: str) -> None:
-    """Wait until everything sent before now has been answered, instead of sleeping: a control
-    command for a round that does not exist goes through the input queue behind every earlier
-    command (refusals at the edge are answered at once, before it), so once its refusal is
-    seen, nothing sent earlier can still arrive. A message the broker dropped never will."""
-    cid = f"flush-{uuid.uuid4().hex[:10]}"
-    ghost = "T1-999998"
-    msg = void(ghost, command_id=cid) if topic.endswith("/supervisor") else bet(ghost, "flush", cid)
-    await sender.send(topic, msg)
-    await wait_until(lambda: any(e["data"].get("command_id") == cid for e in watch.events("rejected")),
-                     timeout=30, what="the control command's answer")
 
 
 async def test_no_role_but_the_supervisor_can_void_and_only_the_station_closes_betting(
@@ -385,26 +298,6 @@ async def test_every_role_every_command_type_every_command_topic(broker: SecureM
         assert cur is before and cur is not None and cur.phase == Phase.BETTING_OPEN and not cur.bets
 
 
-class Gateway:
-    """T1's scanner gateway with its own credentials: heartbeats carry the last used seq."""
-
-    def __init__(self, c: Client) -> None:
-        self.c, self.seq = c, 0
-
-    async def send(self, status: str, payload: str = "") -> None:
-        seq = self.seq if status in ("HB", "BOOT") else self.seq + 1
-        if status not in ("HB", "BOOT"):
-            self.seq = seq
-        msg = ScannerMessage(reader="SC1", seq=seq, status=status, payload=payload)  # type: ignore[arg-type]
-        await self.c.c.publish(topics.scanner("T1"), msg.model_dump_json(), qos=1)
-
-    async def beat(self) -> None:
-        await self.send("BOOT")
-        while True:
-            await self.send("HB")
-            await asyncio.sleep(0.3)
-
-
 async def test_ops_and_the_public_never_see_a_hole_card_and_results_carry_only_shown_cards(
         broker: SecureMosquitto, tmp_path: Path) -> None:  # noqa: F811
     """A Sevenluck round through the real backend over the rendered ACL: ``ops`` subscribed to
@@ -424,7 +317,7 @@ async def test_ops_and_the_public_never_see_a_hole_card_and_results_carry_only_s
     async with Client(broker, "ops", "#") as ops, Client(broker, "player-7", "#") as p7, \
             Client(broker, "player-platform") as platform, Client(broker, "station-T1") as station, \
             Client(broker, "scanner-T1") as gw_client:
-        gw = Gateway(gw_client)
+        gw = Gateway(gw_client.publish, reader="SC1")
         beat = asyncio.create_task(gw.beat())
         try:
             await wait_until(lambda: ops.events("round_opened"), what="round opened")

@@ -6,14 +6,11 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
-import sys
 from collections import Counter
 from decimal import Decimal
 from fractions import Fraction
 from itertools import product
 from math import comb, prod
-from pathlib import Path
 
 import pytest
 
@@ -21,14 +18,9 @@ from dealer.games import rtp
 from dealer.core.cards import RANK_VALUE, STANDARD_52
 from dealer.games import sevenluck as sl
 from dealer.games import teen_patti as tp
+from tests.harness_cli import run_cli
 
-ROOT = Path(__file__).resolve().parent.parent
 CODE = {v: k for k, v in RANK_VALUE.items()}
-
-
-def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "dealer", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT)
 
 
 @pytest.fixture(scope="module")
@@ -423,7 +415,7 @@ def test_progress_callback_reaches_the_end():
 
 @pytest.mark.integration
 def test_cli_teen_patti_json_flags_nothing_and_points_out_the_tie():
-    out = run_cli("rtp", "teen-patti", "--json")
+    out = run_cli("rtp", "teen-patti", "--json", timeout=120)
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     rows = {r["bet"]: r for r in report["rows"]}
@@ -440,14 +432,14 @@ def test_cli_teen_patti_json_flags_nothing_and_points_out_the_tie():
 
 @pytest.mark.integration
 def test_cli_sevenluck_json_and_text():
-    out = run_cli("rtp", "sevenluck", "--json")
+    out = run_cli("rtp", "sevenluck", "--json", timeout=120)
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     rows = {r["bet"]: r for r in report["rows"]}
     assert set(rows) == {"pair_plus", "ante_play_q64", "ante_play_best"}
     assert rows["ante_play_q64"]["house_edge_pct"] == "3.3730"
     assert report["limits"]["max_rtp_pct"] is None and report["flagged"] == [] and report["advised"] == []
-    text = run_cli("rtp", "sevenluck", "--max-rtp", "97.9", "--option", "ante_bonus.straight=2")
+    text = run_cli("rtp", "sevenluck", "--max-rtp", "97.9", "--option", "ante_bonus.straight=2", timeout=120)
     assert text.returncode == 0, text.stderr
     assert "!! HIGH" in text.stdout and "Traceback" not in text.stderr
 
@@ -455,26 +447,26 @@ def test_cli_sevenluck_json_and_text():
 @pytest.mark.integration
 def test_cli_options_config_and_strict():
     out = run_cli("rtp", "teen-patti", "--json", "--option", "tie_ratio=900", "--min-rtp", "5",
-                  "--option", "pair_plus.flush=4")
+                  "--option", "pair_plus.flush=4", timeout=120)
     assert out.returncode == 0, out.stderr
     rows = {r["bet"]: r for r in json.loads(out.stdout)["rows"]}
     assert rows["tie"]["flags"] == ["HIGH"]  # 900:1 on a 0.11 % tie returns more than 97.50 %
     assert rows["pair_plus_a"]["rtp_pct"] != "93.0860"
     # Table TP2 of the example config: tie 40:1 and no wheel in the Six Card Bonus.
-    cfg = run_cli("rtp", "teen-patti", "--json", "--config", "deploy/tables/example.toml", "--table", "TP2")
+    cfg = run_cli("rtp", "teen-patti", "--json", "--config", "deploy/tables/example.toml", "--table", "TP2", timeout=120)
     assert cfg.returncode == 0, cfg.stderr
     report = json.loads(cfg.stdout)
     assert report["options"]["tie_ratio"] == "40" and report["options"]["six_card_wheel"] == "NOT_ALLOWED"
     assert "wheel not allowed" in {r["bet"]: r for r in report["rows"]}["six_card_bonus"]["note"]
     # --strict passes on the rulebook's default table: 97.5028 % is within the declared 97.50 %,
     # and the tie's 5.64 % is pointed out, not failed (no minimum is declared) ...
-    strict = run_cli("rtp", "teen-patti", "--strict", "--quiet")
+    strict = run_cli("rtp", "teen-patti", "--strict", "--quiet", timeout=120)
     assert strict.returncode == 0, strict.stdout + strict.stderr
     assert "! LOW (advisory)" in strict.stdout and "!!" not in strict.stdout
     # ... and fails on a declared bound.
-    strict = run_cli("rtp", "teen-patti", "--strict", "--quiet", "--min-rtp", "90")
+    strict = run_cli("rtp", "teen-patti", "--strict", "--quiet", "--min-rtp", "90", timeout=120)
     assert strict.returncode == 1 and "!! tie: RTP 5.6431 % is below its declared minimum 90 %" in strict.stdout
-    strict = run_cli("rtp", "teen-patti", "--strict", "--quiet", "--max-rtp", "97.502")
+    strict = run_cli("rtp", "teen-patti", "--strict", "--quiet", "--max-rtp", "97.502", timeout=120)
     assert strict.returncode == 1 and "!! player_a: RTP 97.5028 % is above its declared maximum 97.502 %" \
         in strict.stdout
 
@@ -491,20 +483,20 @@ def test_cli_options_config_and_strict():
     (["--config", "deploy/tables/example.toml", "--table", "NOPE"], "NOPE"),
 ])
 def test_cli_bad_input_exits_2_with_a_message(args, needle):
-    out = run_cli("rtp", "teen-patti", *args)
+    out = run_cli("rtp", "teen-patti", *args, timeout=120)
     assert out.returncode == 2, out.stdout
     assert needle in out.stderr and "Traceback" not in out.stderr
 
 
 @pytest.mark.integration
 def test_cli_unknown_game_exits_2():
-    out = run_cli("rtp", "baccarat")
+    out = run_cli("rtp", "baccarat", timeout=120)
     assert out.returncode == 2 and "baccarat" in out.stderr
 
 
 @pytest.mark.integration
 def test_cli_bench_rtp_prints_json():
-    out = run_cli("bench", "rtp")
+    out = run_cli("bench", "rtp", timeout=120)
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert result["bench"] == "rtp"

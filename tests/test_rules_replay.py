@@ -19,8 +19,7 @@ from dealer.edge.journal import Batch, Journal, ReplayError
 from dealer.core.messages import RoundResult
 from dealer.edge.service import Service
 from drivers.bus import LocalBus
-from tests.harness import DEAL, READER, TABLE, dealer_run, mqtt_table, refused_start, round_id
-from tests.test_startup_refusals import write_config
+from tests.harness import DEAL, READER, TABLE, dealer_run, mqtt_table, refused_start, round_id, write_config
 
 R1 = f"{TABLE}-000001"  # a round of a journal from before journal ids
 

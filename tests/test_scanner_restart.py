@@ -17,7 +17,6 @@ import sqlite3
 import subprocess
 import sys
 import urllib.request
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dealer.edge import topics
-from dealer.edge.config import load_settings
 from dealer.edge.journal import Batch, Journal
 from dealer.core.events import OpenRound
 from drivers.frames import (
@@ -45,12 +43,11 @@ from drivers.scanner_json import MqttScannerIngest, ScannerMessage
 from simulators.pty_port import PtyPort
 from simulators.shoe import VirtualShoe
 from tests.conftest import Broker, free_port, wait_until
-from tests.harness import DEAL, TABLE, DealerProcess, Recorder, dealer_config, round_id, serial_table, start_service, stop_service
+from tests.harness import (DEAL, K1, K2, POSITIONS, TABLE, DealerProcess, HandShoe, Recorder, dealer_config, round_id,
+                           serial_table, start_service, stop_service)
+from tests.harness_signed import key_file, rejected, scanner_settings
 
-K1 = bytes(range(32))
-K2 = bytes(range(32, 64))
 READER = "SC1"
-POSITIONS = ["A1", "B1", "A2", "B2", "A3", "B3"]
 START = 60.0  # a `dealer run` start on a loaded machine (imports, the tables' RTP) is a bound, not a measure
 DEAL2 = ["QS", "JS", "QD", "JD", "QC", "JC"]  # round 2: no card of round 1
 ROUND1 = f"{TABLE}-000001"  # journal-level tests only: a running service names its rounds with its journal id
@@ -283,25 +280,6 @@ def test_forged_messages_never_reach_the_journal(tmp_path: Path) -> None:
 # --- through the real service -------------------------------------------------------------
 
 
-def _key_file(tmp: Path, key: bytes) -> Path:
-    path = tmp / f"{uuid.uuid4().hex[:6]}.hex"
-    path.write_text(key.hex() + "\n")
-    path.chmod(0o600)
-    return path
-
-
-def _settings(tmp: Path, url: str, scanner: dict[str, Any]) -> Any:
-    return load_settings(
-        service={"journal_path": tmp / "journal.sqlite", "metrics_enabled": False},
-        mqtt={"url": url, "client_id": f"backend-{uuid.uuid4().hex[:6]}"},
-        tables=[{"id": TABLE, "game": "teen-patti", "betting_seconds": 0.3, "pause_seconds": 0.1, "scanner": scanner}],
-    )
-
-
-def _rejected(service: Any, reader: str, reason: str) -> float:
-    return service.metrics.frames_rejected.labels(reader=reader, reason=reason)._value.get()
-
-
 def _forged_alerts(messages: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
     return [m for t, m in messages if t.endswith("/prompts") and m["kind"] == "ALERT" and m["reason"] == "forged_frame"
             and m["count"] is None]
@@ -310,36 +288,6 @@ def _forged_alerts(messages: list[tuple[str, dict[str, Any]]]) -> list[dict[str,
 def _saved(path: Path) -> tuple[int, int] | None:
     rows = [(boot, seq) for reader, boot, seq, _key, _mac in _row(path) if reader in (READER, "GW1")]
     return rows[0] if rows else None
-
-
-class PtyShoe:
-    """A signing shoe on a real PTY, driven by the test, whose heartbeats can be paused."""
-
-    def __init__(self, directory: Path) -> None:
-        self.port = PtyPort(directory, "shoe")
-        self.shoe = VirtualShoe(READER, key=K1, boot_count=41)
-        self.beating = True
-        self.send(self.shoe.boot())
-        self._hb = asyncio.get_running_loop().create_task(self._heartbeats())
-
-    async def _heartbeats(self) -> None:
-        while True:
-            await asyncio.sleep(0.2)
-            if self.beating:
-                self.send(self.shoe.heartbeat())
-
-    def send(self, wire: bytes) -> bytes:
-        """What the reader itself sends."""
-        self.port.write(wire)
-        return wire
-
-    def inject(self, wire: bytes) -> None:
-        """What an attacker on the line sends."""
-        self.port.write(wire)
-
-    def close(self) -> None:
-        self._hb.cancel()
-        self.port.close()
 
 
 async def _deal(rec: Recorder, round_id: str, cards: list[str], positions: list[str], send: Any) -> dict[str, bytes]:
@@ -352,13 +300,13 @@ async def _deal(rec: Recorder, round_id: str, cards: list[str], positions: list[
 
 async def test_serial_frames_recorded_before_a_restart_are_refused_after_it(broker: Broker, tmp_path: Path,
                                                                            pty_dir: Path) -> None:
-    shoe = PtyShoe(pty_dir)
+    shoe = HandShoe(pty_dir, key=K1, boot_count=41)
     journal = tmp_path / "journal.sqlite"
     ROUND1, ROUND2 = round_id(journal, 1), round_id(journal, 2)  # noqa: N806 (creates the journal)
     scanner = {"kind": "serial", "port": shoe.port.path, "reader_id": READER, "heartbeat_timeout": 30,
-               "hmac_key_files": [str(_key_file(tmp_path, K1))]}  # no require_mac: keys imply it
+               "hmac_key_files": [str(key_file(tmp_path, K1, private=True))]}  # no require_mac: keys imply it
     rec = await Recorder(broker.url).start()
-    service, task = await start_service(_settings(tmp_path, broker.url, scanner))
+    service, task = await start_service(scanner_settings(tmp_path, broker.url, scanner))
 
     async def scan(code: str) -> bytes:
         return shoe.send(shoe.shoe.scan(code))
@@ -379,7 +327,7 @@ async def test_serial_frames_recorded_before_a_restart_are_refused_after_it(brok
         await stop_service(task)
 
         seen = len(rec.messages)
-        service, task = await start_service(_settings(tmp_path, broker.url, scanner))
+        service, task = await start_service(scanner_settings(tmp_path, broker.url, scanner))
         # the port is open, though the quiet reader is not up yet (it has heartbeats: up once heard)
         await wait_until(lambda: service.inputs.serial_links and service.inputs.serial_links[0].port_open, what="port open")
         sess = service.inputs.serial_links[0].sessions[READER]
@@ -388,11 +336,11 @@ async def test_serial_frames_recorded_before_a_restart_are_refused_after_it(brok
         # register at A2: a card of round 1 in round 2.
         assert [i.code for i in feed(session(K1), recorded["AD"])] == ["AD"]
         shoe.inject(recorded["AD"])
-        await wait_until(lambda: _rejected(service, READER, "replayed_seq") == 1, what="frame of boot 42 refused")
+        await wait_until(lambda: rejected(service, READER, "replayed_seq") == 1, what="frame of boot 42 refused")
         shoe.inject(recorded["QS"])  # boot 43, seq 1: older than seq 2
-        await wait_until(lambda: _rejected(service, READER, "replayed_seq") == 2, what="old seq of boot 43 refused")
+        await wait_until(lambda: rejected(service, READER, "replayed_seq") == 2, what="old seq of boot 43 refused")
         shoe.inject(boot43)
-        await wait_until(lambda: _rejected(service, READER, "replayed_boot") == 1, what="current BOOT refused")
+        await wait_until(lambda: rejected(service, READER, "replayed_boot") == 1, what="current BOOT refused")
         shoe.inject(recorded["JS"])  # an exact copy of the last read: a harmless repeat, as before the restart
         await wait_until(lambda: sess.repeats == 1, what="harmless repeat")
         await wait_until(lambda: len(_forged_alerts(rec.messages[seen:])) == 3, what="three ALERTs")
@@ -420,9 +368,9 @@ async def test_mqtt_messages_recorded_before_a_restart_are_refused_after_it(brok
     journal = tmp_path / "journal.sqlite"
     ROUND1, ROUND2 = round_id(journal, 1), round_id(journal, 2)  # noqa: N806 (creates the journal)
     scanner = {"kind": "mqtt", "reader_id": reader, "heartbeat_timeout": 30,
-               "hmac_key_files": [str(_key_file(tmp_path, K1))]}
+               "hmac_key_files": [str(key_file(tmp_path, K1, private=True))]}
     rec = await Recorder(broker.url).start()
-    service, task = await start_service(_settings(tmp_path, broker.url, scanner))
+    service, task = await start_service(scanner_settings(tmp_path, broker.url, scanner))
     shoe = VirtualShoe(reader, key=K1, boot_count=41)
 
     async def send(wire: bytes) -> bytes:
@@ -444,14 +392,14 @@ async def test_mqtt_messages_recorded_before_a_restart_are_refused_after_it(brok
         await stop_service(task)
 
         seen = len(rec.messages)
-        service, task = await start_service(_settings(tmp_path, broker.url, scanner))
+        service, task = await start_service(scanner_settings(tmp_path, broker.url, scanner))
         await wait_until(lambda: service.bus.connected, what="new backend subscribed")
         sess = service.inputs.scanner_ingest.session(reader)
         assert (sess.boot, sess.last_seq) == (43, 3)
         await send(recorded["KH"])  # boot 42, seq 4: B2 of round 1
         await send(recorded["JS"])  # boot 43, seq 2
         await send(boot43)
-        await wait_until(lambda: (_rejected(service, reader, "replayed_seq"), _rejected(service, reader, "replayed_boot"))
+        await wait_until(lambda: (rejected(service, reader, "replayed_seq"), rejected(service, reader, "replayed_boot"))
                          == (2, 1), what="the three replays refused")
         await wait_until(lambda: len(_forged_alerts(rec.messages[seen:])) == 3, what="three ALERTs")
         assert {(a["round_id"], a["position"]) for a in _forged_alerts(rec.messages[seen:])} == {(ROUND2, "B2")}
@@ -498,7 +446,7 @@ async def test_dealer_run_sigkilled_still_refuses_frames_recorded_before(broker:
     port = PtyPort(pty_dir, "shoe")
     shoe = VirtualShoe(READER, key=K1, boot_count=41)
     mport = free_port()
-    key = _key_file(tmp_path, K1)
+    key = key_file(tmp_path, K1, private=True)
     journal = tmp_path / "journal.sqlite"
     ROUND1, ROUND2 = round_id(journal, 1), round_id(journal, 2)  # noqa: N806 (creates the journal)
     cfg = dealer_config(tmp_path, journal=journal, broker_url=broker.url, client_id="backend-under-test",

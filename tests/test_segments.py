@@ -20,7 +20,7 @@ from dealer.edge.journal import Batch, Journal
 from dealer.core.round import TableRules
 from dealer.edge.segments import NoRoll, Prepared, prepare_roll, segment_dir, verify
 from dealer.core.table import Table
-from tests.test_journal import T, play, round_events
+from tests.harness_journal import T, play, round_events
 
 ROOT = Path(__file__).resolve().parent.parent
 

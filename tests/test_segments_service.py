@@ -14,10 +14,7 @@ from dealer.edge.journal import Journal
 from dealer.edge.segments import segment_dir, verify
 from drivers.mqtt import MqttBus
 from tests.conftest import Broker, wait_until
-from tests.harness import DEAL, READER, TABLE, HandShoe, Recorder, key, round_id, start_service, stop_service
-
-POSITIONS = ["A1", "B1", "A2", "B2", "A3", "B3"]
-
+from tests.harness import DEAL, POSITIONS, READER, TABLE, HandShoe, Recorder, key, round_id, start_service, stop_service
 
 def settings(tmp: Path, broker: Broker, port: str):
     return load_settings(

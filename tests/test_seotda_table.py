@@ -825,7 +825,7 @@ def test_a_reservation_made_in_bet_1_does_not_run_in_bet_2():
 
 @pytest.mark.integration
 def test_demo_plays_seotda_with_antes_buttons_showdown_awards_and_a_rematch():
-    from tests.test_cli_and_service import run_cli
+    from tests.harness_cli import run_cli
 
     out = run_cli("demo", "--game", "seotda", "--rounds", "3", "--seed", "5", timeout=180)
     assert out.returncode == 0, out.stderr[-2000:]

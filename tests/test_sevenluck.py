@@ -26,6 +26,7 @@ from dealer.games.sevenluck import (
     evaluate3,
     hand_report,
 )
+from tests.harness_cards import hand3, rename, six_cards, suit_maps
 
 W, L, P = Outcome.WIN, Outcome.LOSE, Outcome.PUSH
 D = Decimal
@@ -242,16 +243,6 @@ def test_qualification_equals_qualifying_min_for_every_hand() -> None:
 
 # --- Hypothesis properties -----------------------------------------------------------------
 
-cards = st.sampled_from(STANDARD_52)
-hand3 = st.lists(cards, min_size=3, max_size=3, unique=True)
-six_cards = st.lists(cards, min_size=6, max_size=6, unique=True)
-suit_maps = st.permutations("SHDC").map(lambda p: dict(zip("SHDC", p)))
-
-
-def _rename(codes: list[str], suits: dict[str, str]) -> list[str]:
-    return [c[0] + suits[c[1]] for c in codes]
-
-
 @given(hand3, hand3)
 def test_compare3_antisymmetric(a: list[str], b: list[str]) -> None:
     ha, hb = evaluate3(a), evaluate3(b)
@@ -269,7 +260,7 @@ def test_compare3_transitive(a: list[str], b: list[str], c: list[str]) -> None:
 
 @given(hand3, hand3, suit_maps)
 def test_ranking_invariant_under_suit_renaming(a: list[str], b: list[str], suits: dict[str, str]) -> None:
-    ra, rb = _rename(a, suits), _rename(b, suits)
+    ra, rb = rename(a, suits), rename(b, suits)
     assert evaluate3(ra) == evaluate3(a)
     assert evaluate3(ra).category == evaluate3(a).category
     assert compare3(ra, rb) == compare3(a, b)

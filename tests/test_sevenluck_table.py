@@ -12,7 +12,6 @@ import pytest
 
 from dealer.edge import topics
 from dealer.core.cards import STANDARD_52
-from dealer.edge.config import load_settings
 from dealer.core.round import Phase
 from dealer.edge.service import Service
 from drivers.mqtt import MqttBus
@@ -23,17 +22,7 @@ from simulators.shoe import FaultPlan, VirtualShoe
 from simulators.station import MqttShoeLink, PtyShoeLink, VirtualDealer
 from tests.conftest import Broker, wait_until
 from tests.harness import HandShoe, Recorder, round_id, start_service, stop_service
-
-T = "S1"
-
-
-def sevenluck_settings(tmp: Path, url: str, scanner: dict, **table):
-    cfg = {"id": T, "game": "sevenluck", "betting_seconds": 0.4, "pause_seconds": 0.1, "decision_seconds": 1.0,
-           "options": {"seats": 3}, "scanner": scanner}
-    cfg.update(table)
-    return load_settings(service={"journal_path": tmp / "journal.sqlite", "metrics_enabled": False},
-                         mqtt={"url": url, "client_id": "backend-sevenluck"}, tables=[cfg])
-
+from tests.harness_sevenluck import T, deal_cards, private, resumed, sevenluck_settings, two_antes
 
 @pytest.mark.parametrize("transport", ["pty", "mqtt"])
 @pytest.mark.timeout(180)
@@ -145,31 +134,6 @@ async def test_player_actions_are_answered_on_the_players_own_topic(broker: Brok
         shoe.close()
 
 
-def _private(rec: Recorder, player: str, kind: str, since: int = 0) -> list[dict]:
-    return [m for t, m in rec.messages[since:] if t == topics.player(T, player) and m["kind"] == kind]
-
-
-def _resumed(rec: Recorder, player: str, since: int = 0) -> list[dict]:
-    return [m for m in _private(rec, player, "decision_required", since) if m["data"].get("resumed")]
-
-
-async def _two_antes(rec: Recorder) -> None:
-    """Players p1 (seat 1) and p3 (seat 3) each place an Ante of 10, and both are accepted."""
-    for bet, player, seat in (("a1", "p1", 1), ("a3", "p3", 3)):
-        await rec.command(topics.actions(T), {"type": "place_bet", "bet_id": bet, "player_id": player,
-                                              "bet_type": "ante", "stake": "10", "seat": seat})
-    await wait_until(lambda: len(rec.events("bet_accepted")) == 2, what="bets accepted")
-
-
-async def _deal(service: Service, rec: Recorder, shoe: HandShoe, codes: list[str]) -> None:
-    for code in codes:
-        n = len(service.tables[T].current.cards)
-        await wait_until(lambda: rec.last_prompt() and rec.last_prompt()["kind"] in ("NEXT", "RESCAN"),
-                         what="deal prompt")
-        shoe.scan(code)
-        await wait_until(lambda: len(service.tables[T].current.cards) == n + 1, what="card registered")
-
-
 async def test_broker_lost_during_decisions_longer_than_the_window_nobody_is_folded(broker: Broker, tmp_path: Path,
                                                                                     pty_dir: Path):
     """Players cannot decide while the broker is down: the decision timer is paused, and when
@@ -181,11 +145,11 @@ async def test_broker_lost_during_decisions_longer_than_the_window_nobody_is_fol
                                                            decision_seconds=1.0))
     try:
         await wait_until(lambda: rec.events("round_opened"), what="round opened")
-        await _two_antes(rec)
+        await two_antes(rec)
         await wait_until(lambda: service.tables[T].current.phase == Phase.BETTING_CLOSED, what="betting closed")
-        await _deal(service, rec, shoe, ["AS", "2H", "2C", "AD", "5D", "3C", "AC", "9S", "4C"])  # P1 P3 D, x3
-        first = await wait_until(lambda: _private(rec, "p1", "decision_required"), what="decision required")
-        first_p3 = await wait_until(lambda: _private(rec, "p3", "decision_required"), what="p3 decision required")
+        await deal_cards(service, rec, shoe, ["AS", "2H", "2C", "AD", "5D", "3C", "AC", "9S", "4C"])  # P1 P3 D, x3
+        first = await wait_until(lambda: private(rec, "p1", "decision_required"), what="decision required")
+        first_p3 = await wait_until(lambda: private(rec, "p3", "decision_required"), what="p3 decision required")
         broker.kill()
         await wait_until(lambda: service.links[T].up["broker"] is False, what="broker link down")
         await asyncio.sleep(2.5)  # longer than the decision window
@@ -197,13 +161,13 @@ async def test_broker_lost_during_decisions_longer_than_the_window_nobody_is_fol
         broker.start()
         await wait_until(lambda: service.bus.connected and rec.bus.connected, what="everyone reconnected")
         for player, before in (("p1", first), ("p3", first_p3)):
-            again = await wait_until(lambda: _resumed(rec, player, seen), what=f"{player}'s decision given again")
+            again = await wait_until(lambda: resumed(rec, player, seen), what=f"{player}'s decision given again")
             assert again[-1]["data"]["closes_at"] > before[0]["data"]["closes_at"] + 2000
             assert again[-1]["data"]["actions"] == before[0]["data"]["actions"]
         opened = [e for e in rec.events("decisions_open") if e["data"].get("resumed")]
         assert opened and opened[-1]["data"]["players"] == ["p1", "p3"]
         for p in ("p1", "p3"):  # besides the resume, at most the broker's redelivery of the first request
-            assert all(m["data"].get("resumed") or m["at"] < again[-1]["at"] for m in _private(rec, p, "decision_required"))
+            assert all(m["data"].get("resumed") or m["at"] < again[-1]["at"] for m in private(rec, p, "decision_required"))
         await rec.command(topics.actions(T), {"type": "player_decision", "player_id": "p1", "action": "PLAY"})
         key = f"{T}:{round_id(service, 1, T)}"  # p3 stays silent: the new window's timer folds it
         await wait_until(lambda: rec.results(key), what="result")
@@ -233,22 +197,22 @@ async def test_backend_down_longer_than_the_decision_window_gives_a_new_window(b
     service, task = await start_service(settings)
     try:
         await wait_until(lambda: rec.events("round_opened"), what="round opened")
-        await _two_antes(rec)
+        await two_antes(rec)
         await wait_until(lambda: service.tables[T].current.phase == Phase.BETTING_CLOSED, what="betting closed")
-        await _deal(service, rec, shoe, ["AS", "2H", "QH", "AD", "5D", "JH", "AC", "9S", "3H"])  # p1: three aces
-        first = await wait_until(lambda: _private(rec, "p1", "decision_required"), what="decision required")
+        await deal_cards(service, rec, shoe, ["AS", "2H", "QH", "AD", "5D", "JH", "AC", "9S", "3H"])  # p1: three aces
+        first = await wait_until(lambda: private(rec, "p1", "decision_required"), what="decision required")
         await rec.command(topics.actions(T), {"type": "player_decision", "player_id": "p3", "action": "PLAY"})
-        await wait_until(lambda: _private(rec, "p3", "decision_accepted"), what="p3 decided")
+        await wait_until(lambda: private(rec, "p3", "decision_accepted"), what="p3 decided")
         await stop_service(task)  # the backend goes down while p1 decides
         await asyncio.sleep(2.5)  # longer than the decision window
         seen = len(rec.messages)
         service, task = await start_service(settings)
-        again = await wait_until(lambda: _resumed(rec, "p1", seen), timeout=15, what="p1's decision given again")
+        again = await wait_until(lambda: resumed(rec, "p1", seen), timeout=15, what="p1's decision given again")
         assert again[0]["data"]["resumed"] is True and again[0]["data"]["closes_at"] > first[0]["data"]["closes_at"] + 2000
-        assert all(m["data"].get("resumed") or m["at"] < again[0]["at"] for m in _private(rec, "p1", "decision_required"))
+        assert all(m["data"].get("resumed") or m["at"] < again[0]["at"] for m in private(rec, "p1", "decision_required"))
         rnd = service.tables[T].current
         assert rnd.phase == Phase.DECISION and set(rnd.decisions) == {"p3"}  # not folded at once
-        assert not _private(rec, "p3", "decision_required", seen)
+        assert not private(rec, "p3", "decision_required", seen)
         opened = [e for _, e in [(t, m) for t, m in rec.messages[seen:] if t == topics.events(T)]
                   if e["event"] == "decisions_open"]
         assert opened and opened[0]["data"] == {"players": ["p1"], "closes_at": again[0]["data"]["closes_at"],

@@ -11,11 +11,9 @@ import contextlib
 import copy
 import io
 import json
-import os
 import re
 import socket
 import subprocess
-import sys
 import time
 import tomllib
 import uuid
@@ -46,12 +44,12 @@ from drivers.frames import MIN_KEY_LEN
 from drivers.mqtt import make_tls_context
 from simulators.secure_broker import SecureMosquitto, make_test_ca
 from tests.conftest import Broker, wait_until
+from tests.harness import K1, K2
+from tests.harness_cli import supervisor_cli, with_checkout
+from tests.harness_docs import DOC_KEYS, SECTION, doc_block, doc_rows
 
 ROOT = Path(__file__).resolve().parent.parent
-DOC = ROOT / "docs" / "mqtt-topics.md"
 
-K1 = bytes(range(32))
-K2 = bytes(range(32, 64))
 K_BEN = bytes(range(64, 96))
 NOW = 1767261690000
 MAX_AGE, MAX_SKEW = 30_000, 5_000
@@ -71,32 +69,7 @@ def verifier(**overrides: Any) -> SupervisorVerifier:
 
 # --- the doc's worked example (docs/mqtt-topics.md §10) ---------------------------------------
 
-SECTION = DOC.read_text(encoding="utf-8").split("## 10. Signed supervisor commands", 1)[1]
 
-
-def doc_rows(heading: str) -> list[list[str]]:
-    """Cells (backticks stripped) of the first table at or after ``heading`` in §10, header dropped."""
-    rows = []
-    for line in SECTION[SECTION.index(heading):].splitlines():
-        if not line.startswith("|"):
-            if rows:
-                break
-            continue
-        cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
-        if not set("".join(cells)) <= set("-: "):
-            rows.append(cells)
-    return rows[1:]
-
-
-def doc_block(heading: str, lang: str) -> str:
-    """The first ```lang block after ``heading`` in §10."""
-    rest = SECTION[SECTION.index(heading):]
-    m = re.search(rf"^```{lang}\n(.*?)^```$", rest, re.S | re.M)
-    assert m, f"no {lang} block after {heading!r}"
-    return m.group(1)
-
-
-DOC_KEYS = {name: bytes.fromhex(k) for name, k in doc_rows("Test keys, for this example only")}
 DOC_SIGNATURES = dict(doc_rows("| Key | `signature` |"))
 DOC_COMMAND = json.loads(doc_block("The command, without its signature", "json"))
 DOC_CANONICAL = doc_block("Its canonical bytes", "text").rstrip("\n")
@@ -616,18 +589,6 @@ def test_check_deployment_flags_a_shared_key_file(tmp_path: Path) -> None:
 # --- the signing tool: a real process, a real broker ---------------------------------------------
 
 
-def tool_env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT)}
-
-
-async def run_tool(*args: str) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "dealer", "supervisor", *args, env=tool_env(),
-                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    out, err = await asyncio.wait_for(proc.communicate(), 90)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
-
-
 def void_args(key: Path, url: str, *extra: str, table: str = "TP1", round_id: str = "TP1-000044") -> list[str]:
     return ["void", table, round_id, "--reason", "shoe jammed — cards exposed", "--supervisor", "sup-ana",
             "--key-file", str(key), "--broker", url, *extra]
@@ -670,11 +631,11 @@ async def test_void_publishes_a_command_that_verifies(broker: Broker, tmp_path: 
     v = verifier()
     async with subscriber("127.0.0.1", broker.port, "studio/v1/tables/+/supervisor") as inbox:
         before = time.time_ns() // 1_000_000
-        rc, out, err = await run_tool(*void_args(key, broker.url, "--timeout", "2"))
+        rc, out, err = await supervisor_cli(*void_args(key, broker.url, "--timeout", "2"), env=with_checkout())
         after = time.time_ns() // 1_000_000
         assert rc == 4 and "no backend is online" in err, err  # no backend here: published, never answered
         await wait_until(lambda: inbox.got, what="the published command")
-        rc2, out2, err2 = await run_tool(*void_args(key, broker.url, "--command-id", "ticket-4711", "--timeout", "2"))
+        rc2, out2, err2 = await supervisor_cli(*void_args(key, broker.url, "--command-id", "ticket-4711", "--timeout", "2"), env=with_checkout())
         assert rc2 == 4, err2
         await wait_until(lambda: len(inbox.got) == 2, what="the second command")
     first, second = inbox.got
@@ -746,11 +707,11 @@ async def test_bad_input_as_a_process_exits_2_and_publishes_nothing(broker: Brok
     cases = bad_cases(tmp_path, broker.url)
     some = [cases[i] for i in (0, 4, 6, 15)]  # a key file, a broker URL, an id, a broker that is down
     async with subscriber("127.0.0.1", broker.port, "studio/v1/#") as inbox:
-        results = await asyncio.gather(*(run_tool(*args) for args, _ in some))
+        results = await asyncio.gather(*(supervisor_cli(*args, env=with_checkout()) for args, _ in some))
         for result, (_, expected) in zip(results, some):
             assert_one_line_no_traceback(*result, expected)
         # a good command afterwards is the only message the broker ever carried
-        rc, out, err = await run_tool(*void_args(tmp_path / "sup-ana.key", broker.url, "--timeout", "2"))
+        rc, out, err = await supervisor_cli(*void_args(tmp_path / "sup-ana.key", broker.url, "--timeout", "2"), env=with_checkout())
         assert rc == 4, err  # published; no backend here to answer it
         await wait_until(lambda: inbox.got, what="the good command")
         assert [bytes(m.payload).decode() for m in inbox.got] == [out.strip()]  # type: ignore[arg-type]
@@ -793,7 +754,7 @@ def test_every_option_has_help_text() -> None:
 
 async def test_keygen_writes_a_private_key_and_refuses_to_overwrite(broker: Broker, tmp_path: Path) -> None:
     out = tmp_path / "sup-ana.key"
-    rc, stdout, err = await run_tool("keygen", "--out", str(out))
+    rc, stdout, err = await supervisor_cli("keygen", "--out", str(out), env=with_checkout())
     assert (rc, stdout.strip(), err) == (0, str(out), "")
     assert out.stat().st_mode & 0o777 == 0o600 and re.fullmatch(r"[0-9a-f]{64}\n", out.read_text())
     key = read_hex_key(out, "x")
@@ -809,7 +770,7 @@ async def test_keygen_writes_a_private_key_and_refuses_to_overwrite(broker: Brok
         f"dealer supervisor keygen: cannot create {tmp_path / 'no' / 'such' / 'dir.key'}: No such file or directory"]
     # the key works with the tool and with the backend's verifier
     async with subscriber("127.0.0.1", broker.port, "studio/v1/tables/TP1/supervisor") as inbox:
-        rc, published, err = await run_tool(*void_args(out, broker.url, "--timeout", "2"))
+        rc, published, err = await supervisor_cli(*void_args(out, broker.url, "--timeout", "2"), env=with_checkout())
         assert rc == 4, err  # published; no backend here to answer it
         await wait_until(lambda: inbox.got, what="the command")
     v = verifier(supervisors={"sup-ana": ([key], None)})
@@ -844,14 +805,14 @@ async def test_void_over_tls_with_a_password_file(tls_broker: SecureMosquitto, t
     tls = ["--username", "sup-ana-console", "--ca-file", str(tls_broker.ca_file)]
     async with subscriber("127.0.0.1", tls_broker.tls_port, "studio/v1/tables/+/supervisor", username="watcher",
                           password="pw-watcher", tls_context=make_tls_context(tls_broker.ca_file)) as inbox:
-        assert_one_line_no_traceback(*await run_tool(*void_args(key, tls_broker.tls_url, *tls, "--password-file",
-                                                                str(wrong), table="T1")), "uthori")
-        assert_one_line_no_traceback(*await run_tool(*void_args(key, tls_broker.tls_url, "--username",
+        assert_one_line_no_traceback(*await supervisor_cli(*void_args(key, tls_broker.tls_url, *tls, "--password-file",
+                                                                str(wrong), table="T1"), env=with_checkout()), "uthori")
+        assert_one_line_no_traceback(*await supervisor_cli(*void_args(key, tls_broker.tls_url, "--username",
                                                                 "sup-ana-console", "--password-file", str(pw),
-                                                                table="T1")),
+                                                                table="T1"), env=with_checkout()),
             "signed by an unknown CA: give that CA file (ca_file, --ca-file) [CERTIFICATE_VERIFY_FAILED]")
-        rc, out, err = await run_tool(*void_args(key, tls_broker.tls_url, *tls, "--password-file", str(pw),
-                                                 "--timeout", "2", table="T1", round_id="T1-000007"))
+        rc, out, err = await supervisor_cli(*void_args(key, tls_broker.tls_url, *tls, "--password-file", str(pw),
+                                                 "--timeout", "2", table="T1", round_id="T1-000007"), env=with_checkout())
         assert rc == 4 and "no backend is online" in err, err  # published; no backend here
         await wait_until(lambda: inbox.got, what="the command over TLS")
     [msg] = inbox.got

@@ -15,7 +15,6 @@ import sqlite3
 import subprocess
 import urllib.request
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -24,22 +23,10 @@ from dealer.edge.config import load_settings
 from dealer.core.events import LinkDown
 from dealer.edge.journal import Batch, Journal, JournalError, JournalLocked, lock_journal
 from tests.conftest import Broker, free_port, wait_until
-from tests.harness import (DEAL, TABLE, DealerProcess, HandShoe, Recorder, dealer_config, dealer_run, mqtt_table,
-                           refused_start, round_id, serial_table)
+from tests.harness import (DEAL, NODE, POSITIONS, TABLE, DealerProcess, HandShoe, Recorder, dealer_run, mqtt_table,
+                           refused_start, round_id, write_config)
 
 pytestmark = pytest.mark.integration  # dealer run as a process
-
-NODE = "test-host"
-POSITIONS = ["A1", "B1", "A2", "B2", "A3", "B3"]
-
-
-def write_config(tmp: Path, journal: Path, *, broker_url: str = "mqtt://127.0.0.1:1", metrics_port: int = 0,
-                 shoe: str | None = None, log_level: str = "info", tables: list[dict[str, Any]] = ()) -> Path:  # type: ignore[assignment]
-    """A config without ``[mqtt].client_id`` (the default one, dealer-{node_id}, is used), with
-    the serial table on ``shoe`` when one is given."""
-    return dealer_config(tmp, journal=journal, broker_url=broker_url, node_id=NODE, metrics_port=metrics_port,
-                         log_level=log_level, tables=[serial_table(shoe)] if shoe is not None else list(tables))
-
 
 def one_line(proc: subprocess.CompletedProcess[str], status: int, *words: str) -> str:
     lines = proc.stderr.strip().splitlines()

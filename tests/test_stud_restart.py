@@ -23,7 +23,7 @@ from simulators.station import PtyShoeLink, VirtualDealer
 from simulators.stud_players import StudPlayer
 from tests.conftest import Broker, wait_until
 from tests.harness import DealerProcess, HandShoe, Recorder, dealer_config, round_id, serial_table
-from tests.test_stud_table import DEAL_A, conserved
+from tests.harness_stud import DEAL_A, conserved
 
 T = "ST1"
 READER = "SC9"

@@ -29,7 +29,8 @@ from simulators.stud_players import StudPlayer, choose
 from tests.conftest import Broker, wait_until
 from dealer.edge.signing import sign_command
 from tests.harness import PeerTable, Recorder, RecordingReader, play_unattended, secret_file, served_table, strings
-from tests.test_table_ops_service import run_cli
+from tests.harness_cli import run_cli, supervisor_cli
+from tests.harness_stud import DEAL_A, conserved
 
 T = "ST1"
 READER = "SC9"
@@ -52,31 +53,6 @@ def stud_settings(tmp: Path, url: str, port: str, **table: Any):
                          mqtt={"url": url, "client_id": "backend-stud"}, tables=[cfg],
                          security={"supervisors": [{"id": "sup-ana", "key_files": [str(key)]}]})
 
-
-
-def conserved(result: dict[str, Any], stakes: dict[str, Decimal]) -> None:
-    """Chips conservation, settled as any consumer would (:func:`settle_bet` with the chips
-    each player brought): what goes back plus the rake is exactly what was brought, and each
-    player gets back what they did not put in plus their shares of the pots."""
-    res = RoundResult.model_validate(result)
-    assert sum(stakes.values(), Decimal(0)) == res.accepted_bets.stakes.get("chips", Decimal(0))
-    back = {p: settle_bet("chips", stake, res, p).returned for p, stake in stakes.items()}
-    if res.refund_all:
-        assert back == stakes and res.player_bets == {}
-        return
-    assert set(res.player_bets) == set(stakes)
-    rake = Decimal(res.details["rake"])
-    assert sum(back.values(), Decimal(0)) + rake == sum(stakes.values(), Decimal(0)), (back, rake, stakes)
-    pots = res.details["pots"]
-    assert sum((Decimal(p["amount"]) for p in pots), Decimal(0)) + rake == Decimal(res.details["total_pot"])
-    won: dict[str, Decimal] = {}
-    for pot in pots:
-        assert sum((Decimal(a) for a in pot["shares"].values()), Decimal(0)) == Decimal(pot["amount"])
-        for w, a in pot["shares"].items():
-            won[w] = won.get(w, Decimal(0)) + Decimal(a)
-    for p, stake in stakes.items():
-        assert back[p] == stake - Decimal(res.details["contributions"][p]) + won.get(p, Decimal(0)), p
-        assert back[p] == res.player_bets[p]["chips"].returned
 
 
 class Table(PeerTable):
@@ -103,17 +79,6 @@ async def table(broker: Broker, tmp_path: Path, pty_dir: Path, request: pytest.F
 
 # -- (a) a full hand to showdown -------------------------------------------------------------
 
-# Seats 1, 2 and 4. Alice: A-A (down) K Q 7 3 | K (down) = aces and kings; Bob: 4 8 (down)
-# 9 9 J 6 | 9 = three nines; Carol (2.00 chips, all-in on 4th): 5 6 (down) 2 5 T 5 | 5 = four
-# fives. Carol wins the main pot, Bob the side pot.
-DEAL_A = [
-    ("P1.1", "AS"), ("P2.1", "4H"), ("P4.1", "5H"), ("P1.2", "AD"), ("P2.2", "8C"), ("P4.2", "6H"),
-    ("P1.3", "KS"), ("P2.3", "9D"), ("P4.3", "2C"),
-    ("BURN1", "2D"), ("P1.4", "QH"), ("P2.4", "9C"), ("P4.4", "5S"),
-    ("BURN2", "3D"), ("P1.5", "7D"), ("P2.5", "JH"), ("P4.5", "TS"),
-    ("BURN3", "4D"), ("P1.6", "3S"), ("P2.6", "6C"), ("P4.6", "5D"),
-    ("BURN4", "8D"), ("P1.7", "KD"), ("P2.7", "9S"), ("P4.7", "5C"),
-]
 DOWN_A = {code for pos, code in DEAL_A if pos.endswith((".1", ".2", ".7"))}
 BURNS_A = {code for pos, code in DEAL_A if pos.startswith("BURN")}
 
@@ -596,7 +561,7 @@ async def test_f_a_station_reporting_every_7th_card_exposed_shows_only_the_one_a
                                             None), what="the wrong card refused")
     assert "not the card registered at P2.7" in refused["data"]["reason"] and "9S" not in json.dumps(refused)
     # ... and the card it sees at seat 4, with `dealer supervisor expose` (a real process): it plays face up
-    code, out, err = await run_cli("expose", T, table.r1, "--seat", "4", "--card", "5c", "--supervisor", "sup-ana",
+    code, out, err = await supervisor_cli("expose", T, table.r1, "--seat", "4", "--card", "5c", "--supervisor", "sup-ana",
                                    "--key-file", str(tmp_path / "sup-ana.key"), "--broker", broker.url)
     assert (code, err) == (0, ""), (code, out, err)
     right = json.loads(out)
@@ -768,8 +733,6 @@ def test_strategies_answer_from_the_turn_message_only():
 
 @pytest.mark.integration
 def test_demo_plays_stud_with_bring_in_streets_showdown_pots_and_rake():
-    from tests.test_cli_and_service import run_cli
-
     out = run_cli("demo", "--game", "stud", "--rounds", "3", "--seed", "5", timeout=180)
     assert out.returncode == 0, out.stderr[-2000:]
     text = out.stdout

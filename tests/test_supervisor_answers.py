@@ -24,9 +24,9 @@ from dealer.edge import topics
 from dealer.edge.service import Service, wall_ms
 from simulators.secure_broker import SecureMosquitto
 from tests.conftest import wait_until
-from tests.test_roles_acl import USERS, broker  # noqa: F401  (the module-scoped secure broker fixture)
-from tests.test_roles_service import Client
-from tests.test_table_ops_service import backend, operation, run_cli, studio
+from tests.harness_acl import USERS, broker  # noqa: F401  (broker: the module-scoped secure broker fixture)
+from tests.harness_cli import supervisor_cli
+from tests.harness_roles import Client, backend, operation, studio
 
 HOUR = 3_600_000
 
@@ -42,28 +42,28 @@ def _cli(tmp: Path, b: SecureMosquitto, operation: str, table: str = "T1", *, us
 async def test_applied_refused_and_not_permitted_acts_exit_apart(broker: SecureMosquitto, tmp_path: Path) -> None:  # noqa: F811
     s = studio(tmp_path, broker)
     async with backend(s, broker) as (service, _gw):
-        code, out, err = await run_cli(*_cli(tmp_path, broker, "pause", reason="dealer change"))
+        code, out, err = await supervisor_cli(*_cli(tmp_path, broker, "pause", reason="dealer change"))
         assert (code, err) == (0, ""), err
         assert json.loads(out)["type"] == "supervisor_pause"
         assert service.tables["T1"].mode is Mode.PAUSED  # applied before the tool said so
 
-        code, out, err = await run_cli(*_cli(tmp_path, broker, "pause"))
+        code, out, err = await supervisor_cli(*_cli(tmp_path, broker, "pause"))
         assert code == 3 and json.loads(out)["type"] == "supervisor_pause", (code, out, err)
         assert err.count("\n") == 1 and "refused by the backend" in err and "already paused" in err, err
 
         # a station's login may read T1's events but not publish a supervisor act: the broker says so
-        code, out, err = await run_cli(*_cli(tmp_path, broker, "resume", user="station-T1"))
+        code, out, err = await supervisor_cli(*_cli(tmp_path, broker, "resume", user="station-T1"))
         assert code == 4 and out == "", (code, out, err)
         assert "broker refused the publish" in err and "ACL" in err and err.count("\n") == 1, err
         assert service.tables["T1"].mode is Mode.PAUSED
 
         # sup-ana may act on T1 only (Mosquitto grants the SUBACK of T2's events and then delivers
         # nothing; the PUBACK is what refuses)
-        code, out, err = await run_cli(*_cli(tmp_path, broker, "pause", "T2"))
+        code, out, err = await supervisor_cli(*_cli(tmp_path, broker, "pause", "T2"))
         assert code == 4 and "refused the publish on studio/v1/tables/T2/supervisor" in err, (code, err)
         assert service.tables["T2"].mode is not Mode.PAUSED
 
-        code, out, err = await run_cli(*_cli(tmp_path, broker, "resume"))
+        code, out, err = await supervisor_cli(*_cli(tmp_path, broker, "resume"))
         assert code == 0, err
         assert service.tables["T1"].mode is not Mode.PAUSED
 
@@ -72,7 +72,7 @@ async def test_no_backend_online_and_no_answer_in_time(broker: SecureMosquitto, 
     s = studio(tmp_path, broker)
     async with backend(s, broker):
         pass  # a clean stop says "offline" on its retained status
-    code, out, err = await run_cli(*_cli(tmp_path, broker, "pause", timeout="3"))
+    code, out, err = await supervisor_cli(*_cli(tmp_path, broker, "pause", timeout="3"))
     assert code == 4 and json.loads(out)["type"] == "supervisor_pause", (code, out, err)
     assert "no backend is online" in err and err.count("\n") == 1, err
 
@@ -80,7 +80,7 @@ async def test_no_backend_online_and_no_answer_in_time(broker: SecureMosquitto, 
     async with Client(broker, "dealer-backend") as ghost:
         await ghost.c.publish(topics.backend_status("ghost"), b'{"online": true, "session": "x"}', qos=1, retain=True)
         try:
-            code, out, err = await run_cli(*_cli(tmp_path, broker, "pause", timeout="3"))
+            code, out, err = await supervisor_cli(*_cli(tmp_path, broker, "pause", timeout="3"))
             assert code == 5 and json.loads(out)["type"] == "supervisor_pause", (code, out, err)
             assert "no answer within the timeout" in err and "ghost" in err, err
         finally:
@@ -123,7 +123,7 @@ async def test_a_clock_step_refuses_genuine_acts_says_which_clock_to_fix_and_cou
             Client(broker, "supervisor-sup-ana") as sup:
         # the backend host's clock steps an hour forward: the console's act is an hour old to it
         offset[0] = HOUR
-        code, out, err = await run_cli(*_cli(tmp_path, broker, "pause", reason="dealer change"))
+        code, out, err = await supervisor_cli(*_cli(tmp_path, broker, "pause", reason="dealer change"))
         assert code == 3 and err.count("\n") == 1, (code, out, err)
         assert "refused by the backend: stale" in err and "the clocks differ by 3600 s" in err, err
         assert "this backend's clock stepped 3600 s forward since it started: fix this backend host's clock" in err

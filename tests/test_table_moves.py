@@ -8,9 +8,7 @@ the lease manager (the seam only: the leases themselves are tested with PostgreS
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -21,68 +19,17 @@ from dealer.edge import topics
 from dealer.edge.config import load_settings
 from dealer.edge.commit_loop import TABLE_MOVED
 from dealer.edge.journal import Batch, Fenced, Journal, JournalWriteFailed, OutboxRow
-from dealer.edge.ownership import Adopt, Drop, Idle, StaticOwnership
+from dealer.edge.ownership import StaticOwnership
 from dealer.edge.service import Service
 from drivers.bus import LocalBus
 from drivers.mqtt import MqttBus
 from tests.conftest import Broker, wait_until
 from tests.harness import HandShoe, Recorder, round_id, start_service, stop_service
+from tests.harness_moves import ManualOwnership, running
 
 S = "S1"  # sevenluck on a serial shoe: decisions
 T = "T2"  # teen-patti, the table that stays
 INPUT_LEAVES = ("actions", "station", "supervisor", "scanner", "results/ack")
-
-
-@contextlib.asynccontextmanager
-async def running(service: Service) -> AsyncIterator[None]:
-    """The service running (ready) for the block, stopped after it whatever happens."""
-    task = asyncio.create_task(service.run())
-    try:
-        await asyncio.wait_for(service.ready.wait(), 10)
-        yield
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-
-
-class ManualOwnership:
-    """The ownership seam driven by the test: tables held at an epoch, leases made invalid or
-    lost by hand; ``check_now`` drops the lost ones through the service's ``drop``."""
-
-    def __init__(self, tables: Iterable[str], epoch: int = 1) -> None:
-        self.epochs = {t: epoch for t in tables}
-        self.invalid: set[str] = set()
-        self.lose_on_check: set[str] = set()
-        self.checks = 0
-        self._drop: Drop | None = None
-
-    async def start(self) -> None:
-        return None
-
-    async def run(self, adopt: Adopt, drop: Drop, idle: Idle) -> None:
-        self._drop = drop
-        await asyncio.Event().wait()
-
-    def valid(self, table_id: str) -> bool:
-        return table_id in self.epochs and table_id not in self.invalid
-
-    def epoch(self, table_id: str) -> int | None:
-        return self.epochs.get(table_id)
-
-    def held(self) -> dict[str, int]:
-        return dict(self.epochs)
-
-    async def check_now(self) -> set[str]:
-        self.checks += 1
-        lost, self.lose_on_check = self.lose_on_check, set()
-        for tid in sorted(lost):
-            self.epochs.pop(tid, None)
-            assert self._drop is not None
-            await self._drop(tid, "fenced")
-        return lost
-
-    async def release_all(self) -> None:
-        self.epochs.clear()
 
 
 class FencingJournal(Journal):

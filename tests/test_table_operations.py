@@ -416,7 +416,8 @@ def test_doc_table_operation_example_is_what_the_code_computes() -> None:
     from pathlib import Path
 
     from dealer.edge.signing import COMMAND_TYPES, TableCommand, Verified, canonical_bytes, content_digest, sign
-    from tests.test_signing import DOC_KEYS, K1
+    from tests.harness import K1
+    from tests.harness_docs import DOC_KEYS
 
     doc = (Path(__file__).resolve().parent.parent / "docs" / "mqtt-topics.md").read_text(encoding="utf-8")
     section = doc.split("### 10.7 Table operations", 1)[1]

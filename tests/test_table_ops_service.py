@@ -1,6 +1,6 @@
 """Table operations through the real backend: a supervisor's signed open-round, pause, resume,
 close and reopen over a real Mosquitto with the rendered ACL and TLS (the broker of
-``tests/test_roles_acl.py``), each role with its own credentials.
+``tests/harness_acl.py``), each role with its own credentials.
 
 A table with ``auto_rounds = false`` opens a round only on the signed command (published by
 ``dealer supervisor open-round`` run as a real process); a pause during a Sevenluck decision
@@ -13,69 +13,26 @@ tries to pause, change nothing.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import sys
 import time
-import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 from dealer.edge import topics
 from tools.audit import recall
-from dealer.edge.config import Settings
 from dealer.edge.journal import Journal
 from dealer.core.operations import Mode
 from dealer.core.round import Phase
 from dealer.edge.service import Service
 from dealer.edge.signing import sign_command
 from simulators.secure_broker import SecureMosquitto
-from tests.conftest import cancel_and_wait, wait_until
-from tests.harness import secure_settings
-from tests.test_roles_acl import USERS, broker  # noqa: F401  (the module-scoped secure broker fixture)
-from tests.test_roles_service import OTHER_KEY, SUP_KEY, Client, Gateway, bet, flushed, refused
+from tests.conftest import wait_until
+from tests.harness_acl import USERS, broker  # noqa: F401  (broker: the module-scoped secure broker fixture)
+from tests.harness_cli import supervisor_cli
+from tests.harness_mqtt import Gateway
+from tests.harness_roles import OTHER_KEY, SUP_KEY, Client, backend, bet, flushed, operation, refused, studio
 
-ROOT = Path(__file__).resolve().parent.parent
 DEAL = {"P1.1": "AS", "D.1": "QD", "P1.2": "AH", "D.2": "6S", "P1.3": "AD", "D.3": "4H"}  # one player, seat 1
 DECISION_MS = 2_500  # the pause must reach the table before this window ends by itself
-
-
-def studio(tmp: Path, b: SecureMosquitto, **t1: Any) -> Settings:
-    """T1 (configurable; sup-ana may command it) and T2, the backend over TLS as dealer-backend."""
-    tables = [{"id": "T1", "game": "teen-patti", "betting_seconds": 30.0, "pause_seconds": 0.1,
-               "scanner": {"kind": "mqtt", "reader_id": "SC1", "heartbeat_timeout": 60}} | t1,
-              {"id": "T2", "game": "teen-patti", "auto_rounds": False,
-               "scanner": {"kind": "mqtt", "reader_id": "SC2", "heartbeat_timeout": 60}}]
-    return secure_settings(tmp, b, password=USERS["dealer-backend"], supervisor_key=SUP_KEY, tables=tables)
-
-
-@contextlib.asynccontextmanager
-async def backend(s: Settings, b: SecureMosquitto) -> AsyncIterator[tuple[Service, Gateway]]:
-    """The backend, and T1's scanner gateway beating (so the reader's link is up)."""
-    from dealer.edge import runner
-
-    service = Service(s, bus=runner.build_bus(s))
-    task = asyncio.create_task(service.run())
-    async with Client(b, "scanner-T1") as gw_client:
-        gw = Gateway(gw_client)
-        beat = asyncio.create_task(gw.beat())
-        try:
-            await wait_until(lambda: service.bus.connected and service.ready.is_set() and service.links["T1"].ready,
-                             what="backend connected, T1's reader up")
-            yield service, gw
-        finally:
-            await cancel_and_wait(beat, task)
-
-
-def operation(kind: str, *, command_id: str | None = None, key: bytes = SUP_KEY, table: str = "T1",
-              reason: str | None = None, issued_at: int | None = None, **extra: Any) -> dict[str, Any]:
-    body = {"type": f"supervisor_{kind}", "command_id": command_id or f"{kind}-{uuid.uuid4().hex[:10]}",
-            "supervisor": "sup-ana", "table_id": table,
-            "issued_at": issued_at if issued_at is not None else time.time_ns() // 1_000_000, **extra}
-    if reason is not None:
-        body["reason"] = reason
-    return sign_command(key, body)
 
 
 def ops_count(service: Service, operation_: str, outcome: str) -> float:
@@ -95,15 +52,6 @@ async def no_round_opens_by_itself(service: Service, sender: Client, watch: Clie
     cur = service.tables["T1"].current
     assert cur is None or cur.phase not in (Phase.BETTING_OPEN, Phase.DEALING, Phase.DECISION)
     assert service.timers.armed.get("T1") is None, service.timers.armed.get("T1")
-
-
-async def run_cli(*args: str) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "dealer", "supervisor", *args,
-                                                env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
-                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    out, err = await asyncio.wait_for(proc.communicate(), 90)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
 
 
 async def test_a_table_without_auto_rounds_opens_a_round_only_on_the_signed_command(
@@ -127,7 +75,7 @@ async def test_a_table_without_auto_rounds_opens_a_round_only_on_the_signed_comm
         await no_round_opens_by_itself(service, sup, ops)
         assert not ops.events("round_opened")
         # the supervisor's console: `dealer supervisor open-round`, a real process over TLS
-        rc, out, err = await run_cli("open-round", *cli, "--command-id", "open-1")
+        rc, out, err = await supervisor_cli("open-round", *cli, "--command-id", "open-1")
         assert (rc, err) == (0, ""), err
         published = json.loads(out)
         assert published["type"] == "supervisor_open_round" and "round_id" not in published
@@ -155,7 +103,7 @@ async def test_a_table_without_auto_rounds_opens_a_round_only_on_the_signed_comm
         await wait_until(lambda: ops.events("round_voided"), what="the round voided")
         await no_round_opens_by_itself(service, sup, ops)
         assert len(ops.events("round_opened")) == 1
-        rc, out, err = await run_cli("open-round", *cli)
+        rc, out, err = await supervisor_cli("open-round", *cli)
         assert (rc, err) == (0, ""), err
         await wait_until(lambda: len(ops.events("round_opened")) == 2, what="the second round")
         assert ops.events("round_opened")[-1]["round_id"] != rid

@@ -26,6 +26,7 @@ from dealer.games.teen_patti import (
     hand_report,
     six_card_bonus,
 )
+from tests.harness_cards import hand3, rename, six_cards, suit_maps
 
 RANK_VALUE = {c: 14 - i for i, c in enumerate("AKQJT98765432")}
 
@@ -300,12 +301,6 @@ def test_exhaustive_three_card_category_counts() -> None:
 
 # --- Hypothesis properties -----------------------------------------------------------------
 
-cards = st.sampled_from(STANDARD_52)
-hand3 = st.lists(cards, min_size=3, max_size=3, unique=True)
-six_cards = st.lists(cards, min_size=6, max_size=6, unique=True)
-suit_maps = st.permutations("SHDC").map(lambda p: dict(zip("SHDC", p)))
-
-
 def _sign(x: tuple, y: tuple) -> int:
     return (x > y) - (x < y)
 
@@ -328,13 +323,9 @@ def test_compare3_transitive(a: list[str], b: list[str], c: list[str]) -> None:
         assert compare3(a, c) >= 0
 
 
-def _rename(codes: list[str], suits: dict[str, str]) -> list[str]:
-    return [c[0] + suits[c[1]] for c in codes]
-
-
 @given(hand3, hand3, suit_maps)
 def test_ranking_invariant_under_suit_renaming(a: list[str], b: list[str], suits: dict[str, str]) -> None:
-    ra, rb = _rename(a, suits), _rename(b, suits)
+    ra, rb = rename(a, suits), rename(b, suits)
     assert evaluate3(ra) == evaluate3(a)
     assert evaluate3(ra).category == evaluate3(a).category
     assert compare3(ra, rb) == compare3(a, b)
@@ -343,7 +334,7 @@ def test_ranking_invariant_under_suit_renaming(a: list[str], b: list[str], suits
 @settings(deadline=None)
 @given(six_cards, suit_maps, st.booleans())
 def test_six_card_invariant_under_suit_renaming(codes: list[str], suits: dict[str, str], wheel: bool) -> None:
-    assert six_card_bonus(_rename(codes, suits), wheel).category == six_card_bonus(codes, wheel).category
+    assert six_card_bonus(rename(codes, suits), wheel).category == six_card_bonus(codes, wheel).category
 
 
 def _reference_category5(codes: tuple[str, ...], wheel_allowed: bool) -> int:

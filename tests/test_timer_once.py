@@ -16,25 +16,11 @@ from typing import Any
 from dealer.core.events import PlaceBet
 from dealer.core.round import Phase, Rejection
 from dealer.edge.config import load_settings
-from dealer.edge.journal import Batch, Journal, OutboxRow
+from dealer.edge.journal import Journal
 from dealer.edge.service import Service
 from drivers.bus import LocalBus
 from tests.conftest import wait_until
-from tests.test_table_moves import ManualOwnership, running
-
-
-class GatedJournal(Journal):
-    """The real SQLite journal, whose commits wait while ``gate`` is closed (a slow disk, a
-    long queue: the commit loop is behind)."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__(path)
-        self.gate = asyncio.Event()
-        self.gate.set()
-
-    async def commit_async(self, batch: Batch) -> list[OutboxRow]:
-        await self.gate.wait()
-        return await asyncio.to_thread(self.commit, batch)  # in a thread, as the service's own commits
+from tests.harness_moves import GatedJournal, ManualOwnership, running
 
 
 async def test_a_timer_queues_its_event_once_while_the_commit_loop_is_behind(tmp_path: Path) -> None:

@@ -21,7 +21,6 @@ import json
 import random
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal
 from typing import Any
 
@@ -30,28 +29,9 @@ import structlog
 from dealer.edge import topics
 from dealer.core.events import PlaceBet
 from drivers.bus import Bus, BusError
-from simulators.game_players import BET_PLANS, DEFAULT_BET_TYPES, SEAT_BETS
+from simulators.game_players import BET_PLANS, DEFAULT_BET_TYPES, DEFAULT_STAKES, SEAT_BETS, BetPlan
 
 log = structlog.get_logger("simulators.bettors")
-
-DEFAULT_STAKES = ("1.00", "5.00", "10.00", "15.00", "25.00")
-
-
-@dataclass(frozen=True, slots=True)
-class BetPlan:
-    """What the simulated players of one table bet in every round.
-
-    ``players`` players (``player1`` ...); in a seated game player N sits in seat N.
-    ``stakes`` are drawn at random, one per bet. ``deciders``: players who always place the
-    bet that asks them for a decision (e.g. an Ante, with or without a side bet), so a player
-    who never answers is still asked every round and the decision timer acts for it."""
-
-    game: str
-    players: int = 3
-    bet_types: tuple[str, ...] = DEFAULT_BET_TYPES
-    stakes: tuple[str, ...] = DEFAULT_STAKES
-    deciders: tuple[str, ...] = ()
-
 
 def random_bets(plan: BetPlan, rng: random.Random) -> list[tuple[str, str, int | None, str]]:
     """(player, bet type, seat, stake) for one round of ``plan``: each player's bets as its game

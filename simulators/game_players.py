@@ -21,13 +21,11 @@ import importlib
 import random
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from drivers.bus import Bus
 from simulators.station import VirtualDealer
-
-if TYPE_CHECKING:
-    from simulators.bettors import BetPlan
 
 #: Makes one simulated player: (table id, player id, bus, strategy, rng, think, silent_after).
 PlayerFactory = Callable[[str, str, Bus, str, random.Random, float, int], Any]
@@ -41,6 +39,25 @@ SeatBets = Callable[["BetPlan", int, random.Random], "list[tuple[str, str, int |
 #: The game a plan or a settlement consumer is for when none is named, and its bet types.
 DEFAULT_GAME = "teen-patti"
 DEFAULT_BET_TYPES = ("player_a", "player_b", "tie", "pair_plus_a", "pair_plus_b", "six_card_bonus")
+
+
+DEFAULT_STAKES = ("1.00", "5.00", "10.00", "15.00", "25.00")
+
+
+@dataclass(frozen=True, slots=True)
+class BetPlan:
+    """What the simulated players of one table bet in every round.
+
+    ``players`` players (``player1`` ...); in a seated game player N sits in seat N.
+    ``stakes`` are drawn at random, one per bet. ``deciders``: players who always place the
+    bet that asks them for a decision (e.g. an Ante, with or without a side bet), so a player
+    who never answers is still asked every round and the decision timer acts for it."""
+
+    game: str
+    players: int = 3
+    bet_types: tuple[str, ...] = DEFAULT_BET_TYPES
+    stakes: tuple[str, ...] = DEFAULT_STAKES
+    deciders: tuple[str, ...] = ()
 
 
 def _later(module: str, name: str) -> Callable[..., Any]:
@@ -112,6 +129,6 @@ def register_bets(game: str, plan: PlanFactory | None = None, seat_bets: SeatBet
         SEAT_BETS[game] = seat_bets
 
 
-__all__ = ["BET_PLANS", "DEALERS", "DEFAULT_BET_TYPES", "DEFAULT_GAME", "DEFAULT_STRATEGIES", "PLAYERS", "SEAT_BETS",
+__all__ = ["BET_PLANS", "DEALERS", "DEFAULT_BET_TYPES", "DEFAULT_GAME", "DEFAULT_STAKES", "BetPlan", "DEFAULT_STRATEGIES", "PLAYERS", "SEAT_BETS",
            "DealerFactory", "PlanFactory", "PlayerFactory", "SeatBets", "register_bets", "register_dealer",
            "register_players"]

@@ -29,7 +29,7 @@ import structlog
 from dealer.edge import topics
 from dealer.core.events import PlaceBet
 from drivers.bus import Bus, BusError
-from simulators.game_players import BET_PLANS, DEFAULT_BET_TYPES, DEFAULT_STAKES, SEAT_BETS, BetPlan
+from simulators.game_players import BET_PLANS, DEFAULT_STAKES, SEAT_BETS, BetPlan
 
 log = structlog.get_logger("simulators.bettors")
 

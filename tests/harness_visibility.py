@@ -293,7 +293,7 @@ class Run:
         return step
 
     def play(self) -> None:
-        rng, g = self.rng, self.game
+        rng = self.rng
         self.feed(OpenRound(round_id=R1, betting_closes_at=self.at + 15_000))
         self._bets()
         if rng.random() < 0.04:

@@ -73,7 +73,7 @@ async def test_the_bus_moves_to_the_next_broker_when_its_broker_dies_and_back_in
         assert changes[:4] == [(True, 0), (False, 0), (True, 1), (False, 1)] and changes[-1] == (True, 0)
     finally:
         await cancel_and_wait(task)
-        for w, t in watchers:
+        for _w, t in watchers:
             await cancel_and_wait(t)
 
 
@@ -103,7 +103,7 @@ async def test_a_service_deals_on_through_the_second_broker_when_the_first_dies(
         await wait_until(lambda: service.bus.connected, what="backend connected")
         assert service.metrics.broker_url_index._value.get() == 0
         a.kill()
-        await wait_until(lambda: service.bus.connected and getattr(service.bus, "url_index") == 1,
+        await wait_until(lambda: service.bus.connected and service.bus.url_index == 1,
                          what="backend on the second broker")
         await wait_until(lambda: service.metrics.broker_url_index._value.get() == 1, what="metric says broker 1")
         for code, pos in zip(DEAL, POSITIONS):  # a whole round, seen only through the second broker

@@ -298,7 +298,6 @@ async def test_a_station_connecting_mid_deal_and_a_player_mid_decision_catch_up_
     act, station = topics.actions(TABLE), topics.station(TABLE)
     deal = {"P1.1": "2C", "P2.1": "7D", "D.1": "QS", "P1.2": "3C", "P2.2": "8D", "D.2": "KS", "P1.3": "4C",
             "P2.3": "9D", "D.3": "JS"}
-    codes = list(deal.values())
     stopped = False
     try:
         await wait_until(lambda: rec.events("round_opened"), what="round opened")

@@ -81,7 +81,7 @@ async def test_a_killed_owner_mid_deal_and_then_mid_decision_another_node_resume
 
 async def test_b_a_paused_owner_resumed_after_the_takeover_writes_and_publishes_nothing(studio: Studio) -> None:
     s = studio
-    a, b = s.nodes["node-a"], s.nodes["node-b"]
+    a = s.nodes["node-a"]
     await first_node(s, "node-a")
     await s.antes()
     await s.deal(DEAL[:3], POSITIONS[:3])

@@ -307,7 +307,7 @@ def test_bad_databases_are_refused_in_one_line(pg_server: PgServer, pg: str):
         PgJournal(f"postgresql://dealer:s3cret@127.0.0.1:{port}/studio", node_id=NODE)
     msg = str(exc.value)
     assert f"127.0.0.1:{port}" in msg and "refused" in msg.lower() and "s3cret" not in msg and "\n" not in msg
-    assert redact(f"postgresql://dealer:s3cret@h:1/db?password=x&sslmode=require") == \
+    assert redact("postgresql://dealer:s3cret@h:1/db?password=x&sslmode=require") == \
         "postgresql://dealer@h:1/db?sslmode=require"
     # a database with tables named like ours but not ours
     other = pg_server.create_database(f"other_{free_port()}")

@@ -76,7 +76,7 @@ def test_structlog_and_stdlib_records_share_one_stream_and_context() -> None:
             structlog.get_logger("dealer.edge.service").debug("not at info")
             logging.getLogger("serial").warning("port %s gone", "/dev/ttyUSB0")
             try:
-                1 / 0
+                1 / 0  # noqa: B018 (raises on purpose)
             except ZeroDivisionError:
                 structlog.get_logger("drivers.mqtt").exception("message handler failed", topic="t")
         finally:

@@ -212,7 +212,6 @@ def test_illegal_moves_are_refused_and_change_nothing():
         assert t.handle(ScanRead(reader="R", code=deck.pop(), at=5)).accepted
     assert r.hand.to_act == "alice"
     hand = r.hand.engine.hand(r.hand.letter["alice"])
-    ai_hand = r.hand.engine.hand(r.hand.letter[AI_PLAYER])
     not_mine = next(c for c in HWATU_48 if c not in hand)
     # a refusal never tells whether a card is hidden: a card the player named is "the card named"
     named = "the card named is not in F's hand"

@@ -276,7 +276,7 @@ async def test_each_part_logs_in_as_its_own_role_on_the_studio_acl(tmp_path: Pat
     ledger = tmp_path / "ledger.sqlite"
     procs: list[Proc] = []
     try:
-        procs.append(backend := Proc(tmp_path, "backend", "run", "--config", cfg))
+        procs.append(Proc(tmp_path, "backend", "run", "--config", cfg))
         procs.append(settle := Proc(tmp_path, "settle", "settle", "--config", cfg, "--ledger", ledger,
                                     "--username", "settlement", "--password-file", pw["settlement"]))
         procs.append(station := Proc(tmp_path, "station", "station", "T1", "--config", cfg, "--username", "station-T1",

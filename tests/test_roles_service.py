@@ -22,7 +22,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 
 from dealer.edge import topics
 from tools.audit import recall
@@ -30,7 +29,6 @@ from dealer.edge.config import Settings, load_settings
 from dealer.edge.journal import Journal
 from dealer.core.round import Phase
 from dealer.edge.service import Service
-from drivers.mqtt import MqttBus
 from simulators.secure_broker import SecureMosquitto
 from tests.conftest import cancel_and_wait, wait_until
 from tests.harness import secure_settings

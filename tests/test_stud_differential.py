@@ -554,7 +554,7 @@ def check_settlement(deal: Deal, peer: PeerResult, ours: dict[str, Any], hands: 
 def run_differential(count: int, seed: int) -> Coverage:
     rng = random.Random(seed)
     cov = Coverage()
-    for k in range(count):
+    for _k in range(count):
         hand_seed = rng.getrandbits(48)
         compare_hand(random_deal(random.Random(hand_seed), hand_seed), cov)
     return cov

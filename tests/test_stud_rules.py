@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from dealer.core.betting import Act, Betting, State
 from dealer.core.cards import STANDARD_52
-from dealer.core.game_records import BetStep, DealStep, EndStep, Face, Position
+from dealer.core.game_records import BetStep, DealStep, EndStep, Face
 from dealer.games.stud import CHIPS, Stud, StudHand, StudOptions, street_positions
 
 D = Decimal

@@ -42,7 +42,7 @@ from tools.audit_recall import (
     Selection,
     parse_time,
     reading,
-    recall,
+    recall,  # noqa: F401 (re-exported: the tests and tools/cli.py import it from here)
     recall_journal,
     render_recall,
     select_rounds,

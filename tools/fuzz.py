@@ -61,7 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from tools.fuzz_inputs import KEY, MSG_LIMIT, OTHER_KEY, Violation, dump_toml, encode_text  # noqa: F401 (tests)
-from tools.fuzz_target import Target, corpus
+from tools.fuzz_target import Target, corpus  # noqa: F401 (corpus: tools.fuzz.corpus, as the tests read it)
 from tools.fuzz_codec_targets import (
     BeeTekStreamTarget,
     FrameDecodeTarget,

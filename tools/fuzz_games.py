@@ -518,7 +518,7 @@ class GameCommandsTarget(GameCommands, Target):
         """The virtual dealer: deal what the round waits for, confirm the steps (a timed window is
         sometimes left open to the fuzzer), close a betting that drags on, open the next round
         after a few inputs between rounds, acknowledge results as settlement does."""
-        from dealer.core.events import OpenRound, ResultDelivered
+        from dealer.core.events import ResultDelivered
         from dealer.core.round import Phase
         from dealer.edge import topics
         from dealer.edge.openings import opening as edge_opening

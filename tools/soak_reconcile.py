@@ -17,7 +17,7 @@ from dealer.core.round_ids import sequence_of
 from dealer.core.settlement import settle_bet
 from simulators.player_parts import deal_number
 from tools.soak_games import TURN_GAMES
-from tools.soak_judge import Replay, compare_results, judge_timers, peer_money, replay
+from tools.soak_judge import Replay, compare_results, judge_timers, peer_money
 
 
 PLAYER_BANKROLL = Decimal("100000.00")

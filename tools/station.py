@@ -198,7 +198,7 @@ class StationView:
         if name == "cards_revealed":
             shown = {str(k): v for k, v in (d.get("cards") or {}).items()}
             self.cards.update(shown)
-            return [f"REVEAL  | " + " · ".join(f"{k} {_card(v)}" for k, v in shown.items())] if shown else []
+            return ["REVEAL  | " + " · ".join(f"{k} {_card(v)}" for k, v in shown.items())] if shown else []
         if name == "betting_round_opened":
             return [f"        | {d.get('street')}: \"{d.get('announce')}\""] if d.get("announce") else []
         if name == "round_result":

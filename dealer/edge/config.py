@@ -14,16 +14,15 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator,
+from pydantic import (AfterValidator, Field, ValidationError, field_validator,
                       model_validator)
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
 from dealer.games import game_class
 from drivers import codecs
-from dealer.core.money import Rounding, to_money
 from dealer.core.game_contract import GameLookup
 from dealer.core.round import TableRules
-from dealer.core.rules import LimitConfig, _exact, _Strict  # the effective rules are core
+from dealer.core.rules import _Strict  # the effective rules are core
 from dealer.core.rules import RulesConfig as CoreRulesConfig
 
 

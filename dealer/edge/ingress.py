@@ -64,7 +64,7 @@ class Accepted:
 
     @property
     def command_id(self) -> str:
-        return str(getattr(self.event, "command_id"))
+        return str(self.event.command_id)
 
 
 @dataclass(frozen=True, slots=True)

@@ -153,7 +153,7 @@ class Inputs:
             if verdict.role is Role.SUPERVISOR and issued is not None:  # genuine (late ones too)
                 self.metrics.supervisor_clock_offset.labels(table=verdict.table_id).set((issued - now) / 1000)
             if verdict.key_index is not None:  # key rotation: when the old key's count stops rising, retire it
-                supervisor = str(getattr(verdict.event, "supervisor"))
+                supervisor = str(verdict.event.supervisor)
                 fingerprints = self.supervisors.fingerprints(supervisor)
                 key = fingerprints[verdict.key_index] if verdict.key_index < len(fingerprints) else "unknown"
                 self.metrics.supervisor_key_uses.labels(supervisor=supervisor, key=key).inc()

@@ -46,11 +46,9 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import socket
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import suppress
-from datetime import datetime
 from typing import Any, TypeVar
 
 import psycopg
@@ -520,7 +518,7 @@ class LeaseManager:
             if not group:
                 continue
             began = self._mono()
-            rows = await self._db("acquire", lambda c: self._fetchall(c, sql, self._params(tables=group)))
+            rows = await self._db("acquire", lambda c: self._fetchall(c, sql, self._params(tables=group)))  # noqa: B023 (awaited here)
             for t, e in sorted(rows):
                 self._held[t] = int(e)
                 self._deadline[t] = began + self._lease - self._margin
@@ -620,7 +618,7 @@ class LeaseManager:
 
             async def renew(c: psycopg.AsyncConnection[Any]) -> tuple[Any, float, float]:
                 before = self._wall()
-                row = await self._fetchone(c, _RENEW, params)
+                row = await self._fetchone(c, _RENEW, params)  # noqa: B023 (awaited in this iteration)
                 return row, before, self._wall()
             try:
                 (ok, renewed, db_now), wall_before, wall_after = await self._db("renew", renew)

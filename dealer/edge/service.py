@@ -36,7 +36,6 @@ import gc
 import re
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import structlog

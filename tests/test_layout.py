@@ -78,3 +78,38 @@ def test_the_checker_sees_a_lazy_import(tmp_path: Path) -> None:
     f = tmp_path / "m.py"
     f.write_text("def f():\n    from dealer.edge import journal\n    import time\n")
     assert {"dealer.edge", "dealer.edge.journal", "time"} <= imports_of(f)
+
+
+@pytest.mark.parametrize("path", modules("dealer/core"), ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_core_imports_no_game(path: Path) -> None:
+    """The game contract lives in the core and the registry is handed in (issue 30): the one
+    arrow of the house that ran back up, core -> games, stays gone."""
+    bad = sorted(n for n in imports_of(path) if _under(n, ("dealer.games", "dealer.house")))
+    assert not bad, f"{path.relative_to(ROOT)} imports {bad}: the edge hands the core its games"
+
+
+GAME_NAMES = frozenset({"stud", "seotda", "matgo", "sevenluck", "teen-patti", "teen_patti"})
+
+
+def game_names_in_code(path: Path) -> list[tuple[int, str]]:
+    """String constants of ``path`` that are a game's name, docstrings aside: code that branches
+    on a game (a game brings its own limits and seeds instead)."""
+    tree = ast.parse(path.read_text(), str(path))
+    docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                  if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    return [(n.lineno, n.value) for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings
+            and n.value.lower() in GAME_NAMES]
+
+
+@pytest.mark.parametrize("path", modules("dealer/core", "dealer/edge"), ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_game_name_in_the_core_or_the_edge(path: Path) -> None:
+    found = game_names_in_code(path)
+    assert not found, f"{path.relative_to(ROOT)} names a game at {found}: the game brings what differs"
+
+
+def test_the_game_name_check_can_fail(tmp_path: Path) -> None:
+    f = tmp_path / "m.py"
+    f.write_text('"""Stud aside."""\ndef f(g):\n    """stud"""\n    return g == "stud"\n')
+    assert game_names_in_code(f) == [(4, "stud")]

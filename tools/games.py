@@ -7,7 +7,7 @@ payout lines), its exact RTP report (a :class:`dealer.games.rtp.RtpGame`, or Non
 the fuzzer stakes on it. ``dealer hand``, ``dealer demo --game``, ``dealer rtp``,
 ``dealer bench rtp`` and the fuzzer read this registry; none of them names a game.
 
-Adding a game (see the README): register its class with :func:`dealer.games.register_game`,
+Adding a game (docs/architecture.md, "Adding a game"): register its class with :func:`dealer.games.register_game`,
 then its kit with :func:`register_kit` (from anywhere: a plug-in module, a test file).
 """
 
@@ -355,7 +355,7 @@ class DemoKit:
     ``strategies``: the players who act once the cards are out (made by
     :func:`simulators.rig.make_players`; none for a game where players only bet); ``players``
     and ``dealer``: a new game's factories of simulated players and of its virtual dealer
-    (registered with :mod:`simulators.rig`, which knows the house's five games already).
+    (registered in :mod:`simulators.game_players`, which knows the house's five games already).
     ``log(stake)``: the game's own log lines (:data:`GameLog`); ``payout(result, out)``: its
     payout lines (default: the result as JSON). ``script(setup)``: scripted decks for the
     first rounds (and any player set-up), default none."""

@@ -330,6 +330,10 @@ async def test_serial_frames_recorded_before_a_restart_are_refused_after_it(brok
         service, task = await start_service(scanner_settings(tmp_path, broker.url, scanner))
         # the port is open, though the quiet reader is not up yet (it has heartbeats: up once heard)
         await wait_until(lambda: service.inputs.serial_links and service.inputs.serial_links[0].port_open, what="port open")
+        # and the broker link up: an alert raised before the first connect is not sent live (it is
+        # counted; the station reads the current prompt at the connect), so the ALERTs below could
+        # be missed on a loaded machine (seen once: the suite beside a fuzz run)
+        await wait_until(lambda: service.bus.connected, what="broker link up")
         sess = service.inputs.serial_links[0].sessions[READER]
         assert (sess.boot, sess.last_seq) == (43, 2)  # restored from the journal, before any frame
         # Without the journaled state, AD (boot 42, seq 3) would be trusted as the first frame and

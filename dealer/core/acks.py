@@ -91,4 +91,4 @@ def of_table(table_id: str, key: str) -> bool:
 def resend_delay(sends: int, initial: float, cap: float) -> float:
     """Seconds to wait after the ``sends``-th publish of a result before the next one:
     ``initial``, doubling each time, at most ``cap``."""
-    return min(cap, initial * 2 ** min(max(sends - 1, 0), 30))
+    return min(cap, initial * (1 << min(max(sends - 1, 0), 30)))  # 1 << n: 2 ** n, typed int

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import StrEnum
-from typing import Any, Callable, Literal, Protocol
+from typing import Any, Callable, Literal, Protocol, overload
 
 from dealer.core.pots import uncalled
 
@@ -295,10 +295,16 @@ class Betting:
             all_in = reach  # calling for less (or exactly all) is an all-in
         q = self._q
         return Options(pid, check=owe == 0 and not forced, fold=not forced, call=q(call),
-                       bet=Range(q(bet.min), q(bet.max)) if bet else None,  # type: ignore[arg-type]
-                       raise_=Range(q(raise_.min), q(raise_.max)) if raise_ else None,  # type: ignore[arg-type]
+                       bet=Range(q(bet.min), q(bet.max)) if bet else None,
+                       raise_=Range(q(raise_.min), q(raise_.max)) if raise_ else None,
                        all_in=q(all_in), forced=forced)
 
+    @overload
+    def _q(self, amount: Decimal) -> Decimal: ...
+    @overload
+    def _q(self, amount: None) -> None: ...
+    @overload
+    def _q(self, amount: Decimal | None) -> Decimal | None: ...
     def _q(self, amount: Decimal | None) -> Decimal | None:
         return None if amount is None else amount.quantize(self.unit)
 

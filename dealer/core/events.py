@@ -68,7 +68,7 @@ class OpenRound(_Event):
                               "written only when set")
 
     @model_serializer(mode="wrap")
-    def _omit_unsigned(self, handler):  # type: ignore[no-untyped-def]
+    def _omit_unsigned(self, handler):  # type: ignore[no-untyped-def]  # pydantic's wrap serializer: handler and output are pydantic's
         out = handler(self)
         if isinstance(out, dict):
             for name in _SIGNED_FIELDS:
@@ -95,7 +95,7 @@ class PlaceBet(_Event):
     @field_validator("stake", mode="before")
     @classmethod
     def _exact(cls, v: object) -> Decimal:
-        return to_money(v)  # type: ignore[arg-type]
+        return to_money(v)  # type: ignore[arg-type]  # a raw value before validation: to_money refuses any other type
 
 
 class CloseBetting(_Event):
@@ -291,7 +291,7 @@ class PlayerAction(_Event):
     @field_validator("amount", mode="before")
     @classmethod
     def _exact(cls, v: object) -> Decimal | None:
-        return None if v is None else to_money(v)  # type: ignore[arg-type]
+        return None if v is None else to_money(v)  # type: ignore[arg-type]  # a raw value before validation: to_money refuses any other type
 
 
 class ActionTimeout(_Event):

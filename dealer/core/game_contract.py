@@ -264,7 +264,7 @@ class PeerGame(Game):
 
     @property
     def seat_count(self) -> int:
-        return int(self.options.seats)  # type: ignore[attr-defined]
+        return int(self.options.seats)  # type: ignore[attr-defined]  # a peer game's options declare its seats
 
     def check_bet(self, bet_type: str, held: frozenset[str]) -> str | None:
         reason = super().check_bet(bet_type, held)

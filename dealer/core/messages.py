@@ -57,7 +57,7 @@ class BetsSummary(_Msg):
                                 "JSON (dealer.core.result_parts.players_digest); empty when they are in the manifest")
 
     @model_serializer(mode="wrap")
-    def _inline(self, handler):  # type: ignore[no-untyped-def]
+    def _inline(self, handler):  # type: ignore[no-untyped-def]  # pydantic's wrap serializer: handler and output are pydantic's
         """A result with its ids inline (parts = 0) is written as before parts existed."""
         out = handler(self)
         if self.parts == 0 and isinstance(out, dict):
@@ -120,7 +120,7 @@ class RoundResult(_Msg):
                                "left out when nobody was logged on")
 
     @model_serializer(mode="wrap")
-    def _omit_no_dealer(self, handler):  # type: ignore[no-untyped-def]
+    def _omit_no_dealer(self, handler):  # type: ignore[no-untyped-def]  # pydantic's wrap serializer: handler and output are pydantic's
         """A round dealt with nobody logged on is written as before dealers existed."""
         out = handler(self)
         if not self.dealers and isinstance(out, dict):
@@ -212,7 +212,7 @@ class CurrentPrompt(StationPrompt):
     live ``prompts`` stream plus who published it, so a station that subscribes at any moment
     shows it at once and can tell whether it is still current."""
 
-    schema_id: Literal["studio.v1.current_prompt"] = "studio.v1.current_prompt"  # type: ignore[assignment]
+    schema_id: Literal["studio.v1.current_prompt"] = "studio.v1.current_prompt"  # type: ignore[assignment]  # a subclass names its own schema id
     node_id: NodeId
     session: Session
     version: Version

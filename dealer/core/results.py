@@ -10,10 +10,11 @@ the round events and prompt that announce it. A cancelled or voided round refund
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Literal, TypedDict
 
 from dealer.core import visibility
 from dealer.core.game_records import BetResolution, BetView, GameOutcome
-from dealer.core.messages import BetsSummary, BetTypeResult, HandResult, RoundResult
+from dealer.core.messages import BetsSummary, BetTypeResult, HandResult, MoneyRules, RoundResult
 from dealer.core.round_state import Effect, RoundState
 
 
@@ -55,12 +56,16 @@ def completed(rnd: RoundState, at: int) -> list[Effect]:
     ]
 
 
-def refunded(rnd: RoundState, outcome: str, reason: str, at: int) -> list[Effect]:
+#: How a round that ends without a deal is written: its bets are refunded.
+RefundOutcome = Literal["CANCELLED", "VOIDED"]
+
+
+def refunded(rnd: RoundState, outcome: RefundOutcome, reason: str, at: int) -> list[Effect]:
     """The round is cancelled or voided (``outcome``: CANCELLED or VOIDED): every bet is
     refunded; the result carries the public cards only (the hole cards dealt so far stay in
     the journal)."""
     rnd.result = RoundResult(
-        **_header(rnd, at), outcome=outcome, reason=reason, refund_all=True,  # type: ignore[arg-type]
+        **_header(rnd, at), outcome=outcome, reason=reason, refund_all=True,
         cards=visibility.public_cards(rnd),
     )
     return [
@@ -82,10 +87,27 @@ def bet_result(b: BetResolution) -> BetTypeResult:
                          returned=b.returned)
 
 
-def _header(rnd: RoundState, at: int) -> dict[str, object]:
+class _Header(TypedDict):
+    """The fields of :class:`RoundResult` that :func:`_header` fills."""
+
+    idempotency_key: str
+    table_id: str
+    round_id: str
+    game: str
+    accepted_bets: BetsSummary
+    money: MoneyRules
+    opened_at: int
+    closed_at: int | None
+    finished_at: int
+    rules_hash: str
+    software_version: str
+    dealers: list[str]
+
+
+def _header(rnd: RoundState, at: int) -> _Header:
     """What every result of the round carries: who, when, under which rules."""
     r = rnd.rules
-    return dict(
+    return _Header(
         idempotency_key=f"{rnd.table_id}:{rnd.round_id}", table_id=rnd.table_id, round_id=rnd.round_id,
         game=r.game.name, accepted_bets=bets_summary(rnd), money=r.money,
         opened_at=rnd.opened_at, closed_at=rnd.closed_at, finished_at=at,

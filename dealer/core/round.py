@@ -28,6 +28,7 @@ after betting has closed the round continues.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 from decimal import Decimal
 
 from dealer.core import results, visibility
@@ -73,7 +74,7 @@ __all__ = ["ACTIVE", "BetLimit", "Effect", "Phase", "REFUSALS", "Rejection", "Ro
            "TableRules", "Transition", "step_player"]
 
 #: The refund-all ends and the outcome their result carries.
-_REFUNDS = {Phase.CANCELLED: "CANCELLED", Phase.VOID: "VOIDED"}
+_REFUNDS: dict[Phase, results.RefundOutcome] = {Phase.CANCELLED: "CANCELLED", Phase.VOID: "VOIDED"}
 
 _READ_FAILURE_TEXT = {
     "noread": "the scanner could not read the card",
@@ -101,7 +102,7 @@ class Round(PeerTurns, RoundState):
     @property
     def house_players(self) -> frozenset[str]:
         """The players the house plays in this round (a :class:`HouseSeat` hand's)."""
-        return self.hand.house_players() if offers(self.hand, HouseSeat) else frozenset()
+        return self.hand.house_players() if offers(self.hand, HouseSeat) else frozenset()  # type: ignore[type-abstract]  # offers() takes a protocol class (python/mypy#4717)
 
     def handle(self, event: Event) -> Step:
         """Run ``event`` through :data:`TRANSITIONS`: the one place the phase changes."""
@@ -334,7 +335,7 @@ class Round(PeerTurns, RoundState):
         if self.hand is not None:
             return self._progress(at, effects)
         game = self.rules.game
-        self.deciders = game.deciders(results.bet_views(self)) if offers(game, Decisions) else {}
+        self.deciders = game.deciders(results.bet_views(self)) if offers(game, Decisions) else {}  # type: ignore[type-abstract]  # offers() takes a protocol class (python/mypy#4717)
         if self.deciders:
             return Transition(effects + self._open_decisions(at), Phase.DECISION)
         return Transition(effects, Phase.RESULT)
@@ -421,7 +422,7 @@ class Round(PeerTurns, RoundState):
         """The hand's exposure rules, or the refusal of a game that has none."""
         if self.hand is None:
             return Transition.refused(ev.type, f"{self.rules.game.name} has no rule for exposed cards: call the supervisor")
-        if not offers(self.hand, Exposures):
+        if not offers(self.hand, Exposures):  # type: ignore[type-abstract]  # offers() takes a protocol class (python/mypy#4717)
             where = f" at {ev.position}" if isinstance(ev, CardExposed) else ""
             return Transition.refused(ev.type, f"exposed card{where}: call the supervisor (decks.md §5.4)")
         return self.hand
@@ -498,7 +499,7 @@ class Round(PeerTurns, RoundState):
         return [self.event("decisions_open", at, players=sorted(self.deciders), closes_at=self.decision_deadline),
                 self._deciding_prompt(at), *self._decisions_required(at, sorted(self.deciders))]
 
-    def _decisions_required(self, at: int, players: list[str], **extra: object) -> list[Effect]:
+    def _decisions_required(self, at: int, players: list[str], **extra: object) -> list[PlayerMessage]:
         actions = list(self._decider_game.decision_actions)
         return [self.tell(p, "decision_required", at, actions=actions, closes_at=self.decision_deadline,
                           seat=self.deciders[p], **extra) for p in players]
@@ -509,7 +510,7 @@ class Round(PeerTurns, RoundState):
     @property
     def _decider_game(self) -> Decisions:
         game = self.rules.game
-        assert offers(game, Decisions), "only a game with decisions opens them"
+        assert offers(game, Decisions), "only a game with decisions opens them"  # type: ignore[type-abstract]  # offers() takes a protocol class (python/mypy#4717)
         return game
 
     def _decide(self, ev: PlayerDecision) -> Transition:
@@ -535,7 +536,7 @@ class Round(PeerTurns, RoundState):
 
     def _record_decision(self, player: str, action: str, by: str, at: int) -> list[Effect]:
         mine = [b for b in results.bet_views(self) if b.player_id == player]
-        self.decisions[player] = DecisionRecord(action=action, by=by, seat=self.deciders[player],  # type: ignore[arg-type]
+        self.decisions[player] = DecisionRecord(action=action, by=by, seat=self.deciders[player],  # type: ignore[arg-type]  # pydantic validates the record's fields
                                                 play_stake=self._decider_game.decision_stake(action, mine))
         return [self.event("decision_made", at, player_id=player, action=action, by=by),
                 self.tell(player, "decision_accepted", at, action=action, by=by)]
@@ -572,7 +573,9 @@ _Handler = Callable[[Round, "Event"], Transition]
 
 #: The rulebook: (phase, event type) -> the handler that runs it. Anything else is refused,
 #: for the reason :data:`REFUSALS` gives.
-TRANSITIONS: dict[tuple[Phase, str], _Handler] = {
+#: Each handler takes the event class its key names; mypy cannot tie the key's string to that
+#: class, so the table is cast to handlers of any event.
+TRANSITIONS = cast(dict[tuple[Phase, str], _Handler], {
     (Phase.BETTING_OPEN, "place_bet"): Round._place_bet,
     (Phase.BETTING_OPEN, "close_betting"): Round._close_betting,
     (Phase.BETTING_OPEN, "link_down"): Round._cancel_on_link,
@@ -603,7 +606,7 @@ TRANSITIONS: dict[tuple[Phase, str], _Handler] = {
     (Phase.RESULT, "result_delivered"): Round._delivered,
     (Phase.CANCELLED, "result_delivered"): Round._delivered,
     (Phase.VOID, "result_delivered"): Round._delivered,
-}  # type: ignore[dict-item]
+})
 
 _DEALING_NOW = "no betting round is open in round {round}: the dealer is dealing"
 _NO_CARD_NOW = "card scanned while betting is open: the deal starts after betting closes"
@@ -640,5 +643,5 @@ _NOT_ALLOWED = "{event} is not allowed in round {round} while {phase}"
 
 def step_player(step: Step) -> str | None:
     """The player of the first ``player_acted`` event in a step."""
-    return next((e.data.get("player_id") for e in step.effects  # type: ignore[union-attr]
+    return next((e.data.get("player_id") for e in step.effects
                  if isinstance(e, RoundEvent) and e.event == "player_acted"), None)

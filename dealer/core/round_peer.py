@@ -74,7 +74,7 @@ class PeerTurns(RoundState):
             assert player is not None
             self.turn += 1
             self.action_deadline = at + self.rules.action_ms
-            reserved = hand.take_reservation(player) if offers(hand, Reservations) else None
+            reserved = hand.take_reservation(player) if offers(hand, Reservations) else None  # type: ignore[type-abstract]  # offers() takes a protocol class (python/mypy#4717)
             if isinstance(reserved, tuple):
                 acted = self._run_action(player, reserved[0], reserved[1], "reservation", None, at)
                 if not isinstance(acted, str):
@@ -120,7 +120,7 @@ class PeerTurns(RoundState):
             return Transition.refused(ev.type, f"the action is for turn {ev.turn}, which is over "
                                    f"(turn {self.turn} is running)")
         if ev.reserve:
-            reason = (self.hand.reserve(ev.player_id, ev.action, ev.amount) if offers(self.hand, Reservations)
+            reason = (self.hand.reserve(ev.player_id, ev.action, ev.amount) if offers(self.hand, Reservations)  # type: ignore[type-abstract]  # offers() takes a protocol class (python/mypy#4717)
                       else "this game has no action reservation")
             if reason is not None:
                 return Transition.refused(ev.type, reason)

@@ -199,7 +199,7 @@ class RoundState:
 
     def tell(self, player: str, kind: str, at: int, **data: object) -> PlayerMessage:
         return PlayerMessage(table_id=self.table_id, round_id=self.round_id, player_id=player,
-                             kind=kind, at=at, data=data)  # type: ignore[arg-type]
+                             kind=kind, at=at, data=data)  # type: ignore[arg-type]  # pydantic validates data against the field
 
     def event(self, name: str, at: int, **data: object) -> RoundEvent:
         return RoundEvent(table_id=self.table_id, round_id=self.round_id, event=name, at=at, data=data)
@@ -208,7 +208,7 @@ class RoundState:
                count: int | None = None, announce: str | None = None) -> StationPrompt:
         pos = self.expected_position if kind in ("NEXT", "RESCAN", "ALERT", "CONFIRM") else None
         return StationPrompt(
-            table_id=self.table_id, round_id=self.round_id, kind=kind,  # type: ignore[arg-type]
+            table_id=self.table_id, round_id=self.round_id, kind=kind,  # type: ignore[arg-type]  # pydantic validates kind against the prompt kinds
             position=pos, step=self.next_index + 1 if pos else None, of=len(self.plan) if pos else None,
             reason=reason, count=count, message=message, at=at, announce=announce,
         )

@@ -50,7 +50,7 @@ class _Strict(BaseModel):
 
 
 def _exact(v: object) -> Decimal:
-    return to_money(v)  # type: ignore[arg-type]
+    return to_money(v)  # type: ignore[arg-type]  # a raw value before validation: to_money refuses any other type
 
 
 def _games(cls: type, info: ValidationInfo) -> GameLookup:
@@ -60,7 +60,7 @@ def _games(cls: type, info: ValidationInfo) -> GameLookup:
     games = games if games is not None else getattr(cls, "games", None)
     if games is None:
         raise ValueError("no registry of games was handed in (dealer.edge.config.RulesConfig names one)")
-    return games  # type: ignore[no-any-return]
+    return games  # type: ignore[no-any-return]  # pydantic's validation context is untyped
 
 
 class LimitConfig(_Strict):
@@ -232,9 +232,9 @@ def parse_canonical(canonical: str, *, games: GameLookup) -> Any:
     doc = {k: v for k, v in doc.items() if k != "format"}
     options = doc.get("options")
     legacy = _legacy_options(games, doc.get("game")) if isinstance(options, dict) else {}
-    missing = {k: v for k, v in legacy.items() if k not in options}  # type: ignore[operator]
+    missing = {k: v for k, v in legacy.items() if k not in options}  # type: ignore[operator]  # legacy is empty unless options is a dict
     if missing:
-        doc["options"] = {**options, **missing}  # type: ignore[dict-item]
+        doc["options"] = {**options, **missing}  # type: ignore[dict-item]  # missing is non-empty only when options is a dict
     try:
         cfg = RulesConfig.model_validate(doc, context={"games": games})
     except ValidationError as exc:

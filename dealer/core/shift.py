@@ -90,8 +90,9 @@ class Shift:
             fig.tally.rescans += tally.rescans
             fig.tally.mistakes += tally.mistakes
         if dealt:
-            for who in rnd.dealers or [None]:  # type: ignore[list-item]
-                self._figures(who, rnd.opened_at).rounds += 1
+            dealers: list[str | None] = [*rnd.dealers] or [None]  # nobody logged on: counted under None
+            for dealer in dealers:
+                self._figures(dealer, rnd.opened_at).rounds += 1
         self.rounds.appendleft(RoundSummary(
             round_id=rnd.round_id, outcome=res.outcome, winner=res.winner, reason=res.reason,
             dealers=tuple(rnd.dealers), opened_at=rnd.opened_at, finished_at=res.finished_at, dealt=dealt, rescans=sum(t.rescans for t in rnd.tally.values()),

@@ -121,7 +121,8 @@ class Table:
             step = self.current.handle(event) if self.current and self.current.phase in ACTIVE else Step(True)
             step.accepted = True
             step.journal = step.journal or newly_down
-            step.effects = [e for e in step.effects if not isinstance(e, Rejection)] + [note]
+            step.effects = [e for e in step.effects if not isinstance(e, Rejection)]
+            step.effects.append(note)
             self._track_result()
             return step
         if isinstance(event, LinkUp):
@@ -147,7 +148,7 @@ class Table:
                 data={"scanner_keys": len(event.scanner) if event.scanner is not None else None,
                       "supervisors": sorted(event.supervisors or {})})])
         if isinstance(event, TABLE_OPERATIONS):
-            return self._operate(event)  # type: ignore[arg-type]
+            return self._operate(event)
         if isinstance(event, DealerLogon):
             return self._logon(event)
         if self.ops.paused and self.in_play and event.type in FROZEN:
@@ -311,7 +312,7 @@ class Table:
             if cur.round_id not in self.undelivered:  # the round has just ended
                 self.shift.round_ended(cur)
             if cur.round_id not in self.undelivered and cur.hand is not None:
-                hand = cur.hand if offers(cur.hand, Remembers) else None  # a hand the table forgets
+                hand = cur.hand if offers(cur.hand, Remembers) else None  # type: ignore[type-abstract]  # offers() takes a protocol class (python/mypy#4717); a hand the table forgets
                 if cur.result.outcome == "COMPLETED":
                     self.memory = hand.carry() if hand is not None else {}
                 else:

@@ -144,10 +144,10 @@ class _Facts:
 
     def __init__(self, rnd: RoundState) -> None:
         game = rnd.rules.game
-        self.reveals = rnd.hand if offers(rnd.hand, Reveals) else None
-        self.decides = offers(game, Decisions)
+        self.reveals = rnd.hand if offers(rnd.hand, Reveals) else None  # type: ignore[type-abstract]  # offers() takes a protocol class (python/mypy#4717)
+        self.decides = offers(game, Decisions)  # type: ignore[type-abstract]  # offers() takes a protocol class (python/mypy#4717)
         self.folded = ({d.seat for d in rnd.decisions.values() if game.folds(d.action) and d.seat is not None}
-                       if offers(game, Decisions) else set())
+                       if offers(game, Decisions) else set())  # type: ignore[type-abstract]  # offers() takes a protocol class (python/mypy#4717)
         self.ended = rnd.phase in _COMPLETED
 
     def shown(self, pos: Position) -> bool:
@@ -356,7 +356,7 @@ def leaks(rnd: RoundState | None, audience: str, message: BaseModel | str | byte
         if code in found:
             continue
         if m.start() > 0 and text[m.start() - 1] == '"' and text[m.end():m.end() + 1] == '"':
-            ids = _identifiers(rnd) if ids is None else ids  # type: ignore[arg-type]
+            ids = _identifiers(rnd) if ids is None else ids  # type: ignore[arg-type]  # a code is hidden only in a round: rnd is not None here
             if code in ids:
                 continue
         found.add(code)

@@ -33,7 +33,7 @@ class BettingTurns(PeerHand):
 
     @property
     def to_act(self) -> str | None:
-        return self.betting.to_act  # type: ignore[no-any-return]
+        return self.betting.to_act  # type: ignore[no-any-return]  # betting is held as Any (a core Betting)
 
     def turn_summary(self) -> dict[str, Any]:
         return {"level": str(self.betting.level)}

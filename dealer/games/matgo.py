@@ -37,7 +37,7 @@ from dealer.core.game_records import (
     Position,
 )
 from dealer.games.matgo_engine import MatgoGame, payment, protection_units, score
-from dealer.games.matgo_moves import Choose, Decide, Flip, Phase, Play
+from dealer.games.matgo_moves import SEATS, Choose, Decide, Flip, Phase, Play
 from dealer.games.matgo_rules import MatgoRules, deal_positions
 
 COVER = "cover"
@@ -225,7 +225,7 @@ class MatgoHand(PeerHand, HouseSeat):
 
     def _start(self) -> None:
         prefix = f"R{self.deals - 1}." if self.deals > 1 else ""
-        hands = {s: [self.cards[f"{prefix}{s}.{i}"] for i in range(1, 11)] for s in ("F", "O")}
+        hands = {s: [self.cards[f"{prefix}{s}.{i}"] for i in range(1, 11)] for s in SEATS}
         layout = [self.cards[f"{prefix}L{i}"] for i in range(1, 9)]
         g = MatgoGame.start(hands=hands, layout=layout, first="F", rules=self.o.rules)
         if g.result is not None and g.result.kind == "REDEAL":
@@ -312,7 +312,7 @@ class MatgoHand(PeerHand, HouseSeat):
         m = g.default_move()
         if isinstance(m, Decide):
             return ("GO" if m.go else "STOP"), None, None
-        return ("PLAY" if isinstance(m, Play) else "CHOOSE"), None, m.card  # type: ignore[union-attr]
+        return ("PLAY" if isinstance(m, Play) else "CHOOSE"), None, m.card
 
     # -- the house seat ----------------------------------------------------------------------
 
@@ -324,7 +324,7 @@ class MatgoHand(PeerHand, HouseSeat):
             raise ValueError(f"{player} is not a house player in Matgo (the house plays {AI_PLAYER})")
         if self.engine is None:
             raise ValueError("no Matgo game in play: the house AI has no move to decide")
-        return MatgoRequest(engine=self.engine.clone(), seat=self.letter[AI_PLAYER],  # type: ignore[arg-type]
+        return MatgoRequest(engine=self.engine.clone(), seat=self.letter[AI_PLAYER],  # type: ignore[arg-type]  # letter holds the seat letters F and O
                             budget_ms=self.o.ai_budget_ms, seed=seed)
 
     def notes(self) -> list[tuple[str, dict[str, Any]]]:

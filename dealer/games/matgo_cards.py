@@ -46,8 +46,13 @@ def mask(cards: Sequence[str]) -> int:
     return m
 
 
+def _month_mask(month: int) -> int:
+    """The mask of ``month``'s four cards."""
+    return _mask_of(lambda c: int(c[:2]) == month)
+
+
 #: month 1..12 -> the mask of its four cards (index 0 unused)
-MONTH_MASK: tuple[int, ...] = (0,) + tuple(_mask_of(lambda c, m=m: int(c[:2]) == m) for m in range(1, 13))
+MONTH_MASK: tuple[int, ...] = (0,) + tuple(_month_mask(m) for m in range(1, 13))
 #: card index -> the mask of its month's four cards
 SAME_MONTH: tuple[int, ...] = tuple(MONTH_MASK[mo] for mo in MONTH)
 BRIGHTS = _mask_of(lambda c: c[2] == "G")

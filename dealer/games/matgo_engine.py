@@ -72,7 +72,7 @@ engine's own and may change.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 from dealer.core.cards import CardError, parse_hwatu
@@ -358,7 +358,7 @@ class MatgoGame(MatgoTurns):
                 if pile is None:
                     out.append(LayoutStack(mo, tuple(codes(m)), "LOOSE", None))
                 else:
-                    out.append(LayoutStack(mo, tuple(codes(m)), pile[0],  # type: ignore[arg-type]
+                    out.append(LayoutStack(mo, tuple(codes(m)), pile[0],  # type: ignore[arg-type]  # a pile's kind is one of LayoutStack's
                                            None if pile[1] < 0 else SEATS[pile[1]]))
         return out
 
@@ -441,7 +441,7 @@ class MatgoGame(MatgoTurns):
             result=self.result,
         )
 
-    def state_key(self) -> tuple:
+    def state_key(self) -> tuple[Hashable, ...]:
         """A hashable snapshot of the whole state (equal keys = equal games)."""
         return (self.rules, self._first, self.mover, self.turn, self.phase, tuple(self.hand_masks),
                 tuple(self.captured_masks), self.layout_mask, tuple(sorted(self._piles.items())), tuple(self._ppuk),

@@ -92,11 +92,11 @@ class MatgoTurns:
         :meth:`verify`."""
         ph = self.phase
         if ph is _P_PLAY:
-            self._play(INDEX[move.card], ev)  # type: ignore[union-attr]
+            self._play(INDEX[move.card], ev)  # type: ignore[union-attr]  # the phase says which move legal() made
         elif ph is _P_FLIP:
-            self._flip(INDEX[move.card], ev)  # type: ignore[union-attr]
+            self._flip(INDEX[move.card], ev)  # type: ignore[union-attr]  # the phase says which move legal() made
         elif ph is _P_CA:
-            i = INDEX[move.card]  # type: ignore[union-attr]
+            i = INDEX[move.card]  # type: ignore[union-attr]  # the phase says which move legal() made
             bit = 1 << i
             self.layout_mask &= ~bit
             self.pending_mask |= bit
@@ -106,7 +106,7 @@ class MatgoTurns:
             if ev is not None:
                 ev.append(("pending", {"seat": SEATS[self.mover], "cards": codes(self.pending_mask)}))
         elif ph is _P_CB:
-            i = INDEX[move.card]  # type: ignore[union-attr]
+            i = INDEX[move.card]  # type: ignore[union-attr]  # the phase says which move legal() made
             bit = 1 << i
             self.layout_mask &= ~bit
             if ev is not None:
@@ -117,7 +117,7 @@ class MatgoTurns:
             self._finish(ev)
         elif ph is _P_DEC:
             p = self.mover
-            if move.go:  # type: ignore[union-attr]
+            if move.go:  # type: ignore[union-attr]  # the phase says which move legal() made
                 self._go[p] += 1
                 self._last_go[p] = self._dscore
                 if ev is not None:
@@ -350,7 +350,7 @@ class MatgoTurns:
             ev.append(("immediate_win", {"kind": kind, "seat": SEATS[p], "payment_points": pts}))
         det = {"points": 5, "multipliers": mult, "scores": self.scores(), "go_count": self.go_count,
                "turn": self.turn, **extra}
-        self._end(MatgoResult(kind, SEATS[p], pts, det), ev)  # type: ignore[arg-type]
+        self._end(MatgoResult(kind, SEATS[p], pts, det), ev)  # type: ignore[arg-type]  # kind is one of MatgoResult's kinds
 
     def _end(self, result: MatgoResult, ev: list[Event] | None) -> None:
         self.result = result

@@ -322,7 +322,7 @@ class SeotdaHand(BettingTurns):
             self.antes[p.player_id] = self.antes.get(p.player_id, Decimal(0)) + a
 
     @property
-    def betting(self) -> Betting:  # type: ignore[override]
+    def betting(self) -> Betting:
         return self.game.betting
 
     # -- flow -----------------------------------------------------------------------------
@@ -616,7 +616,8 @@ class SeotdaHand(BettingTurns):
         level, own = b.level, p.street
         call = level - own
         pot = self.pot()
-        floor = lambda x: (x / self.unit).to_integral_value(rounding=ROUND_FLOOR) * self.unit  # noqa: E731
+        def floor(x: Decimal) -> Decimal:
+            return (x / self.unit).to_integral_value(rounding=ROUND_FLOOR) * self.unit
         out: dict[str, Decimal] = {}
         if level == 0:
             out["BET"] = self.o.stake.quantize(self.unit)

@@ -241,8 +241,8 @@ class Sevenluck(Game):
         if self.shared:
             hands = {"P": SHARED_POSITIONS}
         else:
-            seats = sorted({b.seat for held in by_player.values() for b in held.values()})  # type: ignore[type-var]
-            hands = {f"P{s}": seat_positions(s) for s in seats}  # type: ignore[arg-type]
+            seats = sorted({b.seat for held in by_player.values() for b in held.values()})  # type: ignore[type-var]  # not shared: every bet has a seat
+            hands = {f"P{s}": seat_positions(s) for s in seats}  # type: ignore[arg-type]  # not shared: every bet has a seat
         return hands | {"D": DEALER_POSITIONS}
 
     def resolve(self, cards: Mapping[str, str], bets: Sequence[BetView] = (),

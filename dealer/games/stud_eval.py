@@ -86,7 +86,8 @@ def _card_order(card: Card) -> tuple[int, int]:
 
 def _ph_rank(cards: Sequence[Card]) -> int:
     """phevaluator's rank (1 = best); its codes are ours with a lower-case suit (``TD`` -> ``Td``)."""
-    return evaluate_cards(*(c.code[0] + c.suit.lower() for c in cards))
+    rank: int = evaluate_cards(*(c.code[0] + c.suit.lower() for c in cards))  # phevaluator ships no types
+    return rank
 
 
 def _announced(five: Sequence[Card], category: str) -> list[Card]:

@@ -170,7 +170,7 @@ class TeenPattiOptions(GameOptions):
     @field_validator("main_ratio", "tie_ratio", mode="before")
     @classmethod
     def _check_ratio(cls, value: Any, info: ValidationInfo) -> Decimal:
-        return exact_ratio(value, info.field_name)
+        return exact_ratio(value, str(info.field_name))
 
     @field_validator("pair_plus", mode="before")
     @classmethod

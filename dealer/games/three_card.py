@@ -98,7 +98,7 @@ class ThreeCardRanking(Generic[H]):
 
     def hand(self, hand: H | Sequence[str]) -> H:
         """A ranked hand as it is, card codes ranked."""
-        return hand if isinstance(hand, self.hand_type) else self.evaluate(hand)  # type: ignore[arg-type]
+        return hand if isinstance(hand, self.hand_type) else self.evaluate(hand)  # type: ignore[arg-type]  # isinstance on hand_type does not narrow away H
 
     def compare(self, a: H | Sequence[str], b: H | Sequence[str]) -> int:
         """1 if ``a`` beats ``b``, -1 if ``b`` beats ``a``, 0 for a tie. Accepts hands or codes."""

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any
+from typing import Any, overload
 
 #: ``progress(stage, done, total)``: called now and then during the long loops.
 Progress = Callable[[str, int, int], None]
@@ -72,6 +72,10 @@ def _above(value: Fraction, bound: Decimal | Fraction) -> bool:
     return value * 100 > bound
 
 
+@overload
+def percent_text(bound: Decimal | Fraction) -> str: ...
+@overload
+def percent_text(bound: None) -> None: ...
 def percent_text(bound: Decimal | Fraction | None) -> str | None:
     """A bound as declared (``"97.50"``); an exact Fraction with 4 decimals."""
     if bound is None:

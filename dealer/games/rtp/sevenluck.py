@@ -100,25 +100,25 @@ def sevenluck_strategies(options: Any = None, tables: SevenluckTables | None = N
     q64 = evaluate3(("QS", "6H", "4D"))
     bonus = {c: ratio(r) for c, r in opts.ante_bonus.items()}
     fold_ev = Fraction(-1)
-    totals = {name: [Fraction(0), 0] for name in ("q64", "best")}  # sum of EV, hands played
+    ev_sums = {name: Fraction(0) for name in ("q64", "best")}  # sum of EV
+    played = {name: 0 for name in ev_sums}  # hands played
     for i, hand in enumerate(t.hands):
         b = bonus.get(hand.category, Fraction(0))
         ev_play = Fraction(play_net(t.dealer_counts(i)), DISJOINT3) + b
         ev_fold = fold_ev + (b if opts.ante_bonus_on_fold else 0)
         for name, plays in (("q64", hand >= q64), ("best", ev_play >= ev_fold)):
-            acc = totals[name]
             if plays:
-                acc[0] += ev_play
-                acc[1] += 1
+                ev_sums[name] += ev_play
+                played[name] += 1
             else:
-                acc[0] += ev_fold
+                ev_sums[name] += ev_fold
         if progress is not None and (i + 1) % PROGRESS_STEP == 0:
             progress("sevenluck ante/play", i + 1, HANDS3)
     if progress is not None:
         progress("sevenluck ante/play", HANDS3, HANDS3)
     out = {}
-    for name, (ev_sum, played) in totals.items():
-        p_play = Fraction(played, HANDS3)
+    for name, ev_sum in ev_sums.items():
+        p_play = Fraction(played[name], HANDS3)
         out[name] = StrategyResult(ev_sum / HANDS3, 1 + p_play, p_play)
     return out
 

@@ -37,20 +37,36 @@ def _ephemeral_from() -> int:
         return 32_768
 
 
+def _port_range() -> tuple[int, int]:
+    """The ports this process chooses from: below the kernel's ephemeral range, and one slice
+    of it per pytest-xdist worker (``PYTEST_XDIST_WORKER`` gwN of ``PYTEST_XDIST_WORKER_COUNT``).
+
+    A server that is killed and restarted on the same ports (a RabbitMQ node serving many
+    tests) leaves them free in between; with one shared range, a parallel worker's broker took
+    one of them and the node could not boot again (``eaddrinuse``). Slices never overlap."""
+    low, high = PORTS_FROM, _ephemeral_from()
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if worker.startswith("gw") and worker[2:].isdigit() and count.isdigit() and int(count) > 1:
+        size = (high - low) // int(count)
+        low += size * (int(worker[2:]) % int(count))
+        high = low + size
+    return low, high
+
+
 def free_ports(n: int) -> list[int]:
     """``n`` distinct free loopback ports, held open together while chosen (none repeats).
 
     Chosen below the kernel's ephemeral range where there is room: between the choice and the
     server's own bind (a RabbitMQ boots for seconds) no outgoing connection of this or a
     parallel test process can take the port as its source port (pytest-xdist workers did:
-    ``eaddrinuse``)."""
-    high = _ephemeral_from()
+    ``eaddrinuse``); each test worker has a slice of its own (:func:`_port_range`)."""
+    low, high = _port_range()
     socks: list[socket.socket] = []
     try:
         while len(socks) < n:
             s = socket.socket()
             try:
-                s.bind(("127.0.0.1", _pick.randrange(PORTS_FROM, high) if high - PORTS_FROM >= 1_000 else 0))
+                s.bind(("127.0.0.1", _pick.randrange(low, high) if high - low >= 1_000 else 0))
             except OSError:  # taken (or lingering): another one
                 s.close()
                 continue

@@ -75,7 +75,16 @@ class RabbitMqPool:
             self.used = 0
         share = self.node.share(self.used)
         self.used += 1
-        share.start()  # (re)starts the node if it is not running
+        try:
+            share.start()  # (re)starts the node if it is not running
+        except RuntimeError:
+            # its ports were free while it was down: one may be taken now (eaddrinuse); a
+            # node on fresh ports serves the rest (a broker that cannot boot at all fails here)
+            self.close()
+            self.node = RabbitMqProcess(self.factory.mktemp("rabbitmq"), vhosts=self.SIZE)
+            self.used = 1
+            share = self.node.share(0)
+            share.start()
         return share
 
     def close(self) -> None:

@@ -63,11 +63,13 @@ class ScannerMessage(BaseModel):
 class MqttScannerIngest:
     """Per-reader sessions and liveness for scanners that report over MQTT."""
 
-    def __init__(self, readers: dict[str, str], *, on_input: Callable[[str, ScanInput], None],
+    def __init__(self, readers: dict[str, str], *, topic_table: Callable[[str], str | None],
+                 on_input: Callable[[str, ScanInput], None],
                  on_link: Callable[[str, LinkStatus], None], on_bad: Callable[[str, str], None],
                  auth: Mapping[str, FrameAuthenticator | None] | None = None,
                  on_state: Callable[[str, ReaderState], None] | None = None) -> None:
         self.readers = dict(readers)  # reader id -> table id
+        self._topic_table = topic_table  # the table a scanner topic names (the edge's topic layout)
         auth = auth or {}
         self._sessions = {r: ReaderSession(r, auth.get(r)) for r in readers}
         self._up: dict[str, bool] = {}
@@ -89,7 +91,7 @@ class MqttScannerIngest:
             self._on_bad("scanner", f"{topic}: {exc}".replace("\n", " "))
             return
         table = self.readers.get(msg.reader)
-        if table is None or not topic.endswith(f"/tables/{table}/scanner"):
+        if table is None or self._topic_table(topic) != table:
             self._on_bad("scanner", f"{topic}: reader {msg.reader} is not the scanner of this table")
             return
         session = self._sessions[msg.reader]

@@ -14,10 +14,10 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import astuple, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from dealer.core.commands import StoredCommand
 from dealer.edge.journal_chain import row_hash, verify_rows
+from dealer.edge.journal_contract import NoSegments
 from dealer.edge.journal_errors import JournalError
 from dealer.edge.journal_replay import Replays
 from dealer.edge.journal_rows import (GENESIS, AuditReport, Batch, ChainReport, JournalRow, OutboxRow,
@@ -52,7 +52,7 @@ def forget_all() -> None:
     _STORES.clear()
 
 
-class MemoryJournal(Replays, WriterThread):
+class MemoryJournal(NoSegments, Replays, WriterThread):
     """The journal contract in memory (module docstring)."""
 
     #: No files, no segments: asked as a journal server is.
@@ -205,23 +205,6 @@ class MemoryJournal(Replays, WriterThread):
                 return rep.fail(f"row {rid} differs from the given anchor (hash {found[:16]}..., anchored "
                                 f"{h[:16]}...)", rid)
         return rep
-
-    # -- no segments ---------------------------------------------------------------------------
-
-    def checkpoint(self) -> int:
-        return 0
-
-    def segment_records(self) -> list[Any]:
-        return []
-
-    def chain_start(self) -> tuple[int, str]:
-        return (0, GENESIS)
-
-    def finish_roll(self, prepared: Any, purge_rows: int = 2000) -> bool:
-        return False
-
-    def purge_rolled(self, limit: int = 2000) -> int:
-        return 0
 
     def close(self) -> None:
         """The rows stay for the next open of the same name."""

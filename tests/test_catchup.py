@@ -226,7 +226,7 @@ class CatchupRun(Run):
             assert msg.version > self.last_version
             self.last_version = msg.version
             text = msg.model_dump_json()
-            audience = visibility.audience_of(topic)
+            audience = topics.audience(topic)
             assert audience is not None
             who = audience[len("player:"):] if audience.startswith("player:") else None
             allowed = self.oracle.public | (self.oracle.told.get(who, set()) if who else set())

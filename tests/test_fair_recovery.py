@@ -194,7 +194,7 @@ async def test_an_input_held_through_a_journal_outage_opens_a_whole_window(tmp_p
         held: asyncio.Future[Any] = loop.create_future()
         service.queue.put(Item(T, ScanRead(reader="GW1", code=deal[-1], at=wall_ms() - 5_000), 0, held,
                                mono=time.monotonic() - 5.0))
-        service.commit_loop._after_journal_outage()  # the journal commits again: the Resume first, then what waited
+        service.commit_loop.after_journal_outage()  # the journal commits again: the Resume first, then what waited
         assert (await held).accepted
         assert rnd.phase == Phase.DECISION
         assert rnd.decision_deadline is not None and rnd.decision_deadline >= wall_ms() + 1_500, \

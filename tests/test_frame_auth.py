@@ -267,7 +267,7 @@ def test_scanner_message_carries_boot_and_mac() -> None:
 def test_mqtt_ingest_rejects_forgeries_without_bringing_the_link_up() -> None:
     inputs: list[ScanInput] = []
     links: list[LinkStatus] = []
-    ingest = MqttScannerIngest({"GW1": "T1"}, on_input=lambda t, i: inputs.append(i),
+    ingest = MqttScannerIngest({"GW1": "T1"}, topic_table=topics.scanner_table, on_input=lambda t, i: inputs.append(i),
                                on_link=lambda t, s: links.append(s), on_bad=lambda k, r: None,
                                auth={"GW1": FrameAuthenticator([K1], require=True)})
     topic = topics.scanner("T1")

@@ -229,7 +229,7 @@ def test_scanner_message_refuses_with_a_validation_error(payload: bytes):
 @pytest.fixture(scope="module")
 def ingest() -> tuple[MqttScannerIngest, dict[str, list[Any]]]:
     seen: dict[str, list[Any]] = {"bad": [], "input": [], "link": []}
-    ing = MqttScannerIngest({"SC1": TABLE}, on_input=lambda t, i: seen["input"].append(i),
+    ing = MqttScannerIngest({"SC1": TABLE}, topic_table=topics.scanner_table, on_input=lambda t, i: seen["input"].append(i),
                             on_link=lambda t, s: seen["link"].append(s), on_bad=lambda k, r: seen["bad"].append(r))
     return ing, seen
 

@@ -249,7 +249,7 @@ def test_forged_messages_never_reach_the_journal(tmp_path: Path) -> None:
     j = Journal(path)
     order: list[str] = []
     batch = Batch()
-    ingest = MqttScannerIngest({"GW1": TABLE}, on_input=lambda t, i: order.append(i.kind.value),
+    ingest = MqttScannerIngest({"GW1": TABLE}, topic_table=topics.scanner_table, on_input=lambda t, i: order.append(i.kind.value),
                                on_link=lambda t, s: None, on_bad=lambda k, r: None,
                                auth={"GW1": FrameAuthenticator([K1], require=True)},
                                on_state=lambda t, s: (order.append("state"), batch.readers.append(s)))

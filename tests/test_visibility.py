@@ -370,11 +370,11 @@ def test_hwatu_codes_are_whole_tokens_too():
 
 
 def test_audiences_of_the_topics():
-    assert visibility.audience_of(topics.events(T)) == visibility.PUBLIC
-    assert visibility.audience_of(topics.prompts(T)) == visibility.STATION
-    assert visibility.audience_of(topics.results(T)) == visibility.SETTLEMENT
-    assert visibility.audience_of(topics.player(T, "ops")) == visibility.player("ops") != visibility.OPS
-    assert visibility.audience_of(topics.actions(T)) is None
+    assert topics.audience(topics.events(T)) == visibility.PUBLIC
+    assert topics.audience(topics.prompts(T)) == visibility.STATION
+    assert topics.audience(topics.results(T)) == visibility.SETTLEMENT
+    assert topics.audience(topics.player(T, "ops")) == visibility.player("ops") != visibility.OPS
+    assert topics.audience(topics.actions(T)) is None
 
 
 # --- the property: random rounds of all five games -----------------------------------------------------

@@ -425,7 +425,7 @@ class ScannerIngestTarget(ScannerJsonTarget):
         extra: dict[str, Any] = {}
         if hasattr(frames, "FrameAuthenticator"):  # SC2 signs its frames (HMAC); SC1 does not
             extra["auth"] = {"SC2": frames.FrameAuthenticator([KEY])}
-        self.ingest = MqttScannerIngest({"SC1": "T1", "SC2": "T2"}, on_input=lambda t, i: self.inputs.append(i),
+        self.ingest = MqttScannerIngest({"SC1": "T1", "SC2": "T2"}, topic_table=topics.scanner_table, on_input=lambda t, i: self.inputs.append(i),
                                         on_link=lambda t, s: self.links.append(s),
                                         on_bad=lambda k, r: self.bad.append((k, r)), **extra)
         self.signing = "auth" in extra

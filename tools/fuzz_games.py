@@ -64,7 +64,7 @@ from pathlib import Path
 from typing import Any
 
 from tools.fuzz_inputs import Violation
-from tools.fuzz_target import Target, need
+from tools.fuzz_target import Target, guard_core, need
 from tools.fuzz_game_state import (
     Applied,
     BENIGN_ERRORS,
@@ -236,18 +236,10 @@ class GameCommandsTarget(GameCommands, Target):
                                  key="replay differs from the live table")
 
     def _guard(self, table: Any) -> None:
-        """Remember an exception of ``table.handle``: the commit loop turns one into an "internal
-        error" refusal, which would hide it."""
-        inner = table.handle
+        guard_core(table, self._remember)
 
-        def handle(ev: Any) -> Any:
-            try:
-                return inner(ev)
-            except Exception as exc:
-                self.core_error = exc
-                raise
-
-        table.handle = handle
+    def _remember(self, exc: BaseException) -> None:
+        self.core_error = exc
 
     async def _stop(self) -> None:
         """Stop the service (as SIGTERM does), then check its journal."""
@@ -314,10 +306,10 @@ class GameCommandsTarget(GameCommands, Target):
                 raise Violation(f"the service did not go quiet ({len(self.applied)} events applied, lately "
                                      f"{kinds})", key="service did not go quiet")
             busy = svc.queue.items.qsize() or core.batch_tables
-            tasks = svc.background.running | {t for t in house._tasks if not t.done()}
+            tasks = svc.background.running | house.deciding
             if busy:
                 quiet = 0
-                changed = core._changed
+                changed = core.changed
                 try:
                     async with asyncio.timeout(0.05):
                         await changed.wait()

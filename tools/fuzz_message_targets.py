@@ -27,7 +27,7 @@ from tools.fuzz_inputs import (
     tree_slots,
     unicode_text,
 )
-from tools.fuzz_target import JsonTarget, Target, need
+from tools.fuzz_target import JsonTarget, Target, guard_core, need
 
 
 class ActionsTarget(JsonTarget):
@@ -396,18 +396,10 @@ class ServiceActionsTarget(JsonTarget):
                 self._drive(table, self.ev["scan"](reader="R", code=code, seq=i + 1, at=4 + i))
 
     def _guard(self, table: Any) -> None:
-        """Remember an exception of ``table.handle``: the service's commit loop turns one into an
-        "internal error" refusal, which would hide it from the fuzzer."""
-        inner = table.handle
+        guard_core(table, self._remember)
 
-        def handle(ev: Any) -> Any:
-            try:
-                return inner(ev)
-            except Exception as exc:
-                self.core_error = exc
-                raise
-
-        table.handle = handle
+    def _remember(self, exc: BaseException) -> None:
+        self.core_error = exc
 
     @staticmethod
     def _drive(table: Any, ev: Any) -> None:

@@ -307,6 +307,21 @@ class Target:
             raise Violation(f"{type(exc).__name__} without a message")
 
 
+def guard_core(table: Any, remember: Any) -> None:
+    """Hand every exception of ``table.handle`` to ``remember`` before it goes on: the service's
+    commit loop turns one into an "internal error" refusal, which would hide it from the fuzzer."""
+    inner = table.handle
+
+    def handle(ev: Any) -> Any:
+        try:
+            return inner(ev)
+        except Exception as exc:
+            remember(exc)
+            raise
+
+    table.handle = handle
+
+
 def need(cond: bool, what: str, key: str | None = None) -> None:
     if not cond:
         raise Violation(what, key)

@@ -218,8 +218,8 @@ async def _exchange(protocol: Any, host: str, port: int, table_id: str, payload:
                     got = answer_of(body, command_id)
                     if got is not None and not answer.done():
                         answer.set_result(got)
-                elif isinstance(body, dict):
-                    online[topic.split("/")[-2]] = body.get("online") is True
+                elif isinstance(body, dict) and (node := topics.backend_of(topic)) is not None:
+                    online[node] = body.get("online") is True
 
         listener = asyncio.create_task(listen())
         try:

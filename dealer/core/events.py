@@ -333,7 +333,7 @@ class CardExposed(_Event):
     Its word alone shows nothing: the report waits (``exposure_reported``, without the card)
     until a supervisor corroborates it (:class:`SupervisorExpose`); only then does the card
     play face up. Rules journaled before exposures needed the supervisor replay the report as
-    the exposure it then was (``dealer.core.rules.LEGACY_OPTIONS``)."""
+    the exposure it then was (the game's ``legacy_options``, :mod:`dealer.core.game_contract`)."""
 
     type: Literal["card_exposed"] = "card_exposed"
     position: Annotated[str, Field(min_length=1, max_length=16, pattern=r"^[A-Z0-9.]+$")]

@@ -81,21 +81,6 @@ def player(player_id: str) -> str:
     return _PLAYER + player_id
 
 
-#: Table topic leaves (after ``studio/v1/tables/{table}/``) and their audiences.
-_LEAF_AUDIENCE = {"events": PUBLIC, "state": PUBLIC, "history": STATION, "prompts": STATION,
-                  "prompts/current": STATION, "results": SETTLEMENT}
-
-
-def audience_of(topic: str) -> str | None:
-    """The audience of a table topic (``.../events`` and the retained ``.../state`` -> public,
-    ``.../prompts`` and ``.../prompts/current`` -> station, ``.../players/p`` and
-    ``.../players/p/state`` -> player p), or None for a topic that carries no round messages."""
-    parts = topic.split("/")
-    if len(parts) >= 6 and parts[4] == "players":  # a player id never holds a "/"
-        return player(parts[5])
-    return _LEAF_AUDIENCE.get("/".join(parts[4:]))
-
-
 @dataclass(frozen=True, slots=True)
 class Seen:
     """One registered card as the policy sees it now. ``owner``: the player who sees it besides

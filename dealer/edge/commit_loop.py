@@ -146,6 +146,11 @@ class CommitLoop:
         if watch is not None:
             watch(self.unwritable_for)
 
+    @property
+    def changed(self) -> asyncio.Event:
+        """Set when the batch in hand changes (it is replaced then): a waiter sees the next change."""
+        return self._changed
+
     def unwritable_for(self) -> float:
         """Seconds this node has been trying to write without success: since the first attempt of
         a commit that has failed or not answered yet (a few milliseconds for a commit in flight;
@@ -282,7 +287,7 @@ class CommitLoop:
                 if self._back:
                     self._back = False
                     touched |= set(self.tables)
-                    self._after_journal_outage()
+                    self.after_journal_outage()
                 touched |= self.releaser.revalidated()  # output held back while a lease was not valid: sent now
                 touched &= set(self.tables)
                 for tid in touched:
@@ -493,7 +498,7 @@ class CommitLoop:
         if poke is not None:  # the lease manager may take tables again now
             poke()
 
-    def _after_journal_outage(self) -> None:
+    def after_journal_outage(self) -> None:
         """The journal commits again and the held batch's effects are out: queue a
         ``Resume(link="journal")`` per table ahead of everything else, so every pending decision
         and turn gets a full new window from now (journaled, and told to the players as any

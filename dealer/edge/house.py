@@ -85,6 +85,11 @@ class HouseRunner:
 
     # -- the service's side ---------------------------------------------------------------
 
+    @property
+    def deciding(self) -> set[asyncio.Task[Any]]:
+        """The house players' decisions on their way (tools wait for them to go quiet)."""
+        return {t for t in self._tasks if not t.done()}
+
     def deliver(self, table_id: str, rnd: Round | None, msg: PlayerMessage) -> bool:
         """Take ``msg`` if it is for a house player of the round's hand (the hand says so:
         :meth:`HouseSeat.house_players`); its ``your_turn`` starts the decision. A house

@@ -21,7 +21,7 @@ import structlog
 
 from dealer.core.events import ReadFailed, ScanRead
 from dealer.core.messages import StationPrompt
-from dealer.edge import ingress, prompts
+from dealer.edge import ingress, prompts, topics
 from dealer.edge.commit_state import JOURNAL_UNAVAILABLE, CommitState
 from dealer.edge.config import TableConfig
 from dealer.edge.input_queue import InputQueue, Item
@@ -74,6 +74,7 @@ class Inputs:
         configs = self.tables.configs
         self.scanner_ingest = MqttScannerIngest(
             {cfg.scanner.reader_id: tid for tid, cfg in configs.items() if cfg.scanner.kind == "mqtt"},
+            topic_table=topics.scanner_table,
             on_input=self.on_scan_input, on_link=self.on_scan_link, on_bad=refusals.bad_message,
             auth={cfg.scanner.reader_id: scanner_auth[tid] for tid, cfg in configs.items()},
             on_state=lambda tid, state: queue.put_reader_state(state),

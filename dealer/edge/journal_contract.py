@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from dealer.core.commands import StoredCommand
 from dealer.core.events import Event
-from dealer.edge.journal_rows import AuditReport, Batch, ChainReport, JournalRow, OutboxRow
+from dealer.edge.journal_rows import GENESIS, AuditReport, Batch, ChainReport, JournalRow, OutboxRow
 from drivers.frames import ReaderState
 
 
@@ -164,6 +164,27 @@ class Journal(Protocol):
     async def close_async(self) -> None:
         """Close from the event loop (a backend whose connections need the loop closes them here)."""
         ...
+
+
+class NoSegments:
+    """The retention half of :class:`Journal` for a journal that never rolls rows out into
+    segment files (SQLite's retention, dealer/edge/segments.py): PostgreSQL checkpoints by
+    itself and keeps every row; the chain starts at the genesis."""
+
+    def checkpoint(self) -> int:
+        return 0
+
+    def segment_records(self) -> list[Any]:
+        return []
+
+    def chain_start(self) -> tuple[int, str]:
+        return (0, GENESIS)
+
+    def finish_roll(self, prepared: Any, purge_rows: int = 2000) -> bool:
+        return False
+
+    def purge_rolled(self, limit: int = 2000) -> int:
+        return 0
 
 
 class JournalBackend(Protocol):

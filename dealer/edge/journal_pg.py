@@ -60,6 +60,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from dealer.core.commands import StoredCommand
 from dealer.edge.journal_chain import pg_row_hash
+from dealer.edge.journal_contract import NoSegments
 from dealer.edge.journal_errors import Fenced, JournalError, JournalWriteFailed, ReplayError
 from dealer.edge.journal_pg_schema import open_schema
 from dealer.edge.journal_pg_sql import (AFTER_SQL, COMMIT_SQL, HEADS_SQL, OUTBOX_BY_KEYS_SQL, PAGE, QUICK_TIMEOUT,
@@ -73,7 +74,7 @@ from drivers.frames import ReaderState
 
 
 
-class PgJournal(Replays, WriterThread):
+class PgJournal(NoSegments, Replays, WriterThread):
     """The journal in a PostgreSQL database (module docstring): the
     :class:`~dealer.edge.journal_contract.Journal` contract, shared by the nodes of a cluster.
     ``node_id`` is written into every row (the fencing trigger compares it with the table's lease)."""
@@ -636,26 +637,6 @@ class PgJournal(Replays, WriterThread):
         if table_id is None:
             return int(self._read("SELECT COUNT(*) FROM events")[0][0])
         return int(self._read("SELECT COUNT(*) FROM events WHERE table_id = %s", (table_id,))[0][0])
-
-    # -- SQLite's retention, not here ---------------------------------------------------------
-
-    def checkpoint(self) -> int:
-        """Nothing to do: PostgreSQL checkpoints by itself (SQLite's WAL checkpoint). Returns 0."""
-        return 0
-
-    def segment_records(self) -> list[Any]:
-        """Always empty: segment files are the SQLite journal's retention (dealer/edge/segments.py)."""
-        return []
-
-    def chain_start(self) -> tuple[int, str]:
-        return (0, GENESIS)
-
-    def finish_roll(self, prepared: Any, purge_rows: int = 2000) -> bool:
-        """No segments here (:meth:`segment_records`): never rolls."""
-        return False
-
-    def purge_rolled(self, limit: int = 2000) -> int:
-        return 0
 
     def close(self) -> None:
         """Close the connections and the reads pool (the async pool needs its loop: :meth:`close_async`)."""

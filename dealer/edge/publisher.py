@@ -209,7 +209,7 @@ class Publisher:
         may not see (:func:`dealer.core.visibility.leaks`): counted, and logged once without naming
         the cards. Effects are released after their batch: the round may have moved on, but
         within a round what an audience may see only grows, so nothing legitimate is held."""
-        tid, audience = topics.table_of(topic), visibility.audience_of(topic)
+        tid, audience = topics.table_of(topic), topics.audience(topic)
         table = self.tables.get(tid) if tid is not None else None
         if table is None or audience is None:
             return False

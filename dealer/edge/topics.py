@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dealer.core.visibility import PUBLIC, SETTLEMENT, STATION, player as player_audience
+
 PREFIX = "studio/v1"
 
 
@@ -81,6 +83,12 @@ def backend_journal(node_id: str) -> str:
     return f"{PREFIX}/backends/{node_id}/journal"
 
 
+def backend_of(topic: str) -> str | None:
+    """The node of a backend topic ``studio/v1/backends/{node}/{leaf}``, else None."""
+    parts = topic.split("/")
+    return parts[3] if len(parts) == 5 and f"{parts[0]}/{parts[1]}" == PREFIX and parts[2] == "backends" else None
+
+
 def parse(topic: str) -> tuple[str, str] | None:
     """``(table, leaf)`` of a table topic ``studio/v1/tables/{table}/{leaf}`` (the leaf may hold
     ``/``: ``players/p/state``), else None. Every table topic the edge reads is parsed here."""
@@ -94,3 +102,27 @@ def table_of(topic: str) -> str | None:
     """The table a table topic belongs to, else None."""
     parsed = parse(topic)
     return parsed[0] if parsed is not None else None
+
+
+def scanner_table(topic: str) -> str | None:
+    """The table of a scanner topic (``studio/v1/tables/{table}/scanner``), else None."""
+    parsed = parse(topic)
+    return parsed[0] if parsed is not None and parsed[1] == "scanner" else None
+
+
+#: Table topic leaves (after ``studio/v1/tables/{table}/``) and their audiences.
+_LEAF_AUDIENCE = {"events": PUBLIC, "state": PUBLIC, "history": STATION, "prompts": STATION,
+                  "prompts/current": STATION, "results": SETTLEMENT}
+
+
+def audience(topic: str) -> str | None:
+    """The audience of a table topic (``.../events`` and the retained ``.../state`` -> public,
+    ``.../prompts`` and ``.../prompts/current`` -> station, ``.../players/p`` and
+    ``.../players/p/state`` -> player p), or None for a topic that carries no round messages."""
+    parsed = parse(topic)
+    if parsed is None:
+        return None
+    leaf = parsed[1].split("/")
+    if len(leaf) >= 2 and leaf[0] == "players":  # a player id never holds a "/"
+        return player_audience(leaf[1])
+    return _LEAF_AUDIENCE.get(parsed[1])

@@ -91,6 +91,8 @@ def test_failover_is_timed_to_the_next_epochs_first_row_or_its_lease():
     assert summary["count"] == 2 and summary["max"] == 4.2 and summary["never_taken_over"] == 1
     assert summary["per_kind"]["node_kill"]["count"] == 2 and summary["per_kind"]["node_pause"] == {"count": 0}
     assert summary["takeovers"]["node_kill"] == {"expired": 1, "released": 1}
+    assert [(f["table"], f["seconds"], f["to_lease_acquired"]) for f in summary["slowest"]] == [("T1", 4.2, 1.0),
+                                                                                             ("T2", 3.5, 3.5)]
 
 
 def test_chaos_plan_has_a_node_kill_or_pause_every_few_faults_and_every_kind():

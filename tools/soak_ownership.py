@@ -232,6 +232,10 @@ def quantiles(xs: Sequence[float]) -> dict[str, Any]:
             "max": round(s[-1], 3), "count": len(s)}
 
 
+#: How many of the slowest failovers the summary lists one by one.
+SLOWEST = 8
+
+
 def failover_summary(failovers: Sequence[Failover]) -> dict[str, Any]:
     """``failover_s``: overall and per fault kind."""
     timed = [f for f in failovers if f.seconds is not None]
@@ -244,6 +248,11 @@ def failover_summary(failovers: Sequence[Failover]) -> dict[str, Any]:
     out["to_lease_acquired"] = quantiles([f.lease_seconds for f in timed if f.lease_seconds is not None])
     out["takeovers"] = {k: dict(sorted(_count(f.takeover or "unknown" for f in timed if f.kind == k).items()))
                         for k in kinds}
+    # the tail, one by one: a p99 over target says which fault, table and stage it was
+    out["slowest"] = [{"kind": f.kind, "victim": f.node, "table": f.table_id, "seconds": f.seconds,
+                       "to_lease_acquired": f.lease_seconds, "takeover": f.takeover, "by": f.by,
+                       "measured_to": f.measured_to}
+                      for f in sorted(timed, key=lambda f: -(f.seconds or 0.0))[:SLOWEST]]
     return out
 
 

@@ -375,6 +375,16 @@ def test_audiences_of_the_topics():
     assert topics.audience(topics.results(T)) == visibility.SETTLEMENT
     assert topics.audience(topics.player(T, "ops")) == visibility.player("ops") != visibility.OPS
     assert topics.audience(topics.actions(T)) is None
+    assert topics.audience(topics.player_state(T, "p1")) == visibility.player("p1")
+    assert topics.audience("elsewhere/v1/tables/T/events") is None
+
+
+def test_topic_kinds_and_owners_are_parsed_in_one_place():
+    assert [topics.kind(t) for t in (topics.events(T), topics.current_prompt(T), topics.player(T, "p1"),
+                                     topics.player_state(T, "p1"), topics.backend_status("n1"), "x/y")] == \
+        ["events", "prompts/current", "players/+", "players/+/state", "backends/+/status", "x/y"]
+    assert topics.scanner_table(topics.scanner(T)) == T and topics.scanner_table(topics.events(T)) is None
+    assert topics.backend_of(topics.backend_status("n1")) == "n1" and topics.backend_of(topics.events(T)) is None
 
 
 # --- the property: random rounds of all five games -----------------------------------------------------

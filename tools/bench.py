@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import Counter
 import os
 import platform
 import resource
@@ -45,6 +46,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from dealer.edge import topics
 from dealer.edge.config import load_settings
 from dealer.edge.publisher import STAGES
 from dealer.edge.service import Service
@@ -238,6 +240,33 @@ async def _run_loadgen(broker: str, tables: int, seconds: float, loop: str, phas
     return out
 
 
+#: The topic kinds of a table's public path (what ``messages_per_card`` counts): what stations,
+#: screens, the player platform and ops read of a table. Results (settlement's), a player's own
+#: topics and the backend's status are counted apart (``messages_by_kind_per_card``).
+PUBLIC_PATH = ("events", "prompts", "prompts/current", "state", "history")
+
+
+class CountingBus(MqttBus):
+    """The backend's bus, counting every message it hands to the broker by topic kind
+    (:func:`dealer.edge.topics.kind`): ``messages_per_card`` in the figures."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.sent: Counter[str] = Counter()
+
+    def publish_nowait(self, topic: str, payload: bytes, *, qos: int = 1, retain: bool = False) -> asyncio.Future[None]:
+        self.sent[topics.kind(topic)] += 1
+        return super().publish_nowait(topic, payload, qos=qos, retain=retain)
+
+
+def messages_per_card(sent: Counter[str], cards: int) -> dict[str, Any]:
+    """Messages on the wire per card: on the public path (the issue's figure) and by kind."""
+    if not cards:
+        return {"messages_per_card": None, "messages_by_kind_per_card": {}}
+    return {"messages_per_card": round(sum(sent[k] for k in PUBLIC_PATH) / cards, 2),
+            "messages_by_kind_per_card": {k: round(n / cards, 2) for k, n in sorted(sent.items())}}
+
+
 def backend(settings: Any, broker: str, client_id: str) -> tuple[Service, Any]:
     """A backend as ``dealer run`` builds one (its journal, and its leases when the journal is
     PostgreSQL), recording every scan-to-publish latency; and its metrics."""
@@ -245,7 +274,7 @@ def backend(settings: Any, broker: str, client_id: str) -> tuple[Service, Any]:
     from dealer.edge.metrics import Metrics
     from dealer.edge.runner import build_ownership
 
-    bus = MqttBus(broker, client_id=client_id)
+    bus = CountingBus(broker, client_id=client_id)
     metrics = Metrics()
     journal = open_journal(settings) if settings.service.journal_url else None
     ownership = build_ownership(settings, journal, bus, metrics)
@@ -303,6 +332,8 @@ async def _measure(settings: Any, broker: str, tables: int, seconds: float, loop
         service.latency_samples.clear()  # the run's cards only
         for v in service.publisher.stages.values():
             v.clear()
+        sent = service.bus.sent
+        sent.clear()
         cpu0, broker0, wall0, db0 = _cpu_s(), _proc_cpu_s(broker_pid), time.monotonic(), _db_cpu(db)
         loadgen = await _run_loadgen(broker, tables, seconds, loop, phase)
         wall = time.monotonic() - wall0
@@ -312,6 +343,7 @@ async def _measure(settings: Any, broker: str, tables: int, seconds: float, loop
             **_figures(samples=service.latency_samples, backend_cpu=backend_cpu, wall=wall, loadgen=loadgen,
                        broker_cpu=None if broker0 is None or broker1 is None else broker1 - broker0,
                        db_share=db_share, measured_db=db is not None, stages=service.publisher.stages),
+            **messages_per_card(sent, len(service.latency_samples)),
             "rounds_opened": sum(t.last_seq for t in service.tables.values()),
             "journal_commit_ms": _histogram_ms(metrics),
             "rss_mb_before": rss_before,

@@ -104,6 +104,19 @@ def table_of(topic: str) -> str | None:
     return parsed[0] if parsed is not None else None
 
 
+def kind(topic: str) -> str:
+    """What a topic is, without its table, player or node: ``events``, ``state``,
+    ``players/+``, ``players/+/state``, ``backends/+/status``... (counts by kind); else the topic."""
+    parsed = parse(topic)
+    if parsed is not None:
+        leaf = parsed[1].split("/")
+        if len(leaf) >= 2 and leaf[0] == "players":
+            return "/".join(["players", "+", *leaf[2:]])
+        return parsed[1]
+    node = backend_of(topic)
+    return f"backends/+/{topic.rsplit('/', 1)[1]}" if node is not None else topic
+
+
 def scanner_table(topic: str) -> str | None:
     """The table of a scanner topic (``studio/v1/tables/{table}/scanner``), else None."""
     parsed = parse(topic)

@@ -520,7 +520,7 @@ class Service:
     def _table_topics(self, cfg: TableConfig) -> list[tuple[str, Callable[[str, bytes], None]]]:
         """The topics a table's input comes on, with their handlers."""
         tid, inputs = cfg.id, self.inputs
-        out = [(topics.actions(tid), inputs.on_command), (topics.station(tid), inputs.on_command),
+        out: list[tuple[str, Callable[[str, bytes], None]]] = [(topics.actions(tid), inputs.on_command), (topics.station(tid), inputs.on_command),
                (topics.supervisor(tid), inputs.on_command), (topics.results_ack(tid), self.relay.on_ack)]
         if cfg.scanner.kind == "mqtt":
             out.append((topics.scanner(tid), inputs.scanner_ingest.handle))

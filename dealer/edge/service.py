@@ -275,8 +275,8 @@ class Service:
             assert self._failure is not None
             done, _ = await asyncio.wait([*self._bg, self._failure], return_when=asyncio.FIRST_EXCEPTION)
             for task in done:
-                if not task.cancelled() and task.exception() is not None:
-                    raise task.exception()  # type: ignore[misc]
+                if not task.cancelled() and (exc := task.exception()) is not None:
+                    raise exc
         finally:
             await self.stop()
 
@@ -538,7 +538,7 @@ class Service:
 
     def _scanner_done(self, task: asyncio.Task[None]) -> None:
         """A serial scanner link ended by itself with an error: the service stops (as before tables moved)."""
-        if task.cancelled() or task.exception() is None:
+        if task.cancelled() or (exc := task.exception()) is None:
             return
         if self._failure is not None and not self._failure.done():
-            self._failure.set_exception(task.exception())  # type: ignore[arg-type]
+            self._failure.set_exception(exc)

@@ -159,7 +159,8 @@ def _inner(frame: Frame) -> bytes:
     """The checksummed bytes: everything between '$' and '*'."""
     if frame.mac is None:
         return frame.body
-    return auth_data(frame.body, frame.boot) + b";" + frame.mac.encode("ascii")  # type: ignore[arg-type]
+    assert frame.boot is not None  # a Frame with a MAC has its boot counter (checked in __post_init__)
+    return auth_data(frame.body, frame.boot) + b";" + frame.mac.encode("ascii")
 
 
 def encode_frame(frame: Frame) -> bytes:
@@ -217,7 +218,7 @@ def decode_frame(line: bytes) -> Frame:
         raise FrameError(f"seq {seq_text!r} must be a decimal number without leading zeros",
                          raw=raw)
     try:
-        return Frame(reader, int(seq_text), status, payload, boot, mac)  # type: ignore[arg-type]
+        return Frame(reader, int(seq_text), status, payload, boot, mac)  # type: ignore[arg-type]  # the status text: __post_init__ makes it a Status (a FrameError if unknown)
     except FrameError as err:
         raise FrameError(str(err), raw=raw) from None
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import aiomqtt
 import paho.mqtt.client as mqtt
@@ -161,7 +161,7 @@ class _Client(aiomqtt.Client):
     # The same contract on a bare future and one timer: the PUBACK (paho's on_publish, through
     # aiomqtt's pending table) resolves it; the timeout fails it with aiomqtt's own error.
 
-    async def publish(self, /, topic: str, payload: Any = None, qos: int = 0, retain: bool = False,  # type: ignore[override]
+    async def publish(self, /, topic: str, payload: Any = None, qos: int = 0, retain: bool = False,
                       properties: Any = None, *args: Any, timeout: float | None = None, **kwargs: Any) -> None:
         if properties is not None or args or kwargs:  # what the backend never passes: the library's own way
             await super().publish(topic, payload, qos, retain, properties, *args, timeout=timeout, **kwargs)
@@ -187,7 +187,7 @@ class _Client(aiomqtt.Client):
         if mid in self._pending_publishes or mid in self._pending_subscribes or mid in self._pending_unsubscribes:
             raise RuntimeError(f'There already exists a pending call for message ID "{mid}"')
         ack = _Ack(self._loop.create_future(), timed_out, self._pending_publishes, mid)
-        self._pending_publishes[mid] = ack
+        self._pending_publishes[mid] = ack  # type: ignore[assignment]  # aiomqtt's on_publish only calls .set(): an _Ack has it
         if timeout != math.inf:
             ack.timer = self._loop.call_later(timeout, ack.expire)
         self._write_now()
@@ -247,7 +247,7 @@ class _Ack:
             self.future.set_exception(self.timed_out())
 
 
-class _ClientLog(logging.LoggerAdapter):  # type: ignore[type-arg]
+class _ClientLog(logging.LoggerAdapter[logging.Logger]):
     """What aiomqtt and paho log for one bus (logger ``aiomqtt``), kept to one line per state change.
 
     paho reports a lost connection as an error of its own ("failed to receive on socket:
@@ -440,7 +440,7 @@ class MqttBus:
         self._router = Router()
         self._sub_tasks: set[asyncio.Task[None]] = set()  # SUBSCRIBE / UNSUBSCRIBE sent while connected
         self._listeners: list[ConnectionListener] = []
-        self._client: aiomqtt.Client | None = None
+        self._client: _Client | None = None
         self._connected_evt = asyncio.Event()
         self.reconnects = 0
         self._client_log = _ClientLog()
@@ -573,7 +573,7 @@ class MqttBus:
                     username=self._auth[0], password=self._auth[1], will=will, clean_session=self._clean_session,
                     max_inflight_messages=self._max_inflight, timeout=self._publish_timeout,
                     socket_options=_SOCKET_OPTIONS, tls_context=self._tls_context if tls else None,
-                    logger=self._client_log,  # type: ignore[arg-type]
+                    logger=self._client_log,  # aiomqtt calls only the logging methods an adapter has too
                     deliver=early.append,
                 ) as client:
                     patterns = self._router.patterns
@@ -650,7 +650,8 @@ class MqttBus:
             self.retained_dropped += 1
             log.warning("retained message dropped", topic=message.topic)
             return
-        self._dispatch(message.topic, message.payload or b"")
+        # paho decodes a received PUBLISH from bytes: its payload is bytes (bytearray is for outgoing ones)
+        self._dispatch(message.topic, cast(bytes, message.payload) or b"")
 
     def _dispatch(self, topic: str, payload: bytes) -> None:
         for handler in self._router.handlers(topic):

@@ -24,7 +24,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from drivers.frames import Frame, FrameAuthenticator, FrameError, ReaderSession, ReaderState
+from drivers.frames import Frame, FrameAuthenticator, FrameError, ReaderSession, ReaderState, Status
 from drivers.scan import LinkStatus, ScanInput, ScanKind
 
 
@@ -52,11 +52,11 @@ class ScannerMessage(BaseModel):
         return self
 
     def frame(self) -> Frame:
-        return Frame(self.reader, self.seq, self.status, self.payload, self.boot, self.mac)  # type: ignore[arg-type]
+        return Frame(self.reader, self.seq, Status(self.status), self.payload, self.boot, self.mac)
 
     @classmethod
     def of(cls, frame: Frame) -> "ScannerMessage":
-        return cls(reader=frame.reader, seq=frame.seq, status=frame.status.value, payload=frame.payload,  # type: ignore[arg-type]
+        return cls(reader=frame.reader, seq=frame.seq, status=frame.status.value, payload=frame.payload,
                    boot=frame.boot, mac=frame.mac)
 
 

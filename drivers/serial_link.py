@@ -38,12 +38,12 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import serial
 import serial_asyncio_fast
 
-from drivers.codecs import DEFAULT, Notice, StreamCodec, open_codec
+from drivers.codecs import DEFAULT, Notice, SequencedCodec, StreamCodec, open_codec
 from drivers.frames import FrameAuthenticator, ReaderSession, ReaderState
 from drivers.scan import LinkStatus, ScanInput
 
@@ -134,7 +134,7 @@ class SerialScannerLink:
         only protocols with sequence numbers have one."""
         if not self.capabilities.sequence_numbers:
             raise TypeError(f"{self.name}: protocol {self.protocol!r} has no reader sessions (no sequence numbers)")
-        return self.codec.session(reader)  # type: ignore[attr-defined]
+        return cast(SequencedCodec, self.codec).session(reader)  # sequence numbers: a codec with reader sessions
 
     # -- the task ---------------------------------------------------------------------------
 

@@ -144,7 +144,7 @@ class Bettor:
         for player, bet_type, seat, stake in bets:
             self._seq += 1
             bet_id = f"{round_id}-b{self._seq}"
-            bet = PlaceBet(bet_id=bet_id, player_id=player, bet_type=bet_type, stake=stake,  # type: ignore[arg-type]
+            bet = PlaceBet(bet_id=bet_id, player_id=player, bet_type=bet_type, stake=stake,  # type: ignore[arg-type]  # pydantic coerces the decimal text to the Decimal stake
                            seat=seat, round_id=round_id, command_id=bet_id)
             try:
                 self.book.execute("INSERT OR IGNORE INTO bets VALUES (?, ?, ?, ?, ?, ?)",

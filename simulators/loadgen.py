@@ -137,7 +137,7 @@ async def run_loadgen(url: str, n_tables: int, seconds: float, *, card_interval:
     async def publish(t: _Table, status: str, payload: str = "", advance: bool = True) -> None:
         if advance:
             t.seq += 1
-        msg = ScannerMessage(reader=t.reader, seq=t.seq, status=status, payload=payload)  # type: ignore[arg-type]
+        msg = ScannerMessage(reader=t.reader, seq=t.seq, status=status, payload=payload)  # type: ignore[arg-type]  # pydantic validates the status text against ScannerMessage's literals
         await bus.publish(f"studio/v1/tables/{t.table_id}/scanner", msg.model_dump_json().encode(), qos=1)
 
     async def deal(t: _Table, first: bool, prompted_ns: int) -> None:

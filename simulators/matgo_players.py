@@ -90,7 +90,7 @@ class MatgoPlayer(RemotePlayer):
         action, card = answer
         await self._pause()
         cid = self._ids.setdefault((rid, turn), self._new_id())  # the same id whenever this turn is answered
-        msg = PlayerAction(player_id=self.player_id, action=action, card=card, round_id=rid or None,  # type: ignore[arg-type]
+        msg = PlayerAction(player_id=self.player_id, action=action, card=card, round_id=rid or None,  # type: ignore[arg-type]  # pydantic validates the action text against PlayerAction's literals
                            turn=turn or None, command_id=cid)
         # a Matgo move never carries an amount (nor a reservation)
         await self._publish(msg.model_dump_json(exclude={"at", "amount", "reserve"}).encode())
@@ -146,7 +146,7 @@ def _rejected_code(p: StationPrompt) -> str | None:
 
 def make_player(table_id: str, pid: str, bus: Bus, strategy: str, rng: random.Random, think: float,
                 silent_after: int) -> MatgoPlayer:
-    return MatgoPlayer(table_id, pid, bus, strategy, rng=rng, think=think, silent_after=silent_after)  # type: ignore[arg-type]
+    return MatgoPlayer(table_id, pid, bus, strategy, rng=rng, think=think, silent_after=silent_after)  # type: ignore[arg-type]  # the caller's strategy name: the player's Literal lists the ones it knows
 
 
 def bet_plan(game: str, options: Any, limits: Mapping[str, Any] | None, minor_unit: Decimal,

@@ -75,7 +75,7 @@ def _template() -> Path:
     _chown_tree(base, uid, gid)
     out = subprocess.run([pg_bin("initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
                                    "-E", "UTF8", "--locale=C.UTF-8", "--no-instructions"],
-                         capture_output=True, text=True, cwd=base, **as_owner)  # type: ignore[call-overload]
+                         capture_output=True, text=True, cwd=base, **as_owner)  # type: ignore[call-overload]  # as_owner holds Popen's user/group keywords as dict[str, object]
     if out.returncode != 0:
         raise RuntimeError(f"initdb failed: {out.stderr.strip() or out.stdout.strip()}")
     _TEMPLATE = data
@@ -119,7 +119,7 @@ class PgServer:
         """Start the server and return once it accepts connections (RuntimeError with its log if not)."""
         as_owner, _, _ = _owner()
         logf = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(  # type: ignore[call-overload]
+        self.proc = subprocess.Popen(  # type: ignore[call-overload]  # as_owner holds Popen's user/group keywords as dict[str, object]
             [pg_bin("postgres"), "-D", str(self.data), "-p", str(self.port), "-k", str(self.socket_dir),
                       "-c", "listen_addresses=127.0.0.1", "-c", "fsync=on", "-c", "synchronous_commit=on",
                       "-c", "max_connections=200", "-c", "shared_buffers=32MB"],

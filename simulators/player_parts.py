@@ -161,7 +161,7 @@ class RemotePlayer:
             return
         self._sat.add(round_id)
         bet = PlaceBet(bet_id=f"{round_id}-{self.player_id}", player_id=self.player_id, bet_type=bet_type,
-                       stake=stake, seat=seat, round_id=round_id, command_id=self._new_id())  # type: ignore[arg-type]
+                       stake=stake, seat=seat, round_id=round_id, command_id=self._new_id())  # type: ignore[arg-type]  # pydantic coerces the decimal text to the Decimal stake
         self._spawn(self._publish(bet.model_dump_json(exclude={"at"}, exclude_none=exclude_none).encode()))
 
     async def _pause(self) -> None:

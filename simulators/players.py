@@ -85,7 +85,7 @@ class VirtualPlayer(RemotePlayer):
 def make_player(table_id: str, pid: str, bus: Bus, strategy: str, rng: random.Random, think: float,
                 silent_after: int) -> VirtualPlayer:
     """A seated player (``silent_after`` does not apply: ``disconnect`` never answers)."""
-    return VirtualPlayer(table_id, pid, bus, strategy, rng=rng, think=think)  # type: ignore[arg-type]
+    return VirtualPlayer(table_id, pid, bus, strategy, rng=rng, think=think)  # type: ignore[arg-type]  # the caller's strategy name: the player's Literal lists the ones it knows
 
 
 def bet_plan(game: str, options: Any, limits: Mapping[str, Any] | None, minor_unit: Decimal,

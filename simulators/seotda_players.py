@@ -248,7 +248,7 @@ class SeotdaPlayer(RemotePlayer):
     async def _act(self, round_id: str | None, button: str, reserve: bool = False, turn: int | None = None) -> None:
         if not reserve:
             await self._pause()
-        msg = PlayerAction(player_id=self.player_id, action=button, reserve=reserve,  # type: ignore[arg-type]
+        msg = PlayerAction(player_id=self.player_id, action=button, reserve=reserve,  # type: ignore[arg-type]  # pydantic validates the action text against PlayerAction's literals
                            round_id=round_id, turn=None if reserve else turn, command_id=self._new_id())
         # a button names its own amount: the action carries none ("reserve" only when reserving,
         # "turn" only when answering one)
@@ -281,7 +281,7 @@ class SeotdaDealer(ReshufflingDealer):
 
 def make_player(table_id: str, pid: str, bus: Bus, strategy: str, rng: random.Random, think: float,
                 silent_after: int) -> SeotdaPlayer:
-    return SeotdaPlayer(table_id, pid, bus, strategy, rng=rng, think=think, silent_after=silent_after)  # type: ignore[arg-type]
+    return SeotdaPlayer(table_id, pid, bus, strategy, rng=rng, think=think, silent_after=silent_after)  # type: ignore[arg-type]  # the caller's strategy name: the player's Literal lists the ones it knows
 
 
 def bet_plan(game: str, options: Any, limits: Mapping[str, Any] | None, minor_unit: Decimal,

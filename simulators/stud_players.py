@@ -141,7 +141,7 @@ class StudPlayer(RemotePlayer):
     async def _send_answer(self, round_id: str, turn: int, choice: Choice) -> None:
         await self._pause()
         cid = self._ids.setdefault((round_id, turn), self._new_id())  # one id per turn answered
-        msg = PlayerAction(player_id=self.player_id, action=choice.action, amount=choice.amount,  # type: ignore[arg-type]
+        msg = PlayerAction(player_id=self.player_id, action=choice.action, amount=choice.amount,  # type: ignore[arg-type]  # pydantic validates the action text against PlayerAction's literals
                            round_id=round_id or None, turn=turn or None, command_id=cid)
         await self._publish(msg.model_dump_json(exclude={"at"}).encode())
 
@@ -159,7 +159,7 @@ def _deal_index(position: str) -> int:
 
 def make_player(table_id: str, pid: str, bus: Bus, strategy: str, rng: random.Random, think: float,
                 silent_after: int) -> StudPlayer:
-    return StudPlayer(table_id, pid, bus, strategy, rng=rng, think=think, silent_after=silent_after)  # type: ignore[arg-type]
+    return StudPlayer(table_id, pid, bus, strategy, rng=rng, think=think, silent_after=silent_after)  # type: ignore[arg-type]  # the caller's strategy name: the player's Literal lists the ones it knows
 
 
 def bet_plan(game: str, options: Any, limits: Mapping[str, Any] | None, minor_unit: Decimal,

@@ -115,7 +115,7 @@ def hand_for_round(round_id: str, *, journal: str | Path | None = None,
     journal of ``config``, then :func:`hand_check`."""
     settings = load_settings(config) if config is not None else None
     target: str | Path = (journal if is_url(journal) else Path(journal)) if journal is not None \
-        else target_of(settings)  # type: ignore[arg-type]
+        else target_of(settings)  # type: ignore[arg-type]  # without a journal the caller gives a config: target_of needs its settings
     configured = {t.id: t for t in settings.tables} if settings is not None else {}
     with reading(target) as j:
         picked = select_rounds(j, None, Selection(rounds=(round_id,)),
@@ -153,7 +153,7 @@ def _cmd_recall(args: argparse.Namespace) -> int:
                 and all(t.id != args.table for t in settings.tables):
             raise ValueError(f"table {args.table!r} is not in this configuration ({[t.id for t in settings.tables]})")
         target: str | Path = ((args.journal if is_url(args.journal) else Path(args.journal)) if args.journal
-                              else target_of(settings))  # type: ignore[arg-type]
+                              else target_of(settings))  # type: ignore[arg-type]  # without a journal the caller gives a config: target_of needs its settings
         picked = recall_journal(target, args.table, selection, settings)
     except (ConfigError, ValueError) as exc:  # RecallError, JournalError (a missing journal), bad rules
         print(f"{prog}: {_one_line(exc)}", file=sys.stderr)
@@ -224,7 +224,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         return 2
     try:
         target: str | Path = ((args.journal if is_url(args.journal) else Path(args.journal)) if args.journal
-                              else target_of(settings))  # type: ignore[arg-type]
+                              else target_of(settings))  # type: ignore[arg-type]  # without a journal the caller gives a config: target_of needs its settings
         # read-only: a missing journal is refused, never created
         journal = open_read_only(target)
     except JournalError as exc:  # missing, unreachable, not a journal, damaged, too old: one clear line
@@ -259,7 +259,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     from dealer.cli.args import CONFIG_HELP, int_range
 
     r = sub.add_parser("recall", help="rounds of a table with every event, replayed from the journal: the last ones, "

@@ -253,7 +253,7 @@ def _table_at(journal: Any, table_id: str, row_id: int, base: TableRules | None,
                               "under the configuration's rules")
         return Table(base, series=series), "configuration (no table_rules event journaled before this round)"
     ev = EVENT_ADAPTER.validate_json(before.body)
-    rules = rules_from_canonical(table_id, ev.rules, ev.software_version, games=game_class)  # type: ignore[union-attr]
+    rules = rules_from_canonical(table_id, ev.rules, ev.software_version, games=game_class)  # type: ignore[union-attr]  # the event before a round is its table_rules event (RulesChanged)
     table = Table(rules, series=series)
     table.handle(ev)
     return table, f"journal row {before.id}"

@@ -278,7 +278,7 @@ def backend(settings: Any, broker: str, client_id: str) -> tuple[Service, Any]:
     metrics = Metrics()
     journal = open_journal(settings) if settings.service.journal_url else None
     ownership = build_ownership(settings, journal, bus, metrics)
-    service = Service(settings, bus=bus, metrics=metrics, journal=journal, ownership=ownership)  # type: ignore[arg-type]
+    service = Service(settings, bus=bus, metrics=metrics, journal=journal, ownership=ownership)
     service.latency_samples = []
     service.publisher.stages = {k: [] for k in STAGES}
     return service, metrics

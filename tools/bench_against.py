@@ -68,7 +68,7 @@ def _turn(tree: Path, tables: int, seconds: float, loop: str) -> dict[str, Any]:
         why = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
         raise AgainstError(f"the benchmark in {tree.name} failed: {why}")
     try:
-        return json.loads(lines[-1])  # type: ignore[no-any-return]
+        return json.loads(lines[-1])  # type: ignore[no-any-return]  # the benchmark's last line is its JSON figures object
     except json.JSONDecodeError:
         raise AgainstError(f"the benchmark in {tree.name} printed no JSON: {lines[-1][:200]}") from None
 

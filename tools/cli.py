@@ -218,7 +218,7 @@ def _cmd_schemas(args: argparse.Namespace) -> int:
     if args.out is None and docs is None:
         return fail("dealer schemas", "no docs/schemas directory beside this installation (an installed package "
                     "carries no docs/): give --out DIR")
-    out = Path(args.out) if args.out is not None else docs / "schemas"  # type: ignore[operator]
+    out = Path(args.out) if args.out is not None else docs / "schemas"  # type: ignore[operator]  # docs is not None here: the fail() above returns when both are None
     topics_doc = docs / "mqtt-topics.md" if args.out is None and docs is not None else None
     if args.check:
         if not out.is_dir():

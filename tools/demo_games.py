@@ -524,11 +524,11 @@ def seotda_script(setup: Any) -> list[list[str]]:
                 and service.tables[tid].round_seq(msg.round_id) == 1
                 and rnd is not None and rnd.round_id == msg.round_id):
             return
-        first = game.start_hand(seats, {p: Decimal(600) for p in seats.values()}, 1, table.minor_unit,
-                                rnd.context, draw=rnd.draw).first_seat  # type: ignore[attr-defined]
+        first = game.start_hand(seats, {p: Decimal(600) for p in seats.values()}, 1, table.minor_unit,  # type: ignore[attr-defined]  # a Seotda game (its strategies below): it starts its hands
+                                rnd.context, draw=rnd.draw).first_seat
         others = iter(("random", "hand", "disconnect"))
         for s, player in players.items():
-            player.strategy = "calling" if s == first else next(others)  # type: ignore[assignment]
+            player.strategy = "calling" if s == first else next(others)
 
     service.add_observer(deal_out_strategies)
     rest = [c for c in SEOTDA_20 if c not in SEOTDA_REMATCH_DECK]

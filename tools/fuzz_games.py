@@ -200,7 +200,7 @@ class GameCommandsTarget(GameCommands, Target):
         async def house(request: Any) -> Any:  # a fixed search size: the move depends on the request only
             return await decide(dataclasses.replace(request, playouts=HOUSE_PLAYOUTS))
 
-        svc.house.decide = house  # type: ignore[method-assign]
+        svc.house.decide = house  # type: ignore[method-assign]  # the fuzzer swaps in a fixed-size search on purpose
         svc.refusals.observers.append(self.refusals.append)  # every refusal, at the ingress or the commit loop
         apply = svc.commit_loop.apply
 
@@ -213,7 +213,7 @@ class GameCommandsTarget(GameCommands, Target):
             self.applied.append(Applied(item, step, before, snapshot(table), len(batch.events) > rows, turn))
             return step
 
-        svc.commit_loop.apply = applied  # type: ignore[method-assign]
+        svc.commit_loop.apply = applied  # type: ignore[method-assign]  # the fuzzer wraps the method to watch each apply
         rebuilt: list[bytes] = []
         adopted = svc.commit_loop.adopted
 
@@ -221,7 +221,7 @@ class GameCommandsTarget(GameCommands, Target):
             rebuilt.append(snapshot(table))
             adopted(tid, table, now)
 
-        svc.commit_loop.adopted = adopting  # type: ignore[method-assign]
+        svc.commit_loop.adopted = adopting  # type: ignore[method-assign]  # the fuzzer wraps the method to watch each adoption
         self.task = asyncio.create_task(svc.run(), name="fuzzed-service")
         await self._until(lambda: svc.ready.is_set(), "the service did not start")
         table = svc.tables[TID]

@@ -371,5 +371,5 @@ class JsonTarget(Target):
 
     def rejection(self, exc: BaseException) -> None:
         super().rejection(exc)
-        errors = exc.errors()  # type: ignore[attr-defined]
+        errors = exc.errors()  # type: ignore[attr-defined]  # a rejection here is a pydantic ValidationError
         need(bool(errors) and all(e.get("msg") for e in errors), "ValidationError with an error without a message")

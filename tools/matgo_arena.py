@@ -62,7 +62,7 @@ class OraclePlayer(SearchPlayer):
         super().__init__(budget_ms=budget_ms, playouts=playouts)
         self.stock: list[str] = []
 
-    def _sample(self, game: MatgoGame, seat: str, unseen: list[int], n_opp: int,  # type: ignore[override]
+    def _sample(self, game: MatgoGame, seat: str, unseen: list[int], n_opp: int,  # type: ignore[override]  # an instance method (it keeps the stock) over the base staticmethod, seat as a plain str
                 rng: random.Random) -> tuple[MatgoGame, list[int]]:
         return game.clone(), [INDEX[c] for c in self.stock]
 

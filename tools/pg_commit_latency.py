@@ -52,7 +52,7 @@ def stats(samples: list[float]) -> dict[str, float]:
 
 async def timed(commit: object, b: Batch) -> float:
     t0 = time.perf_counter()
-    got = commit(b)  # type: ignore[operator]
+    got = commit(b)  # type: ignore[operator]  # commit is the journal's commit or commit_async (called, then awaited if a coroutine)
     if asyncio.iscoroutine(got):
         await got
     return time.perf_counter() - t0

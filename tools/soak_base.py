@@ -106,8 +106,8 @@ class SoakRun:
                 self.log.info("soak progress", seconds=round(now - self.t0),
                               results=sum(map(len, self.applied_per_table.values())),
                               min_table=min(len(s) for s in counted.values()), chaos=sum(self.chaos_counts.values()))
-            if chaos.done() and chaos.exception() is not None:
-                raise chaos.exception()  # type: ignore[misc]
+            if chaos.done() and (exc := chaos.exception()) is not None:
+                raise exc
             if chaos.done() and all(len(s) >= self.rounds for s in counted.values()):
                 return
             if now - self.t0 > self.max_seconds:

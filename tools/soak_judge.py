@@ -94,7 +94,7 @@ def _replay_table(journal: Any, tid: str, series: str | None, out: Replay) -> No
         if table is None:
             if ev.type != "table_rules":
                 continue  # rows before the first rules (none in a soak's journal)
-            rules = rules_from_canonical(tid, ev.rules, ev.software_version, games=game_class)  # type: ignore[union-attr]
+            rules = rules_from_canonical(tid, ev.rules, ev.software_version, games=game_class)
             table = Table(rules, series=series)
         out.rows += 1
         game = table.rules.game.name

@@ -55,7 +55,7 @@ class NodeProcess(BackendProcess):
 
     def pause(self) -> None:
         if self.alive:
-            self.proc.send_signal(signal.SIGSTOP)  # type: ignore[union-attr]
+            self.proc.send_signal(signal.SIGSTOP)  # type: ignore[union-attr]  # alive: the process was started
             self.paused = True
 
     def resume(self) -> None:

@@ -380,7 +380,7 @@ class _NodeSoak(NodeFaults, SoakRun):
     async def _db(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         def run() -> list[tuple[Any, ...]]:
             with psycopg.connect(self.url, connect_timeout=5, autocommit=True) as con:
-                return con.execute(sql, args).fetchall()  # type: ignore[arg-type]
+                return con.execute(sql, args).fetchall()
         return await asyncio.to_thread(run)
 
     # -- the run ----------------------------------------------------------------------------

@@ -65,7 +65,7 @@ class _Steady:
             self._answers[key] = None  # left to the timer, on purpose (counted: player_silent)
             self.ignored.append(key)
             return
-        super()._on_turn(msg)  # type: ignore[misc]
+        super()._on_turn(msg)  # type: ignore[misc]  # a mixin: the player class it is mixed into defines _on_turn
 
     def _on_state(self, topic: str, payload: bytes) -> None:
         """The retained private state: a turn open for me that I never answered, or whose window
@@ -102,7 +102,7 @@ class _Steady:
 class SoakStudPlayer(_Steady, StudPlayer):
     def __init__(self, table_id: str, player_id: str, bus: Bus, strategy: str, rng: random.Random,
                  think: float, silent_rate: float = 0.0) -> None:
-        StudPlayer.__init__(self, table_id, player_id, bus, strategy, rng=rng, think=think)  # type: ignore[arg-type]
+        StudPlayer.__init__(self, table_id, player_id, bus, strategy, rng=rng, think=think)  # type: ignore[arg-type]  # the caller's strategy name: the player's Literal lists the ones it knows
         self._steady(silent_rate)
 
 
@@ -112,14 +112,14 @@ class SoakSeotdaPlayer(_Steady, SeotdaPlayer):
 
     def __init__(self, table_id: str, player_id: str, bus: Bus, strategy: str, rng: random.Random,
                  think: float, silent_rate: float = 0.0) -> None:
-        SeotdaPlayer.__init__(self, table_id, player_id, bus, strategy, rng=rng, think=think)  # type: ignore[arg-type]
+        SeotdaPlayer.__init__(self, table_id, player_id, bus, strategy, rng=rng, think=think)  # type: ignore[arg-type]  # the caller's strategy name: the player's Literal lists the ones it knows
         self._turn_ids: dict[tuple[str, int], str] = {}
         self._steady(silent_rate)
 
     async def _send_answer(self, round_id: str, turn: int, button: str) -> None:
         await self._pause()
         cid = self._turn_ids.setdefault((round_id, turn), self._new_id())
-        msg = PlayerAction(player_id=self.player_id, action=button, round_id=round_id or None,  # type: ignore[arg-type]
+        msg = PlayerAction(player_id=self.player_id, action=button, round_id=round_id or None,  # type: ignore[arg-type]  # pydantic validates the action text against PlayerAction's literals
                            turn=turn or None, command_id=cid)
         await self._publish(msg.model_dump_json(exclude={"at", "amount", "reserve"}).encode())
 
@@ -127,7 +127,7 @@ class SoakSeotdaPlayer(_Steady, SeotdaPlayer):
 class SoakMatgoPlayer(_Steady, MatgoPlayer):
     def __init__(self, table_id: str, player_id: str, bus: Bus, strategy: str, rng: random.Random,
                  think: float, silent_rate: float = 0.0) -> None:
-        MatgoPlayer.__init__(self, table_id, player_id, bus, strategy, rng=rng, think=think)  # type: ignore[arg-type]
+        MatgoPlayer.__init__(self, table_id, player_id, bus, strategy, rng=rng, think=think)  # type: ignore[arg-type]  # the caller's strategy name: the player's Literal lists the ones it knows
         self._steady(silent_rate)
 
 

@@ -27,7 +27,7 @@ class DealerArgumentParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
-def _number(text: str, kind: type) -> float | int:
+def _number(text: str, kind: type[int] | type[float]) -> float | int:
     try:
         value = kind(text)
     except ValueError:

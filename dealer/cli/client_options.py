@@ -19,7 +19,7 @@ import signal
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from drivers.mqtt import MqttBus, cancel_and_wait, make_tls_context, parse_broker_url
 
@@ -89,7 +89,7 @@ def credentials(args: argparse.Namespace, url: str, tls: bool,
 
 def _password(args: argparse.Namespace) -> str | None:
     if args.password_file is None:
-        return args.password
+        return cast("str | None", args.password)  # argparse's Namespace is untyped: --password is a str option
     try:
         return Path(args.password_file).read_text(encoding="utf-8").rstrip("\r\n")
     except (OSError, UnicodeDecodeError) as exc:

@@ -278,7 +278,8 @@ def _pgpass_escape(field: str) -> str:
 
 
 def _pgpass_fields(line: str) -> list[str]:
-    fields, cur, esc = [], "", False
+    fields: list[str] = []
+    cur, esc = "", False
     for ch in line:
         if esc:
             cur, esc = cur + ch, False
@@ -410,9 +411,11 @@ def init(admin_url: str, *, database: str = "dealer", owner: str = "dealer_owner
     except psycopg.Error as exc:
         raise ValueError(f"cannot connect to the database as the admin ({where}): {_one(exc, secret)}") from None
     with admin:
-        me, superuser, createrole, createdb = admin.execute(
+        row = admin.execute(
             "SELECT current_user, rolsuper, rolcreaterole, rolcreatedb FROM pg_roles "
-            "WHERE rolname = current_user").fetchone()  # type: ignore[misc]
+            "WHERE rolname = current_user").fetchone()
+        assert row is not None  # the current user always has its pg_roles row
+        me, superuser, createrole, createdb = row
         if not (superuser or (createrole and createdb)):
             raise ValueError(f"role {me} may not do this: connect as a superuser, or a role with CREATEROLE "
                              "and CREATEDB")

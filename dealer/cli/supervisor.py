@@ -39,7 +39,8 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 from dealer.edge import topics
 from dealer.cli.client_options import BadInput, add_broker_options, broker_error, credentials
@@ -198,7 +199,8 @@ async def _exchange(protocol: Any, host: str, port: int, table_id: str, payload:
                           "comes (broker ACL: see `dealer deploy acl`)", published=False)
         pubacks: list[Any] = []
         paho = client._client  # aiomqtt drops the PUBACK's reason code: keep it (MQTT 5 says ACL refusals)
-        forward = paho.on_publish
+        # aiomqtt sets a VERSION2 on_publish: (client, userdata, mid, reason code, properties)
+        forward = cast("Callable[[Any, Any, int, Any, Any], None]", paho.on_publish)
 
         def on_publish(c: Any, userdata: Any, mid: int, reason: Any, props: Any) -> None:
             pubacks.append(reason)
@@ -211,7 +213,7 @@ async def _exchange(protocol: Any, host: str, port: int, table_id: str, payload:
             async for message in client.messages:
                 topic = str(message.topic)
                 try:
-                    body = json.loads(bytes(message.payload))  # type: ignore[arg-type]
+                    body = json.loads(bytes(message.payload))
                 except (ValueError, TypeError):
                     continue
                 if topic == events_topic:
@@ -344,7 +346,7 @@ def _common_options(v: argparse.ArgumentParser, prefix: str) -> None:
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``dealer supervisor void|expose|open-round|pause|resume|close|reopen|keygen`` to the
     ``dealer`` command's subparsers."""
-    s = subparsers.add_parser("supervisor", help="a supervisor's signing tool: publish a signed void, exposure or "
+    s: argparse.ArgumentParser = subparsers.add_parser("supervisor", help="a supervisor's signing tool: publish a signed void, exposure or "
                               "table operation (open a round, pause, resume, close, reopen), make a key")
     ssub = s.add_subparsers(dest="supervisor_command", required=True)
     v = ssub.add_parser("void", help="sign and publish a supervisor_void for one round (docs/mqtt-topics.md §10)")

@@ -127,7 +127,8 @@ async def _serve(site: Any, upstream: Any, web_cfg: Any, server_tls: ssl.SSLCont
     except OSError as exc:
         await runner.cleanup()
         raise _Bad(f"cannot listen on {web_cfg.listen}: {exc.strerror or exc}") from None
-    bound = tcp._server.sockets[0].getsockname() if tcp._server and tcp._server.sockets else (host, port)  # type: ignore[union-attr]
+    addresses = runner.addresses  # the one site's bound sockets (the port when 0 was asked for)
+    bound = addresses[0] if addresses else (host, port)
     shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
     url = f"{'https' if server_tls else 'http'}://{shown}:{bound[1]}"
     print(start_line(url, site, broker), flush=True)

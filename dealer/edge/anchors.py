@@ -188,6 +188,8 @@ async def retained_anchor(settings: Settings, timeout: float = BROKER_TIMEOUT) -
     refuses is said so (``dealer deploy acl`` renders the backend's read of its own anchor)."""
     from dealer.edge import topics
     from dealer.edge.mqtt_login import mqtt_password
+    from paho.mqtt.reasoncodes import ReasonCode
+
     from drivers.mqtt import _Client, explain, make_tls_context, parse_broker_url
 
     m = settings.mqtt
@@ -208,7 +210,7 @@ async def retained_anchor(settings: Settings, timeout: float = BROKER_TIMEOUT) -
                                    username=m.username, password=mqtt_password(settings), keepalive=m.keepalive,
                                    clean_session=True, tls_context=ctx, timeout=timeout, deliver=deliver) as client:
                     granted = await client.subscribe(topic, qos=1)
-                    if any(int(getattr(g, "value", g)) >= 0x80 for g in granted):
+                    if any(int(g.value if isinstance(g, ReasonCode) else g) >= 0x80 for g in granted):
                         return Retained(None, f"the broker does not let {m.username or 'this login'} read {topic} "
                                               "(its ACL: see dealer deploy acl)")
                     await client.subscribe(topic, qos=1)  # the barrier

@@ -218,7 +218,7 @@ def table_history(table: Table, *, node_id: str, session: str, at: int, stale: b
                   version: int = 0) -> TableHistory:
     """The table's last rounds and per-dealer figures (:mod:`dealer.core.shift`); no card codes."""
     shift = table.shift
-    rounds = [RoundLine(round_id=r.round_id, outcome=r.outcome, winner=r.winner, reason=r.reason,  # type: ignore[arg-type]
+    rounds = [RoundLine(round_id=r.round_id, outcome=r.outcome, winner=r.winner, reason=r.reason,  # type: ignore[arg-type]  # pydantic validates the outcome text against RoundLine's
                         dealers=list(r.dealers), opened_at=r.opened_at, finished_at=r.finished_at, dealt=r.dealt, rescans=r.rescans, mistakes=r.mistakes) for r in shift.rounds]
     dealers = [DealerLine(dealer=f.dealer, on_shift=f.dealer is not None and f.dealer == shift.dealer, since=f.since,
                           rounds=f.rounds, cards=f.tally.cards, rescans=f.tally.rescans, mistakes=f.tally.mistakes)

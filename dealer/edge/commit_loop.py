@@ -39,7 +39,7 @@ import sqlite3
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor
 from typing import Any
 
 import structlog
@@ -100,7 +100,7 @@ class CommitLoop:
 
     def __init__(self, tables: Tables, queue: InputQueue, journal: Any, ownership: Ownership, metrics: Metrics,
                  state: CommitState, releaser: Releaser, timers: Timers, refusals: Refusals, *,
-                 writer: ThreadPoolExecutor, lookup: Lookups, file_journal: bool, journal_name: str,
+                 writer: Executor, lookup: Lookups, file_journal: bool, journal_name: str,
                  now_ms: Callable[[], int], max_message_bytes: int,
                  drop: Callable[[str, str], Awaitable[None]],
                  retention: Callable[[asyncio.AbstractEventLoop], Awaitable[None]] | None) -> None:
@@ -381,7 +381,7 @@ class CommitLoop:
             self._stamp_epochs(batch)
             t0 = time.perf_counter()
             try:
-                rows = await self.journal.commit_async(batch)  # SQLite: in the journal's writer thread
+                rows: list[OutboxRow] = await self.journal.commit_async(batch)  # SQLite: in the journal's writer thread
             except Fenced as exc:
                 await self._fenced(exc, batch, steps, fenced)
                 continue
@@ -558,7 +558,8 @@ class CommitLoop:
             if isinstance(found, JournalWriteFailed):
                 raise found
             return found
-        return self.journal.command(tid, role, command_id)
+        found_now: commands.StoredCommand | None = self.journal.command(tid, role, command_id)
+        return found_now
 
     def _apply_command(self, item: Item, batch: Batch) -> Step | None:
         """A command id seen before: the original answer again (same content) or a refusal

@@ -27,7 +27,7 @@ import threading
 from collections.abc import Callable, Coroutine, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import structlog
 
@@ -41,6 +41,7 @@ from dealer.house.player import HouseMove
 from dealer.house.registry import decide
 
 log = structlog.get_logger("dealer.edge.house")
+_T = TypeVar("_T")
 
 Mode = Literal["process", "thread"]
 #: A turn whose worker died is asked again this many times (each on a fresh pool).
@@ -97,11 +98,11 @@ class HouseRunner:
         hand = rnd.hand if rnd is not None else None
         # offers() keeps the answer per class: a runtime Protocol isinstance costs tens of
         # microseconds, and every private message of every table comes here
-        if hand is None or not offers(hand, HouseSeat) or msg.player_id not in hand.house_players():
+        if hand is None or not offers(hand, HouseSeat) or msg.player_id not in hand.house_players():  # type: ignore[type-abstract]  # offers() takes a protocol class (python/mypy#4717)
             return False
         assert rnd is not None
         if msg.kind == "your_turn":
-            self._turn(table_id, rnd, hand, msg)  # type: ignore[arg-type]
+            self._turn(table_id, rnd, hand, msg)
         else:  # its cards come before its first turn: have a worker ready by then
             self._warm_up()
         return True
@@ -112,6 +113,7 @@ class HouseRunner:
         if key in self.started:
             return  # the same turn given again (a reconnect): its move is already on its way
         self.started.add(key)
+        assert msg.round_id is not None  # a round's messages name it (RoundState.tell)
         # from the round's secret draw: not foreseeable
         seed = ai_seed(rnd.draw, msg.round_id, turn, rnd.rules.game.house_seed_label)
         try:
@@ -124,7 +126,7 @@ class HouseRunner:
 
     async def _play(self, table_id: str, player: str, round_id: str | None, turn: int, request: object) -> None:
         move = await self.decide(request)
-        self._submit(table_id, PlayerAction(player_id=player, action=move.action, card=move.card,  # type: ignore[arg-type]
+        self._submit(table_id, PlayerAction(player_id=player, action=move.action, card=move.card,  # type: ignore[arg-type]  # pydantic validates the action text against PlayerAction's
                                             amount=move.amount, round_id=round_id, turn=turn, at=self._now()))
 
     def _start(self, coro: Coroutine[Any, Any, Any], *, name: str) -> None:
@@ -150,7 +152,7 @@ class HouseRunner:
         """The house player's move for ``request``, decided out of the event loop."""
         if self.mode == "thread":
             return await asyncio.to_thread(decide, request)
-        return await self._in_pool(decide, request)  # type: ignore[no-any-return]
+        return await self._in_pool(decide, request)
 
     def _prepare(self) -> None:
         """The tables' games have house seats: start a worker now, beside the start-up (the fork
@@ -177,14 +179,14 @@ class HouseRunner:
 
     async def worker_pid(self) -> int:
         """The pid of the worker that answers (with one worker: the worker). Process mode only."""
-        return await self._in_pool(worker.pid)  # type: ignore[no-any-return]
+        return await self._in_pool(worker.pid)
 
-    async def _in_pool(self, fn: Callable[..., Any], *args: Any) -> Any:
+    async def _in_pool(self, fn: Callable[..., _T], *args: Any) -> _T:
         for attempt in range(RETRIES + 1):
             pool = self._pool_now()
             try:
                 # submit() may start a worker (a round trip to the fork server): not on the loop
-                fut: Future[Any] = await asyncio.to_thread(pool.submit, fn, *args)
+                fut: Future[_T] = await asyncio.to_thread(pool.submit, fn, *args)
                 return await asyncio.wrap_future(fut)
             except BrokenProcessPool as exc:
                 self._replace(pool)

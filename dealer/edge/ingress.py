@@ -18,7 +18,7 @@ import json
 import re
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypedDict, cast
 
 from pydantic import ValidationError
 
@@ -51,6 +51,30 @@ TABLE_COMMAND_EVENTS = {"supervisor_open_round": SupervisorOpenRound, "superviso
                         "supervisor_reopen": SupervisorReopen}
 
 
+class _Commanded(Protocol):
+    """An accepted command's event: every one names its command id (``_missing`` refuses any other)."""
+
+    @property
+    def command_id(self) -> str | None: ...
+
+
+class SupervisorCommand(Protocol):
+    """A verified supervisor command's event: it names the supervisor whose key signed it."""
+
+    @property
+    def supervisor(self) -> str: ...
+
+
+class _Signed(TypedDict):
+    """The signed fields every supervisor command's event carries."""
+
+    supervisor: str
+    command_id: str
+    issued_at: int
+    signature: str
+    at: int
+
+
 @dataclass(frozen=True, slots=True)
 class Accepted:
     table_id: str
@@ -64,7 +88,8 @@ class Accepted:
 
     @property
     def command_id(self) -> str:
-        return str(self.event.command_id)
+        # only a command is accepted, and every accepted one names its command id
+        return str(cast(_Commanded, self.event).command_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,21 +192,22 @@ def parse(topic: str, payload: bytes, *, tables: AbstractSet[str], now_ms: int,
     if missing is not None:
         return Refused(tid, role, f"missing_{missing}", f"{event.type} must name its {missing.replace('_', ' ')}",
                        event.type, cid, player)
-    if _reserved_player(getattr(event, "player_id", None)):
-        return Refused(tid, role, "reserved_player_id", f"player id {event.player_id!r} is the name of a broker "  # type: ignore[union-attr]
+    player_id = getattr(event, "player_id", None)
+    if _reserved_player(player_id):
+        return Refused(tid, role, "reserved_player_id", f"player id {player_id!r} is the name of a broker "
                        "role: a player's client logs in with its player id and would read that role's topics "
                        "(or the role a player's hole cards)", event.type, cid)
-    if "." in (getattr(event, "player_id", None) or ""):
-        return Refused(tid, role, "unroutable_player_id", f"player id {event.player_id!r} holds a '.', so its private "  # type: ignore[union-attr]
+    if "." in (player_id or ""):
+        return Refused(tid, role, "unroutable_player_id", f"player id {player_id!r} holds a '.', so its private "
                        "topic (players/{player_id}) would not be the same on every broker: NATS refuses a '.' in a "
                        "topic and RabbitMQ delivers it as a topic level (another player's topic). Use letters, "
                        "digits, '_', ':' and '-'", event.type, cid)
-    if getattr(event, "player_id", None) in HOUSE_PLAYERS:
-        return Refused(tid, role, "house_player", f"{event.player_id} is the house AI: its moves come from the "  # type: ignore[union-attr]
+    if player_id in HOUSE_PLAYERS:
+        return Refused(tid, role, "house_player", f"{player_id} is the house AI: its moves come from the "
                        "backend, never from the actions topic", event.type, cid)
-    if event.type == "close_betting" and event.by != "dealer":  # type: ignore[union-attr]
+    if event.type == "close_betting" and event.by != "dealer":
         return Refused(tid, role, "malformed", f"the dealer station closes betting as 'dealer', not "
-                       f"{event.by!r}", event.type, cid)  # type: ignore[union-attr]
+                       f"{event.by!r}", event.type, cid)
     event = event.model_copy(update={"at": now_ms})
     return Accepted(tid, role, event, commands.digest(event))
 
@@ -203,6 +229,7 @@ def _supervisor(payload: bytes, tid: str, now_ms: int, supervisors: SupervisorVe
     answers it if it repeats a command already accepted (a QoS 1 redelivery), else refuses it."""
     outcome = supervisors.verify_payload(payload, tid, now_ms, clock_step_ms)
     late: Refused | None = None
+    key_index: int | None = None  # a late command's key is not counted (it is refused unless a repeat)
     if isinstance(outcome, signing.Refused):
         shown = ctype if ctype.startswith("supervisor_") else "supervisor_void"  # only a known type is echoed
         refusal = Refused(tid, Role.SUPERVISOR, outcome.kind, outcome.reason, shown,
@@ -217,7 +244,8 @@ def _supervisor(payload: bytes, tid: str, now_ms: int, supervisors: SupervisorVe
         sup, cid, rid, issued, body = (outcome.supervisor, outcome.command_id, outcome.round_id, outcome.issued_at,
                                        outcome.command)
         signature = outcome.envelope.signature
-    signed = {"supervisor": sup, "command_id": cid, "issued_at": issued, "signature": signature, "at": now_ms}
+        key_index = outcome.key_index
+    signed: _Signed = {"supervisor": sup, "command_id": cid, "issued_at": issued, "signature": signature, "at": now_ms}
     event: Event | SupervisorOpenRound
     if body["type"] == "supervisor_void":
         event = SupervisorVoid(reason=body["reason"], round_id=rid, **signed)
@@ -226,8 +254,7 @@ def _supervisor(payload: bytes, tid: str, now_ms: int, supervisors: SupervisorVe
                                  **signed)
     else:
         event = TABLE_COMMAND_EVENTS[body["type"]](reason=body.get("reason"), **signed)
-    return Accepted(tid, Role.SUPERVISOR, event, commands.digest(event), late,
-                    key_index=None if late is not None else outcome.key_index)  # type: ignore[union-attr]
+    return Accepted(tid, Role.SUPERVISOR, event, commands.digest(event), late, key_index=key_index)
 
 
 _ID = re.compile(r"[A-Za-z0-9_.:\-]{1,64}")

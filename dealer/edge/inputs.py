@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, cast
 
 import structlog
 
@@ -37,7 +37,8 @@ from drivers.scanner_json import MqttScannerIngest
 
 log = structlog.get_logger("dealer.edge.service")  # one logger for every part of the service
 
-_FAIL_REASON = {
+FailReason = Literal["noread", "misread", "corrupt_frame", "frame_lost", "device_fault", "forged_frame"]
+_FAIL_REASON: dict[ScanKind, FailReason] = {
     ScanKind.NOREAD: "noread",
     ScanKind.MISREAD: "misread",
     ScanKind.CORRUPT: "corrupt_frame",
@@ -144,7 +145,8 @@ class Inputs:
                 verdict.command_id, getattr(verdict.event, "player_id", None),
                 getattr(verdict.event, "supervisor", None))
         player = getattr(verdict.event, "player_id", None) if isinstance(verdict, ingress.Accepted) else None
-        if player is not None and player in self.tables[verdict.table_id].rules.game.deck:
+        if (isinstance(verdict, ingress.Accepted) and player is not None
+                and player in self.tables[verdict.table_id].rules.game.deck):
             verdict = ingress.Refused(  # as a dealer's id (dealer.core.table): it would read as a card
                 verdict.table_id, verdict.role, "card_player_id",
                 "player id spells a card code of this game: every message naming the player would read as that "
@@ -154,7 +156,8 @@ class Inputs:
             if verdict.role is Role.SUPERVISOR and issued is not None:  # genuine (late ones too)
                 self.metrics.supervisor_clock_offset.labels(table=verdict.table_id).set((issued - now) / 1000)
             if verdict.key_index is not None:  # key rotation: when the old key's count stops rising, retire it
-                supervisor = str(verdict.event.supervisor)
+                # a key index is set only for a verified supervisor command, which names its supervisor
+                supervisor = str(cast(ingress.SupervisorCommand, verdict.event).supervisor)
                 fingerprints = self.supervisors.fingerprints(supervisor)
                 key = fingerprints[verdict.key_index] if verdict.key_index < len(fingerprints) else "unknown"
                 self.metrics.supervisor_key_uses.labels(supervisor=supervisor, key=key).inc()
@@ -197,7 +200,7 @@ class Inputs:
             return
         if inp.kind == ScanKind.FORGED:
             self._on_forged(table_id, inp, at)
-        self.queue.put_droppable(Item(table_id, ReadFailed(reader=inp.reader, reason=reason, detail=inp.detail[:120],  # type: ignore[arg-type]
+        self.queue.put_droppable(Item(table_id, ReadFailed(reader=inp.reader, reason=reason, detail=inp.detail[:120],
                                                           at=at), received), "scanner_failure")
 
     def _scan_refused(self, table_id: str, inp: ScanInput, at: int) -> None:
@@ -221,7 +224,8 @@ class Inputs:
                         suppressed=s.total, kinds=s.counts, seconds=round(s.ended - s.started, 1))
             if "forged_frame" in s.counts:
                 self._on_forged(table_id, ScanInput(s.key, ScanKind.FORGED, detail=detail, reason="flood"), at)
-            self.queue.put_droppable(Item(table_id, ReadFailed(reader=s.key, reason=s.kind, detail=detail[:120], at=at),  # type: ignore[arg-type]
+            kind = cast(FailReason, s.kind)  # a flood window counts only the _FAIL_REASON kinds it was given
+            self.queue.put_droppable(Item(table_id, ReadFailed(reader=s.key, reason=kind, detail=detail[:120], at=at),
                                               time.monotonic_ns()), "scanner_failure")
 
     def _arm_flood_timer(self, table_id: str) -> None:

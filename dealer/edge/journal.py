@@ -651,10 +651,10 @@ class SqliteJournal(Replays, WriterThread):
 
     def close(self) -> None:
         self._stop_writer()
-        if getattr(self, "_checkpointer", None) is not None:
-            self._checkpointer.close()  # type: ignore[union-attr]
-        if getattr(self, "_reader", None) is not None:
-            self._reader.close()  # type: ignore[union-attr]
+        if (checkpointer := getattr(self, "_checkpointer", None)) is not None:
+            checkpointer.close()
+        if (reader := getattr(self, "_reader", None)) is not None:
+            reader.close()
         if getattr(self, "_db", None) is not None:
             self._db.close()
 

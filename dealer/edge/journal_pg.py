@@ -208,7 +208,8 @@ class PgJournal(NoSegments, Replays, WriterThread):
 
         try:
             with self._quick_pool().connection() as conn:
-                return conn.execute(sql, params).fetchone()  # type: ignore[no-any-return]
+                row: tuple[Any, ...] | None = conn.execute(sql, params).fetchone()  # the pool's rows are tuples
+                return row
         except PoolTimeout:
             raise JournalWriteFailed(f"journal {self.path}: no connection to {where(self.url)} within "
                                      f"{QUICK_TIMEOUT:g} s", "database_unreachable") from None
@@ -366,7 +367,8 @@ class PgJournal(NoSegments, Replays, WriterThread):
                 while True:
                     query = flow.send(conn.execute(query.sql, query.params).fetchall())
             except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
+                rows: list[OutboxRow] = stop.value  # what _flow returns: the batch's outbox rows
+                return rows
             except psycopg.Error as exc:
                 broke = conn.closed or conn.broken
                 err = self._failed(exc, broke)
@@ -423,7 +425,8 @@ class PgJournal(NoSegments, Replays, WriterThread):
                                 cur = await conn.execute(query.sql, query.params)
                                 query = flow.send(await cur.fetchall())
                         except StopIteration as stop:
-                            return stop.value  # type: ignore[no-any-return]
+                            rows: list[OutboxRow] = stop.value  # what _flow returns: the batch's outbox rows
+                            return rows
             except PoolTimeout:
                 raise JournalWriteFailed(f"journal {self.path}: no connection to {where(self.url)} within "
                                          f"{self._connect_timeout:g} s", "database_unreachable") from None

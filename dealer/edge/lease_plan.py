@@ -94,24 +94,24 @@ def plan(me: str, my_tables: Mapping[str, Sequence[str]], held: Collection[str],
                       serves={n: set(ts) for n, ts in serving.items()})
     out = Plan(live=live, placement=placement, disagreements=disagreements)
 
-    for t, r in by_table.items():
-        if r.node is not None and r.node != me and r.node not in rows:
-            out.unknown[t] = r.node
+    for t, row in by_table.items():
+        if row.node is not None and row.node != me and row.node not in rows:
+            out.unknown[t] = row.node
 
     if not leaving:
         for t in sorted(my_tables):
             if t in held or t in hold_off:
                 continue
-            r = by_table.get(t)
+            lease = by_table.get(t)
             if placement.get(t) == me:
-                if r is None:
+                if lease is None:
                     out.acquire[t] = PLACEMENT
                     out.missing.append(t)
-                elif r.node is None:
+                elif lease.node is None:
                     out.acquire[t] = PLACEMENT
-                elif r.expired_s >= 0:
+                elif lease.expired_s >= 0:
                     out.acquire[t] = EXPIRED
-            elif orphans and r is not None and r.expired_s >= lease_seconds:
+            elif orphans and lease is not None and lease.expired_s >= lease_seconds:
                 out.acquire[t] = ORPHANED
     for t in sorted(held):
         target = placement.get(t)

@@ -641,8 +641,8 @@ class LeaseManager:
                     self._wake.set()
                     return
                 renewed_set = set(renewed)
-                for t, e in snapshot.items():
-                    if self._held.get(t) != e:
+                for t, epoch in snapshot.items():
+                    if self._held.get(t) != epoch:
                         continue
                     if t in renewed_set:
                         self._deadline[t] = began + self._lease - self._margin
@@ -753,8 +753,8 @@ class LeaseManager:
             if not self._started:
                 return
             self._wake.set()
-            for t in self._tasks:
-                t.cancel()
+            for task in self._tasks:
+                task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
             held = dict(self._held)
             try:

@@ -91,9 +91,9 @@ class LinkTracker:
         if up and link == BROKER and tid in self.resume_due:  # this run's first connect: resume the table
             self.resume_due.discard(tid)
             ev = Resume()
-            if self.tables[tid].current is not None:  # a brand-new journal has nothing to resume: say nothing
-                log.info("resuming the round in play after a restart", table_id=tid,
-                         round_id=self.tables[tid].current.round_id)
+            current = self.tables[tid].current
+            if current is not None:  # a brand-new journal has nothing to resume: say nothing
+                log.info("resuming the round in play after a restart", table_id=tid, round_id=current.round_id)
         self.submit(tid, ev)
 
     def on_bus(self, up: bool, reason: str) -> None:

@@ -40,7 +40,7 @@ _SHARED: list[Any] = [
 _HANDLER = "dealer.edge.logs"
 
 
-class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+class _StderrHandler(logging.StreamHandler[TextIO]):
     """Writes to whatever ``sys.stderr`` is when a record is emitted (like logging's own
     last-resort handler), so a test that swaps stderr does not leave a dead stream behind."""
 
@@ -48,7 +48,7 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
         logging.Handler.__init__(self)
 
     @property
-    def stream(self) -> TextIO:  # type: ignore[override]
+    def stream(self) -> TextIO:
         return sys.stderr
 
     @stream.setter
@@ -62,7 +62,7 @@ class _LineLogger:
     events skip the ``logging`` machinery (two ``LogRecord`` objects and a caller lookup per
     line, about three times the cost) since structlog has already rendered them."""
 
-    def __init__(self, handler: logging.StreamHandler, name: str) -> None:  # type: ignore[type-arg]
+    def __init__(self, handler: logging.StreamHandler[TextIO], name: str) -> None:
         self._handler = handler
         self.name = name  # structlog.stdlib.add_logger_name reads it
 
@@ -125,7 +125,7 @@ def configure_logging(level: str = "info", *, json: bool = True, stream: TextIO 
     ``uncaught``: also log exceptions nobody caught (a process's entry point; a test
     runner keeps its own hooks)."""
     lvl = getattr(logging, level.upper())
-    handler: logging.Handler = _StderrHandler() if stream is None else logging.StreamHandler(stream)
+    handler: logging.StreamHandler[TextIO] = _StderrHandler() if stream is None else logging.StreamHandler(stream)
     handler.setFormatter(formatter(json=json))
     handler.set_name(_HANDLER)
     root = logging.getLogger()
@@ -142,7 +142,7 @@ def configure_logging(level: str = "info", *, json: bool = True, stream: TextIO 
     structlog.configure(
         processors=[*_SHARED, _renderer(json)],
         wrapper_class=structlog.make_filtering_bound_logger(lvl),
-        logger_factory=lambda *args: _LineLogger(handler, str(args[0]) if args else "dealer"),  # type: ignore[arg-type]
+        logger_factory=lambda *args: _LineLogger(handler, str(args[0]) if args else "dealer"),
         cache_logger_on_first_use=False,
     )
     if json and uncaught:

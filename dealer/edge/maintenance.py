@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Callable, Coroutine
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any
 
 import structlog
@@ -40,7 +40,7 @@ class Maintenance:
     segment wakes the commit loop), and the tables (rules journaled again through ``submit``)."""
 
     def __init__(self, journal: Any, settings: Settings, metrics: Metrics, bus: Bus, *, file_journal: bool,
-                 writer: ThreadPoolExecutor, queue: InputQueue, tables: Tables, now_ms: Callable[[], int],
+                 writer: Executor, queue: InputQueue, tables: Tables, now_ms: Callable[[], int],
                  submit: Callable[[str, Event], Any],
                  spawn: Callable[[Coroutine[Any, Any, None]], asyncio.Task[None]]) -> None:
         self.journal = journal

@@ -24,7 +24,7 @@ def opening(table: Table, cfg: TableConfig, at: int, **signed: Any) -> OpenRound
                      draw=secrets.token_hex(DRAW_BYTES), dealer=table.dealer, **signed)
 
 
-def edge_data(table: Table, cfg: TableConfig, ev: Any) -> Event:
+def edge_data(table: Table, cfg: TableConfig, ev: Event | SupervisorOpenRound) -> Event:
     """A supervisor's open request becomes the round's OpenRound; a resume carries the new
     betting deadline (used if the round in play still takes bets). Made when the event is
     applied, so they follow the table as it is then, and journaled, so a replay needs no edge."""
@@ -33,4 +33,4 @@ def edge_data(table: Table, cfg: TableConfig, ev: Any) -> Event:
         return opening(table, cfg, ev.at, **signed)
     if isinstance(ev, SupervisorResume) and ev.betting_closes_at is None:
         return ev.model_copy(update={"betting_closes_at": ev.at + int(cfg.betting_seconds * 1000)})
-    return ev  # type: ignore[no-any-return]
+    return ev

@@ -21,7 +21,7 @@ it too, and says when it could not reach the broker.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -65,11 +65,11 @@ def _key_refusals(settings: Settings) -> list[str]:
     return out
 
 
-def _key(read: object, path: Path, what: str) -> list[str]:
+def _key(read: Callable[[Path, str], object], path: Path, what: str) -> list[str]:
     if not path.is_file() or not os.access(path, os.R_OK):
         return []  # check_deployment already says it cannot be read
     try:
-        read(path, what)  # type: ignore[operator]
+        read(path, what)
     except ValueError as exc:
         return [str(exc)]
     return []

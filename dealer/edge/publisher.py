@@ -175,9 +175,9 @@ class Publisher:
         bus makes it without a coroutine or a Task (``publish_nowait``); a bus without that (the
         in-process one) publishes in a task, which is a future too."""
         bus = self.bus
-        nowait = getattr(bus, "publish_nowait", None)
+        nowait: Callable[..., asyncio.Future[None]] | None = getattr(bus, "publish_nowait", None)
         if nowait is not None:
-            return nowait(topic, payload, qos=1, retain=retain)  # type: ignore[no-any-return]
+            return nowait(topic, payload, qos=1, retain=retain)
         return self.spawn(bus.publish(topic, payload, qos=1, retain=retain))
 
     def _live_done(self, topic: str, size: int, kind: str, latency_from: int, round_id: str | None,

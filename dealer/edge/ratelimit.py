@@ -5,6 +5,8 @@ Pure: the caller passes the (monotonic) time, so tests need no clock.
 
 from __future__ import annotations
 
+from typing import cast
+
 
 class TokenBuckets:
     """One bucket per key: ``burst`` tokens at most, refilled at ``per_second``."""
@@ -16,15 +18,16 @@ class TokenBuckets:
     def take(self, *key_and_now: object) -> bool:
         """``take(k1, ..., now)``: True when the key had a token (and spends it)."""
         *key, now = key_and_now
+        t = float(cast(float, now))  # the last argument is the time (a number), the others the key
         k = tuple(str(x) for x in key)
-        tokens, at = self._buckets.get(k, (float(self.burst), float(now)))  # type: ignore[arg-type]
-        tokens = min(float(self.burst), tokens + (float(now) - at) * self.rate)  # type: ignore[arg-type]
+        tokens, at = self._buckets.get(k, (float(self.burst), t))
+        tokens = min(float(self.burst), tokens + (t - at) * self.rate)
         if len(self._buckets) >= self.max_keys and k not in self._buckets:
             self._buckets.clear()  # bounded memory: forgetting every bucket only ever allows more
         if tokens < 1:
-            self._buckets[k] = (tokens, float(now))  # type: ignore[arg-type]
+            self._buckets[k] = (tokens, t)
             return False
-        self._buckets[k] = (tokens - 1, float(now))  # type: ignore[arg-type]
+        self._buckets[k] = (tokens - 1, t)
         return True
 
 

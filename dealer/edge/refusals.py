@@ -72,7 +72,7 @@ class Refusals:
         # it may echo what the sender wrote (an id that spells a card): every card code is written "the card
         # named", hidden or not, so that the answer never tells whether a card is hidden
         tables = self.tables
-        reason = visibility.unnamed_all(tables[tid].rules.game.deck, r.reason) if tid in tables else r.reason
+        reason = visibility.unnamed_all(tables[tid].rules.game.deck, r.reason) if tid is not None and tid in tables else r.reason
         log.warning("command refused", table_id=tid, role=role, kind=r.kind, type=r.command_type,
                     command_id=r.command_id, reason=reason[:300])
         if tid is None:

@@ -127,7 +127,7 @@ async def run_service(settings: Settings, rtp_reports: Sequence[TableRtp] | None
     bus = build_bus(settings)
     try:
         ownership = build_ownership(settings, journal, bus, metrics)
-        service = Service(settings, bus=bus, metrics=metrics, journal=journal, ownership=ownership)  # type: ignore[arg-type]
+        service = Service(settings, bus=bus, metrics=metrics, journal=journal, ownership=ownership)
     except BaseException:
         if journal is not None:
             journal.close()

@@ -422,8 +422,8 @@ def verify(journal: _Rolled, anchors: Iterable[tuple[int, str]] = ()) -> AuditRe
     for r in journal.live_rows():
         if not check(r, None):
             return rep
-    for rid, missing in sorted(want.items()):
-        _h, source = missing[0]
+    for rid, naming in sorted(want.items()):
+        _h, source = naming[0]
         return rep.fail(f"row {rid}, named by {source}, is missing: rows after {expected - 1} were cut off the end",
                         rid)
     return rep

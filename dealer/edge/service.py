@@ -275,8 +275,8 @@ class Service:
             assert self._failure is not None
             done, _ = await asyncio.wait([*self._bg, self._failure], return_when=asyncio.FIRST_EXCEPTION)
             for task in done:
-                if not task.cancelled() and task.exception() is not None:
-                    raise task.exception()  # type: ignore[misc]
+                if not task.cancelled() and (exc := task.exception()) is not None:
+                    raise exc
         finally:
             await self.stop()
 
@@ -520,7 +520,7 @@ class Service:
     def _table_topics(self, cfg: TableConfig) -> list[tuple[str, Callable[[str, bytes], None]]]:
         """The topics a table's input comes on, with their handlers."""
         tid, inputs = cfg.id, self.inputs
-        out = [(topics.actions(tid), inputs.on_command), (topics.station(tid), inputs.on_command),
+        out: list[tuple[str, Callable[[str, bytes], None]]] = [(topics.actions(tid), inputs.on_command), (topics.station(tid), inputs.on_command),
                (topics.supervisor(tid), inputs.on_command), (topics.results_ack(tid), self.relay.on_ack)]
         if cfg.scanner.kind == "mqtt":
             out.append((topics.scanner(tid), inputs.scanner_ingest.handle))
@@ -538,7 +538,7 @@ class Service:
 
     def _scanner_done(self, task: asyncio.Task[None]) -> None:
         """A serial scanner link ended by itself with an error: the service stops (as before tables moved)."""
-        if task.cancelled() or task.exception() is None:
+        if task.cancelled() or (exc := task.exception()) is None:
             return
         if self._failure is not None and not self._failure.done():
-            self._failure.set_exception(task.exception())  # type: ignore[arg-type]
+            self._failure.set_exception(exc)

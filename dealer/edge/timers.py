@@ -32,7 +32,7 @@ class Timers:
     queues the timer's event, ``open_round`` the next round's opening."""
 
     def __init__(self, tables: Tables, state: CommitState, *, now_ms: Callable[[], int],
-                 submit: Callable[[str, Event], Any], open_round: Callable[[str], Any]) -> None:
+                 submit: Callable[[str, Event], Any], open_round: Callable[[str], asyncio.Future[Any]]) -> None:
         self.tables = tables
         self.state = state
         self.now_ms = now_ms
@@ -219,5 +219,5 @@ class Timers:
             self.armed[tid] = (purpose, handle)
             return None
         if table is not None and self.state.writable and table.can_open() is None and self.tables.links[tid].ready:
-            return self.open_round(tid)  # type: ignore[no-any-return]
+            return self.open_round(tid)
         return None

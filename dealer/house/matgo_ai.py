@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 import random
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 from dealer.games.matgo_cards import ALL, BLUE, BRIGHTS, CODES, GODORI, INDEX, PLAIN, RED, SAME_MONTH, VALUE, bits
@@ -114,7 +115,8 @@ class GreedyPlayer:
             best: tuple | None = None
             best_move: Move | None = None
             for move in game.legal():
-                card = move.card  # type: ignore[union-attr]
+                assert isinstance(move, Play)  # in the play phase legal() makes only Play moves
+                card = move.card
                 lay = by_month.get(int(card[:2]), [])
                 if not lay:
                     key: tuple = (0, 0, 0, -VALUE[INDEX[card]], -INDEX[card])
@@ -134,7 +136,7 @@ class GreedyPlayer:
             return best_move
         # CHOOSE_A / CHOOSE_B: the pending cards of the turn come along with the choice
         pending = list(game.pending)
-        options = [m.card for m in game.legal()]  # type: ignore[union-attr]
+        options = [m.card for m in game.legal() if isinstance(m, Choose)]  # the choose phases make only Choose moves
         pick = max(options, key=lambda c: self._option_key(captured, base, pending, c))
         return Choose(pick)
 
@@ -250,7 +252,7 @@ class _Policy:
         self.BON = tuple(_group(c, w)[1] for c in CODES)
         self.deny = w["deny"]
 
-    def play(self, g: MatgoGame, rnd) -> int:  # type: ignore[no-untyped-def]
+    def play(self, g: MatgoGame, rnd: Callable[[], float]) -> int:
         p = g.mover
         h = g.hand_masks[p]
         if rnd() < self.eps:
@@ -321,7 +323,7 @@ class _Policy:
         return g.go_count[g.to_move] < 3 and fast_total(g.captured_masks[1 - p]) <= self.go_opp_max
 
 
-def _playout(g: MatgoGame, stock: list[int], me: str, rnd, pol: _Policy, bonus: float) -> float:  # type: ignore[no-untyped-def]
+def _playout(g: MatgoGame, stock: list[int], me: str, rnd: Callable[[], float], pol: _Policy, bonus: float) -> float:
     """Play ``g`` (a determinized clone) to the end; its value from ``me``'s side: won
     ``points + bonus``, lost ``-(points + bonus)``, Nagari 0."""
     si = 0
@@ -445,8 +447,9 @@ class SearchPlayer:
             if m == STOP:
                 g = game.clone()
                 g.step(STOP)
-                r = g.result
-                fixed[k] = r.payment_points + bonus if r.winner == seat else -(r.payment_points + bonus)
+                res = g.result
+                assert res is not None  # a Stop ends the game
+                fixed[k] = res.payment_points + bonus if res.winner == seat else -(res.payment_points + bonus)
         cands = [k for k in range(len(moves)) if k not in fixed]
         vals: list[list[float]] = [[] for _ in moves]
         rounds = max(1, math.ceil(math.log2(len(cands)))) if self.halving and len(cands) > 1 else 1
@@ -458,7 +461,7 @@ class SearchPlayer:
         for r in range(rounds):
             if total is not None:
                 quota = max(1, round(total / rounds / len(cands)))  # sampled deals this round
-                deadline = None
+                deadline: float | None = None
             else:
                 quota = None
                 deadline = t0 + budget_s * (r + 1) / rounds
@@ -467,7 +470,7 @@ class SearchPlayer:
                 if quota is not None:
                     if done >= quota:
                         break
-                elif done >= 1 and time.perf_counter() >= deadline:  # type: ignore[operator]
+                elif deadline is not None and done >= 1 and time.perf_counter() >= deadline:  # no quota: a deadline
                     break
                 base, stock = self._sample(game, seat, unseen, n_opp, rng)
                 for k in cands:

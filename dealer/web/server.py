@@ -27,6 +27,7 @@ from typing import Any
 
 import structlog
 from aiohttp import WSMsgType, web
+from aiohttp.typedefs import Handler
 
 log = structlog.get_logger("dealer.web")
 
@@ -169,7 +170,7 @@ def _file(path: Path) -> web.FileResponse:
 
 
 @web.middleware
-async def _headers(request: web.Request, handler: Any) -> web.StreamResponse:
+async def _headers(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         resp = await handler(request)
     except web.HTTPException as exc:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from drivers.frames import FrameAuthenticator, ReaderState
+from drivers.frames import FrameAuthenticator, ReaderSession, ReaderState
 from drivers.scan import ScanInput
 
 #: The protocol a reader speaks when its configuration names none.
@@ -71,15 +71,27 @@ class StreamCodec(Protocol):
     """One reader's byte stream -> :class:`Decoded`; :meth:`feed` never raises."""
 
     capabilities: Capabilities
-    garbage_bytes: int  # bytes outside any frame (line noise): counted, nothing else
     frames_ok: int  # valid frames from the expected reader
     frames_bad: int  # damaged frames (and another reader's): each became a CORRUPT input
     frames_forged: int  # frames that failed authentication: each became a FORGED input
+
+    @property
+    def garbage_bytes(self) -> int:
+        """Bytes outside any frame (line noise): counted, nothing else (read-only: the decoder counts)."""
 
     def feed(self, data: bytes, now_ns: int) -> Decoded: ...
 
     def reset(self) -> None:
         """Forget a partial frame: the link was closed and its tail will never come."""
+
+
+class SequencedCodec(StreamCodec, Protocol):
+    """A codec whose protocol has sequence numbers (``capabilities.sequence_numbers``): it keeps one
+    :class:`~drivers.frames.ReaderSession` per reader."""
+
+    sessions: dict[str, ReaderSession]
+
+    def session(self, reader: str) -> ReaderSession: ...
 
 
 #: ``factory(reader, auth=...)``: ``reader`` is the configured reader id (None: any, for

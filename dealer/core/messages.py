@@ -1,11 +1,12 @@
 """Messages the backend publishes (pydantic v2). Their JSON Schemas live in ``docs/schemas/``.
 
-Three streams leave a table, each on its own topic (see ``docs/mqtt-topics.md``):
-``results`` (one :class:`RoundResult` per round, durable via the outbox), ``events``
-(:class:`RoundEvent` as things happen) and ``prompts`` (:class:`StationPrompt` for the
-dealer station). Beside them, retained so that a client subscribing at any moment catches up
-at once (``dealer/edge/catchup.py``): :class:`CurrentPrompt`, :class:`TableState` and each seated
-player's :class:`PlayerState`. Money travels as decimal strings; ratios are "X" in "X:1".
+A table's public path is one retained :class:`TableState` per journaled batch (protocol 2, see
+``docs/mqtt-topics.md``): the round state, the current :class:`StationPrompt`, and the
+:class:`RoundEvent` and prompts of the batch, so that a client subscribing at any moment catches
+up at once (``dealer/edge/catchup.py``) and one that stays misses nothing. Beside it:
+``results`` (one :class:`RoundResult` per round, durable via the outbox), ``events`` (refusals,
+as :class:`RoundEvent` ``rejected``), each player's :class:`PlayerMessage` and retained
+:class:`PlayerState`. Money travels as decimal strings; ratios are "X" in "X:1".
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ import structlog
 from dealer.edge import topics
 from dealer.core.events import PlaceBet
 from drivers.bus import Bus, BusError
+from simulators.feed import events_of
 from simulators.game_players import BET_PLANS, DEFAULT_STAKES, SEAT_BETS, BetPlan
 
 log = structlog.get_logger("simulators.bettors")
@@ -116,7 +117,7 @@ class Bettor:
         self._tasks: set[asyncio.Task[None]] = set()
         if subscribe and isinstance(plans, Mapping):
             for tid in plans:
-                bus.subscribe(topics.events(tid), self.on_event)
+                bus.subscribe(topics.state(tid), events_of(self.on_event))
 
     def plan(self, table_id: str) -> BetPlan:
         return self._plans[table_id] if isinstance(self._plans, Mapping) else self._plans(table_id)

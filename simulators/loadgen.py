@@ -37,6 +37,7 @@ from pathlib import Path
 from dealer.core.cards import STANDARD_52
 from drivers.mqtt import MqttBus
 from drivers.scanner_json import ScannerMessage
+from simulators.feed import Feed
 from simulators.settlement import SettlementConsumer
 
 
@@ -114,19 +115,23 @@ async def run_loadgen(url: str, n_tables: int, seconds: float, *, card_interval:
     cards_sent = 0
     queue: asyncio.Queue[tuple[str, dict, int]] = asyncio.Queue()
 
-    def on_msg(topic: str, payload: bytes) -> None:
-        now = time.monotonic_ns()
-        msg = json.loads(payload)
-        if topic.endswith("/events") and msg.get("event") == "card_registered":
-            t = tables.get(msg["table_id"])
-            sent = t.sent.pop(msg["data"].get("card"), None) if t else None
-            if sent is not None:
-                latencies.append(now - sent)
-        elif topic.endswith("/prompts"):
-            queue.put_nowait((msg["table_id"], msg, now))
+    feed = Feed()
 
-    bus.subscribe("studio/v1/tables/+/prompts", on_msg)
-    bus.subscribe("studio/v1/tables/+/events", on_msg)
+    def on_state(topic: str, payload: bytes) -> None:
+        """A table's state: the card_registered events it carries end a card's round trip; its
+        prompts tell the dealer what to deal next."""
+        now = time.monotonic_ns()
+        news = feed.read(payload)
+        for ev in news.events:
+            if ev.get("event") == "card_registered":
+                t = tables.get(ev["table_id"])
+                sent = t.sent.pop(ev["data"].get("card"), None) if t else None
+                if sent is not None:
+                    latencies.append(now - sent)
+        for prompt in news.prompts:
+            queue.put_nowait((prompt["table_id"], prompt, now))
+
+    bus.subscribe("studio/v1/tables/+/state", on_state)
     bus_task = asyncio.create_task(bus.run(), name="bus")
     try:
         await asyncio.wait_for(bus.wait_connected(), 10)

@@ -30,6 +30,7 @@ from dealer.core.events import PlaceBet
 from dealer.core.messages import PlayerMessage, RoundEvent, StationPrompt
 from dealer.edge import topics
 from drivers.bus import Bus, BusError
+from simulators.feed import events_of
 from simulators.shoe import shuffled
 from simulators.station import VirtualDealer
 
@@ -71,7 +72,7 @@ class RemotePlayer:
         self._sat: set[str] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         bus.subscribe(topics.player(table_id, player_id), self._on_private)
-        bus.subscribe(topics.events(table_id), self._on_public)
+        bus.subscribe(topics.state(table_id), events_of(self._on_public))
 
     # -- what the player sees ------------------------------------------------------------
 

@@ -52,6 +52,7 @@ from dealer.core.messages import RoundEvent, RoundResult, RoundResultPart
 from dealer.core.result_parts import join_parts
 from dealer.core.settlement import settle_bet
 from drivers.bus import Bus, BusError
+from simulators.feed import events_of
 from simulators.bettors import DEFAULT_STAKES, BetPlan, Bettor, random_bets
 from simulators.game_players import DEFAULT_BET_TYPES, DEFAULT_GAME
 
@@ -136,7 +137,7 @@ class SettlementConsumer:
         self._opened: set[tuple[str, str | None]] = set()
         for tid in self.table_ids:
             if self.place_bets:  # settlement itself reads only results (its broker ACL)
-                self.bus.subscribe(topics.events(tid), self._on_event)
+                self.bus.subscribe(topics.state(tid), events_of(self._on_event))
             self.bus.subscribe(topics.results(tid), self._on_result)
 
     # -- bets -------------------------------------------------------------------------

@@ -49,6 +49,7 @@ from dealer.edge import topics
 from dealer.cli.client_options import (BadInput, BrokerOptions, add_broker_options, broker_options, choose_tables,
                                    config_tables, start_bus, stop_on_signals, table_list)
 from dealer.edge.config import Settings, TableConfig
+from simulators.feed import events_of, prompts_of
 from simulators.beetek import BeeTekFaultPlan, BeeTekShoe
 from simulators.bettors import Bettor, table_plan
 from simulators.pty_port import PtyPort
@@ -204,7 +205,7 @@ class Simulation:
 
             t.dealer.actions = confirm
         t.screen = StationScreen(t.dealer)
-        bus.subscribe(topics.prompts(tid), t.screen.on_prompt)
+        bus.subscribe(topics.state(tid), prompts_of(t.screen.on_prompt))
 
     async def run(self) -> dict[str, Any]:
         self.check()
@@ -220,7 +221,8 @@ class Simulation:
         tasks: list[asyncio.Task[Any]] = []
         try:
             for i, (tid, t) in enumerate(self.tables.items()):
-                bus.subscribe(topics.events(tid), self._on_event)
+                bus.subscribe(topics.state(tid), events_of(self._on_event))
+                bus.subscribe(topics.events(tid), self._on_event)  # refusals
                 if tid not in self.no_dealer:
                     self._make_dealer(i, tid, t, bus)
             if book is not None:

@@ -33,6 +33,7 @@ from dealer.core.round_ids import sequence_of
 from drivers.bus import Bus, BusError
 from drivers.frames import FrameDecoder, FrameError
 from drivers.scanner_json import ScannerMessage
+from simulators.feed import prompts_of
 from simulators.pty_port import PtyPort
 from simulators.shoe import FaultPlan, VirtualShoe, shuffled
 
@@ -171,7 +172,7 @@ class VirtualDealer:
                 and self._newest.get(p.round_id, 0) > p.step)
 
     def subscribe(self, bus: Bus) -> None:
-        bus.subscribe(topics.prompts(self.table_id), self.on_prompt)
+        bus.subscribe(topics.state(self.table_id), prompts_of(self.on_prompt))
         if self.actions is None:
             topic = topics.station(self.table_id)
 

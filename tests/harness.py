@@ -38,6 +38,7 @@ from dealer.edge.service import Service
 from drivers.frames import Frame, FrameDecoder, Status
 from drivers.bus import BusError
 from drivers.mqtt import MqttBus
+from simulators.feed import Feed
 from simulators.pty_port import PtyPort
 from simulators.secure_broker import SecureMosquitto
 from simulators.shoe import VirtualShoe
@@ -101,6 +102,7 @@ class Recorder:
         self.bus = MqttBus(url, client_id=f"recorder-{uuid.uuid4().hex[:8]}", persistent_session=True,
                            accept_retained=True)
         self.messages: list[tuple[str, dict[str, Any]]] = []
+        self._feed = Feed()
         self.result_bytes: dict[str, bytes] = {}  # idempotency key -> the bytes of its result (manifest) as received
         self.settles = settles
         self.bus.subscribe("studio/v1/#", self._on)
@@ -111,6 +113,13 @@ class Recorder:
         msg = json.loads(payload) if payload else {}  # empty: a retained catch-up message cleared
         self.messages.append((topic, msg))
         tid = topics.table_of(topic)
+        if tid is not None and topic == topics.state(tid):
+            # the round events and prompts a state carries, once each, as one stream per table:
+            # listed as on ``events`` and ``prompts`` (what ``events()`` and ``prompts()`` read)
+            news = self._feed.read(payload)
+            self.messages += [(topics.events(tid), ev) for ev in news.events]
+            self.messages += [(topics.table_topic(tid, "prompts"), p) for p in news.prompts]
+            return
         if (tid is None or topic != topics.results(tid) or "idempotency_key" not in msg
                 or msg.get("schema_id") == "studio.v1.round_result_part"):
             return  # not a whole result nor the manifest of one in parts

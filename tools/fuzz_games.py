@@ -63,6 +63,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from simulators.feed import events_of
 from tools.fuzz_inputs import Violation
 from tools.fuzz_target import Target, guard_core, need
 from tools.fuzz_game_state import (
@@ -192,7 +193,8 @@ class GameCommandsTarget(GameCommands, Target):
                      "house_players": "thread", "node_id": "fuzz"},
             tables=[self.table_config()])
         bus = LocalBus()
-        bus.subscribe(topics.events(TID), self._on_event)
+        bus.subscribe(topics.events(TID), self._on_event)  # refusals
+        bus.subscribe(topics.state(TID), events_of(self._on_event))
         bus.subscribe(topics.player(TID, "+"), self._on_private)
         svc = self.svc = Service(settings, bus=bus, broker_link=False, clock=lambda: self.now)
         decide = svc.house.decide

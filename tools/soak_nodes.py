@@ -66,6 +66,7 @@ import structlog
 from dealer.edge import topics
 from drivers.mqtt import MqttBus
 from simulators.broker import MosquittoProcess
+from simulators.feed import events_of, prompts_of
 from simulators.pgserver import PgServer
 from simulators.shoe import FaultPlan, VirtualShoe
 from simulators.station import DealerFaults, MqttShoeLink, StationScreen, VirtualDealer
@@ -282,10 +283,11 @@ class _NodeSoak(NodeFaults, SoakRun):
                 dealer_faults=DealerFaults(foreign=p, duplicate=p),
                 deal_interval=self.deal_interval, heartbeat_interval=0.5, patience=0.5)
             screen = StationScreen(dealer)
-            self.dealer_bus.subscribe(topics.prompts(tid), screen.on_prompt)
+            self.dealer_bus.subscribe(topics.state(tid), prompts_of(screen.on_prompt))
             self.screens.append(screen)
             self.dealers.append(dealer)
-        self.monitor.subscribe(topics.table_topic("+", "events"), self._on_event)
+        self.monitor.subscribe(topics.table_topic("+", "events"), self._on_event)  # refusals
+        self.monitor.subscribe(topics.table_topic("+", "state"), events_of(self._on_event))
         for n in self.nodes:
             self.monitor.subscribe(topics.backend_status(n), self._status_handler(n))
 

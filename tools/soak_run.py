@@ -24,6 +24,7 @@ from dealer.edge.journal import Journal, JournalError
 from dealer.edge.segments import AuditReport, parse_anchor, segment_dir, verify
 from drivers.mqtt import MqttBus
 from simulators.broker import MosquittoProcess
+from simulators.feed import events_of, prompts_of
 from simulators.pty_port import PtyPort
 from simulators.shoe import FaultPlan, VirtualShoe
 from simulators.station import DealerFaults, PtyShoeLink, StationScreen, VirtualDealer
@@ -274,11 +275,12 @@ class _Soak(SoakFaults, SoakRun):
                 dealer_faults=DealerFaults(foreign=p, duplicate=p),
                 deal_interval=self.deal_interval, heartbeat_interval=0.1, patience=0.5)
             screen = StationScreen(dealer)
-            self.dealer_bus.subscribe(topics.prompts(tid), screen.on_prompt)
+            self.dealer_bus.subscribe(topics.state(tid), prompts_of(screen.on_prompt))
             self.screens.append(screen)
             self.dealers.append(dealer)
-        self.monitor.subscribe(topics.table_topic("+", "events"), self._on_event)
-        self.monitor.subscribe(topics.table_topic("+", "prompts"), self._on_prompt)
+        self.monitor.subscribe(topics.table_topic("+", "events"), self._on_event)  # refusals
+        self.monitor.subscribe(topics.table_topic("+", "state"), events_of(self._on_event))
+        self.monitor.subscribe(topics.table_topic("+", "state"), prompts_of(self._on_prompt))
         self.monitor.subscribe(topics.backend_status(NODE_ID), self._on_status)
         self.monitor.subscribe(topics.backend_journal(NODE_ID), self._on_anchor)
 

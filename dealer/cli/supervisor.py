@@ -12,10 +12,11 @@ only if it is that seat's 7th card as registered (§10.8).
 ``dealer supervisor keygen --out FILE`` writes a fresh key (mode 0600) for
 ``[[security.supervisors]] key_files``.
 
-Every act is answered. Before publishing, the tool subscribes to the table's ``events`` (a
-supervisor may read them) and the backends' retained status; after the PUBACK it waits for
-the backend's answer to its command id: ``command_accepted`` (or ``command_repeated``) is
-exit 0, a ``rejected`` is exit 3 with the backend's reason. Exit 4: nobody answered because
+Every act is answered. Before publishing, the tool subscribes to the table's ``state`` and
+``events`` (a supervisor may read them) and the backends' retained status; after the PUBACK it
+waits for the backend's answer to its command id: ``command_accepted`` (or ``command_repeated``)
+among the events a state carries is exit 0, a ``rejected`` on ``events`` is exit 3 with the
+backend's reason. Exit 4: nobody answered because
 the act cannot reach the backend (the broker's ACL refuses this login the publish or the
 events, or no backend is online); exit 5: a backend is online but did not answer within
 ``--timeout`` (the act may still be applied: look at the table's events or ``dealer
@@ -184,7 +185,7 @@ async def _exchange(protocol: Any, host: str, port: int, table_id: str, payload:
 
     loop = asyncio.get_running_loop()
     inner = max(1.0, deadline - loop.time()) + 5  # aiomqtt's own timeouts never fire first
-    events_topic = topics.events(table_id)
+    events_topic, state_topic = topics.events(table_id), topics.state(table_id)
     online: dict[str, bool] = {}
     async with contextlib.AsyncExitStack() as stack:
         client = aiomqtt.Client(host, port, username=username, password=password, identifier=client_id,
@@ -193,10 +194,12 @@ async def _exchange(protocol: Any, host: str, port: int, table_id: str, payload:
                                 clean_session=None if protocol == aiomqtt.ProtocolVersion.V5 else True)
         async with asyncio.timeout_at(deadline):  # the connection and the PUBACK; leaving it is not bounded by it
             await stack.enter_async_context(client)
-            granted = await client.subscribe([(events_topic, 1), (topics.backend_status("+"), 1)], timeout=inner)
-        if _failed(list(granted)[0]):
-            return Answer(NOT_ANSWERED, f"not sent: this login may not read {events_topic}, where the answer "
-                          "comes (broker ACL: see `dealer deploy acl`)", published=False)
+            granted = list(await client.subscribe([(events_topic, 1), (state_topic, 1), (topics.backend_status("+"), 1)],
+                                                  timeout=inner))
+        for topic, code in ((events_topic, granted[0]), (state_topic, granted[1])):
+            if _failed(code):
+                return Answer(NOT_ANSWERED, f"not sent: this login may not read {topic}, where the answer "
+                              "comes (broker ACL: see `dealer deploy acl`)", published=False)
         pubacks: list[Any] = []
         paho = client._client  # aiomqtt drops the PUBACK's reason code: keep it (MQTT 5 says ACL refusals)
         # aiomqtt sets a VERSION2 on_publish: (client, userdata, mid, reason code, properties)
@@ -216,10 +219,13 @@ async def _exchange(protocol: Any, host: str, port: int, table_id: str, payload:
                     body = json.loads(bytes(message.payload))
                 except (ValueError, TypeError):
                     continue
-                if topic == events_topic:
-                    got = answer_of(body, command_id)
-                    if got is not None and not answer.done():
-                        answer.set_result(got)
+                if topic in (events_topic, state_topic):
+                    # accepted (or repeated): among the events of the table's state; refused: on events
+                    carried = body.get("events") if topic == state_topic and isinstance(body, dict) else [body]
+                    for event in carried if isinstance(carried, list) else []:
+                        got = answer_of(event, command_id)
+                        if got is not None and not answer.done():
+                            answer.set_result(got)
                 elif isinstance(body, dict) and (node := topics.backend_of(topic)) is not None:
                     online[node] = body.get("online") is True
 

@@ -1,11 +1,12 @@
 """Messages the backend publishes (pydantic v2). Their JSON Schemas live in ``docs/schemas/``.
 
-Three streams leave a table, each on its own topic (see ``docs/mqtt-topics.md``):
-``results`` (one :class:`RoundResult` per round, durable via the outbox), ``events``
-(:class:`RoundEvent` as things happen) and ``prompts`` (:class:`StationPrompt` for the
-dealer station). Beside them, retained so that a client subscribing at any moment catches up
-at once (``dealer/edge/catchup.py``): :class:`CurrentPrompt`, :class:`TableState` and each seated
-player's :class:`PlayerState`. Money travels as decimal strings; ratios are "X" in "X:1".
+A table's public path is one retained :class:`TableState` per journaled batch (protocol 2, see
+``docs/mqtt-topics.md``): the round state, the current :class:`StationPrompt`, and the
+:class:`RoundEvent` and prompts of the batch, so that a client subscribing at any moment catches
+up at once (``dealer/edge/catchup.py``) and one that stays misses nothing. Beside it:
+``results`` (one :class:`RoundResult` per round, durable via the outbox), ``events`` (refusals,
+as :class:`RoundEvent` ``rejected``), each player's :class:`PlayerMessage` and retained
+:class:`PlayerState`. Money travels as decimal strings; ratios are "X" in "X:1".
 """
 
 from __future__ import annotations
@@ -207,18 +208,6 @@ Stale = Annotated[bool, Field(description="true: the backend stopped and marked 
                                           "offline; act on nothing in it")]
 
 
-class CurrentPrompt(StationPrompt):
-    """The table's current prompt, retained on ``.../prompts/current``: the latest prompt of the
-    live ``prompts`` stream plus who published it, so a station that subscribes at any moment
-    shows it at once and can tell whether it is still current."""
-
-    schema_id: Literal["studio.v1.current_prompt"] = "studio.v1.current_prompt"  # type: ignore[assignment]  # a subclass names its own schema id
-    node_id: NodeId
-    session: Session
-    version: Version
-    stale: Stale = False
-
-
 class TurnState(_Msg):
     turn: int
     player_id: str | None = Field(description="who is to act (public, as in the turn event)")
@@ -227,8 +216,11 @@ class TurnState(_Msg):
 
 
 class TableState(_Msg):
-    """The table's round state, retained on ``.../state``: what a station, an ops client or the
-    player platform needs to catch up (only what the public may see)."""
+    """The table's one public message, retained on ``.../state``: after every journaled batch
+    that changed the table, its round state as the public may see it, the current station
+    prompt, and what the batch did (its round events and the prompts it released, in order).
+    A client that subscribes gets the latest at once (catch-up); one that stays subscribed gets
+    every one, so it misses no event and no prompt (protocol 2, docs/mqtt-topics.md §11)."""
 
     schema_id: Literal["studio.v1.table_state"] = "studio.v1.table_state"
     table_id: str
@@ -266,6 +258,15 @@ class TableState(_Msg):
                                     "this backend knows (epoch ms; a restart or takeover starts it again)")
     unsettled: int = Field(default=0, description="rounds whose result settlement has not acknowledged yet")
     at: int = Field(description="when the backend built this state (epoch ms)")
+    prompt: StationPrompt | None = Field(default=None, description="what the dealer station shows now: the latest "
+                                         "prompt released (null before the table's first)")
+    events: list[RoundEvent] = Field(default_factory=list, description="the round events of the batch this state "
+                                     "follows, in order (empty when only the prompt or the state changed); the "
+                                     "retained copy repeats the last batch's: act on the state, not on these, "
+                                     "when catching up")
+    prompts: list[StationPrompt] = Field(default_factory=list, description="the prompts released since the state "
+                                         "before this one, in order (the last is prompt): two in one batch both "
+                                         "reach the station")
 
 
 class RoundLine(_Msg):

@@ -1,12 +1,13 @@
 """Catching up: the retained messages a client gets the moment it subscribes.
 
-Prompts, events and private messages are live: a station, an ops screen or a player that
-connects mid-round would see nothing until the next change. So, beside them, the backend
-keeps three kinds of **retained** messages per table (``docs/mqtt-topics.md`` §4.8), each
-replaced on every change:
+A station, an ops screen or a player that connects mid-round must not wait for the next
+change. So the backend's messages per table are **retained** (``docs/mqtt-topics.md`` §4.8),
+each replaced on every change:
 
-* ``prompts/current``: the latest prompt of the live stream (:class:`~dealer.core.messages.CurrentPrompt`);
-* ``state``: the round state the public may see (:class:`~dealer.core.messages.TableState`);
+* ``state``: the table's one public message (:class:`~dealer.core.messages.TableState`): the
+  round state the public may see, the current station prompt, and the round events and prompts
+  of the batch it follows (:class:`News`), so a subscriber that stays misses nothing;
+* ``history``: the last rounds and the dealers' figures;
 * ``players/{player}/state``: each seated player's own cards, bets and pending decision or
   turn (:class:`~dealer.core.messages.PlayerState`), cleared (empty retained payload) once that
   player's round is settled, so retained topics stay bounded by the players in play.
@@ -26,6 +27,7 @@ service stamps the time and publishes. Who may see which card is asked of
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
@@ -33,17 +35,30 @@ from pydantic import BaseModel
 from dealer.edge import topics
 
 from dealer.core import visibility
-from dealer.core.messages import (CurrentPrompt, DealerLine, PlayerBet, PlayerState, RoundLine, StationPrompt,
+from dealer.core.messages import (DealerLine, PlayerBet, PlayerState, RoundEvent, RoundLine, StationPrompt,
                                   TableHistory, TableState, TurnState)
 from dealer.core.round import ACTIVE, Phase, Round
 from dealer.core.table import Table
 
-#: What a clean stop leaves on ``prompts/current`` (with ``stale: true``).
+#: What a clean stop leaves as the table's prompt (with ``stale: true``).
 STOPPED_REASON = "backend_stopped"
 
 #: Fields that change without the content changing (a message is published again only when
-#: something else differs).
-_VOLATILE = {"version", "at"}
+#: something else differs, or when it carries news).
+_VOLATILE = {"version", "at", "events", "prompts"}
+
+
+@dataclass(slots=True)
+class News:
+    """What a table did since its last state went out: round events and prompts, in order, and
+    the cards among the events whose scan-to-publish latency is measured (their receive instants)."""
+
+    events: list[RoundEvent] = field(default_factory=list)
+    prompts: list[StationPrompt] = field(default_factory=list)
+    latency_from: list[int] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.events or self.prompts)
 
 
 def is_current(message: Mapping[str, Any] | None, status: Mapping[str, Any] | None) -> bool:
@@ -78,6 +93,8 @@ class Catchup:
         self._phase: dict[str, tuple[tuple[str | None, str | None], int]] = {}
         #: per table: the shift revision last built into ``history`` (built only when it moved)
         self._history_rev: dict[str, int] = {}
+        #: per table: the last state built (what :meth:`announce` sends again with a new prompt)
+        self._last: dict[str, TableState] = {}
 
     def forget(self) -> None:
         """A new broker session: everything is sent again (under the new session)."""
@@ -101,6 +118,7 @@ class Catchup:
         self.forget_table(table_id)
         self._players.pop(table_id, None)
         self.prompts.pop(table_id, None)
+        self._last.pop(table_id, None)
         self._phase.pop(table_id, None)
         self._history_rev.pop(table_id, None)
 
@@ -122,23 +140,30 @@ class Catchup:
 
     # -- the current prompt -----------------------------------------------------------------
 
-    def prompt(self, prompt: StationPrompt, session: str, *, stale: bool = False) -> CurrentPrompt | None:
-        """The retained form of a prompt just released, or None when it says what the retained
-        one already says."""
+    def set_prompt(self, prompt: StationPrompt) -> None:
+        """The table's prompt is now ``prompt`` (the next state carries it)."""
         self.prompts[prompt.table_id] = prompt
-        msg = CurrentPrompt(**prompt.model_dump(exclude={"schema_id"}), node_id=self.node_id, session=session,
-                            version=self._peek(prompt.table_id), stale=stale)  # numbered now: no copy to number it
-        if not self._changed(topics.current_prompt(prompt.table_id), msg):
+
+    def announce(self, table_id: str, news: News, *, at: int) -> TableState | None:
+        """The last state built for the table again, with the current prompt and ``news``, now:
+        for a prompt that cannot wait for the next batch (the journal is down, a forged frame),
+        whose table in memory may hold a batch not yet journaled. None: no state was built yet
+        (the next batch's state carries the prompt)."""
+        base = self._last.get(table_id)
+        if base is None:
             return None
-        self._next(prompt.table_id)
+        msg = base.model_copy(update={"prompt": self.prompts.get(table_id), "events": news.events,
+                                      "prompts": news.prompts, "version": self._next(table_id), "at": at})
+        self._sent[topics.state(table_id)] = _content(msg)
         return msg
 
     # -- table and player states ------------------------------------------------------------
 
     def updates(self, table: Table, *, session: str, at: int, paused_reason: str | None = None,
-                stale: bool = False) -> list[tuple[str, BaseModel | None]]:
-        """(topic, message) for the table's state and every player state that changed since they
-        were last sent; message None: clear that player's retained state (empty payload)."""
+                stale: bool = False, news: News | None = None) -> list[tuple[str, BaseModel | None]]:
+        """(topic, message) for the table's state (with the current prompt and ``news``) and
+        every player state that changed since they were last sent; message None: clear that
+        player's retained state (empty payload). The state goes when it changed or has news."""
         tid = table.table_id
         out: list[tuple[str, BaseModel | None]] = []
         cur = table.current
@@ -147,8 +172,10 @@ class Catchup:
         if seen is None or seen[0] != key:
             seen = self._phase[tid] = (key, at)
         state = table_state(table, node_id=self.node_id, session=session, at=at, paused_reason=paused_reason,
-                            stale=stale, version=self._peek(tid), phase_since=seen[1])
-        if self._changed(topics.state(tid), state):
+                            stale=stale, version=self._peek(tid), phase_since=seen[1], prompt=self.prompts.get(tid),
+                            news=news)
+        self._last[tid] = state
+        if self._changed(topics.state(tid), state) or news:
             self._next(tid)
             out.append((topics.state(tid), state))
         hist_topic = topics.history(tid)
@@ -182,17 +209,19 @@ class Catchup:
         prompt = StationPrompt(table_id=table.table_id, round_id=cur.round_id if cur else None, kind="WAIT",
                                reason=STOPPED_REASON, at=at,
                                message=f"backend {self.node_id} stopped: do not deal until it is back")
-        msg = self.prompt(prompt, session, stale=True)
-        out: list[tuple[str, BaseModel | None]] = [(topics.current_prompt(table.table_id), msg)] if msg else []
-        return out + self.updates(table, session=session, at=at, stale=True)
+        self.set_prompt(prompt)
+        return self.updates(table, session=session, at=at, stale=True, news=News(prompts=[prompt]))
 
 
 def table_state(table: Table, *, node_id: str, session: str, at: int, paused_reason: str | None = None,
-                stale: bool = False, version: int = 0, phase_since: int | None = None) -> TableState:
-    """The public state of the table's latest round (:class:`Catchup` gives its ``version``)."""
+                stale: bool = False, version: int = 0, phase_since: int | None = None,
+                prompt: StationPrompt | None = None, news: News | None = None) -> TableState:
+    """The public state of the table's latest round, its current ``prompt`` and the ``news`` it
+    follows (:class:`Catchup` gives its ``version``)."""
     cur = table.current
     base: dict[str, Any] = dict(table_id=table.table_id, node_id=node_id, session=session, version=version,
-                                stale=stale,
+                                stale=stale, prompt=prompt, events=news.events if news else [],
+                                prompts=news.prompts if news else [],
                                 paused=paused_reason is not None, paused_reason=paused_reason,
                                 links_down=dict(sorted(table.links_down.items())), mode=table.mode.value,
                                 dealer=table.dealer, phase_since=phase_since, unsettled=len(table.undelivered),
@@ -271,4 +300,4 @@ def _round_players(rnd: Round, *, node_id: str, session: str, at: int, stale: bo
             for p in sorted(players)}
 
 
-__all__ = ["Catchup", "STOPPED_REASON", "is_current", "player_states", "table_history", "table_state"]
+__all__ = ["Catchup", "News", "STOPPED_REASON", "is_current", "player_states", "table_history", "table_state"]

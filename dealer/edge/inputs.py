@@ -51,12 +51,12 @@ _FAIL_REASON: dict[ScanKind, FailReason] = {
 class Inputs:
     """The service's way in: commands, scanner inputs, reader states and link drivers' bad
     messages. Uses the tables and their configuration, the input queue, the metrics, the
-    refusals (what is not taken), ``release_prompt`` (the station's alerts), the journal's
+    refusals (what is not taken), ``announce`` (the station's alerts, sent at once), the journal's
     availability (the commit loop's state) and ``on_scan_link`` (link tracking).
     ``saved_readers``: the signed readers' boot and seq as journaled before this start."""
 
     def __init__(self, tables: Tables, queue: InputQueue, metrics: Metrics, refusals: Refusals,
-                 state: CommitState, *, now_ms: Callable[[], int], release_prompt: Callable[[StationPrompt], None],
+                 state: CommitState, *, now_ms: Callable[[], int], announce: Callable[[StationPrompt], None],
                  on_scan_link: Callable[[str, LinkStatus], None], saved_readers: dict[str, ReaderState],
                  scanner_auth: dict[str, FrameAuthenticator | None], supervisors: SupervisorVerifier) -> None:
         self.tables = tables
@@ -65,7 +65,7 @@ class Inputs:
         self.refusals = refusals
         self.state = state
         self.now_ms = now_ms
-        self.release_prompt = release_prompt
+        self.announce = announce
         self.on_scan_link = on_scan_link
         self._scanner_auth = scanner_auth
         #: The supervisors' keys in force (a reload replaces it: dealer/edge/reload.py).
@@ -214,7 +214,7 @@ class Inputs:
             self._on_forged(table_id, inp, at)
         elif inp.kind == ScanKind.OK:
             log.warning("card read not taken: journal unavailable", table_id=table_id, reader=inp.reader, seq=inp.seq)
-            self.release_prompt(prompts.journal_alert(table_id, at, card=True))
+            self.announce(prompts.journal_alert(table_id, at, card=True))
 
     def _flood_summaries(self, table_id: str, summaries: list[FloodSummary], at: int) -> None:
         """One journaled read_failed per ended flood window, with its count in the detail."""
@@ -250,7 +250,7 @@ class Inputs:
         log.error("scanner frame failed authentication", table_id=table_id, reader=inp.reader,
                   reason=inp.reason, seq=inp.seq, detail=inp.detail)
         prompt = self.tables[table_id].prompt_now(at)  # keeps the position the deal stays at
-        self.release_prompt(prompts.forged_alert(prompt, inp.reader, inp.detail))
+        self.announce(prompts.forged_alert(prompt, inp.reader, inp.detail))
 
     def _restore_reader(self, table_id: str, session: ReaderSession) -> None:
         """Give a signed reader's new session the boot and seq journaled before this start."""

@@ -1,14 +1,16 @@
-"""Publishing: the service's live and retained messages, each checked before it goes out.
+"""Publishing: the service's messages, each checked before it goes out.
 
-Live messages (station prompts, round events, players' private messages) go at QoS 1 and are
-not kept: a stale one is useless. Retained catch-up messages (dealer/edge/catchup.py): every
-prompt released is also retained on ``prompts/current``, and after each group commit the state
-of every table the batch touched (and of its seated players) is retained on ``state`` and
-``players/{p}/state`` when it changed; all of it again after every broker connect (under the new
-session), and marked stale on a clean stop before the status goes offline. No message that
-would show its audience a hidden card (:func:`dealer.core.visibility.leaks`) or that is over the
-broker's size limit is published. Results are not published here: the outbox relay
-(dealer/edge/relay.py) delivers them.
+A table's public path is one retained message per committed batch (protocol 2,
+dealer/edge/catchup.py): the round events and station prompts a batch releases are gathered
+per table (:meth:`Publisher.event`, :meth:`Publisher.release_prompt`) and go out inside the
+table's ``state`` after the commit, with the state they led to (:meth:`Publisher.flush_catchup`);
+a prompt that cannot wait for a batch (the journal is down) goes at once with the last state
+(:meth:`Publisher.announce`). Players' private messages and refusals (``rejected`` on
+``events``) are live, QoS 1, not kept; each seated player's state is retained beside them. All
+of it again after every broker connect (under the new session), and marked stale on a clean
+stop before the status goes offline. No message that would show its audience a hidden card
+(:func:`dealer.core.visibility.leaks`) or that is over the broker's size limit is published.
+Results are not published here: the outbox relay (dealer/edge/relay.py) delivers them.
 """
 
 from __future__ import annotations
@@ -23,9 +25,9 @@ import structlog
 from pydantic import BaseModel
 
 from dealer.core import visibility
-from dealer.core.messages import StationPrompt
+from dealer.core.messages import RoundEvent, StationPrompt, TableState
 from dealer.edge import prompts, topics
-from dealer.edge.catchup import Catchup
+from dealer.edge.catchup import Catchup, News
 from dealer.edge.metrics import Metrics
 from dealer.edge.tables import Tables
 from drivers.bus import Bus
@@ -37,7 +39,7 @@ Observer = Callable[[str, Any], None]  # (kind, message): kind in event/prompt/r
 
 #: A card's path in stages (benchmarks): read -> queued for the core (ingest: validation, the
 #: reader session, the event built) -> taken by the commit loop (queue) -> committed (apply and
-#: group commit) -> its card_registered handed to the bus (release) -> PUBACK (broker).
+#: group commit) -> the state carrying its card_registered handed to the bus (release) -> PUBACK (broker).
 STAGES = ("ingest", "queue", "apply_commit", "release", "broker")
 
 
@@ -69,6 +71,8 @@ class Publisher:
         self.observers: list[Observer] = []
         #: Tables whose retained state waits for the commit loop to send it (after a commit).
         self.catchup_due: set[str] = set()
+        #: per table: the events and prompts released since its last state (they go with the next)
+        self._news: dict[str, News] = {}
         self.stopping = False  # the service's stop() has begun: the stale marks are the last retained word
         #: When set to a list (benchmarks), every scan-to-publish latency is appended in ns.
         self.latency_samples: list[int] | None = None
@@ -112,23 +116,56 @@ class Publisher:
                 log.exception("observer failed")
 
     def release_prompt(self, prompt: StationPrompt) -> None:
-        if not self.tables.may_publish(prompt.table_id, "prompt"):
+        """The table's prompt is now ``prompt``: it goes with the table's next state (the commit
+        loop sends it after the batch; :meth:`announce` sends it at once)."""
+        tid = prompt.table_id
+        if not self.tables.may_publish(tid, "prompt"):
             return
-        prompt = prompts.with_waiting(prompt, self.tables.links[prompt.table_id])  # between rounds: which link
+        prompt = prompts.with_waiting(prompt, self.tables.links[tid])  # between rounds: which link
         if prompt.kind == "RESCAN":
-            self.metrics.rescans.labels(table=prompt.table_id, reason=prompt.reason or "").inc()
+            self.metrics.rescans.labels(table=tid, reason=prompt.reason or "").inc()
         elif prompt.kind == "ALERT":
-            self.metrics.alerts.labels(table=prompt.table_id, reason=prompt.reason or "").inc()
-            log.error("supervisor alert", table_id=prompt.table_id, message=prompt.message)
-        self.publish_soft(topics.prompts(prompt.table_id), prompt, "prompt")
-        if self.bus.connected and not self.stopping:  # else the next connect sends it anyway
-            retained = self.catchup.prompt(prompt, self.session)
-            if retained is not None:
-                self.publish_retained(topics.current_prompt(prompt.table_id), retained, "current_prompt")
+            self.metrics.alerts.labels(table=tid, reason=prompt.reason or "").inc()
+            log.error("supervisor alert", table_id=tid, message=prompt.message)
+        if self.withheld(topics.state(tid), prompt.model_dump_json(), "prompt", prompt.round_id):
+            return
+        self.catchup.set_prompt(prompt)
+        self._news.setdefault(tid, News()).prompts.append(prompt)
+        self.catchup_due.add(tid)
 
-    def publish_soft(self, topic: str, msg: BaseModel, kind: str, latency_from: int = 0) -> bool:
-        """Publish a prompt or round event now (QoS 1, not durable: stale ones are useless);
-        never one that would show its audience a hidden card (False: withheld)."""
+    def announce(self, prompt: StationPrompt) -> None:
+        """A prompt that cannot wait for the next batch (the journal is down, a forged frame,
+        an alert): released, and sent now with the table's last state (never a state built from
+        a table that may hold a batch not yet journaled)."""
+        self.release_prompt(prompt)
+        tid = prompt.table_id
+        news = self._news.get(tid)
+        if not news or not self.bus.connected or self.stopping:
+            return  # nothing new, or the next connect or batch sends it
+        msg = self.catchup.announce(tid, news, at=self.now_ms())
+        if msg is not None:
+            del self._news[tid]
+            self._publish_state(topics.state(tid), msg, news)
+
+    def event(self, table_id: str, ev: RoundEvent, latency_from: int = 0) -> bool:
+        """A committed round event: it goes with the table's next state. False: not this node's
+        table now, or it would show a hidden card (withheld)."""
+        if not self.tables.may_publish(table_id, "event"):
+            return False
+        if self.withheld(topics.state(table_id), ev.model_dump_json(), "event", ev.round_id):
+            return False
+        news = self._news.setdefault(table_id, News())
+        news.events.append(ev)
+        if latency_from:
+            news.latency_from.append(latency_from)
+        self.catchup_due.add(table_id)
+        self.notify("event", ev)
+        return True
+
+    def publish_soft(self, topic: str, msg: BaseModel, kind: str) -> bool:
+        """Publish a live message now (a player's private message, a refusal: QoS 1, not
+        durable: stale ones are useless); never one that would show its audience a hidden card
+        (False: withheld)."""
         if not self.tables.may_publish(topics.table_of(topic), kind):  # not this node's table (now): say nothing
             return False
         if not self.connected_once and not self.bus.connected:  # starting: said at the first connect
@@ -146,17 +183,15 @@ class Publisher:
                       round_id=getattr(msg, "round_id", None))
             return False
         self.notify(kind, msg)
-        if latency_from and latency_from in self._traced:
-            self._traced[latency_from].append(time.monotonic_ns())  # handed to the bus
         fut = self._send(topic, payload)
-        fut.add_done_callback(functools.partial(self._live_done, topic, len(payload), kind, latency_from,
+        fut.add_done_callback(functools.partial(self._live_done, topic, len(payload), kind,
                                                 getattr(msg, "round_id", None), _name_of(msg)))
         self._track(topic, fut)
         return True
 
     def trace(self, received_ns: int, made_ns: int, taken_ns: int, committed_ns: int) -> None:
         """A card's instants up to its commit (benchmarks only): read, queued for the core, taken
-        by the commit loop, committed; its publish and PUBACK follow (:meth:`_live_done`)."""
+        by the commit loop, committed; its state's publish and PUBACK follow (:meth:`_publish_state`)."""
         if self.stages is None:
             return
         if len(self._traced) > 100_000:  # cards whose event never went (withheld, refused): bounded
@@ -180,29 +215,17 @@ class Publisher:
             return nowait(topic, payload, qos=1, retain=retain)
         return self.spawn(bus.publish(topic, payload, qos=1, retain=retain))
 
-    def _live_done(self, topic: str, size: int, kind: str, latency_from: int, round_id: str | None,
-                   name: str | None, fut: asyncio.Future[None]) -> None:
+    def _live_done(self, topic: str, size: int, kind: str, round_id: str | None, name: str | None,
+                   fut: asyncio.Future[None]) -> None:
         """A live message's PUBACK, or its failure: live messages are not kept, so one line per
-        message dropped (never its payload); the scan-to-publish latency when it carries one."""
+        message dropped (never its payload)."""
         if fut.cancelled():
             return
         exc = fut.exception()
         if exc is not None:
-            self._traced.pop(latency_from, None)
             self.metrics.publish_failures.labels(kind=kind).inc()
             log.warning("publish dropped", kind=kind, name=name, topic=topic, round_id=round_id, size=size,
                         reason=str(exc)[:200])
-            return
-        if latency_from:
-            elapsed = time.monotonic_ns() - latency_from
-            self.metrics.scan_to_publish.observe(elapsed / 1e9)
-            if self.latency_samples is not None:
-                self.latency_samples.append(elapsed)
-            instants = self._traced.pop(latency_from, None)
-            if instants is not None and self.stages is not None and len(instants) == 5:
-                instants.append(latency_from + elapsed)
-                for name, a, b in zip(STAGES, instants, instants[1:]):
-                    self.stages[name].append(max(0, b - a))
 
     def withheld(self, topic: str, payload: str, kind: str, round_id: str | None) -> bool:
         """Whether ``payload`` would show the audience of ``topic`` a card of its round that it
@@ -228,38 +251,91 @@ class Publisher:
     # -- retained catch-up messages (dealer/edge/catchup.py) ----------------------------------------
 
     def flush_catchup(self) -> None:
-        """Send the retained state of the tables due, where it changed. Called by the commit loop
-        after a batch's commit and effects, so a state never shows what is not journaled."""
-        if not self.catchup_due or not self.bus.connected or self.stopping:
-            return  # not connected: the next connect marks every table due again
+        """Send the state of the tables due (with their news) and every retained message that
+        changed. Called by the commit loop after a batch's commit and effects, so a state never
+        shows what is not journaled. Not connected: the news is dropped as live messages were
+        (counted), and the next connect marks every table due again."""
+        if not self.catchup_due:
+            return
+        if not self.bus.connected or self.stopping:
+            if not self.stopping:
+                for tid in self.catchup_due:
+                    news = self._news.pop(tid, None)
+                    if news:
+                        self.metrics.publish_failures.labels(kind="table_state").inc()
+                        if not self.connected_once:
+                            self.unsent_before_connect += 1
+            return
         due, self.catchup_due = self.catchup_due, set()
         now = self.now_ms()
         for tid in sorted(due):
+            news = self._news.pop(tid, None)
             if not self.tables.may_publish(tid, "table_state"):
                 continue
             for topic, msg in self.catchup.updates(self.tables[tid], session=self.session, at=now,
-                                                  paused_reason=self.paused_reason(tid)):
-                self.publish_retained(topic, msg, _retained_kind(topic))
+                                                  paused_reason=self.paused_reason(tid), news=news):
+                if isinstance(msg, TableState):
+                    self._publish_state(topic, msg, news)
+                else:
+                    self.publish_retained(topic, msg, _retained_kind(topic))
 
-    def publish_retained(self, topic: str, msg: BaseModel | None, kind: str) -> None:
-        """Publish a catch-up message retained (QoS 1); None clears the topic (an empty retained
-        payload). Checked against the visibility policy like every message."""
-        if not self.tables.may_publish(topics.table_of(topic), kind):
+    def _publish_state(self, topic: str, msg: TableState, news: News | None) -> None:
+        """A table's state, retained, with the news it carries; the scan-to-publish latency of
+        its cards is taken at its PUBACK."""
+        for prompt in news.prompts if news else ():
+            self.notify("prompt", prompt)
+        latency = news.latency_from if news else []
+        if latency and self._traced:
+            handed = time.monotonic_ns()
+            for t in latency:
+                if t in self._traced:
+                    self._traced[t].append(handed)  # handed to the bus
+        fut = self.publish_retained(topic, msg, "table_state")
+        if fut is None:
+            for t in latency:
+                self._traced.pop(t, None)
             return
+        if latency:
+            fut.add_done_callback(functools.partial(self._latency_done, latency))
+
+    def _latency_done(self, latency: list[int], fut: asyncio.Future[None]) -> None:
+        if fut.cancelled() or fut.exception() is not None:
+            for t in latency:
+                self._traced.pop(t, None)
+            return
+        now = time.monotonic_ns()
+        for t in latency:
+            elapsed = now - t
+            self.metrics.scan_to_publish.observe(elapsed / 1e9)
+            if self.latency_samples is not None:
+                self.latency_samples.append(elapsed)
+            stages = self._traced.pop(t, None)
+            if stages is not None and self.stages is not None and len(stages) == 5:
+                stages.append(now)
+                for name, a, b in zip(STAGES, stages, stages[1:]):
+                    self.stages[name].append(max(0, b - a))
+
+    def publish_retained(self, topic: str, msg: BaseModel | None, kind: str) -> asyncio.Future[None] | None:
+        """Publish a catch-up message retained (QoS 1); None clears the topic (an empty retained
+        payload). Checked against the visibility policy like every message. Its PUBACK's
+        future, or None: not sent."""
+        if not self.tables.may_publish(topics.table_of(topic), kind):
+            return None
         payload = b""
         if msg is not None:
             text = msg.model_dump_json()
             if self.withheld(topic, text, kind, getattr(msg, "round_id", None)):
-                return
+                return None
             payload = text.encode()
             if len(payload) > self.max_message_bytes:
                 self.metrics.messages_oversize.labels(kind=kind).inc()
                 log.error("message over the limit: not sent", kind=kind, topic=topic, size=len(payload),
                           limit=self.max_message_bytes)
-                return
+                return None
         fut = self._send(topic, payload, retain=True)
         fut.add_done_callback(functools.partial(self._retained_done, kind))
         self._track(topic, fut)
+        return fut
 
     def _retained_done(self, kind: str, fut: asyncio.Future[None]) -> None:
         if not fut.cancelled() and fut.exception() is not None:

@@ -1,7 +1,7 @@
 """The releaser: what a committed batch lets go out, and nothing before its commit.
 
 The commit loop (dealer/edge/commit_loop.py) hands each committed item's effects here: station
-prompts, round events, players' private messages (a house player's turn goes to the house
+prompts and round events (they go out with the table's state after the batch), players' private messages (a house player's turn goes to the house
 runner instead), results to the observers and the outbox relay (dealer/edge/relay.py), and the
 answer to a rejection. It also owns what goes out again: a table's output held back while its
 lease was not valid (:meth:`Releaser.revalidated`), everything a broker (re)connect may have
@@ -80,16 +80,16 @@ class Releaser:
             self._count_scan(tid, item.event, step)
             if item.cmd is not None and step.accepted and item.cmd.role in _ANSWERED_ROLES:
                 # the station's and the supervisor's screens match their command's answer by its id
-                publisher.publish_soft(topics.events(tid), RoundEvent(
+                publisher.event(tid, RoundEvent(
                     table_id=tid, round_id=getattr(item.event, "round_id", None) or (cur.round_id if cur else None),
                     event="command_accepted", at=item.event.at,
-                    data={"type": item.event.type, "command_id": item.cmd.command_id}), "event")
+                    data={"type": item.event.type, "command_id": item.cmd.command_id}))
             for eff in step.effects:
                 if isinstance(eff, StationPrompt):
                     publisher.release_prompt(eff)
                 elif isinstance(eff, RoundEvent):
                     latency_from = item.received_ns if eff.event == "card_registered" else 0
-                    published = publisher.publish_soft(topics.events(tid), eff, "event", latency_from)
+                    published = publisher.event(tid, eff, latency_from)
                     outcome = _ROUND_OUTCOME.get(eff.event)
                     if outcome is not None:
                         metrics.rounds.labels(table=tid, game=self.tables.configs[tid].game, outcome=outcome).inc()
@@ -195,7 +195,7 @@ class Releaser:
         for tid, table in list(self.tables.items()):  # resync every dealer station and player after a (re)connect
             if not self.state.writable:  # the table may be a held batch ahead: resync when it commits
                 self.state.resync_due = True
-                publisher.release_prompt(prompts.journal_alert(tid, now))
+                publisher.announce(prompts.journal_alert(tid, now))
                 continue
             publisher.release_prompt(table.prompt_now(now))
             self.release_private(table, now, resuming=tid in resuming)
@@ -205,8 +205,8 @@ class Releaser:
         self.relay.disconnected()
 
     def journal_alert(self, tid: str, now: int) -> None:
-        """The journal cannot be written: the table's station is told to stop dealing."""
-        self.publisher.release_prompt(prompts.journal_alert(tid, now))
+        """The journal cannot be written: the table's station is told to stop dealing, now."""
+        self.publisher.announce(prompts.journal_alert(tid, now))
 
     def resync(self, now: int, *, private: bool) -> None:
         """A journal outage ended and its held batch's effects are out: every station's prompt

@@ -171,7 +171,7 @@ class Service:
                                         on_reconnect=self.releaser.reconnected,
                                         on_disconnect=self.releaser.disconnected)
         self.inputs = Inputs(self.tables, self.queue, self.metrics, self.refusals, self.state, now_ms=now_ms,
-                             release_prompt=self.publisher.release_prompt,
+                             announce=self.publisher.announce,
                              on_scan_link=self.link_tracker.on_scan_link, saved_readers=saved_readers,
                              scanner_auth=scanner_auth, supervisors=supervisors)
         self.commit_loop = CommitLoop(self.tables, self.queue, self.journal, self.ownership, self.metrics, self.state,

@@ -24,15 +24,6 @@ def events(table_id: str) -> str:
     return table_topic(table_id, "events")
 
 
-def prompts(table_id: str) -> str:
-    return table_topic(table_id, "prompts")
-
-
-def current_prompt(table_id: str) -> str:
-    """The table's current prompt, retained: a station that subscribes at any moment gets it at once."""
-    return table_topic(table_id, "prompts/current")
-
-
 def state(table_id: str) -> str:
     """The table's round state (public), retained: phase, round, position, deadlines, public cards."""
     return table_topic(table_id, "state")
@@ -124,13 +115,12 @@ def scanner_table(topic: str) -> str | None:
 
 
 #: Table topic leaves (after ``studio/v1/tables/{table}/``) and their audiences.
-_LEAF_AUDIENCE = {"events": PUBLIC, "state": PUBLIC, "history": STATION, "prompts": STATION,
-                  "prompts/current": STATION, "results": SETTLEMENT}
+_LEAF_AUDIENCE = {"events": PUBLIC, "state": PUBLIC, "history": STATION, "results": SETTLEMENT}
 
 
 def audience(topic: str) -> str | None:
     """The audience of a table topic (``.../events`` and the retained ``.../state`` -> public,
-    ``.../prompts`` and ``.../prompts/current`` -> station, ``.../players/p`` and
+    ``.../history`` -> station, ``.../players/p`` and
     ``.../players/p/state`` -> player p), or None for a topic that carries no round messages."""
     parsed = parse(topic)
     if parsed is None:

@@ -69,7 +69,7 @@ class StudHand:
 
     def prompts(self, since: int = 0, kind: str | None = None) -> list[dict[str, Any]]:
         return [m for t, m in self.rec.messages[since:]
-                if t == topics.prompts(T) and m["round_id"] == self.round_id and (kind is None or m["kind"] == kind)]
+                if t == topics.table_topic(T, "prompts") and m["round_id"] == self.round_id and (kind is None or m["kind"] == kind)]
 
     async def sit(self, chips: dict[str, str]) -> None:
         await wait_until(lambda: any(e["round_id"] == self.round_id for e in self.rec.events("round_opened")),

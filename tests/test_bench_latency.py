@@ -30,6 +30,9 @@ async def test_both_journals_run_side_by_side_and_deal_every_card(pg_server: PgS
         assert all(st["count"] == run["cards"] for st in stages.values()), (name, stages)
         assert stages["apply_commit"]["p50"] > 0 and stages["broker"]["p50"] > 0, (name, stages)
         assert run["rss_mb_before"] > 0 and run["rss_mb_after"] > 0, (name, run)  # what earlier runs left, and after
+        # issue 31: at most three messages per dealt card on a table's public path (protocol 2)
+        assert run["messages_per_card"] is not None and run["messages_per_card"] <= 3, \
+            (name, run["messages_per_card"], run["messages_by_kind_per_card"])
         # it reports on itself: the backend's CPU per card, its floor, the generator's own lag
         cpu = run["backend_cpu"]
         assert cpu["seconds"] > 0 and cpu["us_per_card"] * run["cards"] / 1e6 == pytest.approx(cpu["seconds"], abs=1e-3)

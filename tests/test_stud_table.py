@@ -601,7 +601,9 @@ async def test_f_a_station_reporting_every_7th_card_exposed_shows_only_the_one_a
     assert [ev.type for ev in journaled if ev.type in ("card_exposed", "supervisor_expose", "dealer_confirm")][-5:] == [
         "card_exposed", "card_exposed", "card_exposed", "supervisor_expose", "dealer_confirm"]
     # before the supervisor's act, P4.7 was on no public topic; P1.7 and P2.7 on none before the showdown
-    first = next(i for i, (tp, m) in enumerate(rec.messages) if tp == topics.events(T) and m["event"] == "card_exposed")
+    # protocol 2: the first public message naming it is the state carrying the card_exposed event
+    first = next(i for i, (tp, m) in enumerate(rec.messages) if tp == topics.state(T)
+                 and any(e["event"] == "card_exposed" for e in m.get("events") or []))
     for i, (tp, m) in enumerate(rec.messages[:before_showdown]):
         if tp == topics.supervisor(T):
             continue  # the supervisor's own act names the card it saw: only the backend reads that topic

@@ -177,10 +177,15 @@ class Recorder:
                      if t == topics.events(table_id) and m.get("event") == "round_opened"), None)
 
     def current_turn(self, table_id: str) -> int:
-        """The table's running turn, as a client watching its public ``turn`` events knows it
-        (1 before the first)."""
+        """The table's running turn, as a client watching its public ``turn`` events and the
+        player's own ``your_turn`` knows it (1 before the first). Protocol 2: a batch's private
+        ``your_turn`` goes out before the state carrying its public ``turn`` event, so the player
+        to act may know the turn first."""
+        private = topics.player(table_id, "")
         return next((m["data"]["turn"] for t, m in reversed(self.messages)
-                     if t == topics.events(table_id) and m.get("event") == "turn"), 1)
+                     if (t == topics.events(table_id) and m.get("event") == "turn")
+                     or (t.startswith(private) and t.count("/") == private.count("/") and m.get("kind") == "your_turn")),
+                    1)
 
     async def command(self, topic: str, payload: dict[str, Any]) -> dict[str, Any]:
         """Send a command as a well-behaved client does: on its role's topic of the table of

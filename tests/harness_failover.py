@@ -135,9 +135,10 @@ class Studio:
     # -- who serves the table, as the clients see it -----------------------------------------------
 
     def serving(self, since: int = 0) -> str | None:
-        """The node named by the latest retained prompt of the table since message ``since``."""
+        """The node named by the latest retained state carrying a prompt (protocol 2: the
+        table's current prompt) since message ``since``."""
         for t, m in reversed(self.rec.messages[since:]):
-            if t == topics.current_prompt(T) and m and not m.get("stale"):
+            if t == topics.state(T) and m and not m.get("stale") and m.get("prompt"):
                 return str(m.get("node_id"))
         return None
 
@@ -151,7 +152,8 @@ class Studio:
     def expects(self, position: str, since: int = 0) -> bool:
         """The station's last prompt asks for ``position`` (an alert between, e.g. for a forged
         supervisor command, does not change what the deal waits for)."""
-        p = [m for t, m in self.rec.messages[since:] if t == topics.prompts(T) and m["kind"] != "ALERT"]
+        p = [m for t, m in self.rec.messages[since:]  # the prompts the states carried, as the recorder lists them
+             if t == topics.table_topic(T, "prompts") and m["kind"] != "ALERT"]
         return bool(p and p[-1]["kind"] in ("NEXT", "RESCAN") and p[-1]["position"] == position)
 
     def private(self, player: str, kind: str, since: int = 0) -> list[dict[str, Any]]:

@@ -359,14 +359,15 @@ def secrets_kept(rec: Recorder, res: dict[str, Any], cards: dict[str, str]) -> N
         assert not topic.endswith(f"/players/{AI}"), msg
         if msg.get("round_id") != rid:
             continue
-        if topic.endswith("/events") and msg["event"] == "player_acted" and msg["data"]["player_id"] == AI:
-            if msg["data"]["action"] == "PLAY":
-                played.add(msg["data"]["card"])
-        if topic.endswith("/events") and msg["event"] == "card_registered":
-            pos = msg["data"]["position"]
-            assert (msg["data"]["card"] is None) == ("." in pos), msg  # hands face down, layout and stock up
-            if STOCK.match(pos):
-                turned.add(msg["data"]["card"])
+        # protocol 2: a state shows what the events it carries did (listed after it by the recorder)
+        for ev in msg.get("events") or [] if topic.endswith("/state") else [msg] if topic.endswith("/events") else []:
+            if ev["event"] == "player_acted" and ev["data"]["player_id"] == AI and ev["data"]["action"] == "PLAY":
+                played.add(ev["data"]["card"])
+            if ev["event"] == "card_registered":
+                pos = ev["data"]["position"]
+                assert (ev["data"]["card"] is None) == ("." in pos), ev  # hands face down, layout and stock up
+                if STOCK.match(pos):
+                    turned.add(ev["data"]["card"])
         if msg.get("kind") == "hole_card":
             assert topic == mine, (topic, msg)
             holes.append((msg["data"]["position"], msg["data"]["card"]))

@@ -261,18 +261,20 @@ def test_after_a_broker_kill_queued_messages_and_retained_ones(any_broker: Broke
 async def test_a_station_that_starts_mid_deal_shows_the_current_prompt_on_every_broker(
         any_broker: BrokerProcess) -> None:
     """``dealer station`` subscribes to every backend's status with a wildcard, which RabbitMQ
-    3.10 answers with no retained message; so, seeing a current prompt from a node whose status
-    it has not heard, it asks for that node's status by its exact topic, and the prompt shows."""
+    3.10 answers with no retained message; so, seeing a retained state (carrying the current
+    prompt) from a node whose status it has not heard, it asks for that node's status by its
+    exact topic, and the prompt shows."""
     from dealer.cli.client_options import BrokerOptions
     from tools.station import run_station
 
     node, table = uid("n"), f"S{uuid.uuid4().hex[:6]}"
-    current = {"table_id": table, "round_id": f"{table}-x-000001", "kind": "NEXT", "message": "deal B1 (face down)",
-               "position": "B1", "step": 2, "of": 6, "at": 5, "schema_id": "studio.v1.current_prompt",
-               "node_id": node, "session": "s1.1", "version": 7, "stale": False}
+    prompt = {"table_id": table, "round_id": f"{table}-x-000001", "kind": "NEXT", "message": "deal B1 (face down)",
+              "position": "B1", "step": 2, "of": 6, "at": 5, "schema_id": "studio.v1.prompt"}
+    current = {"table_id": table, "schema_id": "studio.v1.table_state", "node_id": node, "session": "s1.1",
+               "version": 7, "stale": False, "prompt": prompt, "events": [], "prompts": []}
     backend = RawClient(any_broker.port, uid("backend"))
     acked(backend, f"studio/v1/backends/{node}/status", b'{"online": true, "session": "s1.1"}', retain=True)
-    acked(backend, f"studio/v1/tables/{table}/prompts/current", json.dumps(current).encode(), retain=True)
+    acked(backend, f"studio/v1/tables/{table}/state", json.dumps(current).encode(), retain=True)
     backend.disconnect()
 
     lines: asyncio.Queue[str | None] = asyncio.Queue()

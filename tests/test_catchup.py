@@ -1,11 +1,12 @@
 """Catching up (``dealer/edge/catchup.py``, ``docs/mqtt-topics.md`` §4.8): a client that subscribes
-at any moment gets the table's current prompt, its round state and (a player) its own private
-state at once, as retained messages, and can tell from the retained messages alone whether they
-are current.
+at any moment gets the table's round state with its current prompt (protocol 2: the state's
+``prompt``) and (a player) its own private state at once, as retained messages, and can tell
+from the retained messages alone whether they are current.
 
-* Pure: which messages a round produces, only when they change, numbered, cleared when the
-  round is settled, marked stale on a stop; over random rounds of all five games, no catch-up
-  message shows its audience a card it may not see (the visibility test's own oracle).
+* Pure: which messages a round produces, only when they change or carry news (the events and
+  prompts of their batch), numbered, cleared when the round is settled, marked stale on a stop;
+  over random rounds of all five games, no catch-up message shows its audience a card it may
+  not see (the visibility test's own oracle).
 * The real service over a real Mosquitto: a station that connects mid-deal gets the prompt at
   once, a player that connects mid-decision gets its cards and its pending decision, a clean
   stop marks everything stale.
@@ -31,10 +32,10 @@ from hypothesis import strategies as st
 from dealer.edge import topics
 
 from dealer.core import visibility
-from dealer.edge.catchup import STOPPED_REASON, Catchup, is_current
+from dealer.edge.catchup import STOPPED_REASON, Catchup, News, is_current
 from dealer.edge.config import load_settings
 from dealer.core.events import CloseBetting, Event, OpenRound, PlaceBet, PlayerDecision, ResultDelivered, ScanRead
-from dealer.core.messages import CurrentPrompt, PlayerState, StationPrompt, TableHistory, TableState
+from dealer.core.messages import PlayerState, RoundEvent, StationPrompt, TableHistory, TableState
 from dealer.core.round import Step
 from dealer.core.table import Table
 from dealer.edge.runner import build_bus
@@ -133,23 +134,67 @@ def test_sevenluck_round_state_player_states_versions_and_the_clear_at_settlemen
     c.forget()
     assert [t for t, _ in c.updates(s.t, session="i.2", at=10)] == [topics.state("T1"), topics.history("T1")]
     stopped = _sent(c.stopped(s.t, session="i.2", at=11))
-    prompt = stopped[topics.current_prompt("T1")]
-    assert isinstance(prompt, CurrentPrompt) and prompt.stale and prompt.kind == "WAIT"
+    state = stopped[topics.state("T1")]
+    prompt = state.prompt
+    assert isinstance(state, TableState) and state.stale and prompt is not None and prompt.kind == "WAIT"
     assert prompt.reason == STOPPED_REASON and "do not deal" in prompt.message
-    assert stopped[topics.state("T1")].stale
+    assert state.prompts == [prompt] and state.events == []  # the stop's prompt is the news of the stale state
 
 
 def test_the_current_prompt_is_the_latest_released_and_sent_only_when_it_changes():
+    """Protocol 2: the state carries the latest prompt released (``prompt``) and the news of the
+    batch it follows (``events``, ``prompts``, in order); a state goes when the table changed or
+    when it has news, never twice for nothing new."""
+    s = Script("sevenluck")
     c = Catchup(NODE, first_version=0)
+    first = _sent(c.updates(s.t, session="i.1", at=1))[topics.state("T1")]
+    assert (first.prompt, first.events, first.prompts, first.version) == (None, [], [], 1)  # history: 2
     p = StationPrompt(table_id="T1", round_id="T1-000001", kind="NEXT", position="A1", step=1, of=6,
                       message="deal A1 (face up)", at=10)
-    first = c.prompt(p, "i.1")
-    assert first is not None and first.schema_id == "studio.v1.current_prompt" and first.version == 1
-    assert first.model_dump(exclude={"schema_id", "node_id", "session", "version", "stale"}) == \
-        p.model_dump(exclude={"schema_id"})
-    assert c.prompt(p.model_copy(update={"at": 20}), "i.1") is None  # the same prompt again
-    nxt = c.prompt(p.model_copy(update={"position": "B1", "step": 2, "at": 30}), "i.1")
-    assert nxt is not None and nxt.version == 2 and c.prompts["T1"].position == "B1"
+    c.set_prompt(p)
+    assert c.prompts["T1"] == p
+    state = _sent(c.updates(s.t, session="i.1", at=2, news=News(prompts=[p])))[topics.state("T1")]
+    assert (state.prompt, state.prompts, state.events, state.version) == (p, [p], [], 3)
+    assert c.updates(s.t, session="i.1", at=3) == []  # nothing new: nothing sent
+    # the same prompt again: its copy goes only as news (the retained content does not change)
+    c.set_prompt(p)
+    assert c.updates(s.t, session="i.1", at=4) == []
+    # two prompts and an event in one batch: all of them, in order; the prompt is the last
+    q, r = (p.model_copy(update={"position": pos, "step": n, "at": 30}) for pos, n in (("B1", 2), ("C1", 3)))
+    ev = RoundEvent(table_id="T1", round_id="T1-000001", event="card_registered", at=30,
+                    data={"position": "A1", "step": 1, "card": "QH"})
+    for x in (q, r):
+        c.set_prompt(x)
+    state = _sent(c.updates(s.t, session="i.1", at=5, news=News(events=[ev], prompts=[q, r])))[topics.state("T1")]
+    assert (state.prompt, state.prompts, state.events, state.version) == (r, [q, r], [ev], 4)
+    assert c.prompts["T1"].position == "C1"
+    # an event alone, the table as it was: the state goes again, with it (a client misses nothing)
+    state = _sent(c.updates(s.t, session="i.1", at=6, news=News(events=[ev])))[topics.state("T1")]
+    assert (state.prompt, state.prompts, state.events, state.version) == (r, [], [ev], 5)
+    assert c.updates(s.t, session="i.1", at=7) == []
+
+
+def test_a_prompt_announced_at_once_is_the_last_state_again_with_it():
+    """``Catchup.announce``: a prompt that cannot wait for a batch goes as a copy of the last
+    state built, with the new prompt and a higher version (nothing before a first state)."""
+    s = Script("sevenluck")
+    c = Catchup(NODE, first_version=0)
+    alert = StationPrompt(table_id="T1", round_id=None, kind="ALERT", reason="journal_unavailable",
+                          message="stop dealing", at=20)
+    c.set_prompt(alert)
+    assert c.announce("T1", News(prompts=[alert]), at=20) is None  # no state built yet: the next one carries it
+    first = _sent(c.updates(s.t, session="i.1", at=21))[topics.state("T1")]
+    assert first.prompt == alert
+    s.bet("ann", "ante", "10", seat=1)  # the table moves on in memory (a batch not journaled yet) ...
+    again = alert.model_copy(update={"at": 30})
+    c.set_prompt(again)
+    msg = c.announce("T1", News(prompts=[again]), at=30)
+    assert msg is not None and msg.version > first.version and msg.at == 30
+    assert (msg.prompt, msg.prompts, msg.events) == (again, [again], [])
+    # ... but the announced state is the one built before it, never a state of an unjournaled batch
+    assert msg.model_dump(exclude={"version", "at", "prompt", "prompts", "events"}) == \
+        first.model_dump(exclude={"version", "at", "prompt", "prompts", "events"})
+    assert c.updates(s.t, session="i.1", at=31)[0][1].version > msg.version  # type: ignore[union-attr]
 
 
 def test_a_player_state_names_the_newest_unsettled_round_and_teen_patti_bettors_have_none():
@@ -172,12 +217,20 @@ def test_the_examples_in_the_protocol_document_are_what_the_code_publishes():
     c = Catchup("studio-host-1", first_version=1767261540000000)
     made: list[str] = []
 
-    def handle(ev: Event) -> None:
+    def handle(ev: Event, keep: str | None = None) -> None:
+        """One batch, as the service runs it: the event, then the states it leads to with its
+        news; ``keep``: the topic whose message this batch sends is an example."""
         step = t.handle(ev.model_copy(update={"at": at}))
         assert step.accepted, step.effects
+        news = News()
         for e in step.effects:
-            if isinstance(e, StationPrompt) and (p := c.prompt(e, "5f3a9c1e.1")) is not None and p.position == "P3.2":
-                made.append(p.model_dump_json())
+            if isinstance(e, StationPrompt):
+                c.set_prompt(e)
+                news.prompts.append(e)
+            elif isinstance(e, RoundEvent):
+                news.events.append(e)
+        made.extend(m.model_dump_json() for topic, m in c.updates(t, session="5f3a9c1e.1", at=at + 3, news=news)
+                    if topic == keep and m is not None)
 
     handle(OpenRound(round_id=rid, betting_closes_at=at + 15000))
     at += 2100
@@ -187,16 +240,15 @@ def test_the_examples_in_the_protocol_document_are_what_the_code_publishes():
                     round_id=rid))
     at = 1767261615000
     handle(CloseBetting(by="timer"))
-    for code in ["4H", "QC", "9S", "JH"]:
+    cards = ["4H", "QC", "9S", "JH"]
+    for i, code in enumerate(cards):  # the state after the 4th card's batch: what a station gets mid-deal
         at += 1700
-        handle(ScanRead(reader="SC3", code=code))
-    made += [m.model_dump_json() for topic, m in c.updates(t, session="5f3a9c1e.1", at=at + 3)
-             if topic == topics.state("SL1")]
-    for code in ["2S", "KD", "TC", "8D", "3S"]:
+        handle(ScanRead(reader="SC3", code=code), keep=topics.state("SL1") if i == len(cards) - 1 else None)
+    cards = ["2S", "KD", "TC", "8D", "3S"]
+    for i, code in enumerate(cards):  # player-3's state after the last card: what it gets while deciding
         at += 1700
-        handle(ScanRead(reader="SC3", code=code))
-    made += [m.model_dump_json() for topic, m in c.updates(t, session="5f3a9c1e.1", at=at + 3)
-             if topic == topics.player_state("SL1", "player-3")]
+        handle(ScanRead(reader="SC3", code=code),
+               keep=topics.player_state("SL1", "player-3") if i == len(cards) - 1 else None)
     doc = (ROOT / "docs" / "mqtt-topics.md").read_text()
     section = doc[doc.index("### 4.8"):doc.index("## 5. Settlement")]
     assert re.findall(r"```json\n(.*?)\n```", section, re.S) == made
@@ -313,14 +365,15 @@ async def test_a_station_connecting_mid_deal_and_a_player_mid_decision_catch_up_
         await wait_until(lambda: rec.expects("P2.2"), what="NEXT P2.2")
 
         # a station connects mid-deal: the prompt it must act on, at once, and it is current
-        seen = await catch_up(broker.url, topics.current_prompt(TABLE), topics.state(TABLE), node=NODE)
-        prompt, state, status = seen[topics.current_prompt(TABLE)], seen[topics.state(TABLE)], seen["status"]
+        seen = await catch_up(broker.url, topics.state(TABLE), node=NODE)
+        state, status = seen[topics.state(TABLE)], seen["status"]
+        prompt = state["prompt"]  # protocol 2: the current prompt is the retained state's
         assert (prompt["kind"], prompt["position"], prompt["step"], prompt["round_id"]) == ("NEXT", "P2.2", 5, rid)
-        assert prompt["schema_id"] == "studio.v1.current_prompt" and prompt["node_id"] == NODE
-        CurrentPrompt.model_validate(prompt)
-        assert status == {"online": True, "session": service.session} and is_current(prompt, status)
+        assert prompt["schema_id"] == "studio.v1.prompt" and state["node_id"] == NODE
+        StationPrompt.model_validate(prompt)
+        assert prompt == rec.prompts()[-1]  # the latest prompt released, as a subscriber that stayed saw it
+        assert status == {"online": True, "session": service.session} and is_current(state, status)
         assert (state["phase"], state["position"], state["round_id"], state["cards"]) == ("DEALING", "P2.2", rid, {})
-        assert is_current(state, status) and state["version"] != prompt["version"]
         TableState.model_validate(state)
 
         for pos, code in list(deal.items())[4:]:
@@ -340,8 +393,8 @@ async def test_a_station_connecting_mid_deal_and_a_player_mid_decision_catch_up_
         assert [b["bet_id"] for b in ann["bets"]] == ["ante-ann"] and ann["decided"] is None
         assert not {"7D", "8D", "9D", "QS", "KS", "JS"} & set(json.dumps(ann).replace('"', " ").split())
         # the station, meanwhile: players are deciding, nothing public yet
-        seen = await catch_up(broker.url, topics.current_prompt(TABLE), topics.state(TABLE), node=NODE)
-        assert seen[topics.current_prompt(TABLE)]["kind"] == "WAIT"
+        seen = await catch_up(broker.url, topics.state(TABLE), node=NODE)
+        assert seen[topics.state(TABLE)]["prompt"]["kind"] == "WAIT"
         assert (seen[topics.state(TABLE)]["phase"], seen[topics.state(TABLE)]["decision_closes_at"]) == \
             ("DECISION", closes_at)
 
@@ -362,11 +415,12 @@ async def test_a_station_connecting_mid_deal_and_a_player_mid_decision_catch_up_
         # a clean stop: everything retained is marked stale before the status says offline
         await stop_service(task)
         stopped = True
-        seen = await catch_up(broker.url, topics.current_prompt(TABLE), topics.state(TABLE), node=NODE)
-        prompt, state, status = seen[topics.current_prompt(TABLE)], seen[topics.state(TABLE)], seen["status"]
+        seen = await catch_up(broker.url, topics.state(TABLE), node=NODE)
+        state, status = seen[topics.state(TABLE)], seen["status"]
+        prompt = state["prompt"]
         assert status == {"online": False, "session": service.session}
-        assert prompt["stale"] is True and prompt["kind"] == "WAIT" and prompt["reason"] == STOPPED_REASON
-        assert state["stale"] is True and not is_current(prompt, status) and not is_current(state, status)
+        assert state["stale"] is True and prompt["kind"] == "WAIT" and prompt["reason"] == STOPPED_REASON
+        assert not is_current(state, status)
     finally:
         if not stopped:
             await stop_service(task)
@@ -387,14 +441,15 @@ async def test_a_killed_backend_leaves_a_prompt_anyone_can_tell_is_stale_and_a_r
                         metrics_port=free_port(), tables=[serial_table(shoe.path)])
     backend = DealerProcess(cfg, log).start()
     status_topic = topics.backend_status(NODE)
-    prompt_topic = topics.current_prompt(TABLE)
+    prompt_topic = topics.state(TABLE)  # protocol 2: the current prompt is the retained state's
     try:
         await wait_until(lambda: rec.expects("A1"), what="NEXT A1")
         shoe.scan(DEAL[0])
         await wait_until(lambda: rec.expects("B1"), what="NEXT B1")
         seen = await catch_up(broker.url, prompt_topic, node=NODE)
         alive = seen[prompt_topic]
-        assert (alive["kind"], alive["position"]) == ("NEXT", "B1") and is_current(alive, seen["status"])
+        assert (alive["prompt"]["kind"], alive["prompt"]["position"]) == ("NEXT", "B1")
+        assert is_current(alive, seen["status"])
 
         backend.kill()
         # the broker publishes the connection's last will: the status goes offline, same session
@@ -410,13 +465,14 @@ async def test_a_killed_backend_leaves_a_prompt_anyone_can_tell_is_stale_and_a_r
         await wait_until(lambda: (s := [m for t, m in rec.messages if t == status_topic][-1])["online"]
                          and s["session"] != alive["session"], timeout=60,  # a start on a loaded machine: a bound
                          what="the restarted backend online")
-        await wait_until(lambda: [m for t, m in rec.messages if t == prompt_topic][-1]["session"]
-                         == [m for t, m in rec.messages if t == status_topic][-1]["session"],
+        await wait_until(lambda: (m := [m for t, m in rec.messages if t == prompt_topic][-1])["session"]
+                         == [m for t, m in rec.messages if t == status_topic][-1]["session"] and m["prompt"],
                          what="the prompt sent again under the new session")
         seen = await catch_up(broker.url, prompt_topic, node=NODE)
         fresh = seen[prompt_topic]
         assert is_current(fresh, seen["status"]) and fresh["session"] != alive["session"]
-        assert (fresh["kind"], fresh["position"], fresh["step"], fresh["round_id"]) == \
+        assert (fresh["prompt"]["kind"], fresh["prompt"]["position"], fresh["prompt"]["step"],
+                fresh["prompt"]["round_id"]) == \
             ("NEXT", "B1", 2, round_id(tmp_path / "journal.sqlite", 1))  # the same deal, resumed
         shoe.scan(DEAL[1])
         await wait_until(lambda: rec.expects("A2"), what="NEXT A2 after the restart")

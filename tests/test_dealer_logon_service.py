@@ -23,7 +23,7 @@ async def test_a_dealer_logs_on_at_the_station_and_the_round_names_them(
     s = studio(tmp_path, broker, auto_rounds=False)
     logon = {"type": "dealer_logon", "command_id": "st-T1-logon-1", "dealer_id": "D-0042"}
     async with backend(s, broker) as (service, _gw), \
-            Client(broker, "ops", "studio/v1/tables/T1/events", "studio/v1/tables/T1/results") as ops, \
+            Client(broker, "ops", "studio/v1/tables/T1/events", "studio/v1/tables/T1/state", "studio/v1/tables/T1/results") as ops, \
             Client(broker, "supervisor-sup-ana") as sup, Client(broker, "station-T1") as station, \
             Client(broker, "player-platform") as platform:
         # the player platform may not log a dealer on: refused by role, nothing changes

@@ -182,7 +182,7 @@ async def test_a_rescan_superseded_by_a_newer_prompt_does_not_pass_the_card_agai
 
     async def follow(*payloads: bytes) -> None:
         for payload in payloads:
-            dealer.on_prompt("prompts", payload)
+            dealer.on_prompt("studio/v1/tables/T1/state", payload)  # as prompts_of hands a state's prompts on
         while not dealer._prompts.empty():
             await dealer._follow(dealer._prompts.get_nowait())
 

@@ -47,7 +47,7 @@ async def test_a_killed_owner_mid_deal_and_then_mid_decision_another_node_resume
     mark = len(s.rec.messages)
     s.nodes["node-a"].kill()
     second, kill1 = await s.served_by_other("node-a", mark, "another node after the kill")
-    first = next(m for t, m in s.rec.messages[mark:] if t == topics.prompts(T))
+    first = next(m for t, m in s.rec.messages[mark:] if t == topics.table_topic(T, "prompts"))
     assert (first["kind"], first["round_id"], first["position"]) == ("NEXT", s.round_id(1), POSITIONS[4])
 
     await s.deal(DEAL[4:], POSITIONS[4:])
@@ -156,7 +156,7 @@ async def test_c_sigterm_hands_the_table_over_at_once(studio: Studio) -> None:
                                       and not m.get("stale")], what="node-b's retained table state")
     stale = [i for i, (t, m) in enumerate(s.rec.messages[mark:]) if t == topics.state(T) and m and m.get("stale")]
     assert stale and stale[0] < fresh[0], "node-a's stale mark came after node-b's state"
-    first = next(m for t, m in s.rec.messages[mark:] if t == topics.prompts(T) and m["kind"] == "NEXT")
+    first = next(m for t, m in s.rec.messages[mark:] if t == topics.table_topic(T, "prompts") and m["kind"] == "NEXT")
     assert (first["round_id"], first["position"]) == (s.round_id(1), POSITIONS[2])
     await s.deal(DEAL[2:], POSITIONS[2:])
     await wait_until(lambda: s.private("p1", "decision_required"), what="decision required")

@@ -238,17 +238,24 @@ async def test_c_a_disconnected_player_is_played_by_the_timer_to_the_end(table: 
     assert [by for *_, by in mine[:2]] == ["player", "player"] and mine[2:]
     assert all(by == "timeout" for *_, by in mine[2:]), mine
     # each move the timer made is the rulebook default for the turn the player was given
-    last_turn: dict[str, Any] | None = None
+    # protocol 2: a batch's private messages (the next your_turn) go before the state carrying its
+    # events (the timed-out move): a move answers the turn given before the batch, i.e. the latest
+    # your_turn as of the state before the one that carries it
+    last_turn: dict[str, Any] | None = None  # the latest your_turn
+    committed: dict[str, Any] | None = None  # the latest your_turn as of the latest state
+    answered: dict[str, Any] | None = None  # the turn the events of the latest state answer
     timed = 0
     for topic, msg in rec.messages:
         if msg.get("round_id") != table.r1:
             continue
-        if topic == topics.player(T, ALICE) and msg["kind"] == "your_turn":
+        if topic == topics.state(T):
+            answered, committed = committed, last_turn
+        elif topic == topics.player(T, ALICE) and msg["kind"] == "your_turn":
             last_turn = msg["data"]
         elif topic.endswith("/events") and msg["event"] == "player_acted" and msg["data"]["player_id"] == ALICE \
                 and msg["data"]["by"] == "timeout":
-            assert last_turn is not None
-            assert (msg["data"]["action"], msg["data"].get("card")) == default_of(last_turn), (last_turn, msg)
+            assert answered is not None
+            assert (msg["data"]["action"], msg["data"].get("card")) == default_of(answered), (answered, msg)
             timed += 1
     assert timed == len(mine) - 2
     assert [a for a, *_ in mine[2:]].count("GO") == 0  # the timer never says Go

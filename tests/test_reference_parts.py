@@ -573,26 +573,64 @@ def test_bad_starts_as_processes_are_one_line_without_traceback(tmp_path: Path):
 
 
 def test_station_view_shows_the_retained_current_prompt_only_while_its_backend_runs():
-    """A station that starts mid-deal shows the retained current prompt at once when its backend
-    is online under the same session, and warns (acting on nothing) when it is a dead backend's."""
+    """A station that starts mid-deal shows the prompt the retained state carries at once when
+    its backend is online under the same session, and warns (acting on nothing) when it is a
+    dead backend's (protocol 2: the prompt is the state's ``prompt``)."""
     v = StationView("T1")
     status = "studio/v1/backends/n1/status"
-    current = {"table_id": "T1", "round_id": "T1-x-000001", "kind": "NEXT", "message": "deal B1 (face down)",
-               "position": "B1", "step": 2, "of": 6, "at": 5, "schema_id": "studio.v1.current_prompt",
-               "node_id": "n1", "session": "s1.1", "version": 7, "stale": False}
-    assert v.on_current(json.dumps(current).encode()) == []  # no status heard yet: wait for it
-    assert v.prompt is None and v.pending_current is not None and v.pending_current[0] == "n1"
+    prompt = {"table_id": "T1", "round_id": "T1-x-000001", "kind": "NEXT", "message": "deal B1 (face down)",
+              "position": "B1", "step": 2, "of": 6, "at": 5, "schema_id": "studio.v1.prompt"}
+    current = {"table_id": "T1", "schema_id": "studio.v1.table_state", "node_id": "n1", "session": "s1.1",
+               "version": 7, "stale": False, "prompt": prompt, "events": [], "prompts": []}
+    assert v.on_state(json.dumps(current).encode()) == []  # no status heard yet: wait for it
+    assert v.prompt is None and v.pending_state is not None and v.pending_state[0] == "n1"
     # the status comes later (on RabbitMQ, only once the station asks for its exact topic):
-    # the prompt that waited for it is judged then
+    # the state that waited for it is judged then
     assert v.on_status(status, json.dumps({"online": True, "session": "s1.1"}).encode()) == [
         "NEXT    | deal B1 (face down)  [step 2/6]"]
-    assert v.pending_current is None
-    assert v.on_current(json.dumps(current).encode()) == []  # the same prompt again: nothing new
-    live = {k: current[k] for k in ("table_id", "round_id", "kind", "message", "position", "step", "of")}
-    assert v.on_prompt(json.dumps({**live, "at": 6}).encode()) == [], "the live copy of the same prompt is not shown again"
+    assert v.pending_state is None
+    assert v.on_state(json.dumps(current).encode()) == []  # the same state again: nothing new
+    again = {**current, "version": 8, "prompt": {**prompt, "at": 6}}
+    assert v.on_state(json.dumps(again).encode()) == [], "the same prompt in a later state is not shown again"
     v.on_status(status, json.dumps({"online": False, "session": "s1.1"}).encode())  # the last will
-    later = {**current, "kind": "RESCAN", "message": "scan B1 again", "version": 8}
-    assert v.on_current(json.dumps(later).encode()) == ["STALE   | backend n1 is not running: do not act on RESCAN B1"]
+    later = {**current, "version": 9, "prompt": {**prompt, "kind": "RESCAN", "message": "scan B1 again"}}
+    assert v.on_state(json.dumps(later).encode()) == ["STALE   | backend n1 is not running: do not act on RESCAN B1"]
     assert v.prompt is not None and v.prompt["kind"] == "NEXT", "a stale prompt never replaces the one on screen"
-    assert v.on_current(json.dumps({**current, "stale": True}).encode())[0].startswith("STALE")
-    assert v.on_current(b"not json") == [] and v.on_current(b"") == []
+    assert v.on_state(json.dumps({**current, "stale": True}).encode())[0].startswith("STALE")
+    assert v.on_state(b"not json") == [] and v.on_state(b"") == []
+
+
+def test_station_view_shows_each_event_and_prompt_a_state_carries_once():
+    """Protocol 2: the round events and prompts of a batch come in the state that follows it;
+    the station shows each once (a state whose version it has shown brings nothing new) and
+    shows a refusal from the live events."""
+    v = StationView("T1")
+    v.on_status("studio/v1/backends/n1/status", json.dumps({"online": True, "session": "s1.1"}).encode())
+    rid = "T1-x-000001"
+
+    def ev(event: str, **data: Any) -> dict[str, Any]:
+        return {"table_id": "T1", "round_id": rid, "event": event, "at": 1, "data": data}
+
+    def pr(kind: str, message: str, **kw: Any) -> dict[str, Any]:
+        return {"table_id": "T1", "round_id": rid, "kind": kind, "message": message, "at": 2, **kw}
+
+    def state(version: int, events: list[dict[str, Any]], prompts: list[dict[str, Any]]) -> bytes:
+        return json.dumps({"table_id": "T1", "schema_id": "studio.v1.table_state", "node_id": "n1",
+                           "session": "s1.1", "version": version, "stale": False,
+                           "prompt": prompts[-1] if prompts else None, "events": events, "prompts": prompts}).encode()
+
+    first = state(10, [ev("round_opened")], [pr("WAIT", "betting is open: do not deal")])
+    assert v.on_state(first) == ["--- round T1-x-000001: betting open", "WAIT    | betting is open: do not deal"]
+    assert v.reached(["betting"]) and v.on_state(first) == [], "the retained copy again: nothing new"
+    cmd, _ = v.command(["close"])
+    assert cmd is not None
+    assert v.on_state(state(11, [ev("command_accepted", type="close_betting", command_id=cmd["command_id"]),
+                                 ev("betting_closed", by="dealer", bets=0)],
+                            [pr("NEXT", "deal A1 (face up)", position="A1"),
+                             pr("NEXT", "deal B1 (face down)", position="B1")])) == [
+        "        | close_betting accepted", "        | betting closed by dealer: 0 bet(s)",
+        "NEXT    | deal A1 (face up)", "NEXT    | deal B1 (face down)"], "two prompts of one batch both show"
+    assert v.on_state(state(11, [ev("card_registered", position="A1", card="QH")], [])) == [], "an old version"
+    assert v.on_event(json.dumps(ev("rejected", type="close_betting", reason="betting is not open",
+                                    command_id=cmd["command_id"])).encode()) == [
+        "REFUSED | close_betting: betting is not open"]

@@ -34,7 +34,7 @@ async def test_a_rotated_key_and_new_rules_apply_at_once_and_the_round_in_play_k
         broker: SecureMosquitto, tmp_path: Path) -> None:  # noqa: F811
     s = studio(tmp_path, broker)
     async with backend(s, broker) as (service, _gw), Client(broker, "supervisor-sup-ana") as sup, \
-            Client(broker, "ops", "studio/v1/tables/+/events") as ops:
+            Client(broker, "ops", "studio/v1/tables/+/events", "studio/v1/tables/+/state") as ops:
         await wait_until(lambda: service.tables["T1"].current is not None, what="T1's round open for bets")
         table = service.tables["T1"]
         rid, played = table.current.round_id, table.current.rules.rules_hash

@@ -18,6 +18,7 @@ from dealer.edge import topics
 from dealer.edge.roles import Role, command_topic
 from drivers.mqtt import MqttBus
 from simulators.broker import MosquittoProcess
+from simulators.feed import prompts_of
 from simulators.settlement import SettlementConsumer
 from tests.conftest import wait_until
 from tests.harness import DEAL, POSITIONS, TABLE, HandShoe, settings_for, start_service, stop_service
@@ -50,7 +51,8 @@ async def test_ten_thousand_bets_settle_through_a_broker_with_the_deploy_packet_
     sizes: list[int] = []
     prompts: list[dict] = []
     settle_bus.subscribe(topics.results(TABLE), lambda t, p: sizes.append(len(p)))
-    settle_bus.subscribe(topics.prompts(TABLE), lambda t, p: prompts.append(json.loads(p)))
+    # protocol 2: the station prompts come in the table's state
+    settle_bus.subscribe(topics.state(TABLE), prompts_of(lambda t, p: prompts.append(json.loads(p))))
     settle_task = asyncio.create_task(settle_bus.run())
     await asyncio.wait_for(settle_bus.wait_connected(), 10)
     settings = settings_for(tmp_path, deploy_broker.url, shoe.path, betting_seconds=3600)

@@ -72,7 +72,7 @@ async def test_no_role_but_the_supervisor_can_void_and_only_the_station_closes_b
         broker: SecureMosquitto, tmp_path: Path) -> None:  # noqa: F811
     s = settings(tmp_path, broker)
     async with backend(s, broker) as service, \
-            Client(broker, "ops", "studio/v1/tables/T1/events", "studio/v1/tables/T1/prompts") as ops, \
+            Client(broker, "ops", "studio/v1/tables/T1/events", "studio/v1/tables/T1/state") as ops, \
             Client(broker, "player-platform") as platform, Client(broker, "station-T1") as station, \
             Client(broker, "station-T2") as station2:
         await wait_until(lambda: ops.events("round_opened"), what="round opened")
@@ -119,7 +119,7 @@ async def test_unsigned_forged_stale_reused_and_replayed_voids_change_nothing(
         broker: SecureMosquitto, tmp_path: Path) -> None:  # noqa: F811
     s = settings(tmp_path, broker)
     async with backend(s, broker) as service, \
-            Client(broker, "ops", "studio/v1/tables/+/events", "studio/v1/tables/+/prompts",
+            Client(broker, "ops", "studio/v1/tables/+/events", "studio/v1/tables/+/state",
                    "studio/v1/tables/+/results") as ops, \
             Client(broker, "supervisor-sup-ana") as sup:
         await wait_until(lambda: ops.events("round_opened"), what="round opened")
@@ -185,7 +185,7 @@ async def test_unsigned_forged_stale_reused_and_replayed_voids_change_nothing(
 async def test_a_repeated_void_after_a_restart_is_still_answered_not_applied(
         broker: SecureMosquitto, tmp_path: Path) -> None:  # noqa: F811
     s = settings(tmp_path, broker, betting=1.0)
-    async with Client(broker, "ops", "studio/v1/tables/T1/events") as ops, \
+    async with Client(broker, "ops", "studio/v1/tables/T1/events", "studio/v1/tables/T1/state") as ops, \
             Client(broker, "supervisor-sup-ana") as sup:
         async with backend(s, broker):
             await wait_until(lambda: ops.events("round_opened"), what="round opened")
@@ -205,7 +205,7 @@ async def test_commands_name_their_round_and_a_retried_bet_is_answered_as_accept
         broker: SecureMosquitto, tmp_path: Path) -> None:  # noqa: F811
     s = settings(tmp_path, broker)
     async with backend(s, broker) as service, \
-            Client(broker, "ops", "studio/v1/tables/T1/events") as ops, \
+            Client(broker, "ops", "studio/v1/tables/T1/events", "studio/v1/tables/T1/state") as ops, \
             Client(broker, "player-7", "studio/v1/tables/T1/players/player-7") as player, \
             Client(broker, "player-platform") as platform, Client(broker, "station-T1") as station:
         await wait_until(lambda: ops.events("round_opened"), what="round opened")
@@ -260,7 +260,7 @@ async def test_every_role_every_command_type_every_command_topic(broker: SecureM
     ghost = "T1-999999"
     users = ["player-platform", "station-T1", "station-T2", "supervisor-sup-ana", "scanner-T1", "settlement", "ops",
              "player-7"]
-    async with backend(s, broker) as service, Client(broker, "ops", "studio/v1/tables/T1/events") as ops:
+    async with backend(s, broker) as service, Client(broker, "ops", "studio/v1/tables/T1/events", "studio/v1/tables/T1/state") as ops:
         await wait_until(lambda: ops.events("round_opened"), what="round opened")
         before = service.tables["T1"].current
         expected: dict[str, str] = {}

@@ -69,7 +69,7 @@ class StudHand:
 
     def prompts(self, since: int = 0, kind: str | None = None) -> list[dict[str, Any]]:
         return [m for t, m in self.rec.messages[since:]
-                if t == topics.prompts(T) and m["round_id"] == self.round_id and (kind is None or m["kind"] == kind)]
+                if t == topics.table_topic(T, "prompts") and m["round_id"] == self.round_id and (kind is None or m["kind"] == kind)]
 
     async def sit(self, chips: dict[str, str]) -> None:
         await wait_until(lambda: any(e["round_id"] == self.round_id for e in self.rec.events("round_opened")),
@@ -252,9 +252,14 @@ async def test_killed_and_down_longer_than_the_turn_the_player_is_not_folded(bro
                                  timeout=WAIT, what="alice's turn given again")
         assert again[0]["data"]["turn"] == before["turn"] and again[0]["data"]["actions"] == before["actions"]
         assert again[0]["data"]["closes_at"] > before["closes_at"] + 4000
+        # protocol 2: the public events of the batch come in the state after its private messages
+        given = next(i for i, (tp, m) in enumerate(rec.messages) if i >= seen and m is again[0])
+        await wait_until(lambda: any(tp == topics.state(T) for tp, _ in rec.messages[given:]), timeout=WAIT,
+                         what="the table's state after the turn given again")
         assert not h.events("player_acted", seen), "a player was acted for on restart"
         await h.act("alice", "CALL")
-        acted = h.events("player_acted", seen)
+        acted = await wait_until(lambda: h.events("player_acted", seen), timeout=WAIT,
+                                 what="alice's action in the table's state")
         assert [(e["data"]["player_id"], e["data"]["by"]) for e in acted][:1] == [("alice", "player")]
     finally:
         backend.stop()

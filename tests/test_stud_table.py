@@ -156,7 +156,7 @@ async def test_a_scripted_hand_to_showdown_with_a_side_pot(table: Table):
             me = tp.split("/")[5]  # .../players/{me} and its retained .../players/{me}/state
             others = {c for p, c in DEAL_A if p[-1] in "127" and p.startswith("P") and p[1] != str(owner.get(me, 0))}
             assert not seen & others, (tp, m)
-        elif tp in (topics.events(T), topics.prompts(T)) and i < reveal:
+        elif tp in (topics.events(T), topics.table_topic(T, "prompts")) and i < reveal:  # as the recorder lists them
             assert not seen & DOWN_A, (tp, m)
     ups = {e["data"]["position"]: e["data"]["card"] for e in rec.events("card_registered") if e["round_id"] == table.r1}
     assert {p: c for p, c in ups.items() if c} == {p: c for p, c in DEAL_A if p.startswith("P") and p[-1] in "3456"}
@@ -601,7 +601,9 @@ async def test_f_a_station_reporting_every_7th_card_exposed_shows_only_the_one_a
     assert [ev.type for ev in journaled if ev.type in ("card_exposed", "supervisor_expose", "dealer_confirm")][-5:] == [
         "card_exposed", "card_exposed", "card_exposed", "supervisor_expose", "dealer_confirm"]
     # before the supervisor's act, P4.7 was on no public topic; P1.7 and P2.7 on none before the showdown
-    first = next(i for i, (tp, m) in enumerate(rec.messages) if tp == topics.events(T) and m["event"] == "card_exposed")
+    # protocol 2: the first public message naming it is the state carrying the card_exposed event
+    first = next(i for i, (tp, m) in enumerate(rec.messages) if tp == topics.state(T)
+                 and any(e["event"] == "card_exposed" for e in m.get("events") or []))
     for i, (tp, m) in enumerate(rec.messages[:before_showdown]):
         if tp == topics.supervisor(T):
             continue  # the supervisor's own act names the card it saw: only the backend reads that topic

@@ -118,8 +118,8 @@ async def test_a_clock_step_refuses_genuine_acts_says_which_clock_to_fix_and_cou
     offset = [0]
     s = studio(tmp_path, broker, auto_rounds=False)
     async with stepped_backend(s, offset) as service, \
-            Client(broker, "station-T1", "studio/v1/tables/T1/prompts") as station, \
-            Client(broker, "ops", "studio/v1/tables/T1/events") as ops, \
+            Client(broker, "station-T1", "studio/v1/tables/T1/state") as station, \
+            Client(broker, "ops", "studio/v1/tables/T1/events", "studio/v1/tables/T1/state") as ops, \
             Client(broker, "supervisor-sup-ana") as sup:
         # the backend host's clock steps an hour forward: the console's act is an hour old to it
         offset[0] = HOUR

@@ -62,7 +62,7 @@ async def test_a_table_without_auto_rounds_opens_a_round_only_on_the_signed_comm
     cli = ["T1", "--supervisor", "sup-ana", "--key-file", str(tmp_path / "sup-ana.key"), "--broker", broker.tls_url,
            "--username", "supervisor-sup-ana", "--password-file", str(pw), "--ca-file", str(broker.ca_file)]
     async with backend(s, broker) as (service, _gw), \
-            Client(broker, "ops", "studio/v1/tables/T1/events", "studio/v1/tables/T1/prompts") as ops, \
+            Client(broker, "ops", "studio/v1/tables/T1/events", "studio/v1/tables/T1/state") as ops, \
             Client(broker, "supervisor-sup-ana") as sup, Client(broker, "station-T1") as station:
         await no_round_opens_by_itself(service, sup, ops)
         assert not ops.events("round_opened")
@@ -136,7 +136,7 @@ async def deal_to_decision(service: Service, gw: Gateway, ops: Client, platform:
 async def test_a_pause_during_a_decision_stops_its_timer_across_a_restart_and_the_resume_gives_a_full_window(
         broker: SecureMosquitto, tmp_path: Path) -> None:  # noqa: F811
     s = studio(tmp_path, broker, game="sevenluck", options={"seats": 3}, decision_seconds=DECISION_MS / 1000)
-    async with Client(broker, "ops", "studio/v1/tables/T1/events", "studio/v1/tables/T1/prompts") as ops, \
+    async with Client(broker, "ops", "studio/v1/tables/T1/events", "studio/v1/tables/T1/state") as ops, \
             Client(broker, "player-7", "studio/v1/tables/T1/players/player-7") as p7, \
             Client(broker, "player-platform") as platform, Client(broker, "station-T1") as station, \
             Client(broker, "supervisor-sup-ana") as sup:
@@ -200,7 +200,7 @@ async def test_a_close_takes_effect_at_the_rounds_end_and_a_closed_table_takes_o
         broker: SecureMosquitto, tmp_path: Path) -> None:  # noqa: F811
     s = studio(tmp_path, broker)
     async with backend(s, broker) as (service, _gw), \
-            Client(broker, "ops", "studio/v1/tables/T1/events", "studio/v1/tables/T1/prompts") as ops, \
+            Client(broker, "ops", "studio/v1/tables/T1/events", "studio/v1/tables/T1/state") as ops, \
             Client(broker, "supervisor-sup-ana") as sup:
         await wait_until(lambda: ops.events("round_opened"), what="round opened")
         rid = ops.events("round_opened")[-1]["round_id"]
@@ -241,7 +241,7 @@ async def test_forged_misaddressed_unsigned_operations_and_a_station_pausing_cha
         broker: SecureMosquitto, tmp_path: Path) -> None:  # noqa: F811
     s = studio(tmp_path, broker)
     async with backend(s, broker) as (service, _gw), \
-            Client(broker, "ops", "studio/v1/tables/T1/events", "studio/v1/tables/T1/prompts") as ops, \
+            Client(broker, "ops", "studio/v1/tables/T1/events", "studio/v1/tables/T1/state") as ops, \
             Client(broker, "supervisor-sup-ana") as sup, Client(broker, "station-T1") as station:
         await wait_until(lambda: ops.events("round_opened"), what="round opened")
         rid = ops.events("round_opened")[-1]["round_id"]

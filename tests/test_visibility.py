@@ -371,7 +371,8 @@ def test_hwatu_codes_are_whole_tokens_too():
 
 def test_audiences_of_the_topics():
     assert topics.audience(topics.events(T)) == visibility.PUBLIC
-    assert topics.audience(topics.prompts(T)) == visibility.STATION
+    assert topics.audience(topics.state(T)) == visibility.PUBLIC  # protocol 2: it carries the prompts too
+    assert topics.audience(topics.history(T)) == visibility.STATION
     assert topics.audience(topics.results(T)) == visibility.SETTLEMENT
     assert topics.audience(topics.player(T, "ops")) == visibility.player("ops") != visibility.OPS
     assert topics.audience(topics.actions(T)) is None
@@ -380,9 +381,10 @@ def test_audiences_of_the_topics():
 
 
 def test_topic_kinds_and_owners_are_parsed_in_one_place():
-    assert [topics.kind(t) for t in (topics.events(T), topics.current_prompt(T), topics.player(T, "p1"),
-                                     topics.player_state(T, "p1"), topics.backend_status("n1"), "x/y")] == \
-        ["events", "prompts/current", "players/+", "players/+/state", "backends/+/status", "x/y"]
+    assert [topics.kind(t) for t in (topics.events(T), topics.state(T), topics.table_topic(T, "prompts/current"),
+                                     topics.player(T, "p1"), topics.player_state(T, "p1"),
+                                     topics.backend_status("n1"), "x/y")] == \
+        ["events", "state", "prompts/current", "players/+", "players/+/state", "backends/+/status", "x/y"]
     assert topics.scanner_table(topics.scanner(T)) == T and topics.scanner_table(topics.events(T)) is None
     assert topics.backend_of(topics.backend_status("n1")) == "n1" and topics.backend_of(topics.events(T)) is None
 
@@ -435,15 +437,20 @@ async def test_the_service_withholds_a_leaking_message_and_counts_it_and_still_d
         assert (await service.submit(T, ScanRead(reader="SC1", code="QH"))).accepted  # P1.1, ann's
         await wait_until(lambda: [m for tp, m in rec.messages if tp == topics.player(T, "ann")
                                   and m["kind"] == "hole_card"], what="ann's hole card")
-        leak = {"event": RoundEvent(table_id=T, round_id=r1, event="debug", at=1, data={"card": "QH"}),
-                "prompt": StationPrompt(table_id=T, round_id=r1, kind="RESCAN", message="RESCAN P2.1 (QH)", at=1),
+        leaky_event = RoundEvent(table_id=T, round_id=r1, event="debug", at=1, data={"card": "QH"})
+        leaky_prompt = StationPrompt(table_id=T, round_id=r1, kind="RESCAN", message="RESCAN P2.1 (QH)", at=1)
+        leak = {"event": leaky_event, "prompt": leaky_prompt,
                 "player": PlayerMessage(table_id=T, round_id=r1, player_id="bob", kind="hole_card", at=1,
                                         data={"position": "P1.1", "card": "QH"})}
-        topic = {"event": topics.events(T), "prompt": topics.prompts(T), "player": topics.player(T, "bob")}
+        pub = service.publisher
         with structlog.testing.capture_logs() as logs:
-            for kind, msg in leak.items():
-                assert service.publisher.publish_soft(topic[kind], msg, kind) is False
-                assert _blocked(service, kind) == 1
+            # protocol 2: a round event and a prompt go out in the table's (public) state; a private message live
+            assert pub.event(T, leaky_event) is False
+            assert _blocked(service, "event") == 1
+            pub.release_prompt(leaky_prompt)
+            assert _blocked(service, "prompt") == 1 and pub.catchup.prompts.get(T) != leaky_prompt
+            assert pub.publish_soft(topics.player(T, "bob"), leak["player"], "player") is False
+            assert _blocked(service, "player") == 1
         # logged once each, as errors naming the position, never the card (ops reads the logs)
         assert [(e["log_level"], e["kind"], e["positions"]) for e in logs] == [
             ("error", kind, ["P1.1"]) for kind in leak]
@@ -451,7 +458,8 @@ async def test_the_service_withholds_a_leaking_message_and_counts_it_and_still_d
         own = PlayerMessage(table_id=T, round_id=r1, player_id="ann", kind="hole_card", at=2,
                             data={"position": "P1.1", "card": "QH"})
         service.publisher.publish_soft(topics.player(T, "ann"), own, "player")  # its owner may see it
-        service.publisher.publish_soft(topics.events(T), RoundEvent(table_id=T, round_id=r1, event="marker", at=3), "event")
+        assert pub.event(T, RoundEvent(table_id=T, round_id=r1, event="marker", at=3))
+        pub.flush_catchup()  # the commit loop's flush after a batch: the state carrying the marker goes
         await wait_until(lambda: rec.events("marker"), what="the marker after the withheld messages")
         await wait_until(lambda: [m for tp, m in rec.messages if tp == topics.player(T, "ann") and m["at"] == 2],
                          what="ann's own card")

@@ -1,7 +1,8 @@
 """``dealer station TABLE``: a terminal dealer station for one table.
 
-It shows what a dealer station screen shows, one line per change, from the table's
-``prompts`` and ``events`` (``docs/mqtt-topics.md`` §4.3, §4.4, §7): the prompt (``NEXT``
+It shows what a dealer station screen shows, one line per change, from the table's retained
+``state`` (protocol 2, ``docs/mqtt-topics.md`` §4.8: the current prompt, and the round events
+and prompts of each batch) and its live ``events`` (refusals) (§4.3, §4.4, §7): the prompt (``NEXT``
 position, ``CONFIRM`` step, ``RESCAN`` with its reason, ``ALERT``, ``WAIT``, ``DONE``), the
 cards registered so far, betting opening and closing, the result, and the answers to its own
 commands. The dealer types commands, one per line:
@@ -45,7 +46,7 @@ from dealer.cli.client_options import (TABLE_ID, BadInput, BrokerOptions, add_br
                                    start_bus)
 
 PROMPT_KINDS = ("NEXT", "CONFIRM", "RESCAN", "ALERT", "WAIT", "REJECTED", "DONE", "PAUSED", "CLOSED")
-#: What the retained current prompt adds to a live prompt (who published it): not part of what is shown.
+#: Prompt fields that change without what is shown changing (a prompt released again, or a copy).
 _CATCHUP_KEYS = {"at", "schema_id", "node_id", "session", "version", "stale"}
 HELP = """commands:
   close                  close betting of the round now
@@ -73,7 +74,8 @@ _NODE_ID = re.compile(r"[A-Za-z0-9_:\-]{1,64}")  # as service.node_id: never a w
 
 
 class StationView:
-    """What the station shows, from the table's prompts and events. No IO: messages in, lines out."""
+    """What the station shows, from the table's states (their prompts and events) and its live
+    events (refusals). No IO: messages in, lines out."""
 
     def __init__(self, table_id: str) -> None:
         self.table_id = table_id
@@ -85,17 +87,25 @@ class StationView:
         self.mine: dict[str, str] = {}  # command id -> command type, of the commands this station sent
         self.done = 0  # rounds seen ending
         self.status: dict[str, dict[str, Any]] = {}  # node id -> its retained status
-        self.stale_shown: dict[str, Any] | None = None  # the stale current prompt last warned about
-        #: a retained current prompt whose backend's status is not known yet (judged when it comes)
-        self.pending_current: tuple[str, bytes] | None = None
+        self.stale_shown: dict[str, Any] | None = None  # the stale state's prompt last warned about
+        #: a state whose backend's status is not known yet (judged when it comes): node, payload
+        self.pending_state: tuple[str, bytes] | None = None
+        self.version: int | None = None  # the version of the last state whose news was shown
 
     # -- what arrives ----------------------------------------------------------------------
 
     def on_prompt(self, payload: bytes) -> list[str]:
+        """A station prompt (JSON), as a state carries it."""
         try:
             p = json.loads(payload)
+        except ValueError:
+            return []
+        return self._prompt(p)
+
+    def _prompt(self, p: Any) -> list[str]:
+        try:
             kind, message = p["kind"], str(p.get("message", ""))
-        except (ValueError, KeyError, TypeError, AttributeError):
+        except (KeyError, TypeError, AttributeError):
             return []
         if not isinstance(kind, str) or p.get("table_id") not in (None, self.table_id):
             return []
@@ -117,7 +127,7 @@ class StationView:
 
     def on_status(self, topic: str, payload: bytes) -> list[str]:
         """A backend's retained status (``backends/{node}/status``): what says whether the
-        retained current prompt is still the live one."""
+        table's state (and the prompt it carries) comes from a running backend."""
         try:
             status = json.loads(payload)
         except ValueError:
@@ -126,40 +136,61 @@ class StationView:
             return []
         node = topic.split("/")[-2]
         self.status[node] = status
-        if self.pending_current is not None and self.pending_current[0] == node:
-            return self.on_current(self.pending_current[1])  # the prompt that waited for this status
+        if self.pending_state is not None and self.pending_state[0] == node:
+            return self.on_state(self.pending_state[1])  # the state that waited for this status
         return []
 
-    def on_current(self, payload: bytes) -> list[str]:
-        """The retained current prompt (``prompts/current``, docs/mqtt-topics.md §4.8): shown at
-        once when its backend is online under the same session; otherwise the station says the
-        prompt on screen is stale and must not be acted on (a dead backend's last word)."""
+    def on_state(self, payload: bytes) -> list[str]:
+        """The table's state (``state``, retained, docs/mqtt-topics.md §4.8): when its backend is
+        online under the same session, the round events and prompts it carries are shown, once
+        each (a state whose ``version`` is not above the last one shown brings nothing new: the
+        retained copy seen again, a redelivery), then its current ``prompt`` if not on screen
+        yet (a station that starts mid-deal shows it at once). A dead backend's state (marked
+        stale, or its status offline) is acted on not at all: the station says the prompt it
+        carries must not be acted on."""
         from dealer.edge.catchup import is_current
 
         try:
-            p = json.loads(payload) if payload else None
+            s = json.loads(payload) if payload else None
         except ValueError:
             return []
-        if not isinstance(p, dict):
+        if not isinstance(s, dict) or s.get("table_id") not in (None, self.table_id):
             return []
-        node = str(p.get("node_id"))
-        self.pending_current = (node, payload) if node not in self.status else None
-        if is_current(p, self.status.get(node)):
+        node = str(s.get("node_id"))
+        self.pending_state = (node, payload) if node not in self.status else None
+        prompt = s.get("prompt") if isinstance(s.get("prompt"), dict) else None
+        if is_current(s, self.status.get(node)):
             self.stale_shown = None
-            return self.on_prompt(payload)
-        if p.get("stale") is True or self.status.get(str(p.get("node_id")), {}).get("online") is False:
-            if self.stale_shown == p:
+            version = s.get("version")
+            if not isinstance(version, int) or (self.version is not None and version <= self.version):
+                return []  # seen already
+            self.version = version
+            lines: list[str] = []
+            for ev in s.get("events") or []:
+                lines += self._event(ev)
+            for p in [*(s.get("prompts") or []), *([prompt] if prompt else [])]:
+                lines += self._prompt(p)  # the current prompt is the last released: shown once
+            return lines
+        if s.get("stale") is True or self.status.get(node, {}).get("online") is False:
+            if prompt is None or self.stale_shown == prompt:
                 return []
-            self.stale_shown = p
-            return [f"{'STALE':<8}| backend {p.get('node_id')} is not running: do not act on "
-                    f"{p.get('kind')} {p.get('position') or ''}".rstrip()]
-        return []  # its backend's status not heard yet: the live prompts will say
+            self.stale_shown = prompt
+            return [f"{'STALE':<8}| backend {s.get('node_id')} is not running: do not act on "
+                    f"{prompt.get('kind')} {prompt.get('position') or ''}".rstrip()]
+        return []  # its backend's status not heard yet (or another session's): its next state will say
 
     def on_event(self, payload: bytes) -> list[str]:
+        """A round event (JSON): a refusal on the live ``events``, or one a state carries."""
         try:
             ev = json.loads(payload)
+        except ValueError:
+            return []
+        return self._event(ev)
+
+    def _event(self, ev: Any) -> list[str]:
+        try:
             name, d, rid = ev["event"], ev.get("data") or {}, ev.get("round_id")
-        except (ValueError, KeyError, TypeError, AttributeError):
+        except (KeyError, TypeError, AttributeError):
             return []
         if not isinstance(d, dict) or not isinstance(name, str) or not isinstance(rid, (str, type(None))):
             return []
@@ -295,16 +326,15 @@ async def run_station(opts: BrokerOptions, table_id: str, *, client_id: str, out
     def handler(fn: Callable[[bytes], list[str]]) -> Callable[[str, bytes], None]:
         return lambda topic, payload: show(fn(payload))
 
-    bus = opts.bus(client_id, accept_retained=True)  # the current prompt and state may be retained
-    bus.subscribe(topics.prompts(table_id), handler(view.on_prompt))
-    bus.subscribe(topics.events(table_id), handler(view.on_event))
-    # the status first: the retained current prompt is shown only while its backend runs
+    bus = opts.bus(client_id, accept_retained=True)  # the state is retained
+    bus.subscribe(topics.events(table_id), handler(view.on_event))  # refusals
+    # the status first: a state is acted on only while its backend runs
     bus.subscribe(topics.backend_status("+"), lambda topic, payload: show(view.on_status(topic, payload)))
     asked: set[str] = set()
 
-    def on_current(topic: str, payload: bytes) -> None:
-        show(view.on_current(payload))
-        waiting = view.pending_current
+    def on_state(topic: str, payload: bytes) -> None:
+        show(view.on_state(payload))
+        waiting = view.pending_state
         if waiting is not None and waiting[0] not in asked and _NODE_ID.fullmatch(waiting[0]):
             # No status of its backend yet: ask for it by its exact topic too. RabbitMQ 3.10
             # replays no retained message to the wildcard filter above (docs/brokers.md).
@@ -312,7 +342,7 @@ async def run_station(opts: BrokerOptions, table_id: str, *, client_id: str, out
             with contextlib.suppress(ValueError):  # a node id no broker routes alike: never current
                 bus.subscribe(topics.backend_status(waiting[0]), lambda t, p: show(view.on_status(t, p)))
 
-    bus.subscribe(topics.current_prompt(table_id), on_current)
+    bus.subscribe(topics.state(table_id), on_state)
     stopping = asyncio.Event()
     inputs: list[asyncio.Queue[str | None]] = []  # the command queue, once the station reads commands
 

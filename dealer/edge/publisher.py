@@ -265,6 +265,8 @@ class Publisher:
                         self.metrics.publish_failures.labels(kind="table_state").inc()
                         if not self.connected_once:
                             self.unsent_before_connect += 1
+                        else:  # its events and prompts are lost to live subscribers: one line, as a live message's
+                            _log_news_dropped(topics.state(tid), news, "not connected")
             return
         due, self.catchup_due = self.catchup_due, set()
         now = self.now_ms()
@@ -297,6 +299,15 @@ class Publisher:
             return
         if latency:
             fut.add_done_callback(functools.partial(self._latency_done, latency))
+        if news:
+            fut.add_done_callback(functools.partial(self._news_done, topic, news))
+
+    @staticmethod
+    def _news_done(topic: str, news: News, fut: asyncio.Future[None]) -> None:
+        """A state that carried news failed: its events and prompts are lost to the subscribers
+        that stayed (counted by :meth:`_retained_done`): one line, as for a live message."""
+        if not fut.cancelled() and (exc := fut.exception()) is not None:
+            _log_news_dropped(topic, news, str(exc)[:200])
 
     def _latency_done(self, latency: list[int], fut: asyncio.Future[None]) -> None:
         if fut.cancelled() or fut.exception() is not None:
@@ -367,6 +378,15 @@ class Publisher:
         failed = sum(1 for r in results if isinstance(r, BaseException))
         if failed:
             log.warning("retained table state not all marked stale before the stop", failed=failed)
+
+
+def _log_news_dropped(topic: str, news: News, reason: str) -> None:
+    """One line for a state's news (round events, prompts) that did not go out: its topic, round
+    and counts, never its payload."""
+    msgs = [*news.events, *news.prompts]
+    log.warning("publish dropped", kind="table_state", topic=topic,
+                round_id=next((m.round_id for m in reversed(msgs) if m.round_id), None),
+                events=len(news.events), prompts=len(news.prompts), reason=reason)
 
 
 def _retained_kind(topic: str) -> str:

@@ -9,6 +9,10 @@ with faults (no-reads, duplicate and foreign cards): ``tools/web_studio.py``.
   stream, parsed, against what the journal says was shown);
 * a malformed or oversized message on a topic the page reads is shown as an error, and the page
   goes on working;
+* protocol 2: the station reads each state's events and prompts once per version (a retained copy
+  delivered again is not logged twice), and an ALERT that the next prompt replaced (in the same
+  batch, or a security ALERT the deal went past) stays on the station and the floor until a person
+  dismisses it;
 * a void signed on the floor page (WebCrypto) voids the round, with the very signature ``dealer
   supervisor void`` makes for the same command; a tampered or unsigned act changes nothing;
 * a broker restart: the page says BROKER DOWN, reconnects and resyncs from the retained topics;
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +117,19 @@ def _round_truth(studio: WebStudio, table: str, rounds: int = 200) -> dict[str, 
     return out
 
 
+def _parts(msg: Any) -> list[dict[str, Any]]:
+    """A table message as the parts that each belong to one round: a state (protocol 2) carries
+    the events and prompts of its batch, which may be of the round before the state's own (a
+    round's last events and the next round's opening in one batch), so each is its own part."""
+    if not isinstance(msg, dict):
+        return []
+    if msg.get("schema_id") != "studio.v1.table_state":
+        return [msg]
+    own = {k: v for k, v in msg.items() if k not in ("prompt", "events", "prompts")}
+    nested = [msg.get("prompt"), *(msg.get("events") or []), *(msg.get("prompts") or [])]
+    return [own, *(m for m in nested if isinstance(m, dict))]
+
+
 def _shown_on_the_wire(sockets: list[list[bytes]], table: str) -> tuple[list[str], dict[str, set[tuple[str, str]]]]:
     """(every topic the page received, per round the cards it was shown) from its MQTT streams."""
     topics: list[str] = []
@@ -120,10 +138,11 @@ def _shown_on_the_wire(sockets: list[list[bytes]], table: str) -> tuple[list[str
         topics.append(pub.topic)
         if f"/tables/{table}/" not in pub.topic:
             continue
-        msg = pub.json()
-        if not isinstance(msg, dict) or not msg.get("round_id"):
-            continue
-        shown.setdefault(msg["round_id"], set()).update(card_fields(msg))
+        for part in _parts(pub.json()):
+            if part.get("round_id"):
+                shown.setdefault(part["round_id"], set()).update(card_fields(part))
+            else:
+                assert not list(card_fields(part)), f"cards shown outside any round on {pub.topic}: {part}"
     return topics, shown
 
 
@@ -131,9 +150,9 @@ def _showing(sockets: list[list[bytes]], rid: str, cards: set[tuple[str, str]]) 
     """The messages (topic, first 2,000 characters) of round ``rid`` that showed ``cards``."""
     out = []
     for pub in (p for frames in sockets for p in publishes(frames)):
-        msg = pub.json()
-        if isinstance(msg, dict) and msg.get("round_id") == rid and set(card_fields(msg)) & cards:
-            out.append((pub.topic, json.dumps(msg)[:2000]))
+        for part in _parts(pub.json()):
+            if part.get("round_id") == rid and set(card_fields(part)) & cards:
+                out.append((pub.topic, json.dumps(part)[:2000]))
     return out
 
 
@@ -280,7 +299,104 @@ def test_a_broker_restart_shows_broker_down_then_reconnects_and_resyncs(studio: 
     n = len(state(page)["promptsSeen"])
     until(lambda: len(state(page)["promptsSeen"]) > n, 60, "a prompt after the restart")
     assert not page.locator("#blocker").is_visible()
+    now = state(page)
+    assert now["lastPrompt"] == now["state"]["prompt"]  # the prompt shown is the current state's
+    # the retained state delivered again after the reconnect did not log its batch's events twice
+    logged = [json.dumps(e, sort_keys=True) for e in now["events"]]
+    assert len(logged) == len(set(logged)), [e for e in logged if logged.count(e) > 1]
     page.context.close()
+
+
+def _feed(page: Any, table: str, kind: str, msg: dict[str, Any], retain: bool) -> None:
+    """Hand ``msg`` to the page as if the broker had delivered it on the table's ``kind`` topic."""
+    page.evaluate("([topic, text, retain]) => onMessage(topic, new TextEncoder().encode(text), {retain})",
+                  [f"studio/v1/tables/{table}/{kind}", json.dumps(msg), retain])
+
+
+def test_a_states_events_and_prompts_are_taken_once_per_version_and_a_batchs_alert_stays(
+        studio: WebStudio, chromium: Any) -> None:  # noqa: F811
+    """The station's reading of protocol 2, message by message: a page not logged in (no broker:
+    nothing else reaches it) is handed states as the broker would deliver them."""
+    page, _ = open_page(chromium, studio.station_url("TP1"))
+    until(lambda: page.evaluate("typeof onMessage") == "function", 10, "the station's script")
+    base = {"schema_id": "studio.v1.table_state", "table_id": "TP1", "game": "teen-patti", "node_id": "n1",
+            "session": "s1", "stale": False, "round_id": "TP1-R1", "phase": "DEALING", "cards": {"A1": "AS"},
+            "dealt": ["A1"], "at": 1_000}
+
+    def prompt(kind: str, at: int, **extra: Any) -> dict[str, Any]:
+        return {"schema_id": "studio.v1.prompt", "table_id": "TP1", "round_id": "TP1-R1", "kind": kind, "at": at,
+                "message": extra.pop("message", f"{kind} test"), **extra}
+
+    def event(name: str, at: int, **data: Any) -> dict[str, Any]:
+        return {"schema_id": "studio.v1.event", "table_id": "TP1", "round_id": "TP1-R1", "event": name, "at": at,
+                "data": data}
+
+    alert = prompt("ALERT", 1_000, reason="security", message="SUPERVISOR: a supervisor command was refused (test)")
+    nxt = prompt("NEXT", 1_000, position="B1", step=2, of=6, message="deal B1 face up")
+    v5 = {**base, "version": 5, "prompt": nxt, "prompts": [alert, nxt],
+          "events": [event("card_registered", 1_000, position="A1", card="AS")]}
+
+    def seen() -> dict[str, Any]:
+        s = state(page)
+        return {"log": page.locator("#log li").count(), "prompts": [p["kind"] for p in s["promptsSeen"]],
+                "alerts": s["alerts"], "errors": s["errors"], "shown": page.locator("#prompt").get_attribute("data-kind")}
+
+    _feed(page, "TP1", "state", v5, retain=True)  # the retained copy at subscribe: the last batch
+    now = seen()
+    assert now["log"] == 1 and now["prompts"] == ["ALERT", "NEXT"] and now["shown"] == "NEXT", now
+    assert len(now["alerts"]) == 1 and "was refused (test)" in now["alerts"][0], now
+    assert page.locator("#alerts").is_visible() and page.locator("#alerts .error-item").count() == 1
+    _feed(page, "TP1", "state", v5, retain=True)  # delivered again (a reconnect): nothing new
+    _feed(page, "TP1", "state", {**v5, "version": 4, "events": [event("round_opened", 900)], "prompts": []}, retain=True)
+    assert seen() == now
+    rescan = prompt("RESCAN", 2_000, position="B1", reason="noread", count=1, message="RESCAN B1: no read")
+    _feed(page, "TP1", "state", {**base, "version": 6, "at": 2_000, "prompt": rescan, "prompts": [rescan],
+                                 "events": [event("scan_rejected", 2_000, position="B1", reason="noread")]}, retain=False)
+    now = seen()
+    assert now["log"] == 2 and now["prompts"] == ["ALERT", "NEXT", "RESCAN"] and now["shown"] == "RESCAN", now
+    assert len(now["alerts"]) == 1 and now["errors"] == [], now
+    # a state whose batch is malformed is an error on the page, and is not taken
+    _feed(page, "TP1", "state", {**base, "version": 7, "prompt": rescan, "prompts": [rescan], "events": [{"event": 3}]},
+          retain=False)
+    errs = state(page)["errors"]
+    assert len(errs) == 1 and "/state" in errs[0] and "event 0" in errs[0], errs
+    assert seen()["log"] == 2
+    # the replaced ALERT goes only when the dealer dismisses it
+    page.click("#alerts .error-item button")
+    assert state(page)["alerts"] == [] and not page.locator("#alerts").is_visible()
+    assert page.problems == [], page.problems
+    page.context.close()
+
+
+def test_a_security_alert_the_deal_went_past_stays_on_the_station_and_the_floor(
+        studio: WebStudio, chromium: Any) -> None:  # noqa: F811
+    """The real backend: an unsigned supervisor act on SE1 is a security event, whose ALERT the
+    next card's prompt replaces at once; the station keeps it listed and the floor flags it."""
+    station, _ = open_page(chromium, studio.station_login_url("SE1"))
+    floor, _ = open_page(chromium, studio.floor_login_url("ops"), size=(1920, 1080))
+    until(lambda: state(station)["online"] and floor.locator('.tile[data-table="SE1"][data-online="yes"]').count(), 60,
+          "the station and the floor online")
+    sent = int(time.time() * 1000)
+    command_id = f"unsigned-{sent}"
+    studio.publish_raw("studio/v1/tables/SE1/supervisor", json.dumps({
+        "type": "supervisor_pause", "command_id": command_id, "supervisor": SUPERVISOR, "table_id": "SE1",
+        "issued_at": sent, "reason": "no signature"}).encode(), user=f"supervisor-{SUPERVISOR}")
+
+    def security_prompts() -> list[dict[str, Any]]:
+        return [p for p in state(station)["promptsSeen"] if p["kind"] == "ALERT" and p["reason"] == "security"]
+
+    until(security_prompts, 30, "the security ALERT on the station")
+    alerts = until(lambda: state(station)["alerts"], 60, "the ALERT listed once the next prompt replaced it")
+    assert any("supervisor" in a and "refused" in a for a in alerts), alerts
+    assert station.locator("#alerts").is_visible() and station.locator("#alerts .error-item").count() >= 1
+    assert state(station)["errors"] == [], state(station)["errors"]
+    until(lambda: state(floor)["tables"]["SE1"]["security"] >= 1, 30, "the floor counting the security ALERT")
+    assert floor.locator('.tile[data-table="SE1"] .flag[data-flag="SECURITY"]').count() == 1
+    assert not [e for e in state(floor)["tables"]["SE1"]["events"]
+                if e["event"] == "table_paused"], "an unsigned pause paused the table"
+    for page in (station, floor):
+        assert page.problems == [], page.problems
+        page.context.close()
 
 
 def test_the_floor_shows_tables_offline_when_the_backend_dies_and_online_when_it_is_back(

@@ -1,6 +1,6 @@
 /* What both screens share: the broker login, the connection banner, the currentness rule for
- * retained messages (docs/mqtt-topics.md §4.8), the backend's clock, card tiles, a bounded error
- * list, and the supervisor's signing (§10.2). Plain browser JS, no build step: the server's CSP
+ * retained messages (docs/mqtt-topics.md §4.8), each table state's news read once (protocol 2),
+ * the backend's clock, card tiles, a bounded error list, and the supervisor's signing (§10.2). Plain browser JS, no build step: the server's CSP
  * allows only scripts from this origin, so nothing here is inline. */
 "use strict";
 
@@ -8,9 +8,11 @@ const PREFIX = "studio/v1";
 const MAX_PAYLOAD = 128 * 1024; // the backend publishes nothing larger ([service] max_message_bytes): a bigger one is an error, not data
 const ID_RE = /^[A-Za-z0-9_.:-]{1,64}$/;
 
+/* Protocol 2: a table's one public message is its retained `state`, which carries the current
+ * station prompt and the round events and prompts of the batch it follows; `events` carries only
+ * refusals (`rejected`). The screens subscribe to each table's topics exactly, never through a
+ * wildcard: a broker need not send retained messages to a wildcard subscription (RabbitMQ does not). */
 const topicOf = {
-  current: (t) => `${PREFIX}/tables/${t}/prompts/current`,
-  prompts: (t) => `${PREFIX}/tables/${t}/prompts`,
   state: (t) => `${PREFIX}/tables/${t}/state`,
   events: (t) => `${PREFIX}/tables/${t}/events`,
   history: (t) => `${PREFIX}/tables/${t}/history`,
@@ -19,7 +21,7 @@ const topicOf = {
   status: (n) => `${PREFIX}/backends/${n}/status`,
 };
 
-/** The table and the kind ("state", "events", "prompts/current" ...) of a table topic, or null. */
+/** The table and the kind ("state", "events", "history" ...) of a table topic, or null. */
 function splitTopic(topic) {
   const p = topic.split("/");
   if (p.length < 5 || p[0] !== "studio" || p[1] !== "v1") return null;
@@ -184,10 +186,7 @@ function parsePayload(topic, bytes) {
   return obj;
 }
 
-const SCHEMAS = {
-  "prompts/current": "studio.v1.current_prompt", prompts: "studio.v1.prompt", state: "studio.v1.table_state",
-  events: "studio.v1.event", history: "studio.v1.table_history",
-};
+const SCHEMAS = { state: "studio.v1.table_state", events: "studio.v1.event", history: "studio.v1.table_history" };
 
 /* Small type checks: a field a page reads is of its type, or absent/null where the protocol allows it
  * (fields added to the protocol later are read as absent when missing). */
@@ -218,13 +217,8 @@ function checkMessage(kind, msg) {
     must(optStr(msg.node_id) && optStr(msg.session) && optInt(msg.version), "node_id, session or version of the wrong type");
     must(msg.stale === undefined || typeof msg.stale === "boolean", "'stale' is not a boolean");
   }
-  if (kind === "prompts" || kind === "prompts/current") {
-    must(isStr(msg.kind) && isStr(msg.message), "a prompt needs 'kind' and 'message'");
-    must(optStr(msg.position) && optStr(msg.reason) && optStr(msg.announce) && optStr(msg.round_id), "a prompt field of the wrong type");
-    must(optInt(msg.step) && optInt(msg.of) && optInt(msg.count), "a prompt's step, of or count is not an integer");
-  } else if (kind === "events") {
-    must(isStr(msg.event) && isObj(msg.data), "an event needs 'event' and 'data'");
-    must(optStr(msg.round_id), "an event's round_id is not a string");
+  if (kind === "events") {
+    checkEvent(msg, "");
   } else if (kind === "state") {
     must(strMap(msg.cards), "a state needs 'cards' (position → code)");
     must(msg.dealt === undefined || msg.dealt === null || strList(msg.dealt), "a state's 'dealt' is not a list of positions");
@@ -234,6 +228,13 @@ function checkMessage(kind, msg) {
       "a state field of the wrong type");
     must(["betting_closes_at", "decision_closes_at", "confirm_closes_at", "phase_since", "unsettled"].every((k) => optInt(msg[k])),
       "a state deadline or count is not an integer");
+    // protocol 2: the current prompt, and the batch's events and prompts (each checked as its own message was)
+    must(msg.prompt === undefined || msg.prompt === null || isObj(msg.prompt), "a state's 'prompt' is not an object");
+    if (isObj(msg.prompt)) checkPrompt(msg.prompt, "the state's prompt: ");
+    must(msg.events === undefined || msg.events === null || Array.isArray(msg.events), "a state's 'events' is not a list");
+    must(msg.prompts === undefined || msg.prompts === null || Array.isArray(msg.prompts), "a state's 'prompts' is not a list");
+    (msg.events || []).forEach((ev, i) => { must(isObj(ev), `the state's event ${i} is not an object`); checkEvent(ev, `the state's event ${i}: `); });
+    (msg.prompts || []).forEach((p, i) => { must(isObj(p), `the state's prompt ${i} is not an object`); checkPrompt(p, `the state's prompt ${i}: `); });
   } else if (kind === "history") {
     must(Array.isArray(msg.rounds) && Array.isArray(msg.dealers), "a history needs 'rounds' and 'dealers'");
     must(msg.rounds.every((r) => isObj(r) && isStr(r.round_id) && optStr(r.outcome) && optStr(r.winner) &&
@@ -241,6 +242,17 @@ function checkMessage(kind, msg) {
     must(msg.dealers.every((d) => isObj(d) && optStr(d.dealer) && ["rounds", "cards", "rescans", "mistakes"].every((k) => optInt(d[k]))),
       "a history dealer entry is malformed");
   }
+}
+
+function checkPrompt(p, where) {
+  must(isStr(p.kind) && isStr(p.message), `${where}a prompt needs 'kind' and 'message'`);
+  must(optStr(p.position) && optStr(p.reason) && optStr(p.announce) && optStr(p.round_id), `${where}a prompt field of the wrong type`);
+  must(optInt(p.step) && optInt(p.of) && optInt(p.count) && optInt(p.at), `${where}a prompt's step, of, count or at is not an integer`);
+}
+
+function checkEvent(ev, where) {
+  must(isStr(ev.event) && isObj(ev.data), `${where}an event needs 'event' and 'data'`);
+  must(optStr(ev.round_id) && optInt(ev.at), `${where}an event's round_id or at is of the wrong type`);
 }
 
 /** A message as a screen takes it: {where, msg}, or null (not ours, a retained message cleared, or
@@ -273,6 +285,49 @@ function newerRetained(a, b, statuses) {
   if (cur(a) !== cur(b)) return cur(a);
   if (Number.isFinite(a.version) && Number.isFinite(b.version)) return a.version >= b.version;
   return (a.at || 0) >= (b.at || 0);
+}
+
+/**
+ * Protocol 2: what each table's states bring that this page has not had yet. A state carries the
+ * round events and prompts of the batch it follows; the retained copy a (re)subscription gets
+ * repeats the last batch's. `read(state)` returns them once per table and `version` (which
+ * increases with every state of a table, also across a backend's restarts and takeovers): the
+ * first state seen of a table brings its batch (and, when it carries no prompt of its own, its
+ * current prompt), a redelivered or older one brings nothing.
+ */
+class StateNews {
+  constructor() { this.versions = new Map(); } // table -> the highest version read
+  read(state) {
+    const tid = state.table_id;
+    const seen = this.versions.get(tid);
+    if (!Number.isInteger(state.version) || (seen !== undefined && state.version <= seen)) return { events: [], prompts: [] };
+    this.versions.set(tid, state.version);
+    const events = Array.isArray(state.events) ? state.events : [];
+    let prompts = Array.isArray(state.prompts) ? state.prompts : [];
+    if (!prompts.length && seen === undefined && isObj(state.prompt)) prompts = [state.prompt];
+    return { events, prompts };
+  }
+}
+
+function samePrompt(a, b) {
+  return !!a && !!b && a.at === b.at && a.kind === b.kind && a.position === b.position && a.count === b.count &&
+    a.reason === b.reason && a.round_id === b.round_id;
+}
+
+/** Walks a table's prompts in order and hands on every ALERT that a later prompt replaced: the
+ * screens show one prompt big, and an ALERT must never vanish unseen (two prompts of one batch
+ * come in one state: an ALERT and the next prompt; a forged frame's ALERT is replaced by the next
+ * card's prompt). `walk(prompts)` returns the ALERTs the given prompts replaced. */
+class AlertWatch {
+  constructor() { this.last = null; }
+  walk(prompts) {
+    const replaced = [];
+    for (const p of prompts) {
+      if (this.last && this.last.kind === "ALERT" && !samePrompt(this.last, p)) replaced.push(this.last);
+      this.last = p;
+    }
+    return replaced;
+  }
 }
 
 /* -- events as one line each ------------------------------------------------------------------ */
@@ -367,24 +422,28 @@ function answerRow(a, { onResend, onDismiss }) {
 
 /* -- errors ------------------------------------------------------------------------------------- */
 
-/** A bounded list of problems, shown on the page until dismissed; nothing is ever thrown away silently. */
+/** A bounded list of problems, shown on the page until dismissed; nothing is ever thrown away silently.
+ * `opts`: the field of `state` that lists them (errors), their noun (PROBLEM) and each one's mark (⚠ ERROR). */
 class ErrorList {
-  constructor(container, state) {
+  constructor(container, state, opts) {
     this.container = container;
     this.state = state;
+    this.key = (opts && opts.key) || "errors";
+    this.noun = (opts && opts.noun) || "PROBLEM";
+    this.mark = (opts && opts.mark) || "⚠ ERROR";
     this.items = new Map(); // text -> count
   }
   add(text) {
     text = String(text).slice(0, 300);
     this.items.set(text, (this.items.get(text) || 0) + 1);
     while (this.items.size > 20) this.items.delete(this.items.keys().next().value);
-    this.state.errors = [...this.items.keys()];
+    this.state[this.key] = [...this.items.keys()];
     this.render();
   }
   dismiss(text) {
     if (text === undefined) this.items.clear();
     else this.items.delete(text);
-    this.state.errors = [...this.items.keys()];
+    this.state[this.key] = [...this.items.keys()];
     this.render();
   }
   /** Newest first, in a bounded, scrolling box under a count that stays in view: the errors are
@@ -393,10 +452,10 @@ class ErrorList {
     const n = this.items.size;
     this.container.hidden = n === 0;
     this.container.dataset.count = n;
-    const head = el("div", { class: "errors-head" }, el("span", { class: "error-mark" }, `⚠ ${n} PROBLEM${n === 1 ? "" : "S"}`),
+    const head = el("div", { class: "errors-head" }, el("span", { class: "error-mark" }, `⚠ ${n} ${this.noun}${n === 1 ? "" : "S"}`),
       n > 1 ? el("button", { class: "small", type: "button", onclick: () => this.dismiss() }, "DISMISS ALL") : null);
     const rows = [...this.items].reverse().map(([text, count]) => el("div", { class: "error-item", role: "alert" },
-      el("span", { class: "error-mark" }, "⚠ ERROR"), el("span", { class: "error-text" }, text + (count > 1 ? `  (×${count})` : "")),
+      el("span", { class: "error-mark" }, this.mark), el("span", { class: "error-text" }, text + (count > 1 ? `  (×${count})` : "")),
       el("button", { class: "small", type: "button", onclick: () => this.dismiss(text) }, "DISMISS")));
     this.container.replaceChildren(head, el("div", { class: "errors-list" }, ...rows));
   }

@@ -1,7 +1,9 @@
 /* The pit-boss floor: every table at a glance (the ones needing a person first), one table in
  * detail with its timeline, last rounds and per-dealer figures, and the supervisor's signed acts.
  * Logged in as `ops` it only reads; as `supervisor-<id>` it signs acts in the browser with the
- * supervisor's own key (WebCrypto, docs/mqtt-topics.md §10), which never leaves this page. */
+ * supervisor's own key (WebCrypto, docs/mqtt-topics.md §10), which never leaves this page.
+ * Protocol 2: each table's retained state carries its prompt and the round events and prompts of
+ * each batch (read once per state version); `events` brings the refusals. */
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -13,6 +15,7 @@ const errors = new ErrorList($("errors"), ui);
 let site = { tables: [], supervisors: [], node_ids: [] };
 let signingKey = null; // a CryptoKey that can sign and can never be read back
 const pending = new Map();
+const news = new StateNews(); // each state's events and prompts, once
 
 const ACTS = {
   void: { type: "supervisor_void", label: "VOID ROUND", round: true, reason: "required", cls: "danger" },
@@ -27,7 +30,7 @@ function table(id) {
   if (!ui.tables[id]) {
     const game = (site.tables.find((t) => t.id === id) || {}).game || "?";
     ui.tables[id] = { id, game, state: null, prompt: null, history: null, events: [], rescans: {}, security: 0, lastAlert: null,
-      alertsSeen: [] };
+      alertsSeen: [], replaced: [], watch: new AlertWatch() };
   }
   return ui.tables[id];
 }
@@ -35,11 +38,10 @@ function table(id) {
 const link = new Link({
   banner: $("banner"), state: ui, errors, role: "floor",
   subscriptions: () => {
-    // the live prompts too: a security ALERT may be replaced on prompts/current at once
-    const kinds = ["state", "prompts/current", "prompts", "events", "history"];
-    if (ui.user === "ops") return [...kinds.map((k) => `${PREFIX}/tables/+/${k}`), topicOf.status("+")];
+    // each table's topics exactly (the site's tables), never a wildcard: a broker need not send
+    // retained messages to a wildcard subscription (RabbitMQ does not), and the state is retained
     const subs = [];
-    for (const t of site.tables) subs.push(...kinds.map((k) => `${PREFIX}/tables/${t.id}/${k}`));
+    for (const t of site.tables) subs.push(topicOf.state(t.id), topicOf.events(t.id), topicOf.history(t.id));
     return [...subs, topicOf.status("+")];
   },
   onMessage,
@@ -60,16 +62,30 @@ function onMessage(topic, payload, packet) {
   if (!(packet && packet.retain)) clock.seen(msg.at); // a retained copy is as old as its last change: no clock sample
   const t = table(where.table);
   if (where.kind === "state") {
-    if (newerRetained(msg, t.state, ui.statuses)) t.state = msg;
-  } else if (where.kind === "prompts/current" || where.kind === "prompts") {
-    if (where.kind === "prompts/current" && newerRetained(msg, t.prompt, ui.statuses)) t.prompt = msg;
-    if (msg.kind === "ALERT") takeAlert(t, msg);
+    takeState(t, msg);
   } else if (where.kind === "history") {
     if (newerRetained(msg, t.history, ui.statuses)) t.history = msg;
   } else if (where.kind === "events") {
     takeEvent(t, msg);
   }
   scheduleRender();
+}
+
+/** A table state: its batch's events go to the timeline and its ALERTs are counted, once (a
+ * retained copy seen again brings nothing); an ALERT a later prompt replaced stays listed until
+ * acknowledged. The newest state is what the floor shows, with its prompt. */
+function takeState(t, msg) {
+  const batch = news.read(msg);
+  for (const ev of batch.events) takeEvent(t, ev);
+  for (const p of batch.prompts) if (p.kind === "ALERT") takeAlert(t, p);
+  for (const a of t.watch.walk(batch.prompts)) {
+    if (a.reason === "security") continue; // counted and kept under SECURITY until acknowledged
+    t.replaced.push(a);
+    if (t.replaced.length > 20) t.replaced.shift();
+  }
+  if (!newerRetained(msg, t.state, ui.statuses)) return;
+  t.state = msg;
+  t.prompt = isObj(msg.prompt) ? msg.prompt : null;
 }
 
 function takeEvent(t, ev) {
@@ -84,7 +100,7 @@ function takeEvent(t, ev) {
   }
 }
 
-/** An ALERT, counted once (it may come both live and retained); a security one is counted apart. */
+/** An ALERT, counted once (the first state seen of a table may repeat one); a security one is counted apart. */
 function takeAlert(t, p) {
   const key = `${p.round_id}|${p.at}|${p.reason}`;
   if (t.alertsSeen.includes(key)) return;
@@ -97,7 +113,7 @@ function takeAlert(t, p) {
 /* -- what needs a person ---------------------------------------------------------------------------- */
 
 function online(t) {
-  const m = t.state || t.prompt;
+  const m = t.state;
   return ui.connected && !!m && isCurrent(m, ui.statuses[m.node_id]);
 }
 
@@ -107,6 +123,7 @@ function flags(t) {
   const isOn = online(t);
   if (!isOn) out.push(["OFFLINE", t.state ? `node ${t.state.node_id}` : "no data"]);
   if (t.prompt && t.prompt.kind === "ALERT" && isOn) out.push(["ALERT", t.prompt.reason || "alert"]);
+  else if (t.replaced.length) out.push(["ALERT", `${t.replaced.length} replaced: ${t.replaced[t.replaced.length - 1].reason || "alert"}`]);
   if (Object.keys(st.links_down || {}).length) out.push(["LINK", Object.keys(st.links_down).join(", ")]);
   if (st.mode && st.mode !== "open") out.push([st.mode.startsWith("closing") ? "CLOSING" : st.mode.toUpperCase(), st.paused_reason || ""]);
   else if (st.paused) out.push(["PAUSED", st.paused_reason || ""]);
@@ -213,6 +230,14 @@ function renderDetail() {
     parts.push(el("div", { class: "panel security" }, el("span", { class: "error-mark" }, `⚠ ${t.security} SECURITY ALERT(S) since this page opened` +
       (t.lastAlert && t.lastAlert.reason === "security" ? `: ${t.lastAlert.message}` : "")),
     el("button", { class: "small", type: "button", onclick: () => { t.security = 0; render(); } }, "ACKNOWLEDGE")));
+  }
+  if (t.replaced.length) {
+    parts.push(el("div", { class: "panel security", "data-replaced-alerts": t.replaced.length },
+      el("span", { class: "error-mark" }, `⚠ ${t.replaced.length} ALERT(S) REPLACED BY THE NEXT PROMPT since this page opened`),
+      el("ol", { class: "log" }, ...t.replaced.slice().reverse().map((a) => el("li", { class: "ev warn", "data-reason": a.reason || null },
+        el("span", { class: "ev-time mono" }, timeOfDay(a.at)), el("span", { class: "ev-name" }, a.reason || "ALERT"),
+        el("span", { class: "ev-text" }, a.message)))),
+      el("button", { class: "small", type: "button", onclick: () => { t.replaced = []; render(); } }, "ACKNOWLEDGE")));
   }
   const timers = [];
   if (!st.paused && online(t)) {

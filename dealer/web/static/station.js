@@ -1,7 +1,9 @@
 /* The dealer station for one table (/station?table=TP1): what to do next, big; every rescan,
  * alert and refusal unmissable; the cards as a station may see them; the running windows as
  * countdowns from the backend's deadlines; the station's own commands with their answers.
- * A client of the published protocol only (docs/mqtt-topics.md), logged in as station-<table>. */
+ * A client of the published protocol only (docs/mqtt-topics.md), logged in as station-<table>.
+ * Protocol 2: the table's retained state carries the prompt to show, and the round events and
+ * prompts of each batch (read once per state version); `events` brings the refusals. */
 "use strict";
 
 const TABLE = new URLSearchParams(location.search).get("table") || "";
@@ -10,13 +12,15 @@ const $ = (id) => document.getElementById(id);
 const ui = {
   table: TABLE, connected: false, banner: "DISCONNECTED", errors: [], online: false,
   lastPrompt: null, state: null, history: null, statuses: {},
-  answers: [], promptsSeen: [], events: [],
+  answers: [], promptsSeen: [], events: [], alerts: [],
 };
 window.screenState = ui;
 
 const errors = new ErrorList($("errors"), ui);
-const retained = { prompt: null }; // the retained current prompt (node, session)
-let livePrompt = null; // the latest live prompt
+/** Every ALERT a later prompt replaced, until the dealer dismisses it (an ALERT is never hidden). */
+const alerts = new ErrorList($("alerts"), ui, { key: "alerts", noun: "SUPERVISOR ALERT", mark: "⚠ ALERT" });
+const news = new StateNews(); // each state's events and prompts, once
+const alertWatch = new AlertWatch();
 const roundCards = { round: null, dealt: [], cards: {} }; // from events, until the state has them
 const pending = new Map(); // command_id -> answer record
 let lastActionsKey = "";
@@ -24,8 +28,7 @@ let lastTimersKey = "";
 
 const link = new Link({
   banner: $("banner"), state: ui, errors, role: `station-${TABLE}`,
-  subscriptions: () => [topicOf.current(TABLE), topicOf.prompts(TABLE), topicOf.state(TABLE), topicOf.events(TABLE),
-    topicOf.history(TABLE), topicOf.status("+")],
+  subscriptions: () => [topicOf.state(TABLE), topicOf.events(TABLE), topicOf.history(TABLE), topicOf.status("+")],
   onMessage,
   onChange: () => render(),
   onConnect: () => { ui.statuses = {}; }, // what the broker said before may be gone with it: its retained status comes again
@@ -41,43 +44,33 @@ function onMessage(topic, payload, packet) {
     return;
   } else {
     if (!(packet && packet.retain)) clock.seen(msg.at); // a retained copy is as old as its last change: no clock sample
-    if (where.kind === "prompts/current") takePrompt(msg, true);
-    else if (where.kind === "prompts") takePrompt(msg, false);
-    else if (where.kind === "state") takeState(msg);
+    if (where.kind === "state") takeState(msg);
     else if (where.kind === "history") { if (newerRetained(msg, ui.history, ui.statuses)) ui.history = msg; }
     else if (where.kind === "events") takeEvent(msg);
   }
   render();
 }
 
-function takePrompt(msg, isRetained) {
-  if (isRetained) {
-    if (!newerRetained(msg, retained.prompt, ui.statuses)) return;
-    retained.prompt = msg;
-  } else {
-    livePrompt = msg;
-  }
-  const shown = currentPrompt();
-  if (shown && (!ui.lastPrompt || shown.at !== ui.lastPrompt.at || shown.kind !== ui.lastPrompt.kind ||
-      shown.position !== ui.lastPrompt.position || shown.count !== ui.lastPrompt.count)) {
-    ui.promptsSeen.push({ kind: shown.kind, reason: shown.reason || null, position: shown.position || null,
-      round_id: shown.round_id || null, at: shown.at });
+/** A table state: its batch's events go to the log and its prompts to the record, once (a
+ * retained copy seen again brings nothing); the newest state is what the screen shows, its
+ * `prompt` the prompt to act on (§4.8's currentness rule decides whether it may be followed). */
+function takeState(msg) {
+  const batch = news.read(msg);
+  for (const ev of batch.events) takeEvent(ev);
+  for (const p of batch.prompts) {
+    ui.promptsSeen.push({ kind: p.kind, reason: p.reason || null, position: p.position || null,
+      round_id: p.round_id || null, at: p.at });
     if (ui.promptsSeen.length > 500) ui.promptsSeen.shift();
   }
-  ui.lastPrompt = shown;
-}
-
-/** The prompt to act on: the later of the retained one and the live one (live ones carry no session). */
-function currentPrompt() {
-  const r = retained.prompt;
-  if (!livePrompt) return r;
-  if (!r) return livePrompt;
-  return (livePrompt.at || 0) >= (r.at || 0) ? livePrompt : r;
-}
-
-function takeState(msg) {
+  for (const a of alertWatch.walk(batch.prompts)) alerts.add(alertText(a));
   if (!newerRetained(msg, ui.state, ui.statuses)) return;
   ui.state = msg;
+  ui.lastPrompt = isObj(msg.prompt) ? msg.prompt : null;
+}
+
+function alertText(p) {
+  const why = p.message.replace(/^SUPERVISOR: /, "") || REASON_TEXT[p.reason] || p.reason || "";
+  return `CALL SUPERVISOR — ${timeOfDay(p.at)}${p.position ? ` at ${p.position}` : ""}: ${why} (replaced by the next prompt)`;
 }
 
 function takeEvent(ev) {
@@ -107,9 +100,9 @@ function takeEvent(ev) {
 
 /* -- what the backend says now ------------------------------------------------------------------ */
 
-/** §4.8: the retained state and prompt may be acted on only while both are current. */
+/** §4.8: the retained state (and the prompt it carries) may be acted on only while it is current. */
 function backendNow() {
-  const msgs = [ui.state, retained.prompt].filter(Boolean);
+  const msgs = [ui.state].filter(Boolean);
   if (!ui.connected) return { online: false, node: (msgs[0] && msgs[0].node_id) || "?", why: "no broker: its status is unknown" };
   if (!msgs.length) return { online: false, node: "?", why: "no word from the backend yet" };
   for (const m of msgs) {

@@ -28,22 +28,27 @@ PROBED = {
     "T1/scanner": T("T1", "scanner"), "T2/scanner": T("T2", "scanner"),
     "T1/actions": T("T1", "actions"), "T1/station": T("T1", "station"), "T2/station": T("T2", "station"),
     "T1/supervisor": T("T1", "supervisor"), "T2/supervisor": T("T2", "supervisor"),
-    "T1/events": T("T1", "events"), "T1/prompts": T("T1", "prompts"), "T1/results": T("T1", "results"),
+    "T1/events": T("T1", "events"), "T1/results": T("T1", "results"),
     "T1/results/ack": topics.results_ack("T1"),
     "T1/players/player-7": T("T1", "players/player-7"), "T1/players/player-8": T("T1", "players/player-8"),
     "status": topics.backend_status("n1"), "journal": topics.backend_journal("n1"),
-    # the retained catch-up messages (dealer/edge/catchup.py)
-    "T1/prompts/current": topics.current_prompt("T1"), "T1/state": topics.state("T1"),
-    "T2/prompts/current": topics.current_prompt("T2"), "T2/state": topics.state("T2"),
+    # the retained catch-up messages (dealer/edge/catchup.py); the state carries the prompt
+    "T1/state": topics.state("T1"), "T2/state": topics.state("T2"),
     "T1/history": topics.history("T1"), "T2/history": topics.history("T2"),
     "T1/players/player-7/state": topics.player_state("T1", "player-7"),
     "T1/players/player-8/state": topics.player_state("T1", "player-8"),
+    # retired by protocol 2 (docs/mqtt-topics.md §11): nobody may publish or read them any more
+    "T1/prompts": T("T1", "prompts"), "T1/prompts/current": T("T1", "prompts/current"),
+    "T2/prompts/current": T("T2", "prompts/current"),
 }
 
-CATCHUP = {"T1/prompts/current", "T1/state", "T2/prompts/current", "T2/state", "T1/history", "T2/history",
+#: Topics protocol 2 retired: no user may write or read them (not even the backend).
+RETIRED = {"T1/prompts", "T1/prompts/current", "T2/prompts/current"}
+
+CATCHUP = {"T1/state", "T2/state", "T1/history", "T2/history",
            "T1/players/player-7/state", "T1/players/player-8/state"}
 
-OUT = {"T1/events", "T1/prompts", "T1/results", "T1/players/player-7", "T1/players/player-8", "status",
+OUT = {"T1/events", "T1/results", "T1/players/player-7", "T1/players/player-8", "status",
        "journal"} | CATCHUP
 
 INBOUND = {"T1/scanner", "T2/scanner", "T1/actions", "T1/station", "T2/station", "T1/supervisor", "T2/supervisor",
@@ -68,12 +73,11 @@ MAY_READ: dict[str, set[str]] = {
     "settlement": {"T1/results"},
     "player-platform": {"T1/events", "status", "T1/state", "T2/state"},
     # never a player's topic (nor its state) nor a command topic
-    "ops": {"T1/events", "T1/prompts", "T1/results", "status", "journal", "T1/prompts/current", "T1/state",
-            "T2/prompts/current", "T2/state", "T1/history", "T2/history"},
+    "ops": {"T1/events", "T1/results", "status", "journal", "T1/state", "T2/state", "T1/history", "T2/history"},
     "scanner-T1": set(),
-    "station-T1": {"T1/prompts", "T1/events", "T1/prompts/current", "T1/state", "T1/history", "status"},
-    "station-T2": {"T2/prompts/current", "T2/state", "T2/history", "status"},  # nothing of T1
-    "supervisor-sup-ana": {"T1/prompts", "T1/events", "status", "T1/prompts/current", "T1/state", "T1/history"},
+    "station-T1": {"T1/events", "T1/state", "T1/history", "status"},
+    "station-T2": {"T2/state", "T2/history", "status"},  # nothing of T1
+    "supervisor-sup-ana": {"T1/events", "status", "T1/state", "T1/history"},
     "player-7": {"T1/players/player-7", "T1/players/player-7/state"},  # its own, never player-8's
 }
 

@@ -16,10 +16,12 @@ from typing import Any
 
 import aiomqtt
 
+from dealer.edge import topics
 from dealer.edge.config import Settings
 from dealer.edge.service import Service
 from dealer.edge.signing import sign_command
 from drivers.mqtt import make_tls_context
+from simulators.feed import Feed
 from simulators.secure_broker import SecureMosquitto
 from tests.conftest import cancel_and_wait, wait_until
 from tests.harness import secure_settings
@@ -46,6 +48,7 @@ class Client:
     def __init__(self, b: SecureMosquitto, user: str, *filters: str) -> None:
         self.b, self.user, self.filters = b, user, filters
         self.got: list[tuple[str, dict[str, Any]]] = []
+        self._feed = Feed()
         self._stack = contextlib.AsyncExitStack()
 
     async def __aenter__(self) -> "Client":
@@ -61,7 +64,15 @@ class Client:
     async def _read(self) -> None:
         async for msg in self.c.messages:
             payload = bytes(msg.payload)  # type: ignore[arg-type]
-            self.got.append((str(msg.topic), json.loads(payload) if payload else {}))  # empty: a retained state cleared
+            topic = str(msg.topic)
+            self.got.append((topic, json.loads(payload) if payload else {}))  # empty: a retained state cleared
+            tid = topics.table_of(topic)
+            if tid is not None and topic == topics.state(tid):
+                # protocol 2: the round events and prompts a state carries, once each (deduped by
+                # version), listed as on ``events`` and ``prompts`` (what ``events()`` and ``prompts()`` read)
+                news = self._feed.read(payload)
+                self.got += [(topics.events(tid), ev) for ev in news.events]
+                self.got += [(topics.table_topic(tid, "prompts"), p) for p in news.prompts]
 
     async def __aexit__(self, *exc: object) -> None:
         self._task.cancel()

@@ -38,6 +38,7 @@ from dealer.edge.security import check_deployment
 from dealer.edge.service import Service, scanner_authenticator
 from drivers.mqtt import MqttBus, make_tls_context, parse_broker_url
 from drivers.scanner_json import ScannerMessage
+from simulators.feed import Feed
 from simulators.secure_broker import DEPLOY_CONF, MAKE_TEST_CA, SecureMosquitto, derive_config, make_test_ca
 from tests.conftest import wait_until
 from tests.harness import POSITIONS
@@ -188,20 +189,20 @@ def test_rendered_acl_is_least_privilege_per_table(tmp_path: Path) -> None:
     assert b["settlement"] == ["topic read studio/v1/tables/+/results", "topic write studio/v1/tables/+/results/ack"]
     assert b["player-platform"] == ["topic write studio/v1/tables/+/actions", "topic read studio/v1/tables/+/events",
                                     "topic read studio/v1/tables/+/state", "topic read studio/v1/backends/+/status"]
-    assert b["station-T1"] == ["topic read studio/v1/tables/T1/prompts", "topic read studio/v1/tables/T1/events",
-                               "topic write studio/v1/tables/T1/station", "topic read studio/v1/tables/T1/prompts/current",
+    assert b["station-T1"] == ["topic read studio/v1/tables/T1/events",
+                               "topic write studio/v1/tables/T1/station",
                                "topic read studio/v1/tables/T1/state", "topic read studio/v1/tables/T1/history",
                                "topic read studio/v1/backends/+/status"]
     assert set(b["dealer-backend"]) == {
         "topic read studio/v1/tables/+/scanner", "topic read studio/v1/tables/+/actions",
         "topic read studio/v1/tables/+/station", "topic read studio/v1/tables/+/supervisor",
-        "topic read studio/v1/tables/+/results/ack", "topic write studio/v1/tables/+/events", "topic write studio/v1/tables/+/prompts",
+        "topic read studio/v1/tables/+/results/ack", "topic write studio/v1/tables/+/events",
         "topic write studio/v1/tables/+/results", "topic write studio/v1/tables/+/players/+",
-        "topic write studio/v1/tables/+/prompts/current", "topic write studio/v1/tables/+/state",
+        "topic write studio/v1/tables/+/state",
         "topic write studio/v1/tables/+/history", "topic write studio/v1/tables/+/players/+/state",
         "topic write studio/v1/backends/+/status", "topic readwrite studio/v1/backends/+/journal"}
-    assert b["ops"] == ["topic read studio/v1/tables/+/events", "topic read studio/v1/tables/+/prompts",
-                        "topic read studio/v1/tables/+/results", "topic read studio/v1/tables/+/prompts/current",
+    assert b["ops"] == ["topic read studio/v1/tables/+/events",
+                        "topic read studio/v1/tables/+/results",
                         "topic read studio/v1/tables/+/state", "topic read studio/v1/tables/+/history",
                         "topic read studio/v1/backends/+/status",
                         "topic read studio/v1/backends/+/journal", "topic read $SYS/#"]
@@ -210,6 +211,8 @@ def test_rendered_acl_is_least_privilege_per_table(tmp_path: Path) -> None:
     assert "scanner-gateway" not in b  # no shared gateway account: one per table
     # nobody but the backend writes what the backend writes, and only scanners write scanner topics
     for user, lines in b.items():
+        # protocol 2 retired prompts and prompts/current: nobody may publish or read them, the backend included
+        assert not any(ln.split()[-1].endswith(("/prompts", "/prompts/current")) for ln in lines), user
         writes = [ln.split()[-1] for ln in lines if ln.startswith("topic write")]
         if user != "dealer-backend":
             assert not any(w.endswith(("/events", "/prompts", "/results", "/status", "/journal", "/current", "/state",
@@ -481,8 +484,9 @@ class Watcher:
         self.bus = MqttBus(broker.tls_url, client_id=f"{user}-{uuid.uuid4().hex[:6]}", username=user,
                            password=USERS[user], ca_file=broker.ca_file)
         self.messages: list[tuple[str, dict[str, Any]]] = []
+        self.feed = Feed()  # protocol 2: the station prompts a table's state carries, once each
         for f in filters:
-            self.bus.subscribe(f, lambda t, p: self.messages.append((t, json.loads(p))))
+            self.bus.subscribe(f, self._on)
         self.task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> "Watcher":
@@ -495,7 +499,13 @@ class Watcher:
         self.task.cancel()
         await asyncio.gather(self.task, return_exceptions=True)
 
+    def _on(self, topic: str, payload: bytes) -> None:
+        self.messages.append((topic, json.loads(payload) if payload else {}))
+        if topic.endswith("/state"):
+            self.messages += [(topic.removesuffix("/state") + "/prompts", p) for p in self.feed.read(payload).prompts]
+
     def on(self, leaf: str) -> list[dict[str, Any]]:
+        """The messages on topics ending in ``leaf``; ``prompts``: those the states carried."""
         return [m for t, m in self.messages if t.endswith("/" + leaf)]
 
     def expects(self, position: str) -> bool:
@@ -516,7 +526,7 @@ async def test_backend_runs_over_mqtts_and_settlement_receives_its_result(secure
     service = Service(settings, bus=bus)
     task = asyncio.create_task(service.run())
     try:
-        async with Watcher(secure_broker, "ops", "studio/v1/tables/T1/prompts") as ops, \
+        async with Watcher(secure_broker, "ops", "studio/v1/tables/T1/state") as ops, \
                 Watcher(secure_broker, "settlement", "studio/v1/tables/+/results") as settlement, \
                 Watcher(secure_broker, "scanner-T1") as gateway, \
                 Watcher(secure_broker, "player-platform") as forger:

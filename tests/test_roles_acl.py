@@ -49,19 +49,18 @@ def test_the_rendered_acl_is_the_role_table(tmp_path: Path) -> None:
             blocks[user] = []
         elif line.startswith("topic ") and user:
             blocks[user].append(line)
-    assert blocks["ops"] == ["topic read studio/v1/tables/+/events", "topic read studio/v1/tables/+/prompts",
-                             "topic read studio/v1/tables/+/results", "topic read studio/v1/tables/+/prompts/current",
+    assert blocks["ops"] == ["topic read studio/v1/tables/+/events",
+                             "topic read studio/v1/tables/+/results",
                              "topic read studio/v1/tables/+/state", "topic read studio/v1/tables/+/history",
                              "topic read studio/v1/backends/+/status",
                              "topic read studio/v1/backends/+/journal", "topic read $SYS/#"]
-    assert blocks["station-T1"] == ["topic read studio/v1/tables/T1/prompts", "topic read studio/v1/tables/T1/events",
+    assert blocks["station-T1"] == ["topic read studio/v1/tables/T1/events",
                                     "topic write studio/v1/tables/T1/station",
-                                    "topic read studio/v1/tables/T1/prompts/current",
                                     "topic read studio/v1/tables/T1/state", "topic read studio/v1/tables/T1/history",
                                     "topic read studio/v1/backends/+/status"]
     assert blocks["supervisor-sup-ana"] == [
-        "topic write studio/v1/tables/T1/supervisor", "topic read studio/v1/tables/T1/prompts",
-        "topic read studio/v1/tables/T1/events", "topic read studio/v1/tables/T1/prompts/current",
+        "topic write studio/v1/tables/T1/supervisor",
+        "topic read studio/v1/tables/T1/events",
         "topic read studio/v1/tables/T1/state", "topic read studio/v1/tables/T1/history",
         "topic read studio/v1/backends/+/status"]
     assert blocks["player-platform"] == ["topic write studio/v1/tables/+/actions",

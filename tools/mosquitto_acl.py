@@ -78,14 +78,15 @@ def render_acl(settings: Settings, *, source: str | None = None, rig: bool = Fal
           "# Reads every role's command topic (scanners, the player platform, stations, supervisors),\n"
           "# writes everything a table produces, players' private topics included, its own\n"
           "# retained status and journal anchor (read back at start: a journal behind it is refused), and the\n"
-          "# retained catch-up messages (current prompt, table state, each player's state). It checks each\n"
+          "# retained messages (each table's state, which carries its prompt and round events, its history,\n"
+          "# each player's state). Its live events are refusals only. It checks each\n"
           "# command's role again (dealer/edge/roles.py).\n"
           "# It reads settlement's acknowledgements: a result leaves its outbox only when acknowledged.",
           BACKEND_USER,
           [("read", t(_ALL, "scanner")), ("read", t(_ALL, "actions")), ("read", t(_ALL, "station")),
            ("read", t(_ALL, "supervisor")), ("read", t(_ALL, ACK_TOPIC[Role.SETTLEMENT])),
-           ("write", t(_ALL, "events")), ("write", t(_ALL, "prompts")), ("write", t(_ALL, "results")),
-           ("write", t(_ALL, "players/+")), ("write", topics.current_prompt(_ALL)), ("write", topics.state(_ALL)), ("write", topics.history(_ALL)),
+           ("write", t(_ALL, "events")), ("write", t(_ALL, "results")),
+           ("write", t(_ALL, "players/+")), ("write", topics.state(_ALL)), ("write", topics.history(_ALL)),
            ("write", topics.player_state(_ALL, _ALL)), ("write", topics.backend_status(_ALL)),
            ("readwrite", topics.backend_journal(_ALL))])
 
@@ -98,9 +99,9 @@ def render_acl(settings: Settings, *, source: str | None = None, rig: bool = Fal
 
     block("# --- Player platform ---------------------------------------------------------------------------\n"
           "# Sends players' bets, decisions and actions (actions: its own command topic) and follows\n"
-          "# the tables' public events and retained state and the backends' liveness. It cannot close\n"
-          "# betting, confirm a deal step, report an exposed card or void a round: those topics are not\n"
-          "# its own.",
+          "# the tables' retained state (round events included), their refusals (events) and the\n"
+          "# backends' liveness. It cannot close betting, confirm a deal step, report an exposed card or\n"
+          "# void a round: those topics are not its own.",
           PLAYER_PLATFORM_USER,
           [("write", t(_ALL, "actions")), ("read", t(_ALL, "events")), ("read", topics.state(_ALL)),
            ("read", topics.backend_status(_ALL))])
@@ -115,44 +116,45 @@ def render_acl(settings: Settings, *, source: str | None = None, rig: bool = Fal
         out.append("# (no table has an MQTT scanner)\n")
 
     out.append("# --- Dealer stations, one user per table: station-<table> ------------------------------------\n"
-               "# A station shows its table's prompts (the retained current one and state when it connects),\n"
-               "# follows its events and the backends' liveness (a retained prompt is current only while its\n"
-               "# backend is online) and sends the dealer's commands (close betting, WASH/SHUFFLE\n"
-               "# confirmations, exposed cards, a dealer's log-on) for ITS OWN table only; its table's history\n"
-               "# (last rounds, per-dealer figures) too.\n")
+               "# A station shows its table's prompt and follows its round (both in the retained state, the\n"
+               "# latest of which it gets when it connects), its refusals (events) and the backends' liveness\n"
+               "# (a retained state is current only while its backend is online) and sends the dealer's\n"
+               "# commands (close betting, WASH/SHUFFLE confirmations, exposed cards, a dealer's log-on) for\n"
+               "# ITS OWN table only; its table's history (last rounds, per-dealer figures) too.\n")
     for tc in settings.tables:
         block(f"# {tc.id}", station_user(tc.id),
-              [("read", topics.prompts(tc.id)), ("read", topics.events(tc.id)), ("write", topics.station(tc.id)),
-               ("read", topics.current_prompt(tc.id)), ("read", topics.state(tc.id)), ("read", topics.history(tc.id)),
+              [("read", topics.events(tc.id)), ("write", topics.station(tc.id)),
+               ("read", topics.state(tc.id)), ("read", topics.history(tc.id)),
                ("read", topics.backend_status(_ALL))])
     if not settings.tables:
         out.append("# (no tables)\n")
 
     out.append("# --- Supervisors, one user per supervisor: supervisor-<id> ------------------------------------\n"
                "# A supervisor's console sends signed commands (void) for the tables the supervisor may act\n"
-               "# on, and follows their prompts and events. The broker login alone is not enough: the\n"
-               "# backend refuses any supervisor command not signed with that supervisor's own key.\n")
+               "# on, and follows their state (prompt and round events) and refusals. The broker login alone\n"
+               "# is not enough: the backend refuses any supervisor command not signed with that supervisor's\n"
+               "# own key.\n")
     sups = list(getattr(getattr(settings, "security", None), "supervisors", []) or [])
     for sup in sups:
         tables = list(sup.tables) or [tc.id for tc in settings.tables]
         grants: list[tuple[str, str]] = []
         for tid in tables:
-            grants += [("write", topics.supervisor(tid)), ("read", topics.prompts(tid)), ("read", topics.events(tid)),
-                       ("read", topics.current_prompt(tid)), ("read", topics.state(tid)),
-                       ("read", topics.history(tid))]
+            grants += [("write", topics.supervisor(tid)), ("read", topics.events(tid)),
+                       ("read", topics.state(tid)), ("read", topics.history(tid))]
         grants.append(("read", topics.backend_status(_ALL)))
         block(f"# {sup.id}: tables {', '.join(tables) or '(none)'}", supervisor_user(sup.id), grants)
     if not sups:
         out.append("# (no supervisors configured: [[security.supervisors]])\n")
 
     block("# --- Operations (dashboards, debugging with mosquitto_sub) ---------------------------------\n"
-          "# Read-only, and only what operations needs: every table's public events, station prompts\n"
-          "# and results, the retained current prompts and table states, the backends' status and\n"
-          "# journal anchors (an auditor's `dealer audit verify --anchor`) and the broker's own $SYS\n"
-          "# statistics. NOT the players' private topics (hole cards) and not the command topics.",
+          "# Read-only, and only what operations needs: every table's refusals (events) and results, the\n"
+          "# retained table states (with the station prompt and round events) and histories, the\n"
+          "# backends' status and journal anchors (an auditor's `dealer audit verify --anchor`) and the\n"
+          "# broker's own $SYS statistics. NOT the players' private topics (hole cards) and not the\n"
+          "# command topics.",
           OPS_USER,
-          [("read", t(_ALL, "events")), ("read", t(_ALL, "prompts")), ("read", t(_ALL, "results")),
-           ("read", topics.current_prompt(_ALL)), ("read", topics.state(_ALL)), ("read", topics.history(_ALL)),
+          [("read", t(_ALL, "events")), ("read", t(_ALL, "results")),
+           ("read", topics.state(_ALL)), ("read", topics.history(_ALL)),
            ("read", topics.backend_status(_ALL)), ("read", topics.backend_journal(_ALL)), ("read", "$SYS/#")])
 
     block("# --- Auditor (dealer audit verify --anchor-from-broker) ----------------------------------------\n"
@@ -169,7 +171,7 @@ def render_acl(settings: Settings, *, source: str | None = None, rig: bool = Fal
               "# Render it only for a rig's broker (dealer deploy acl --rig).",
               RIG_USER,
               [("write", t(_ALL, "scanner")), ("write", t(_ALL, "station")), ("write", t(_ALL, "actions")),
-               ("read", t(_ALL, "prompts")), ("read", topics.current_prompt(_ALL)), ("read", t(_ALL, "events")),
+               ("read", t(_ALL, "events")),
                ("read", topics.state(_ALL)), ("read", t(_ALL, "players/+")), ("read", topics.player_state(_ALL, _ALL)),
                ("read", topics.backend_status(_ALL))])
 

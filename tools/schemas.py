@@ -14,8 +14,8 @@ from pydantic import TypeAdapter
 
 from dealer.core.acks import ResultAck
 from dealer.core.events import ACTION_ADAPTER
-from dealer.core.messages import (CurrentPrompt, PlayerMessage, PlayerState, RoundEvent, RoundResult, RoundResultPart,
-                             StationPrompt, TableHistory, TableState)
+from dealer.core.messages import (PlayerMessage, PlayerState, RoundEvent, RoundResult, RoundResultPart, StationPrompt,
+                                  TableHistory, TableState)
 from dealer.edge.signing import SUPERVISOR_COMMAND_ADAPTER
 from drivers.scanner_json import ScannerMessage
 
@@ -25,7 +25,6 @@ SCHEMAS: dict[str, TypeAdapter[Any]] = {
     "round-event.json": TypeAdapter(RoundEvent),
     "station-prompt.json": TypeAdapter(StationPrompt),
     "player-message.json": TypeAdapter(PlayerMessage),
-    "current-prompt.json": TypeAdapter(CurrentPrompt),
     "table-state.json": TypeAdapter(TableState),
     "table-history.json": TypeAdapter(TableHistory),
     "player-state.json": TypeAdapter(PlayerState),

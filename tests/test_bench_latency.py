@@ -59,7 +59,7 @@ async def test_the_publish_benchmark_measures_each_path_beside_the_librarys(tmp_
 
     result = await run_publish_bench(n=300, window=10, rounds=1, cache=tmp_path, install=False)
     ours = {"aiomqtt", "publish", "publish_nowait"}
-    assert set(CLIENT_NAMES) == {"aiomqtt3", "gmqtt", "amqtt"}
+    assert set(CLIENT_NAMES) == {"aiomqtt3", "gmqtt", "gmqtt311", "amqtt"}
     assert set(result["cpu_us_per_publish"]) == set(result["runs_us"]) == ours | set(CLIENT_NAMES)
     assert all(result["cpu_us_per_publish"][k] > 0 and len(result["runs_us"][k]) == 1 for k in ours), result
     assert set(result["clients"]) == {"aiomqtt2", *CLIENT_NAMES}
@@ -80,7 +80,7 @@ def test_the_publish_benchmarks_client_side_says_why_when_its_library_is_missing
     from simulators.broker import free_port
     from tools.bench_publish import WORKER
 
-    for client in ("aiomqtt3", "gmqtt", "amqtt"):
+    for client in ("aiomqtt3", "gmqtt", "gmqtt311", "amqtt"):
         r = subprocess.run([sys.executable, "-I", str(WORKER), "probe", "--client", client,
                             "--port", str(free_port()), "--timeout", "5", "--loop", "asyncio"],
                            capture_output=True, text=True, timeout=60, cwd=tmp_path)

@@ -21,6 +21,7 @@ the same way (``getrusage`` of its process, connect and warm-up left out) and pr
 
 * ``aiomqtt3``: aiomqtt 3.0.0a1 (a pre-release: paho dropped for the ``mqtt5`` codec, MQTT 5 only);
 * ``gmqtt``: gmqtt 0.8.0 (MQTT 5, falling back to 3.1.1 when a broker refuses 5);
+* ``gmqtt311``: gmqtt 0.8.0 told to speak MQTT 3.1.1 (as paho does here);
 * ``amqtt``: amqtt 0.12.1's client (MQTT 3.1.1).
 
 A client whose venv cannot be built (no network, no wheel) has ``null`` figures and says why
@@ -69,6 +70,9 @@ THIRD_PARTY: dict[str, dict[str, Any]] = {
                                 "deviation": "mqtt5 0.6.0 in place of the pinned mqtt5~=0.5.0 "
                                              "(pip install --no-deps aiomqtt==3.0.0a1, then mqtt5==0.6.0)"}},
     "gmqtt": {"install": ["gmqtt==0.8.0"]},
+    # gmqtt told to speak MQTT 3.1.1 from the start (as paho here): RabbitMQ 3.10 drops an MQTT 5
+    # CONNECT without a CONNACK, so gmqtt's own fall-back to 3.1.1 (on a refusing CONNACK) never comes
+    "gmqtt311": {"install": ["gmqtt==0.8.0"], "venv": "gmqtt"},
     "amqtt": {"install": ["amqtt==0.12.1"]},
 }
 CLIENT_NAMES = tuple(THIRD_PARTY)
@@ -86,6 +90,11 @@ def default_cache() -> Path:
 
 def _pip_reason(out: str) -> str:
     """The lines of a failed pip run that say why (pip's own wording), short."""
+    telling = [ln.strip() for ln in out.splitlines()
+               if any(w in ln for w in ("Could not resolve", "No matching distribution", "Could not find a version",
+                                        "failed to get", "Network is unreachable"))]
+    if telling:
+        return " | ".join(dict.fromkeys(telling))[:500]
     keep = [ln.strip() for ln in out.splitlines()
             if ln.strip() and "is ignored" not in ln
             and any(w in ln.lower() for w in ("error", "could not", "no matching", "failed"))]
@@ -110,8 +119,9 @@ def ensure_venv(name: str, cache: Path, install: bool = True) -> tuple[Path | No
     cannot be had. The pip failures are remembered with the venv: delete the folder to retry."""
     spec = THIRD_PARTY[name]
     extra = _extra_packages()
-    key = hashlib.sha256(json.dumps([spec, extra, sys.version]).encode()).hexdigest()[:16]
-    venv = cache / f"venv-{name}"
+    what = {k: v for k, v in spec.items() if k != "venv"}  # clients that share a venv share its key
+    key = hashlib.sha256(json.dumps([what, extra, sys.version]).encode()).hexdigest()[:16]
+    venv = cache / f"venv-{spec.get('venv', name)}"
     marker = venv / "dealer-bench.json"
     py = venv / "bin" / "python"
     try:
@@ -143,8 +153,8 @@ def ensure_venv(name: str, cache: Path, install: bool = True) -> tuple[Path | No
             if sub is None:
                 info["unavailable"] = why
             else:
-                for args in sub["install"]:
-                    ok, out = pip("--pre", *args)
+                for i, args in enumerate(sub["install"]):
+                    ok, out = pip("--pre", *args, *(extra if i == len(sub["install"]) - 1 else []))
                     if not ok:
                         info["unavailable"] = f"{why}; the substitute failed too: {_pip_reason(out)}"
                         break

@@ -68,7 +68,7 @@ async def _aiomqtt3(host: str, port: int, cid: str, info: dict[str, Any]) -> Asy
 
 
 @contextlib.asynccontextmanager
-async def _gmqtt(host: str, port: int, cid: str, info: dict[str, Any]) -> AsyncIterator[Send]:
+async def _gmqtt(host: str, port: int, cid: str, info: dict[str, Any], v311: bool = False) -> AsyncIterator[Send]:
     """gmqtt: ``publish`` is synchronous and returns nothing; a QoS 1 message stays in the
     client's persistent storage until its PUBACK removes it. A storage of our own (the
     ``persistent_storage`` argument) resolves one future per message there: what a backend
@@ -97,7 +97,8 @@ async def _gmqtt(host: str, port: int, cid: str, info: dict[str, Any]) -> AsyncI
 
     storage = AckStorage()
     client = gmqtt.Client(cid, clean_session=True, persistent_storage=storage)
-    await client.connect(host, port, version=MQTTv50, keepalive=60)  # gmqtt's default: 5, then 3.1.1 on refusal
+    # gmqtt's default: MQTT 5, then 3.1.1 if the broker refuses 5 with a CONNACK
+    await client.connect(host, port, version=MQTTv311 if v311 else MQTTv50, keepalive=60)
     version = client._connection_state.protocol_version  # which one the broker took
     info.update(library=_versions("gmqtt"), protocol={MQTTv50: "5", MQTTv311: "3.1.1"}.get(version, str(version)))
     try:
@@ -129,7 +130,20 @@ async def _amqtt(host: str, port: int, cid: str, info: dict[str, Any]) -> AsyncI
         await client.disconnect()
 
 
-CLIENTS = {"aiomqtt3": _aiomqtt3, "gmqtt": _gmqtt, "amqtt": _amqtt}
+def _gmqtt311(host: str, port: int, cid: str, info: dict[str, Any]) -> contextlib.AbstractAsyncContextManager[Send]:
+    return _gmqtt(host, port, cid, info, v311=True)
+
+
+CLIENTS = {"aiomqtt3": _aiomqtt3, "gmqtt": _gmqtt, "gmqtt311": _gmqtt311, "amqtt": _amqtt}
+
+
+class _LastWarning(logging.Handler):
+    """The library's own last warning (its reason for a refused connect, say), for the JSON."""
+
+    last: str | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        _LastWarning.last = f"{record.name}: {record.getMessage()}"[:200]
 
 
 async def _bench(args: argparse.Namespace, info: dict[str, Any]) -> None:
@@ -159,7 +173,8 @@ async def _probe(args: argparse.Namespace, info: dict[str, Any]) -> None:
                 step = "disconnect"
         info["ok"] = True
     except TimeoutError:
-        info.update(ok=False, error=f"{step}{_over(info)}: no answer within {args.timeout:.0f} s")
+        seen = f" (the library's last warning: {_LastWarning.last})" if _LastWarning.last else ""
+        info.update(ok=False, error=f"{step}{_over(info)}: no answer within {args.timeout:.0f} s{seen}")
     except Exception as e:  # noqa: BLE001 - the reason is the answer
         info.update(ok=False, error=f"{step}{_over(info)}: {type(e).__name__}: {e}"[:300])
 
@@ -179,7 +194,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=20.0)
     p.add_argument("--loop", choices=["uvloop", "asyncio"], default="uvloop")
     args = p.parse_args(argv)
-    logging.basicConfig(level=logging.CRITICAL)  # amqtt and gmqtt log every refusal; the JSON says it
+    # amqtt and gmqtt log every refusal: kept (the last one) for the JSON, not printed
+    logging.getLogger().setLevel(logging.WARNING)
+    logging.getLogger().addHandler(_LastWarning(logging.WARNING))
     info: dict[str, Any] = {"python": sys.version.split()[0]}
     run = _bench if args.mode == "bench" else _probe
     if args.loop == "uvloop":

@@ -6,6 +6,7 @@ the table's lease, with its own floor measured beside it."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -56,13 +57,41 @@ async def test_both_journals_run_side_by_side_and_deal_every_card(pg_server: PgS
     assert rows.split() == ["bench|t"]
 
 
-async def test_the_publish_benchmark_measures_each_path_beside_the_librarys() -> None:
-    """``dealer bench publish`` (a smoke run: the figures are the benchmark's, never asserted)."""
-    from tools.bench_publish import run_publish_bench
+async def test_the_publish_benchmark_measures_each_path_beside_the_librarys(tmp_path) -> None:
+    """``dealer bench publish`` (a smoke run: the figures are the benchmark's, never asserted).
+    The third-party clients' venvs are not built here (no download in a test): each of them is
+    in the JSON as unavailable, with the reason, and the bench goes on."""
+    from tools.bench_publish import CLIENT_NAMES, run_publish_bench
 
-    result = await run_publish_bench(n=300, window=10, rounds=1)
-    assert set(result["cpu_us_per_publish"]) == {"aiomqtt", "publish", "publish_nowait"}
-    assert all(v > 0 for v in result["cpu_us_per_publish"].values()), result
+    result = await run_publish_bench(n=300, window=10, rounds=1, cache=tmp_path, install=False)
+    ours = {"aiomqtt", "publish", "publish_nowait"}
+    assert set(CLIENT_NAMES) == {"aiomqtt3", "gmqtt", "gmqtt311", "amqtt"}
+    assert set(result["cpu_us_per_publish"]) == set(result["runs_us"]) == ours | set(CLIENT_NAMES)
+    assert all(result["cpu_us_per_publish"][k] > 0 and len(result["runs_us"][k]) == 1 for k in ours), result
+    assert set(result["clients"]) == {"aiomqtt2", *CLIENT_NAMES}
+    assert result["clients"]["aiomqtt2"]["paths"] == ["aiomqtt", "publish", "publish_nowait"]
+    for name in CLIENT_NAMES:
+        assert result["cpu_us_per_publish"][name] is None and result["runs_us"][name] == [], result
+        assert name in result["clients"][name]["unavailable"] and "installing is off" in result["clients"][name][
+            "unavailable"], result["clients"][name]
+    assert result["brokers"] == {"skipped": "--no-brokers"}
+    assert all(c["brokers"] == {} for c in result["clients"].values())
+    assert json.loads(json.dumps(result, sort_keys=True)) == result  # plain JSON
+    assert not any(tmp_path.iterdir())  # nothing built
+
+
+def test_the_publish_benchmarks_client_side_says_why_when_its_library_is_missing(tmp_path) -> None:
+    """The client side runs from its own venv, standalone: run by this Python (which has none
+    of the third-party libraries) it answers a probe with the reason as JSON, not a crash."""
+    from simulators.broker import free_port
+    from tools.bench_publish import WORKER
+
+    for client in ("aiomqtt3", "gmqtt", "gmqtt311", "amqtt"):
+        r = subprocess.run([sys.executable, "-I", str(WORKER), "probe", "--client", client,
+                            "--port", str(free_port()), "--timeout", "5", "--loop", "asyncio"],
+                           capture_output=True, text=True, timeout=60, cwd=tmp_path)
+        out = json.loads(r.stdout)
+        assert r.returncode == 0 and out["ok"] is False and out["error"].startswith("connect"), (client, r)
 
 
 @pytest.mark.timeout(300)

@@ -159,10 +159,11 @@ def render_acl(settings: Settings, *, source: str | None = None, rig: bool = Fal
 
     block("# --- Auditor (dealer audit verify --anchor-from-broker) ----------------------------------------\n"
           "# Read-only: the backends' retained journal anchors and status, and the tables' public record\n"
-          "# (events, results, history). Never the players' private topics or any command topic.",
+          "# (states with their round events, refusals, results, history). Never the players' private\n"
+          "# topics or any command topic.",
           AUDITOR_USER,
           [("read", topics.backend_journal(_ALL)), ("read", topics.backend_status(_ALL)), ("read", t(_ALL, "events")),
-           ("read", t(_ALL, "results")), ("read", topics.history(_ALL))])
+           ("read", topics.state(_ALL)), ("read", t(_ALL, "results")), ("read", topics.history(_ALL))])
 
     if rig:
         block("# --- The simulation rig (dealer simulate, docs/rig.md): NOT a production role -----------------\n"

@@ -383,9 +383,9 @@ class Publisher:
 def _log_news_dropped(topic: str, news: News, reason: str) -> None:
     """One line for a state's news (round events, prompts) that did not go out: its topic, round
     and counts, never its payload."""
-    msgs = [*news.events, *news.prompts]
+    rounds = [m.round_id for m in news.events] + [m.round_id for m in news.prompts]
     log.warning("publish dropped", kind="table_state", topic=topic,
-                round_id=next((m.round_id for m in reversed(msgs) if m.round_id), None),
+                round_id=next((r for r in reversed(rounds) if r), None),
                 events=len(news.events), prompts=len(news.prompts), reason=reason)
 
 

@@ -117,21 +117,37 @@ async def run_loadgen(url: str, n_tables: int, seconds: float, *, card_interval:
 
     feed = Feed()
 
+    def registered(ev: dict, now: int) -> None:
+        if ev.get("event") == "card_registered":
+            t = tables.get(ev["table_id"])
+            sent = t.sent.pop(ev["data"].get("card"), None) if t else None
+            if sent is not None:
+                latencies.append(now - sent)
+
     def on_state(topic: str, payload: bytes) -> None:
-        """A table's state: the card_registered events it carries end a card's round trip; its
-        prompts tell the dealer what to deal next."""
+        """A table's state (protocol 2): the card_registered events it carries end a card's round
+        trip; its prompts tell the dealer what to deal next."""
         now = time.monotonic_ns()
         news = feed.read(payload)
         for ev in news.events:
-            if ev.get("event") == "card_registered":
-                t = tables.get(ev["table_id"])
-                sent = t.sent.pop(ev["data"].get("card"), None) if t else None
-                if sent is not None:
-                    latencies.append(now - sent)
+            registered(ev, now)
         for prompt in news.prompts:
             queue.put_nowait((prompt["table_id"], prompt, now))
 
+    def on_live(topic: str, payload: bytes) -> None:
+        """Protocol 1's live events and prompts: the same load drives a backend from before
+        protocol 2 (``dealer bench against`` an older commit); a protocol-2 backend sends only
+        refusals on ``events`` and nothing on ``prompts``."""
+        now = time.monotonic_ns()
+        msg = json.loads(payload)
+        if topic.endswith("/events"):
+            registered(msg, now)
+        elif topic.endswith("/prompts"):
+            queue.put_nowait((msg["table_id"], msg, now))
+
     bus.subscribe("studio/v1/tables/+/state", on_state)
+    bus.subscribe("studio/v1/tables/+/prompts", on_live)
+    bus.subscribe("studio/v1/tables/+/events", on_live)
     bus_task = asyncio.create_task(bus.run(), name="bus")
     try:
         await asyncio.wait_for(bus.wait_connected(), 10)

@@ -138,7 +138,8 @@ def test_bench_against_runs_a_revision_in_a_worktree_in_turns_with_this_checkout
         (turn,) = result[side]["turns"]
         assert turn["cards"] > 0 and turn["us_per_card"] > 0 and turn["bottleneck"], turn
         assert result[side]["median"]["us_per_card"] == turn["us_per_card"]
-    assert set(result["change"]) == {"us_per_card", "scan_to_publish_p50_ms", "scan_to_publish_p99_ms"}
+    assert set(result["change"]) == {"us_per_card", "scan_to_publish_p50_ms", "scan_to_publish_p99_ms",
+                                     "messages_per_card", "peak_rss_mb"}
     # an unknown revision: one line, exit 2, no worktree made
     bad = subprocess.run([sys.executable, "-m", "dealer", "bench", "against", "no-such-revision"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)

@@ -84,11 +84,13 @@ def conserved(result: dict[str, Any], stakes: dict[str, Decimal]) -> None:
 
 def winner_seat(result: dict[str, Any]) -> int:
     """The seat of the previous game's winner as the next game's S1 (seotda.md §3.1): the
-    winner of the last pot won outright (the rematch's, when there was one)."""
+    winner of the first pot the last showdown decided (the main or carried pot, not a side pot:
+    the rematch's, when there was one), else of any pot won outright."""
     d = result["details"]
     seat_of = {s["player"]: s["seat"] for s in d["seats"].values()}
     wins = [a for a in d["awards"] if a["result"] == "WIN"]
-    return seat_of[wins[-1]["winners"][-1]] if wins else d["first_seat"]
+    last = [a for a in wins if a["game"] == max(a["game"] for a in d["awards"])]
+    return seat_of[(last or wins)[0]["winners"][0]] if wins else d["first_seat"]
 
 
 class Table(PeerTable):

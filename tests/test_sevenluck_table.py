@@ -213,10 +213,11 @@ async def test_backend_down_longer_than_the_decision_window_gives_a_new_window(b
         rnd = service.tables[T].current
         assert rnd.phase == Phase.DECISION and set(rnd.decisions) == {"p3"}  # not folded at once
         assert not private(rec, "p3", "decision_required", seen)
-        opened = [e for _, e in [(t, m) for t, m in rec.messages[seen:] if t == topics.events(T)]
-                  if e["event"] == "decisions_open"]
-        assert opened and opened[0]["data"] == {"players": ["p1"], "closes_at": again[0]["data"]["closes_at"],
-                                                "resumed": True}
+        # the public decisions_open rides on the table's state, published after the batch's private messages
+        opened = await wait_until(lambda: [m for t, m in rec.messages[seen:]
+                                           if t == topics.events(T) and m["event"] == "decisions_open"],
+                                  what="the resumed decisions_open on the table's state")
+        assert opened[0]["data"] == {"players": ["p1"], "closes_at": again[0]["data"]["closes_at"], "resumed": True}
         await rec.command(topics.actions(T), {"type": "player_decision", "player_id": "p1", "action": "PLAY"})
         key = f"{T}:{round_id(service, 1, T)}"
         await wait_until(lambda: rec.results(key), what="result")

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 #: Seconds a turn may take beyond its measured seconds (baselines, start, a 1,000-table adoption).
 TURN_GRACE_S = 300.0
 #: The load is this checkout's; the backend, its journal and its broker client are REV's.
-SHARED_LOAD = ("simulators/loadgen.py",)
+SHARED_LOAD = ("simulators/loadgen.py", "simulators/feed.py")  # the load speaks protocols 1 and 2
 
 
 class AgainstError(RuntimeError):
@@ -78,7 +78,8 @@ def _digest(fig: dict[str, Any]) -> dict[str, Any]:
     cpu = fig.get("backend_cpu") or {}
     return {"cards": fig.get("cards"), "scan_to_publish_ms": {k: s2p.get(k) for k in ("p50", "p99", "max")},
             "us_per_card": cpu.get("us_per_card"), "share_of_a_core": cpu.get("share_of_a_core"),
-            "peak_rss_mb": fig.get("peak_rss_mb"), "bottleneck": (fig.get("bottleneck") or {}).get("verdict")}
+            "peak_rss_mb": fig.get("peak_rss_mb"), "bottleneck": (fig.get("bottleneck") or {}).get("verdict"),
+            "messages_per_card": fig.get("messages_per_card")}
 
 
 def _median(turns: list[dict[str, Any]], pick: Any) -> float | None:
@@ -88,6 +89,8 @@ def _median(turns: list[dict[str, Any]], pick: Any) -> float | None:
 
 def _side(turns: list[dict[str, Any]]) -> dict[str, Any]:
     return {"us_per_card": _median(turns, lambda t: t["us_per_card"]),
+            "messages_per_card": _median(turns, lambda t: t.get("messages_per_card")),
+            "peak_rss_mb": _median(turns, lambda t: t.get("peak_rss_mb")),
             "scan_to_publish_p50_ms": _median(turns, lambda t: t["scan_to_publish_ms"]["p50"]),
             "scan_to_publish_p99_ms": _median(turns, lambda t: t["scan_to_publish_ms"]["p99"])}
 

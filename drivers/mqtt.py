@@ -648,7 +648,10 @@ class MqttBus:
     def _receive(self, message: mqtt.MQTTMessage) -> None:
         if message.retain and not self._accept_retained:
             self.retained_dropped += 1
-            log.warning("retained message dropped", topic=message.topic)
+            if self.retained_dropped in (1, 10, 100) or self.retained_dropped % 1000 == 0:
+                # one line, not one per table: a wildcard subscription can bring a retained message
+                # from every table at once (counted in retained_dropped)
+                log.warning("retained message dropped", topic=message.topic, dropped=self.retained_dropped)
             return
         # paho decodes a received PUBLISH from bytes: its payload is bytes (bytearray is for outgoing ones)
         self._dispatch(message.topic, cast(bytes, message.payload) or b"")

@@ -99,10 +99,15 @@ def test_each_games_station_shows_the_next_card_rescans_backs_and_the_result(
 
 
 def _round_truth(studio: WebStudio, table: str, rounds: int = 200) -> dict[str, tuple[set[tuple[str, str]], set[tuple[str, str]]]]:
-    """Per round, from the journal replayed through the core (``dealer recall``): (what was shown
-    publicly, the hole cards delivered to players privately)."""
+    """Per round that has its result, from the journal replayed through the core (``dealer
+    recall``): (what was shown publicly, the hole cards delivered to players privately). A round
+    still in play is left out: until its result names every card shown, its events alone do not
+    (a Matgo card played from the hand is shown without its position), so the truth of it would
+    be partial."""
     out: dict[str, tuple[set[tuple[str, str]], set[tuple[str, str]]]] = {}
     for rnd in recall(load_settings(studio.config_path), table, rounds):
+        if not rnd.get("result"):
+            continue
         public: set[tuple[str, str]] = set()
         private: set[tuple[str, str]] = set()
         for ev in rnd["events"]:

@@ -20,7 +20,7 @@ from dealer.edge.journal_chain import row_hash, verify_rows
 from dealer.edge.journal_contract import NoSegments
 from dealer.edge.journal_errors import JournalError
 from dealer.edge.journal_replay import Replays
-from dealer.edge.journal_rows import (GENESIS, AuditReport, Batch, ChainReport, JournalRow, OutboxRow,
+from dealer.edge.journal_rows import (GENESIS, Batch, ChainReport, JournalRow, OutboxRow,
                                       new_journal_id)
 from dealer.edge.journal_writer import WriterThread
 from dealer.edge.journals import register
@@ -190,21 +190,6 @@ class MemoryJournal(NoSegments, Replays, WriterThread):
 
     def verify_chain(self) -> ChainReport:
         return verify_rows((astuple(r) for r in self._store.rows), 1, GENESIS)
-
-    def audit(self, anchors: Iterable[tuple[int, str]] = ()) -> AuditReport:
-        given = list(anchors)
-        chain = self.verify_chain()
-        rep = AuditReport(rows=chain.rows, segments=0, anchors=len(given))
-        if not chain.ok:
-            return rep.fail(chain.reason, chain.first_broken)
-        for rid, h in given:
-            found = self.hash_at(rid)
-            if found is None:
-                return rep.fail(f"row {rid}, named by the given anchor, is missing: rows were cut off or removed", rid)
-            if found != h:
-                return rep.fail(f"row {rid} differs from the given anchor (hash {found[:16]}..., anchored "
-                                f"{h[:16]}...)", rid)
-        return rep
 
     def close(self) -> None:
         """The rows stay for the next open of the same name."""

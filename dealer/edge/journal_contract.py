@@ -169,7 +169,31 @@ class Journal(Protocol):
 class NoSegments:
     """The retention half of :class:`Journal` for a journal that never rolls rows out into
     segment files (SQLite's retention, dealer/edge/segments.py): PostgreSQL checkpoints by
-    itself and keeps every row; the chain starts at the genesis."""
+    itself and keeps every row; the chain starts at the genesis. Its audit is therefore its
+    chain and each anchor against the row it names (``verify_chain`` and ``hash_at``)."""
+
+    def verify_chain(self) -> ChainReport:
+        raise NotImplementedError
+
+    def hash_at(self, row_id: int) -> str | None:
+        raise NotImplementedError
+
+    def audit(self, anchors: Iterable[tuple[int, str]] = ()) -> AuditReport:
+        """``dealer audit verify``: every table's chain, and each anchor (ID:HASH as published)
+        against the row with that id."""
+        given = list(anchors)
+        chain = self.verify_chain()
+        rep = AuditReport(rows=chain.rows, segments=0, anchors=len(given))
+        if not chain.ok:
+            return rep.fail(chain.reason, chain.first_broken)
+        for rid, h in given:
+            found = self.hash_at(rid)
+            if found is None:
+                return rep.fail(f"row {rid}, named by the given anchor, is missing: rows were cut off or removed", rid)
+            if found != h:
+                return rep.fail(f"row {rid} differs from the given anchor (hash {found[:16]}..., anchored "
+                                f"{h[:16]}...)", rid)
+        return rep
 
     def checkpoint(self) -> int:
         return 0

@@ -67,7 +67,7 @@ from dealer.edge.journal_pg_sql import (AFTER_SQL, COMMIT_SQL, HEADS_SQL, OUTBOX
                                         REASONS, ROW_COLS, SCHEMA_VERSION, CommitPlan, PgJournalRow, Query,
                                         ReadAdapter, classify, head_of_row, one_line, where)
 from dealer.edge.journal_replay import Replays, replay_start
-from dealer.edge.journal_rows import GENESIS, AuditReport, Batch, ChainReport, OutboxRow
+from dealer.edge.journal_rows import GENESIS, Batch, ChainReport, OutboxRow
 from dealer.edge.journal_urls import redact, url_password
 from dealer.edge.journal_writer import WriterThread
 from drivers.frames import ReaderState
@@ -613,23 +613,6 @@ class PgJournal(NoSegments, Replays, WriterThread):
             return ChainReport(n, True)
         first_id, reason = min(broken.values())
         return ChainReport(n, False, first_id, reason)
-
-    def audit(self, anchors: Iterable[tuple[int, str]] = ()) -> AuditReport:
-        """``dealer audit verify`` on PostgreSQL: every table's chain (:meth:`verify_chain`) and
-        each anchor (ID:HASH as published) against the row with that id."""
-        given = list(anchors)
-        chain = self.verify_chain()
-        rep = AuditReport(rows=chain.rows, segments=0, anchors=len(given))
-        if not chain.ok:
-            return rep.fail(chain.reason, chain.first_broken)
-        for rid, h in given:
-            found = self._read("SELECT hash FROM events WHERE id = %s", (rid,))
-            if not found:
-                return rep.fail(f"row {rid}, named by the given anchor, is missing: rows were cut off or removed", rid)
-            if found[0][0] != h:
-                return rep.fail(f"row {rid} differs from the given anchor (hash {str(found[0][0])[:16]}..., anchored "
-                                f"{h[:16]}...)", rid)
-        return rep
 
     def hash_at(self, row_id: int) -> str | None:
         """The hash of row ``row_id`` (None: no such row), for an anchor kept outside the journal."""

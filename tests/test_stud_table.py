@@ -445,6 +445,9 @@ async def test_d_malformed_out_of_turn_and_wrong_amount_actions_are_refused(tabl
     assert len(t.mine("alice", "your_turn")) == 1  # no new turn was opened
     assert t.mine("bob", "action_accepted") == [] and t.mine("alice", "action_accepted") == []
     await t.act("alice", "BRING_IN", "0.50", turn=turn)
+    # a client names the running turn once it has heard of it (protocol 2: bob's your_turn or the
+    # state carrying the public turn event may come a moment after alice's acceptance)
+    await wait_until(lambda: rec.current_turn(T) > turn["turn"], what="the next turn heard of")
     await t.refused("alice", {"type": "player_action", "player_id": "alice", "action": "CALL"},
                     "it is not alice's turn")
     bob = await t.turn("bob")

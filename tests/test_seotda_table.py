@@ -408,7 +408,8 @@ async def test_b2_the_94_holder_chooses_a_rematch_and_a_folded_player_rejoins_it
     choice = await t.turn(s1)
     assert choice["choice"] == "REMATCH_94" and choice["actions"] == ["REMATCH", "PLAY_ON"]
     assert choice["default"] == "REMATCH" and choice["pot"] == "30" and choice["street"] == "REMATCH_CHOICE"
-    public_turn = [e for e in rec.events("turn") if e["round_id"] == table.r1][-1]["data"]
+    public_turn = await wait_until(lambda: next((e["data"] for e in reversed(rec.events("turn")) if e["round_id"] == table.r1
+                                                 and e["data"].get("turn") == choice["turn"]), None), what="the public turn")
     assert public_turn["player_id"] == s1 and public_turn["choice"] == "REMATCH_94" and "level" not in public_turn
     # a button is no answer, and nobody else may answer for the holder
     await t.refused(s1, {"type": "player_action", "player_id": s1, "action": "CHECK", "turn": choice["turn"]},

@@ -1,4 +1,7 @@
-"""MQTT bus over aiomqtt (paho-mqtt 2): reconnects with backoff, QoS 1 publish awaits PUBACK.
+"""MQTT bus over gmqtt (or aiomqtt/paho-mqtt 2): reconnects with backoff, QoS 1 publish awaits PUBACK.
+
+The connection itself is gmqtt's, spoken in MQTT 3.1.1 (drivers/mqtt_gmqtt.py: a third of
+paho's CPU per message); ``client="paho"`` keeps the aiomqtt connection below for a rollback.
 
 Subscriptions are re-made after every reconnect. Connection changes are reported to
 listeners (the service turns them into ``link_down``/``link_up`` events for the
@@ -33,6 +36,13 @@ import paho.mqtt.client as mqtt
 import structlog
 
 from drivers.bus import BusError, ConnectionListener, Handler, Router, new_instance
+from drivers.mqtt_gmqtt import GmqttLink, LinkError
+
+#: The MQTT clients the bus can speak through (``[mqtt] client``): gmqtt by default (a third of
+#: paho's CPU per message, docs/benchmarks.md "Issue 31"), paho (aiomqtt 2) for a rollback.
+CLIENTS = ("gmqtt", "paho")
+#: What a connection of either client raises when it fails.
+_LINK_ERRORS = (aiomqtt.MqttError, LinkError)
 
 log = structlog.get_logger("drivers.mqtt")
 
@@ -140,10 +150,21 @@ class _Client(aiomqtt.Client):
     # hands each message to it at once, in the event loop (paho calls it from loop_read); the
     # queue, never read then, stays empty.
 
-    def __init__(self, *args: Any, deliver: Callable[[mqtt.MQTTMessage], None] | None = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, deliver: Callable[[str, bytes, bool], None] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        #: Called with each incoming paho message instead of queueing it (None: aiomqtt's queue).
+        #: Called with (topic, payload, retained) of each incoming message instead of queueing it
+        #: (None: aiomqtt's queue).
         self.deliver = deliver
+
+    @property
+    def pending(self) -> int:
+        """Publishes waiting for their PUBACK (as :class:`GmqttLink`'s)."""
+        return len(self._pending_publishes)
+
+    @property
+    def lost(self) -> asyncio.Future[None]:
+        """Completes when the connection ends (as :class:`GmqttLink`'s)."""
+        return self._disconnected
 
     def _on_message(self, client: Any, userdata: Any, message: mqtt.MQTTMessage) -> None:
         deliver = self.deliver
@@ -151,7 +172,8 @@ class _Client(aiomqtt.Client):
             super()._on_message(client, userdata, message)
             return
         try:
-            deliver(message)
+            # paho decodes a received PUBLISH from bytes: its payload is bytes (bytearray is for outgoing ones)
+            deliver(message.topic, cast(bytes, message.payload) or b"", bool(message.retain))
         except Exception:  # never out into paho's read: that would count as a broken connection
             log.exception("mqtt message delivery failed", topic=repr(getattr(message, "_topic", b""))[:200])
 
@@ -402,8 +424,13 @@ class MqttBus:
         key_file: str | Path | None = None,
         tls_context: ssl.SSLContext | None = None,
         instance: str | None = None,
+        client: str = "gmqtt",
     ) -> None:
         self.name = "broker"
+        if client not in CLIENTS:
+            raise ValueError(f"MQTT client {client!r}: one of {', '.join(CLIENTS)}")
+        #: which MQTT client library speaks for the bus (CLIENTS)
+        self.client = client
         #: this process's id; ``session`` adds the connection number (1, 2, ... per reconnect)
         self.instance = instance or new_instance()
         self._connects = 0
@@ -440,7 +467,7 @@ class MqttBus:
         self._router = Router()
         self._sub_tasks: set[asyncio.Task[None]] = set()  # SUBSCRIBE / UNSUBSCRIBE sent while connected
         self._listeners: list[ConnectionListener] = []
-        self._client: _Client | None = None
+        self._client: _Client | GmqttLink | None = None
         self._connected_evt = asyncio.Event()
         self.reconnects = 0
         self._client_log = _ClientLog()
@@ -491,7 +518,7 @@ class MqttBus:
         self._sub_tasks.add(task)
         task.add_done_callback(self._sub_tasks.discard)
 
-    async def _resubscribe(self, client: aiomqtt.Client, add: list[str], remove: list[str]) -> None:
+    async def _resubscribe(self, client: _Client | GmqttLink, add: list[str], remove: list[str]) -> None:
         """SUBSCRIBE / UNSUBSCRIBE on a live connection; a failure is logged (the next connect
         subscribes the router's patterns again)."""
         try:
@@ -499,7 +526,7 @@ class MqttBus:
                 await client.subscribe([(p, 1) for p in add], timeout=self._publish_timeout)
             if remove:
                 await client.unsubscribe(remove, timeout=self._publish_timeout)
-        except (aiomqtt.MqttError, TimeoutError) as exc:
+        except (*_LINK_ERRORS, TimeoutError) as exc:
             if self._client is not client:  # that connection is gone: the next one subscribes the router's
                 return
             log.warning("mqtt subscription change failed; the next connect subscribes again", broker=self.url,
@@ -536,7 +563,7 @@ class MqttBus:
         try:
             ack = client.publish_ack(topic, payload, qos, retain, self._publish_timeout,
                                      lambda: BusError(f"publish to {topic} failed: Operation timed out"))
-        except (aiomqtt.MqttError, RuntimeError) as exc:
+        except (*_LINK_ERRORS, RuntimeError) as exc:
             fut.set_exception(BusError(f"publish to {topic} failed: {exc}"))
             return fut
         if ack is None:
@@ -560,22 +587,12 @@ class MqttBus:
         failed_in_turn = 0  # brokers that failed since the last connection or the last wait
         while True:
             session = f"{self.instance}.{self._connects + 1}"
-            will = (
-                aiomqtt.Will(self.status_topic, status_payload(False, session), qos=1, retain=True)
-                if self.status_topic else None
-            )
             reason = "connection closed"
             host, port, tls = self._endpoints[self.url_index]
-            early: list[mqtt.MQTTMessage] = []  # what arrives before the connection is set up: handled then
+            early: list[tuple[str, bytes, bool]] = []  # what arrives before the connection is set up: handled then
             try:
-                async with _Client(
-                    host, port, identifier=self.client_id, keepalive=self._keepalive,
-                    username=self._auth[0], password=self._auth[1], will=will, clean_session=self._clean_session,
-                    max_inflight_messages=self._max_inflight, timeout=self._publish_timeout,
-                    socket_options=_SOCKET_OPTIONS, tls_context=self._tls_context if tls else None,
-                    logger=self._client_log,  # aiomqtt calls only the logging methods an adapter has too
-                    deliver=early.append,
-                ) as client:
+                async with self._link(host, port, tls, session,
+                                      lambda *message, early=early: early.append(message)) as client:
                     patterns = self._router.patterns
                     for i in range(0, len(patterns), 100):  # one SUBSCRIBE packet per 100 topics
                         await client.subscribe([(p, 1) for p in patterns[i:i + 100]])
@@ -604,16 +621,16 @@ class MqttBus:
                             raise asyncio.CancelledError
                         client.deliver = self._receive  # from now on each message as it is read
                         for message in early:
-                            self._receive(message)
+                            self._receive(*message)
                         early.clear()
-                        await asyncio.wait((client._disconnected,))  # not cancelled with this task
-                        lost = client._disconnected
-                        raise aiomqtt.MqttError("Disconnected during message iteration") from (
+                        await asyncio.wait((client.lost,))  # not cancelled with this task
+                        lost = client.lost
+                        raise LinkError("Disconnected during message iteration") from (
                             None if lost.cancelled() else lost.exception())
                     except asyncio.CancelledError:
                         await self._say_offline(client)
                         raise
-            except aiomqtt.MqttError as exc:
+            except _LINK_ERRORS as exc:
                 reason = explain(exc)
             finally:
                 was_up = self._client is not None
@@ -638,23 +655,42 @@ class MqttBus:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self._backoff[1])
 
-    async def _say_offline(self, client: aiomqtt.Client) -> None:
+    def _link(self, host: str, port: int, tls: bool, session: str,
+              deliver: Callable[[str, bytes, bool], None]) -> contextlib.AbstractAsyncContextManager[_Client | GmqttLink]:
+        """One connection to one broker through the bus's client library, not yet connected."""
+        will = (self.status_topic, status_payload(False, session)) if self.status_topic else None
+        tls_context = self._tls_context if tls else None
+        if self.client == "gmqtt":
+            return GmqttLink(host, port, client_id=self.client_id, keepalive=self._keepalive,
+                             username=self._auth[0], password=self._auth[1], will=will,
+                             clean_session=self._clean_session, timeout=self._publish_timeout,
+                             tls_context=tls_context, deliver=deliver)
+        return _Client(
+            host, port, identifier=self.client_id, keepalive=self._keepalive,
+            username=self._auth[0], password=self._auth[1],
+            will=aiomqtt.Will(will[0], will[1], qos=1, retain=True) if will else None,
+            clean_session=self._clean_session, max_inflight_messages=self._max_inflight,
+            timeout=self._publish_timeout, socket_options=_SOCKET_OPTIONS, tls_context=tls_context,
+            logger=self._client_log,  # aiomqtt calls only the logging methods an adapter has too
+            deliver=deliver,
+        )
+
+    async def _say_offline(self, client: _Client | GmqttLink) -> None:
         """A clean stop does not fire the last will: say "offline" ourselves."""
         if self.status_topic:
-            with contextlib.suppress(aiomqtt.MqttError, TimeoutError):
+            with contextlib.suppress(*_LINK_ERRORS, TimeoutError):
                 await client.publish(self.status_topic, status_payload(False, self.session), qos=1, retain=True,
                                      timeout=1.0)
 
-    def _receive(self, message: mqtt.MQTTMessage) -> None:
-        if message.retain and not self._accept_retained:
+    def _receive(self, topic: str, payload: bytes, retained: bool) -> None:
+        if retained and not self._accept_retained:
             self.retained_dropped += 1
             if self.retained_dropped in (1, 10, 100) or self.retained_dropped % 1000 == 0:
                 # one line, not one per table: a wildcard subscription can bring a retained message
                 # from every table at once (counted in retained_dropped)
-                log.warning("retained message dropped", topic=message.topic, dropped=self.retained_dropped)
+                log.warning("retained message dropped", topic=topic, dropped=self.retained_dropped)
             return
-        # paho decodes a received PUBLISH from bytes: its payload is bytes (bytearray is for outgoing ones)
-        self._dispatch(message.topic, cast(bytes, message.payload) or b"")
+        self._dispatch(topic, payload)
 
     def _dispatch(self, topic: str, payload: bytes) -> None:
         for handler in self._router.handlers(topic):

@@ -64,12 +64,12 @@ async def test_the_publish_benchmark_measures_each_path_beside_the_librarys(tmp_
     from tools.bench_publish import CLIENT_NAMES, run_publish_bench
 
     result = await run_publish_bench(n=300, window=10, rounds=1, cache=tmp_path, install=False)
-    ours = {"aiomqtt", "publish", "publish_nowait"}
+    ours = {"aiomqtt", "publish", "publish_nowait", "gmqtt_publish_nowait"}
     assert set(CLIENT_NAMES) == {"aiomqtt3", "gmqtt", "gmqtt311", "amqtt"}
     assert set(result["cpu_us_per_publish"]) == set(result["runs_us"]) == ours | set(CLIENT_NAMES)
     assert all(result["cpu_us_per_publish"][k] > 0 and len(result["runs_us"][k]) == 1 for k in ours), result
     assert set(result["clients"]) == {"aiomqtt2", *CLIENT_NAMES}
-    assert result["clients"]["aiomqtt2"]["paths"] == ["aiomqtt", "publish", "publish_nowait"]
+    assert result["clients"]["aiomqtt2"]["paths"] == ["aiomqtt", "publish", "publish_nowait", "gmqtt_publish_nowait"]
     for name in CLIENT_NAMES:
         assert result["cpu_us_per_publish"][name] is None and result["runs_us"][name] == [], result
         assert name in result["clients"][name]["unavailable"] and "installing is off" in result["clients"][name][

@@ -7,7 +7,11 @@ its CPU. This measures, through one private Mosquitto, in one process, in turns:
 * ``aiomqtt``: the library's own ``Client.publish`` (``asyncio.wait_for`` on an Event);
 * ``publish``: :meth:`drivers.mqtt.MqttBus.publish` (a bare future and a timer);
 * ``publish_nowait``: :meth:`drivers.mqtt.MqttBus.publish_nowait` (no coroutine, no Task: the
-  path the backend's live and retained messages take).
+  path the backend's live and retained messages took on paho);
+* ``gmqtt_publish_nowait``: the same on the bus's default client since issue 31, gmqtt in
+  MQTT 3.1.1 (drivers/mqtt_gmqtt.py): what the backend pays per message today.
+
+The first three run on a bus told to speak paho (``client="paho"``, the rollback).
 
 ``window`` publishes are in flight at a time (as many tables publishing at once); the figure is
 CPU time per publish (µs, every thread of the process), the median of ``rounds`` turns.
@@ -192,7 +196,7 @@ async def _worker(py: Path, *args: str, timeout: float) -> dict[str, Any]:
 async def _probe_ours(url: str, timeout: float = 20.0) -> dict[str, Any]:
     """Today's path on a broker: an :class:`MqttBus` (aiomqtt 2.5 on paho, MQTT 3.1.1) connects
     and publishes three QoS 1 messages, each awaited to its PUBACK."""
-    bus = MqttBus(url, client_id=f"probe-aiomqtt2-{os.getpid()}")
+    bus = MqttBus(url, client_id=f"probe-aiomqtt2-{os.getpid()}", client="paho")
     task = asyncio.create_task(bus.run())
     step = "connect"
     try:
@@ -285,21 +289,23 @@ async def run_publish_bench(n: int = 20_000, window: int = 50, rounds: int = 3, 
     with tempfile.TemporaryDirectory(prefix="dealer-bench-publish-") as tmp:
         mq = MosquittoProcess(Path(tmp), persistence=False)
         mq.start()
-        bus = MqttBus(mq.url, client_id="bench-publish")
-        task = asyncio.create_task(bus.run())
+        bus = MqttBus(mq.url, client_id="bench-publish", client="paho")
+        gbus = MqttBus(mq.url, client_id="bench-publish-gmqtt", client="gmqtt")
+        tasks = [asyncio.create_task(b.run()) for b in (bus, gbus)]
         try:
-            await asyncio.wait_for(bus.wait_connected(), 10)
+            await asyncio.wait_for(asyncio.gather(bus.wait_connected(), gbus.wait_connected()), 10)
             client = bus._client  # the connected aiomqtt client, for the library's own publish
             assert client is not None
 
             async def library(topic: str) -> None:
-                await aiomqtt.Client.publish(client, topic, PAYLOAD, qos=1, timeout=10)
+                await aiomqtt.Client.publish(client, topic, PAYLOAD, qos=1, timeout=10)  # type: ignore[arg-type]
 
             async def ours(topic: str) -> None:
                 await bus.publish(topic, PAYLOAD)
 
             paths = {"aiomqtt": lambda t: library(t), "publish": lambda t: ours(t),
-                     "publish_nowait": lambda t: bus.publish_nowait(t, PAYLOAD)}
+                     "publish_nowait": lambda t: bus.publish_nowait(t, PAYLOAD),
+                     "gmqtt_publish_nowait": lambda t: gbus.publish_nowait(t, PAYLOAD)}
             samples: dict[str, list[float]] = {k: [] for k in (*paths, *clients)}
             for _ in range(rounds):
                 for name, send in paths.items():
@@ -321,12 +327,13 @@ async def run_publish_bench(n: int = 20_000, window: int = 50, rounds: int = 3, 
                         infos[name]["error"] = r.get("error", "no figure")
             matrix = await _broker_matrix(mq.url, {k: v for k, v in pythons.items()}, loop) if brokers else {}
         finally:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
             mq.stop()
     ours_info: dict[str, Any] = {
         "process": "this one", "paths": list(paths), "protocol": "3.1.1",
-        "library": {k: importlib.metadata.version(k) for k in ("aiomqtt", "paho-mqtt")}}
+        "library": {k: importlib.metadata.version(k) for k in ("aiomqtt", "paho-mqtt", "gmqtt")}}
     infos = {"aiomqtt2": ours_info, **infos}
     for name, info in infos.items():
         info.update(matrix.get(name, {"brokers": {}, "broker_errors": {}, "broker_protocols": {}}))

@@ -199,9 +199,9 @@ async def retained_anchor(settings: Settings, timeout: float = BROKER_TIMEOUT) -
         host, port, tls = parse_broker_url(url)
         got: list[bytes] = []
 
-        def deliver(msg: Any) -> None:
-            if msg.retain and msg.topic == topic and msg.payload:
-                got.append(bytes(msg.payload))  # noqa: B023 (this iteration's list; the subscription ends in it)
+        def deliver(got_topic: str, payload: bytes, retained: bool) -> None:
+            if retained and got_topic == topic and payload:
+                got.append(bytes(payload))  # noqa: B023 (this iteration's list; the subscription ends in it)
 
         try:
             ctx = make_tls_context(m.ca_file, m.cert_file, m.key_file) if tls else None

@@ -228,6 +228,9 @@ class MqttConfig(_Strict):
     password: str | None = None
     password_file: ConfigPath | None = Field(default=None, description="read the password from this file instead")
     keepalive: int = Field(default=10, ge=1)
+    client: Literal["gmqtt", "paho"] = Field(
+        default="gmqtt", description="the MQTT client library the backend speaks through: gmqtt (MQTT 3.1.1, a "
+        "third of paho's CPU per message) or paho (aiomqtt 2, the client before issue 31: a rollback)")
     ca_file: ConfigPath | None = Field(default=None, description="CA bundle that signed the broker's certificate (mqtts)")
     cert_file: ConfigPath | None = Field(default=None, description="client certificate (mqtts, optional)")
     key_file: ConfigPath | None = Field(default=None, description="client private key (mqtts, optional)")

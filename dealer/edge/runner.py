@@ -72,7 +72,7 @@ def build_bus(settings: Settings) -> Bus:
         return LocalBus()
     return MqttBus(m.urls, client_id=m.client_id, username=m.username, password=mqtt_password(settings),
                    keepalive=m.keepalive, status_topic=topics.backend_status(settings.service.node_id),
-                   ca_file=m.ca_file, cert_file=m.cert_file, key_file=m.key_file)
+                   ca_file=m.ca_file, cert_file=m.cert_file, key_file=m.key_file, client=m.client)
 
 
 def build_ownership(settings: Settings, journal: Any, bus: Bus, metrics: Metrics) -> Ownership | None:

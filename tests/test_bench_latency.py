@@ -146,3 +146,26 @@ def test_bench_against_runs_a_revision_in_a_worktree_in_turns_with_this_checkout
     assert bad.returncode == 2 and bad.stderr.strip() == (
         "dealer bench against: 'no-such-revision' is not a commit of this checkout"), bad.stderr
     assert worktrees() == before
+
+
+def test_the_sampler_files_the_cpu_under_the_part_that_used_it() -> None:
+    """``time_by_part`` (tools/bench_sampler.py): CPU spent in the core is filed under the core;
+    a frame-less or waiting loop is idle; the shares are of the run's ticks."""
+    import time
+
+    from dealer.core import round_ids
+    from tools.bench_sampler import Sampler, part_of
+
+    sampler = Sampler(interval=0.002).start()
+    try:
+        end = time.process_time() + 0.4
+        while time.process_time() < end:
+            round_ids.parse("T1-abcdefgh-000001", "T1")
+    finally:
+        sampler.stop()
+    figures = sampler.figures()
+    assert figures["samples"] > 50, figures
+    shares = figures["cpu_share"]
+    assert max(shares, key=shares.get) == "rules and round machine (core, games)", figures
+    assert shares["rules and round machine (core, games)"] > 0.5, figures
+    assert part_of(None) == "idle"

@@ -9,8 +9,8 @@ N dealers following their station prompts. Reported, as one stable JSON object:
   span as the ``dealer_scan_to_publish_seconds`` histogram, but from raw samples;
 * ``end_to_end_ms``: from the load generator's publish to the event arriving back at it
   (two broker hops more);
-* ``baseline``: the peers measured in the same run on the same machine: a bare aiomqtt
-  QoS 1 publish-to-PUBACK through the same Mosquitto, and a bare SQLite WAL commit with
+* ``baseline``: the peers measured in the same run on the same machine: a bare QoS 1
+  publish-to-PUBACK on the bus's client (gmqtt) through the same Mosquitto, and a bare SQLite WAL commit with
   fsync, back to back and paced at 5/s — the floor under our figures;
 * ``peak_rss_mb`` of the backend process;
 * ``backend_cpu``: the backend's CPU time over the run, its share of a core and ``us_per_card``
@@ -21,7 +21,10 @@ N dealers following their station prompts. Reported, as one stable JSON object:
   CPU, and how many results its settlement consumer acknowledged (it settles every result, as
   a studio's settlement does); ``broker_cpu`` (a private broker's); and ``bottleneck``: which part set the figures
   (:mod:`tools.bench_verdict`), so a saturated generator, broker or machine is never read as a
-  slow backend. Every wait has a deadline; a missed one is said, never waited out.
+  slow backend. Every wait has a deadline; a missed one is said, never waited out;
+* ``cpu_by_part``: which part of the code used the backend's CPU, sampled in the process
+  (:mod:`tools.bench_sampler`): the MQTT client, the journal, the core, the states going out...
+  — why a figure is what it is, beside ``stages_ms`` (where a card waited).
 
 With ``--journal postgresql://...`` (a scratch database) or ``--journal private`` (a PostgreSQL
 server of the benchmark's own, fsync on), the same load runs a second time against the
@@ -53,6 +56,7 @@ from dealer.edge.service import Service
 from drivers.mqtt import MqttBus
 from simulators.broker import MosquittoProcess
 from simulators.loadgen import summarize, table_ids
+from tools.bench_sampler import Sampler
 from tools.bench_verdict import floor_of, floor_ratio, judge
 
 
@@ -335,7 +339,11 @@ async def _measure(settings: Any, broker: str, tables: int, seconds: float, loop
         sent = service.bus.sent
         sent.clear()
         cpu0, broker0, wall0, db0 = _cpu_s(), _proc_cpu_s(broker_pid), time.monotonic(), _db_cpu(db)
-        loadgen = await _run_loadgen(broker, tables, seconds, loop, phase)
+        sampler = Sampler().start()
+        try:
+            loadgen = await _run_loadgen(broker, tables, seconds, loop, phase)
+        finally:
+            sampler.stop()
         wall = time.monotonic() - wall0
         backend_cpu = _cpu_s() - cpu0
         broker1, db_share = _proc_cpu_s(broker_pid), _share(db0, _db_cpu(db), wall)
@@ -343,6 +351,7 @@ async def _measure(settings: Any, broker: str, tables: int, seconds: float, loop
             **_figures(samples=service.latency_samples, backend_cpu=backend_cpu, wall=wall, loadgen=loadgen,
                        broker_cpu=None if broker0 is None or broker1 is None else broker1 - broker0,
                        db_share=db_share, measured_db=db is not None, stages=service.publisher.stages),
+            "cpu_by_part": sampler.figures(),
             **messages_per_card(sent, len(service.latency_samples)),
             "rounds_opened": sum(t.last_seq for t in service.tables.values()),
             "journal_commit_ms": _histogram_ms(metrics),

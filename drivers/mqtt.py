@@ -625,8 +625,10 @@ class MqttBus:
                         early.clear()
                         await asyncio.wait((client.lost,))  # not cancelled with this task
                         lost = client.lost
-                        raise LinkError("Disconnected during message iteration") from (
-                            None if lost.cancelled() else lost.exception())
+                        ended = None if lost.cancelled() else lost.exception()
+                        if isinstance(ended, LinkError):  # gmqtt's: it says why
+                            raise ended
+                        raise LinkError("Disconnected during message iteration") from ended
                     except asyncio.CancelledError:
                         await self._say_offline(client)
                         raise

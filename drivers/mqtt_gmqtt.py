@@ -122,6 +122,7 @@ class GmqttLink:
         self._storage = _AckStorage()
         self._waiting: dict[int, asyncio.Future[Any]] = {}  # SUBACK / UNSUBACK by packet id
         self._out: list[bytes] = []  # packets written in this turn of the event loop, not sent yet
+        self._cause: BaseException | None = None  # what ended the connection, when the transport said
         self._write_now: Callable[[bytes], None] = lambda data: None  # the connection's own write
         will_message = gmqtt.Message(will[0], will[1], qos=1, retain=True) if will else None
         client = gmqtt.Client(client_id, clean_session=clean_session, optimistic_acknowledgement=True,
@@ -151,6 +152,13 @@ class GmqttLink:
                     protocol = self._client._connection._protocol
                     self._write_now = protocol.write_data
                     protocol.write_data = self._write  # every packet from now on: coalesced
+                    lost = protocol.connection_lost
+
+                    def connection_lost(exc: BaseException | None) -> None:
+                        self._cause = exc  # why, for the bus's "mqtt disconnected" line
+                        lost(exc)
+
+                    protocol.connection_lost = connection_lost
                     return self
             if self.lost.done():
                 raise LinkError("the broker closed the connection before accepting it")
@@ -190,7 +198,9 @@ class GmqttLink:
                 pass
 
     def _on_disconnect(self, client: Any, packet: Any, exc: Any = None) -> None:
-        self._ended(LinkError("Disconnected: the connection to the broker was lost"))
+        cause = self._cause
+        self._ended(LinkError(f"the connection to the broker was lost: {cause}" if cause is not None and str(cause)
+                              else "the broker closed the connection"))
 
     def _ended(self, exc: LinkError) -> None:
         """Nothing more will be acknowledged on this connection: every waiter fails now."""

@@ -139,12 +139,14 @@ def broker_unreachable(broker: str | None) -> str | None:
     return None
 
 
-def _settings(tmp: Path, url: str, n: int, fsync: bool, journal_url: str | None = None, node_id: str = "bench"):
+def _settings(tmp: Path, url: str, n: int, fsync: bool, journal_url: str | None = None, node_id: str = "bench",
+              lease_seconds: float | None = None):
     service: dict[str, Any] = {"journal_path": tmp / "journal.sqlite", "metrics_enabled": False, "fsync": fsync,
                                "node_id": node_id}
     if journal_url is not None:
         service["journal_url"] = journal_url
     return load_settings(
+        **({"cluster": {"lease_seconds": lease_seconds}} if lease_seconds is not None else {}),
         service=service,
         mqtt={"url": url, "client_id": f"{node_id}-backend"},
         tables=[{"id": tid, "game": "teen-patti", "betting_seconds": 1.0, "pause_seconds": 0.5,
@@ -526,14 +528,17 @@ def _histogram_ms(metrics: Any) -> dict[str, float]:
 
 async def run_latency_bench(tables: int = 1, seconds: float = 20.0, broker: str | None = None,
                             fsync: bool = True, loop: str = "asyncio", journal: str | None = None,
-                            processes: int = 1, phase: str = "spread") -> dict[str, Any]:
+                            processes: int = 1, phase: str = "spread",
+                            lease_seconds: float | None = None) -> dict[str, Any]:
     """SQLite always; with ``journal`` (a postgresql:// URL of a scratch database, or
     ``private`` for a PostgreSQL server of the benchmark's own) also the PostgreSQL journal,
     one after the other under the same load, same broker, same machine, in the same run; with
     ``processes`` > 1 (and ``private``) then the PostgreSQL journal again, the tables shared by
     lease between that many backend processes (``journals.postgresql_processes``). ``phase``:
     the load's shape (:data:`simulators.loadgen.PHASES`): tables out of step, as in a studio, or
-    in step, every table's card in the same instant."""
+    in step, every table's card in the same instant. ``lease_seconds``: the PostgreSQL node's
+    lease (default: the config's, 4 s), longer for a smoke run on a loaded machine, where a
+    renewal answered late would give the tables up mid-run."""
     with tempfile.TemporaryDirectory(prefix="dealer-bench-") as tmpdir:
         tmp = Path(tmpdir)
         mq = None if broker is not None else private_broker(tmp)
@@ -557,7 +562,8 @@ async def run_latency_bench(tables: int = 1, seconds: float = 20.0, broker: str 
                     pg.start()
                     url = pg.create_database("bench")
                 baseline["postgresql_commit_paced_ms"] = await _pg_baseline(url)
-                runs["postgresql"] = await _measure(_settings(tmp, broker, tables, fsync, journal_url=url), broker,
+                runs["postgresql"] = await _measure(_settings(tmp, broker, tables, fsync, journal_url=url,
+                                                              lease_seconds=lease_seconds), broker,
                                                     tables, seconds, loop, phase, broker_pid, db=pg)
                 floors["postgresql"] = floor_of(baseline["mqtt_qos1_publish_paced_ms"],
                                                 baseline["postgresql_commit_paced_ms"])

@@ -374,7 +374,7 @@ def test_a_states_events_and_prompts_are_taken_once_per_version_and_a_batchs_ale
 
 
 def test_a_security_alert_the_deal_went_past_stays_on_the_station_and_the_floor(
-        studio: WebStudio, chromium: Any) -> None:  # noqa: F811
+        studio: WebStudio, chromium: Any, shots: Path) -> None:  # noqa: F811
     """The real backend: an unsigned supervisor act on SE1 is a security event, whose ALERT the
     next card's prompt replaces at once; the station keeps it listed and the floor flags it."""
     station, _ = open_page(chromium, studio.station_login_url("SE1"))
@@ -395,6 +395,7 @@ def test_a_security_alert_the_deal_went_past_stays_on_the_station_and_the_floor(
     assert any("supervisor" in a and "refused" in a for a in alerts), alerts
     assert station.locator("#alerts").is_visible() and station.locator("#alerts .error-item").count() >= 1
     assert state(station)["errors"] == [], state(station)["errors"]
+    station.screenshot(path=str(shots / "station-replaced-alert.png"))  # docs/screens.md
     until(lambda: state(floor)["tables"]["SE1"]["security"] >= 1, 30, "the floor counting the security ALERT")
     assert floor.locator('.tile[data-table="SE1"] .flag[data-flag="SECURITY"]').count() == 1
     assert not [e for e in state(floor)["tables"]["SE1"]["events"]

@@ -36,7 +36,7 @@ import paho.mqtt.client as mqtt
 import structlog
 
 from drivers.bus import BusError, ConnectionListener, Handler, Router, new_instance
-from drivers.mqtt_gmqtt import GmqttLink, LinkError
+from drivers.mqtt_gmqtt import GmqttLink, LinkError, PubAck
 
 #: The MQTT clients the bus can speak through (``[mqtt] client``): gmqtt by default (a third of
 #: paho's CPU per message, docs/benchmarks.md "Issue 31"), paho (aiomqtt 2) for a rollback.
@@ -208,8 +208,8 @@ class _Client(aiomqtt.Client):
         mid = info.mid
         if mid in self._pending_publishes or mid in self._pending_subscribes or mid in self._pending_unsubscribes:
             raise RuntimeError(f'There already exists a pending call for message ID "{mid}"')
-        ack = _Ack(self._loop.create_future(), timed_out, self._pending_publishes, mid)
-        self._pending_publishes[mid] = ack  # type: ignore[assignment]  # aiomqtt's on_publish only calls .set(): an _Ack has it
+        ack = PubAck(self._loop.create_future(), timed_out, self._pending_publishes, mid)
+        self._pending_publishes[mid] = ack  # type: ignore[assignment]  # aiomqtt's on_publish only calls .set(): a PubAck has it
         if timeout != math.inf:
             ack.timer = self._loop.call_later(timeout, ack.expire)
         self._write_now()
@@ -237,36 +237,6 @@ class _Client(aiomqtt.Client):
             yield
         finally:
             pending_dict.pop(mid, None)
-
-
-class _Ack:
-    """A publish waiting for its PUBACK: ``set`` (what aiomqtt's on_publish calls, after taking it
-    out of the pending table) resolves it and cancels its timer; ``expire`` (the timer) takes it
-    out of the pending table and fails it as aiomqtt's timeout would. No done-callback of its
-    own: one callback less per publish."""
-
-    __slots__ = ("future", "timed_out", "pending", "mid", "timer")
-
-    def __init__(self, future: asyncio.Future[None],
-                 timed_out: Callable[[], BaseException] = lambda: aiomqtt.MqttError("Operation timed out"),
-                 pending: dict[int, Any] | None = None, mid: int = 0) -> None:
-        self.future = future
-        self.timed_out = timed_out
-        self.pending = pending
-        self.mid = mid
-        self.timer: asyncio.TimerHandle | None = None
-
-    def set(self) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-        if not self.future.done():
-            self.future.set_result(None)
-
-    def expire(self) -> None:
-        if self.pending is not None and self.pending.get(self.mid) is self:
-            del self.pending[self.mid]
-        if not self.future.done():
-            self.future.set_exception(self.timed_out())
 
 
 class _ClientLog(logging.LoggerAdapter[logging.Logger]):

@@ -7,7 +7,7 @@ gateway: the last two speak 3.1.1 only). What the bus needs from a connection, a
 not give, is added here:
 
 * **A future per PUBACK.** gmqtt keeps each outgoing QoS 1 message in its persistent storage
-  until the PUBACK removes it; :class:`_AckStorage` resolves the publisher's future there.
+  until the PUBACK removes it; :class:`PubAckStorage` resolves the publisher's future there.
   A message not acknowledged when the connection ends fails at once (never a silent wait).
 * **One connection, no reconnects of its own.** The bus reconnects (backoff, the next broker
   URL, a new session number): gmqtt's own reconnect is switched off, so a lost connection
@@ -44,13 +44,17 @@ class LinkError(BusError):
     """A failed connect, a lost connection or a publish that cannot be made on it."""
 
 
-class _Ack:
-    """A publish waiting for its PUBACK: ``set`` resolves it, ``fail`` and ``expire`` fail it."""
+class PubAck:
+    """A publish waiting for its PUBACK, on either client: ``set`` (the PUBACK: gmqtt's in-flight
+    store, or aiomqtt's on_publish after taking it out of its pending table) resolves it and
+    cancels its timer; ``expire`` (the timer) takes it out of ``pending`` and fails it with
+    ``timed_out()``; ``fail`` (the connection ended) fails it at once. A bare future and one
+    timer, no Task and no done-callback of its own: the backend's hot path."""
 
     __slots__ = ("future", "timed_out", "pending", "mid", "timer")
 
     def __init__(self, future: asyncio.Future[None], timed_out: Callable[[], BaseException],
-                 pending: dict[int, _Ack], mid: int) -> None:
+                 pending: dict[int, Any], mid: int) -> None:
         self.future = future
         self.timed_out = timed_out
         self.pending = pending
@@ -76,12 +80,12 @@ class _Ack:
             self.future.set_exception(self.timed_out())
 
 
-class _AckStorage(PersistentStorage):
+class PubAckStorage(PersistentStorage):
     """gmqtt's in-flight store, resolving a future when a PUBACK takes a message out."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.acks: dict[int, _Ack] = {}
+        self.acks: dict[int, PubAck] = {}
         self.last_mid = 0
 
     def push_message(self, mid: int, raw_package: bytes) -> None:
@@ -119,7 +123,7 @@ class GmqttLink:
         self.deliver = deliver
         self._loop = asyncio.get_running_loop()
         self.lost: asyncio.Future[None] = self._loop.create_future()
-        self._storage = _AckStorage()
+        self._storage = PubAckStorage()
         self._waiting: dict[int, asyncio.Future[Any]] = {}  # SUBACK / UNSUBACK by packet id
         self._out: list[bytes] = []  # packets written in this turn of the event loop, not sent yet
         self._cause: BaseException | None = None  # what ended the connection, when the transport said
@@ -270,7 +274,7 @@ class GmqttLink:
         if qos == 0:
             return None
         mid = storage.last_mid
-        ack = _Ack(self._loop.create_future(), timed_out, storage.acks, mid)
+        ack = PubAck(self._loop.create_future(), timed_out, storage.acks, mid)
         storage.acks[mid] = ack
         if timeout != math.inf:
             ack.timer = self._loop.call_later(timeout, ack.expire)

@@ -12,7 +12,6 @@ faults, seed), and marks itself ``pytestmark = pytest.mark.integration``: a stud
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 import pytest
 
 from tools.web_studio import WebStudio
+from tests.conftest import poll_until
 
 CHROMIUM = Path("/usr/bin/chromium")
 
@@ -103,14 +103,7 @@ def state(page: Any) -> dict[str, Any]:
 
 def until(pred: Callable[[], Any], timeout: float, what: str, step: float = 0.25) -> Any:
     """Poll ``pred`` until it is truthy (its value is returned); fail naming ``what`` after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = pred()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(step)
+    return poll_until(pred, timeout, what, step=step)
 
 
 __all__ = ["CHROMIUM", "Wire", "chromium", "open_page", "screenshot", "screenshot_dir", "state", "studio_fixture",

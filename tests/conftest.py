@@ -21,6 +21,7 @@ import hashlib
 import os
 import pty
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -136,6 +137,23 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if marker is not None and "broker" in metafunc.fixturenames:
         kinds = [k for k in BROKER_KINDS if k in marker.kwargs.get("kinds", BROKER_KINDS)]
         metafunc.parametrize("broker", kinds, indirect=True, ids=kinds)
+
+
+def poll_until(pred: Callable[[], Any], timeout: float = 15.0, what: str = "condition", *, step: float = 0.05,
+               alive: subprocess.Popen[Any] | None = None, context: Callable[[], str] = lambda: "") -> Any:
+    """:func:`wait_until` for code without an event loop (a ``dealer run`` process, a browser):
+    poll ``pred`` until it is truthy and return its value; fail naming ``what`` after ``timeout``,
+    or at once when the ``alive`` process has exited (``context()``, e.g. its log, in both)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = pred()
+        if value:
+            return value
+        if alive is not None and alive.poll() is not None:
+            raise AssertionError(f"the process exited ({alive.returncode}) before {what}\n{context()}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}\n{context()}")
+        time.sleep(step)
 
 
 async def wait_until(pred: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:

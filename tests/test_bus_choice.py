@@ -7,7 +7,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from drivers.bus import LocalBus
 from drivers.mqtt import MqttBus
 from tests.harness import dealer_env
 from tests.harness_cli import run_cli
+from tests.conftest import poll_until
 
 pytestmark = pytest.mark.integration  # dealer run as a process
 
@@ -90,11 +90,9 @@ def test_dealer_run_starts_on_the_in_process_bus_when_asked(tmp_path: Path) -> N
     proc = subprocess.Popen([sys.executable, "-m", "dealer", "run", "--config", str(cfg)], cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=err.open("wb"))
     try:
-        deadline = time.monotonic() + 30
-        while not any(json.loads(line).get("event") == "backend started" for line in err.read_text().splitlines()):
-            assert proc.poll() is None, err.read_text()[-2000:]
-            assert time.monotonic() < deadline, "the backend never said it started"
-            time.sleep(0.05)
+        poll_until(lambda: any(json.loads(line).get("event") == "backend started"
+                               for line in err.read_text().splitlines()),
+                   30, "the backend to say it started", alive=proc, context=lambda: err.read_text()[-2000:])
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=20) == 0
     finally:

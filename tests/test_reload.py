@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,7 @@ from dealer.edge.journal import Journal
 from dealer.edge.reload import reload_service, restart_only
 from dealer.edge.signing import key_fingerprint
 from simulators.secure_broker import SecureMosquitto
-from tests.conftest import wait_until
+from tests.conftest import poll_until, wait_until
 from tests.harness import secret_file
 from tests.harness_acl import broker  # noqa: F401  (broker: the module-scoped secure broker fixture)
 from tests.harness_roles import OTHER_KEY, SUP_KEY, Client, backend, operation, studio
@@ -127,21 +126,14 @@ reader_id = "SC1"
         return [json.loads(x) for x in log.read_text().splitlines() if x.startswith("{") and f'"{name}"' in x]
 
     try:
-        deadline = time.monotonic() + 60
-        while not events("backend started"):
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
+        poll_until(lambda: events("backend started"), 60, "backend started", alive=proc, context=log.read_text)
         cfg.write_text(text.replace("betting_seconds = 30", "betting_seconds = 25"))
         proc.send_signal(signal.SIGHUP)
-        while not events("configuration reloaded"):
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
+        poll_until(lambda: events("configuration reloaded"), 60, "configuration reloaded", alive=proc, context=log.read_text)
         assert events("configuration reloaded")[0]["rules"] == ["T1"]
         cfg.write_text(text.replace("betting_seconds = 30", "betting_seconds = -1"))  # invalid: refused
         proc.send_signal(signal.SIGHUP)
-        while not events("reload refused: nothing changed"):
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
+        poll_until(lambda: events("reload refused: nothing changed"), 60, "reload refused: nothing changed", alive=proc, context=log.read_text)
         assert "betting_seconds" in events("reload refused: nothing changed")[0]["reason"]
         assert proc.poll() is None  # still running
     finally:

@@ -16,12 +16,12 @@ import shlex
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from simulators.secure_broker import SecureMosquitto
+from tests.conftest import poll_until
 
 pytestmark = pytest.mark.integration
 
@@ -101,10 +101,8 @@ def test_the_guide_word_for_word(tmp_path: Path) -> None:
         log = tmp_path / "run.log"
         proc = subprocess.Popen([sys.executable, "-m", "dealer", "run", "--config", str(cfg)], cwd=ROOT, env=env,
                                 stdout=subprocess.DEVNULL, stderr=log.open("wb"))
-        deadline = time.monotonic() + 60
-        while '"backend started"' not in log.read_text() or '"mqtt connected"' not in log.read_text():
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
+        poll_until(lambda: '"backend started"' in (text := log.read_text()) and '"mqtt connected"' in text, 60,
+                   "the backend started and connected", alive=proc, context=log.read_text)
         # 6. operate: every act answered
         pause = dealer(step("dealer supervisor pause"))
         assert pause.returncode == 0, pause.stderr
@@ -114,9 +112,8 @@ def test_the_guide_word_for_word(tmp_path: Path) -> None:
         assert again.returncode == 3 and "refused by the backend" in again.stderr, again.stderr
         cfg.write_text(cfg.read_text().replace("betting_seconds = 15", "betting_seconds = 20"))
         proc.send_signal(signal.SIGHUP)  # systemctl reload dealer@studio
-        while '"configuration reloaded"' not in log.read_text():
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
+        poll_until(lambda: '"configuration reloaded"' in log.read_text(), 60, "the configuration reloaded",
+                   alive=proc, context=log.read_text)
         assert proc.poll() is None
     finally:
         if proc is not None:

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import os
 import socket
-import time
 from pathlib import Path
 
 import pytest
 
 from tools.web_studio import StudioError, WebStudio
+from tests.conftest import poll_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -32,10 +32,7 @@ def test_close_stops_everything_and_a_failed_start_stops_what_it_started(tmp_pat
         pids = [p.pid for p in s.procs.values()] + [s.mosquitto.proc.pid]
         assert len(pids) == 5 and all(_alive(p) for p in pids)
         own = s.dir
-    until_dead = time.monotonic() + 15
-    while any(_alive(p) for p in pids) and time.monotonic() < until_dead:
-        time.sleep(0.1)
-    assert not any(_alive(p) for p in pids)
+    poll_until(lambda: not any(_alive(p) for p in pids), 15, "every process of the studio gone")
     assert not own.exists()  # its own temporary folder goes; a folder the caller gave stays (below)
 
     with socket.socket() as busy:  # dealer web cannot listen: the studio's last part fails

@@ -202,6 +202,9 @@ BAD_CONFIGS = {
         BASE.replace('game = "teen-patti"', 'game = "baccarat"'), ["baccarat"]),
     "TOML syntax error": (
         BASE + "\n[[tables\n", ["line"]),
+    "an MQTT client the bus cannot speak through": (
+        BASE.replace("[service]", '[mqtt]\nurl = "mqtt://127.0.0.1:1883"\nclient = "mosquitto"\n\n[service]'),
+        ["mqtt.client", "gmqtt", "paho"]),
 }
 
 

@@ -241,9 +241,9 @@ class GmqttLink:
             fut.set_result(args[0] if args else None)
 
     async def _acked(self, mid: int, timeout: float | None) -> None:
-        fut = self._waiting.setdefault(mid, self._loop.create_future())
+        fut = self._waiting[mid] = self._loop.create_future()  # nothing is read before this await: no SUBACK yet
         try:
-            await asyncio.wait_for(asyncio.shield(fut), timeout=self.timeout if timeout is None else timeout)
+            await asyncio.wait_for(fut, timeout=self.timeout if timeout is None else timeout)
         except TimeoutError:
             self._waiting.pop(mid, None)
             raise LinkError("Operation timed out") from None

@@ -483,6 +483,12 @@ class MqttBus:
         if self._router.remove(pattern) and self._client is not None:
             self._spawn(self._resubscribe(self._client, [], [pattern]))
 
+    async def settled(self) -> None:
+        """Return once every SUBSCRIBE and UNSUBSCRIBE sent on the live connection so far has its
+        answer (or has failed): from then on the broker routes by the new subscriptions."""
+        while self._sub_tasks:
+            await asyncio.gather(*self._sub_tasks, return_exceptions=True)
+
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._sub_tasks.add(task)

@@ -5,7 +5,6 @@ commit loop would report (seconds spent trying to write), driven by the test."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 import psycopg
@@ -29,6 +28,18 @@ class Journal:
 
     def __call__(self) -> float:
         return 0.0 if self.failing_since is None else time.monotonic() - self.failing_since
+
+
+async def placement_passes(node: Node, n: int) -> None:
+    """Wait until ``node`` has made ``n`` more placement passes (each reads the nodes and leases
+    once: ``dealer_lease_statement_seconds{statement="read"}`` counts them)."""
+    reads = node.m.metrics.statement.labels("read")
+    before = _count(reads)
+    await wait_until(lambda: _count(reads) >= before + n, what=f"{n} placement passes of {node.m.node_id}")
+
+
+def _count(histogram: object) -> float:
+    return sum(b.get() for b in histogram._buckets)  # type: ignore[attr-defined]  # prometheus-client's own
 
 
 async def leaving(url: str, node: str) -> bool:
@@ -57,7 +68,7 @@ async def test_a_node_whose_journal_fails_for_a_lease_gives_its_tables_up_and_se
     with pytest.raises(psycopg.Error) as refused:
         await write_event(url, "t1", "a", before["t1"])  # the database refuses a's old lease
     assert refused.value.sqlstate == "DL001"
-    await asyncio.sleep(4 * FAST.renew)  # a few placement passes: a takes nothing back while it cannot write
+    await placement_passes(a, 3)  # a takes nothing back while it cannot write
     assert a.held() == set() and not [e for e in a.events if e[0] == "adopt" and e[2] != before[e[1]]]
 
     journal.failing_since = None  # a writes again: it serves, and placement brings its tables back
@@ -74,7 +85,7 @@ async def test_a_node_takes_no_table_while_its_journal_is_failing(pg: str, nodes
     a.m.watch_journal(journal)
     nodes.append(a)
     await a.start()
-    await asyncio.sleep(4 * FAST.renew)  # its first looks: the free table is not taken
+    await placement_passes(a, 3)  # its first looks: the free table is not taken
     assert a.held() == set() and a.events == []
     journal.failing_since = None
     await wait_until(lambda: a.held() == {"t1"}, what="a takes the table once it writes")

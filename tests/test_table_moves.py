@@ -240,7 +240,7 @@ async def test_the_mqtt_bus_subscribes_and_unsubscribes_while_connected(broker: 
         bus.subscribe("x/a", lambda t, p: got.append(p.decode()))
         await wait_until(lambda: _delivered(pub, "x/a", "1", got), what="delivered after a runtime subscribe")
         bus.unsubscribe("x/a")
-        await asyncio.sleep(0.3)  # the UNSUBSCRIBE is on its way; nothing is routed from now on
+        await bus.settled()  # the UNSUBSCRIBE is acknowledged: nothing is routed from now on
         n = len(got)
         await pub.publish("x/a", b"2")
         bus.subscribe("x/b", lambda t, p: got.append(p.decode()))

@@ -9,7 +9,6 @@ of times a run. Real service, real SQLite journal behind a gate that holds a com
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -46,10 +45,9 @@ async def test_a_timer_queues_its_event_once_while_the_commit_loop_is_behind(tmp
         journal.gate.set()  # the bet's batch commits; its end arms the table's timer again
         assert (await bet).accepted
         await wait_until(lambda: service.tables["T1"].current.phase == Phase.BETTING_CLOSED, what="betting closed")
-        for _ in range(20):  # a second close_betting, had one been queued, is applied by now
-            await asyncio.sleep(0.01)
-            if service.queue.items.empty() and not service.commit_loop.batch_tables:
-                break
+        # a second close_betting, had one been queued, is applied once the queue has drained
+        await wait_until(lambda: service.queue.items.empty() and not service.commit_loop.batch_tables,
+                         what="the input queue drained")
     closes = [r for r in Journal(settings.service.journal_path).rows() if r.type == "close_betting"]
     assert len(closes) == 1, closes
     assert not [r for r in rejected if isinstance(r, Rejection) and r.event_type == "close_betting"], rejected

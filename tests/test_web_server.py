@@ -36,6 +36,7 @@ from dealer.web.server import CSP, STATIC, Site, Upstream, build_app
 from simulators.broker import free_port
 from simulators.secure_broker import SecureMosquitto, make_test_ca
 from tools.deploy import render_acl
+from tests.conftest import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 USERS = {"dealer-backend": "pw-b", "ops": "pw-ops", "station-T1": "pw-s1", "station-T2": "pw-s2"}
@@ -110,13 +111,6 @@ def _publish_direct(b: SecureMosquitto, user: str, topic: str, payload: bytes, r
         c.loop_stop()
 
 
-async def _wait(pred: Any, what: str, timeout: float = 10) -> Any:
-    async with asyncio.timeout(timeout):
-        while not (got := pred()):
-            await asyncio.sleep(0.05)
-    return got
-
-
 async def test_mqtt_over_the_websocket_path_is_the_brokers_login_and_acl(mosquitto: SecureMosquitto, web_url: str) -> None:
     state = json.dumps({"table_id": "T1", "phase": "DEALING"}).encode()
     _publish_direct(mosquitto, "dealer-backend", topics.state("T1"), state, retain=True)
@@ -124,16 +118,16 @@ async def test_mqtt_over_the_websocket_path_is_the_brokers_login_and_acl(mosquit
     # paho blocks while it connects, and the forwarder runs on this test's event loop: connect from a thread
     ops, got, connack = await asyncio.to_thread(_ws_client, web_url, "ops", USERS["ops"], [topics.state("T1")])
     try:
-        await _wait(connack.is_set, "ops connected")
+        await wait_until(connack.is_set, 10, "ops connected")
         assert not ops._rc.is_failure  # type: ignore[attr-defined]
-        await _wait(lambda: got, "the retained state through the forwarder")
+        await wait_until(lambda: got, 10, "the retained state through the forwarder")
         assert got[0] == (topics.state("T1"), state)
     finally:
         ops.disconnect()
         await asyncio.to_thread(ops.loop_stop)
     bad, _, connack = await asyncio.to_thread(_ws_client, web_url, "ops", "wrong", [])
     try:
-        await _wait(connack.is_set, "the broker's answer")
+        await wait_until(connack.is_set, 10, "the broker's answer")
         assert bad._rc.is_failure  # type: ignore[attr-defined]  # the broker refused: the forwarder judged nothing
     finally:
         await asyncio.to_thread(bad.loop_stop)
@@ -141,10 +135,10 @@ async def test_mqtt_over_the_websocket_path_is_the_brokers_login_and_acl(mosquit
         _ws_client, web_url, "station-T1", USERS["station-T1"],
         [topics.state("T1"), topics.state("T2"), "studio/v1/tables/T1/players/ann"])
     try:
-        await _wait(lambda: got, "the station's own table")
+        await wait_until(lambda: got, 10, "the station's own table")
         _publish_direct(mosquitto, "dealer-backend", "studio/v1/tables/T1/players/ann", b'{"card":"AS"}')
         _publish_direct(mosquitto, "dealer-backend", topics.state("T1"), state, retain=True)  # a barrier: it arrives
-        await _wait(lambda: len(got) >= 2, "the barrier")
+        await wait_until(lambda: len(got) >= 2, 10, "the barrier")
         assert {t for t, _ in got} == {topics.state("T1")}  # never T2's state, never a player's topic
     finally:
         station.disconnect()
@@ -253,7 +247,7 @@ async def test_the_process_forwards_to_the_broker_url_not_to_its_own_listen_host
         assert started["broker"] == f"mqtt://127.0.0.1:{mosquitto.plain_port}"
         ops, _, connack = await asyncio.to_thread(_ws_client, started["url"], "ops", USERS["ops"], [])
         try:
-            await _wait(connack.is_set, "ops connected through the process")
+            await wait_until(connack.is_set, 10, "ops connected through the process")
             assert not ops._rc.is_failure  # type: ignore[attr-defined]
         finally:
             ops.disconnect()

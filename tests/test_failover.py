@@ -65,7 +65,9 @@ async def test_a_killed_owner_mid_deal_and_then_mid_decision_another_node_resume
     res = await one_result(s)
     assert res["decisions"]["p1"] == {"action": "PLAY", "by": "player", "seat": 1, "play_stake": "10"}
     assert res["decisions"]["p3"]["by"] == "timeout"  # folded by the new window's timer, not by the outage
-    made = [e for e in s.rec.events("decision_made") if e["data"]["player_id"] == "p3"]
+    # the result (outbox relay) may arrive before the table's state carrying the same batch's events
+    made = await wait_until(lambda: [e for e in s.rec.events("decision_made") if e["data"]["player_id"] == "p3"],
+                            what="p3's decision_made on the table's state")
     opened = [e for e in s.rec.events("decisions_open") if e["data"].get("resumed")]
     # after the new window (its timer runs on the monotonic clock: a millisecond of rounding either way)
     assert made and opened and made[-1]["at"] >= opened[-1]["data"]["closes_at"] - 5

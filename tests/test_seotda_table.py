@@ -612,7 +612,9 @@ async def test_d_bad_buttons_amounts_and_out_of_turn_actions_are_refused(table: 
     await wait_until(lambda: rec.results(table.key1), what="result")
     res = rec.results(table.key1)[0]
     # S1's bet was not called: it goes back; S1 wins the antes; nobody's cards are shown
-    assert [e["data"] for e in rec.events("uncalled_returned")] == [{"player_id": s1, "amount": "10"}]
+    # the result (outbox relay) may arrive before the table's state carrying the same batch's events
+    returned = await wait_until(lambda: rec.events("uncalled_returned"), what="uncalled_returned on the state")
+    assert [e["data"] for e in returned] == [{"player_id": s1, "amount": "10"}]
     assert res["hands"] == {} and res["winner"] == "S1"
     assert not rec.events("cards_revealed") and "S1.2" not in res["cards"]
     assert {p: b["chips"]["returned"] for p, b in res["player_bets"].items()} == {s1: "710", s2: "690"}

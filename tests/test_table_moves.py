@@ -136,7 +136,9 @@ async def test_a_table_dropped_and_adopted_again_resumes_at_its_position_and_giv
         res = rec.results(key)[0]
         assert res["decisions"]["p1"]["by"] == "player"
         assert res["decisions"]["p3"] == {"action": "FOLD", "by": "timeout", "seat": 3, "play_stake": None}
-        made = [e for e in rec.events("decision_made") if e["data"]["player_id"] == "p3"]
+        # the result (outbox relay) may arrive before the table's state carrying the same batch's events
+        made = await wait_until(lambda: [e for e in rec.events("decision_made") if e["data"]["player_id"] == "p3"],
+                                what="p3's decision_made on the table's state")
         opened = [e for e in rec.events("decisions_open") if e["data"].get("resumed")]
         assert made and opened and made[0]["at"] >= opened[-1]["data"]["closes_at"]  # only after the new window
         await asyncio.sleep(0.3)
